@@ -1,0 +1,26 @@
+# The two commands: `make demo` runs the whole system, `make test` runs the whole test suite.
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test install clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
+	@command -v java >/dev/null || { echo "Java 17 is needed by PySpark 4: install openjdk-17-jre-headless"; exit 1; }
+	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	PYSPARK_PYTHON=$(abspath $(VPY)) $(VPY) -m webapp.demo
+
+test: $(STAMP)
+	PYSPARK_PYTHON=$(abspath $(VPY)) $(VPY) -m pytest
+
+clean:
+	rm -rf var .pytest_cache

@@ -1,0 +1,118 @@
+"""Job vertices and edges of a streaming job (ARCHITECTURE.md: ``topology``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from graphlib import CycleError, TopologicalSorter
+
+SHIP_STRATEGIES = ("forward", "hash", "rebalance")
+
+
+class TopologyError(ValueError):
+    """The topology is not a valid DAG (unknown vertex, duplicate id, cycle, bad value)."""
+
+
+@dataclass(frozen=True)
+class Vertex:
+    """A job vertex: in Spark, one stage of the micro-batch job; in Flink, an operator chain.
+
+    Attributes:
+        id: stable id across batches and restarts.
+        name: the plan operators it runs, for people (``MicroBatchScan → Filter → Project``).
+        parallelism: current number of tasks (partitions) or subtasks.
+        max_parallelism: upper bound for the parallelism (Flink's key groups).
+        partitions: number of source partitions, for a source; bounds its parallelism.
+        source: whether the vertex reads from an external source.
+        adjustable: False pins the parallelism (e.g. a stateful stage whose partitions
+            are fixed by its checkpoint).
+    """
+
+    id: str
+    name: str = ""
+    parallelism: int = 1
+    max_parallelism: int = 32768
+    partitions: int | None = None
+    source: bool = False
+    adjustable: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise TopologyError("vertices[].id: must be a non-empty string")
+        if self.parallelism < 1:
+            raise TopologyError(f"vertices[{self.id}].parallelism: must be >= 1, got {self.parallelism}")
+        if self.max_parallelism < 1:
+            raise TopologyError(f"vertices[{self.id}].max_parallelism: must be >= 1, got {self.max_parallelism}")
+        if self.partitions is not None and self.partitions < 1:
+            raise TopologyError(f"vertices[{self.id}].partitions: must be >= 1, got {self.partitions}")
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A data channel from ``source`` to ``target`` with its input ship strategy."""
+
+    source: str
+    target: str
+    ship: str = "hash"
+
+    def __post_init__(self) -> None:
+        if self.ship not in SHIP_STRATEGIES:
+            raise TopologyError(f"edges[{self.source}->{self.target}].ship: must be one of "
+                                f"{', '.join(SHIP_STRATEGIES)}, got {self.ship!r}")
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A DAG of vertices.
+
+    Raises:
+        TopologyError: duplicate vertex ids, an edge naming an unknown vertex, or a cycle.
+    """
+
+    vertices: tuple[Vertex, ...]
+    edges: tuple[Edge, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        ids = [v.id for v in self.vertices]
+        if len(set(ids)) != len(ids):
+            dup = sorted({i for i in ids if ids.count(i) > 1})
+            raise TopologyError(f"vertices: duplicate id {dup[0]!r}")
+        known = set(ids)
+        for edge in self.edges:
+            for end in (edge.source, edge.target):
+                if end not in known:
+                    raise TopologyError(f"edges: unknown vertex {end!r} in {edge.source}->{edge.target}")
+        try:
+            _ = self.order
+        except CycleError as exc:
+            raise TopologyError(f"edges: cycle through {' -> '.join(map(str, exc.args[1]))}") from exc
+
+    @cached_property
+    def order(self) -> tuple[str, ...]:
+        """Vertex ids in topological order (sources first), ties broken by declaration order."""
+        position = {v.id: i for i, v in enumerate(self.vertices)}
+        sorter: TopologicalSorter[str] = TopologicalSorter({v.id: () for v in self.vertices})
+        for edge in self.edges:
+            sorter.add(edge.target, edge.source)
+        sorter.prepare()
+        result: list[str] = []
+        while sorter.is_active():
+            ready = sorted(sorter.get_ready(), key=position.__getitem__)
+            result.extend(ready)
+            sorter.done(*ready)
+        return tuple(result)
+
+    def vertex(self, vertex_id: str) -> Vertex:
+        """Return the vertex with that id. Raises KeyError naming the id when unknown."""
+        for v in self.vertices:
+            if v.id == vertex_id:
+                return v
+        raise KeyError(f"unknown vertex {vertex_id!r}")
+
+    def inputs(self, vertex_id: str) -> tuple[Edge, ...]:
+        """The edges into ``vertex_id``."""
+        return tuple(e for e in self.edges if e.target == vertex_id)
+
+    def is_source(self, vertex_id: str) -> bool:
+        """A vertex is a source when it says so or has no input edge."""
+        return self.vertex(vertex_id).source or not self.inputs(vertex_id)

@@ -1,0 +1,257 @@
+"""Writes for jobs: registration, metric collection and evaluation (HackSoft style: keyword-only,
+typed, atomic). Celery tasks call these; views never do this work themselves."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from scaling import ClusterState, Edge, JobPlan, Policy, Topology, Vertex, VertexMetrics, plan_micro_batch
+from webapp.jobs.models import Evaluation, Job, JobPolicy, MetricSnapshot, VertexSnapshot
+from webapp.jobs.redis import get_redis
+from webapp.jobs.selectors import snapshots_in_window
+
+logger = logging.getLogger(__name__)
+
+#: Knob that sets the cores of a local-mode driver (``local[N]``).
+CORES_KEY = "cores"
+
+
+class CollectError(RuntimeError):
+    """Metrics could not be collected; the message says what Spark or the runner answered."""
+
+
+def job_register(*, name: str, topic: str = "", query_name: str = "", config: dict | None = None,
+                 knobs: list | None = None, policy: dict | None = None) -> Job:
+    """Create the job (and its policy) or update its descriptive fields; returns the job."""
+    with transaction.atomic():
+        job, created = Job.objects.get_or_create(name=name, defaults={
+            "topic": topic, "query_name": query_name, "config": config or {}, "knobs": knobs or []})
+        if not created:
+            updates = {"topic": topic or job.topic, "query_name": query_name or job.query_name}
+            if config and not job.config:
+                updates["config"] = config
+            if knobs:
+                updates["knobs"] = knobs
+            Job.objects.filter(pk=job.pk).update(**updates)
+            job.refresh_from_db()
+        JobPolicy.objects.get_or_create(job=job, defaults=policy or {})
+    return job
+
+
+def runner_status(*, job: Job) -> dict:
+    """The runner's status hash ``ss:runner:{job}`` (empty dict when no runner ever reported)."""
+    from sparkclient import keys  # noqa: PLC0415 - keeps Django start-up free of Spark modules
+
+    return get_redis().hgetall(keys.runner(job.name))
+
+
+def _sync_runner_state(job: Job, status: dict) -> None:
+    """Adopt the runner's configuration and knobs (the runner is the source of truth for what runs)."""
+    updates: dict = {}
+    if status.get("config"):
+        config = json.loads(status["config"])
+        if config != job.config:
+            updates["config"] = config
+            updates["config_changed_at"] = timezone.now()
+    if status.get("knobs"):
+        knobs = json.loads(status["knobs"])
+        if knobs != job.knobs:
+            updates["knobs"] = knobs
+    if status.get("query_name") and not job.query_name:
+        updates["query_name"] = status["query_name"]
+    if updates:
+        Job.objects.filter(pk=job.pk).update(**updates)
+        for field, value in updates.items():
+            setattr(job, field, value)
+
+
+def _mark(job: Job, health: str, error: str = "") -> None:
+    Job.objects.filter(pk=job.pk).update(health=health, last_error=error)
+    job.health, job.last_error = health, error
+
+
+def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot | None:
+    """Read the runner status, the progress published since the previous collect and the Spark REST
+    API, and store one MetricSnapshot with a VertexSnapshot per stage.
+
+    The window runs from the previous snapshot (or ``SCALER_COLLECT_INTERVAL_S`` ago) to now, and
+    holds the batches whose progress was published in it, so every batch is counted once.
+
+    Returns None, with the job marked ``down`` and the reason in ``last_error``, when the runner is
+    not running or Spark does not answer.
+    """
+    from django.conf import settings  # noqa: PLC0415
+
+    from sparkclient.progress import read_progress  # noqa: PLC0415
+    from sparkclient.rest import SparkRestClient, SparkRestError  # noqa: PLC0415
+    from sparkclient.topology import collect_sample  # noqa: PLC0415
+
+    now = now or timezone.now()
+    status = runner_status(job=job)
+    if not status:
+        _mark(job, Job.Health.DOWN, "no runner has reported for this job: start it with "
+                                    "`python -m sparkclient.runner --job %s`" % job.name)
+        return None
+    _sync_runner_state(job, status)
+    if status.get("state") != "running" or not status.get("ui_url"):
+        _mark(job, Job.Health.DOWN, f"runner state is {status.get('state', 'unknown')!r}"
+                                    f"{': ' + status['error'] if status.get('error') else ''}")
+        return None
+    previous = job.snapshots.order_by("-collected_at").values_list("collected_at", flat=True).first()
+    window_start = previous if previous and (now - previous).total_seconds() < 10 * settings.SCALER_COLLECT_INTERVAL_S \
+        else now - timedelta(seconds=settings.SCALER_COLLECT_INTERVAL_S)
+    window_s = max(0.001, (now - window_start).total_seconds())
+    progresses = read_progress(get_redis(), job.name, since_ms=int(window_start.timestamp() * 1000))
+    progresses = [p for p in progresses if p.get("runId") == status.get("run_id")]
+    config = job.config
+    trigger_interval_s = float(config.get("trigger_interval_s", 1.0))
+    client = SparkRestClient(status["ui_url"])
+    try:
+        sample = collect_sample(client, status["app_id"], progresses, run_id=status["run_id"],
+                                trigger_interval_s=trigger_interval_s, window_s=window_s,
+                                now_s=now.timestamp())
+    except SparkRestError as exc:
+        _mark(job, Job.Health.DOWN, f"Spark REST API: {exc}")
+        return None
+    finally:
+        client.close()
+    with transaction.atomic():
+        snapshot = MetricSnapshot.objects.create(
+            job=job, collected_at=now, run_id=sample.run_id, config=config, window_s=window_s,
+            batches=sample.batches, backlog=sample.backlog, arrival_rate_per_s=sample.arrival_rate_per_s,
+            input_rate_per_s=sample.input_rate_per_s, processed_rate_per_s=sample.processed_rate_per_s,
+            batch_duration_s=sample.batch_duration_s, trigger_interval_s=sample.trigger_interval_s,
+            batch_overhead_s=sample.batch_overhead_s, batch_ratio=sample.batch_ratio,
+            executors=sample.executors, cores=sample.cores, state_rows=sample.state_rows,
+            state_bytes=sample.state_bytes, errors=list(sample.errors))
+        VertexSnapshot.objects.bulk_create([
+            VertexSnapshot(snapshot=snapshot, vertex_id=v.vertex_id, name=v.name, position=v.position,
+                           is_source=v.is_source, tasks=v.tasks, busy_s=v.busy_s, records_in=v.records_in,
+                           records_out=v.records_out, spill_bytes=v.spill_bytes, upstream=list(v.upstream))
+            for v in sample.vertices])
+    _mark(job, Job.Health.RUNNING if sample.batches else Job.Health.DEGRADED,
+          "" if sample.batches else "no micro-batch completed in the last window")
+    return snapshot
+
+
+def scaling_policy(policy: JobPolicy) -> Policy:
+    """The ``scaling.Policy`` of a job's policy row."""
+    return Policy(utilization_target=policy.utilization_target, utilization_min=policy.utilization_min,
+                  utilization_max=policy.utilization_max, catch_up_duration_s=policy.catch_up_duration_s,
+                  restart_time_s=policy.restart_time_s, vertex_max_parallelism=policy.vertex_max_parallelism)
+
+
+def window_inputs(*, job: Job, snapshots: list[MetricSnapshot]
+                  ) -> tuple[Topology, dict[str, VertexMetrics], ClusterState, float]:
+    """Aggregate a window of snapshots into the planner's inputs (sums over the window, so a
+    snapshot without a completed batch weighs in correctly).
+
+    Returns (topology, metrics per vertex id, cluster, mean batch duration in seconds).
+    Stage ``i`` of the micro-batch job is set by ``job.knobs[i]``; a stage without a knob is pinned.
+    """
+    latest = snapshots[-1]
+    total_s = sum(s.window_s for s in snapshots)
+    sums: dict[str, dict[str, float]] = {}
+    for snapshot in snapshots:
+        for v in snapshot.vertices.all():
+            acc = sums.setdefault(v.vertex_id, {"busy_s": 0.0, "in": 0.0, "out": 0.0})
+            acc["busy_s"] += v.busy_s
+            acc["in"] += v.records_in
+            acc["out"] += v.records_out
+    arrival = sum(s.arrival_rate_per_s * s.window_s for s in snapshots) / total_s
+    overhead = sum(s.batch_overhead_s * s.batches for s in snapshots) / max(1, sum(s.batches for s in snapshots))
+    vertices, metrics, edges = [], {}, []
+    for v in latest.vertices.all():
+        knob = job.knobs[v.position] if v.position < len(job.knobs) else None
+        vertices.append(Vertex(id=v.vertex_id, name=v.name, parallelism=max(1, v.tasks), source=v.is_source,
+                               adjustable=bool(knob and knob.get("adjustable"))))
+        edges.extend(Edge(source=u, target=v.vertex_id) for u in v.upstream)
+        acc = sums.get(v.vertex_id, {"busy_s": 0.0, "in": 0.0, "out": 0.0})
+        records_in_per_s = acc["in"] / total_s
+        busy_ms_per_s = min(1000.0, acc["busy_s"] * 1000.0 / total_s / max(1, v.tasks))
+        growth = (arrival - records_in_per_s) if v.is_source else 0.0
+        metrics[v.vertex_id] = VertexMetrics(
+            records_in_per_s=records_in_per_s, records_out_per_s=acc["out"] / total_s,
+            busy_time_ms_per_s=busy_ms_per_s, backlog=float(latest.backlog) if v.is_source else 0.0,
+            backlog_growth_per_s=growth, batch_overhead_s=overhead)
+    policy = job.policy
+    cluster = ClusterState(executors=max(1, latest.cores), cores_per_executor=1,
+                           min_executors=policy.min_cores, max_executors=max(policy.min_cores, policy.max_cores),
+                           trigger_interval_s=latest.trigger_interval_s or 1.0)
+    batches = sum(s.batches for s in snapshots)
+    mean_batch_s = sum(s.batch_duration_s * s.batches for s in snapshots) / batches if batches else 0.0
+    return Topology(tuple(vertices), tuple(edges)), metrics, cluster, mean_batch_s
+
+
+def plan_to_config(*, job: Job, plan: JobPlan) -> dict:
+    """The runner configuration a plan asks for: cores, and partitions per knob of each stage."""
+    config = dict(job.config)
+    config[CORES_KEY] = plan.executors_proposed * plan.cores_per_executor
+    positions = {v.vertex_id: i for i, v in enumerate(plan.vertices)}
+    for vertex_plan in plan.vertices:
+        position = positions[vertex_plan.vertex_id]
+        knob = job.knobs[position] if position < len(job.knobs) else None
+        if knob and knob.get("adjustable"):
+            config[knob["knob"]] = vertex_plan.proposed
+    return config
+
+
+def plan_as_json(plan: JobPlan) -> dict:
+    """A JobPlan as JSON (infinite rates as the string ``"inf"``, as in SCENARIO.md)."""
+    def clean(value):
+        if isinstance(value, float):
+            return "inf" if value == float("inf") else round(value, 3)
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v) for v in value]
+        return value
+    return clean(asdict(plan))
+
+
+def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | None:
+    """Evaluate the metric window of ``job`` with the micro-batch planner and store the result.
+
+    Returns None while the window is not yet full (the job stays ``collecting``). A ``scale``
+    decision whose configuration differs from the running one creates a pending proposal.
+    """
+    from webapp.proposals.services import proposal_create  # noqa: PLC0415 - apps depend one way at import
+
+    policy = job.policy
+    snapshots = snapshots_in_window(job=job, window_s=policy.metric_window_s, now=now)
+    covered_s = sum(s.window_s for s in snapshots)
+    if not snapshots or covered_s < 0.9 * policy.metric_window_s or not snapshots[-1].vertices.exists():
+        if job.health == Job.Health.RUNNING:
+            _mark(job, Job.Health.COLLECTING,
+                  f"collecting metrics: {covered_s:.0f} of {policy.metric_window_s:.0f} s in the window")
+        return None
+    topology, metrics, cluster, mean_batch_s = window_inputs(job=job, snapshots=snapshots)
+    plan = plan_micro_batch(topology, metrics, cluster, scaling_policy(policy), batch_duration_s=mean_batch_s)
+    proposed_config = plan_to_config(job=job, plan=plan)
+    evaluation = Evaluation.objects.create(
+        job=job, decision=plan.decision, reasons=list(plan.reasons), plan=plan_as_json(plan),
+        proposed_config=proposed_config, window_s=covered_s)
+    if plan.decision == "scale" and proposed_config != job.config:
+        proposal_create(evaluation=evaluation)
+    return evaluation
+
+
+def collect_and_evaluate(*, job: Job) -> None:
+    """One beat for one job: collect a snapshot, then evaluate unless a proposal is executing."""
+    from webapp.proposals.models import Proposal  # noqa: PLC0415
+
+    started = time.monotonic()
+    snapshot = snapshot_collect(job=job)
+    if snapshot is None:
+        return
+    busy = job.proposals.filter(status__in=[Proposal.Status.APPROVED, Proposal.Status.EXECUTING]).exists()
+    if not busy:
+        evaluation_run(job=job)
+    logger.info("collected %s in %.2f s (%d batches)", job.name, time.monotonic() - started, snapshot.batches)

@@ -1,0 +1,33 @@
+"""Celery tasks for jobs: the collect beat. Collections of one job never overlap (Redis lock)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.conf import settings
+
+from webapp.jobs import services
+from webapp.jobs.models import Job
+from webapp.jobs.redis import get_redis
+
+
+@shared_task
+def collect_all() -> int:
+    """Beat entry point: enqueue one collect per job; returns how many were enqueued."""
+    ids = list(Job.objects.values_list("pk", flat=True))
+    for job_id in ids:
+        collect_job.delay(job_id)
+    return len(ids)
+
+
+@shared_task(bind=True, acks_late=True, max_retries=2, retry_backoff=True)
+def collect_job(self, job_id: int) -> bool:
+    """Collect and evaluate one job, unless another collect of it still holds the lock."""
+    lock = get_redis().lock(f"ss:lock:collect:{job_id}", timeout=4 * settings.SCALER_COLLECT_INTERVAL_S)
+    if not lock.acquire(blocking=False):
+        return False
+    try:
+        job = Job.objects.select_related("policy").get(pk=job_id)
+        services.collect_and_evaluate(job=job)
+        return True
+    finally:
+        lock.release()

@@ -1,0 +1,92 @@
+"""Proposals (ARCHITECTURE.md "Proposal lifecycle"), their executions and the audit trail."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from webapp.jobs.models import Evaluation, Job
+
+
+class Proposal(models.Model):
+    """A proposed new configuration for a job. Every status change is one conditional UPDATE
+    in ``webapp.proposals.services``; see ARCHITECTURE.md for the state machine."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "pending"
+        APPROVED = "approved", "approved"
+        REJECTED = "rejected", "rejected"
+        SUPERSEDED = "superseded", "superseded"
+        EXPIRED = "expired", "expired"
+        EXECUTING = "executing", "executing"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+        ROLLING_BACK = "rolling_back", "rolling back"
+        ROLLED_BACK = "rolled_back", "rolled back"
+
+    #: Display colour per status (NetBox ChoiceSet style): templates never hard-code one.
+    COLOURS = {
+        "pending": "#d97706", "approved": "#2563eb", "rejected": "#6b7280", "superseded": "#9ca3af",
+        "expired": "#9ca3af", "executing": "#7c3aed", "succeeded": "#059669", "failed": "#dc2626",
+        "rolling_back": "#7c3aed", "rolled_back": "#6b7280",
+    }
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="proposals")
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.SET_NULL, null=True, related_name="proposals")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True)
+    current_config = models.JSONField(default=dict)
+    proposed_config = models.JSONField(default=dict)
+    reasons = models.JSONField(default=list)
+    plan = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    comment = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"proposal {self.pk} for {self.job} ({self.status})"
+
+    @property
+    def colour(self) -> str:
+        return self.COLOURS.get(self.status, "#6b7280")
+
+
+class Execution(models.Model):
+    """The one execution of an approved proposal (at most one per proposal)."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+
+    proposal = models.OneToOneField(Proposal, on_delete=models.CASCADE, related_name="execution")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    path = models.CharField(max_length=30, blank=True, help_text="in-process or driver-restart")
+    downtime_s = models.FloatField(null=True, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    result = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-started_at"]
+
+
+class AuditEvent(models.Model):
+    """Append-only record of every transition and configuration change (NetBox ObjectChange)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="audit_events")
+    proposal = models.ForeignKey(Proposal, on_delete=models.SET_NULL, null=True, blank=True,
+                                 related_name="audit_events")
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.CharField(max_length=150, help_text='A username, or "policy:<name>" / "system".')
+    action = models.CharField(max_length=50)
+    before = models.JSONField(default=dict)
+    after = models.JSONField(default=dict)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]

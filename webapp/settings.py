@@ -11,6 +11,7 @@ import environ
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("SPARKSCALER_VAR_DIR", default=str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
+(VAR_DIR / "staticfiles").mkdir(exist_ok=True)
 
 env = environ.Env(
     DEBUG=(bool, True),

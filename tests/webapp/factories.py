@@ -1,0 +1,51 @@
+"""Factories for web app models (plain functions; enough for these tests)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
+from webapp.jobs.services import job_register
+
+KNOBS = [{"knob": "source_partitions", "adjustable": True}, {"knob": "enrich_partitions", "adjustable": True},
+         {"knob": "state_partitions", "adjustable": False}]
+CONFIG = {"cores": 1, "source_partitions": 1, "enrich_partitions": 1, "state_partitions": 2,
+          "trigger_interval_s": 2.0}
+
+
+def make_user(username="operator", **extra):
+    return get_user_model().objects.create_user(username=username, password="pw-for-tests", **extra)
+
+
+def make_job(name="demo", **policy) -> Job:
+    job = job_register(name=name, topic="nexmark", query_name=f"{name}-query", config=dict(CONFIG), knobs=KNOBS,
+                       policy=policy or None)
+    return Job.objects.select_related("policy").get(pk=job.pk)
+
+
+def make_snapshots(job: Job, *, count=4, window_s=15.0, arrival=900.0, enrich_busy_s=15.0, backlog_step=2000,
+                   tasks=(1, 1, 2), cores=1, end=None) -> list[MetricSnapshot]:
+    """``count`` consecutive snapshots of a 3-stage job. Per window: the source reads ``arrival × 0.5 ×
+    window`` records in 2 busy s, enrich reads the same in ``enrich_busy_s``, the aggregation in 1 s."""
+    end = end or timezone.now()
+    snapshots = []
+    for i in range(count):
+        at = end - timedelta(seconds=window_s * (count - 1 - i))
+        processed = int(arrival * 0.5 * window_s)
+        snapshot = MetricSnapshot.objects.create(
+            job=job, collected_at=at, run_id="run-1", config=job.config, window_s=window_s, batches=3,
+            backlog=backlog_step * (i + 1), arrival_rate_per_s=arrival, input_rate_per_s=processed / window_s,
+            processed_rate_per_s=processed / window_s, batch_duration_s=5.0, trigger_interval_s=2.0,
+            batch_overhead_s=0.2, batch_ratio=2.5, executors=1, cores=cores)
+        upstream = [[], ["v0"], ["v1"]]
+        for pos, (busy, rec_in, rec_out) in enumerate([(2.0, processed, processed),
+                                                        (enrich_busy_s, processed, 40),
+                                                        (1.0, 40, 10)]):
+            VertexSnapshot.objects.create(snapshot=snapshot, vertex_id=f"v{pos}", name=f"stage {pos}", position=pos,
+                                          is_source=pos == 0, tasks=tasks[pos], busy_s=busy, records_in=rec_in,
+                                          records_out=rec_out, upstream=upstream[pos])
+        snapshots.append(snapshot)
+    return snapshots

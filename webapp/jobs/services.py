@@ -21,6 +21,8 @@ logger = logging.getLogger(__name__)
 
 #: Knob that sets the cores of a local-mode driver (``local[N]``).
 CORES_KEY = "cores"
+#: Seconds a collect window ends before "now": the listener publishes a batch's progress just after it.
+PUBLISH_LAG_S = 1.0
 
 
 class CollectError(RuntimeError):
@@ -82,7 +84,7 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     API, and store one MetricSnapshot with a VertexSnapshot per stage.
 
     The window runs from the previous snapshot (or ``SCALER_COLLECT_INTERVAL_S`` ago) to now, and
-    holds the batches whose progress was published in it, so every batch is counted once.
+    holds the batches that completed in it, so consecutive windows count every batch once.
 
     Returns None, with the job marked ``down`` and the reason in ``last_error``, when the runner is
     not running or Spark does not answer.
@@ -93,7 +95,8 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     from sparkclient.rest import SparkRestClient, SparkRestError  # noqa: PLC0415
     from sparkclient.topology import collect_sample  # noqa: PLC0415
 
-    now = now or timezone.now()
+    # The window ends a moment ago, so the progress of a batch that just completed is published.
+    now = now or timezone.now() - timedelta(seconds=PUBLISH_LAG_S)
     status = runner_status(job=job)
     if not status:
         _mark(job, Job.Health.DOWN, "no runner has reported for this job: start it with "

@@ -24,7 +24,7 @@ JOB, TOPIC = "demo", "nexmark"
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=8000, help="Django server port")
-    parser.add_argument("--rate", type=float, default=200.0, help="initial generator rate, events/s")
+    parser.add_argument("--rate", type=float, default=100.0, help="initial generator rate, events/s")
     parser.add_argument("--partitions", type=int, default=4, help="log partitions")
     parser.add_argument("--collect-interval-s", type=float, default=15.0)
     args = parser.parse_args(argv)
@@ -57,14 +57,15 @@ def main(argv: list[str] | None = None) -> int:
         group.start("generator", ["python", "-m", "sparkclient.generator", "--redis-url", redis_server.url,
                                   "--topic", TOPIC, "--partitions", str(args.partitions), "--rate", str(args.rate)])
         group.start("runner", ["python", "-m", "sparkclient.runner", "--job", JOB, "--redis-url", redis_server.url,
-                               "--topic", TOPIC, "--workdir", str(run_dir / "runner"), "--ui-port", "4040"])
+                               "--topic", TOPIC, "--workdir", str(run_dir / "runner"), "--ui-port", "4040",
+                               "--max-records-per-batch", "4000"])
         group.start("celery", ["python", "-m", "celery", "-A", "webapp", "worker", "-B", "-P", "threads", "-c", "4",
                                "--loglevel", "INFO", "-s", str(run_dir / "celerybeat-schedule")])
         web = group.start("web", ["python", "manage.py", "runserver", f"127.0.0.1:{args.port}", "--noreload"])
         wait_http(f"http://127.0.0.1:{args.port}/accounts/login/", process=web.process)
         print(f"Logs: {group.log_dir}", flush=True)
         print(f"Dashboard: http://127.0.0.1:{args.port}/", flush=True)
-        print("Raise the load from the job page or with `.venv/bin/python manage.py demo_load --rate 900`. "
+        print("Raise the load from the job page or with `.venv/bin/python manage.py demo_load --rate 600`. "
               "Ctrl-C stops everything.", flush=True)
         while not stopping:
             for child in group.dead():

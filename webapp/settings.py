@@ -4,6 +4,7 @@ The defaults run the demo (SQLite under ``var/``, Redis on 127.0.0.1:6379); prod
 ``DATABASE_URL``, ``REDIS_URL``, ``SECRET_KEY`` and ``DEBUG=false``.
 """
 
+import os
 from pathlib import Path
 
 import environ
@@ -71,7 +72,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (web, Celery worker, beat) share the demo database.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"})
-    DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_PATH", default=str(VAR_DIR / "test-db.sqlite3"))}
+    DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_PATH", default=str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3"))}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [{"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"}]

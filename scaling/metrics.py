@@ -1,17 +1,23 @@
-"""Evaluated metrics per vertex and the cluster's current shape.
+"""Evaluated metrics per vertex, the metric window that produces them, and the cluster's shape.
 
-The fields follow SCENARIO.md ("Metrics per vertex"): averages over the metric window,
-per second.
+The fields follow SCENARIO.md ("Metrics per vertex"): averages over the metric window, per second.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 
 class MetricsError(ValueError):
     """A metric value is out of its domain (negative rate, busy time above 1000 ms/s, ...)."""
+
+
+def _check_rate(name: str, value: float | None) -> None:
+    if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
+                              or math.isnan(value) or value < 0):
+        raise MetricsError(f"{name}: must be a number >= 0, got {value}")
 
 
 @dataclass(frozen=True)
@@ -19,31 +25,110 @@ class VertexMetrics:
     """One vertex's metrics averaged over the window.
 
     Attributes:
-        records_in_per_s: records consumed per second, vertex total (records/s).
+        records_in_per_s: records consumed per second, vertex total (records/s). ``None`` when
+            unknown: each edge into the vertex then carries the full output of its upstream vertex
+            (DS2, adjacency entry 1).
         records_out_per_s: records emitted per second, vertex total (records/s).
-        busy_time_ms_per_s: busy time per second averaged over the vertex's tasks
-            (subtasks), 0..1000 ms/s. In micro-batch mode: Σ executorRunTime / W / tasks.
-        backlog: records waiting at a source (latest − committed offset).
+        busy_time_ms_per_s: busy time per second averaged over the vertex's tasks (subtasks),
+            0..1000 ms/s (Flink ``busyTimeMsPerSecond``). In micro-batch mode:
+            Σ executorRunTime / W / tasks.
+        backlog: records waiting at a source (latest − committed offset; Flink ``pendingRecords``).
         backlog_growth_per_s: derivative of the backlog (records/s).
         batch_overhead_s: micro-batch mode: seconds of each batch spent outside tasks.
+        true_processing_rate / true_output_rate: DS2's aggregated rates ``o[λ_p]`` and ``o[λ_o]``
+            (DS2 §3.2), records/s over all instances, given directly instead of busy time.
     """
 
-    records_in_per_s: float
-    records_out_per_s: float
-    busy_time_ms_per_s: float
+    records_in_per_s: float | None = None
+    records_out_per_s: float | None = None
+    busy_time_ms_per_s: float | None = None
     backlog: float = 0.0
     backlog_growth_per_s: float = 0.0
     batch_overhead_s: float = 0.0
+    true_processing_rate: float | None = None
+    true_output_rate: float | None = None
 
     def __post_init__(self) -> None:
+        for name in ("records_in_per_s", "records_out_per_s", "backlog", "batch_overhead_s",
+                     "true_processing_rate", "true_output_rate"):
+            _check_rate(name, getattr(self, name))
         for name in ("records_in_per_s", "records_out_per_s", "backlog", "batch_overhead_s"):
             value = getattr(self, name)
-            if not math.isfinite(value) or value < 0:
-                raise MetricsError(f"{name}: must be a finite number >= 0, got {value}")
-        if not math.isfinite(self.busy_time_ms_per_s) or not 0 <= self.busy_time_ms_per_s <= 1000:
-            raise MetricsError(f"busy_time_ms_per_s: must be within 0..1000, got {self.busy_time_ms_per_s}")
-        if not math.isfinite(self.backlog_growth_per_s):
-            raise MetricsError(f"backlog_growth_per_s: must be finite, got {self.backlog_growth_per_s}")
+            if value is not None and math.isinf(value):
+                raise MetricsError(f"{name}: must be finite, got {value}")
+        busy = self.busy_time_ms_per_s
+        if busy is not None and (isinstance(busy, bool) or not isinstance(busy, (int, float))
+                                 or not 0 <= busy <= 1000):
+            raise MetricsError(f"busy_time_ms_per_s: must be within 0..1000, got {busy}")
+        growth = self.backlog_growth_per_s
+        if isinstance(growth, bool) or not isinstance(growth, (int, float)) or not math.isfinite(growth):
+            raise MetricsError(f"backlog_growth_per_s: must be a finite number, got {growth}")
+        if self.true_processing_rate is None and (self.busy_time_ms_per_s is None or self.records_in_per_s is None):
+            missing = "busy_time_ms_per_s" if self.busy_time_ms_per_s is None else "records_in_per_s"
+            raise MetricsError(f"{missing}: required unless true_processing_rate is given")
+        if self.true_processing_rate is not None and self.true_processing_rate == 0:
+            raise MetricsError("true_processing_rate: must be > 0")
+
+
+@dataclass(frozen=True)
+class VertexSamples:
+    """The samples of one vertex in the metric window, one per collect, as columns (fast to reduce).
+
+    Each tuple holds one value per sample, oldest first, in the units of ``VertexMetrics``.
+    """
+
+    records_in_per_s: tuple[float, ...]
+    records_out_per_s: tuple[float, ...]
+    busy_time_ms_per_s: tuple[float, ...]
+    backlog: tuple[float, ...] = ()
+    backlog_growth_per_s: tuple[float, ...] = ()
+    batch_overhead_s: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.records_in_per_s:
+            raise MetricsError("samples: a vertex needs at least one sample")
+        n = len(self.records_in_per_s)
+        for name in ("records_out_per_s", "busy_time_ms_per_s", "backlog", "backlog_growth_per_s",
+                     "batch_overhead_s"):
+            count = len(getattr(self, name))
+            if count not in (0, n) or (count == 0 and name in ("records_out_per_s", "busy_time_ms_per_s")):
+                raise MetricsError(f"samples.{name}: expected {n} values, got {count}")
+
+    def aggregate(self) -> VertexMetrics:
+        """Window averages (FLIP-271: rates and busy time are averaged over the metric window;
+        the backlog is the latest value, as Flink's ``LAG`` uses the current lag)."""
+        n = len(self.records_in_per_s)
+        return VertexMetrics(
+            records_in_per_s=sum(self.records_in_per_s) / n,
+            records_out_per_s=sum(self.records_out_per_s) / n,
+            busy_time_ms_per_s=min(1000.0, sum(self.busy_time_ms_per_s) / n),
+            backlog=self.backlog[-1] if self.backlog else 0.0,
+            backlog_growth_per_s=sum(self.backlog_growth_per_s) / n if self.backlog_growth_per_s else 0.0,
+            batch_overhead_s=sum(self.batch_overhead_s) / n if self.batch_overhead_s else 0.0)
+
+
+@dataclass(frozen=True)
+class MetricWindow:
+    """The metric window (FLIP-271 ``job.autoscaler.metrics.window``): samples per vertex id."""
+
+    samples: Mapping[str, VertexSamples] = field(default_factory=dict)
+
+    @classmethod
+    def from_metrics(cls, rows: Iterable[Mapping[str, VertexMetrics]]) -> MetricWindow:
+        """Build a window from one ``{vertex_id: VertexMetrics}`` mapping per collect."""
+        columns: dict[str, dict[str, list[float]]] = {}
+        names = ("records_in_per_s", "records_out_per_s", "busy_time_ms_per_s", "backlog",
+                 "backlog_growth_per_s", "batch_overhead_s")
+        for row in rows:
+            for vertex_id, m in row.items():
+                col = columns.setdefault(vertex_id, {n: [] for n in names})
+                for n in names:
+                    col[n].append(getattr(m, n) or 0.0)
+        return cls({v: VertexSamples(**{n: tuple(c) for n, c in col.items()}) for v, col in columns.items()})
+
+    def aggregate(self) -> dict[str, VertexMetrics]:
+        """Evaluated metrics per vertex: the window averages of ``VertexSamples.aggregate``."""
+        return {vertex_id: s.aggregate() for vertex_id, s in self.samples.items()}
 
 
 @dataclass(frozen=True)
@@ -52,6 +137,10 @@ class ClusterState:
 
     In local mode (``local[N]``) a core is modelled as one executor of one core, so
     ``executors × cores_per_executor`` is always the number of task slots.
+
+    Attributes:
+        available_executors: executors the cluster could grant now (FLIP-160 "new resources
+            available"), or None when unknown. Used by the ``min-increase`` policy.
     """
 
     executors: int
@@ -59,17 +148,29 @@ class ClusterState:
     min_executors: int = 1
     max_executors: int = 16
     trigger_interval_s: float = 1.0
+    available_executors: int | None = None
 
     def __post_init__(self) -> None:
-        if self.executors < 1 or self.cores_per_executor < 1:
-            raise MetricsError("cluster: executors and cores_per_executor must be >= 1")
-        if not 1 <= self.min_executors <= self.max_executors:
-            raise MetricsError(f"cluster: need 1 <= min_executors <= max_executors, got "
-                               f"{self.min_executors}..{self.max_executors}")
-        if self.trigger_interval_s <= 0:
+        if self.executors < 1:
+            raise MetricsError(f"cluster.executors: must be >= 1, got {self.executors}")
+        if self.cores_per_executor < 1:
+            raise MetricsError(f"cluster.cores_per_executor: must be >= 1, got {self.cores_per_executor}")
+        if self.min_executors < 1:
+            raise MetricsError(f"cluster.min_executors: must be >= 1, got {self.min_executors}")
+        if self.min_executors > self.max_executors:
+            raise MetricsError(f"cluster.min_executors: {self.min_executors} is above max_executors "
+                               f"{self.max_executors}")
+        if not self.trigger_interval_s > 0:
             raise MetricsError(f"trigger_interval_s: must be > 0, got {self.trigger_interval_s}")
+        if self.available_executors is not None and self.available_executors < 0:
+            raise MetricsError(f"cluster.available_executors: must be >= 0, got {self.available_executors}")
 
     @property
     def cores(self) -> int:
         """Task slots: executors × cores per executor."""
         return self.executors * self.cores_per_executor
+
+
+def mean(values: Sequence[float]) -> float:
+    """Arithmetic mean; 0.0 for no values."""
+    return sum(values) / len(values) if values else 0.0

@@ -2,27 +2,52 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, fields
+
+ALIGNMENT_MODES = ("balanced", "evenly_spread", "off")
 
 
 class PolicyError(ValueError):
     """A policy option is out of range; the message names the option."""
 
 
+def _number(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise PolicyError(f"{name}: must be a number, got {value!r}")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class Policy:
-    """Options of the DS2 / FLIP-271 policy (SCENARIO.md ``policy``).
+    """Options of the DS2 / FLIP-271 policy (SCENARIO.md ``policy``) and of the other policies.
 
     Attributes:
         utilization_target: ``job.autoscaler.utilization.target``, in (0, 1].
         utilization_min / utilization_max: the band; default target ∓ 0.3 clipped to [0, 1].
-        scale_up_max_factor / scale_down_max_factor: ``job.autoscaler.scale-up.max-factor``,
-            ``job.autoscaler.scale-down.max-factor``.
+        scale_up_max_factor / scale_down_max_factor: ``job.autoscaler.scale-up.max-factor`` and
+            ``job.autoscaler.scale-down.max-factor``: the scale factor is clamped to
+            [1 − scale_down_max_factor, 1 + scale_up_max_factor] (FLIP-271 ``JobVertexScaler``).
         vertex_min_parallelism / vertex_max_parallelism: ``job.autoscaler.vertex.{min,max}-parallelism``.
         catch_up_duration_s: ``job.autoscaler.catch-up.duration``, seconds.
         restart_time_s: ``job.autoscaler.restart.time``, seconds.
+        restart_time_tracking_enabled / restart_time_limit_s: ``job.autoscaler.restart.time-tracking.
+            {enabled,limit}``: learn the restart time from measured rescale downtimes, seconds.
         backlog_lag_threshold_s: ``job.autoscaler.backlog-processing.lag-threshold``, seconds.
         scale_down_interval_s: ``job.autoscaler.scale-down.interval`` (FLINK-36018), seconds.
+        scaling_sources_enabled: ``job.autoscaler.scaling.sources.enabled``.
+        alignment: ``balanced``, ``evenly_spread`` or ``off`` (Flink
+            ``job.autoscaler.scaling.key-group.partitions.adjust.mode``).
+        effectiveness_detection_enabled / effectiveness_threshold: ``job.autoscaler.scaling.
+            effectiveness.detection.enabled`` / ``.threshold``.
+        excluded_vertices: ``job.autoscaler.vertex.exclude.ids``.
+        excluded_periods: ``job.autoscaler.excluded.periods``: daily ``HH:MM-HH:MM`` windows (UTC)
+            or 5-field cron expressions; the plan is computed but not executable inside them.
+        algorithm: the policy in the registry (``scaling.policies``): ``ds2`` (default),
+            ``batch-ratio``, ``min-increase``, or a dotted path ``package.module:Class``.
+        batch_ratio_scale_up / batch_ratio_scale_down: SPARK-12133's
+            ``spark.streaming.dynamicAllocation.scalingUpRatio`` (0.9) / ``scalingDownRatio`` (0.3).
+        min_parallelism_increase: FLIP-160 ``jobmanager.adaptive-scheduler.min-parallelism-increase``.
     """
 
     utilization_target: float = 0.7
@@ -38,8 +63,26 @@ class Policy:
     scale_down_interval_s: float = 3600.0
     scaling_sources_enabled: bool = True
     excluded_vertices: tuple[str, ...] = field(default=())
+    alignment: str = "balanced"
+    effectiveness_detection_enabled: bool = False
+    effectiveness_threshold: float = 0.1
+    restart_time_tracking_enabled: bool = False
+    restart_time_limit_s: float = 1800.0
+    excluded_periods: tuple[str, ...] = field(default=())
+    algorithm: str = "ds2"
+    batch_ratio_scale_up: float = 0.9
+    batch_ratio_scale_down: float = 0.3
+    min_parallelism_increase: int = 1
 
     def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("float", "float | None") and value is not None:
+                _number(f.name, value)
+            if f.type == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+                raise PolicyError(f"{f.name}: must be an integer, got {value!r}")
+            if f.type == "bool" and not isinstance(value, bool):
+                raise PolicyError(f"{f.name}: must be true or false, got {value!r}")
         if not 0 < self.utilization_target <= 1:
             raise PolicyError(f"utilization_target: must be within (0, 1], got {self.utilization_target}")
         for name in ("utilization_min", "utilization_max"):
@@ -53,14 +96,35 @@ class Policy:
         if self.vertex_min_parallelism > self.vertex_max_parallelism:
             raise PolicyError(f"vertex_min_parallelism: {self.vertex_min_parallelism} is above "
                               f"vertex_max_parallelism {self.vertex_max_parallelism}")
-        if self.catch_up_duration_s <= 0:
+        if not 0 < self.catch_up_duration_s < math.inf:
             raise PolicyError(f"catch_up_duration_s: must be > 0, got {self.catch_up_duration_s}")
-        if self.restart_time_s < 0:
-            raise PolicyError(f"restart_time_s: must be >= 0, got {self.restart_time_s}")
-        if self.scale_up_max_factor <= 0:
+        for name in ("restart_time_s", "restart_time_limit_s", "backlog_lag_threshold_s"):
+            if not 0 <= getattr(self, name) < math.inf:
+                raise PolicyError(f"{name}: must be >= 0, got {getattr(self, name)}")
+        if not 0 < self.scale_up_max_factor:
             raise PolicyError(f"scale_up_max_factor: must be > 0, got {self.scale_up_max_factor}")
-        if not 0 < self.scale_down_max_factor <= 1:
-            raise PolicyError(f"scale_down_max_factor: must be within (0, 1], got {self.scale_down_max_factor}")
+        if not 0 <= self.scale_down_max_factor <= 1:
+            raise PolicyError(f"scale_down_max_factor: must be within [0, 1], got {self.scale_down_max_factor}")
+        if self.alignment not in ALIGNMENT_MODES:
+            raise PolicyError(f"alignment: must be one of {', '.join(ALIGNMENT_MODES)}, got {self.alignment!r}")
+        if not 0 <= self.effectiveness_threshold <= 1:
+            raise PolicyError(f"effectiveness_threshold: must be within [0, 1], got {self.effectiveness_threshold}")
+        if not 0 <= self.batch_ratio_scale_down < self.batch_ratio_scale_up:
+            raise PolicyError(f"batch_ratio_scale_down: must be >= 0 and below batch_ratio_scale_up "
+                              f"{self.batch_ratio_scale_up}, got {self.batch_ratio_scale_down}")
+        if self.min_parallelism_increase < 1:
+            raise PolicyError(f"min_parallelism_increase: must be >= 1, got {self.min_parallelism_increase}")
+        if not isinstance(self.algorithm, str) or not self.algorithm:
+            raise PolicyError(f"algorithm: must be a policy name or dotted path, got {self.algorithm!r}")
+        for name in ("excluded_vertices", "excluded_periods"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+                raise PolicyError(f"{name}: must be a list of strings, got {value!r}")
+        if self.excluded_periods:
+            from scaling.periods import parse_period  # noqa: PLC0415 - avoid an import cycle
+
+            for period in self.excluded_periods:
+                parse_period(period)
 
     @property
     def band(self) -> tuple[float, float]:

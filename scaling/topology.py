@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from graphlib import CycleError, TopologicalSorter
 
@@ -102,17 +103,50 @@ class Topology:
             sorter.done(*ready)
         return tuple(result)
 
+    @cached_property
+    def _by_id(self) -> dict[str, Vertex]:
+        return {v.id: v for v in self.vertices}
+
+    @cached_property
+    def _inputs(self) -> dict[str, tuple[Edge, ...]]:
+        found: dict[str, list[Edge]] = {v.id: [] for v in self.vertices}
+        for edge in self.edges:
+            found[edge.target].append(edge)
+        return {k: tuple(v) for k, v in found.items()}
+
+    @cached_property
+    def _outputs(self) -> dict[str, tuple[Edge, ...]]:
+        found: dict[str, list[Edge]] = {v.id: [] for v in self.vertices}
+        for edge in self.edges:
+            found[edge.source].append(edge)
+        return {k: tuple(v) for k, v in found.items()}
+
     def vertex(self, vertex_id: str) -> Vertex:
         """Return the vertex with that id. Raises KeyError naming the id when unknown."""
-        for v in self.vertices:
-            if v.id == vertex_id:
-                return v
-        raise KeyError(f"unknown vertex {vertex_id!r}")
+        try:
+            return self._by_id[vertex_id]
+        except KeyError:
+            raise KeyError(f"unknown vertex {vertex_id!r}") from None
 
     def inputs(self, vertex_id: str) -> tuple[Edge, ...]:
         """The edges into ``vertex_id``."""
-        return tuple(e for e in self.edges if e.target == vertex_id)
+        return self._inputs[vertex_id]
+
+    def outputs(self, vertex_id: str) -> tuple[Edge, ...]:
+        """The edges out of ``vertex_id``."""
+        return self._outputs[vertex_id]
 
     def is_source(self, vertex_id: str) -> bool:
         """A vertex is a source when it says so or has no input edge."""
-        return self.vertex(vertex_id).source or not self.inputs(vertex_id)
+        return self._by_id[vertex_id].source or not self._inputs[vertex_id]
+
+    def with_parallelism(self, parallelism: Mapping[str, int]) -> Topology:
+        """A copy with the parallelism of some vertices replaced (e.g. after a rescale)."""
+        if not parallelism:
+            return self
+        unknown = sorted(set(parallelism) - set(self._by_id))
+        if unknown:
+            raise TopologyError(f"parallelism: unknown vertex {unknown[0]!r}")
+        vertices = tuple(replace(v, parallelism=parallelism[v.id]) if v.id in parallelism else v
+                         for v in self.vertices)
+        return Topology(vertices, self.edges)

@@ -91,3 +91,55 @@ def test_source_partitions_bound_the_source_vertex():
     assert plan.executors_proposed == 3  # (0.5 + 1) / 0.7 = 2.14 -> 3
     assert plan.vertex("src").proposed == 2
     assert plan.vertex("map").proposed == 3
+
+
+def micro_batch_scenario(*, adjustable_enrich: bool) -> dict:
+    """The worked example above in SCENARIO.md's micro-batch format."""
+    def m(records_in, records_out, busy):
+        return {"records_in_per_s": records_in, "records_out_per_s": records_out, "busy_time_ms_per_s": busy,
+                "batch_overhead_s": 0.1}
+    return {"format": 1, "mode": "micro-batch", "policy": {"restart_time_s": 0},
+            "cluster": {"executors": 1, "cores_per_executor": 1, "min_executors": 1, "max_executors": 16},
+            "trigger_interval_s": 1.0,
+            "vertices": [{"id": "scan", "parallelism": 1, "source": True},
+                         {"id": "enrich", "parallelism": 2, "adjustable": adjustable_enrich},
+                         {"id": "agg", "parallelism": 1}],
+            "edges": [{"from": "scan", "to": "enrich", "ship": "hash"}, {"from": "enrich", "to": "agg", "ship": "hash"}],
+            "steps": [{"at_s": 0, "metrics": {"scan": m(1000, 1000, 500), "enrich": m(1000, 1000, 1000),
+                                              "agg": m(1000, 10, 250)}}]}
+
+
+def test_worked_example_through_the_scenario_format():
+    import json
+
+    from scaling.scenario import evaluate_text
+
+    step = evaluate_text(json.dumps(micro_batch_scenario(adjustable_enrich=True)))["steps"][0]
+    assert step["decision"] == "scale"
+    assert step["executors"] == {"current": 1, "proposed": 5, "cores_needed": 5, "bottleneck": None}
+    assert {v: step["vertices"][v]["ideal_parallelism"] for v in ("scan", "enrich", "agg")} == {
+        "scan": 1, "enrich": 3, "agg": 1}
+    assert {v: step["vertices"][v]["true_processing_rate"] for v in ("scan", "enrich", "agg")} == {
+        "scan": 2000.0, "enrich": 500.0, "agg": 4000.0}
+    assert all(step["vertices"][v]["proposed"] == 5 for v in ("scan", "enrich", "agg"))
+    pinned = evaluate_text(json.dumps(micro_batch_scenario(adjustable_enrich=False)))["steps"][0]
+    assert pinned["executors"]["bottleneck"] == "enrich"
+    assert pinned["vertices"]["enrich"]["proposed"] == 2
+
+
+def test_micro_batch_executor_scale_down_is_delayed_with_state():
+    """FLINK-36018 on the executor count: 8 executors for a job needing 2 cores; with a state the
+    scale-down is held for scale_down_interval_s (600 s), then applied; without one (the web app's
+    stateless call) it is immediate."""
+    from scaling.state import ScalerState
+
+    topology, metrics = three_stages(pinned_second=False)
+    cluster = ClusterState(executors=8, trigger_interval_s=1.0)
+    policy = Policy(restart_time_s=0, scale_down_interval_s=600, utilization_target=0.9)
+    # 2.75 busy cores / (8 × 0.9) = 0.38 < 0.6: below the band. C* = ceil(2.75 / 0.9 / 0.9) = 4.
+    assert plan_micro_batch(topology, metrics, cluster, policy).executors_proposed == 4
+    first = plan_micro_batch(topology, metrics, cluster, policy, state=ScalerState(), now_s=0)
+    assert (first.decision, first.executors_proposed) == ("blocked", 8)
+    assert any("held until t=600 s" in r for r in first.reasons)
+    due = plan_micro_batch(topology, metrics, cluster, policy, state=first.next_state, now_s=600)
+    assert (due.decision, due.executors_proposed) == ("scale", 4)

@@ -1,0 +1,238 @@
+"""The registry of scaling policies, selectable per job by name (``Policy.algorithm``).
+
+- ``ds2`` (default): FLIP-271 / DS2, ``planner.plan_job`` or ``planner.plan_micro_batch`` by mode.
+- ``batch-ratio``: SPARK-12133 as Spark implemented it (``streaming.scheduler.ExecutorAllocationManager``).
+- ``min-increase``: FLIP-160's ``canScaleUp(currentCumulativeParallelism, newCumulativeParallelism)``.
+- Anything else is a dotted path, ``package.module:Name`` or ``package.module.Name``, to a class
+  (instantiated without arguments) or an object with ``plan(request) -> JobPlan``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from scaling.metrics import ClusterState, VertexMetrics
+from scaling.planner import JobPlan, plan_job, plan_micro_batch
+from scaling.policy import Policy, PolicyError
+from scaling.state import ScalerState
+from scaling.topology import Topology
+from scaling.vertex_scaler import align, alignment_base, parallelism_bounds, pinned_reason
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """Everything one evaluation needs.
+
+    Attributes:
+        mode: ``continuous`` or ``micro-batch``.
+        cluster: the executors (micro-batch mode), else None.
+        batch_durations_s: batch durations in the scaling interval, seconds (SPARK-12133's R).
+        now_s: the clock, seconds since the Unix epoch.
+    """
+
+    topology: Topology
+    metrics: Mapping[str, VertexMetrics]
+    policy: Policy
+    mode: str = "continuous"
+    cluster: ClusterState | None = None
+    state: ScalerState = field(default_factory=ScalerState)
+    now_s: float = 0.0
+    batch_durations_s: tuple[float, ...] = ()
+
+    @property
+    def batch_duration_s(self) -> float | None:
+        """Mean batch duration over the scaling interval, seconds, or None without batches."""
+        return sum(self.batch_durations_s) / len(self.batch_durations_s) if self.batch_durations_s else None
+
+
+class ScalingPolicy(Protocol):
+    """A pluggable algorithm: pure, deterministic for a given request."""
+
+    name: str
+
+    def plan(self, request: PlanRequest) -> JobPlan: ...
+
+
+_REGISTRY: dict[str, Callable[[], ScalingPolicy]] = {}
+
+
+def register(name: str) -> Callable[[type], type]:
+    """Class decorator: register a policy under ``name``."""
+    def decorate(cls: type) -> type:
+        _REGISTRY[name] = cls
+        return cls
+    return decorate
+
+
+def names() -> tuple[str, ...]:
+    """Registered policy names."""
+    return tuple(sorted(_REGISTRY))
+
+
+def resolve(name: str) -> ScalingPolicy:
+    """The policy registered as ``name``, or loaded from a dotted path.
+
+    Raises:
+        PolicyError: naming ``algorithm`` when it is neither registered nor importable.
+    """
+    if name in _REGISTRY:
+        return _REGISTRY[name]()
+    module_name, sep, attr = name.partition(":")
+    if not sep:
+        module_name, _, attr = name.rpartition(".")
+    if not module_name or not attr:
+        raise PolicyError(f"algorithm: unknown policy {name!r}; known: {', '.join(names())}")
+    try:
+        target = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise PolicyError(f"algorithm: cannot load {name!r}: {exc}") from exc
+    policy = target() if isinstance(target, type) else target
+    if not callable(getattr(policy, "plan", None)):
+        raise PolicyError(f"algorithm: {name!r} has no plan(request) method")
+    return policy
+
+
+def evaluate(request: PlanRequest) -> JobPlan:
+    """Plan with the policy the request's ``Policy.algorithm`` names."""
+    return resolve(request.policy.algorithm).plan(request)
+
+
+def _require_cluster(request: PlanRequest, name: str) -> ClusterState:
+    if request.mode != "micro-batch" or request.cluster is None:
+        raise PolicyError(f"algorithm: {name} needs mode micro-batch with a cluster")
+    return request.cluster
+
+
+@register("ds2")
+class DS2Policy:
+    """FLIP-271 / DS2 (the default)."""
+
+    name = "ds2"
+
+    def plan(self, request: PlanRequest) -> JobPlan:
+        if request.mode == "micro-batch":
+            return plan_micro_batch(request.topology, request.metrics, _require_cluster(request, self.name),
+                                    request.policy, batch_duration_s=request.batch_duration_s,
+                                    state=request.state, now_s=request.now_s)
+        return plan_job(request.topology, request.metrics, request.policy, request.state, request.now_s)
+
+
+def batch_ratio_executors(batch_durations_s: Sequence[float], cluster: ClusterState, *,
+                          scale_up_ratio: float = 0.9, scale_down_ratio: float = 0.3) -> tuple[int, float | None, str]:
+    """SPARK-12133 (``ExecutorAllocationManager.manageAllocation``): the executor count for the next
+    interval. Returns (executors, R, reason).
+
+    ``R = mean(batch duration) / batch interval`` over the scaling interval (dimensionless). When
+    ``R ≥ scale_up_ratio``: add ``max(round(R), 1)`` executors (``Math.round``, half up); when
+    ``R ≤ scale_down_ratio``: remove one. The result stays within [min_executors, max_executors].
+    """
+    if not batch_durations_s:
+        return cluster.executors, None, "no batch completed in the scaling interval"
+    ratio = sum(batch_durations_s) / len(batch_durations_s) / cluster.trigger_interval_s
+    if ratio >= scale_up_ratio:
+        added = max(int(math.floor(ratio + 0.5)), 1)
+        executors = max(min(cluster.max_executors, cluster.executors + added), cluster.min_executors)
+        return executors, ratio, (f"batch ratio R {ratio:.3f} >= {scale_up_ratio}: request {added} more "
+                                  f"executor(s) (SPARK-12133)")
+    if ratio <= scale_down_ratio and cluster.executors > cluster.min_executors:
+        return cluster.executors - 1, ratio, (f"batch ratio R {ratio:.3f} <= {scale_down_ratio}: remove one "
+                                              f"executor (SPARK-12133)")
+    return cluster.executors, ratio, (f"batch ratio R {ratio:.3f} within ({scale_down_ratio}, {scale_up_ratio})"
+                                      if ratio > scale_down_ratio else
+                                      f"batch ratio R {ratio:.3f} <= {scale_down_ratio} but already at "
+                                      f"min_executors {cluster.min_executors}")
+
+
+def _with_executors(plan: JobPlan, executors: int, reasons: tuple[str, ...], decision: str) -> JobPlan:
+    vertices = tuple(replace(v, proposed=v.current) for v in plan.vertices)
+    return replace(plan, decision=decision, reasons=reasons, vertices=vertices, executors_proposed=executors)
+
+
+@register("batch-ratio")
+class BatchRatioPolicy:
+    """SPARK-12133: executors follow the batch ratio R; partitions stay. The DS2 evaluation of each
+    vertex is still shown."""
+
+    name = "batch-ratio"
+
+    def plan(self, request: PlanRequest) -> JobPlan:
+        cluster = _require_cluster(request, self.name)
+        policy = request.policy
+        base = plan_micro_batch(request.topology, request.metrics, cluster, policy,
+                                batch_duration_s=request.batch_duration_s, state=None, now_s=request.now_s)
+        executors, _, reason = batch_ratio_executors(request.batch_durations_s, cluster,
+                                                     scale_up_ratio=policy.batch_ratio_scale_up,
+                                                     scale_down_ratio=policy.batch_ratio_scale_down)
+        decision = "scale" if executors != cluster.executors else "no-change"
+        if decision == "scale" and not base.executable:
+            decision = "blocked"
+            executors = cluster.executors
+        extra = tuple(r for r in base.reasons if r.startswith("excluded period"))
+        plan = _with_executors(base, executors, (reason, *extra), decision)
+        return replace(plan, algorithm=self.name, next_state=request.state)
+
+
+def can_scale_up(current_cumulative_parallelism: int, new_cumulative_parallelism: int,
+                 min_parallelism_increase: int = 1) -> bool:
+    """FLIP-160 ``ScalingPolicy.canScaleUp``: rescale only when the cumulative parallelism (the sum
+    over vertices) grows by at least ``min_parallelism_increase``
+    (``jobmanager.adaptive-scheduler.min-parallelism-increase``)."""
+    return new_cumulative_parallelism - current_cumulative_parallelism >= min_parallelism_increase
+
+
+@register("min-increase")
+class MinIncreasePolicy:
+    """FLIP-160 reactive scaling: when new executors become available (``cluster.available_executors``
+    above the current count) the job takes all of them, within ``max_executors``, if that raises the
+    cumulative parallelism by at least ``min_parallelism_increase``. Otherwise the DS2 plan, whose
+    scale-ups pass the same ``can_scale_up`` check."""
+
+    name = "min-increase"
+
+    def plan(self, request: PlanRequest) -> JobPlan:
+        cluster = _require_cluster(request, self.name)
+        policy = request.policy
+        available = cluster.available_executors
+        if available is not None and available > cluster.executors:
+            offered = replace(cluster, executors=min(available, cluster.max_executors))
+            # Reactive mode: every adjustable vertex takes the offered cores; executors = all offered.
+            cores = offered.executors * offered.cores_per_executor
+            base = plan_micro_batch(request.topology, request.metrics, cluster, policy,
+                                    batch_duration_s=request.batch_duration_s, now_s=request.now_s)
+            vertices = []
+            for vp in base.vertices:
+                vertex = request.topology.vertex(vp.vertex_id)
+                proposed = vp.current
+                if pinned_reason(request.topology, vertex, policy) is None:
+                    lower, upper = parallelism_bounds(vertex, policy)
+                    proposed = max(lower, min(upper, cores))
+                    base_n = alignment_base(request.topology, vertex)
+                    if base_n is not None and base_n[1] == "partitions":
+                        proposed = align(proposed, n=base_n[0], unit=base_n[1], lower=lower, upper=upper,
+                                         mode=policy.alignment)[0]
+                vertices.append(replace(vp, proposed=proposed, recommended=proposed))
+            plan = replace(base, vertices=tuple(vertices), executors_proposed=offered.executors,
+                           reasons=(f"{offered.executors - cluster.executors} new executor(s) available: "
+                                    f"use all {cores} cores (FLIP-160 reactive mode)",))
+        else:
+            plan = plan_micro_batch(request.topology, request.metrics, cluster, policy,
+                                    batch_duration_s=request.batch_duration_s, state=request.state,
+                                    now_s=request.now_s)
+        # Cumulative parallelism of a micro-batch job: per stage, the tasks that can run at once.
+        cores_new = (plan.executors_proposed or cluster.executors) * cluster.cores_per_executor
+        current = sum(min(v.current, cluster.cores) for v in plan.vertices)
+        new = sum(min(v.proposed, cores_new) for v in plan.vertices)
+        growing = cores_new > cluster.cores or any(v.proposed > v.current for v in plan.vertices)
+        if growing and not can_scale_up(current, new, policy.min_parallelism_increase):
+            plan = _with_executors(plan, cluster.executors, (
+                *plan.reasons, f"cumulative parallelism would grow {current} -> {new}, less than "
+                               f"min_parallelism_increase {policy.min_parallelism_increase} (FLIP-160)"), "no-change")
+        elif plan.changes and not plan.executable:
+            plan = _with_executors(plan, cluster.executors, plan.reasons, "blocked")
+        elif plan.changes:
+            plan = replace(plan, decision="scale")
+        return replace(plan, algorithm=self.name, next_state=plan.next_state or request.state)

@@ -1,0 +1,389 @@
+"""The scenario format of ``python -m scaling evaluate`` (SCENARIO.md, ``"format": 1``).
+
+``load_scenario`` validates a JSON document into frozen values and raises ``ScenarioError`` with a
+one-line message naming the bad field; ``run_scenario`` evaluates its steps in order, carrying the
+autoscaler state (history, delayed scale-downs, effectiveness, restart times) from step to step;
+``render`` turns the plans into the output document.
+
+Extensions beyond SCENARIO.md, all optional: policy keys ``restart_time_tracking_enabled``,
+``restart_time_limit_s``, ``excluded_periods``, ``algorithm``, ``batch_ratio_scale_up``,
+``batch_ratio_scale_down``, ``min_parallelism_increase``; step keys ``executors`` (what ran, as
+``parallelism``), ``available_executors``, ``batch_durations_s`` (list, seconds) and
+``measured_restart_time_s`` (the downtime of the last rescale). ``at_s`` is seconds since the Unix
+epoch (UTC), which places steps in excluded periods.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from scaling.metrics import ClusterState, MetricsError, VertexMetrics
+from scaling.planner import JobPlan
+from scaling.policies import PlanRequest, evaluate
+from scaling.policy import Policy, PolicyError
+from scaling.state import ScalerState
+from scaling.topology import Edge, Topology, TopologyError, Vertex
+
+FORMAT = 1
+MODES = ("continuous", "micro-batch")
+METRIC_KEYS = ("records_in_per_s", "records_out_per_s", "busy_time_ms_per_s", "backlog", "backlog_growth_per_s",
+               "batch_overhead_s", "true_processing_rate", "true_output_rate")
+VERTEX_KEYS = ("id", "name", "parallelism", "max_parallelism", "partitions", "source", "adjustable")
+STEP_KEYS = ("at_s", "metrics", "parallelism", "executors", "available_executors", "batch_durations_s",
+             "measured_restart_time_s")
+CLUSTER_KEYS = ("executors", "cores_per_executor", "min_executors", "max_executors", "trigger_interval_s",
+                "available_executors")
+TOP_KEYS = ("format", "mode", "policy", "vertices", "edges", "steps", "cluster", "trigger_interval_s")
+
+
+class ScenarioError(ValueError):
+    """Invalid scenario input; the message is one line and names the field."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One evaluation: its time, metrics per vertex, and what was running if the step says so."""
+
+    at_s: float
+    metrics: Mapping[str, VertexMetrics]
+    parallelism: Mapping[str, int]
+    executors: int | None = None
+    available_executors: int | None = None
+    batch_durations_s: tuple[float, ...] = ()
+    measured_restart_time_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    mode: str
+    policy: Policy
+    topology: Topology
+    steps: tuple[Step, ...]
+    cluster: ClusterState | None = None
+
+
+def _fail(field: str, message: str) -> ScenarioError:
+    return ScenarioError(f"{field}: {message}")
+
+
+def _object(value: Any, field: str) -> dict:
+    if not isinstance(value, dict):
+        raise _fail(field, f"must be an object, got {type(value).__name__}")
+    return value
+
+
+def _keys(obj: dict, allowed: tuple[str, ...], field: str) -> None:
+    for key in obj:
+        if key not in allowed:
+            raise _fail(f"{field}.{key}" if field else key, "unknown field")
+
+
+def _number(value: Any, field: str, *, minimum: float | None = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _fail(field, f"must be a finite number, got {json.dumps(value)}")
+    if minimum is not None and value < minimum:
+        raise _fail(field, f"must be >= {minimum:g}, got {value}")
+    return value
+
+
+def _integer(value: Any, field: str, *, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(field, f"must be an integer, got {json.dumps(value)}")
+    if value < minimum:
+        raise _fail(field, f"must be >= {minimum}, got {value}")
+    return value
+
+
+def _bool(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(field, f"must be true or false, got {json.dumps(value)}")
+    return value
+
+
+def _string(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise _fail(field, f"must be a non-empty string, got {json.dumps(value)}")
+    return value
+
+
+def _policy(raw: Any) -> Policy:
+    obj = _object(raw if raw is not None else {}, "policy")
+    known = {f.name for f in fields(Policy)}
+    kwargs = {}
+    for key, value in obj.items():
+        if key not in known:
+            raise _fail(f"policy.{key}", "unknown option")
+        if key in ("excluded_vertices", "excluded_periods"):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise _fail(f"policy.{key}", "must be a list of strings")
+            value = tuple(value)
+        kwargs[key] = value
+    try:
+        return Policy(**kwargs)
+    except PolicyError as exc:
+        raise ScenarioError(f"policy.{exc}") from None
+
+
+def _vertices(raw: Any) -> tuple[Vertex, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise _fail("vertices", "must be a non-empty list")
+    result = []
+    for i, item in enumerate(raw):
+        field = f"vertices[{i}]"
+        obj = _object(item, field)
+        _keys(obj, VERTEX_KEYS, field)
+        if "id" not in obj:
+            raise _fail(f"{field}.id", "required")
+        vid = _string(obj["id"], f"{field}.id")
+        field = f"vertices[{vid}]"
+        kwargs: dict[str, Any] = {"id": vid}
+        if "name" in obj:
+            kwargs["name"] = str(obj["name"])
+        for key in ("parallelism", "max_parallelism"):
+            if key in obj:
+                kwargs[key] = _integer(obj[key], f"{field}.{key}")
+        if obj.get("partitions") is not None:
+            kwargs["partitions"] = _integer(obj["partitions"], f"{field}.partitions")
+        for key in ("source", "adjustable"):
+            if key in obj:
+                kwargs[key] = _bool(obj[key], f"{field}.{key}")
+        vertex = Vertex(**kwargs)
+        if vertex.parallelism > vertex.max_parallelism:
+            raise _fail(f"{field}.parallelism", f"{vertex.parallelism} is above max_parallelism {vertex.max_parallelism}")
+        result.append(vertex)
+    return tuple(result)
+
+
+def _edges(raw: Any) -> tuple[Edge, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise _fail("edges", "must be a list")
+    result = []
+    for i, item in enumerate(raw):
+        field = f"edges[{i}]"
+        obj = _object(item, field)
+        _keys(obj, ("from", "to", "ship"), field)
+        for key in ("from", "to"):
+            if key not in obj:
+                raise _fail(f"{field}.{key}", "required")
+        ship = obj.get("ship", "hash")
+        try:
+            result.append(Edge(_string(obj["from"], f"{field}.from"), _string(obj["to"], f"{field}.to"),
+                               _string(ship, f"{field}.ship")))
+        except TopologyError as exc:
+            raise ScenarioError(str(exc)) from None
+    return tuple(result)
+
+
+def _metrics(raw: Any, field: str) -> VertexMetrics:
+    obj = _object(raw, field)
+    _keys(obj, METRIC_KEYS, field)
+    kwargs = {}
+    for key, value in obj.items():
+        if value is None:
+            continue
+        if key == "busy_time_ms_per_s":
+            value = _number(value, f"{field}.{key}")
+            if value > 1000:
+                raise _fail(f"{field}.{key}", f"must be within 0..1000, got {value}")
+        elif key == "backlog_growth_per_s":
+            value = _number(value, f"{field}.{key}", minimum=None)
+        elif key in ("true_processing_rate", "true_output_rate"):
+            if value == "inf":
+                value = math.inf
+            else:
+                value = _number(value, f"{field}.{key}")
+        else:
+            value = _number(value, f"{field}.{key}")
+        kwargs[key] = value
+    try:
+        return VertexMetrics(**kwargs)
+    except MetricsError as exc:
+        raise ScenarioError(f"{field}.{exc}") from None
+
+
+def _steps(raw: Any, topology: Topology, mode: str) -> tuple[Step, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise _fail("steps", "must be a non-empty list")
+    ids = [v.id for v in topology.vertices]
+    result: list[Step] = []
+    previous_at = -math.inf
+    for i, item in enumerate(raw):
+        field = f"steps[{i}]"
+        obj = _object(item, field)
+        _keys(obj, STEP_KEYS, field)
+        at_s = _number(obj.get("at_s", 0), f"{field}.at_s", minimum=None)
+        if at_s < previous_at:
+            raise _fail(f"{field}.at_s", f"steps must be in time order, {at_s} comes after {previous_at}")
+        previous_at = at_s
+        metrics_obj = _object(obj.get("metrics"), f"{field}.metrics")
+        for key in metrics_obj:
+            if key not in ids:
+                raise _fail(f"{field}.metrics.{key}", "unknown vertex")
+        metrics = {}
+        for vid in ids:
+            if vid not in metrics_obj:
+                raise _fail(f"{field}.metrics.{vid}", "missing: every vertex needs metrics")
+            metrics[vid] = _metrics(metrics_obj[vid], f"{field}.metrics.{vid}")
+        parallelism = {}
+        for vid, value in _object(obj.get("parallelism", {}), f"{field}.parallelism").items():
+            if vid not in ids:
+                raise _fail(f"{field}.parallelism.{vid}", "unknown vertex")
+            parallelism[vid] = _integer(value, f"{field}.parallelism.{vid}")
+        extra: dict[str, Any] = {}
+        for key in ("executors", "available_executors"):
+            if key in obj:
+                if mode != "micro-batch":
+                    raise _fail(f"{field}.{key}", "only in micro-batch mode")
+                extra[key] = _integer(obj[key], f"{field}.{key}", minimum=1 if key == "executors" else 0)
+        if "batch_durations_s" in obj:
+            durations = obj["batch_durations_s"]
+            if not isinstance(durations, list):
+                raise _fail(f"{field}.batch_durations_s", "must be a list of seconds")
+            extra["batch_durations_s"] = tuple(_number(d, f"{field}.batch_durations_s[{j}]")
+                                               for j, d in enumerate(durations))
+        if obj.get("measured_restart_time_s") is not None:
+            extra["measured_restart_time_s"] = _number(obj["measured_restart_time_s"],
+                                                       f"{field}.measured_restart_time_s")
+        result.append(Step(at_s=at_s, metrics=metrics, parallelism=parallelism, **extra))
+    return tuple(result)
+
+
+def _cluster(doc: dict) -> ClusterState:
+    obj = _object(doc.get("cluster"), "cluster")
+    _keys(obj, CLUSTER_KEYS, "cluster")
+    kwargs: dict[str, Any] = {}
+    for key in ("executors", "cores_per_executor", "min_executors", "max_executors"):
+        if key in obj:
+            kwargs[key] = _integer(obj[key], f"cluster.{key}")
+    if obj.get("available_executors") is not None:
+        kwargs["available_executors"] = _integer(obj["available_executors"], "cluster.available_executors", minimum=0)
+    if "executors" not in kwargs:
+        raise _fail("cluster.executors", "required in micro-batch mode")
+    trigger = doc.get("trigger_interval_s", obj.get("trigger_interval_s", 1.0))
+    field = "trigger_interval_s" if "trigger_interval_s" in doc else "cluster.trigger_interval_s"
+    kwargs["trigger_interval_s"] = _number(trigger, field)
+    try:
+        return ClusterState(**kwargs)
+    except MetricsError as exc:
+        raise ScenarioError(str(exc)) from None
+
+
+def load_scenario(doc: Any) -> Scenario:
+    """Validate a parsed JSON document. Raises ScenarioError naming the bad field."""
+    doc = _object(doc, "scenario")
+    _keys(doc, TOP_KEYS, "")
+    if doc.get("format", FORMAT) != FORMAT:
+        raise _fail("format", f"unsupported format {json.dumps(doc.get('format'))}, expected {FORMAT}")
+    mode = doc.get("mode", "continuous")
+    if mode not in MODES:
+        raise _fail("mode", f"must be one of {', '.join(MODES)}, got {json.dumps(mode)}")
+    policy = _policy(doc.get("policy"))
+    vertices = _vertices(doc.get("vertices"))
+    edges = _edges(doc.get("edges"))
+    ids = {v.id for v in vertices}
+    for i, edge in enumerate(edges):
+        for key, end in (("from", edge.source), ("to", edge.target)):
+            if end not in ids:
+                raise _fail(f"edges[{i}].{key}", f"unknown vertex {json.dumps(end)}")
+    try:
+        topology = Topology(vertices, edges)
+    except TopologyError as exc:
+        raise ScenarioError(str(exc)) from None
+    cluster = _cluster(doc) if mode == "micro-batch" else None
+    if mode != "micro-batch" and ("cluster" in doc or "trigger_interval_s" in doc):
+        raise _fail("cluster" if "cluster" in doc else "trigger_interval_s", "only in micro-batch mode")
+    from scaling.policies import resolve  # noqa: PLC0415
+
+    try:
+        resolve(policy.algorithm)
+    except PolicyError as exc:
+        raise ScenarioError(f"policy.{exc}") from None
+    return Scenario(mode, policy, topology, _steps(doc.get("steps"), topology, mode), cluster)
+
+
+def parse(text: str) -> Scenario:
+    """Parse and validate scenario JSON text. Raises ScenarioError (one line) on any problem."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(f"json: malformed at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    return load_scenario(doc)
+
+
+def run_scenario(scenario: Scenario) -> list[tuple[Step, JobPlan]]:
+    """Evaluate the steps in order. Between steps the parallelism (and executors) of a ``scale``
+    decision is taken as applied, unless the next step says what was actually running."""
+    state = ScalerState()
+    topology = scenario.topology
+    cluster = scenario.cluster
+    results = []
+    for step in scenario.steps:
+        topology = topology.with_parallelism(step.parallelism)
+        if cluster is not None:
+            if step.executors is not None or step.available_executors is not None:
+                cluster = replace(cluster, executors=step.executors or cluster.executors,
+                                  available_executors=step.available_executors)
+            try:
+                cluster = ClusterState(**{f.name: getattr(cluster, f.name) for f in fields(ClusterState)})
+            except MetricsError as exc:
+                raise ScenarioError(str(exc)) from None
+        if step.measured_restart_time_s is not None:
+            state = state.with_restart_time(step.measured_restart_time_s)
+        plan = evaluate(PlanRequest(topology=topology, metrics=step.metrics, policy=scenario.policy,
+                                    mode=scenario.mode, cluster=cluster, state=state, now_s=step.at_s,
+                                    batch_durations_s=step.batch_durations_s))
+        results.append((step, plan))
+        if plan.next_state is not None:
+            state = plan.next_state
+        if plan.decision == "scale":
+            topology = topology.with_parallelism({v.vertex_id: v.proposed for v in plan.vertices})
+            if cluster is not None and plan.executors_proposed is not None:
+                cluster = replace(cluster, executors=plan.executors_proposed, available_executors=None)
+    return results
+
+
+def _clean(value: float) -> float | str:
+    """Rates in the output: rounded to 3 decimals; infinity as ``"inf"``."""
+    if math.isinf(value):
+        return "inf"
+    return round(float(value), 3)
+
+
+def render(scenario: Scenario, results: list[tuple[Step, JobPlan]]) -> dict:
+    """The output document of SCENARIO.md."""
+    steps = []
+    for step, plan in results:
+        vertices = {}
+        for v in plan.vertices:
+            out: dict[str, Any] = {
+                "current": v.current, "proposed": v.proposed,
+                "true_processing_rate": _clean(v.true_processing_rate), "target_data_rate": _clean(v.target_data_rate),
+                "catch_up_data_rate": _clean(v.catch_up_data_rate),
+                "scale_up_threshold": _clean(v.scale_up_threshold),
+                "scale_down_threshold": _clean(v.scale_down_threshold),
+                "expected_processing_rate": _clean(v.expected_processing_rate),
+                "utilization": _clean(v.utilization), "outside_bounds": v.outside_bounds, "note": v.note,
+            }
+            if scenario.mode == "micro-batch":
+                out["ideal_parallelism"] = v.ideal_parallelism
+            vertices[v.vertex_id] = out
+        executors = None
+        if scenario.mode == "micro-batch":
+            executors = {"current": plan.executors_current, "proposed": plan.executors_proposed,
+                         "cores_needed": plan.cores_needed, "bottleneck": plan.bottleneck}
+        at_s = int(step.at_s) if float(step.at_s).is_integer() else step.at_s
+        steps.append({"at_s": at_s, "decision": plan.decision, "reasons": list(plan.reasons),
+                      "vertices": vertices, "executors": executors})
+    return {"format": FORMAT, "steps": steps}
+
+
+def evaluate_text(text: str) -> dict:
+    """Parse, run and render: the whole of ``python -m scaling evaluate``."""
+    scenario = parse(text)
+    return render(scenario, run_scenario(scenario))

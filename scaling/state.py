@@ -1,0 +1,97 @@
+"""What the autoscaler remembers between evaluations (FLIP-271 ``AutoScalerStateStore``): the scaling
+history, pending delayed scale-downs (FLINK-36018) and measured restart times.
+
+Everything is a frozen value; each evaluation returns the next state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from scaling.policy import Policy
+
+HISTORY_MAX_COUNT = 3
+"""Records kept per vertex and restart measurements kept (Flink ``job.autoscaler.history.max.count``)."""
+
+
+@dataclass(frozen=True)
+class ScalingRecord:
+    """One applied scaling of one vertex (FLIP-271 ``ScalingSummary``).
+
+    Attributes:
+        at_s: when it was decided, seconds.
+        true_processing_rate: the vertex's TPR before the scaling, records/s.
+        expected_processing_rate: ``TPR × new / old`` (linear scaling), records/s.
+    """
+
+    at_s: float
+    vertex_id: str
+    old_parallelism: int
+    new_parallelism: int
+    true_processing_rate: float
+    expected_processing_rate: float
+
+    @property
+    def scaled_up(self) -> bool:
+        return self.new_parallelism > self.old_parallelism
+
+
+@dataclass(frozen=True)
+class PendingScaleDown:
+    """A delayed scale-down (FLINK-36018 ``DelayedScaleDown``): the first recommendation's time and
+    every recommendation since, as ``(at_s, parallelism)``."""
+
+    vertex_id: str
+    first_at_s: float
+    recommendations: tuple[tuple[float, int], ...]
+
+    @property
+    def max_recommended(self) -> int:
+        """The largest recommendation seen since the first one: the scale-down target."""
+        return max(p for _, p in self.recommendations)
+
+
+@dataclass(frozen=True)
+class ScalerState:
+    """The autoscaler's memory for one job. ``ScalerState()`` is the state of a new job."""
+
+    history: tuple[ScalingRecord, ...] = ()
+    pending_scale_downs: tuple[PendingScaleDown, ...] = ()
+    restart_times_s: tuple[float, ...] = ()
+
+    def last_record(self, vertex_id: str) -> ScalingRecord | None:
+        """The latest applied scaling of ``vertex_id``, or None."""
+        for record in reversed(self.history):
+            if record.vertex_id == vertex_id:
+                return record
+        return None
+
+    def pending(self, vertex_id: str) -> PendingScaleDown | None:
+        for pending in self.pending_scale_downs:
+            if pending.vertex_id == vertex_id:
+                return pending
+        return None
+
+    def restart_time_s(self, policy: Policy) -> float:
+        """The restart time to plan with, seconds (FLIP-271 restart-time tracking): with tracking
+        enabled and measurements present, the max measured downtime capped at
+        ``restart_time_limit_s``; otherwise ``restart_time_s`` from the policy."""
+        if policy.restart_time_tracking_enabled and self.restart_times_s:
+            return min(max(self.restart_times_s), policy.restart_time_limit_s)
+        return policy.restart_time_s
+
+    def with_restart_time(self, downtime_s: float) -> ScalerState:
+        """Record a measured rescale downtime, seconds (the last ``HISTORY_MAX_COUNT`` are kept)."""
+        return replace(self, restart_times_s=(*self.restart_times_s, float(downtime_s))[-HISTORY_MAX_COUNT:])
+
+    def with_records(self, records: tuple[ScalingRecord, ...]) -> ScalerState:
+        """Append applied scalings; keep ``HISTORY_MAX_COUNT`` per vertex. Applying a scaling
+        clears every pending scale-down (FLINK-36018 ``clearAll``)."""
+        history = list(self.history) + list(records)
+        kept: list[ScalingRecord] = []
+        counts: dict[str, int] = {}
+        for record in reversed(history):
+            counts[record.vertex_id] = counts.get(record.vertex_id, 0) + 1
+            if counts[record.vertex_id] <= HISTORY_MAX_COUNT:
+                kept.append(record)
+        return replace(self, history=tuple(reversed(kept)), pending_scale_downs=())

@@ -1,0 +1,89 @@
+"""The policy registry: batch-ratio (SPARK-12133), min-increase (FLIP-160), dotted-path policies."""
+
+import json
+
+import pytest
+
+from scaling import ClusterState, Policy, Topology, Vertex, VertexMetrics
+from scaling.planner import JobPlan
+from scaling.policies import PlanRequest, batch_ratio_executors, can_scale_up, evaluate, names, resolve
+from scaling.policy import PolicyError
+from scaling.scenario import evaluate_text
+
+
+@pytest.mark.parametrize(("processing_ms", "expected"), [(1000, 3), (2000, 4), (901, 3), (899, 2), (299, 1)])
+def test_batch_ratio_numbers(processing_ms, expected):
+    """SPARK-12133, batch interval 1 s, 2 executors: R = processing / interval. R >= 0.9 adds
+    max(round(R), 1); R <= 0.3 removes one; 899 ms (R 0.899) is no change."""
+    cluster = ClusterState(executors=2, min_executors=1, max_executors=16, trigger_interval_s=1.0)
+    executors, ratio, _ = batch_ratio_executors([processing_ms / 1000], cluster)
+    assert executors == expected
+    assert ratio == pytest.approx(processing_ms / 1000)
+
+
+def test_batch_ratio_averages_over_the_interval_and_respects_bounds():
+    cluster = ClusterState(executors=2, min_executors=2, max_executors=3, trigger_interval_s=1.0)
+    assert batch_ratio_executors([0.5, 1.5, 2.5], cluster)[0] == 3          # R 1.5 -> +2, capped at 3
+    assert batch_ratio_executors([0.1], cluster)[0] == 2                     # already at min
+    half = ClusterState(executors=4, trigger_interval_s=1.0)
+    assert batch_ratio_executors([0.45], half, scale_down_ratio=0.5)[0] == 3  # the design note's 0.5
+
+
+def micro_batch_doc(algorithm: str, durations: list[float], **cluster) -> dict:
+    return {"format": 1, "mode": "micro-batch", "policy": {"algorithm": algorithm, "restart_time_s": 0},
+            "cluster": {"executors": 2, "cores_per_executor": 1, "min_executors": 1, "max_executors": 16, **cluster},
+            "trigger_interval_s": 1.0,
+            "vertices": [{"id": "scan", "parallelism": 2, "source": True}],
+            "steps": [{"at_s": 0, "batch_durations_s": durations, "metrics": {
+                "scan": {"records_in_per_s": 1000, "records_out_per_s": 1000, "busy_time_ms_per_s": 500}}}]}
+
+
+@pytest.mark.parametrize(("processing_s", "decision", "proposed"), [
+    (1.0, "scale", 3), (2.0, "scale", 4), (0.901, "scale", 3), (0.899, "no-change", 2), (0.299, "scale", 1)])
+def test_batch_ratio_policy_through_the_scenario(processing_s, decision, proposed):
+    step = evaluate_text(json.dumps(micro_batch_doc("batch-ratio", [processing_s])))["steps"][0]
+    assert step["decision"] == decision
+    assert step["executors"]["current"] == 2 and step["executors"]["proposed"] == proposed
+    assert step["vertices"]["scan"]["proposed"] == 2  # SPARK-12133 only changes executors
+
+
+def test_can_scale_up_is_flip_160():
+    assert can_scale_up(10, 11) and not can_scale_up(10, 10)
+    assert not can_scale_up(10, 12, min_parallelism_increase=3) and can_scale_up(10, 13, 3)
+
+
+def test_min_increase_takes_new_executors_only_above_the_threshold():
+    """One stage at 2 tasks on 2 executors; 4 executors become available. Reactive mode: take them all
+    and 4 tasks, cumulative parallelism 2 -> 4 (+2). With a threshold of 3 that is not enough."""
+    topology = Topology((Vertex("scan", parallelism=2, source=True),))
+    metrics = {"scan": VertexMetrics(1000, 1000, 500)}
+    cluster = ClusterState(executors=2, available_executors=4)
+    plan = evaluate(PlanRequest(topology, metrics, Policy(algorithm="min-increase", restart_time_s=0),
+                                mode="micro-batch", cluster=cluster))
+    assert (plan.decision, plan.executors_proposed, plan.vertex("scan").proposed) == ("scale", 4, 4)
+    plan = evaluate(PlanRequest(topology, metrics, Policy(algorithm="min-increase", restart_time_s=0,
+                                                          min_parallelism_increase=3),
+                                mode="micro-batch", cluster=cluster))
+    assert (plan.decision, plan.executors_proposed, plan.vertex("scan").proposed) == ("no-change", 2, 2)
+    assert "FLIP-160" in plan.reasons[-1]
+
+
+class AlwaysNoChange:
+    """A custom policy loaded by dotted path."""
+
+    name = "always-no-change"
+
+    def plan(self, request: PlanRequest) -> JobPlan:
+        return JobPlan(decision="no-change", reasons=("custom",), vertices=(), mode=request.mode)
+
+
+def test_registry_and_dotted_path():
+    assert {"ds2", "batch-ratio", "min-increase"} <= set(names())
+    plan = evaluate(PlanRequest(Topology((Vertex("a", source=True),)), {"a": VertexMetrics(1, 1, 1)},
+                                Policy(algorithm="tests.scaling.test_policies:AlwaysNoChange")))
+    assert plan.reasons == ("custom",)
+    assert resolve("tests.scaling.test_policies.AlwaysNoChange").name == "always-no-change"
+    with pytest.raises(PolicyError, match="^algorithm: unknown policy"):
+        resolve("nope")
+    with pytest.raises(PolicyError, match="^algorithm: cannot load"):
+        resolve("tests.scaling.nothing_here:X")

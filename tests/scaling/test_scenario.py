@@ -1,0 +1,349 @@
+"""SCENARIO.md's worked example, DS2's Heron word count, and multi-step sequences (delayed
+scale-down, ineffective scale-up, restart-time tracking, excluded periods) through the scenario format."""
+
+import copy
+import json
+
+import pytest
+
+from scaling.scenario import ScenarioError, evaluate_text
+
+SCENARIO_INPUT = {
+    "format": 1,
+    "mode": "continuous",
+    "policy": {
+        "utilization_target": 0.7, "utilization_min": None, "utilization_max": None,
+        "scale_up_max_factor": 100000.0, "scale_down_max_factor": 0.6, "vertex_min_parallelism": 1,
+        "vertex_max_parallelism": 200, "catch_up_duration_s": 1800, "restart_time_s": 300,
+        "backlog_lag_threshold_s": 300, "scale_down_interval_s": 3600, "scaling_sources_enabled": True,
+        "alignment": "balanced", "effectiveness_detection_enabled": False, "effectiveness_threshold": 0.1,
+        "excluded_vertices": [],
+    },
+    "vertices": [
+        {"id": "src", "parallelism": 2, "max_parallelism": 720, "partitions": 8, "source": True},
+        {"id": "agg", "parallelism": 4, "max_parallelism": 720},
+    ],
+    "edges": [{"from": "src", "to": "agg", "ship": "hash"}],
+    "steps": [{"at_s": 0, "metrics": {
+        "src": {"records_in_per_s": 500, "records_out_per_s": 500, "busy_time_ms_per_s": 850, "backlog": 2000,
+                "backlog_growth_per_s": 0},
+        "agg": {"records_in_per_s": 500, "records_out_per_s": 20, "busy_time_ms_per_s": 1000}}}],
+}
+
+SCENARIO_OUTPUT = {
+    "format": 1,
+    "steps": [{
+        "at_s": 0,
+        "decision": "scale",
+        "reasons": ["agg: true processing rate 500.0 below scale-up threshold 501.0"],
+        "vertices": {
+            "src": {
+                "current": 2, "proposed": 4,
+                "true_processing_rate": 588.235, "target_data_rate": 500.0, "catch_up_data_rate": 1.111,
+                "scale_up_threshold": 501.0, "scale_down_threshold": 1334.0,
+                "expected_processing_rate": 1176.471, "utilization": 0.85, "outside_bounds": False,
+                "note": "aligned 3 -> 4 to spread 8 partitions evenly",
+            },
+            "agg": {
+                "current": 4, "proposed": 8,
+                "true_processing_rate": 500.0, "target_data_rate": 500.0, "catch_up_data_rate": 1.111,
+                "scale_up_threshold": 501.0, "scale_down_threshold": 1334.0,
+                "expected_processing_rate": 1000.0, "utilization": 1.0, "outside_bounds": True,
+                "note": "aligned 7 -> 8 to the 720 key groups",
+            },
+        },
+        "executors": None,
+    }],
+}
+
+
+def run(doc: dict) -> list[dict]:
+    return evaluate_text(json.dumps(doc))["steps"]
+
+
+def test_scenario_md_example_exactly():
+    """SCENARIO.md: band [0.4, 1.0]; catch-up 2000 / 1800 = 1.111; scale-up threshold
+    round(1.111 + 500 / 1.0) = 501; scale-down threshold round(1.111 + 500 × 300 / 1800 + 500 / 0.4) = 1334.
+    Factor (1.111 + 83.333 + 714.286) / TPR: src 798.73 / 588.235 × 2 = 2.72 -> 3 -> 4 (8 partitions);
+    agg 798.73 / 500 × 4 = 6.39 -> 7 -> 8 (720 key groups)."""
+    assert evaluate_text(json.dumps(SCENARIO_INPUT)) == SCENARIO_OUTPUT
+
+
+def test_scenario_md_example_policy_keys_are_optional():
+    doc = copy.deepcopy(SCENARIO_INPUT)
+    doc["policy"] = {}
+    assert evaluate_text(json.dumps(doc)) == SCENARIO_OUTPUT
+
+
+@pytest.mark.parametrize(("alignment", "src", "agg", "src_note"), [
+    ("evenly_spread", 4, 8, "aligned 3 -> 4 to spread 8 partitions evenly"),
+    ("off", 3, 7, "scale up 2 -> 3"),
+])
+def test_scenario_alignment_modes(alignment, src, agg, src_note):
+    doc = copy.deepcopy(SCENARIO_INPUT)
+    doc["policy"]["alignment"] = alignment
+    out = run(doc)[0]["vertices"]
+    assert (out["src"]["proposed"], out["agg"]["proposed"]) == (src, agg)
+    assert out["src"]["note"] == src_note
+
+
+def test_balanced_and_evenly_spread_differ_when_no_divisor_is_near():
+    """720 key groups, target 100: evenly_spread takes the next divisor, 120; balanced the fewest tasks
+    holding at most floor(720 / 100) = 7 key groups each: ceil(720 / 7) = 103."""
+    from scaling.vertex_scaler import align
+
+    assert align(100, n=720, unit="key groups", lower=1, upper=200, mode="evenly_spread")[0] == 120
+    assert align(100, n=720, unit="key groups", lower=1, upper=200, mode="balanced") == (
+        103, "aligned 100 -> 103 so no task holds more than 7 of 720 key groups")
+    # Nothing aligned under the upper bound: the fewest tasks reaching the best share below it.
+    assert align(190, n=720, unit="key groups", lower=1, upper=200, mode="balanced")[0] == 180
+    assert align(190, n=720, unit="key groups", lower=1, upper=200, mode="evenly_spread")[0] == 180
+
+
+def test_ds2_heron_word_count_in_one_step():
+    """DS2 §5 (Heron word count): the source offers 1M sentences/min; FlatMap processes 100K sentences/min
+    per instance and emits 20 words per sentence; Count processes 1M words/min per instance. Both at 1
+    instance, target utilization 1.0: FlatMap 1M / 100K = 10, Count 20M / 1M = 20, in one step.
+    Rates are per second here (÷ 60); DS2 has no restart term and no key-group alignment."""
+    per_min = 1 / 60
+    doc = {
+        "format": 1, "mode": "continuous",
+        "policy": {"utilization_target": 1.0, "restart_time_s": 0, "alignment": "off"},
+        "vertices": [{"id": "source", "parallelism": 1, "source": True},
+                     {"id": "flatmap", "parallelism": 1}, {"id": "count", "parallelism": 1}],
+        "edges": [{"from": "source", "to": "flatmap", "ship": "rebalance"},
+                  {"from": "flatmap", "to": "count", "ship": "hash"}],
+        "steps": [{"at_s": 0, "metrics": {
+            "source": {"records_in_per_s": 1_000_000 * per_min, "records_out_per_s": 1_000_000 * per_min,
+                       "true_processing_rate": 10_000_000 * per_min},
+            "flatmap": {"true_processing_rate": 100_000 * per_min, "true_output_rate": 2_000_000 * per_min},
+            "count": {"true_processing_rate": 1_000_000 * per_min, "true_output_rate": 1_000_000 * per_min},
+        }}],
+    }
+    step = run(doc)[0]
+    assert step["decision"] == "scale"
+    assert {v: step["vertices"][v]["proposed"] for v in ("source", "flatmap", "count")} == {
+        "source": 1, "flatmap": 10, "count": 20}
+    assert step["vertices"]["count"]["target_data_rate"] == round(20_000_000 * per_min, 3)
+    # One step: applying it and re-evaluating with the rates of 10 and 20 instances changes nothing.
+    doc["steps"].append({"at_s": 60, "metrics": {
+        **doc["steps"][0]["metrics"],
+        "flatmap": {"true_processing_rate": 1_000_000 * per_min, "true_output_rate": 20_000_000 * per_min},
+        "count": {"true_processing_rate": 20_000_000 * per_min, "true_output_rate": 20_000_000 * per_min}}})
+    second = run(doc)[1]
+    assert second["decision"] == "no-change"
+    assert second["vertices"]["flatmap"]["current"] == 10 and second["vertices"]["count"]["current"] == 20
+
+
+def one_vertex(policy: dict, steps: list[dict], parallelism: int) -> dict:
+    return {"format": 1, "mode": "continuous",
+            "policy": {"restart_time_s": 0, "alignment": "off", **policy},
+            "vertices": [{"id": "src", "parallelism": parallelism, "source": True}], "edges": [], "steps": steps}
+
+
+def src_step(at_s: float, busy: float, records_in: float = 1000, growth: float = 0, **extra) -> dict:
+    return {"at_s": at_s, "metrics": {"src": {"records_in_per_s": records_in, "records_out_per_s": records_in,
+                                              "busy_time_ms_per_s": busy, "backlog_growth_per_s": growth}}, **extra}
+
+
+def test_delayed_scale_down_sequence():
+    """FLINK-36018 with scale_down_interval_s = 600. One source at 1000 records/s, target utilization 0.7:
+    target capacity 1000 / 0.7 = 1428.571; scale-up threshold round(1000 / 1.0) = 1000; scale-down
+    threshold round(1000 / 0.4) = 2500; TPR = 1000 × 1000 / busy.
+
+    t=0    p=8, busy 200 -> TPR 5000 > 2500: 1428.571 / 5000 × 8 = 2.29 -> 3; first recommendation, held to 600.
+    t=300  p=8, busy 320 -> TPR 3125 > 2500: 0.457 × 8 = 3.66 -> 4; still held (largest so far: 4).
+    t=600  p=8, busy 200 -> recommends 3, but the interval is over: scale to the largest seen, 4.
+    t=700  p=4, busy 300 -> TPR 3333: 0.429 × 4 = 1.71 -> 2; a new first recommendation, held to 1300.
+    t=800  p=4, busy 750 -> TPR 1333 within [1000, 2500]; recommends ceil(1.071 × 4) = 5 >= 4: clears it.
+    t=1400 p=4, busy 300 -> recommends 2 again: held until 2000, not 1300, since t=800 cleared the first.
+    t=2000 p=4, busy 300 -> due: scale 4 -> 2.
+    """
+    doc = one_vertex({"scale_down_interval_s": 600, "scale_down_max_factor": 1.0},
+                     [src_step(0, 200), src_step(300, 320), src_step(600, 200), src_step(700, 300),
+                      src_step(800, 750), src_step(1400, 300), src_step(2000, 300)], parallelism=8)
+    steps = run(doc)
+    summary = [(s["decision"], s["vertices"]["src"]["current"], s["vertices"]["src"]["proposed"]) for s in steps]
+    assert summary == [("blocked", 8, 8), ("blocked", 8, 8), ("scale", 8, 4), ("blocked", 4, 4),
+                       ("no-change", 4, 4), ("blocked", 4, 4), ("scale", 4, 2)]
+    src = [s["vertices"]["src"] for s in steps]
+    assert src[0]["true_processing_rate"] == 5000.0 and src[0]["scale_down_threshold"] == 2500.0
+    assert src[0]["note"] == "delayed scale-down 8 -> 3 held until t=600 s (first recommended at t=0 s)"
+    assert src[1]["note"] == "delayed scale-down 8 -> 4 held until t=600 s (first recommended at t=0 s)"
+    assert src[2]["note"] == "delayed scale-down 8 -> 4: the largest recommendation since t=0 s"
+    assert steps[2]["reasons"] == ["src: true processing rate 5000.0 above scale-down threshold 2500.0"]
+    assert src[3]["note"] == "delayed scale-down 4 -> 2 held until t=1300 s (first recommended at t=700 s)"
+    assert src[4]["outside_bounds"] is False and steps[4]["reasons"] == ["every vertex is within its bounds"]
+    assert src[5]["note"] == "delayed scale-down 4 -> 2 held until t=2000 s (first recommended at t=1400 s)"
+    assert "src: true processing rate 3333.333 above scale-down threshold 2500.0" in steps[5]["reasons"][0]
+
+
+def test_scale_down_interval_zero_scales_down_at_once():
+    steps = run(one_vertex({"scale_down_interval_s": 0, "scale_down_max_factor": 1.0}, [src_step(0, 200)], 8))
+    assert (steps[0]["decision"], steps[0]["vertices"]["src"]["proposed"]) == ("scale", 3)
+
+
+def test_scale_down_max_factor_limits_a_scale_down():
+    """factor 0.286 clamped to 1 − 0.6 = 0.4: ceil(0.4 × 8) = 4."""
+    steps = run(one_vertex({"scale_down_interval_s": 0}, [src_step(0, 200)], 8))
+    assert steps[0]["vertices"]["src"]["proposed"] == 4
+
+
+def test_scale_up_takes_pending_scale_downs_along():
+    """a -> b (forward), target utilization 0.7, b's TPR 1000 × 1000 / 100 = 10,000 records/s.
+    t=0:  a at 1000 records/s, busy 500 (TPR 2000, within [1000, 2500]); b recommends
+          ceil(1428.571 / 10000 × 8) = 2: a held scale-down, so the decision is blocked.
+    t=60: a's target grows to 1000 + 200 backlog growth = 1200 and it is busy 1000 (TPR 1000 below
+          the scale-up threshold 1200): ceil(1714.286 / 1000 × 2) = 4. The restart happens anyway, so b's
+          held scale-down (largest recommendation 2) joins a's scale-up."""
+    def step(at_s, busy_a, growth):
+        return {"at_s": at_s, "metrics": {
+            "a": {"records_in_per_s": 1000, "records_out_per_s": 1000, "busy_time_ms_per_s": busy_a,
+                  "backlog_growth_per_s": growth},
+            "b": {"records_in_per_s": 1000, "records_out_per_s": 1000, "busy_time_ms_per_s": 100}}}
+    doc = {"format": 1, "policy": {"restart_time_s": 0, "alignment": "off", "scale_down_max_factor": 1.0},
+           "vertices": [{"id": "a", "parallelism": 2, "source": True}, {"id": "b", "parallelism": 8}],
+           "edges": [{"from": "a", "to": "b", "ship": "forward"}], "steps": [step(0, 500, 0), step(60, 1000, 200)]}
+    first, second = run(doc)
+    assert first["decision"] == "blocked"
+    assert (first["vertices"]["a"]["proposed"], first["vertices"]["b"]["proposed"]) == (2, 8)
+    assert first["vertices"]["b"]["note"] == "delayed scale-down 8 -> 2 held until t=3600 s (first recommended at t=0 s)"
+    assert second["decision"] == "scale"
+    assert second["reasons"] == ["a: true processing rate 1000.0 below scale-up threshold 1200.0"]
+    assert (second["vertices"]["a"]["proposed"], second["vertices"]["b"]["proposed"]) == (4, 2)
+
+
+def test_ineffective_scale_up_sequence():
+    """FLIP-271 effectiveness detection (threshold 0.1, enabled). Source target rate = in + growth;
+    target capacity = target / 0.7; scale-up threshold = round(target / 1.0).
+
+    t=0   p=2, in 800 + growth 200 = 1000, busy 1000 -> TPR 800 < 1000: 1428.571 / 800 × 2 = 3.57 -> 4.
+          Scale 2 -> 4, expecting TPR 800 × 4 / 2 = 1600.
+    t=60  p=4, in 850 + growth 150, busy 1000 -> TPR 850: gain 50 of the expected 800 = 0.0625 < 0.1.
+          Recommends ceil(1428.571 / 850 × 4) = 7, blocked as ineffective.
+    t=120 the same metrics: still blocked (the history still shows the ineffective scale-up).
+    t=180 p=4, in 1000 + growth 400, busy 1000 -> TPR 1000: gain 200 / 800 = 0.25 >= 0.1, effective;
+          2000 / 1000 × 4 = 8: scale 4 -> 8.
+    """
+    steps_in = [src_step(0, 1000, 800, 200), src_step(60, 1000, 850, 150), src_step(120, 1000, 850, 150),
+                src_step(180, 1000, 1000, 400)]
+    doc = one_vertex({"effectiveness_detection_enabled": True}, steps_in, parallelism=2)
+    steps = run(doc)
+    src = [s["vertices"]["src"] for s in steps]
+    assert [(s["decision"], v["current"], v["proposed"]) for s, v in zip(steps, src)] == [
+        ("scale", 2, 4), ("blocked", 4, 4), ("blocked", 4, 4), ("scale", 4, 8)]
+    assert src[0]["expected_processing_rate"] == 1600.0
+    assert src[1]["true_processing_rate"] == 850.0 and src[1]["outside_bounds"] is True
+    assert src[1]["note"] == ("blocked: last scale-up 2 -> 4 was ineffective: true processing rate 800 -> 850, "
+                              "expected 1600; not scaling 4 -> 7")
+    assert steps[1]["reasons"][0].startswith("src: true processing rate 850.0 below scale-up threshold 1000.0; blocked")
+    assert src[3]["note"] == "scale up 4 -> 8"
+    # Detection disabled: the scale-up happens, with a warning in the note.
+    doc["policy"]["effectiveness_detection_enabled"] = False
+    steps = run(doc)
+    assert (steps[1]["decision"], steps[1]["vertices"]["src"]["proposed"]) == ("scale", 7)
+    assert "warning: last scale-up 2 -> 4 was ineffective" in steps[1]["vertices"]["src"]["note"]
+
+
+def test_restart_time_tracking_uses_the_max_measured_downtime_capped():
+    """Tracking on, limit 100 s: measurements 40 s then 250 s -> min(max(40, 250), 100) = 100 s.
+    Scale-down threshold = round(1000 × restart / 1800 + 1000 / 0.4)."""
+    policy = {"restart_time_s": 300, "restart_time_tracking_enabled": True, "restart_time_limit_s": 100}
+    doc = one_vertex(policy, [src_step(0, 700), src_step(60, 700, measured_restart_time_s=40),
+                              src_step(120, 700, measured_restart_time_s=250)], parallelism=2)
+    doc["policy"]["restart_time_s"] = 300
+    thresholds = [s["vertices"]["src"]["scale_down_threshold"] for s in run(doc)]
+    assert thresholds == [round(1000 * 300 / 1800 + 2500), round(1000 * 40 / 1800 + 2500),
+                          round(1000 * 100 / 1800 + 2500)]
+
+
+def test_backlog_mode_blocks_scale_downs_and_raises_the_band():
+    """Lag 600,000 / 1000 = 600 s > 300 s: backlog mode. The scale-down threshold is infinite and the
+    scale-up threshold uses utilization 1.0."""
+    step = src_step(0, 100)
+    step["metrics"]["src"]["backlog"] = 600_000
+    out = run(one_vertex({"scale_down_interval_s": 0}, [step], parallelism=8))[0]
+    assert out["decision"] == "no-change"
+    assert out["vertices"]["src"]["scale_down_threshold"] == "inf"
+    assert out["vertices"]["src"]["proposed"] == 8
+    assert any("backlog mode" in r for r in out["reasons"])
+
+
+def test_idle_vertex_has_infinite_rate_and_scales_to_its_minimum():
+    steps = [src_step(0, 0, records_in=0)]
+    out = run(one_vertex({"scale_down_interval_s": 0, "vertex_min_parallelism": 2}, steps, parallelism=8))[0]
+    src = out["vertices"]["src"]
+    assert src["true_processing_rate"] == "inf"
+    assert (out["decision"], src["proposed"]) == ("scale", 2)
+    assert src["note"].startswith("idle")
+
+
+def test_excluded_vertices_and_sources_switch_keep_parallelism():
+    doc = copy.deepcopy(SCENARIO_INPUT)
+    doc["policy"]["excluded_vertices"] = ["agg"]
+    out = run(doc)[0]
+    # agg is excluded, so nothing that must change is outside its bounds.
+    assert out["vertices"]["agg"]["proposed"] == 4 and out["decision"] == "no-change"
+    doc = copy.deepcopy(SCENARIO_INPUT)
+    doc["policy"]["scaling_sources_enabled"] = False
+    out = run(doc)[0]
+    assert (out["vertices"]["src"]["proposed"], out["vertices"]["agg"]["proposed"]) == (2, 8)
+    assert out["vertices"]["src"]["note"].startswith("source scaling disabled")
+
+
+@pytest.mark.parametrize(("periods", "at_s", "executable"), [
+    (["22:00-06:00"], 23 * 3600, False),      # 23:00 UTC, inside a window crossing midnight
+    (["22:00-06:00"], 12 * 3600, True),
+    (["* 9-17 * * 1-5"], 4 * 86400 + 10 * 3600, False),  # 1970-01-05 was a Monday, 10:00
+    (["* 9-17 * * 1-5"], 3 * 86400 + 10 * 3600, True),   # Sunday
+])
+def test_excluded_periods_compute_the_plan_but_do_not_execute(periods, at_s, executable):
+    doc = copy.deepcopy(SCENARIO_INPUT)
+    doc["policy"]["excluded_periods"] = periods
+    doc["steps"][0]["at_s"] = at_s
+    out = run(doc)[0]
+    if executable:
+        assert out["decision"] == "scale" and out["vertices"]["agg"]["proposed"] == 8
+    else:
+        assert out["decision"] == "blocked"
+        assert out["vertices"]["agg"]["proposed"] == 4
+        assert out["vertices"]["agg"]["note"].startswith(f"not executable in excluded period '{periods[0]}': "
+                                                         f"computed 4 -> 8")
+        assert any("not executable" in r for r in out["reasons"])
+
+
+def test_step_parallelism_overrides_what_was_running():
+    doc = copy.deepcopy(SCENARIO_INPUT)
+    doc["steps"].append({**copy.deepcopy(doc["steps"][0]), "at_s": 60, "parallelism": {"agg": 5}})
+    second = run(doc)[1]
+    assert (second["vertices"]["src"]["current"], second["vertices"]["agg"]["current"]) == (4, 5)
+
+
+@pytest.mark.parametrize(("mutate", "field"), [
+    (lambda d: d["steps"][0]["metrics"]["src"].update(records_in_per_s=-5), "steps[0].metrics.src.records_in_per_s"),
+    (lambda d: d["steps"][0]["metrics"]["agg"].update(busy_time_ms_per_s=1001),
+     "steps[0].metrics.agg.busy_time_ms_per_s"),
+    (lambda d: d["edges"].append({"from": "src", "to": "ghost"}), "edges[1].to"),
+    (lambda d: d["edges"].append({"from": "agg", "to": "src"}), "edges: cycle"),
+    (lambda d: d["policy"].update(vertex_min_parallelism=300), "policy.vertex_min_parallelism"),
+    (lambda d: d["policy"].update(utilization_target=1.2), "policy.utilization_target"),
+    (lambda d: d["policy"].update(utilization_target=-0.2), "policy.utilization_target"),
+    (lambda d: d["policy"].update(alignment="sideways"), "policy.alignment"),
+    (lambda d: d["policy"].update(excluded_periods=["every tuesday"]), "policy.excluded_periods"),
+    (lambda d: d.update(mode="batch"), "mode"),
+    (lambda d: d.update(format=2), "format"),
+    (lambda d: d["steps"][0]["metrics"].pop("agg"), "steps[0].metrics.agg"),
+    (lambda d: d["vertices"][0].update(parallelism="two"), "vertices[src].parallelism"),
+])
+def test_invalid_input_names_the_field(mutate, field):
+    doc = copy.deepcopy(SCENARIO_INPUT)
+    mutate(doc)
+    with pytest.raises(ScenarioError) as info:
+        evaluate_text(json.dumps(doc))
+    assert str(info.value).startswith(field)
+    assert "\n" not in str(info.value)
+
+
+def test_malformed_json():
+    with pytest.raises(ScenarioError, match=r"^json: malformed at line 1"):
+        evaluate_text('{"format": 1,')

@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test install clean
+.PHONY: demo test install clean system-deps
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -19,7 +19,10 @@ install: $(STAMP)
 demo: $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(VPY)) $(VPY) -m webapp.demo
 
-test: $(STAMP)
+system-deps:
+	bash scripts/system-deps.sh
+
+test: $(STAMP) system-deps
 	PYSPARK_PYTHON=$(abspath $(VPY)) $(VPY) -m pytest
 
 clean:

@@ -1,0 +1,113 @@
+"""``python -m sparkclient snapshot``: print one snapshot as a ``micro-batch`` scenario (SCENARIO.md).
+
+    python -m sparkclient snapshot --captures ../shared/fixtures/spark-4.3.0 | python -m scaling evaluate -
+    python -m sparkclient snapshot --url http://127.0.0.1:4040 --query demo [--redis-url redis://...]
+
+Live mode reads ``/api/v1`` of the driver and the query's progress: from Redis
+(``ss:progress:<job>``, published by the runner's listener) when ``--redis-url`` is given, else it
+rebuilds the batches from the jobs alone (no offsets, so no backlog or arrival rate).
+Exit status: 0, 1 when Spark or the captures cannot be read, 2 on bad arguments.
+Notes (batches left out, fallbacks) and the collect time go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    from sparkclient.snapshot import (  # noqa: PLC0415
+        load_captures,
+        newest_run_id,
+        progresses_from_jobs,
+        sample_from_captures,
+        sample_to_scenario,
+    )
+
+    started = time.perf_counter()
+    source_progress = None
+    if args.captures:
+        captures = load_captures(args.captures, args.prefix)
+        sample = sample_from_captures(captures, trigger_interval_s=args.trigger_interval_s,
+                                      window_s=args.window_s)
+        source_progress = next((p for p in reversed(captures.progresses) if p.get("runId") == sample.run_id), None)
+    else:
+        from sparkclient.rest import SparkRestClient  # noqa: PLC0415
+        from sparkclient.topology import collect_sample  # noqa: PLC0415
+
+        with SparkRestClient(args.url, timeout_s=args.timeout_s) as client:
+            app_id = args.app_id or client.applications()[0]["id"]
+            jobs = client.jobs(app_id)
+            run_id = newest_run_id(jobs, args.query)
+            if run_id is None:
+                print(f"error: no job of a streaming query named {args.query!r} in {args.url} "
+                      f"(application {app_id})", file=sys.stderr)
+                return 1
+            progresses = []
+            if args.redis_url:
+                import redis  # noqa: PLC0415
+
+                from sparkclient.progress import read_progress  # noqa: PLC0415
+
+                progresses = [p for p in read_progress(redis.Redis.from_url(args.redis_url), args.job or args.query)
+                              if p.get("runId") == run_id]
+            if not progresses:
+                print("note: no published progress; batches rebuilt from /jobs (no backlog, no arrival rate)",
+                      file=sys.stderr)
+                progresses = progresses_from_jobs(jobs, run_id)
+            if args.trigger_interval_s is None:
+                from sparkclient.snapshot import infer_trigger_interval_s  # noqa: PLC0415
+
+                trigger = infer_trigger_interval_s(progresses)
+            else:
+                trigger = args.trigger_interval_s
+            sample = collect_sample(client, app_id, progresses, run_id=run_id, trigger_interval_s=trigger,
+                                    window_s=args.window_s or 60.0, now_s=time.time())
+            source_progress = progresses[-1] if progresses else None
+    doc = sample_to_scenario(sample, source_progress=source_progress, min_executors=args.min_executors,
+                             max_executors=args.max_executors)
+    elapsed = time.perf_counter() - started
+    for note in sample.errors:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"collected run {sample.run_id}: {sample.batches} batch(es), {len(sample.vertices)} vertices "
+          f"in {elapsed * 1000:.0f} ms", file=sys.stderr)
+    json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sparkclient", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    snap = sub.add_parser("snapshot", help="print one snapshot as a micro-batch scenario")
+    where = snap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--captures", help="folder of saved REST and progress JSON")
+    where.add_argument("--url", help="Spark UI root of a live driver, e.g. http://127.0.0.1:4040")
+    snap.add_argument("--prefix", help="capture file prefix (default: the one with app_jobs.json)")
+    snap.add_argument("--query", help="streaming query name (live mode)")
+    snap.add_argument("--app-id", help="application id (live mode; default: the first one)")
+    snap.add_argument("--redis-url", help="Redis with the runner's published progress (live mode)")
+    snap.add_argument("--job", help="runner job name of the progress stream (default: --query)")
+    snap.add_argument("--window-s", type=float, help="metrics window, seconds (captures: all batches; live: 60)")
+    snap.add_argument("--trigger-interval-s", type=float, help="trigger interval, seconds (default: inferred)")
+    snap.add_argument("--min-executors", type=int, default=1)
+    snap.add_argument("--max-executors", type=int, default=16)
+    snap.add_argument("--timeout-s", type=float, default=10.0, help="per REST request, seconds")
+    args = parser.parse_args(argv)
+    if args.url and not args.query:
+        parser.error("--url needs --query NAME")
+    try:
+        return _snapshot(args)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
+        return 1
+    except Exception as exc:  # SparkRestError and friends: one line, exit 1
+        print(f"error: {type(exc).__name__}: {exc}".replace("\n", " "), file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

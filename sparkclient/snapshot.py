@@ -1,0 +1,325 @@
+"""One snapshot of a streaming query as a ``micro-batch`` scenario (SCENARIO.md).
+
+``python -m sparkclient snapshot --captures DIR`` reads a folder of saved REST and progress JSON;
+``python -m sparkclient snapshot --url http://host:4040 --query NAME`` reads a live application.
+Either prints a scenario document that ``python -m scaling evaluate -`` accepts.
+
+Mapping of a :class:`sparkclient.topology.JobSample` onto the scenario:
+
+- one vertex per stage position (``v0``, ``v1``, ...), named after its plan operators, with its
+  tasks of the newest batch as ``parallelism``; ``v0`` is the source. A source with dict offsets
+  gives its partition count as ``partitions``.
+- a vertex running a stateful operator (``StateStoreSave``, ``StreamingDeduplicate``, joins,
+  ``TransformWithState`` ...) is ``adjustable: false``: its partitions are pinned by the
+  checkpoint (offline state repartition is a separate, explicit step; see
+  :mod:`sparkclient.staterepartition`). Without operator names, the last vertex of a query that
+  reports ``stateOperators`` is taken as the stateful one.
+- edges from the vertex upstream lists, ``ship: hash`` (stages are separated by exchanges).
+- metrics per vertex are per-second averages over the window: ``records_in_per_s``,
+  ``records_out_per_s``, ``busy_time_ms_per_s`` (busy task time per task, 0..1000) and
+  ``batch_overhead_s``; the source adds ``backlog`` and ``backlog_growth_per_s``
+  (arrival rate − input rate, both from the progress of the window).
+- ``cluster``: executors and cores per executor from ``/executors`` (local mode: one executor with
+  the driver's cores); ``trigger_interval_s`` from the query.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparkclient.topology import (
+    JobSample,
+    batch_end_s,
+    flatten_offsets,
+    progress_time_s,
+    sample_from_rest,
+)
+
+__all__ = [
+    "STATEFUL_OPERATORS",
+    "Captures",
+    "infer_trigger_interval_s",
+    "load_captures",
+    "sample_from_captures",
+    "sample_to_scenario",
+]
+
+Json = dict[str, Any]
+
+#: Plan node names of stateful streaming operators (Spark 4.x).
+STATEFUL_OPERATORS = (
+    "StateStoreSave",
+    "StateStoreRestore",
+    "SessionWindowStateStoreSave",
+    "SessionWindowStateStoreRestore",
+    "StreamingDeduplicate",
+    "StreamingDeduplicateWithinWatermark",
+    "StreamingSymmetricHashJoin",
+    "FlatMapGroupsWithState",
+    "TransformWithState",
+    "TransformWithStateInPandas",
+    "FlatMapGroupsInPandasWithState",
+)
+
+
+def _is_stateful_name(name: str) -> bool:
+    operators = {part.strip() for part in name.split("→")}
+    return any(op in operators for op in STATEFUL_OPERATORS)
+
+
+def _source_partitions(progress: Mapping[str, Any] | None) -> int | None:
+    """Partitions of the first source of a progress, when its offsets are dicts."""
+    if not progress:
+        return None
+    sources = progress.get("sources") or ()
+    if not sources:
+        return None
+    for key in ("latestOffset", "endOffset"):
+        flat = flatten_offsets(sources[0].get(key))
+        if isinstance(flat, dict) and flat:
+            return len(flat)
+    return None
+
+
+def sample_to_scenario(
+    sample: JobSample,
+    *,
+    source_progress: Mapping[str, Any] | None = None,
+    stateful_positions: Sequence[int] | None = None,
+    policy: Mapping[str, Any] | None = None,
+    min_executors: int = 1,
+    max_executors: int = 16,
+) -> Json:
+    """The ``micro-batch`` scenario document of one sample (see the module docstring).
+
+    ``source_progress``: a progress of the same run, for the source's partition count;
+    ``stateful_positions``: stage positions to pin (default: detected from operator names, else
+    the last vertex when the query has state). Raises ``ValueError`` when the sample has no vertex
+    (no completed batch of the run in the window, or its jobs are not in REST any more).
+    """
+    if not sample.vertices:
+        raise ValueError(
+            "the sample has no vertex: no completed micro-batch of run "
+            f"{sample.run_id} had its jobs and stages in REST within the {sample.window_s:.1f} s window"
+            + (f" ({'; '.join(sample.errors)})" if sample.errors else "")
+        )
+    window_s = sample.window_s
+    if stateful_positions is None:
+        pinned = {v.position for v in sample.vertices if _is_stateful_name(v.name)}
+        if not pinned and (sample.state_rows or sample.state_bytes) and len(sample.vertices) > 1:
+            pinned = {sample.vertices[-1].position}
+    else:
+        pinned = set(stateful_positions)
+    partitions = _source_partitions(source_progress)
+    vertices: list[Json] = []
+    metrics: dict[str, Json] = {}
+    edges: list[Json] = []
+    for v in sample.vertices:
+        vertex: Json = {"id": v.vertex_id, "name": v.name, "parallelism": max(1, v.tasks)}
+        if v.is_source:
+            vertex["source"] = True
+            if partitions:
+                vertex["partitions"] = partitions
+        if v.position in pinned:
+            vertex["adjustable"] = False
+        vertices.append(vertex)
+        edges.extend({"from": up, "to": v.vertex_id, "ship": "hash"} for up in v.upstream)
+        busy = min(1000.0, v.busy_s * 1000.0 / window_s / max(1, v.tasks))
+        m: Json = {
+            "records_in_per_s": round(v.records_in / window_s, 6),
+            "records_out_per_s": round(v.records_out / window_s, 6),
+            "busy_time_ms_per_s": round(busy, 6),
+            "batch_overhead_s": round(sample.batch_overhead_s, 6),
+        }
+        if v.is_source:
+            m["backlog"] = sample.backlog
+            m["backlog_growth_per_s"] = round(sample.arrival_rate_per_s - sample.input_rate_per_s, 6)
+        metrics[v.vertex_id] = m
+    executors = max(1, sample.executors)
+    cores_per_executor = max(1, sample.cores // executors) if sample.cores else 1
+    max_executors = max(max_executors, executors, min_executors)
+    doc: Json = {
+        "format": 1,
+        "mode": "micro-batch",
+        "cluster": {
+            "executors": executors,
+            "cores_per_executor": cores_per_executor,
+            "min_executors": min(min_executors, max_executors),
+            "max_executors": max_executors,
+        },
+        "trigger_interval_s": sample.trigger_interval_s if sample.trigger_interval_s > 0 else 1.0,
+        "vertices": vertices,
+        "edges": edges,
+        "steps": [{"at_s": round(sample.collected_at, 3), "metrics": metrics, "executors": executors}],
+    }
+    if sample.batches:
+        doc["steps"][0]["batch_durations_s"] = [round(sample.batch_duration_s, 6)]
+    if policy:
+        doc["policy"] = dict(policy)
+    return doc
+
+
+# -- captures ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Captures:
+    """The REST and progress JSON of one application saved in a folder (see :func:`load_captures`)."""
+
+    jobs: list[Json]
+    stages: list[Json]
+    executors: list[Json]
+    progresses: list[Json]
+    sql: list[Json]
+    app_id: str
+    files: tuple[str, ...]
+
+
+def _read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def load_captures(directory: str | os.PathLike[str], prefix: str | None = None) -> Captures:
+    """Read ``<prefix>app_jobs.json``, ``<prefix>app_stages.json``, ``<prefix>app_executors.json``,
+    ``<prefix>recentProgress.json`` (else ``<prefix>lastProgress.json``), ``<prefix>app_sql*details*.json``
+    and ``<prefix>applications.json`` (all but jobs, stages and progress optional) from ``directory``.
+
+    ``prefix`` defaults to the one prefix that has an ``app_jobs.json`` (``p1_`` in the Spark 4.3.0
+    fixtures). Raises ``FileNotFoundError`` naming what is missing, ``ValueError`` when several
+    prefixes qualify.
+    """
+    root = Path(directory)
+    if not root.is_dir():
+        raise FileNotFoundError(f"captures folder {root} does not exist")
+    if prefix is None:
+        found = sorted(p.name[: -len("app_jobs.json")] for p in root.glob("*app_jobs.json"))
+        if not found:
+            raise FileNotFoundError(f"no *app_jobs.json in {root}: save /api/v1/applications/<id>/jobs there")
+        if len(found) > 1:
+            raise ValueError(f"several captures in {root} ({', '.join(repr(f) for f in found)}); pass --prefix")
+        prefix = found[0]
+
+    def need(name: str) -> Path:
+        path = root / f"{prefix}{name}"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is missing")
+        return path
+
+    used: list[str] = []
+    jobs = _read_json(need("app_jobs.json"))
+    stages = _read_json(need("app_stages.json"))
+    used += [f"{prefix}app_jobs.json", f"{prefix}app_stages.json"]
+    progress_path = root / f"{prefix}recentProgress.json"
+    if not progress_path.is_file():
+        progress_path = need("lastProgress.json")
+    raw_progress = _read_json(progress_path)
+    progresses = raw_progress if isinstance(raw_progress, list) else [raw_progress]
+    used.append(progress_path.name)
+    executors: list[Json] = []
+    executors_path = root / f"{prefix}app_executors.json"
+    if executors_path.is_file():
+        executors = _read_json(executors_path)
+        used.append(executors_path.name)
+    sql: list[Json] = []
+    for name in sorted(glob.glob(glob.escape(str(root / prefix)) + "app_sql*details*.json")):
+        payload = _read_json(Path(name))
+        sql.extend(payload if isinstance(payload, list) else [payload])
+        used.append(Path(name).name)
+    app_id = ""
+    app_path = root / f"{prefix}app.json"
+    if app_path.is_file():
+        app_id = str(_read_json(app_path).get("id", ""))
+        used.append(app_path.name)
+    return Captures(jobs=jobs, stages=stages, executors=executors, progresses=progresses, sql=sql,
+                    app_id=app_id, files=tuple(used))
+
+
+def infer_trigger_interval_s(progresses: Sequence[Json]) -> float:
+    """The processing-time trigger, estimated as the median gap between consecutive batch starts
+    of batches that ran shorter than that gap; 0 when there are fewer than two batches."""
+    starts = sorted({progress_time_s(p) for p in progresses if "addBatch" in (p.get("durationMs") or {})})
+    gaps = [round(b - a, 3) for a, b in zip(starts, starts[1:]) if b > a]
+    return float(statistics.median(gaps)) if gaps else 0.0
+
+
+def sample_from_captures(
+    captures: Captures,
+    *,
+    trigger_interval_s: float | None = None,
+    window_s: float | None = None,
+    run_id: str | None = None,
+) -> JobSample:
+    """The sample of the newest run in the captures, over the last ``window_s`` seconds before
+    its newest batch completed (default: every batch of the run in the capture)."""
+    progresses = captures.progresses
+    if not progresses:
+        raise ValueError("the captures hold no progress")
+    newest = max(progresses, key=progress_time_s)
+    run = run_id or str(newest.get("runId"))
+    runs = [p for p in progresses if p.get("runId") == run]
+    if not runs:
+        raise ValueError(f"no progress of run {run} in the captures")
+    end = max(batch_end_s(p) for p in runs) + 0.001
+    start = end - window_s if window_s else min(batch_end_s(p) for p in runs) - 0.001
+    trigger = infer_trigger_interval_s(runs) if trigger_interval_s is None else trigger_interval_s
+    return sample_from_rest(
+        captures.jobs, captures.stages, progresses, captures.executors, run_id=run,
+        trigger_interval_s=trigger, window_start_s=start, window_end_s=end, sql=captures.sql,
+        app_id=captures.app_id, collected_at=end,
+    )
+
+
+# -- live --------------------------------------------------------------------------------------
+
+
+def progresses_from_jobs(jobs: Sequence[Json], run_id: str) -> list[Json]:
+    """Minimal progress dicts rebuilt from the jobs of run ``run_id`` (one per batch: start,
+    duration, no offsets), for a live application whose progress is not published anywhere."""
+    from sparkclient.topology import batch_jobs  # noqa: PLC0415
+
+    out: list[Json] = []
+    for batch_id, job_list in sorted(batch_jobs(jobs, run_id).items()):
+        if any(j.get("status") != "SUCCEEDED" or not j.get("completionTime") for j in job_list):
+            continue
+        start = min(_rest_time_s(j["submissionTime"]) for j in job_list)
+        end = max(_rest_time_s(j["completionTime"]) for j in job_list)
+        duration_ms = int(round((end - start) * 1000))
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(start)) + f".{int(start * 1000) % 1000:03d}Z"
+        out.append({"runId": run_id, "batchId": batch_id, "timestamp": stamp, "batchDuration": duration_ms,
+                    "numInputRows": 0, "durationMs": {"addBatch": duration_ms, "triggerExecution": duration_ms},
+                    "sources": []})
+    return out
+
+
+def _rest_time_s(text: str) -> float:
+    """Spark REST times such as ``"2026-11-21T10:33:56.348GMT"`` in epoch seconds."""
+    from datetime import datetime, timezone  # noqa: PLC0415
+
+    return datetime.strptime(text.replace("GMT", ""), "%Y-%m-%dT%H:%M:%S.%f").replace(
+        tzinfo=timezone.utc).timestamp()
+
+
+def newest_run_id(jobs: Sequence[Json], query: str) -> str | None:
+    """The ``runId`` of the newest job whose description starts with the query name ``query``."""
+    import re  # noqa: PLC0415
+
+    best: tuple[int, str] | None = None
+    for job in jobs:
+        description = job.get("description") or ""
+        lines = description.splitlines()
+        if not lines or lines[0].strip() != query:
+            continue
+        match = re.search(r"^\s*runId\s*=\s*(\S+)\s*$", description, re.MULTILINE)
+        run = match.group(1) if match else job.get("jobGroup")
+        if run and (best is None or int(job["jobId"]) > best[0]):
+            best = (int(job["jobId"]), str(run))
+    return best[1] if best else None

@@ -1,0 +1,96 @@
+"""``python -m sparkclient snapshot`` on the Spark 4.3.0 captures, piped into ``python -m scaling evaluate``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scaling.scenario import evaluate_text, parse
+from sparkclient.snapshot import (
+    infer_trigger_interval_s,
+    load_captures,
+    newest_run_id,
+    progresses_from_jobs,
+    sample_from_captures,
+    sample_to_scenario,
+)
+from tests.sparkclient.test_topology import RUN_ID, _fixtures_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_captures_become_a_valid_micro_batch_scenario() -> None:
+    captures = load_captures(_fixtures_dir())
+    assert "p1_app_jobs.json" in captures.files
+    sample = sample_from_captures(captures)
+    assert sample.run_id == RUN_ID
+    assert sample.trigger_interval_s == pytest.approx(2.0)
+    doc = sample_to_scenario(sample)
+    scenario = parse(json.dumps(doc))
+    assert scenario.mode == "micro-batch"
+    v0, v1 = scenario.topology.vertices
+    assert (v0.id, v0.parallelism, v0.source, v0.adjustable) == ("v0", 2, True, True)
+    assert (v1.id, v1.parallelism, v1.adjustable) == ("v1", 4, False)  # StateStoreSave: pinned
+    assert v0.name.startswith("MicroBatchScan → Filter → Project")
+    assert "StateStoreSave" in v1.name
+    assert [(e.source, e.target) for e in scenario.topology.edges] == [("v0", "v1")]
+    assert scenario.cluster.executors == 1 and scenario.cluster.cores_per_executor == 2
+    metrics = doc["steps"][0]["metrics"]
+    # 14 batches of 4,000 rows (batches 1..14; batch 0 ran one stage, batch 15's job is not in /jobs)
+    assert metrics["v0"]["records_in_per_s"] * sample.window_s == pytest.approx(56_000)
+    assert 0 < metrics["v1"]["busy_time_ms_per_s"] <= 1000
+    result = evaluate_text(json.dumps(doc))
+    step = result["steps"][0]
+    assert step["decision"] in ("scale", "no-change", "blocked")
+    assert set(step["vertices"]) == {"v0", "v1"}
+    assert step["executors"]["current"] == 1
+
+
+def test_source_partitions_and_backlog_from_dict_offsets() -> None:
+    captures = load_captures(_fixtures_dir())
+    sample = sample_from_captures(captures)
+    progress = json.loads((_fixtures_dir() / "pyds_counter_lastProgress.json").read_text())
+    doc = sample_to_scenario(sample, source_progress=progress)
+    assert doc["vertices"][0]["partitions"] == 3
+
+
+def test_unknown_run_and_empty_window_are_refused_with_the_reason() -> None:
+    captures = load_captures(_fixtures_dir())
+    with pytest.raises(ValueError, match="no progress of run"):
+        sample_from_captures(captures, run_id="no-such-run")
+    only_batch_15 = sample_from_captures(captures, window_s=0.5)  # its job is not in /jobs
+    with pytest.raises(ValueError, match="no vertex"):
+        sample_to_scenario(only_batch_15)
+
+
+def test_live_helpers_on_captured_jobs() -> None:
+    jobs = json.loads((_fixtures_dir() / "p1_app_jobs.json").read_text())
+    assert newest_run_id(jobs, "ds2q") == RUN_ID
+    assert newest_run_id(jobs, "other") is None
+    rebuilt = progresses_from_jobs(jobs, RUN_ID)
+    assert [p["batchId"] for p in rebuilt] == list(range(0, 15))
+    assert infer_trigger_interval_s(rebuilt) == pytest.approx(2.0, abs=0.2)
+
+
+def test_cli_pipes_into_scaling_evaluate() -> None:
+    """Acceptance 5, literally: snapshot --captures DIR | python -m scaling evaluate -."""
+    snap = subprocess.run([sys.executable, "-m", "sparkclient", "snapshot", "--captures", str(_fixtures_dir())],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert snap.returncode == 0, snap.stderr
+    assert "collected run" in snap.stderr
+    evaluated = subprocess.run([sys.executable, "-m", "scaling", "evaluate", "-"], input=snap.stdout, cwd=ROOT,
+                               capture_output=True, text=True, timeout=120, check=False)
+    assert evaluated.returncode == 0, evaluated.stderr
+    result = json.loads(evaluated.stdout)
+    assert result["format"] == 1 and result["steps"][0]["decision"] in ("scale", "no-change", "blocked")
+
+
+def test_cli_reports_missing_captures(tmp_path: Path) -> None:
+    snap = subprocess.run([sys.executable, "-m", "sparkclient", "snapshot", "--captures", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert snap.returncode == 1
+    assert "app_jobs.json" in snap.stderr and snap.stdout == ""

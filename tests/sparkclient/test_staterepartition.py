@@ -1,0 +1,204 @@
+"""Offline state repartition: the checks before anything is written, the restore on failure, and
+real Spark 4.3 runs (RocksDB 4 -> 6 with the state intact; the HDFS-backed provider refused)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from sparkclient.staterepartition import (
+    HDFS_PROVIDER,
+    ROCKSDB_PROVIDER,
+    StateRepartitionError,
+    UnsupportedStateProvider,
+    check_repartition,
+    checkpoint_info,
+    repartition_state,
+)
+
+KEYS = 20
+
+
+def _tree_digest(root: Path) -> dict[str, str]:
+    """Every file under ``root`` with the hash of its bytes: equal digests = nothing was written."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _fake_checkpoint(root: Path, *, provider: str | None, partitions: int = 4, batches: int = 2,
+                     committed: bool = True) -> Path:
+    conf = {"spark.sql.shuffle.partitions": str(partitions)}
+    if provider:
+        conf["spark.sql.streaming.stateStore.providerClass"] = provider
+    for folder in ("offsets", "commits", "state/0/0"):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+    for batch in range(batches):
+        meta = json.dumps({"batchWatermarkMs": 0, "batchTimestampMs": 1, "conf": conf})
+        (root / "offsets" / str(batch)).write_text(f"v1\n{meta}\n{{\"logOffset\":{batch}}}")
+        if committed or batch < batches - 1:
+            (root / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+    (root / "state/0/0/1.zip").write_bytes(b"state")
+    return root
+
+
+def test_checkpoint_info_reads_the_newest_offsets_entry(tmp_path: Path) -> None:
+    info = checkpoint_info(_fake_checkpoint(tmp_path / "ck", provider=ROCKSDB_PROVIDER, partitions=4))
+    assert (info.last_batch, info.committed, info.provider, info.shuffle_partitions, info.has_state) == (
+        1, True, ROCKSDB_PROVIDER, 4, True)
+    # no provider recorded: Spark's default, the HDFS-backed one
+    assert checkpoint_info(_fake_checkpoint(tmp_path / "d", provider=None)).provider == HDFS_PROVIDER
+    assert checkpoint_info(tmp_path / "empty").last_batch is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "target", "error", "match"),
+    [
+        ({"provider": HDFS_PROVIDER}, 6, UnsupportedStateProvider, "Nothing was written"),
+        ({"provider": None}, 6, UnsupportedStateProvider, "HDFSBackedStateStoreProvider"),
+        ({"provider": ROCKSDB_PROVIDER, "committed": False}, 6, StateRepartitionError, "has no commit"),
+        ({"provider": ROCKSDB_PROVIDER, "partitions": 6}, 6, StateRepartitionError, "already has 6"),
+    ],
+)
+def test_refusals_happen_before_anything_is_written(tmp_path: Path, kwargs, target, error, match) -> None:
+    checkpoint = _fake_checkpoint(tmp_path / "ck", **kwargs)
+    before = _tree_digest(tmp_path)
+
+    class NoSpark:  # any call into Spark would fail the test
+        def __getattr__(self, name):
+            raise AssertionError(f"Spark was called ({name}) before the checks refused")
+
+    with pytest.raises(error, match=match):
+        repartition_state(NoSpark(), checkpoint, target)
+    assert _tree_digest(tmp_path) == before
+
+
+def test_bad_arguments(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="num_partitions"):
+        check_repartition(tmp_path, 0)
+    with pytest.raises(StateRepartitionError, match="no batch yet"):
+        check_repartition(tmp_path / "none", 3)
+    with pytest.raises(StateRepartitionError, match="not on the local file system"):
+        check_repartition("hdfs://nn/ck", 3)
+
+
+def test_a_failing_spark_repartition_leaves_the_checkpoint_as_it_was(tmp_path: Path) -> None:
+    checkpoint = _fake_checkpoint(tmp_path / "ck", provider=ROCKSDB_PROVIDER)
+    before = _tree_digest(checkpoint)
+
+    class Manager:
+        def repartition(self, location: str, partitions: int, enforce: bool) -> None:
+            # what Spark does with the HDFS provider: the offsets entry first, then the failure
+            Path(location, "offsets", "2").write_text("v1\n{}\n")
+            Path(location, "state", "0", "0", "3.zip").write_bytes(b"half")
+            raise RuntimeError("[STATE_REPARTITION_INVALID_CHECKPOINT.UNSUPPORTED_PROVIDER] boom\n  at ...")
+
+    class Spark:
+        _streamingCheckpointManager = Manager()
+
+    with pytest.raises(StateRepartitionError, match="restored unchanged"):
+        repartition_state(Spark(), checkpoint, 6, backup_dir=tmp_path / "bak")
+    assert _tree_digest(checkpoint) == before
+    assert list((tmp_path / "bak").iterdir()) == []
+
+
+# -- real Spark --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("test-staterepartition")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def _write_rows(folder: Path, start: int, count: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"rows-{start:08d}.json", "w", encoding="utf-8") as out:
+        for i in range(start, start + count):
+            out.write(json.dumps({"k": i % KEYS, "v": i}) + "\n")
+
+
+def _run_once(spark, source: Path, checkpoint: Path, seen: dict[int, int]) -> dict:
+    """Run the counting query until it has read every file (availableNow); return its last progress."""
+    from pyspark.sql import functions as F
+
+    def write(batch, _batch_id):
+        for row in batch.collect():
+            seen[row["k"]] = row["c"]
+
+    query = (spark.readStream.schema("k INT, v INT").json(str(source))
+             .groupBy("k").agg(F.count("*").alias("c"))
+             .writeStream.outputMode("update").option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).foreachBatch(write).start())
+    query.awaitTermination(240)
+    assert not query.isActive, "the availableNow query did not finish within 240 s"
+    assert query.exception() is None, query.exception()
+    progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    return progress[-1]
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(600)
+def test_rocksdb_state_repartitions_offline_from_4_to_6_and_keeps_its_rows(spark, tmp_path: Path) -> None:
+    source, checkpoint, seen = tmp_path / "in", tmp_path / "ck", {}
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+    spark.conf.set("spark.sql.shuffle.partitions", "4")
+    _write_rows(source, 0, 200)
+    first = _run_once(spark, source, checkpoint, seen)
+    (state,) = first["stateOperators"]
+    assert (state["numShufflePartitions"], state["numRowsTotal"]) == (4, KEYS)
+    assert seen == {k: 10 for k in range(KEYS)}
+
+    result = repartition_state(spark, checkpoint, 6)
+    print(f"offline state repartition 4 -> 6 took {result.duration_s:.2f} s")
+    assert (result.from_partitions, result.to_partitions) == (4, 6)
+    info = checkpoint_info(checkpoint)
+    assert (info.shuffle_partitions, info.committed, info.last_batch) == (6, True, result.batch_id)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".ck.")], "the backup copy was left behind"
+
+    _write_rows(source, 200, 100)
+    second = _run_once(spark, source, checkpoint, seen)
+    (state,) = second["stateOperators"]
+    assert state["numShufflePartitions"] == 6 and state["numStateStoreInstances"] == 6
+    assert state["numRowsTotal"] == KEYS
+    # the counts went on from the repartitioned state: 10 + 5 per key, none lost or counted twice
+    assert seen == {k: 15 for k in range(KEYS)}
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(600)
+def test_hdfs_backed_state_is_refused_before_anything_is_written(spark, tmp_path: Path) -> None:
+    source, checkpoint, seen = tmp_path / "in", tmp_path / "ck", {}
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", HDFS_PROVIDER)
+    spark.conf.set("spark.sql.shuffle.partitions", "4")
+    try:
+        _write_rows(source, 0, 100)
+        _run_once(spark, source, checkpoint, seen)
+        before = _tree_digest(checkpoint)
+        started = time.monotonic()
+        with pytest.raises(UnsupportedStateProvider, match="HDFSBackedStateStoreProvider.*Nothing was written"):
+            repartition_state(spark, checkpoint, 6)
+        assert time.monotonic() - started < 5  # refused from the checkpoint files, no Spark job ran
+        assert _tree_digest(checkpoint) == before
+        assert sorted(os.listdir(tmp_path)) == ["ck", "in"]
+
+        # and the checkpoint still starts: the next run counts on from its state
+        _write_rows(source, 100, 100)
+        progress = _run_once(spark, source, checkpoint, seen)
+        assert progress["stateOperators"][0]["numShufflePartitions"] == 4
+        assert seen == {k: 10 for k in range(KEYS)}
+    finally:
+        spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)

@@ -31,7 +31,20 @@ class Proposal(models.Model):
         "rolling_back": "#7c3aed", "rolled_back": "#6b7280",
     }
 
+    class Kind(models.TextChoices):
+        SCALE = "scale", "scale (from an evaluation)"
+        ROLLBACK = "rollback", "rollback (restores an earlier configuration)"
+
+    class Verification(models.TextChoices):
+        NONE = "", "not verified yet"
+        VERIFIED = "verified", "verified"
+        INEFFECTIVE = "ineffective", "ineffective"
+        INCONCLUSIVE = "inconclusive", "inconclusive"
+
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="proposals")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.SCALE)
+    rollback_of = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True,
+                                    related_name="rollbacks", help_text="The proposal this rollback undoes.")
     evaluation = models.ForeignKey(Evaluation, on_delete=models.SET_NULL, null=True, related_name="proposals")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True)
     current_config = models.JSONField(default=dict)
@@ -42,9 +55,17 @@ class Proposal(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
     comment = models.TextField(blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="A pending proposal expires then.")
+    hold_reason = models.TextField(blank=True, help_text="auto mode: why the policy did not approve it (the "
+                                                         "guardrail), so it waits for a person.")
+    verification = models.CharField(max_length=20, choices=Verification.choices, default=Verification.NONE,
+                                    blank=True)
+    verification_detail = models.JSONField(default=dict, blank=True)
+    verified_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
+        permissions = [("decide_proposal", "Can approve, reject and roll back proposals")]
 
     def __str__(self) -> str:
         return f"proposal {self.pk} for {self.job} ({self.status})"
@@ -62,6 +83,12 @@ class Execution(models.Model):
         SUCCEEDED = "succeeded", "succeeded"
         FAILED = "failed", "failed"
 
+    class AttemptState(models.TextChoices):
+        PENDING = "pending", "no attempt claimed yet"
+        SENT = "sent", "attempt claimed and sent to the runner"
+        WAITING_RETRY = "waiting_retry", "attempt failed, waiting for the back-off"
+        DONE = "done", "finished"
+
     proposal = models.OneToOneField(Proposal, on_delete=models.CASCADE, related_name="execution")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
     path = models.CharField(max_length=30, blank=True, help_text="in-process or driver-restart")
@@ -70,9 +97,19 @@ class Execution(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
     result = models.JSONField(default=dict)
+    attempts = models.PositiveIntegerField(default=0, help_text="Attempts claimed so far.")
+    attempt_state = models.CharField(max_length=20, choices=AttemptState.choices, default=AttemptState.PENDING)
+    attempt_log = models.JSONField(default=list, help_text="Per attempt: id, times, outcome, back-off.")
+    lease_expires_at = models.DateTimeField(null=True, blank=True, db_index=True,
+                                            help_text="Past this, the reconcile beat takes the execution over.")
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-started_at"]
+
+    def exec_id(self, attempt: int | None = None) -> str:
+        """The control-channel command id of an attempt (the current one by default)."""
+        return f"proposal-{self.proposal_id}-attempt-{attempt or self.attempts}"
 
 
 class AuditEvent(models.Model):
@@ -90,3 +127,4 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["job", "at"])]

@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "webapp.jobs",
     "webapp.proposals",
     "webapp.dashboard",
+    "webapp.accounts",
 ]
 
 MIDDLEWARE = [
@@ -64,12 +65,18 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "webapp.proposals.permissions.workflow_context",
             ],
         },
     },
 ]
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] in ("django.db.backends.postgresql", "django.db.backends.postgresql_psycopg2"):
+    # Production: PostgreSQL through psycopg 3, persistent connections checked before reuse.
+    DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (web, Celery worker, beat) share the demo database.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
@@ -121,6 +128,9 @@ REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 # Autoscaler timing (seconds).
 SCALER_COLLECT_INTERVAL_S = env.float("SCALER_COLLECT_INTERVAL_S", default=15.0)
 SCALER_EXECUTION_TIMEOUT_S = env.float("SCALER_EXECUTION_TIMEOUT_S", default=240.0)
+# An attempt's lease = execution timeout + this margin; past it the reconcile beat takes over.
+SCALER_EXECUTION_LEASE_MARGIN_S = env.float("SCALER_EXECUTION_LEASE_MARGIN_S", default=30.0)
+SCALER_RECONCILE_INTERVAL_S = env.float("SCALER_RECONCILE_INTERVAL_S", default=15.0)
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=REDIS_URL)
@@ -129,6 +139,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "collect-all-jobs": {"task": "webapp.jobs.tasks.collect_all", "schedule": SCALER_COLLECT_INTERVAL_S},
+    "reconcile-workflow": {"task": "webapp.proposals.tasks.workflow_reconcile",
+                           "schedule": SCALER_RECONCILE_INTERVAL_S},
 }
 
 LOGGING = {

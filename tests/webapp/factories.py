@@ -16,8 +16,12 @@ CONFIG = {"cores": 1, "source_partitions": 1, "enrich_partitions": 1, "state_par
           "trigger_interval_s": 2.0}
 
 
-def make_user(username="operator", **extra):
-    return get_user_model().objects.create_user(username=username, password="pw-for-tests", **extra)
+def make_user(username="operator", role="operator", **extra):
+    """A user with one role (viewer, operator, admin; None = no role at all)."""
+    from webapp.accounts.roles import user_set_role  # noqa: PLC0415
+
+    user = get_user_model().objects.create_user(username=username, password="pw-for-tests", **extra)
+    return user_set_role(user=user, role=role) if role else user
 
 
 def make_job(name="demo", **policy) -> Job:

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from scaling import ClusterState, Edge, JobPlan, Policy, Topology, Vertex, VertexMetrics, plan_micro_batch
+from scaling import ClusterState, Edge, JobPlan, PlanRequest, Policy, Topology, Vertex, VertexMetrics, evaluate
 from webapp.jobs.models import Evaluation, Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.jobs.redis import get_redis
 from webapp.jobs.selectors import snapshots_in_window
@@ -145,10 +145,10 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
 
 
 def scaling_policy(policy: JobPolicy) -> Policy:
-    """The ``scaling.Policy`` of a job's policy row."""
-    return Policy(utilization_target=policy.utilization_target, utilization_min=policy.utilization_min,
-                  utilization_max=policy.utilization_max, catch_up_duration_s=policy.catch_up_duration_s,
-                  restart_time_s=policy.restart_time_s, vertex_max_parallelism=policy.vertex_max_parallelism)
+    """The ``scaling.Policy`` of a job's policy row (every option, see ``webapp.jobs.policy``)."""
+    from webapp.jobs.policy import scaling_policy as build  # noqa: PLC0415
+
+    return build(policy)
 
 
 def window_inputs(*, job: Job, snapshots: list[MetricSnapshot]
@@ -236,13 +236,17 @@ def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | Non
                   f"collecting metrics: {covered_s:.0f} of {policy.metric_window_s:.0f} s in the window")
         return None
     topology, metrics, cluster, mean_batch_s = window_inputs(job=job, snapshots=snapshots)
-    plan = plan_micro_batch(topology, metrics, cluster, scaling_policy(policy), batch_duration_s=mean_batch_s)
+    durations = tuple(s.batch_duration_s for s in snapshots if s.batches) or ((mean_batch_s,) if mean_batch_s else ())
+    # The algorithm the policy names (scaling/policies.py registry); stateless between evaluations.
+    plan = evaluate(PlanRequest(topology=topology, metrics=metrics, policy=scaling_policy(policy), mode="micro-batch",
+                                cluster=cluster, state=None, now_s=(now or timezone.now()).timestamp(),
+                                batch_durations_s=durations))
     proposed_config = plan_to_config(job=job, plan=plan)
     evaluation = Evaluation.objects.create(
         job=job, decision=plan.decision, reasons=list(plan.reasons), plan=plan_as_json(plan),
         proposed_config=proposed_config, window_s=covered_s)
     if plan.decision == "scale" and proposed_config != job.config:
-        proposal_create(evaluation=evaluation)
+        proposal_create(evaluation=evaluation, now=now)
     return evaluation
 
 
@@ -254,7 +258,8 @@ def collect_and_evaluate(*, job: Job) -> None:
     snapshot = snapshot_collect(job=job)
     if snapshot is None:
         return
-    busy = job.proposals.filter(status__in=[Proposal.Status.APPROVED, Proposal.Status.EXECUTING]).exists()
+    busy = job.proposals.filter(status__in=[Proposal.Status.APPROVED, Proposal.Status.EXECUTING,
+                                            Proposal.Status.ROLLING_BACK]).exists()
     if not busy:
         evaluation_run(job=job)
     logger.info("collected %s in %.2f s (%d batches)", job.name, time.monotonic() - started, snapshot.batches)

@@ -1,21 +1,55 @@
-"""Writes for proposals: create, approve, reject, execute. Each status change is one conditional
-UPDATE (ARCHITECTURE.md "Proposal lifecycle"); zero updated rows means the transition is refused."""
+"""Writes for proposals: create, auto-approve, approve, reject, expire, execute (with retries),
+roll back, reconcile and verify.
+
+Each status change is one conditional UPDATE (ARCHITECTURE.md "Proposal lifecycle"); zero updated
+rows means the transition is refused with a :class:`TransitionError`. Every transition and every
+configuration change appends an :class:`AuditEvent` (actor, before, after, reason).
+
+Execution runs in attempts. An attempt is claimed with a conditional UPDATE on the execution row
+(``attempts``, ``attempt_state``) right before the configuration goes to the runner, so a second
+delivery of the same task, or a racing reconcile, never sends it twice. While an attempt is in
+flight the row holds a lease; the reconcile beat takes over executions whose lease expired (the
+worker died): it reads the runner's answer if there is one, otherwise it counts the attempt as
+failed. Failed attempts are retried under the job's restart strategy (``backoff``); when the
+retries are spent the job rolls back to its last configuration that succeeded, through the same
+execution path, and auto-approval for the job is suspended until a person turns it back on.
+"""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
+from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from webapp.jobs.models import Evaluation, Job
+from webapp.jobs.models import Evaluation, Job, JobPolicy
 from webapp.jobs.redis import get_redis
+from webapp.proposals.backoff import RestartStrategy, next_retry
+from webapp.proposals.guardrails import Guardrails, violated_guardrail
 from webapp.proposals.models import AuditEvent, Execution, Proposal
+from webapp.proposals.permissions import can_approve
 
 logger = logging.getLogger(__name__)
 Status = Proposal.Status
+Attempt = Execution.AttemptState
+
+#: The lifecycle: target status -> the statuses it may be reached from.
+TRANSITIONS: dict[str, tuple[str, ...]] = {
+    Status.APPROVED: (Status.PENDING,),
+    Status.REJECTED: (Status.PENDING,),
+    Status.SUPERSEDED: (Status.PENDING,),
+    Status.EXPIRED: (Status.PENDING,),
+    Status.EXECUTING: (Status.APPROVED,),
+    Status.SUCCEEDED: (Status.EXECUTING,),
+    Status.FAILED: (Status.EXECUTING, Status.ROLLING_BACK),
+    Status.ROLLING_BACK: (Status.SUCCEEDED, Status.FAILED),
+    Status.ROLLED_BACK: (Status.ROLLING_BACK,),
+}
 
 
 class TransitionError(RuntimeError):
@@ -29,123 +63,454 @@ def audit(*, job: Job, actor: str, action: str, proposal: Proposal | None = None
                                      before=before or {}, after=after or {}, reason=reason)
 
 
-def _transition(*, proposal: Proposal, source: tuple[str, ...], target: str, actor: str, reason: str = "",
-                **fields) -> Proposal:
-    """Move ``proposal`` from one of ``source`` to ``target`` with one conditional UPDATE, and audit it.
+def _actor_name(actor) -> str:
+    return actor if isinstance(actor, str) else actor.get_username()
+
+
+def _policy_actor(policy: JobPolicy) -> str:
+    return f"policy:{policy.algorithm or 'ds2'}"
+
+
+def _transition(*, proposal: Proposal, target: str, actor: str, reason: str = "",
+                source: tuple[str, ...] | None = None, **fields) -> Proposal:
+    """Move ``proposal`` to ``target`` with one conditional UPDATE, and audit it.
 
     Raises:
-        TransitionError: the proposal is not in any of ``source`` (someone else moved it first).
+        TransitionError: the proposal is not in a status ``target`` may be reached from (someone
+            else moved it first, or the transition is not in the lifecycle).
     """
+    allowed = TRANSITIONS[target]
+    source = tuple(s for s in (source or allowed) if s in allowed)
     updated = Proposal.objects.filter(pk=proposal.pk, status__in=source).update(status=target, **fields)
     if updated == 0:
         current = Proposal.objects.filter(pk=proposal.pk).values_list("status", flat=True).first()
         raise TransitionError(f"proposal {proposal.pk} is {current}, not {' or '.join(source)}: "
                               f"cannot move it to {target}")
-    before = proposal.status
+    before = proposal.status if proposal.status in source else source[0]
     proposal.refresh_from_db()
     audit(job=proposal.job, proposal=proposal, actor=actor, action=target,
           before={"status": before}, after={"status": target}, reason=reason)
     return proposal
 
 
-def proposal_create(*, evaluation: Evaluation) -> Proposal | None:
-    """Create a pending proposal from a ``scale`` evaluation.
+def _enqueue_attempt(proposal_id: int, attempt: int, countdown_s: float = 0.0) -> None:
+    """Enqueue an execution attempt once the current transaction commits."""
+    from webapp.proposals.tasks import proposal_execute  # noqa: PLC0415 - tasks import services
+
+    def send() -> None:
+        if attempt == 1 and countdown_s <= 0:
+            proposal_execute.delay(proposal_id)
+        else:
+            proposal_execute.apply_async((proposal_id, attempt), countdown=max(0.0, countdown_s))
+
+    transaction.on_commit(send)
+
+
+# --- creation, decisions ---------------------------------------------------------------------
+
+def proposal_create(*, evaluation: Evaluation, now: datetime | None = None) -> Proposal | None:
+    """Create a pending proposal from a ``scale`` evaluation, and in ``auto`` mode approve it when
+    the guardrails hold (otherwise it waits for a person, with the guardrail in ``hold_reason``).
 
     A pending proposal with the same configuration is kept (returns None); one with a different
     configuration is superseded by the new one.
     """
     job = evaluation.job
+    policy = JobPolicy.objects.get(job=job)
+    actor = _policy_actor(policy)
+    now = now or timezone.now()
     with transaction.atomic():
         pending = list(job.proposals.select_for_update().filter(status=Status.PENDING))
         if any(p.proposed_config == evaluation.proposed_config for p in pending):
             return None
         for old in pending:
-            _transition(proposal=old, source=(Status.PENDING,), target=Status.SUPERSEDED, actor="policy:ds2",
+            _transition(proposal=old, target=Status.SUPERSEDED, actor=actor,
                         reason=f"superseded by evaluation {evaluation.pk}")
         proposal = Proposal.objects.create(
             job=job, evaluation=evaluation, current_config=job.config, proposed_config=evaluation.proposed_config,
-            reasons=evaluation.reasons, plan=evaluation.plan)
-        audit(job=job, proposal=proposal, actor="policy:ds2", action="proposed", before=job.config,
+            reasons=evaluation.reasons, plan=evaluation.plan,
+            expires_at=now + timedelta(seconds=policy.proposal_ttl_s))
+        audit(job=job, proposal=proposal, actor=actor, action="proposed", before=job.config,
               after=evaluation.proposed_config, reason="; ".join(evaluation.reasons))
+        if policy.mode == JobPolicy.Mode.AUTO:
+            proposal = _auto_approve(proposal=proposal, policy=policy, now=now)
     return proposal
 
 
-def proposal_approve(*, proposal: Proposal, actor: AbstractBaseUser) -> Proposal:
+def _auto_approve(*, proposal: Proposal, policy: JobPolicy, now: datetime) -> Proposal:
+    """Approve ``proposal`` on behalf of the policy when the guardrails hold; else record why not."""
+    if policy.auto_approve_suspended:
+        hold = (f"auto-approval is suspended for this job ({policy.auto_approve_suspended_reason}); "
+                f"a person must approve, or re-enable auto-approval")
+    else:
+        guardrails = Guardrails(max_change_factor=policy.guard_max_change_factor,
+                                max_executors=policy.guard_max_executors, directions=policy.guard_directions,
+                                excluded_periods=tuple(policy.guard_excluded_periods or ()))
+        hold = violated_guardrail(guardrails, proposal.current_config, proposal.proposed_config, now.timestamp())
+    if hold:
+        Proposal.objects.filter(pk=proposal.pk).update(hold_reason=hold)
+        proposal.hold_reason = hold
+        audit(job=proposal.job, proposal=proposal, actor=_policy_actor(policy), action="auto_approve_held",
+              reason=hold)
+        return proposal
+    proposal = _transition(proposal=proposal, target=Status.APPROVED, actor=_policy_actor(policy),
+                           reason="auto mode: inside every guardrail", decided_at=now)
+    _enqueue_attempt(proposal.pk, 1)
+    return proposal
+
+
+def _require_operator(actor) -> None:
+    if not can_approve(actor):
+        raise PermissionDenied(f"{_actor_name(actor)} may read but not decide proposals "
+                               f"(approve, reject and roll back need the operator role)")
+
+
+def proposal_approve(*, proposal: Proposal, actor) -> Proposal:
     """Approve a pending proposal and enqueue its execution after commit.
 
     Raises:
-        TransitionError: the proposal is no longer pending (approved twice, rejected, superseded).
-        TransitionError: the job's policy is ``advisor`` (proposals are never executed).
+        PermissionDenied: ``actor`` is not an operator.
+        TransitionError: the proposal is no longer pending (approved twice, rejected, superseded),
+            or the job's policy is ``advisor`` (proposals are never executed).
     """
-    from webapp.proposals.tasks import proposal_execute  # noqa: PLC0415 - tasks import services
-
-    if proposal.job.policy.mode == "advisor":
+    _require_operator(actor)
+    if JobPolicy.objects.filter(job_id=proposal.job_id).values_list("mode", flat=True).first() == "advisor":
         raise TransitionError("the job is in advisor mode: proposals are shown but never executed; "
-                              "switch its policy to manual to approve")
+                              "switch its policy to manual or auto to approve")
     with transaction.atomic():
-        proposal = _transition(proposal=proposal, source=(Status.PENDING,), target=Status.APPROVED,
-                               actor=actor.get_username(), decided_at=timezone.now(), decided_by=actor)
-        transaction.on_commit(lambda: proposal_execute.delay(proposal.pk))
+        proposal = _transition(proposal=proposal, target=Status.APPROVED, source=(Status.PENDING,),
+                               actor=_actor_name(actor), decided_at=timezone.now(), decided_by=actor)
+        _enqueue_attempt(proposal.pk, 1)
     return proposal
 
 
-def proposal_reject(*, proposal: Proposal, actor: AbstractBaseUser, comment: str) -> Proposal:
+def proposal_reject(*, proposal: Proposal, actor, comment: str) -> Proposal:
     """Reject a pending proposal. ``comment`` is required.
 
     Raises:
+        PermissionDenied: ``actor`` is not an operator.
         ValueError: the comment is empty.
         TransitionError: the proposal is no longer pending.
     """
+    _require_operator(actor)
     if not comment.strip():
         raise ValueError("a comment is required to reject a proposal: say why")
     with transaction.atomic():
-        return _transition(proposal=proposal, source=(Status.PENDING,), target=Status.REJECTED,
-                           actor=actor.get_username(), reason=comment, decided_at=timezone.now(),
+        return _transition(proposal=proposal, target=Status.REJECTED, source=(Status.PENDING,),
+                           actor=_actor_name(actor), reason=comment, decided_at=timezone.now(),
                            decided_by=actor, comment=comment)
 
 
-def proposal_execute(*, proposal_id: int) -> Execution:
-    """Execute an approved proposal once: send the configuration to the runner over the Redis
-    control channel and wait for its result (``SCALER_EXECUTION_TIMEOUT_S``).
+def proposals_expire(*, now: datetime | None = None) -> int:
+    """Expire pending proposals past their ``expires_at``; returns how many."""
+    now = now or timezone.now()
+    expired = 0
+    for proposal in Proposal.objects.select_related("job").filter(status=Status.PENDING, expires_at__lt=now):
+        try:
+            with transaction.atomic():
+                _transition(proposal=proposal, target=Status.EXPIRED, actor="system",
+                            reason=f"no decision before {proposal.expires_at:%Y-%m-%d %H:%M:%S} UTC "
+                                   f"(proposal_ttl_s)")
+            expired += 1
+        except TransitionError:
+            pass  # decided meanwhile
+    return expired
 
-    Idempotent: a proposal that is already executing or finished returns its execution
-    without touching Spark again.
+
+def auto_approve_resume(*, job: Job, actor) -> JobPolicy:
+    """A person turns auto-approval back on after a rollback suspended it.
 
     Raises:
-        TransitionError: the proposal is neither approved nor already executed.
+        PermissionDenied: ``actor`` is not an operator.
+    """
+    _require_operator(actor)
+    with transaction.atomic():
+        policy = JobPolicy.objects.select_for_update().get(job=job)
+        before = {"auto_approve_suspended": policy.auto_approve_suspended,
+                  "reason": policy.auto_approve_suspended_reason}
+        JobPolicy.objects.filter(pk=policy.pk).update(auto_approve_suspended=False, auto_approve_suspended_reason="",
+                                                      auto_approve_suspended_at=None)
+        audit(job=job, actor=_actor_name(actor), action="auto_approve_resumed", before=before,
+              after={"auto_approve_suspended": False}, reason="re-enabled by a person")
+        policy.refresh_from_db()
+    return policy
+
+
+def _suspend_auto_approve(*, job: Job, reason: str, now: datetime) -> None:
+    updated = JobPolicy.objects.filter(job=job, auto_approve_suspended=False).update(
+        auto_approve_suspended=True, auto_approve_suspended_reason=reason, auto_approve_suspended_at=now)
+    if updated:
+        audit(job=job, actor="system", action="auto_approve_suspended", before={"auto_approve_suspended": False},
+              after={"auto_approve_suspended": True}, reason=reason)
+
+
+# --- rollback ----------------------------------------------------------------------------------
+
+def last_good_config(*, job: Job, before: Proposal) -> dict:
+    """The configuration that last ran successfully before ``before`` was executed: the applied
+    configuration of the newest succeeded execution of the job older than it, else the
+    configuration ``before`` replaced."""
+    previous = (Execution.objects.filter(proposal__job=job, status=Execution.Status.SUCCEEDED,
+                                         proposal__created_at__lt=before.created_at)
+                .exclude(proposal=before).order_by("-finished_at").first())
+    if previous is not None:
+        return previous.result.get("config") or previous.proposal.proposed_config
+    return before.current_config
+
+
+def _start_rollback(*, proposal: Proposal, config: dict, actor: str, reason: str) -> Proposal:
+    """In a transaction: ``proposal`` → rolling back, suspend auto-approval, and create the
+    rollback proposal (already approved) whose execution restores ``config``."""
+    now = timezone.now()
+    _transition(proposal=proposal, target=Status.ROLLING_BACK, actor=actor, reason=reason)
+    _suspend_auto_approve(job=proposal.job, reason=f"rollback of proposal {proposal.pk}: {reason}", now=now)
+    job = Job.objects.get(pk=proposal.job_id)
+    rollback = Proposal.objects.create(
+        job=job, kind=Proposal.Kind.ROLLBACK, rollback_of=proposal, status=Status.PENDING,
+        current_config=job.config, proposed_config=config, reasons=[reason])
+    audit(job=job, proposal=rollback, actor=actor, action="proposed", before=job.config, after=config,
+          reason=f"rollback of proposal {proposal.pk}: {reason}")
+    rollback = _transition(proposal=rollback, target=Status.APPROVED, actor=actor, decided_at=now,
+                           reason=f"rollback of proposal {proposal.pk}")
+    _enqueue_attempt(rollback.pk, 1)
+    return rollback
+
+
+def proposal_rollback(*, proposal: Proposal, actor, reason: str = "") -> Proposal:
+    """Roll back a succeeded execution: restore the configuration it replaced, through the same
+    execution path. Returns the rollback proposal.
+
+    Raises:
+        PermissionDenied: ``actor`` is not an operator.
+        TransitionError: the proposal has not succeeded (or is already rolling back).
+    """
+    _require_operator(actor)
+    with transaction.atomic():
+        return _start_rollback(proposal=proposal, config=proposal.current_config, actor=_actor_name(actor),
+                               reason=reason.strip() or f"rolled back by {_actor_name(actor)}")
+
+
+# --- execution ---------------------------------------------------------------------------------
+
+def _lease_s() -> float:
+    return settings.SCALER_EXECUTION_TIMEOUT_S + settings.SCALER_EXECUTION_LEASE_MARGIN_S
+
+
+def _restart_strategy(policy: JobPolicy) -> RestartStrategy:
+    return RestartStrategy(kind=policy.restart_strategy, attempts=policy.restart_attempts,
+                           delay_s=policy.restart_delay_s, max_delay_s=policy.restart_max_delay_s,
+                           multiplier=policy.restart_backoff_multiplier,
+                           max_failures_per_interval=policy.failure_rate_max_failures,
+                           interval_s=policy.failure_rate_interval_s)
+
+
+def proposal_execute(*, proposal_id: int, attempt: int = 1) -> Execution | None:
+    """Run attempt ``attempt`` of an approved proposal's execution: claim it, send the configuration
+    to the runner over the Redis control channel and wait for its answer
+    (``SCALER_EXECUTION_TIMEOUT_S``), then record the outcome (see :func:`execution_record_result`).
+
+    Idempotent: the first attempt moves the proposal approved → executing and creates its one
+    execution row; every attempt is claimed by a conditional UPDATE, re-checked just before Spark
+    is touched. An attempt that is already claimed, or a proposal that is not executing, returns
+    the execution (or None) without sending anything.
+
+    Raises:
+        TransitionError: attempt 1 of a proposal that is neither approved nor executed, or of an
+            advisor-mode job's scale proposal.
     """
     from sparkclient.runner import send_rescale, wait_result  # noqa: PLC0415
 
-    proposal = Proposal.objects.select_related("job").get(pk=proposal_id)
-    if proposal.status != Status.APPROVED:
-        existing = Execution.objects.filter(proposal=proposal).first()
-        if existing is not None:
-            return existing
+    proposal = Proposal.objects.select_related("job", "job__policy").get(pk=proposal_id)
+    if proposal.status == Status.APPROVED:
+        if proposal.kind == Proposal.Kind.SCALE and proposal.job.policy.mode == JobPolicy.Mode.ADVISOR:
+            raise TransitionError(f"proposal {proposal_id}: the job is in advisor mode, nothing is executed")
+        with transaction.atomic():
+            try:
+                proposal = _transition(proposal=proposal, target=Status.EXECUTING, actor="system",
+                                       reason=f"execution of {proposal.kind} proposal")
+                Execution.objects.create(proposal=proposal, lease_expires_at=timezone.now() + timedelta(
+                    seconds=_lease_s()))
+            except TransitionError:
+                pass  # another delivery started it; the claim below decides
+    execution = Execution.objects.filter(proposal_id=proposal_id).first()
+    if execution is None:
         raise TransitionError(f"proposal {proposal_id} is {proposal.status}, not approved: nothing to execute")
-    with transaction.atomic():
-        proposal = _transition(proposal=proposal, source=(Status.APPROVED,), target=Status.EXECUTING,
-                               actor="system")
-        execution, _ = Execution.objects.get_or_create(proposal=proposal)
+    now = timezone.now()
+    claimed = (Execution.objects
+               .filter(pk=execution.pk, status=Execution.Status.RUNNING, attempts=attempt - 1,
+                       attempt_state__in=[Attempt.PENDING, Attempt.WAITING_RETRY],
+                       proposal__status=Status.EXECUTING)
+               .update(attempts=attempt, attempt_state=Attempt.SENT, next_attempt_at=None,
+                       lease_expires_at=now + timedelta(seconds=_lease_s())))
+    if not claimed:
+        logger.info("proposal %s attempt %s: already claimed or finished; nothing to do", proposal_id, attempt)
+        execution.refresh_from_db()
+        return execution
+    execution.refresh_from_db()
     job = proposal.job
-    exec_id = f"proposal-{proposal.pk}"
+    exec_id = execution.exec_id(attempt)
+    audit(job=job, proposal=proposal, actor="system", action="attempt_started",
+          after={"attempt": attempt, "exec_id": exec_id, "config": proposal.proposed_config},
+          reason=f"attempt {attempt}: sent to the runner of {job.name}")
     redis = get_redis()
     try:
         send_rescale(redis, job.name, exec_id, proposal.proposed_config)
         result = wait_result(redis, job.name, exec_id, timeout_s=settings.SCALER_EXECUTION_TIMEOUT_S)
-    except (TimeoutError, OSError) as exc:
+    except (TimeoutError, OSError, ValueError) as exc:
         result = {"status": "failed", "error": str(exc), "path": "none"}
-    now = timezone.now()
+    return execution_record_result(execution_id=execution.pk, attempt=attempt, result=result)
+
+
+def execution_record_result(*, execution_id: int, attempt: int, result: dict,
+                            now: datetime | None = None) -> Execution | None:
+    """Record the runner's answer to attempt ``attempt``: success finishes the proposal and updates
+    the job's configuration; a failure schedules a retry under the restart strategy, or, with the
+    retries spent, fails the proposal and rolls the job back to its last good configuration.
+
+    Idempotent: the outcome is recorded only while that attempt is the one in flight (conditional
+    UPDATE); otherwise returns the execution unchanged.
+    """
+    now = now or timezone.now()
+    execution = Execution.objects.select_related("proposal", "proposal__job", "proposal__job__policy").get(
+        pk=execution_id)
+    proposal, job = execution.proposal, execution.proposal.job
     ok = result.get("status") == "succeeded"
-    Execution.objects.filter(pk=execution.pk).update(
-        status=Execution.Status.SUCCEEDED if ok else Execution.Status.FAILED, path=result.get("path") or "",
-        downtime_s=result.get("downtime_s"), finished_at=now, error=result.get("error") or "", result=result)
+    entry = {"attempt": attempt, "exec_id": execution.exec_id(attempt), "finished_at": now.isoformat(),
+             "status": "succeeded" if ok else "failed", "error": result.get("error") or "",
+             "path": result.get("path") or ""}
+    in_flight = Execution.objects.filter(pk=execution.pk, attempts=attempt, attempt_state=Attempt.SENT,
+                                         status=Execution.Status.RUNNING)
     with transaction.atomic():
         if ok:
+            if not in_flight.update(status=Execution.Status.SUCCEEDED, attempt_state=Attempt.DONE,
+                                    path=result.get("path") or "", downtime_s=result.get("downtime_s"),
+                                    finished_at=now, error="", result=result, lease_expires_at=None,
+                                    attempt_log=[*execution.attempt_log, entry]):
+                execution.refresh_from_db()
+                return execution
             applied = result.get("config") or proposal.proposed_config
+            before = Job.objects.filter(pk=job.pk).values_list("config", flat=True).first()
             Job.objects.filter(pk=job.pk).update(config=applied, config_changed_at=now)
-            audit(job=job, proposal=proposal, actor="system", action="config_changed", before=job.config,
-                  after=applied, reason=f"{result.get('path')} restart, downtime {result.get('downtime_s')} s")
-        _transition(proposal=proposal, source=(Status.EXECUTING,), target=Status.SUCCEEDED if ok else Status.FAILED,
-                    actor="system", reason=result.get("error") or "")
+            audit(job=job, proposal=proposal, actor="system", action="config_changed", before=before,
+                  after=applied, reason=f"attempt {attempt}: {result.get('path')} restart, downtime "
+                                        f"{result.get('downtime_s')} s")
+            _transition(proposal=proposal, target=Status.SUCCEEDED, actor="system",
+                        reason=f"attempt {attempt} succeeded")
+            if proposal.kind == Proposal.Kind.ROLLBACK and proposal.rollback_of_id:
+                _transition(proposal=Proposal.objects.get(pk=proposal.rollback_of_id), target=Status.ROLLED_BACK,
+                            actor="system", reason=f"configuration restored by proposal {proposal.pk}")
+        else:
+            failures = [e for e in execution.attempt_log if e.get("status") == "failed"] + [entry]
+            failure_times = [datetime.fromisoformat(e["finished_at"]).timestamp() for e in failures]
+            decision = next_retry(_restart_strategy(job.policy), failure_times, now.timestamp())
+            entry["retry"] = asdict(decision)
+            if decision.retry:
+                next_at = now + timedelta(seconds=decision.delay_s)
+                if not in_flight.update(attempt_state=Attempt.WAITING_RETRY, next_attempt_at=next_at, error=entry["error"],
+                                        lease_expires_at=next_at + timedelta(seconds=_lease_s()),
+                                        attempt_log=[*execution.attempt_log, entry]):
+                    execution.refresh_from_db()
+                    return execution
+                audit(job=job, proposal=proposal, actor="system", action="attempt_failed",
+                      after={"attempt": attempt, "retry_in_s": decision.delay_s},
+                      reason=f"{entry['error'] or 'failed'}; {decision.reason}")
+                _enqueue_attempt(proposal.pk, attempt + 1, countdown_s=decision.delay_s)
+            else:
+                if not in_flight.update(status=Execution.Status.FAILED, attempt_state=Attempt.DONE,
+                                        path=result.get("path") or "", finished_at=now, error=entry["error"],
+                                        result=result, lease_expires_at=None,
+                                        attempt_log=[*execution.attempt_log, entry]):
+                    execution.refresh_from_db()
+                    return execution
+                audit(job=job, proposal=proposal, actor="system", action="attempt_failed",
+                      after={"attempt": attempt, "retry_in_s": None},
+                      reason=f"{entry['error'] or 'failed'}; {decision.reason}")
+                _transition(proposal=proposal, target=Status.FAILED, actor="system",
+                            reason=f"{attempt} attempt(s) failed, last: {entry['error']}")
+                proposal.refresh_from_db()
+                if proposal.kind == Proposal.Kind.SCALE:
+                    _start_rollback(proposal=proposal, config=last_good_config(job=job, before=proposal),
+                                    actor="system", reason=f"execution failed after {attempt} attempt(s): "
+                                                           f"{entry['error']}")
+                elif proposal.rollback_of_id:
+                    original = Proposal.objects.get(pk=proposal.rollback_of_id)
+                    _transition(proposal=original, target=Status.FAILED, source=(Status.ROLLING_BACK,),
+                                actor="system", reason=f"rollback proposal {proposal.pk} failed: {entry['error']}")
+                    Job.objects.filter(pk=job.pk).update(
+                        health=Job.Health.DOWN, last_error=f"rollback failed: {entry['error']}; needs a person")
     execution.refresh_from_db()
     return execution
+
+
+# --- reconcile beat ------------------------------------------------------------------------------
+
+def execution_reconcile(*, execution: Execution, now: datetime | None = None) -> str:
+    """Take over an execution whose lease expired (its worker died or its message was lost).
+
+    - attempt in flight: the runner's answer, if any, is recorded; otherwise the attempt counts as
+      failed ("no result before the lease expired") and the restart strategy decides;
+    - attempt never claimed, or a retry whose back-off passed: the attempt is enqueued again.
+
+    Returns what was done, in words (also in the audit trail).
+    """
+    from sparkclient.runner import get_result  # noqa: PLC0415
+
+    now = now or timezone.now()
+    proposal = execution.proposal
+    if execution.attempt_state == Attempt.SENT:
+        result = get_result(get_redis(), proposal.job.name, execution.exec_id())
+        if result is not None:
+            what = (f"lease expired during attempt {execution.attempts}; the runner had answered "
+                    f"{result.get('status')}: recording it")
+        else:
+            what = (f"lease expired during attempt {execution.attempts} without an answer from the runner "
+                    f"(worker lost): counting the attempt as failed")
+            result = {"status": "failed", "path": "none",
+                      "error": f"worker lost: no result for {execution.exec_id()} before the lease expired"}
+        audit(job=proposal.job, proposal=proposal, actor="system:reconcile", action="reconciled",
+              before={"attempt": execution.attempts, "attempt_state": execution.attempt_state}, reason=what)
+        execution_record_result(execution_id=execution.pk, attempt=execution.attempts, result=result, now=now)
+        return what
+    # pending or waiting_retry: the next attempt's message never ran; enqueue it again (the claim
+    # makes a late duplicate a no-op). Push the lease so the next beat does not enqueue it twice.
+    updated = Execution.objects.filter(pk=execution.pk, attempts=execution.attempts,
+                                       attempt_state=execution.attempt_state,
+                                       lease_expires_at=execution.lease_expires_at).update(
+        lease_expires_at=now + timedelta(seconds=_lease_s()))
+    if not updated:
+        return "changed meanwhile"
+    what = f"lease expired before attempt {execution.attempts + 1} started: enqueued it again"
+    with transaction.atomic():
+        audit(job=proposal.job, proposal=proposal, actor="system:reconcile", action="reconciled",
+              before={"attempt": execution.attempts, "attempt_state": execution.attempt_state}, reason=what)
+        _enqueue_attempt(proposal.pk, execution.attempts + 1)
+    return what
+
+
+def workflow_reconcile(*, now: datetime | None = None) -> dict:
+    """The reconcile beat: expire pending proposals, take over executions past their lease, start
+    approved proposals whose message was lost, and verify executions that ran long enough.
+    Returns counts per kind of work."""
+    from webapp.proposals.verification import proposal_verify, verification_due  # noqa: PLC0415
+
+    now = now or timezone.now()
+    counts = {"expired": proposals_expire(now=now), "reconciled": 0, "restarted": 0, "verified": 0}
+    for execution in Execution.objects.select_related("proposal__job").filter(
+            status=Execution.Status.RUNNING, lease_expires_at__lt=now):
+        execution_reconcile(execution=execution, now=now)
+        counts["reconciled"] += 1
+    stale = now - timedelta(seconds=_lease_s())
+    for proposal in Proposal.objects.select_related("job").filter(
+            status=Status.APPROVED, execution__isnull=True).filter(Q(decided_at__lt=stale) | Q(decided_at__isnull=True,
+                                                                                              created_at__lt=stale)):
+        with transaction.atomic():
+            updated = Proposal.objects.filter(pk=proposal.pk, status=Status.APPROVED).update(decided_at=now)
+            if updated:
+                audit(job=proposal.job, proposal=proposal, actor="system:reconcile", action="reconciled",
+                      reason="approved but not started within the lease: enqueued its execution again")
+                _enqueue_attempt(proposal.pk, 1)
+                counts["restarted"] += 1
+    for proposal in verification_due(now=now):
+        if proposal_verify(proposal=proposal, now=now) is not None:
+            counts["verified"] += 1
+    return counts

@@ -1,0 +1,66 @@
+"""Guardrails of auto-approval (policy mode ``auto``): pure checks on two configurations.
+
+Each check returns None when it holds, or a sentence that names the guardrail (the field of
+``JobPolicy``), which becomes the proposal's ``hold_reason`` when it waits for a person.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scaling.periods import active_period
+
+#: Configuration keys that are not parallelism knobs.
+NOT_KNOBS = frozenset({"trigger_interval_s", "enrich_latency_ms", "max_records_per_batch"})
+
+
+@dataclass(frozen=True)
+class Guardrails:
+    """The guardrail options of one job's policy (see ``JobPolicy.guard_*``)."""
+
+    max_change_factor: float = 2.0
+    max_executors: int = 8
+    directions: str = "up"
+    excluded_periods: tuple[str, ...] = ()
+
+
+def _knobs(current: dict, proposed: dict) -> list[tuple[str, int, int]]:
+    out = []
+    for key, new in proposed.items():
+        old = current.get(key)
+        if key in NOT_KNOBS or isinstance(new, bool) or not isinstance(new, int) or not isinstance(old, int):
+            continue
+        out.append((key, old, new))
+    return out
+
+
+def direction(current: dict, proposed: dict) -> str:
+    """``up``, ``down`` or ``none``: by cores first, else by the total partitions."""
+    old_cores, new_cores = current.get("cores", 0), proposed.get("cores", 0)
+    if new_cores != old_cores:
+        return "up" if new_cores > old_cores else "down"
+    knobs = _knobs(current, proposed)
+    old, new = sum(k[1] for k in knobs), sum(k[2] for k in knobs)
+    return "up" if new > old else "down" if new < old else "none"
+
+
+def violated_guardrail(guardrails: Guardrails, current: dict, proposed: dict, now_s: float) -> str | None:
+    """The first guardrail the change ``current → proposed`` breaks at ``now_s``, or None."""
+    way = direction(current, proposed)
+    if guardrails.directions != "both" and way not in (guardrails.directions, "none"):
+        allowed = "scale-ups" if guardrails.directions == "up" else "scale-downs"
+        return f"guardrail guard_directions: this is a scale-{way}, and only {allowed} are auto-approved"
+    cores = proposed.get("cores")
+    if isinstance(cores, int) and cores > guardrails.max_executors:
+        return (f"guardrail guard_max_executors: {cores} executors (cores) exceed the quota of "
+                f"{guardrails.max_executors}")
+    for key, old, new in _knobs(current, proposed):
+        if old > 0 and new > 0:
+            factor = max(new / old, old / new)
+            if factor > guardrails.max_change_factor + 1e-9:
+                return (f"guardrail guard_max_change_factor: {key} {old} → {new} changes by a factor "
+                        f"{factor:.2g}, more than {guardrails.max_change_factor:g}")
+    period = active_period(guardrails.excluded_periods, now_s)
+    if period is not None:
+        return f"guardrail guard_excluded_periods: inside the closed change window {period!r}"
+    return None

@@ -1,0 +1,31 @@
+"""Who may decide proposals. Roles are groups (``webapp.accounts.roles``): a viewer reads, an
+operator approves, rejects and rolls back, an admin also edits jobs and policies."""
+
+from __future__ import annotations
+
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+
+#: The permission behind approve, reject and roll back.
+DECIDE_PERMISSION = "proposals.decide_proposal"
+
+
+def can_approve(user) -> bool:
+    """Whether ``user`` may approve, reject and roll back proposals (operators and admins)."""
+    return bool(user and user.is_authenticated and user.is_active and user.has_perm(DECIDE_PERMISSION))
+
+
+class CanDecideProposals(BasePermission):
+    """DRF: reads for any authenticated user; writes (approve, reject, roll back) for operators."""
+
+    message = "Your role may read but not decide proposals: approving, rejecting and rolling back need an operator."
+
+    def has_permission(self, request, view) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False
+        return request.method in SAFE_METHODS or can_approve(request.user)
+
+
+def workflow_context(request) -> dict:
+    """Template context processor: ``can_decide_proposals`` for the signed-in user."""
+    user = getattr(request, "user", None)
+    return {"can_decide_proposals": can_approve(user)}

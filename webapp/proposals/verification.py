@@ -1,0 +1,118 @@
+"""Verification after execution, as Argo Rollouts' analysis: once the new configuration has run
+for ``verification_windows`` metric windows, compare what happened with what the plan predicted.
+
+- **verified**: every stage's realized true processing rate (records per busy core-second, DS2's
+  useful-time rate) is within ``verification_tolerance`` of the plan's, and the backlog is not
+  growing (or is empty);
+- **ineffective**: a stage fell short of its predicted rate, or the backlog kept growing;
+- **inconclusive**: too few completed batches, or the arrival rate moved so much (more than
+  ±50 %) that the prediction no longer applies.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from webapp.jobs.models import MetricSnapshot, VertexSnapshot
+from webapp.proposals.models import Execution, Proposal
+
+#: Relative change of the arrival rate beyond which the prediction is not comparable.
+ARRIVAL_SHIFT_LIMIT = 0.5
+
+
+def verification_due(*, now: datetime) -> list[Proposal]:
+    """Succeeded scale proposals not verified yet whose configuration ran long enough."""
+    due = []
+    for proposal in (Proposal.objects.select_related("job__policy", "execution")
+                     .filter(status=Proposal.Status.SUCCEEDED, kind=Proposal.Kind.SCALE,
+                             verification=Proposal.Verification.NONE, execution__finished_at__isnull=False)):
+        policy = proposal.job.policy
+        needed_s = policy.verification_windows * policy.metric_window_s
+        if proposal.execution.finished_at + timedelta(seconds=needed_s) <= now:
+            due.append(proposal)
+    return due
+
+
+def _backlog_slope_per_s(snapshots: list[MetricSnapshot]) -> float:
+    """Least-squares slope of the backlog over time, records per second."""
+    if len(snapshots) < 2:
+        return 0.0
+    t0 = snapshots[0].collected_at
+    xs = [(s.collected_at - t0).total_seconds() for s in snapshots]
+    ys = [float(s.backlog) for s in snapshots]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var if var else 0.0
+
+
+def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[MetricSnapshot],
+           tolerance: float) -> tuple[str, dict, str]:
+    """Compare the window ``after`` the change with the plan. Returns (result, detail, reason)."""
+    batches = sum(s.batches for s in after)
+    if batches == 0:
+        return Proposal.Verification.INCONCLUSIVE, {"batches": 0}, "no micro-batch completed since the change"
+    window_s = sum(s.window_s for s in after) or 1.0
+    arrival_after = sum(s.arrival_rate_per_s * s.window_s for s in after) / window_s
+    before_s = sum(s.window_s for s in before)
+    arrival_before = sum(s.arrival_rate_per_s * s.window_s for s in before) / before_s if before_s else None
+    slope = _backlog_slope_per_s(after)
+    sums: dict[str, list[float]] = {}
+    for v in VertexSnapshot.objects.filter(snapshot__in=after):
+        acc = sums.setdefault(v.vertex_id, [0.0, 0.0])
+        acc[0] += v.records_in
+        acc[1] += v.busy_s
+    vertices = []
+    for vp in proposal.plan.get("vertices", []):
+        predicted = vp.get("true_processing_rate")
+        records_in, busy_s = sums.get(vp["vertex_id"], (0.0, 0.0))
+        if not isinstance(predicted, (int, float)) or predicted <= 0 or busy_s <= 0:
+            continue
+        realized = records_in / busy_s  # DS2 Eq. 1: records per busy core-second
+        vertices.append({"vertex_id": vp["vertex_id"], "predicted_tpr": round(predicted, 3),
+                         "realized_tpr": round(realized, 3), "ratio": round(realized / predicted, 3)})
+    detail = {"batches": batches, "arrival_before_per_s": arrival_before and round(arrival_before, 3),
+              "arrival_after_per_s": round(arrival_after, 3), "backlog_slope_per_s": round(slope, 3),
+              "latest_backlog": after[-1].backlog, "vertices": vertices}
+    if arrival_before and abs(arrival_after - arrival_before) > ARRIVAL_SHIFT_LIMIT * arrival_before:
+        return (Proposal.Verification.INCONCLUSIVE, detail,
+                f"arrival rate moved {arrival_before:.0f} → {arrival_after:.0f} rec/s: the prediction does not apply")
+    short = [v for v in vertices if v["ratio"] < 1 - tolerance]
+    growing = slope > tolerance * max(arrival_after, 1.0) and after[-1].backlog > 0
+    if short:
+        names = ", ".join(f"{v['vertex_id']} {v['realized_tpr']:g} vs {v['predicted_tpr']:g}" for v in short)
+        return Proposal.Verification.INEFFECTIVE, detail, f"true processing rate below the prediction: {names}"
+    if growing:
+        return (Proposal.Verification.INEFFECTIVE, detail,
+                f"the backlog still grows by {slope:.0f} rec/s after the change")
+    if not vertices:
+        return Proposal.Verification.INCONCLUSIVE, detail, "the plan has no stage rate to compare with"
+    return (Proposal.Verification.VERIFIED, detail,
+            f"every stage within {tolerance:.0%} of its predicted rate; backlog trend {slope:+.0f} rec/s")
+
+
+def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Proposal | None:
+    """Record ``verified``, ``ineffective`` or ``inconclusive`` for a succeeded scale proposal
+    (once: a conditional UPDATE on ``verification``). Returns None when it was already recorded."""
+    from webapp.proposals.services import audit  # noqa: PLC0415
+
+    now = now or timezone.now()
+    execution: Execution = proposal.execution
+    policy = proposal.job.policy
+    after = list(proposal.job.snapshots.filter(collected_at__gt=execution.finished_at, collected_at__lte=now)
+                 .order_by("collected_at"))
+    window_start = proposal.created_at - timedelta(seconds=policy.metric_window_s)
+    before = list(proposal.job.snapshots.filter(collected_at__gt=window_start, collected_at__lte=proposal.created_at))
+    result, detail, reason = assess(proposal=proposal, after=after, before=before,
+                                    tolerance=policy.verification_tolerance)
+    with transaction.atomic():
+        updated = Proposal.objects.filter(pk=proposal.pk, verification=Proposal.Verification.NONE).update(
+            verification=result, verification_detail=detail, verified_at=now)
+        if not updated:
+            return None
+        audit(job=proposal.job, proposal=proposal, actor="system:verification", action=f"verification_{result}",
+              after=detail, reason=reason)
+    proposal.refresh_from_db()
+    return proposal

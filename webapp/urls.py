@@ -5,5 +5,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", include("webapp.api.urls")),
+    path("audit/", include("webapp.proposals.urls")),
     path("", include("webapp.dashboard.urls")),
 ]

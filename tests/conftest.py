@@ -23,3 +23,14 @@ def redis_client(redis_server):
     client.flushdb()
     yield client
     client.close()
+
+
+@pytest.fixture
+def workflow_redis(redis_client, redis_server, settings):
+    """Point the web app's Redis (control channel, locks) at the session's Redis server."""
+    settings.REDIS_URL = redis_server.url
+    from webapp.jobs.redis import _client  # noqa: PLC0415
+
+    _client.cache_clear()
+    yield redis_client
+    _client.cache_clear()

@@ -1,0 +1,57 @@
+"""A stand-in for ``sparkclient.runner`` on the real Redis control channel (no Spark): it reads the
+stream ``ss:control:{job}`` and writes each command's outcome where ``wait_result`` looks for it.
+
+``answer(command, index)`` returns the result fields (``status``, ``error``, ...) for the
+``index``-th command (0-based), or None to never answer it (a runner that lost the command).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+
+import redis
+
+from sparkclient import keys
+
+
+def succeed(command: dict, index: int) -> dict:
+    return {"status": "succeeded", "path": "in-process", "downtime_s": 0.4}
+
+
+class FakeRunner(threading.Thread):
+    def __init__(self, redis_url: str, job: str, answer: Callable[[dict, int], dict | None] = succeed,
+                 delay_s: float = 0.0) -> None:
+        super().__init__(daemon=True, name=f"fake-runner-{job}")
+        self.client = redis.Redis.from_url(redis_url, decode_responses=True)
+        self.job, self.answer, self.delay_s = job, answer, delay_s
+        self.commands: list[dict] = []
+        self.received_at: list[float] = []
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        cursor = "0-0"
+        while not self.stop_event.is_set():
+            response = self.client.xread({keys.control(self.job): cursor}, block=200, count=10)
+            for _stream, entries in response or []:
+                for entry_id, fields in entries:
+                    cursor = entry_id
+                    command = json.loads(fields["json"])
+                    index = len(self.commands)
+                    self.commands.append(command)
+                    self.received_at.append(time.monotonic())
+                    outcome = self.answer(command, index)
+                    if outcome is None:
+                        continue
+                    if self.delay_s:
+                        time.sleep(self.delay_s)
+                    result = {"id": command["id"], "path": "in-process", "downtime_s": 0.0, "error": None,
+                              "config": command["config"] if outcome.get("status") == "succeeded" else None,
+                              "completed_at": time.time(), **outcome}
+                    self.client.set(keys.control_result(self.job, command["id"]), json.dumps(result))
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(timeout=5)

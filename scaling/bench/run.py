@@ -1,0 +1,354 @@
+"""The policy benchmark: every policy on the same workloads, side by side, in one run.
+
+A workload is a load trace (step, diurnal, spikes, random walk) on a topology in one mode. Each
+policy runs on it from the same start (the oracle's first configuration; in micro-batch mode the
+adjustable stages start with as many partitions as the peak needs, so executor-only policies can use
+the cores they add), with the same seeded trace, noise and downtimes.
+
+The oracle knows the trace and the true capacity curves: each policy interval it takes the cheapest
+configuration covering the interval's mean arrival rate at the *same utilization target* as the
+policies, and rescales for free. ``core_hours_vs_oracle`` therefore measures what a policy's
+dynamics cost (reacting late, holding capacity, restarts), not the headroom every policy is told to
+keep.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from scaling.policies import resolve
+from scaling.policy import Policy
+from scaling.sim import workloads
+from scaling.sim.baselines import DhalionPolicy, ScheduleController, UniformPolicy, oracle_configs, peak_config
+from scaling.sim.engine import Config, Controller, PolicyController, RunResult, simulate
+from scaling.sim.model import Downtime, Noise, SimJob, SimSettings
+from scaling.sim.topologies import CATALOG, job as make_job
+from scaling.sim.workloads import Trace
+
+ROW_KEYS = ("workload", "policy", "rescales", "max_steps_to_converge", "oscillations", "peak_backlog",
+            "slo_violation_s", "records_lost", "core_hours", "core_hours_vs_oracle", "underprovisioned_fraction")
+MICRO_BATCH_POLICIES = ("ds2", "batch-ratio", "dhalion", "uniform", "static-peak", "oracle")
+CONTINUOUS_POLICIES = ("ds2", "dhalion", "uniform", "static-peak", "oracle")
+BASE_BUSY_CORES = 4.0
+"""The base load of every workload keeps this many cores busy (the step and spikes triple it)."""
+
+
+def bench_policy(**overrides) -> Policy:
+    """The policy options every policy of the benchmark shares (documented in the report)."""
+    options = dict(utilization_target=0.7, catch_up_duration_s=300.0, restart_time_s=15.0,
+                   restart_time_tracking_enabled=True, backlog_lag_threshold_s=60.0,
+                   scale_down_interval_s=1800.0, vertex_max_parallelism=64)
+    options.update(overrides)
+    return Policy(**options)
+
+
+def bench_settings(mode: str, **overrides) -> SimSettings:
+    options = dict(mode=mode, step_s=5.0, collect_interval_s=30.0, policy_interval_s=60.0, metric_window_s=120.0,
+                   stabilization_s=30.0, retention_s=3600.0, trigger_interval_s=10.0, batch_overhead_s=0.5,
+                   max_executors=64, downtime=Downtime(15.0, 0.3), noise=Noise(0.03))
+    options.update(overrides)
+    return SimSettings(**options)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A trace kind on a topology in a mode. ``name`` is ``kind/topology/mode``."""
+
+    kind: str
+    topology: str
+    mode: str
+    hours: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}/{self.topology}/{self.mode}"
+
+
+def base_rate_per_s(job: SimJob) -> float:
+    """The arrival rate that keeps ``BASE_BUSY_CORES`` busy with one task per vertex."""
+    cost = sum(job.unit_rates[v.id] * v.curve.cost_s_per_record(1) for v in job.vertices)
+    return BASE_BUSY_CORES / cost
+
+
+def make_trace(workload: Workload, job: SimJob, seed: int, step_s: float) -> Trace:
+    from scaling.sim.engine import derive_seed  # noqa: PLC0415
+
+    base = base_rate_per_s(job)
+    duration = workload.hours * 3600.0
+    trace_seed = derive_seed(seed, workload.kind, workload.topology)
+    if workload.kind == "step":
+        return workloads.step(base_per_s=base, duration_s=duration, up_at_s=duration / 4, down_at_s=duration / 2,
+                              step_s=step_s, noise=0.02, seed=trace_seed)
+    if workload.kind == "diurnal":
+        return workloads.diurnal(mean_per_s=base * 1.6, duration_s=duration, step_s=step_s, seed=trace_seed)
+    if workload.kind == "spikes":
+        return workloads.spikes(base_per_s=base, duration_s=duration, step_s=step_s, seed=trace_seed)
+    if workload.kind == "random-walk":
+        return workloads.random_walk(base_per_s=base * 1.5, duration_s=duration, step_s=step_s, seed=trace_seed)
+    raise KeyError(f"unknown workload kind {workload.kind!r}")
+
+
+QUICK = (
+    Workload("step", "demo", "micro-batch", 3.0),
+    Workload("diurnal", "nexmark-q5", "micro-batch", 24.0),
+    Workload("spikes", "nexmark-q8", "micro-batch", 2.0),
+    Workload("random-walk", "two-branch", "micro-batch", 4.0),
+    Workload("step", "wordcount", "continuous", 3.0),
+    Workload("random-walk", "two-branch", "continuous", 4.0),
+)
+
+
+def full_workloads() -> tuple[Workload, ...]:
+    hours = {"step": 3.0, "diurnal": 24.0, "spikes": 2.0, "random-walk": 4.0}
+    return tuple(Workload(kind, topology, mode, hours[kind]) for mode in ("micro-batch", "continuous")
+                 for topology in CATALOG for kind in workloads.KINDS)
+
+
+@dataclass
+class Run:
+    workload: Workload
+    policy: str
+    result: RunResult
+    trace: Trace
+    settings: SimSettings
+    controller: Controller
+    wall_s: float = 0.0
+
+
+def _controller(name: str, mode: str, policy: Policy, oracle: list[Config], interval_s: float) -> Controller:
+    if name == "oracle":
+        return ScheduleController("oracle", oracle, interval_s)
+    if name == "static-peak":
+        return ScheduleController("static-peak", [peak_config(oracle)], interval_s)
+    implementation = {"dhalion": DhalionPolicy(), "uniform": UniformPolicy()}.get(name) or resolve(name)
+    return PolicyController(policy, name=name, mode=mode, implementation=implementation)
+
+
+def start_config(job: SimJob, oracle: list[Config], mode: str) -> Config:
+    """Every policy starts from the oracle's first configuration; in micro-batch mode adjustable
+    non-source stages start with the partitions the peak needs (one per peak core)."""
+    first = oracle[0]
+    if mode != "micro-batch":
+        return first
+    peak = peak_config(oracle)
+    parallelism = dict(first.parallelism)
+    for v in job.vertices:
+        if v.adjustable and not v.source:
+            parallelism[v.id] = peak.parallelism[v.id]
+    return Config(parallelism, first.cores)
+
+
+def run_workload(workload: Workload, *, seed: int, policies: Iterable[str] | None = None) -> list[Run]:
+    job = make_job(workload.topology)
+    settings = bench_settings(workload.mode)
+    trace = make_trace(workload, job, seed, settings.step_s)
+    policy = bench_policy()
+    oracle = oracle_configs(job, trace, settings, policy)
+    names = policies or (MICRO_BATCH_POLICIES if workload.mode == "micro-batch" else CONTINUOUS_POLICIES)
+    start = start_config(job, oracle, workload.mode)
+    runs = []
+    for name in names:
+        controller = _controller(name, workload.mode, policy, oracle, settings.policy_interval_s)
+        began = time.perf_counter()
+        result = simulate(job, trace, settings, controller, oracle[0] if name == "oracle" else start, seed=seed)
+        runs.append(Run(workload, name, result, trace, settings, controller, time.perf_counter() - began))
+    return runs
+
+
+@dataclass(frozen=True)
+class Convergence:
+    steps: int | None
+    time_s: float | None
+
+
+def convergence(result: RunResult, trace: Trace) -> list[Convergence]:
+    """Per load change: the rescales from the change to the end of its segment, and the time until
+    the last of them finished, when the job then sustains the load to the segment's end; ``None``
+    (did not converge) when it is under-provisioned at the end of the segment."""
+    points = list(trace.change_points_s)
+    found = []
+    for i, at in enumerate(points):
+        end = points[i + 1] if i + 1 < len(points) else trace.duration_s
+        rescales = [r for r in result.rescales if at <= r.at_s < end]
+        tail = [k for k, t in enumerate(result.t_s) if end - 300.0 <= t < end]
+        sustained = all(result.capacity_per_s[k] >= result.load_per_s[k] for k in tail)
+        if not sustained:
+            found.append(Convergence(None, None))
+        else:
+            last = rescales[-1].at_s + rescales[-1].downtime_s - at if rescales else 0.0
+            found.append(Convergence(len(rescales), last))
+    return found
+
+
+def oscillations(result: RunResult, interval_s: float) -> int:
+    """Reversals: a rescale whose direction (resources up or down) is the opposite of the previous
+    one's, within 3 policy intervals of it."""
+    count = 0
+    previous = None
+    for r in result.rescales:
+        direction = _direction(r.before, r.after)
+        if previous is not None and direction and previous[1] and direction != previous[1] \
+                and r.at_s - previous[0] <= 3 * interval_s:
+            count += 1
+        previous = (r.at_s, direction)
+    return count
+
+
+def _direction(before: Config, after: Config) -> int:
+    delta = after.resources() - before.resources()
+    if delta == 0:
+        delta = sum(after.parallelism.values()) - sum(before.parallelism.values())
+    return (delta > 0) - (delta < 0)
+
+
+def violation_episodes_s(result: RunResult, threshold_s: float, tick_s: float) -> list[float]:
+    """Lengths of the episodes with the lag above ``threshold_s``, seconds."""
+    episodes, current = [], 0.0
+    for lag in result.lag_s:
+        if lag > threshold_s:
+            current += tick_s
+        elif current:
+            episodes.append(current)
+            current = 0.0
+    if current:
+        episodes.append(current)
+    return episodes
+
+
+@dataclass
+class Row:
+    workload: str
+    policy: str
+    rescales: int
+    max_steps_to_converge: int | None
+    oscillations: int
+    peak_backlog: float
+    slo_violation_s: float
+    records_lost: float
+    core_hours: float
+    core_hours_vs_oracle: float
+    underprovisioned_fraction: float
+    extra: dict = field(default_factory=dict)
+
+    def as_json(self) -> dict:
+        return {key: getattr(self, key) for key in ROW_KEYS}
+
+
+def rows_for(runs: list[Run], policy: Policy) -> list[Row]:
+    oracle = next(r for r in runs if r.policy == "oracle").result.core_seconds
+    rows = []
+    for run in runs:
+        result, tick = run.result, run.settings.collect_interval_s
+        conv = convergence(result, run.trace)
+        steps = None if not conv or any(c.steps is None for c in conv) else max(c.steps for c in conv)
+        episodes = violation_episodes_s(result, policy.catch_up_duration_s, tick)
+        under = sum(1 for c, l in zip(result.capacity_per_s, result.load_per_s) if c < l)
+        days = result.duration_s / 86400.0
+        rows.append(Row(
+            workload=run.workload.name, policy=run.policy, rescales=len(result.rescales),
+            max_steps_to_converge=steps, oscillations=oscillations(result, run.settings.policy_interval_s),
+            peak_backlog=round(max(result.backlog, default=0.0)), slo_violation_s=round(sum(episodes), 1),
+            records_lost=round(result.records_lost), core_hours=round(result.core_seconds / 3600.0, 3),
+            core_hours_vs_oracle=round(result.core_seconds / oracle, 3) if oracle else math.inf,
+            underprovisioned_fraction=round(under / max(1, len(result.t_s)), 4),
+            extra={"rescales_per_day": round(len(result.rescales) / days, 1),
+                   "peak_lag_s": round(max(result.lag_s, default=0.0)),
+                   "longest_violation_s": max(episodes, default=0.0),
+                   "converge_s": [None if c.time_s is None else round(c.time_s) for c in conv],
+                   "converged": all(c.steps is not None for c in conv),
+                   "has_changes": bool(conv), "wall_s": round(run.wall_s, 2)}))
+    return rows
+
+
+@dataclass
+class BenchResult:
+    rows: list[Row]
+    runs: list[Run]
+    policy: Policy
+    seed: int
+    quick: bool
+    wall_s: float
+
+
+def run_bench(*, quick: bool = True, seed: int = 7, workloads_: Iterable[Workload] | None = None,
+              progress: Callable[[str], None] | None = None) -> BenchResult:
+    """Run every policy on every workload (``QUICK`` or the full matrix)."""
+    began = time.perf_counter()
+    chosen = tuple(workloads_) if workloads_ is not None else (QUICK if quick else full_workloads())
+    policy = bench_policy()
+    rows: list[Row] = []
+    runs: list[Run] = []
+    for workload in chosen:
+        found = run_workload(workload, seed=seed)
+        runs.extend(found)
+        rows.extend(rows_for(found, policy))
+        if progress:
+            progress(f"{workload.name}: {sum(r.wall_s for r in found):.1f} s")
+    return BenchResult(rows, runs, policy, seed, quick, time.perf_counter() - began)
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def format_table(rows: list[Row]) -> str:
+    """The comparison table, one line per workload and policy."""
+    header = ("workload", "policy", "rescales", "per_day", "max_steps", "converge_s", "osc", "peak_backlog",
+              "peak_lag_s", "slo_viol_s", "longest_s", "lost", "core_h", "vs_oracle", "under")
+    lines = []
+    for r in rows:
+        steps = r.max_steps_to_converge
+        steps_text = ("-" if not r.extra["has_changes"] else "never" if steps is None else str(steps))
+        converge = ",".join("never" if c is None else str(c) for c in r.extra["converge_s"]) or "-"
+        lines.append((r.workload, r.policy, _fmt(r.rescales), _fmt(r.extra["rescales_per_day"]), steps_text,
+                      converge, _fmt(r.oscillations), _fmt(r.peak_backlog), _fmt(r.extra["peak_lag_s"]),
+                      _fmt(r.slo_violation_s), _fmt(r.extra["longest_violation_s"]), _fmt(r.records_lost),
+                      _fmt(r.core_hours), _fmt(r.core_hours_vs_oracle), _fmt(r.underprovisioned_fraction)))
+    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
+    out = ["  ".join(h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths)))]
+    previous = None
+    for line in lines:
+        if previous is not None and line[0] != previous:
+            out.append("")
+        previous = line[0]
+        out.append("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))))
+    return "\n".join(out)
+
+
+ACCEPTANCE = (
+    ("core-hours within 1.2x the oracle", lambda r, b: r.core_hours_vs_oracle <= 1.2,
+     lambda r, b: f"core_hours_vs_oracle {r.core_hours_vs_oracle}"),
+    ("no records lost", lambda r, b: r.records_lost == 0, lambda r, b: f"records_lost {r.records_lost:g}"),
+    ("no SLO violation longer than the catch-up duration",
+     lambda r, b: r.extra["longest_violation_s"] <= b.catch_up_duration_s,
+     lambda r, b: f"longest violation {r.extra['longest_violation_s']:g} s"),
+    ("at most 3 steps to converge after each step change",
+     lambda r, b: not r.extra["has_changes"] or (r.max_steps_to_converge is not None and r.max_steps_to_converge <= 3),
+     lambda r, b: f"max_steps_to_converge {r.max_steps_to_converge}"),
+)
+
+
+def acceptance_notes(rows: list[Row], policy: Policy) -> list[str]:
+    """Issue 7, acceptance 2: ``ds2`` in micro-batch mode on every workload; one line per miss."""
+    notes = []
+    by_key = {(r.workload, r.policy): r for r in rows}
+    for row in rows:
+        if row.policy != "ds2" or not row.workload.endswith("/micro-batch"):
+            continue
+        for label, check, number in ACCEPTANCE:
+            if not check(row, policy):
+                notes.append(f"MISSED {row.workload}: {label}: {number(row, policy)}")
+        ratio = by_key.get((row.workload, "batch-ratio"))
+        if ratio is not None and not row.rescales < ratio.rescales:
+            notes.append(f"MISSED {row.workload}: fewer rescales than batch-ratio: ds2 {row.rescales}, "
+                         f"batch-ratio {ratio.rescales}")
+    return notes

@@ -1,0 +1,300 @@
+"""The alternatives the benchmark compares ``ds2`` with.
+
+- ``DhalionPolicy``: Dhalion-style (Floratou et al., VLDB 2017): when the job is backpressured, scale
+  only the first saturated vertex (the one initiating the backpressure) by the backpressure ratio,
+  then wait before the next action.
+- ``UniformPolicy``: job-wide uniform scaling on the job's CPU utilization, as a Kubernetes HPA does:
+  ``desired = ceil(current × utilization / target)`` with a 10% tolerance and a 300 s scale-down
+  stabilization window.
+- ``oracle_configs`` / ``ScheduleController``: the hindsight-optimal oracle and static provisioning
+  for the peak, which know the whole load trace and the true capacity curves.
+
+The two policies follow ``scaling.policies.ScalingPolicy`` (``plan(request) -> JobPlan``), so they
+also run under ``Policy(algorithm="scaling.sim.baselines:DhalionPolicy")``. They read only the
+metrics the collector produces.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from scaling.metrics import ClusterState, VertexMetrics
+from scaling.planner import JobPlan, plan_job, plan_micro_batch
+from scaling.policies import PlanRequest
+from scaling.policy import Policy
+from scaling.sim.engine import Config, Observation, capacity_per_s
+from scaling.sim.model import SimJob, SimSettings
+from scaling.sim.workloads import Trace
+from scaling.state import PendingScaleDown, ScalerState, ScalingRecord
+from scaling.topology import Topology
+from scaling.vertex_scaler import parallelism_bounds, pinned_reason
+
+JOB_KEY = "job"
+"""The key of job-wide records and pending scale-downs in ``ScalerState``."""
+
+
+def _base_plan(request: PlanRequest) -> JobPlan:
+    """The stateless DS2 plan, for its per-vertex evaluation (shown, not followed)."""
+    if request.mode == "micro-batch" and request.cluster is not None:
+        return plan_micro_batch(request.topology, request.metrics, request.cluster, request.policy,
+                                batch_duration_s=request.batch_duration_s, now_s=request.now_s)
+    return plan_job(request.topology, request.metrics, request.policy, None, request.now_s)
+
+
+def _result(request: PlanRequest, base: JobPlan, algorithm: str, proposed: dict[str, int],
+            executors: int | None, reasons: tuple[str, ...], *, record: bool) -> JobPlan:
+    """A plan proposing ``proposed`` (vertex → parallelism) and ``executors``; no change when equal."""
+    current = {v.id: v.parallelism for v in request.topology.vertices}
+    vertices = tuple(replace(v, proposed=proposed.get(v.vertex_id, v.current), recommended=proposed.get(
+        v.vertex_id, v.current)) for v in base.vertices)
+    executors_current = request.cluster.executors if request.cluster is not None else None
+    executors = executors_current if executors is None else executors
+    changes = executors != executors_current or any(proposed.get(k, v) != v for k, v in current.items())
+    state = request.state
+    if changes and record:
+        state = state.with_records((ScalingRecord(request.now_s, JOB_KEY, 0, 1, 0.0, 0.0),))
+    return replace(base, decision="scale" if changes else "no-change", reasons=reasons, vertices=vertices,
+                   executors_current=executors_current, executors_proposed=executors, algorithm=algorithm,
+                   next_state=state)
+
+
+def backpressure_fraction(topology: Topology, metrics: dict[str, VertexMetrics]) -> float:
+    """The share of the arriving records the job does not process: over the sources,
+    ``backlog growth / (records in + backlog growth)``. It is the fraction of time the sources are
+    blocked by backpressure (Dhalion's backpressure ratio), from the collector's metrics."""
+    arriving = growth = 0.0
+    for vid in topology.order:
+        if topology.is_source(vid):
+            m = metrics[vid]
+            growth += m.backlog_growth_per_s
+            arriving += (m.records_in_per_s or 0.0) + m.backlog_growth_per_s
+    return max(0.0, growth / arriving) if arriving > 0 else 0.0
+
+
+@dataclass
+class DhalionPolicy:
+    """Dhalion-style backpressure policy.
+
+    Args:
+        saturated_ms_per_s: a vertex busy at least this much is saturated (initiates backpressure).
+        backpressure_threshold: the job is backpressured above this backpressure fraction.
+        wait_s: seconds to wait after an action before the next one.
+    """
+
+    saturated_ms_per_s: float = 900.0
+    backpressure_threshold: float = 0.05
+    wait_s: float = 300.0
+    name: str = "dhalion"
+
+    def plan(self, request: PlanRequest) -> JobPlan:
+        base = _base_plan(request)
+        topology, metrics, policy = request.topology, request.metrics, request.policy
+        last = request.state.last_record(JOB_KEY)
+        if last is not None and request.now_s - last.at_s < self.wait_s:
+            return _result(request, base, self.name, {}, None,
+                           (f"waiting {self.wait_s:g} s after the last action at t={last.at_s:g} s",), record=False)
+        fraction = backpressure_fraction(topology, dict(metrics))
+        adjustable = [vid for vid in topology.order if pinned_reason(topology, topology.vertex(vid), policy) is None]
+        if request.mode == "micro-batch" and request.cluster is not None:
+            return self._micro_batch(request, base, fraction, adjustable)
+        if fraction > self.backpressure_threshold:
+            saturated = [vid for vid in adjustable if (metrics[vid].busy_time_ms_per_s or 0) >= self.saturated_ms_per_s]
+            target = saturated[0] if saturated else max(adjustable, key=lambda v: metrics[v].busy_time_ms_per_s or 0)
+            vertex = topology.vertex(target)
+            lower, upper = parallelism_bounds(vertex, policy)
+            new = min(upper, max(vertex.parallelism + 1, math.ceil(vertex.parallelism * (1 + fraction))))
+            return _result(request, base, self.name, {target: new}, None, (
+                f"backpressure {fraction:.0%}: scale {target} (first saturated vertex) "
+                f"{vertex.parallelism} -> {new}",), record=True)
+        low = policy.band[0] * 1000.0
+        idle = [vid for vid in adjustable if (metrics[vid].busy_time_ms_per_s or 0) < low
+                and topology.vertex(vid).parallelism > 1]
+        if idle:
+            target = min(idle, key=lambda v: metrics[v].busy_time_ms_per_s or 0)
+            vertex = topology.vertex(target)
+            busy = (metrics[target].busy_time_ms_per_s or 0) / 1000.0
+            lower, _ = parallelism_bounds(vertex, policy)
+            new = max(lower, math.ceil(vertex.parallelism * busy / policy.utilization_target))
+            if new < vertex.parallelism:
+                return _result(request, base, self.name, {target: new}, None, (
+                    f"no backpressure; {target} over-provisioned at {busy:.0%} busy: "
+                    f"{vertex.parallelism} -> {new}",), record=True)
+        return _result(request, base, self.name, {}, None, ("no backpressure",), record=False)
+
+    def _micro_batch(self, request: PlanRequest, base: JobPlan, fraction: float, adjustable: list[str]) -> JobPlan:
+        cluster, metrics, policy = request.cluster, request.metrics, request.policy
+        assert cluster is not None
+        if fraction > self.backpressure_threshold:
+            executors = min(cluster.max_executors,
+                            max(cluster.executors + 1, math.ceil(cluster.executors * (1 + fraction))))
+            busiest = max(adjustable, key=lambda v: (metrics[v].busy_time_ms_per_s or 0)
+                          * request.topology.vertex(v).parallelism) if adjustable else None
+            proposed = {}
+            if busiest is not None:
+                lower, upper = parallelism_bounds(request.topology.vertex(busiest), policy)
+                proposed[busiest] = max(lower, min(upper, executors * cluster.cores_per_executor))
+            return _result(request, base, self.name, proposed, executors, (
+                f"backpressure {fraction:.0%}: executors {cluster.executors} -> {executors}, "
+                f"partitions of the busiest stage {busiest}",), record=True)
+        utilization = base.utilization or 0.0
+        if utilization < policy.band[0] and cluster.executors > cluster.min_executors:
+            executors = max(cluster.min_executors, math.ceil(cluster.executors * utilization / policy.utilization_target))
+            if executors < cluster.executors:
+                return _result(request, base, self.name, {}, executors, (
+                    f"no backpressure, utilization {utilization:.0%}: executors {cluster.executors} -> {executors}",),
+                    record=True)
+        return _result(request, base, self.name, {}, None, ("no backpressure",), record=False)
+
+
+@dataclass
+class UniformPolicy:
+    """Job-wide uniform scaling on CPU utilization (Kubernetes HPA's rule).
+
+    Args:
+        tolerance: no change while ``|utilization / target − 1|`` is within it (HPA: 0.1).
+        scale_down_window_s: scale down to the highest recommendation of this window (HPA: 300 s).
+    """
+
+    tolerance: float = 0.1
+    scale_down_window_s: float = 300.0
+    name: str = "uniform"
+
+    def plan(self, request: PlanRequest) -> JobPlan:
+        base = _base_plan(request)
+        topology, metrics, policy = request.topology, request.metrics, request.policy
+        if request.mode == "micro-batch" and request.cluster is not None:
+            utilization = base.utilization or 0.0
+        else:
+            slots = sum(v.parallelism for v in topology.vertices)
+            busy = sum((metrics[v.id].busy_time_ms_per_s or 0) / 1000.0 * v.parallelism for v in topology.vertices)
+            utilization = busy / slots
+        ratio = utilization / policy.utilization_target
+        reason = f"job utilization {utilization:.0%}, target {policy.utilization_target:.0%}"
+        state = request.state
+        pending = state.pending(JOB_KEY)
+        if abs(ratio - 1.0) <= self.tolerance:
+            return replace(_result(request, base, self.name, {}, None, (f"{reason}: within tolerance",),
+                                   record=False), next_state=replace(state, pending_scale_downs=()))
+        if ratio < 1.0:
+            # HPA scale-down stabilization: the highest recommendation over the window.
+            recs = tuple((t, r) for t, r in (pending.recommendations if pending else ())
+                         if t > request.now_s - self.scale_down_window_s)
+            recs = (*recs, (request.now_s, int(ratio * 1_000_000)))
+            pend = PendingScaleDown(JOB_KEY, recs[0][0], recs)
+            state = replace(state, pending_scale_downs=(pend,))
+            ratio = pend.max_recommended / 1_000_000
+            if request.now_s - pend.first_at_s < self.scale_down_window_s or ratio >= 1.0 - self.tolerance:
+                return replace(_result(request, base, self.name, {}, None, (
+                    f"{reason}: scale-down stabilizing for {self.scale_down_window_s:g} s",), record=False),
+                    next_state=state)
+        else:
+            state = replace(state, pending_scale_downs=())
+        request = replace(request, state=state)
+        if request.mode == "micro-batch" and request.cluster is not None:
+            cluster = request.cluster
+            executors = max(cluster.min_executors, min(cluster.max_executors, math.ceil(cluster.executors * ratio)))
+            return _result(request, base, self.name, {}, executors,
+                           (f"{reason}: executors {cluster.executors} -> {executors}",), record=True)
+        proposed = {}
+        for vertex in topology.vertices:
+            if pinned_reason(topology, vertex, policy) is None:
+                lower, upper = parallelism_bounds(vertex, policy)
+                proposed[vertex.id] = max(lower, min(upper, math.ceil(vertex.parallelism * ratio)))
+        return _result(request, base, self.name, proposed, None,
+                       (f"{reason}: every vertex scaled by {ratio:.2f}",), record=True)
+
+
+def _vertex_upper(job: SimJob, vid: str, policy: Policy) -> int:
+    v = job.by_id[vid]
+    return min(policy.vertex_max_parallelism, v.max_parallelism, v.partitions or 10**9)
+
+
+def config_for_load(job: SimJob, settings: SimSettings, policy: Policy, load_per_s: float,
+                    *, partitions: dict[str, int] | None = None) -> Config:
+    """The cheapest configuration whose capacity, at the policy's utilization target, covers
+    ``load_per_s`` (the oracle's rule, on the true capacity curves). Micro-batch: the fewest cores,
+    each adjustable stage with one task per core; continuous: per vertex the fewest tasks."""
+    u = policy.utilization_target
+    if settings.mode == "micro-batch":
+        cpe = settings.cores_per_executor
+        best = None
+        for executors in range(settings.min_executors, settings.max_executors + 1):
+            cores = executors * cpe
+            parallelism = {v.id: (v.parallelism if not v.adjustable else min(cores, _vertex_upper(job, v.id, policy)))
+                           for v in job.vertices}
+            if partitions:
+                parallelism.update(partitions)
+            best = Config(parallelism, cores)
+            if capacity_per_s(job, best, settings) * u >= load_per_s:
+                break
+        assert best is not None
+        return best
+    parallelism = {}
+    for v in job.vertices:
+        if not v.adjustable:
+            parallelism[v.id] = v.parallelism
+            continue
+        need = load_per_s * job.unit_rates[v.id]
+        upper = _vertex_upper(job, v.id, policy)
+        chosen, best_capacity = 1, -1.0
+        for p in range(1, upper + 1):
+            capacity = v.curve.continuous_capacity_per_s(p)
+            if capacity > best_capacity:
+                chosen, best_capacity = p, capacity
+            if capacity * u >= need:
+                chosen = p
+                break
+        parallelism[v.id] = chosen
+    return Config(parallelism)
+
+
+def oracle_configs(job: SimJob, trace: Trace, settings: SimSettings, policy: Policy) -> list[Config]:
+    """The hindsight-optimal configuration of each policy interval: the cheapest one covering the
+    interval's mean arrival rate at the policy's utilization target (``config_for_load``)."""
+    interval = settings.policy_interval_s
+    count = int(math.ceil(trace.duration_s / interval))
+    cache: dict[float, Config] = {}
+    configs = []
+    for k in range(count):
+        load = round(trace.mean_rate(k * interval, (k + 1) * interval), 6)
+        if load not in cache:
+            cache[load] = config_for_load(job, settings, policy, load)
+        configs.append(cache[load])
+    return configs
+
+
+def peak_config(configs: list[Config]) -> Config:
+    """Static provisioning for the peak: per vertex and for the cores, the largest value of any
+    interval."""
+    parallelism = {vid: max(c.parallelism[vid] for c in configs) for vid in configs[0].parallelism}
+    cores = max((c.cores for c in configs if c.cores is not None), default=None)
+    return Config(parallelism, cores)
+
+
+@dataclass
+class ScheduleController:
+    """Follows a configuration per policy interval, known in advance (the oracle, rescaling for free)
+    or a single configuration (static provisioning)."""
+
+    name: str
+    configs: list[Config]
+    interval_s: float
+    free_rescale: bool = True
+
+    def decide(self, observation: Observation) -> Config | None:
+        k = min(len(self.configs) - 1, int(round(observation.now_s / self.interval_s)))
+        return self.configs[k]
+
+    def restarted(self, downtime_s: float) -> None:
+        pass
+
+
+def micro_batch_cluster(settings: SimSettings, cores: int) -> ClusterState:
+    return ClusterState(executors=max(1, cores // settings.cores_per_executor),
+                        cores_per_executor=settings.cores_per_executor, min_executors=settings.min_executors,
+                        max_executors=settings.max_executors, trigger_interval_s=settings.trigger_interval_s)
+
+
+__all__ = ["DhalionPolicy", "ScheduleController", "UniformPolicy", "backpressure_fraction", "config_for_load",
+           "oracle_configs", "peak_config", "ScalerState"]

@@ -1,0 +1,513 @@
+"""The discrete-time simulator of a streaming job, in both modes.
+
+- ``continuous``: every vertex has its own slots; each step a vertex processes what its capacity,
+  its input and the free space in its downstream buffers allow, in reverse topological order, so a
+  full buffer backpressures its upstream vertex and, in the end, the source.
+- ``micro-batch``: batch by batch. A batch reads everything the sources hold; its stages run one
+  after another on the shared cores (``ceil(tasks / cores)`` waves each), after a fixed per-batch
+  overhead; the next batch starts at the next trigger, or at once when the batch overran it.
+
+Sources keep a backlog in a log with a retention limit: records older than ``retention_s`` that were
+not read are lost. A rescale stops processing for a downtime (the micro-batch job first finishes the
+batch in flight); arrivals keep piling up meanwhile.
+
+Every ``collect_interval_s`` the simulator takes one metric sample per vertex, in exactly the form
+the collector produces (``scaling.VertexMetrics``: records in/out per second, busy ms per second per
+task, backlog, backlog growth, batch overhead). Every ``policy_interval_s`` a controller sees the
+window of samples taken since the running configuration started, and may return a new one. A
+``PolicyController`` runs a real registered policy (``scaling.policies``) on that window, unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import zlib
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from scaling.metrics import ClusterState, MetricWindow, VertexMetrics
+from scaling.planner import JobPlan
+from scaling.policies import PlanRequest, ScalingPolicy, resolve
+from scaling.policy import Policy
+from scaling.sim.model import SimJob, SimSettings
+from scaling.sim.workloads import Trace
+from scaling.state import ScalerState
+from scaling.topology import Topology
+
+EPSILON_RECORDS = 1e-6
+
+
+def derive_seed(*parts: object) -> int:
+    """A stable seed from names and numbers (``hash()`` of a str changes between processes)."""
+    return zlib.crc32("/".join(map(str, parts)).encode())
+
+
+@dataclass(frozen=True)
+class Config:
+    """A running configuration: parallelism (tasks) per vertex, and cores in micro-batch mode."""
+
+    parallelism: Mapping[str, int]
+    cores: int | None = None
+
+    def resources(self) -> int:
+        """Cores held: micro-batch, the executors' cores; continuous, one slot per task."""
+        return self.cores if self.cores is not None else sum(self.parallelism.values())
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a controller sees at a policy tick: the metric window since the configuration started
+    (None while it is not full), and the running configuration."""
+
+    now_s: float
+    config: Config
+    topology: Topology
+    cluster: ClusterState | None
+    metrics: Mapping[str, VertexMetrics] | None
+    batch_durations_s: tuple[float, ...] = ()
+
+
+class Controller(Protocol):
+    """Decides configurations. ``free_rescale`` controllers (the oracle) rescale without downtime."""
+
+    name: str
+    free_rescale: bool
+
+    def decide(self, observation: Observation) -> Config | None: ...
+
+    def restarted(self, downtime_s: float) -> None: ...
+
+
+@dataclass
+class PolicyController:
+    """Runs a ``scaling.policies`` policy on the simulated metrics, carrying its ``ScalerState``."""
+
+    policy: Policy
+    name: str = ""
+    mode: str = "micro-batch"
+    implementation: ScalingPolicy | None = None
+    free_rescale: bool = False
+    state: ScalerState = field(default_factory=ScalerState)
+    plans: list[tuple[float, JobPlan]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.implementation is None:
+            self.implementation = resolve(self.policy.algorithm)
+        self.name = self.name or self.policy.algorithm
+
+    def decide(self, observation: Observation) -> Config | None:
+        if observation.metrics is None:
+            return None
+        request = PlanRequest(topology=observation.topology, metrics=observation.metrics, policy=self.policy,
+                              mode=self.mode, cluster=observation.cluster, state=self.state,
+                              now_s=observation.now_s, batch_durations_s=observation.batch_durations_s)
+        plan = self.implementation.plan(request)
+        self.plans.append((observation.now_s, plan))
+        if plan.next_state is not None:
+            self.state = plan.next_state
+        if plan.decision != "scale" or not plan.executable or not plan.changes:
+            return None
+        cores = None
+        if observation.cluster is not None and plan.executors_proposed is not None:
+            cores = plan.executors_proposed * observation.cluster.cores_per_executor
+        return Config({v.vertex_id: v.proposed for v in plan.vertices}, cores)
+
+    def restarted(self, downtime_s: float) -> None:
+        self.state = self.state.with_restart_time(downtime_s)
+
+
+@dataclass(frozen=True)
+class Rescale:
+    at_s: float
+    before: Config
+    after: Config
+    downtime_s: float
+
+
+@dataclass
+class RunResult:
+    """One simulated run: a point per collect tick, the rescales, and the totals.
+
+    Series (one value per tick, at ``t_s``): ``load_per_s`` the true arrival rate; ``capacity_per_s``
+    the arrival rate the running configuration sustains (0 while down); ``backlog`` unprocessed
+    records at the sources; ``lag_s`` the age of the oldest unprocessed record; ``resources`` cores
+    (micro-batch) or slots (continuous).
+    """
+
+    job: str
+    controller: str
+    mode: str
+    t_s: list[float] = field(default_factory=list)
+    load_per_s: list[float] = field(default_factory=list)
+    capacity_per_s: list[float] = field(default_factory=list)
+    backlog: list[float] = field(default_factory=list)
+    lag_s: list[float] = field(default_factory=list)
+    resources: list[int] = field(default_factory=list)
+    rescales: list[Rescale] = field(default_factory=list)
+    records_arrived: float = 0.0
+    records_lost: float = 0.0
+    core_seconds: float = 0.0
+    duration_s: float = 0.0
+
+
+class _Log:
+    """A source's partitioned log, as chunks ``[arrival_time_s, records]`` oldest first."""
+
+    __slots__ = ("chunks", "total", "lost")
+
+    def __init__(self) -> None:
+        self.chunks: deque[list[float]] = deque()
+        self.total = 0.0
+        self.lost = 0.0
+
+    def append(self, at_s: float, records: float) -> None:
+        if records > 0:
+            self.chunks.append([at_s, records])
+            self.total += records
+
+    def expire(self, now_s: float, retention_s: float) -> None:
+        cutoff = now_s - retention_s
+        while self.chunks and self.chunks[0][0] < cutoff:
+            self.lost += self.chunks[0][1]
+            self.total -= self.chunks.popleft()[1]
+        if not self.chunks:
+            self.total = 0.0
+
+    def take(self, records: float) -> float:
+        """Remove up to ``records`` oldest records; returns the arrival time of the oldest taken."""
+        oldest = self.chunks[0][0] if self.chunks else math.inf
+        left = records
+        while left > EPSILON_RECORDS and self.chunks:
+            chunk = self.chunks[0]
+            if chunk[1] <= left:
+                left -= chunk[1]
+                self.chunks.popleft()
+            else:
+                chunk[1] -= left
+                left = 0.0
+        self.total = max(0.0, self.total - (records - left)) if self.chunks else 0.0
+        return oldest
+
+    def oldest_s(self) -> float:
+        return self.chunks[0][0] if self.chunks and self.total > EPSILON_RECORDS else math.inf
+
+
+@dataclass
+class _Acc:
+    records_in: float = 0.0
+    records_out: float = 0.0
+    busy_core_s: float = 0.0
+    arrived: float = 0.0
+    unmet: float = 0.0
+
+
+def _capacity_micro_batch(job: SimJob, config: Config, settings: SimSettings) -> float:
+    """Arrival rate (records/s) whose batches take exactly one trigger interval with this config."""
+    cores = config.cores or 1
+    per_record = fixed = 0.0
+    for vid in job.order:
+        v = job.by_id[vid]
+        tasks = config.parallelism[vid]
+        waves_per_task = math.ceil(tasks / cores) / tasks
+        per_record += waves_per_task * job.unit_rates[vid] * v.curve.cost_s_per_record(tasks)
+        fixed += waves_per_task * v.curve.fixed_core_s(tasks)
+    room = settings.trigger_interval_s - settings.batch_overhead_s - fixed
+    return max(0.0, room) / (per_record * settings.trigger_interval_s)
+
+
+def _capacity_continuous(job: SimJob, config: Config) -> float:
+    """Arrival rate (records/s) the slowest vertex sustains: ``min_v capacity_v / unit rate_v``."""
+    return min(job.by_id[vid].curve.continuous_capacity_per_s(config.parallelism[vid]) / job.unit_rates[vid]
+               for vid in job.order if job.unit_rates[vid] > 0)
+
+
+def capacity_per_s(job: SimJob, config: Config, settings: SimSettings) -> float:
+    """The arrival rate a configuration sustains, records/s."""
+    if settings.mode == "micro-batch":
+        return _capacity_micro_batch(job, config, settings)
+    return _capacity_continuous(job, config)
+
+
+class Simulation:
+    """One run of ``controller`` on ``job`` under ``trace``. Deterministic for a given ``seed``."""
+
+    def __init__(self, job: SimJob, trace: Trace, settings: SimSettings, controller: Controller,
+                 start: Config, *, seed: int = 0) -> None:
+        if settings.step_s != trace.step_s:
+            raise ValueError(f"step_s: the trace has {trace.step_s} s steps, the settings {settings.step_s}")
+        self.job, self.trace, self.settings, self.controller = job, trace, settings, controller
+        self.config = start
+        self.noise_rng = random.Random(derive_seed(seed, job.name, trace.kind, controller.name, "noise"))
+        self.downtime_rng = random.Random(derive_seed(seed, job.name, trace.kind, "downtime"))
+        self.logs = {v.id: _Log() for v in job.vertices if v.source}
+        self.result = RunResult(job.name, controller.name, settings.mode)
+        self.samples: list[tuple[float, dict[str, VertexMetrics], tuple[float, ...]]] = []
+        self.active_since_s = 0.0
+        self.down_until_s = 0.0
+
+    # -- shared ----------------------------------------------------------------------------------
+    def _cluster(self) -> ClusterState | None:
+        s = self.settings
+        if s.mode != "micro-batch":
+            return None
+        return ClusterState(executors=max(1, (self.config.cores or 1) // s.cores_per_executor),
+                            cores_per_executor=s.cores_per_executor, min_executors=s.min_executors,
+                            max_executors=s.max_executors, trigger_interval_s=s.trigger_interval_s)
+
+    def _sample(self, now_s: float, acc: Mapping[str, _Acc], batch_durations_s: tuple[float, ...], batches: int) -> None:
+        """One collect: metrics per vertex over the last collect interval, with noise."""
+        window_s = self.settings.collect_interval_s
+        metrics = {}
+        for vid in self.job.order:
+            v, a = self.job.by_id[vid], acc[vid]
+            tasks = self.config.parallelism[vid]
+            f_records, f_busy = self.settings.noise.factor(self.noise_rng), self.settings.noise.factor(self.noise_rng)
+            records_in = a.records_in / window_s * f_records
+            kwargs: dict[str, float] = {}
+            if v.source:
+                if v.generator:
+                    kwargs["backlog_growth_per_s"] = a.unmet / window_s
+                else:
+                    kwargs["backlog"] = self.logs[vid].total + self._in_flight(vid, now_s)
+                    kwargs["backlog_growth_per_s"] = a.arrived / window_s - a.records_in / window_s
+            if self.settings.mode == "micro-batch" and batches:
+                kwargs["batch_overhead_s"] = self.settings.batch_overhead_s
+            metrics[vid] = VertexMetrics(
+                records_in_per_s=records_in, records_out_per_s=a.records_out / window_s * f_records,
+                busy_time_ms_per_s=min(1000.0, a.busy_core_s / window_s / tasks * 1000.0 * f_busy), **kwargs)
+        if now_s - window_s >= self.active_since_s + self.settings.stabilization_s - 1e-9:
+            self.samples.append((now_s, metrics, batch_durations_s))
+
+    def _observe(self, now_s: float) -> Observation:
+        s = self.settings
+        valid = [x for x in self.samples if x[0] > now_s - s.metric_window_s - 1e-9]
+        covered = len(valid) * s.collect_interval_s
+        metrics = None
+        durations: tuple[float, ...] = ()
+        if valid and covered >= s.metric_window_s - 1e-9:
+            metrics = MetricWindow.from_metrics(m for _, m, _ in valid).aggregate()
+            durations = tuple(d for _, _, ds in valid for d in ds)
+        return Observation(now_s, self.config, self.job.topology(dict(self.config.parallelism)), self._cluster(),
+                           metrics, durations)
+
+    def _apply(self, now_s: float, new: Config, restart_at_s: float) -> None:
+        if self.controller.free_rescale:
+            downtime = 0.0
+        else:
+            downtime = self.settings.downtime.draw(self.downtime_rng)
+            self.controller.restarted(downtime)
+        self.result.rescales.append(Rescale(now_s, self.config, new, downtime))
+        self.config = Config(dict(new.parallelism), new.cores)
+        self.down_until_s = restart_at_s + downtime
+        self.active_since_s = self.down_until_s
+        self.samples.clear()
+
+    def _record(self, now_s: float) -> None:
+        r = self.result
+        r.t_s.append(now_s)
+        r.load_per_s.append(self.trace.rate_at(now_s - 1e-9))
+        down = now_s < self.down_until_s
+        r.capacity_per_s.append(0.0 if down else capacity_per_s(self.job, self.config, self.settings))
+        r.backlog.append(sum(log.total for log in self.logs.values()) + sum(
+            self._in_flight(vid, now_s) for vid in self.logs))
+        oldest = min([log.oldest_s() for log in self.logs.values()] + [self._in_flight_oldest(now_s)])
+        r.lag_s.append(max(0.0, now_s - oldest) if oldest < math.inf else 0.0)
+        r.resources.append(self.config.resources())
+
+    def _tick(self, now_s: float) -> None:
+        """Record the tick, then let the controller decide at policy ticks."""
+        self._record(now_s)
+        self.result.core_seconds += self.config.resources() * self.settings.collect_interval_s
+        s = self.settings
+        at_policy_tick = abs(now_s / s.policy_interval_s - round(now_s / s.policy_interval_s)) < 1e-9
+        if at_policy_tick and now_s >= self.down_until_s:
+            new = self.controller.decide(self._observe(now_s))
+            if new is not None and self._differs(new):
+                self._apply(now_s, new, self._restart_at(now_s))
+
+    def _differs(self, new: Config) -> bool:
+        return (new.cores != self.config.cores
+                or any(new.parallelism.get(k, v) != v for k, v in self.config.parallelism.items()))
+
+    def run(self) -> RunResult:
+        if self.settings.mode == "micro-batch":
+            self._run_micro_batch()
+        else:
+            self._run_continuous()
+        self.result.records_lost = sum(log.lost for log in self.logs.values())
+        self.result.records_arrived = sum(self.trace.rates_per_s) * self.trace.step_s
+        self.result.duration_s = self.trace.duration_s
+        return self.result
+
+    # -- continuous ------------------------------------------------------------------------------
+    def _run_continuous(self) -> None:
+        job, s, dt = self.job, self.settings, self.trace.step_s
+        order = job.order
+        reverse = tuple(reversed(order))
+        queue = {vid: 0.0 for vid in order}
+        steps_per_collect = max(1, round(s.collect_interval_s / dt))
+        acc = {vid: _Acc() for vid in order}
+        for i, rate in enumerate(self.trace.rates_per_s):
+            t = i * dt
+            for vid, log in self.logs.items():
+                share = job.by_id[vid].source_share
+                if job.by_id[vid].generator:
+                    acc[vid].arrived += rate * share * dt
+                    log.append(t + dt / 2, rate * share * dt)
+                else:
+                    log.append(t + dt / 2, rate * share * dt)
+                    acc[vid].arrived += rate * share * dt
+                    log.expire(t, s.retention_s)
+            if t >= self.down_until_s:
+                self._step_continuous(reverse, queue, acc, dt)
+            for vid, log in self.logs.items():
+                if job.by_id[vid].generator:  # a throttled spout produces nothing it could not emit
+                    acc[vid].unmet += log.total
+                    log.take(log.total)
+            if (i + 1) % steps_per_collect == 0:
+                now = (i + 1) * dt
+                self._sample(now, acc, (), 0)
+                acc = {vid: _Acc() for vid in order}
+                self._tick(now)
+
+    def _step_continuous(self, reverse: tuple[str, ...], queue: dict[str, float], acc: dict[str, _Acc],
+                         dt: float) -> None:
+        job = self.job
+        p = self.config.parallelism
+        for vid in reverse:
+            v = job.by_id[vid]
+            tasks = p[vid]
+            capacity = v.curve.continuous_capacity_per_s(tasks) * dt
+            available = self.logs[vid].total if v.source else queue[vid]
+            limit = math.inf
+            if v.selectivity > 0:
+                for w in job.outputs[vid]:
+                    w_buffer = self.settings.buffer_steps * job.by_id[w].curve.continuous_capacity_per_s(p[w]) * dt
+                    limit = min(limit, max(0.0, w_buffer - queue[w]) / v.selectivity)
+            n = min(available, capacity, limit)
+            if n <= 0:
+                acc[vid].busy_core_s += v.curve.fixed_core_s(tasks) * dt
+                continue
+            if v.source:
+                self.logs[vid].take(n)
+            else:
+                queue[vid] -= n
+            for w in job.outputs[vid]:
+                queue[w] += n * v.selectivity
+            a = acc[vid]
+            a.records_in += n
+            a.records_out += n * v.selectivity
+            a.busy_core_s += v.curve.busy_core_s(n, tasks, dt)
+
+    # -- micro-batch -----------------------------------------------------------------------------
+    def _run_micro_batch(self) -> None:
+        job, s, trace = self.job, self.settings, self.trace
+        order = job.order
+        dt = trace.step_s
+        fed = 0
+        next_start = 0.0
+        self._batches: deque[tuple[float, float, dict[str, float]]] = deque()  # (complete, oldest, read/source)
+        completed: list[tuple[float, float, dict[str, tuple[float, float, float]]]] = []
+        arrived = {vid: 0.0 for vid in self.logs}
+        ticks = int(trace.duration_s // s.collect_interval_s)
+        self._last_complete = 0.0
+
+        def feed(until_s: float) -> None:
+            nonlocal fed
+            while fed < len(trace.rates_per_s) and (fed + 1) * dt <= until_s + 1e-9:
+                for vid, log in self.logs.items():
+                    records = trace.rates_per_s[fed] * job.by_id[vid].source_share * dt
+                    log.append(fed * dt + dt / 2, records)
+                    arrived[vid] += records
+                fed += 1
+
+        for k in range(1, ticks + 1):
+            tick = k * s.collect_interval_s
+            while True:
+                start = max(next_start, self.down_until_s)
+                if start >= tick - 1e-9:
+                    break
+                feed(start)
+                for log in self.logs.values():
+                    log.expire(start, s.retention_s)
+                read = {vid: log.total for vid, log in self.logs.items()}
+                if sum(read.values()) <= EPSILON_RECORDS:
+                    next_start = start + s.trigger_interval_s
+                    continue
+                oldest = min(log.take(read[vid]) for vid, log in self.logs.items())
+                stages, duration = self._batch(order, read)
+                complete = start + duration
+                self._batches.append((complete, oldest, read))
+                completed.append((complete, duration, stages))
+                self._last_complete = complete
+                next_start = max(start + s.trigger_interval_s, complete)
+            feed(tick)
+            for log in self.logs.values():
+                log.expire(tick, s.retention_s)
+            while self._batches and self._batches[0][0] <= tick:
+                self._batches.popleft()
+            acc = {vid: _Acc() for vid in order}
+            durations = []
+            remaining = []
+            for complete, duration, stages in completed:
+                if complete <= tick:
+                    durations.append(duration)
+                    for vid, (rin, rout, busy) in stages.items():
+                        a = acc[vid]
+                        a.records_in += rin
+                        a.records_out += rout
+                        a.busy_core_s += busy
+                else:
+                    remaining.append((complete, duration, stages))
+            completed = remaining
+            for vid in self.logs:
+                acc[vid].arrived = arrived[vid]
+                arrived[vid] = 0.0
+            self._sample(tick, acc, tuple(durations), len(durations))
+            self._tick(tick)
+            if self.down_until_s > next_start:
+                next_start = self.down_until_s
+
+    def _batch(self, order: tuple[str, ...], read: Mapping[str, float]
+               ) -> tuple[dict[str, tuple[float, float, float]], float]:
+        """Run one batch: per stage (records in, records out, busy core-seconds), and its duration."""
+        job, p, cores = self.job, self.config.parallelism, self.config.cores or 1
+        records: dict[str, float] = {}
+        stages = {}
+        wall = self.settings.batch_overhead_s
+        for vid in order:
+            v = job.by_id[vid]
+            if v.source:
+                n = read[vid]
+            else:
+                n = sum(records[u] * job.by_id[u].selectivity for u in job.inputs[vid])
+            records[vid] = n
+            tasks = p[vid]
+            busy = v.curve.busy_core_s(n, tasks, 1.0)
+            wall += math.ceil(tasks / cores) * busy / tasks
+            stages[vid] = (n, n * v.selectivity, busy)
+        return stages, wall
+
+    def _in_flight(self, vid: str, now_s: float) -> float:
+        """Records of ``vid`` read by a batch still running at ``now_s`` (micro-batch)."""
+        batches = getattr(self, "_batches", ())
+        return sum(read.get(vid, 0.0) for complete, _, read in batches if complete > now_s)
+
+    def _in_flight_oldest(self, now_s: float) -> float:
+        batches = getattr(self, "_batches", ())
+        return min((oldest for complete, oldest, _ in batches if complete > now_s), default=math.inf)
+
+    def _restart_at(self, now_s: float) -> float:
+        """A micro-batch job restarts after its batch in flight; a continuous one at once."""
+        if self.settings.mode == "micro-batch":
+            return max(now_s, getattr(self, "_last_complete", now_s))
+        return now_s
+
+
+def simulate(job: SimJob, trace: Trace, settings: SimSettings, controller: Controller, start: Config,
+             *, seed: int = 0) -> RunResult:
+    """Run ``controller`` on ``job`` under ``trace`` from configuration ``start``."""
+    return Simulation(job, trace, settings, controller, start, seed=seed).run()

@@ -1,0 +1,227 @@
+"""What the simulator simulates: capacity curves, vertices, jobs, rescale downtime and metric noise.
+
+All values are frozen; units are in the names (``_s`` seconds, ``_per_s`` per second).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from scaling.topology import Edge, Topology, Vertex
+
+CURVES = ("linear", "amdahl", "task-overhead")
+
+
+class SimError(ValueError):
+    """An invalid simulator input; the message names the field."""
+
+
+@dataclass(frozen=True)
+class CapacityCurve:
+    """How much busy time a vertex needs for its records, as a function of its tasks.
+
+    Attributes:
+        records_per_core_s: records one task processes per busy second when it runs alone.
+        kind: ``linear``: the cost per record does not depend on the tasks;
+            ``amdahl``: each record costs ``1 + serial_fraction × (tasks − 1)`` times more (contention:
+            a serial fraction, so capacity is ``r·p / (1 + s·(p − 1))``, Amdahl's law);
+            ``task-overhead``: every task costs ``task_overhead_s`` core-seconds of fixed work per batch
+            (micro-batch: scheduling, deserialization) or per second (continuous: heartbeats, state).
+    """
+
+    records_per_core_s: float
+    kind: str = "linear"
+    serial_fraction: float = 0.0
+    task_overhead_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in CURVES:
+            raise SimError(f"curve.kind: must be one of {', '.join(CURVES)}, got {self.kind!r}")
+        if not self.records_per_core_s > 0:
+            raise SimError(f"curve.records_per_core_s: must be > 0, got {self.records_per_core_s}")
+        if not 0 <= self.serial_fraction < 1:
+            raise SimError(f"curve.serial_fraction: must be within [0, 1), got {self.serial_fraction}")
+        if self.task_overhead_s < 0:
+            raise SimError(f"curve.task_overhead_s: must be >= 0, got {self.task_overhead_s}")
+
+    def cost_s_per_record(self, tasks: int) -> float:
+        """Busy core-seconds per record with ``tasks`` tasks (Amdahl: grows with the tasks)."""
+        cost = 1.0 / self.records_per_core_s
+        if self.kind == "amdahl":
+            cost *= 1.0 + self.serial_fraction * (tasks - 1)
+        return cost
+
+    def fixed_core_s(self, tasks: int) -> float:
+        """Fixed busy core-seconds per batch (micro-batch) or per second (continuous)."""
+        return tasks * self.task_overhead_s if self.kind == "task-overhead" else 0.0
+
+    def busy_core_s(self, records: float, tasks: int, periods: float = 1.0) -> float:
+        """Busy core-seconds to process ``records`` with ``tasks`` tasks over ``periods`` batches or
+        seconds of fixed cost."""
+        return records * self.cost_s_per_record(tasks) + self.fixed_core_s(tasks) * periods
+
+    def continuous_capacity_per_s(self, tasks: int) -> float:
+        """Records/s that ``tasks`` instances, each busy all the time, process (continuous mode)."""
+        free = tasks - self.fixed_core_s(tasks)
+        return max(0.0, free) / self.cost_s_per_record(tasks)
+
+
+@dataclass(frozen=True)
+class SimVertex:
+    """One vertex of a simulated job.
+
+    Attributes:
+        selectivity: records emitted per record consumed (DS2's output ratio).
+        parallelism: the starting parallelism (tasks).
+        source_share: for a source, its share of the workload's arrival rate.
+        partitions: a source's partitions (bounds its parallelism).
+        adjustable: False pins the vertex (a stateful stage whose partitions the checkpoint fixes).
+        generator: a source that is throttled instead of queueing (DS2's Heron spouts): records it
+            cannot emit are never produced, so it has no backlog; its reported backlog growth is the
+            unmet demand, so the target data rate is the configured rate (DS2 §4).
+    """
+
+    id: str
+    curve: CapacityCurve
+    selectivity: float = 1.0
+    parallelism: int = 1
+    max_parallelism: int = 720
+    source: bool = False
+    source_share: float = 1.0
+    partitions: int | None = None
+    adjustable: bool = True
+    generator: bool = False
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class SimJob:
+    """A simulated job: vertices and edges. Each edge carries the full output of its upstream
+    vertex (DS2's adjacency entry 1)."""
+
+    name: str
+    vertices: tuple[SimVertex, ...]
+    edges: tuple[Edge, ...] = ()
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        shares = sum(v.source_share for v in self.vertices if v.source)
+        if not math.isclose(shares, 1.0, rel_tol=1e-9):
+            raise SimError(f"{self.name}: source shares must add up to 1, got {shares}")
+        _ = self.topology({})
+
+    @cached_property
+    def by_id(self) -> dict[str, SimVertex]:
+        return {v.id: v for v in self.vertices}
+
+    def topology(self, parallelism: dict[str, int]) -> Topology:
+        """The ``scaling`` topology with the given parallelism (others at their start value)."""
+        return Topology(tuple(Vertex(v.id, name=v.name or v.id, parallelism=parallelism.get(v.id, v.parallelism),
+                                     max_parallelism=v.max_parallelism, partitions=v.partitions,
+                                     source=v.source, adjustable=v.adjustable) for v in self.vertices),
+                        self.edges)
+
+    @cached_property
+    def order(self) -> tuple[str, ...]:
+        return self.topology({}).order
+
+    @cached_property
+    def inputs(self) -> dict[str, tuple[str, ...]]:
+        return {vid: tuple(e.source for e in self.edges if e.target == vid) for vid in self.order}
+
+    @cached_property
+    def outputs(self) -> dict[str, tuple[str, ...]]:
+        return {vid: tuple(e.target for e in self.edges if e.source == vid) for vid in self.order}
+
+    @cached_property
+    def unit_rates(self) -> dict[str, float]:
+        """Records/s each vertex consumes per record/s of total arrivals (DS2 Eq. 8 on the true
+        selectivities)."""
+        rates: dict[str, float] = {}
+        for vid in self.order:
+            v = self.by_id[vid]
+            if v.source:
+                rates[vid] = v.source_share
+            else:
+                rates[vid] = sum(rates[u] * self.by_id[u].selectivity for u in self.inputs[vid])
+        return rates
+
+    @property
+    def start_parallelism(self) -> dict[str, int]:
+        return {v.id: v.parallelism for v in self.vertices}
+
+
+@dataclass(frozen=True)
+class Downtime:
+    """Downtime of one rescale: ``fixed_s``, or when ``spread`` > 0 a log-normal draw with median
+    ``fixed_s`` and shape ``spread`` (seconds)."""
+
+    fixed_s: float = 15.0
+    spread: float = 0.0
+
+    def draw(self, rng: random.Random) -> float:
+        if self.spread <= 0:
+            return self.fixed_s
+        return self.fixed_s * math.exp(rng.gauss(0.0, self.spread))
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Multiplicative noise on reported metrics: each sample's records and busy time are multiplied
+    by ``1 + N(0, relative)`` (clipped at 0). The simulated truth is not noisy."""
+
+    relative: float = 0.0
+
+    def factor(self, rng: random.Random) -> float:
+        if self.relative <= 0:
+            return 1.0
+        return max(0.0, 1.0 + rng.gauss(0.0, self.relative))
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """How a run is simulated and when the autoscaler looks.
+
+    Attributes:
+        mode: ``continuous`` or ``micro-batch``.
+        step_s: time step of the continuous simulation and of the arrival trace, seconds.
+        collect_interval_s: one metric sample per this many seconds (the collector's beat).
+        policy_interval_s: the autoscaler evaluates this often ...
+        metric_window_s: ... over this many seconds of samples, all taken since the running
+            configuration started (FLIP-271 ``metrics.window``; the window restarts after a rescale).
+        stabilization_s: samples are taken only this long after the configuration started (FLIP-271
+            ``stabilization.interval``), so buffers filling after a restart do not distort the rates.
+        retention_s: the source log keeps records this long; older unread records are lost.
+        buffer_steps: continuous mode: a vertex's input buffer holds this many steps of its capacity
+            (full buffers backpressure the upstream vertex).
+        trigger_interval_s / batch_overhead_s: micro-batch: processing-time trigger and the seconds of
+            each batch spent outside tasks (planning, offsets, commit).
+        cores_per_executor / min_executors / max_executors / executors: micro-batch cluster.
+    """
+
+    mode: str = "micro-batch"
+    step_s: float = 5.0
+    collect_interval_s: float = 30.0
+    policy_interval_s: float = 60.0
+    metric_window_s: float = 120.0
+    stabilization_s: float = 30.0
+    retention_s: float = 3600.0
+    buffer_steps: float = 2.0
+    trigger_interval_s: float = 10.0
+    batch_overhead_s: float = 0.5
+    cores_per_executor: int = 1
+    min_executors: int = 1
+    max_executors: int = 64
+    executors: int = 4
+    downtime: Downtime = field(default_factory=Downtime)
+    noise: Noise = field(default_factory=Noise)
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("continuous", "micro-batch"):
+            raise SimError(f"mode: must be continuous or micro-batch, got {self.mode!r}")
+        for name in ("step_s", "collect_interval_s", "policy_interval_s", "metric_window_s", "trigger_interval_s"):
+            if not getattr(self, name) > 0:
+                raise SimError(f"{name}: must be > 0, got {getattr(self, name)}")

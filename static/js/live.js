@@ -1,27 +1,73 @@
-// Live updates of the job page: fetch the numbers every few seconds, redraw without a reload.
+// Live updates without a full reload (a small fetch loop in place of htmx polling):
+// - any element with data-live-url gets its inner HTML replaced by that URL's fragment every
+//   data-live-every ms (default 5000), unless the user is typing in a field inside it;
+// - the job page (#dag with data-job-live-url) redraws its Plotly figures and status panel.
 (function () {
-  const dag = document.getElementById("dag");
-  if (!dag) return;
-  const url = dag.dataset.liveUrl;
-  const config = {displayModeBar: false, responsive: true};
-  async function refresh() {
-    try {
-      const response = await fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}});
-      if (!response.ok) return;
-      const data = await response.json();
-      if (data.dag) {
-        const empty = document.getElementById("dag-empty");
-        if (empty) empty.remove();
-        Plotly.react(dag, data.dag.data, data.dag.layout, config);
-      }
-      if (data.series) Plotly.react("series", data.series.data, data.series.layout, config);
-      const panel = document.getElementById("panel");
-      const focused = panel.contains(document.activeElement) && document.activeElement.tagName === "INPUT";
-      if (!focused) panel.innerHTML = data.panel;
-    } catch (err) {
-      console.warn("live update failed", err);
-    }
+  const plotConfig = {displayModeBar: false, responsive: true};
+
+  function busy(el) {
+    const active = document.activeElement;
+    if (active && el.contains(active) && (active.tagName === "INPUT" || active.tagName === "TEXTAREA")) return true;
+    return Array.from(el.querySelectorAll("input[type=text], input:not([type]), textarea")).some((i) => i.value);
   }
-  refresh();
-  setInterval(refresh, 3000);
+
+  async function get(url, accept) {
+    const response = await fetch(url, {credentials: "same-origin", headers: {"Accept": accept, "X-Requested-With": "fetch"}});
+    if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
+    return accept === "application/json" ? response.json() : response.text();
+  }
+
+  function poll(el) {
+    const every = parseInt(el.dataset.liveEvery || "5000", 10);
+    async function tick() {
+      try {
+        if (!busy(el)) {
+          const html = await get(el.dataset.liveUrl, "text/html");
+          if (html !== el.dataset.liveLast) {
+            el.innerHTML = html;
+            el.dataset.liveLast = html;
+          }
+        }
+      } catch (err) {
+        console.warn("live update failed", err);
+      }
+      setTimeout(tick, every);
+    }
+    setTimeout(tick, every);
+  }
+
+  function draw(id, figure) {
+    if (!figure || !window.Plotly) return;
+    const el = document.getElementById(id);
+    const empty = el.querySelector(".muted");
+    if (empty) empty.remove();
+    Plotly.react(el, figure.data, figure.layout, plotConfig);
+  }
+
+  function jobPage(dag) {
+    const initial = (id) => {
+      const node = document.getElementById(id);
+      return node ? JSON.parse(node.textContent) : null;
+    };
+    draw("dag", initial("dag-figure"));
+    draw("series", initial("series-figure"));
+    async function refresh() {
+      try {
+        const data = await get(dag.dataset.jobLiveUrl, "application/json");
+        draw("dag", data.dag);
+        draw("series", data.series);
+        const panel = document.getElementById("panel");
+        if (!busy(panel)) panel.innerHTML = data.panel;
+      } catch (err) {
+        console.warn("live update failed", err);
+      }
+    }
+    setInterval(refresh, 5000);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-live-url]").forEach(poll);
+    const dag = document.querySelector("[data-job-live-url]");
+    if (dag) jobPage(dag);
+  });
 })();

@@ -5,8 +5,14 @@ from webapp.dashboard import views
 app_name = "dashboard"
 urlpatterns = [
     path("", views.jobs, name="jobs"),
+    path("jobs/live/", views.jobs_live, name="jobs_live"),
     path("jobs/<int:pk>/", views.job_detail, name="job"),
     path("jobs/<int:pk>/live/", views.job_live, name="job_live"),
+    path("jobs/<int:pk>/history/", views.history, name="history"),
+    path("jobs/<int:pk>/history/live/", views.history_live, name="history_live"),
     path("jobs/<int:pk>/rate/", views.set_rate, name="set_rate"),
+    path("proposals/<int:pk>/", views.proposal_detail, name="proposal"),
+    path("proposals/<int:pk>/live/", views.proposal_live, name="proposal_live"),
     path("proposals/<int:pk>/decide/", views.proposal_decide, name="proposal_decide"),
+    path("proposals/<int:pk>/rollback/", views.proposal_rollback, name="proposal_rollback"),
 ]

@@ -1,77 +1,203 @@
-"""Dashboard views: thin; reads come from selectors, writes go through services."""
+"""Dashboard views: thin; reads come from selectors, writes go through services.
+
+Pages: the jobs overview, the job page (DAG, charts, "why no proposal?"), the proposal page and the
+history page. Each page has a ``…/live/`` twin that the page polls (``static/js/live.js``) to refresh
+its numbers without a reload.
+"""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from webapp.dashboard.figures import dag_figure, series_figure
+from webapp.dashboard.figures import dag_figure, parallelism_label, series_figure
+from webapp.dashboard.why import proposal_forecast, why_no_proposal
 from webapp.jobs import selectors
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis
-from webapp.proposals.models import Proposal
+from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.services import TransitionError, proposal_approve, proposal_reject
 
+try:  # roles (issue 5): operators decide, viewers read
+    from webapp.proposals.permissions import can_approve as _can_approve
+except ImportError:  # pragma: no cover - before the roles exist every signed-in user may decide
+    def _can_approve(user) -> bool:
+        return bool(user and user.is_authenticated)
+
+
+def proposal_rollback_service():
+    """The workflow's rollback service (``webapp.proposals.services.proposal_rollback``), or None
+    while it does not exist."""
+    from webapp.proposals import services  # noqa: PLC0415
+
+    return getattr(services, "proposal_rollback", None)
+
+
+def can_decide(user) -> bool:
+    return _can_approve(user)
+
+
+def _require_decider(request: HttpRequest) -> None:
+    if not can_decide(request.user):
+        raise PermissionDenied("Your role may read but not decide proposals.")
+
+
+# --- jobs overview ----------------------------------------------------------------------------
 
 @login_required
 def jobs(request: HttpRequest) -> HttpResponse:
-    """All jobs, one row each."""
-    rows = []
-    for job in Job.objects.select_related("policy").order_by("name"):
-        snapshot = job.snapshots.order_by("-collected_at").first()
-        pending = job.proposals.filter(status=Proposal.Status.PENDING).first()
-        last = job.proposals.exclude(status=Proposal.Status.PENDING).first()
-        rows.append({"job": job, "snapshot": snapshot, "pending": pending, "last": last})
-    return render(request, "dashboard/jobs.html", {"rows": rows})
+    """All jobs, one row each: health, configuration, pending proposal, backlog and trend, batch
+    ratio, last action and policy mode."""
+    return render(request, "dashboard/jobs.html", {"rows": selectors.jobs_overview()})
 
 
-def _job_context(job: Job) -> dict:
+@login_required
+def jobs_live(request: HttpRequest) -> HttpResponse:
+    """The rows of the jobs overview (HTML fragment) for the live refresh."""
+    return render(request, "dashboard/_jobs_rows.html", {"rows": selectors.jobs_overview()})
+
+
+# --- job page ---------------------------------------------------------------------------------
+
+def _busy_proposal(job: Job) -> Proposal | None:
+    return job.proposals.filter(status__in=[Proposal.Status.APPROVED, Proposal.Status.EXECUTING]).first()
+
+
+def _job_context(request: HttpRequest, job: Job) -> dict:
     pending = job.proposals.filter(status=Proposal.Status.PENDING).first()
-    proposals = list(job.proposals.select_related("execution", "decided_by")[:10])
-    return {
-        "job": job, "policy": job.policy, "snapshot": selectors.latest_snapshot(job=job),
-        "evaluation": selectors.latest_evaluation(job=job), "pending": pending, "proposals": proposals,
-    }
+    snapshot = selectors.latest_snapshot(job=job)
+    evaluation = selectors.latest_evaluation(job=job)
+    context = {"job": job, "policy": job.policy, "snapshot": snapshot, "evaluation": evaluation,
+               "pending": pending, "proposals": list(job.proposals.select_related("execution", "decided_by")[:10]),
+               "can_decide": can_decide(request.user), "why": []}
+    if pending is None:
+        context["why"] = why_no_proposal(job=job, snapshot=snapshot, evaluation=evaluation,
+                                         busy=_busy_proposal(job))
+    return context
 
 
-def _figures(job: Job, pending: Proposal | None) -> dict:
+def _chart_range(request: HttpRequest) -> str:
+    wanted = request.GET.get("range", "1h")
+    return wanted if wanted in selectors.CHART_RANGES_S else "1h"
+
+
+def _figures(job: Job, pending: Proposal | None, range_key: str) -> dict:
     vertices = selectors.dag_vertices(job=job, proposal_plan=pending.plan if pending else None)
-    rescales = [{"at": p.execution.finished_at.isoformat(),
-                 "label": f"proposal {p.pk}: {p.current_config} → {p.proposed_config}"}
-                for p in job.proposals.filter(execution__finished_at__isnull=False).select_related("execution")[:20]]
-    return {"dag": dag_figure(vertices).to_plotly_json() if vertices else None,
-            "series": series_figure(selectors.job_series(job=job), rescales).to_plotly_json(),
+    chart = selectors.chart_data(job=job, range_s=selectors.CHART_RANGES_S[range_key])
+    since = datetime.fromisoformat(chart.t[0]) if chart.t else timezone.now() - timedelta(seconds=chart.range_s)
+    markers = []
+    for execution in selectors.rescales(job=job, since=since):
+        p = execution.proposal
+        changes = ", ".join(f"{k} {p.current_config.get(k)} → {v}" for k, v in p.proposed_config.items()
+                            if p.current_config.get(k) != v) or "no change"
+        downtime = f"{execution.downtime_s:.1f} s" if execution.downtime_s is not None else "–"
+        markers.append({"at": execution.finished_at.isoformat(),
+                        "label": f"proposal #{p.pk} ({execution.status}): {changes}; downtime {downtime}"})
+    for v in vertices:
+        v["label"] = parallelism_label(v)
+    return {"dag": dag_figure(vertices) if vertices else None, "series": series_figure(chart, markers),
             "vertices": vertices}
 
 
 @login_required
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """The job page: DAG, charts, the pending proposal and the execution history."""
+    """The job page: DAG, charts, the pending proposal or why there is none, recent proposals."""
     job = get_object_or_404(Job.objects.select_related("policy"), pk=pk)
-    return render(request, "dashboard/job.html", _job_context(job))
+    context = _job_context(request, job)
+    range_key = _chart_range(request)
+    figures = _figures(job, context["pending"], range_key)
+    context.update(figures=figures, range_key=range_key, ranges=list(selectors.CHART_RANGES_S),
+                   live_url=f"{reverse('dashboard:job_live', args=[job.pk])}?range={range_key}")
+    return render(request, "dashboard/job.html", context)
 
 
 @login_required
 def job_live(request: HttpRequest, pk: int) -> JsonResponse:
     """Live update of the job page: figures as Plotly JSON and the status panel as HTML."""
     job = get_object_or_404(Job.objects.select_related("policy"), pk=pk)
-    context = _job_context(job)
-    figures = _figures(job, context["pending"])
+    context = _job_context(request, job)
+    figures = _figures(job, context["pending"], _chart_range(request))
     panel = render_to_string("dashboard/_job_panel.html", context, request=request)
-    from plotly.utils import PlotlyJSONEncoder  # noqa: PLC0415
-
     return JsonResponse({"panel": panel, "dag": figures["dag"], "series": figures["series"],
-                         "vertices": figures["vertices"]}, encoder=PlotlyJSONEncoder)
+                         "vertices": figures["vertices"]})
+
+
+# --- proposal page ------------------------------------------------------------------------------
+
+def _proposal_context(request: HttpRequest, proposal: Proposal) -> dict:
+    job = proposal.job
+    snapshot = selectors.latest_snapshot(job=job)
+    cores_change = proposal.current_config.get("cores") != proposal.proposed_config.get("cores")
+    downtimes = Execution.objects.filter(proposal__job=job, status=Execution.Status.SUCCEEDED,
+                                         downtime_s__isnull=False)
+    if cores_change:
+        downtimes = downtimes.filter(Q(path="driver-restart") | Q(path=""))
+    else:
+        downtimes = downtimes.exclude(path="driver-restart")
+    measured = list(downtimes.order_by("-finished_at").values_list("downtime_s", flat=True)[:20])
+    sources = {v.vertex_id for v in snapshot.vertices.all() if v.is_source} if snapshot else set()
+    forecast = proposal_forecast(proposal=proposal, snapshot=snapshot, source_ids=sources,
+                                 measured_downtimes_s=measured, configured_restart_s=job.policy.restart_time_s)
+    plan = proposal.plan or {}
+    rows = []
+    for v in plan.get("vertices", []):
+        tpr = v.get("true_processing_rate")
+        capacity_now = tpr * min(v["current"], forecast["cores_now"]) if isinstance(tpr, (int, float)) else None
+        expected = v.get("expected_processing_rate")
+        if not isinstance(expected, (int, float)) and isinstance(tpr, (int, float)):
+            expected = tpr * min(v["proposed"], forecast["cores_new"])
+        rows.append({"id": v["vertex_id"], "current": v["current"], "proposed": v["proposed"],
+                     "capacity_now": capacity_now, "capacity_expected": expected,
+                     "target_data_rate": v.get("target_data_rate"), "catch_up_data_rate": v.get("catch_up_data_rate"),
+                     "ideal_parallelism": v.get("ideal_parallelism"), "utilization": v.get("utilization"),
+                     "reason": v.get("note") or ("bottleneck" if plan.get("bottleneck") == v["vertex_id"] else ""),
+                     "bottleneck": plan.get("bottleneck") == v["vertex_id"]})
+    execution = Execution.objects.filter(proposal=proposal).first()
+    return {"proposal": proposal, "job": job, "policy": job.policy, "plan": plan, "rows": rows,
+            "forecast": forecast, "execution": execution, "can_decide": can_decide(request.user),
+            "audit": list(proposal.audit_events.order_by("at", "id")[:50]),
+            "config_changes": [(k, proposal.current_config.get(k), v) for k, v in proposal.proposed_config.items()
+                               if proposal.current_config.get(k) != v]}
+
+
+@login_required
+def proposal_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """The proposal page: per-vertex table, executors, predictions, Approve / Reject."""
+    proposal = get_object_or_404(Proposal.objects.select_related("job__policy", "decided_by"), pk=pk)
+    return render(request, "dashboard/proposal.html", _proposal_context(request, proposal))
+
+
+@login_required
+def proposal_live(request: HttpRequest, pk: int) -> HttpResponse:
+    """The status panel of the proposal page (HTML fragment) for the live refresh."""
+    proposal = get_object_or_404(Proposal.objects.select_related("job__policy", "decided_by"), pk=pk)
+    return render(request, "dashboard/_proposal_status.html", _proposal_context(request, proposal))
+
+
+def _back(request: HttpRequest, default: str) -> HttpResponse:
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return redirect(target)
+    return redirect(default)
 
 
 @login_required
 @require_POST
 def proposal_decide(request: HttpRequest, pk: int) -> HttpResponse:
-    """Approve or reject a proposal from the job page."""
+    """Approve or reject a proposal (a comment is required to reject)."""
+    _require_decider(request)
     proposal = get_object_or_404(Proposal.objects.select_related("job__policy"), pk=pk)
     try:
         if request.POST.get("action") == "approve":
@@ -82,8 +208,64 @@ def proposal_decide(request: HttpRequest, pk: int) -> HttpResponse:
             messages.info(request, f"Proposal {pk} rejected.")
     except (TransitionError, ValueError) as exc:
         messages.error(request, str(exc))
-    return redirect("dashboard:job", pk=proposal.job_id)
+    return _back(request, reverse("dashboard:proposal", args=[pk]))
 
+
+@login_required
+@require_POST
+def proposal_rollback(request: HttpRequest, pk: int) -> HttpResponse:
+    """Roll back a succeeded execution: restore the configuration it replaced (workflow service)."""
+    _require_decider(request)
+    proposal = get_object_or_404(Proposal.objects.select_related("job__policy"), pk=pk)
+    rollback = proposal_rollback_service()
+    if rollback is None:
+        messages.error(request, "Rollback is not available in this version.")
+    else:
+        try:
+            result = rollback(proposal=proposal, actor=request.user, reason=request.POST.get("reason", ""))
+            messages.success(request, f"Rolling back proposal {pk}"
+                                      + (f" (rollback #{result.pk})" if getattr(result, "pk", None) else "") + ".")
+        except (TransitionError, ValueError) as exc:
+            messages.error(request, str(exc))
+    return _back(request, reverse("dashboard:history", args=[proposal.job_id]))
+
+
+# --- history page -------------------------------------------------------------------------------
+
+def _history_context(request: HttpRequest, job: Job) -> dict:
+    executions = list(Execution.objects.filter(proposal__job=job).select_related("proposal__decided_by")
+                      .order_by("-started_at")[:50])
+    events = Paginator(job.audit_events.select_related("proposal").order_by("-at", "-id"), 50)
+    page = events.get_page(request.GET.get("page"))
+    has_rollback = proposal_rollback_service() is not None
+    rows = []
+    for execution in executions:
+        p = execution.proposal
+        verification = getattr(p, "verification", None) or execution.result.get("verification") or ""
+        rows.append({"execution": execution, "proposal": p, "verification": verification,
+                     "verification_display": (p.get_verification_display() if verification and hasattr(
+                         p, "get_verification_display") else verification) or "not verified yet",
+                     "can_roll_back": has_rollback and p.status == Proposal.Status.SUCCEEDED
+                     and getattr(p, "kind", "scale") != "rollback"})
+    return {"job": job, "policy": job.policy, "rows": rows, "events": page, "can_decide": can_decide(request.user),
+            "suspended": getattr(job.policy, "auto_approve_suspended", False),
+            "suspended_reason": getattr(job.policy, "auto_approve_suspended_reason", "")}
+
+
+@login_required
+def history(request: HttpRequest, pk: int) -> HttpResponse:
+    """Executions with their measured downtime and verification, the audit events, and rollback."""
+    job = get_object_or_404(Job.objects.select_related("policy"), pk=pk)
+    return render(request, "dashboard/history.html", _history_context(request, job))
+
+
+@login_required
+def history_live(request: HttpRequest, pk: int) -> HttpResponse:
+    job = get_object_or_404(Job.objects.select_related("policy"), pk=pk)
+    return render(request, "dashboard/_history_body.html", _history_context(request, job))
+
+
+# --- demo control -------------------------------------------------------------------------------
 
 @login_required
 @require_POST

@@ -1,11 +1,19 @@
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.routers import DefaultRouter
 
 from webapp.api import views
 
 router = DefaultRouter()
 router.register("jobs", views.JobViewSet)
+router.register("vertices", views.VertexViewSet, basename="vertex")
 router.register("snapshots", views.SnapshotViewSet, basename="snapshot")
 router.register("proposals", views.ProposalViewSet, basename="proposal")
-router.register("executions", views.ExecutionViewSet)
+router.register("executions", views.ExecutionViewSet, basename="execution")
 router.register("audit-events", views.AuditEventViewSet, basename="auditevent")
-urlpatterns = router.urls
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[IsAuthenticated]), name="swagger-ui"),
+    *router.urls,
+]

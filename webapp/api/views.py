@@ -1,81 +1,184 @@
-"""REST API (DRF). Every endpoint requires a token or a session; lists are paginated."""
+"""REST API (DRF). Every endpoint requires a token or a session; lists are paginated; query filters
+are validated (a malformed one is a 400). Writes go through the workflow's services."""
 
 from __future__ import annotations
 
-from rest_framework import status, viewsets
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import permissions, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from webapp.api.serializers import (AuditEventSerializer, ExecutionSerializer, JobSerializer,
-                                    ProposalSerializer, RejectSerializer, SnapshotSerializer)
-from webapp.jobs.models import Job, MetricSnapshot
+from webapp.api import serializers as s
+from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
+from webapp.proposals import services
 from webapp.proposals.models import AuditEvent, Execution, Proposal
-from webapp.proposals.services import TransitionError, proposal_approve, proposal_reject
+from webapp.proposals.services import TransitionError
+
+try:  # roles (issue 5): reads for every signed-in user, decisions for operators
+    from webapp.proposals.permissions import CanDecideProposals
+except ImportError:  # pragma: no cover
+    CanDecideProposals = permissions.IsAuthenticated
+
+
+def _filters(request: Request, serializer_class) -> dict:
+    """The validated query filters (only those given)."""
+    params = serializer_class(data=request.query_params)
+    params.is_valid(raise_exception=True)
+    return {k: v for k, v in params.validated_data.items() if v not in (None, "")}
 
 
 class JobViewSet(viewsets.ReadOnlyModelViewSet):
+    """Streaming jobs with their health, running configuration and policy mode."""
+
     queryset = Job.objects.select_related("policy").order_by("name")
-    serializer_class = JobSerializer
+    serializer_class = s.JobSerializer
 
 
+@extend_schema_view(list=extend_schema(parameters=[s.VertexFilter]))
+class VertexViewSet(viewsets.ReadOnlyModelViewSet):
+    """Per-vertex (stage) raw sums of each snapshot; filter by job, vertex and time, newest first."""
+
+    serializer_class = s.VertexSerializer
+
+    def get_queryset(self):
+        qs = VertexSnapshot.objects.select_related("snapshot").order_by("-snapshot_id", "position")
+        if self.action != "list":
+            return qs
+        wanted = _filters(self.request, s.VertexFilter)
+        if "job" in wanted:
+            qs = qs.filter(snapshot__job_id=wanted["job"])
+        if "vertex_id" in wanted:
+            qs = qs.filter(vertex_id=wanted["vertex_id"])
+        if "since" in wanted:
+            qs = qs.filter(snapshot__collected_at__gte=wanted["since"])
+        if "until" in wanted:
+            qs = qs.filter(snapshot__collected_at__lte=wanted["until"])
+        return qs
+
+
+@extend_schema_view(list=extend_schema(parameters=[s.TimeFilter]))
 class SnapshotViewSet(viewsets.ReadOnlyModelViewSet):
-    """Metric snapshots; filter with ``?job=<id>&since=<ISO time>``."""
+    """Metric snapshots with their vertices; filter by job and time (``since``, ``until``), newest first."""
 
-    serializer_class = SnapshotSerializer
+    serializer_class = s.SnapshotSerializer
 
     def get_queryset(self):
-        qs = MetricSnapshot.objects.prefetch_related("vertices").order_by("-collected_at")
-        if job := self.request.query_params.get("job"):
-            qs = qs.filter(job_id=job)
-        if since := self.request.query_params.get("since"):
-            qs = qs.filter(collected_at__gte=since)
+        qs = MetricSnapshot.objects.prefetch_related("vertices").order_by("-collected_at", "-id")
+        if self.action != "list":
+            return qs
+        wanted = _filters(self.request, s.TimeFilter)
+        if "job" in wanted:
+            qs = qs.filter(job_id=wanted["job"])
+        if "since" in wanted:
+            qs = qs.filter(collected_at__gte=wanted["since"])
+        if "until" in wanted:
+            qs = qs.filter(collected_at__lte=wanted["until"])
         return qs
 
 
+_DECISION_RESPONSES = {200: s.ProposalSerializer, 400: s.DetailSerializer, 403: s.DetailSerializer,
+                       404: s.DetailSerializer, 409: OpenApiResponse(s.DetailSerializer, "Not in a state that "
+                                                                     "allows it (e.g. no longer pending).")}
+
+
+@extend_schema_view(list=extend_schema(parameters=[s.ProposalFilter]))
 class ProposalViewSet(viewsets.ReadOnlyModelViewSet):
-    """Proposals; filter with ``?job=<id>&status=<status>``. POST ``approve`` / ``reject``."""
+    """Proposals; filter by job and status. POST ``approve``, ``reject`` (comment required) or
+    ``rollback`` (a succeeded one: restores the configuration it replaced)."""
 
-    serializer_class = ProposalSerializer
+    serializer_class = s.ProposalSerializer
+
+    def get_permissions(self):
+        if self.action in ("approve", "reject", "rollback"):
+            return [permissions.IsAuthenticated(), CanDecideProposals()]
+        return super().get_permissions()
 
     def get_queryset(self):
-        qs = Proposal.objects.select_related("execution", "decided_by", "job__policy").order_by("-created_at")
-        if job := self.request.query_params.get("job"):
-            qs = qs.filter(job_id=job)
-        if wanted := self.request.query_params.get("status"):
-            qs = qs.filter(status=wanted)
+        qs = Proposal.objects.select_related("execution", "decided_by", "job__policy").order_by("-created_at", "-id")
+        if self.action != "list":
+            return qs
+        wanted = _filters(self.request, s.ProposalFilter)
+        if "job" in wanted:
+            qs = qs.filter(job_id=wanted["job"])
+        if "status" in wanted:
+            qs = qs.filter(status=wanted["status"])
         return qs
 
+    def _decide(self, call) -> Response:
+        try:
+            proposal = call()
+        except TransitionError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except ValueError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        except DjangoPermissionDenied as exc:
+            raise PermissionDenied(str(exc)) from exc
+        proposal.refresh_from_db()
+        return Response(self.get_serializer(proposal).data)
+
+    @extend_schema(request=None, responses=_DECISION_RESPONSES)
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str | None = None) -> Response:
-        try:
-            proposal = proposal_approve(proposal=self.get_object(), actor=request.user)
-        except TransitionError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        return Response(self.get_serializer(proposal).data)
+        proposal = self.get_object()
+        return self._decide(lambda: services.proposal_approve(proposal=proposal, actor=request.user))
 
+    @extend_schema(request=s.RejectSerializer, responses=_DECISION_RESPONSES)
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str | None = None) -> Response:
-        body = RejectSerializer(data=request.data)
+        body = s.RejectSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            proposal = proposal_reject(proposal=self.get_object(), actor=request.user,
-                                       comment=body.validated_data["comment"])
-        except TransitionError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        return Response(self.get_serializer(proposal).data)
+        proposal = self.get_object()
+        return self._decide(lambda: services.proposal_reject(proposal=proposal, actor=request.user,
+                                                             comment=body.validated_data["comment"]))
+
+    @extend_schema(request=s.RollbackSerializer, responses=_DECISION_RESPONSES,
+                   description="Roll back a succeeded proposal. Returns the rollback proposal, which restores "
+                               "the configuration the proposal replaced.")
+    @action(detail=True, methods=["post"])
+    def rollback(self, request: Request, pk: str | None = None) -> Response:
+        body = s.RollbackSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        proposal = self.get_object()
+        rollback = getattr(services, "proposal_rollback", None)
+        if rollback is None:
+            return Response({"detail": "rollback is not available in this version"}, status=status.HTTP_409_CONFLICT)
+        return self._decide(lambda: rollback(proposal=proposal, actor=request.user,
+                                             reason=body.validated_data.get("reason", "")))
 
 
+@extend_schema_view(list=extend_schema(parameters=[s.ExecutionFilter]))
 class ExecutionViewSet(viewsets.ReadOnlyModelViewSet):
-    queryset = Execution.objects.order_by("-started_at")
-    serializer_class = ExecutionSerializer
+    """Executions of approved proposals, with the measured downtime; filter by job and status."""
+
+    serializer_class = s.ExecutionSerializer
+
+    def get_queryset(self):
+        qs = Execution.objects.order_by("-started_at", "-id")
+        if self.action != "list":
+            return qs
+        wanted = _filters(self.request, s.ExecutionFilter)
+        if "job" in wanted:
+            qs = qs.filter(proposal__job_id=wanted["job"])
+        if "status" in wanted:
+            qs = qs.filter(status=wanted["status"])
+        return qs
 
 
+@extend_schema_view(list=extend_schema(parameters=[s.AuditFilter]))
 class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
-    serializer_class = AuditEventSerializer
+    """The append-only audit trail; filter by job, proposal and action, newest first."""
+
+    serializer_class = s.AuditEventSerializer
 
     def get_queryset(self):
         qs = AuditEvent.objects.order_by("-at", "-id")
-        if job := self.request.query_params.get("job"):
-            qs = qs.filter(job_id=job)
+        if self.action != "list":
+            return qs
+        wanted = _filters(self.request, s.AuditFilter)
+        for field in ("job", "proposal", "action"):
+            if field in wanted:
+                qs = qs.filter(**{f"{field}_id" if field != "action" else field: wanted[field]})
         return qs

@@ -1,0 +1,52 @@
+"""Helpers for the dashboard, API and browser tests: users with a role, evaluations, executions."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from tests.webapp.factories import make_user
+from webapp.jobs.models import Evaluation, Job
+from webapp.proposals.models import AuditEvent, Execution, Proposal
+
+
+def make_role_user(username: str = "operator", role: str = "operator"):
+    """A user with ``role`` (viewer, operator, admin) when the roles exist; else a plain user."""
+    user = make_user(username)
+    try:
+        from webapp.accounts.roles import user_set_role
+    except ImportError:  # before the roles (issue 5), every signed-in user may decide
+        if role != "viewer":
+            from django.contrib.auth.models import Permission
+
+            perm = Permission.objects.filter(content_type__app_label="proposals", codename="decide_proposal").first()
+            if perm is not None:
+                user.user_permissions.add(perm)
+        return user
+    return user_set_role(user=user, role=role)
+
+
+def make_evaluation(job: Job, *, decision: str = "no-change", reasons=(), **plan) -> Evaluation:
+    """A stored evaluation with a plan JSON like ``plan_as_json`` writes."""
+    body = {"decision": decision, "reasons": list(reasons), "vertices": [], "mode": "micro-batch",
+            "executable": True, "load": 0.5, "utilization": 0.5, "executors_current": 1, "executors_proposed": 1,
+            "cores_per_executor": 1}
+    body.update(plan)
+    return Evaluation.objects.create(job=job, decision=decision, reasons=list(reasons), plan=body,
+                                     proposed_config=dict(job.config), window_s=45.0)
+
+
+def make_succeeded(job: Job, *, cores_from: int = 1, cores_to: int = 2, downtime_s: float = 1.5,
+                   path: str = "driver-restart", finished_at=None) -> Proposal:
+    """A proposal that was approved and executed successfully, with its execution and audit events."""
+    current = dict(job.config, cores=cores_from)
+    proposed = dict(job.config, cores=cores_to)
+    proposal = Proposal.objects.create(job=job, status=Proposal.Status.SUCCEEDED, current_config=current,
+                                       proposed_config=proposed, reasons=["load 1.50 above the band"],
+                                       decided_at=timezone.now())
+    Execution.objects.create(proposal=proposal, status=Execution.Status.SUCCEEDED, path=path,
+                             downtime_s=downtime_s, finished_at=finished_at or timezone.now(),
+                             result={"status": "succeeded", "config": proposed, "downtime_s": downtime_s})
+    for action in ("proposed", "approved", "executing", "succeeded"):
+        AuditEvent.objects.create(job=job, proposal=proposal, actor="system", action=action)
+    Job.objects.filter(pk=job.pk).update(config=proposed)
+    return proposal

@@ -1,0 +1,323 @@
+"""Dashboard pages: the jobs overview, the job page (DAG, charts, "why no proposal?"), the proposal
+page and the history page, each with its live twin."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.webapp.dashboard_factories import make_evaluation, make_role_user, make_succeeded
+from tests.webapp.factories import make_job, make_snapshots
+from webapp.jobs.models import Job
+from webapp.jobs.services import evaluation_run
+from webapp.proposals.models import Proposal
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def operator(client):
+    user = make_role_user("op")
+    client.force_login(user)
+    return user
+
+
+@pytest.fixture
+def no_enqueue(monkeypatch):
+    """Approvals enqueue nothing (no broker in these tests)."""
+    import webapp.proposals.tasks as tasks
+
+    for name in dir(tasks):
+        task = getattr(tasks, name)
+        if hasattr(task, "delay"):
+            monkeypatch.setattr(task, "delay", lambda *a, **k: None)
+            monkeypatch.setattr(task, "apply_async", lambda *a, **k: None)
+
+
+def scaled_job(name="demo", **policy) -> tuple[Job, Proposal]:
+    """A job whose window is full and under-provisioned: it has a pending scale-up proposal."""
+    job = make_job(name, metric_window_s=45, **policy)
+    make_snapshots(job)
+    evaluation_run(job=job)
+    return job, job.proposals.get(status="pending")
+
+
+def why_items(html: str) -> dict[str, str]:
+    """The "why no proposal?" items of a page: code -> text."""
+    block = re.search(r'<ul id="why-none">(.*?)</ul>', html, re.S)
+    assert block, "the page shows no 'why no proposal?' list"
+    return {code: re.sub(r"\s+", " ", text).strip()
+            for code, text in re.findall(r'data-code="([a-z]+)">(.*?)</li>', block.group(1), re.S)}
+
+
+# --- jobs overview -----------------------------------------------------------------------------
+
+def test_overview_row_shows_health_config_pending_backlog_trend_ratio_last_action_and_mode(
+        client, operator, django_assert_max_num_queries):
+    job, pending = scaled_job("busy")
+    Job.objects.filter(pk=job.pk).update(health=Job.Health.RUNNING)
+    quiet = make_job("quiet")
+    make_snapshots(quiet, count=1)
+    Job.objects.filter(pk=quiet.pk).update(health=Job.Health.COLLECTING)
+    done = make_job("done")
+    for i, snapshot in enumerate(make_snapshots(done, count=25)):
+        snapshot.backlog = 10_000 - 200 * i  # draining
+        snapshot.save(update_fields=["backlog"])
+    make_succeeded(done, downtime_s=2.5)
+    with django_assert_max_num_queries(12):  # fixed: session, user, and the overview's bounded reads
+        html = client.get("/").content.decode()
+    rows = dict(re.findall(r'<tr data-job="([^"]+)">(.*?)</tr>', html, re.S))
+    assert set(rows) == {"busy", "quiet", "done"}
+    assert f"#{pending.pk}: 1 → " in rows["busy"] and "cores" in rows["busy"]
+    assert "running" in rows["busy"] and "manual" in rows["busy"]
+    assert "2.50" in rows["busy"]  # batch ratio R
+    assert "collecting metrics" in rows["quiet"] and re.search(r"\d+ s left", rows["quiet"])
+    assert "succeeded" in rows["done"] and "2.5 s down" in rows["done"]
+    assert "↓" in rows["done"]  # the backlog falls
+    assert "1 executor" in rows["busy"]
+    live = client.get("/jobs/live/")
+    assert live.status_code == 200 and b'data-job="busy"' in live.content
+
+
+def test_overview_query_count_does_not_grow_with_jobs(client, operator, django_assert_max_num_queries):
+    for i in range(12):
+        job = make_job(f"job-{i:02d}")
+        make_snapshots(job, count=2)
+    with django_assert_max_num_queries(12):
+        response = client.get("/")
+    assert response.content.count(b"<tr data-job=") == 12
+
+
+# --- job page ----------------------------------------------------------------------------------
+
+def test_job_page_draws_dag_and_charts_on_one_time_axis(client, operator):
+    job, pending = scaled_job()
+    make_succeeded(job, cores_from=1, cores_to=1, finished_at=timezone.now() - timedelta(seconds=20))
+    html = client.get(f"/jobs/{job.pk}/").content.decode()
+    dag = json.loads(re.search(r'<script id="dag-figure" type="application/json">(.*?)</script>', html, re.S).group(1))
+    nodes = next(t for t in dag["data"] if t["name"] == "vertices")
+    assert len(nodes["x"]) == 3
+    assert nodes["marker"]["cmin"] == 0 and nodes["marker"]["cmax"] == 1 and nodes["marker"]["showscale"]
+    assert all(0 <= u <= 1 for u in nodes["marker"]["color"])
+    assert len(set(nodes["marker"]["size"])) > 1  # sized by parallelism (1, 1, 2 tasks)
+    assert any("1 → " in label for label in nodes["text"])
+    hover = nodes["hovertext"][1]
+    for words in ("true processing rate", "true output rate", "target data rate", "ideal parallelism", "selectivity"):
+        assert words in hover
+    edge_labels = [a["text"] for a in dag["layout"]["annotations"] if a.get("text")]
+    assert len(edge_labels) == 2 and all(label.endswith("rec/s") for label in edge_labels)
+    series = json.loads(re.search(r'<script id="series-figure" type="application/json">(.*?)</script>', html,
+                                  re.S).group(1))
+    names = [t["name"] for t in series["data"]]
+    for name in ("input (arrival) rate", "processing rate", "backlog", "batch ratio R", "executors", "cores"):
+        assert name in names
+    assert sum(1 for n in names if n.endswith("utilization")) == 3  # one per vertex
+    assert {t.get("xaxis", "x") for t in series["data"]} == {"x"}  # one time axis
+    assert len({t["yaxis"] for t in series["data"]}) == 5
+    marker = next(t for t in series["data"] if t["name"] == "rescale")
+    assert "proposal #" in marker["hovertext"][0] and series["layout"]["shapes"]
+    assert f'href="/proposals/{pending.pk}/"' in html
+
+
+def test_dag_marks_the_bottleneck_vertex(client, operator):
+    job = make_job(metric_window_s=45)
+    make_snapshots(job)
+    evaluation = make_evaluation(job, decision="no-change", bottleneck="v1",
+                                 vertices=[{"vertex_id": f"v{i}", "target_data_rate": 450.0, "ideal_parallelism": 2}
+                                           for i in range(3)])
+    assert evaluation.plan["bottleneck"] == "v1"
+    live = client.get(f"/jobs/{job.pk}/live/").json()
+    nodes = next(t for t in live["data"] if t["name"] == "vertices") if "data" in live else \
+        next(t for t in live["dag"]["data"] if t["name"] == "vertices")
+    assert "bottleneck" in nodes["text"][1] and "bottleneck" not in nodes["text"][0]
+    assert nodes["marker"]["symbol"][1] == "diamond"
+
+
+def test_chart_ranges_are_downsampled_and_bounded(client, operator):
+    from webapp.jobs.selectors import MAX_CHART_POINTS, chart_data
+
+    job = make_job()
+    make_snapshots(job, count=MAX_CHART_POINTS + 200, window_s=15.0)
+    chart = chart_data(job=job, range_s=24 * 3600)
+    assert 0 < len(chart.t) <= MAX_CHART_POINTS
+    assert all(len(values) == len(chart.t) for _name, values in chart.utilization.values())
+    assert client.get(f"/jobs/{job.pk}/?range=24h").status_code == 200
+    assert client.get(f"/jobs/{job.pk}/?range=bogus").status_code == 200
+
+
+# --- "why no proposal?": every reason, produced and shown --------------------------------------
+
+def test_why_window_not_full_shows_the_time_left(client, operator):
+    job = make_job(metric_window_s=120)
+    make_snapshots(job, count=2, window_s=15.0)
+    Job.objects.filter(pk=job.pk).update(health=Job.Health.COLLECTING)
+    why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
+    assert why["window"].startswith("the metric window is not yet full: 30 of 120 s collected, about 78 s left")
+
+
+def test_why_every_vertex_within_bounds_shows_the_band(client, operator):
+    job = make_job(metric_window_s=45, utilization_target=0.6)
+    make_snapshots(job, arrival=200.0, enrich_busy_s=2.0, backlog_step=0)
+    evaluation = evaluation_run(job=job)
+    assert evaluation.decision == "no-change" and not job.proposals.exists()
+    why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
+    assert why["bounds"].startswith("every vertex is within its bounds: load ")
+    assert "inside the utilization band [0.30, 0.90]" in why["bounds"]
+
+
+def test_why_scale_down_delayed_says_until_when(client, operator):
+    job = make_job(metric_window_s=45)
+    make_snapshots(job)
+    due = 1_900_000_000  # 2030-03-17 17:46:40 UTC
+    make_evaluation(job, decision="blocked", reasons=[
+        "load 0.12 below the utilization band [0.4, 1.0]: 0.30 busy cores per second needed of 2.50 available",
+        f"delayed scale-down of executors 4 -> 1 held until t={due} s (first recommended at t={due - 3600} s)"])
+    why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
+    assert why["delayed"].startswith("a scale-down is delayed until 2030-03-17 17:46:40 UTC (FLINK-36018)")
+
+
+def test_why_excluded_period_names_it(client, operator):
+    job = make_job(metric_window_s=45)
+    make_snapshots(job)
+    make_evaluation(job, decision="blocked", executable=False, reasons=[
+        "load 1.60 above the utilization band [0.4, 1.0]: the job needs more",
+        "excluded period 'nightly-batch': the plan is computed but not executable"])
+    why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
+    assert why["excluded"] == ("an excluded period is in force: nightly-batch; the plan is computed but "
+                               "not executed")
+
+
+def test_why_advisor_mode(client, operator):
+    job = make_job(metric_window_s=45, mode="advisor")
+    make_snapshots(job, arrival=200.0, enrich_busy_s=2.0, backlog_step=0)
+    evaluation_run(job=job)
+    html = client.get(f"/jobs/{job.pk}/").content.decode()
+    why = why_items(html)
+    assert why["advisor"].startswith("advisor mode: the autoscaler only advises")
+    assert "advisor mode: proposals are never executed" in html
+
+
+def test_why_metrics_missing_shows_the_error_spark_gave(client, operator):
+    job = make_job()
+    Job.objects.filter(pk=job.pk).update(health=Job.Health.DOWN,
+                                         last_error="Spark REST API: 503 Service Unavailable for /api/v1/applications")
+    why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
+    assert why["missing"] == ("metrics are missing: no snapshot was collected yet: Spark REST API: "
+                              "503 Service Unavailable for /api/v1/applications")
+
+
+def test_why_metrics_stale_shows_age_and_the_error_spark_gave(client, operator):
+    job = make_job()
+    make_snapshots(job, count=3, end=timezone.now() - timedelta(minutes=10))
+    Job.objects.filter(pk=job.pk).update(health=Job.Health.DOWN,
+                                         last_error="Spark REST API: connection refused (http://127.0.0.1:4040)")
+    why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
+    assert why["stale"].startswith("metrics are stale: the last snapshot is 10 min")
+    assert why["stale"].endswith(": Spark REST API: connection refused (http://127.0.0.1:4040)")
+
+
+def test_why_metrics_missing_from_the_snapshot_lists_spark_errors(client, operator):
+    job = make_job()
+    (snapshot,) = make_snapshots(job, count=1)
+    snapshot.errors = ["stage 3.0: no task metrics (executor lost)"]
+    snapshot.save()
+    why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
+    assert why["missing"] == "metrics are missing from the last snapshot: stage 3.0: no task metrics (executor lost)"
+
+
+# --- proposal page -----------------------------------------------------------------------------
+
+def test_proposal_page_shows_vertices_executors_predictions_and_buttons(client, operator):
+    job, pending = scaled_job()
+    make_succeeded(job, cores_from=1, cores_to=1, downtime_s=3.0)
+    make_succeeded(job, cores_from=1, cores_to=1, downtime_s=5.0)
+    Job.objects.filter(pk=job.pk).update(config=pending.current_config)
+    html = client.get(f"/proposals/{pending.pk}/").content.decode()
+    table = re.search(r'<table class="grid" id="vertex-table">(.*?)</table>', html, re.S).group(1)
+    assert table.count("<tr") == 4  # header and three vertices
+    plan = pending.plan
+    for v in plan["vertices"]:
+        assert f"{v['current']} → {v['proposed']}" in table
+    assert f'{plan["executors_current"]} → {plan["executors_proposed"]}' in html
+    forecast = re.search(r'<section class="card" id="forecast">(.*?)</section>', html, re.S).group(1)
+    assert re.search(r'id="utilization">\d+ % now → \d+ % predicted', forecast)
+    assert re.search(r'id="batch-ratio">[\d.]+ now → [\d.]+ predicted', forecast)
+    assert re.search(r'id="catch-up">[^<]*for [\d,]+ records', forecast)
+    assert "5.0 s (median of 2 measured restarts of this job)" in forecast
+    assert 'id="approve"' in html and 'id="reject-comment"' in html and "required" in html
+
+
+def test_reject_without_comment_is_refused_and_with_one_works(client, operator):
+    job, pending = scaled_job()
+    response = client.post(f"/proposals/{pending.pk}/decide/", {"action": "reject", "comment": "  "}, follow=True)
+    assert "a comment is required" in response.content.decode()
+    pending.refresh_from_db()
+    assert pending.status == "pending"
+    client.post(f"/proposals/{pending.pk}/decide/", {"action": "reject", "comment": "peak is over"})
+    pending.refresh_from_db()
+    assert pending.status == "rejected" and pending.comment == "peak is over"
+
+
+def test_approve_from_the_proposal_page_then_live_status(client, operator, no_enqueue):
+    job, pending = scaled_job()
+    response = client.post(f"/proposals/{pending.pk}/decide/", {"action": "approve"})
+    assert response.status_code == 302 and response["Location"] == f"/proposals/{pending.pk}/"
+    live = client.get(f"/proposals/{pending.pk}/live/").content.decode()
+    assert 'data-status="approved"' in live and 'id="approve"' not in live
+
+
+def test_viewer_sees_no_buttons_and_cannot_decide(client, no_enqueue):
+    job, pending = scaled_job()
+    viewer = make_role_user("viewer", role="viewer")
+    from webapp.dashboard.views import can_decide
+
+    if can_decide(viewer):
+        pytest.skip("roles are not installed yet: every signed-in user decides")
+    client.force_login(viewer)
+    html = client.get(f"/proposals/{pending.pk}/").content.decode()
+    assert 'id="approve"' not in html and "an operator approves" in html
+    assert client.post(f"/proposals/{pending.pk}/decide/", {"action": "approve"}).status_code == 403
+
+
+# --- history page ------------------------------------------------------------------------------
+
+def test_history_lists_executions_downtime_verification_and_audit(client, operator):
+    job = make_job()
+    done = make_succeeded(job, downtime_s=1.7)
+    html = client.get(f"/jobs/{job.pk}/history/").content.decode()
+    executions = re.search(r'<table class="grid" id="executions">(.*?)</table>', html, re.S).group(1)
+    assert f"#{done.pk}" in executions and "1.7 s" in executions and "driver-restart" in executions
+    assert "not verified yet" in executions or "verified" in executions
+    audit = re.search(r'<table class="grid" id="audit">(.*?)</table>', html, re.S).group(1)
+    assert audit.count('<td class="action">') == 4
+    from webapp.dashboard.views import proposal_rollback_service
+
+    if proposal_rollback_service() is not None:
+        assert f'id="rollback-{done.pk}"' in executions
+    assert client.get(f"/jobs/{job.pk}/history/live/").status_code == 200
+
+
+def test_history_rollback_button_starts_a_rollback(client, operator, no_enqueue):
+    from webapp.dashboard.views import proposal_rollback_service
+
+    if proposal_rollback_service() is None:
+        pytest.skip("the workflow's rollback service is not there yet")
+    job = make_job()
+    done = make_succeeded(job)
+    response = client.post(f"/proposals/{done.pk}/rollback/", {"next": f"/jobs/{job.pk}/history/"}, follow=True)
+    assert response.status_code == 200
+    done.refresh_from_db()
+    assert done.status == "rolling_back"
+    assert "Auto-approval" in response.content.decode()
+
+
+def test_anonymous_is_sent_to_login_everywhere(client):
+    job, pending = scaled_job()
+    for url in ("/", "/jobs/live/", f"/jobs/{job.pk}/", f"/jobs/{job.pk}/live/", f"/jobs/{job.pk}/history/",
+                f"/jobs/{job.pk}/history/live/", f"/proposals/{pending.pk}/", f"/proposals/{pending.pk}/live/"):
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/accounts/login/"), url

@@ -34,3 +34,13 @@ def workflow_redis(redis_client, redis_server, settings):
     _client.cache_clear()
     yield redis_client
     _client.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server process for the session (only the concurrency tests use it)."""
+    from tests.pgserver import start_postgres  # noqa: PLC0415
+
+    server = start_postgres()
+    yield server
+    server.stop()

@@ -1,0 +1,128 @@
+"""The REST API: endpoints, filters, pagination, decisions, the OpenAPI schema, /metrics."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+from rest_framework.authtoken.models import Token
+
+from tests.webapp.dashboard_factories import make_role_user, make_succeeded
+from tests.webapp.factories import make_job, make_snapshots
+from webapp.jobs.services import evaluation_run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def api(client):
+    token = Token.objects.create(user=make_role_user("api-operator"))
+    client.defaults["HTTP_AUTHORIZATION"] = f"Token {token.key}"
+    return client
+
+
+def test_every_endpoint_needs_auth_and_lists_are_paginated(client, api):
+    job = make_job()
+    make_snapshots(job, count=3)
+    for url in ("/api/jobs/", "/api/vertices/", "/api/snapshots/", "/api/proposals/", "/api/executions/",
+                "/api/audit-events/"):
+        body = api.get(url).json()
+        assert {"count", "next", "previous", "results"} <= set(body), url
+    anonymous = type(client)()
+    for url in ("/api/jobs/", "/api/schema/", "/api/docs/", "/metrics"):
+        assert anonymous.get(url).status_code in (401, 403), url
+
+
+def test_snapshots_and_vertices_filter_by_job_and_time(api):
+    job, other = make_job("a"), make_job("b")
+    now = timezone.now()
+    make_snapshots(job, count=8, end=now)
+    make_snapshots(other, count=2, end=now)
+    since = (now - timedelta(seconds=31)).isoformat()
+    body = api.get("/api/snapshots/", {"job": job.pk, "since": since}).json()
+    assert body["count"] == 3 and all(s["job"] == job.pk for s in body["results"])
+    until = (now - timedelta(seconds=100)).isoformat()
+    assert api.get("/api/snapshots/", {"job": job.pk, "until": until}).json()["count"] == 1
+    vertices = api.get("/api/vertices/", {"job": job.pk, "vertex_id": "v1", "since": since}).json()
+    assert vertices["count"] == 3 and {v["vertex_id"] for v in vertices["results"]} == {"v1"}
+    assert vertices["results"][0]["collected_at"] >= vertices["results"][-1]["collected_at"]
+
+
+@pytest.mark.parametrize("query", [{"job": "abc"}, {"since": "yesterday"}, {"since": "2024-13-45T99:00:00"},
+                                   {"job": "0"}, {"until": "\x00"}])
+def test_malformed_filters_are_400_not_500(api, query):
+    for url in ("/api/snapshots/", "/api/vertices/"):
+        assert api.get(url, query).status_code == 400
+    assert api.get("/api/proposals/", {"status": "nonsense"}).status_code == 400
+
+
+def test_approve_reject_rollback_actions(api, monkeypatch):
+    import webapp.proposals.tasks as tasks
+
+    for name in dir(tasks):
+        if hasattr(getattr(tasks, name), "delay"):
+            monkeypatch.setattr(getattr(tasks, name), "delay", lambda *a, **k: None)
+            monkeypatch.setattr(getattr(tasks, name), "apply_async", lambda *a, **k: None)
+    job = make_job(metric_window_s=45)
+    make_snapshots(job)
+    evaluation_run(job=job)
+    pending = api.get("/api/proposals/", {"job": job.pk, "status": "pending"}).json()["results"][0]
+    assert api.post(f"/api/proposals/{pending['id']}/reject/", {"comment": ""}).status_code == 400
+    assert api.post(f"/api/proposals/{pending['id']}/approve/").json()["status"] == "approved"
+    assert api.post(f"/api/proposals/{pending['id']}/approve/").status_code == 409
+    done = make_succeeded(job)
+    response = api.post(f"/api/proposals/{done.pk}/rollback/", {"reason": "latency got worse"})
+    from webapp.proposals import services
+
+    if getattr(services, "proposal_rollback", None) is None:
+        assert response.status_code == 409
+    else:
+        assert response.status_code == 200, response.content
+        assert response.json().get("kind", "rollback") == "rollback"
+        assert api.get(f"/api/proposals/{done.pk}/").json()["status"] == "rolling_back"
+    assert api.post(f"/api/proposals/{pending['id']}/rollback/").status_code == 409  # not succeeded
+
+
+def test_openapi_schema_validates_and_swagger_ui_is_served_locally(api):
+    from drf_spectacular.validation import validate_schema
+
+    response = api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    schema = response.json()
+    validate_schema(schema)
+    assert schema["openapi"].startswith("3.")
+    paths = schema["paths"]
+    for path in ("/api/jobs/", "/api/vertices/", "/api/snapshots/", "/api/proposals/{id}/approve/",
+                 "/api/proposals/{id}/reject/", "/api/proposals/{id}/rollback/", "/api/executions/",
+                 "/api/audit-events/"):
+        assert path in paths, path
+    assert {"since", "until", "job"} <= {p["name"] for p in paths["/api/snapshots/"]["get"]["parameters"]}
+    docs = api.get("/api/docs/").content.decode()
+    assert "/static/drf_spectacular_sidecar/swagger-ui-dist/" in docs and "cdn" not in docs.lower()
+    assert api.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js").status_code == 200
+
+
+def test_metrics_exposes_flip271_scaling_metrics_and_counters(api):
+    job = make_job(metric_window_s=45)
+    make_snapshots(job)
+    evaluation_run(job=job)
+    make_succeeded(job)
+    response = api.get("/metrics")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/plain")
+    families = {f.name: f for f in text_string_to_metric_families(response.content.decode())}
+    for name in ("sparkscaler_vertex_utilization", "sparkscaler_vertex_true_processing_rate",
+                 "sparkscaler_vertex_target_data_rate", "sparkscaler_vertex_recommended_parallelism",
+                 "sparkscaler_job_backlog_records"):
+        assert name in families, name
+    utilization = {s.labels["vertex"]: s.value for s in families["sparkscaler_vertex_utilization"].samples}
+    assert set(utilization) == {"v0", "v1", "v2"} and all(0 <= u for u in utilization.values())
+    backlog = families["sparkscaler_job_backlog_records"].samples[0]
+    assert backlog.labels == {"job": "demo"} and backlog.value == 8000
+    proposals = {(s.labels["status"], s.value) for s in families["sparkscaler_proposals"].samples
+                 if s.name.endswith("_total")}
+    assert ("pending", 1) in proposals and ("succeeded", 1) in proposals
+    executions = {(s.labels["outcome"], s.value) for s in families["sparkscaler_executions"].samples
+                  if s.name.endswith("_total")}
+    assert executions == {("succeeded", 1)}

@@ -23,8 +23,10 @@
 - **In-process** rescale (cores unchanged): wait for the batch in flight, stop the query, start
   it again from the same checkpoint with the new partitions. **Driver restart** (cores changed):
   record ``ss:runner:{job}:pending``, stop, exit with :data:`EXIT_RESTART`; the supervisor starts
-  a new driver with the new ``local[N]``. ``state_partitions`` cannot change once the checkpoint
-  has state.
+  a new driver with the new ``local[N]``. A change of ``state_partitions`` once the checkpoint has
+  state repartitions the state offline between the stop and the restart
+  (:mod:`sparkclient.staterepartition`, RocksDB provider only; any other provider is refused before
+  the query is stopped).
 - **Downtime** = completion time of the first batch after the restart minus completion time of
   the last batch before the stop, in seconds; measured by the process that sees that first batch.
 """
@@ -319,16 +321,35 @@ class Driver:
         if new == old:
             self._write_result(_result(exec_id, "succeeded", "none", config=new.to_dict()))
             return None
-        if new.state_partitions != old.state_partitions and checkpoint_has_state(self.paths.checkpoint):
-            self._write_result(_result(
-                exec_id, "failed", "none", config=old.to_dict(),
-                error=(f"state partitions are pinned by the checkpoint ({old.state_partitions}); "
-                       f"keep state_partitions={old.state_partitions} or start from a new checkpoint")))
-            return None
+        repartition = new.state_partitions != old.state_partitions and checkpoint_has_state(self.paths.checkpoint)
+        if repartition:
+            from sparkclient.staterepartition import ROCKSDB_PROVIDER as ROCKSDB  # noqa: PLC0415
+            from sparkclient.staterepartition import checkpoint_info  # noqa: PLC0415
+
+            provider = checkpoint_info(self.paths.checkpoint).provider
+            if provider != ROCKSDB:  # refuse while the query still runs: nothing stopped, nothing written
+                self._write_result(_result(
+                    exec_id, "failed", "none", config=old.to_dict(),
+                    error=(f"state partitions are pinned by the checkpoint ({old.state_partitions}): its state "
+                           f"store provider {provider} cannot be repartitioned offline (RocksDB only); keep "
+                           f"state_partitions={old.state_partitions} or start from a new checkpoint")))
+                return None
         requested_at = time.time()
         self._set_status(state="restarting")
         old_run_id = str(self.query.runId)
         last_end = self._stop_query_between_batches()
+        if repartition:
+            from sparkclient.staterepartition import StateRepartitionError, repartition_state  # noqa: PLC0415
+
+            try:
+                done = repartition_state(self.spark, self.paths.checkpoint, new.state_partitions)
+                log.info("command %s: state repartitioned %d -> %d in %.2f s", exec_id, done.from_partitions,
+                         done.to_partitions, done.duration_s)
+            except (StateRepartitionError, ValueError) as exc:
+                self._write_result(_result(exec_id, "failed", "in-process", config=old.to_dict(),
+                                           error=f"offline state repartition failed: {exc}"))
+                self.query = self._start_query()  # the checkpoint is unchanged: carry on as before
+                return None
         if new.cores != old.cores:
             pending = {"id": exec_id, "last_batch_end_epoch_s": last_end, "path": "driver-restart",
                        "config": new.to_dict(), "requested_at": requested_at}

@@ -1,8 +1,9 @@
 """The runner end to end: real Spark, real Redis, the generator and the supervisor as processes.
 
-Checks the in-process and the driver-restart rescale paths, the downtime measurement, the
-refusal to change state partitions, exactly-once counting into the sink, and that stopping the
-supervisor leaves no JVM behind.
+Checks the in-process rescale (tasks per stage change, the stateful stage keeps its partitions
+and state rows), the offline state repartition of the RocksDB state through the runner, the
+driver-restart path, the downtime measurement, exactly-once counting into the sink, and that
+stopping the supervisor leaves no JVM behind.
 """
 
 from __future__ import annotations
@@ -89,35 +90,49 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
         first_run = status["run_id"]
         assert _last_job_stage_tasks(status) == [1, 1, 2]
 
-        # in-process: partition knobs only
-        send_rescale(redis_client, JOB, "r1", {"cores": 1, "source_partitions": 2, "enrich_partitions": 2,
+        # in-process (acceptance 2): other source partitions and repartition count, same state partitions
+        before = _batches(redis_client, first_run)[-1]
+        send_rescale(redis_client, JOB, "r1", {"cores": 1, "source_partitions": 2, "enrich_partitions": 3,
                                               "state_partitions": 2})
         result = wait_result(redis_client, JOB, "r1", timeout_s=90)
         print("in-process rescale:", result)
         assert result["status"] == "succeeded", result
         assert result["path"] == "in-process" and result["downtime_s"] > 0
-        assert result["config"]["enrich_partitions"] == 2
+        assert result["config"]["enrich_partitions"] == 3
         second_run = read_status(redis_client, JOB)["run_id"]
         assert second_run != first_run
-        assert _batches(redis_client, second_run)
-        assert _last_job_stage_tasks(read_status(redis_client, JOB)) == [2, 2, 2]
+        after = _wait_for(lambda: _batches(redis_client, second_run), 60, "a batch of the restarted query")[0]
+        assert _last_job_stage_tasks(read_status(redis_client, JOB)) == [2, 3, 2]
+        # the stateful vertex kept its partitions and its state rows (the first batch after the
+        # restart can only add rows it updated and drop rows it removed)
+        (state_before,), (state_after,) = before["stateOperators"], after["stateOperators"]
+        assert state_before["numShufflePartitions"] == state_after["numShufflePartitions"] == 2
+        assert state_before["numRowsTotal"] > 0
+        rows_delta = state_after["numRowsTotal"] - state_before["numRowsTotal"]
+        assert -state_after["numRowsRemoved"] <= rows_delta <= state_after["numRowsUpdated"], (state_before, state_after)
 
-        # state partitions are pinned by the checkpoint
-        send_rescale(redis_client, JOB, "r2", {"cores": 1, "source_partitions": 2, "enrich_partitions": 2,
+        # state partitions: repartitioned offline (RocksDB) between the stop and the restart
+        send_rescale(redis_client, JOB, "r2", {"cores": 1, "source_partitions": 2, "enrich_partitions": 3,
                                               "state_partitions": 3})
-        refused = wait_result(redis_client, JOB, "r2", timeout_s=30)
-        assert refused["status"] == "failed" and "pinned by the checkpoint" in refused["error"]
+        result = wait_result(redis_client, JOB, "r2", timeout_s=120)
+        print("in-process rescale with offline state repartition:", result)
+        assert result["status"] == "succeeded", result
+        assert result["path"] == "in-process" and result["downtime_s"] > 0
+        third_run = read_status(redis_client, JOB)["run_id"]
+        after = _wait_for(lambda: _batches(redis_client, third_run), 60, "a batch after the repartition")[0]
+        assert after["stateOperators"][0]["numShufflePartitions"] == 3
+        assert _last_job_stage_tasks(read_status(redis_client, JOB)) == [2, 3, 3]
 
         # driver restart: cores change
-        send_rescale(redis_client, JOB, "r3", {"cores": 2, "source_partitions": 2, "enrich_partitions": 2,
-                                              "state_partitions": 2})
-        result = wait_result(redis_client, JOB, "r3", timeout_s=120)
+        send_rescale(redis_client, JOB, "r3", {"cores": 2, "source_partitions": 2, "enrich_partitions": 3,
+                                              "state_partitions": 3})
+        result = wait_result(redis_client, JOB, "r3", timeout_s=180)
         print("driver-restart rescale:", result)
         assert result["status"] == "succeeded", result
         assert result["path"] == "driver-restart" and result["downtime_s"] > 0
         status = read_status(redis_client, JOB)
         driver_groups.add(int(status["pid"]))
-        assert status["run_id"] not in (first_run, second_run)
+        assert status["run_id"] not in (first_run, second_run, third_run)
         assert '"cores": 2' in status["config"]
 
         # stop the generator; the query drains; every bid is counted exactly once

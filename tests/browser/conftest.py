@@ -1,0 +1,145 @@
+"""Browser tests: Playwright driving Debian's Chromium, headless, against pytest-django's live server.
+
+They fail, never skip, when Chromium or Playwright is missing: ``.ci/run`` must not pass without them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+# Playwright's sync API runs an event loop in the test's thread; the ORM calls of the test itself
+# (creating data, reading results) are still synchronous and safe.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage"]
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", REPO / "test-artifacts"))
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/browser/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """A headless Debian Chromium driven by Playwright (one per session)."""
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        pytest.fail(f"Chromium is missing at {CHROMIUM}: install the Debian package `chromium` "
+                    f"(`make system-deps` does); browser tests never skip", pytrace=False)
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:  # pragma: no cover
+        pytest.fail(f"playwright is not installed ({exc}): pip install -e '.[test]'", pytrace=False)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium, live_server):
+    context = chromium.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.js_errors = errors
+    yield page
+    context.close()
+
+
+def screenshot(page, name: str, *, also: Path | None = None) -> Path:
+    """Save a full-page screenshot to the test artifacts (and to ``also``)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    if also is not None:
+        also.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, also)
+    return path
+
+
+class FakeRunner(threading.Thread):
+    """Answers the runner's control channel (``ss:control:{job}``) like ``sparkclient.runner`` does:
+    every rescale command succeeds after ``delay_s`` with a measured downtime."""
+
+    def __init__(self, url: str, job: str, delay_s: float = 1.5, downtime_s: float = 1.2):
+        super().__init__(daemon=True, name=f"fake-runner-{job}")
+        self.client = redis.Redis.from_url(url, decode_responses=True)
+        self.job, self.delay_s, self.downtime_s = job, delay_s, downtime_s
+        self.stopping = threading.Event()
+        self.commands: list[dict] = []
+
+    def run(self) -> None:
+        from sparkclient import keys
+
+        cursor = "0-0"
+        while not self.stopping.is_set():
+            response = self.client.xread({keys.control(self.job): cursor}, block=300, count=10)
+            for _stream, entries in response or []:
+                for entry_id, fields in entries:
+                    cursor = entry_id
+                    command = json.loads(fields["json"])
+                    self.commands.append(command)
+                    time.sleep(self.delay_s)
+                    cores_changed = True
+                    result = {"id": command["id"], "status": "succeeded",
+                              "path": "driver-restart" if cores_changed else "in-process",
+                              "downtime_s": self.downtime_s, "error": "", "config": command["config"],
+                              "completed_at": time.time()}
+                    self.client.set(keys.control_result(self.job, command["id"]), json.dumps(result))
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(timeout=5)
+
+
+@pytest.fixture
+def worker(redis_server, live_server, settings, tmp_path):
+    """A real Celery worker process on the test database and the session's Redis (the live server
+    enqueues executions on it), and a fake runner answering the control channel."""
+    from django.db import connection
+
+    from webapp.celery import app as celery_app
+    from webapp.processes import ProcessGroup
+
+    settings.REDIS_URL = redis_server.url
+    celery_app.conf.broker_url = redis_server.url
+    celery_app.conf.result_backend = redis_server.url
+    redis.Redis.from_url(redis_server.url).flushdb()
+    env = {**os.environ, "REDIS_URL": redis_server.url, "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+           "PYTHONUNBUFFERED": "1", "SCALER_EXECUTION_TIMEOUT_S": "30"}
+    group = ProcessGroup(log_dir=tmp_path / "logs", env=env)
+    runners: list[FakeRunner] = []
+
+    def runner_for(job: str) -> FakeRunner:
+        runner = FakeRunner(redis_server.url, job)
+        runner.start()
+        runners.append(runner)
+        return runner
+
+    group.start("celery", [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-P", "threads", "-c", "2",
+                           "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"])
+    try:
+        yield runner_for
+    finally:
+        for runner in runners:
+            runner.stop()
+        group.stop()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        for log in (tmp_path / "logs").glob("*.log"):
+            shutil.copyfile(log, ARTIFACTS / f"browser-{log.name}")

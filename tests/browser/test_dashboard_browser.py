@@ -1,0 +1,128 @@
+"""What an operator sees, in a real browser: Debian's Chromium driven by Playwright against a live
+server, with a real Celery worker executing approved proposals (the runner's control channel is
+answered by a fake runner thread, so no Spark is needed here; tests/e2e covers Spark)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.browser.conftest import REPO, screenshot
+from tests.webapp.dashboard_factories import make_role_user, make_succeeded
+from tests.webapp.factories import make_job, make_snapshots
+from webapp.jobs.services import evaluation_run
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
+
+
+def login(page, username: str = "operator") -> None:
+    page.goto("/accounts/login/?next=/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", "pw-for-tests")
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"/$"))
+
+
+def job_with_pending_proposal(name: str = "nexmark-bids"):
+    """A job whose metric window is full and under-provisioned: a pending scale-up proposal."""
+    job = make_job(name, metric_window_s=45)
+    make_snapshots(job, count=12)
+    evaluation_run(job=job)
+    return job, job.proposals.get(status="pending")
+
+
+def test_job_page_dag_has_one_node_per_vertex_coloured_by_utilization(page):
+    make_role_user("operator")
+    job, pending = job_with_pending_proposal()
+    other = make_job("clickstream")
+    make_snapshots(other, count=3, arrival=200.0, enrich_busy_s=2.0)
+    login(page)
+    rows = page.locator("#jobs-rows tr")
+    assert rows.count() == 2
+    assert f"#{pending.pk}" in page.locator("tr[data-job=nexmark-bids]").inner_text()
+    screenshot(page, "jobs-overview")
+
+    page.click("text=nexmark-bids")
+    page.wait_for_selector("#dag .scatterlayer .point")
+    # Plotly's own copy of the figure: one node per vertex, colour = utilization on the fixed 0..1 scale.
+    nodes = page.evaluate("""() => {
+        const trace = document.getElementById('dag').data.find(t => t.name === 'vertices');
+        return {n: trace.x.length, colour: trace.marker.color, cmin: trace.marker.cmin, cmax: trace.marker.cmax,
+                text: trace.text};
+    }""")
+    assert nodes["n"] == 3
+    assert (nodes["cmin"], nodes["cmax"]) == (0, 1)
+    assert all(0 <= u <= 1 for u in nodes["colour"])
+    # What is drawn: three circles whose fills follow the utilization (different loads, different colours).
+    node_layer = page.locator("#dag .scatterlayer .trace").last
+    fills = node_layer.locator(".point").evaluate_all("els => els.map(e => e.style.fill)")
+    assert len(fills) == 3
+    by_utilization = sorted(zip(nodes["colour"], fills))
+    assert by_utilization[0][1] != by_utilization[-1][1], by_utilization
+    assert page.locator("#dag .colorbar").count() == 1
+    assert any("1 → " in label for label in nodes["text"])
+    # The charts share one time axis and have a trace per vertex's utilization.
+    page.wait_for_selector("#series .scatterlayer")
+    names = page.evaluate("() => document.getElementById('series').data.map(t => t.name)")
+    assert sum(1 for n in names if n.endswith("utilization")) == 3
+    assert page.locator("#proposal").inner_text().count(f"proposal #{pending.pk}") == 1
+    screenshot(page, "job-page", also=REPO / "docs" / "job-page.png")
+    assert not page.js_errors, page.js_errors
+
+
+def test_approve_a_proposal_and_watch_the_execution_succeed_without_reload(page, worker):
+    make_role_user("operator")
+    job, pending = job_with_pending_proposal()
+    runner = worker(job.name)
+    login(page)
+    page.goto(f"/proposals/{pending.pk}/")
+    assert page.locator("#status").get_attribute("data-status") == "pending"
+    assert page.locator("#vertex-table tbody tr").count() == 3
+    assert "measured" in page.locator("#downtime").inner_text() or "configured" in page.locator("#downtime").inner_text()
+    screenshot(page, "proposal-page")
+
+    page.click("#approve")
+    page.wait_for_url(f"**/proposals/{pending.pk}/")
+    # From here on the page must update itself: mark the document, then wait for the live refresh.
+    page.evaluate("() => { window.__sameDocument = 'yes'; }")
+    page.wait_for_selector("#execution[data-status=succeeded]", timeout=60_000)
+    assert page.evaluate("() => window.__sameDocument") == "yes", "the page was reloaded"
+    assert page.locator("#status").get_attribute("data-status") == "succeeded"
+    assert "downtime 1.2 s" in page.locator("#execution").inner_text()
+    assert len(runner.commands) == 1 and runner.commands[0]["config"]["cores"] == pending.proposed_config["cores"]
+    screenshot(page, "proposal-succeeded")
+    pending.refresh_from_db()
+    assert pending.status == "succeeded"
+    assert not page.js_errors, page.js_errors
+
+
+def test_history_page_rolls_back_in_one_click(page, worker):
+    from webapp.dashboard.views import proposal_rollback_service
+
+    assert proposal_rollback_service() is not None, "the workflow's rollback service is missing"
+    make_role_user("operator")
+    job = make_job("rollback-me", metric_window_s=45)
+    make_snapshots(job, count=4)
+    done = make_succeeded(job, cores_from=1, cores_to=2)
+    runner = worker(job.name)
+    login(page)
+    page.goto(f"/jobs/{job.pk}/history/")
+    row = page.locator(f"#executions tr[data-proposal='{done.pk}']")
+    assert "1.5 s" in row.inner_text()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click(f"#rollback-{done.pk}")
+    page.wait_for_url(f"**/jobs/{job.pk}/history/")
+    page.evaluate("() => { window.__sameDocument = 'yes'; }")
+    # The original proposal ends rolled back once the rollback's execution succeeds (live refresh).
+    page.wait_for_function(
+        f"() => (document.querySelector(\"#executions tr[data-proposal='{done.pk}']\") || {{}}).innerText"
+        f"?.includes('rolled back')", timeout=60_000)
+    assert page.evaluate("() => window.__sameDocument") == "yes"
+    assert page.locator(".suspended").count() >= 1  # auto-approval suspended, and the page says so
+    assert runner.commands and runner.commands[-1]["config"]["cores"] == 1
+    screenshot(page, "history-rolled-back")
+    done.refresh_from_db()
+    assert done.status == "rolled_back"
+    job.refresh_from_db()
+    assert job.config["cores"] == 1

@@ -1,4 +1,5 @@
-"""``python -m scaling evaluate FILE.json|-`` (SCENARIO.md) and ``python -m scaling perf``.
+"""``python -m scaling evaluate FILE.json|-`` (SCENARIO.md), ``python -m scaling perf`` and
+``python -m scaling bench [--quick] [--json FILE] [--report FILE] [--seed N]``.
 
 Exit status: 0 on success, 2 on invalid input (one line on stderr naming the field).
 """
@@ -22,8 +23,17 @@ def main(argv: list[str] | None = None) -> int:
     perf.add_argument("--samples", type=int, default=240)
     perf.add_argument("--repeat", type=int, default=15)
     perf.add_argument("--seed", type=int, default=7)
+    bench = sub.add_parser("bench", help="compare the policies on simulated workloads (scaling.bench)")
+    bench.add_argument("--quick", action="store_true", help="the quick workloads (under 2 minutes)")
+    bench.add_argument("--seed", type=int, default=7)
+    bench.add_argument("--json", dest="json_file", help="write the table as JSON rows to this file")
+    bench.add_argument("--report", default="bench-report.html", help="the Plotly report ('' for none)")
     args = parser.parse_args(argv)
 
+    if args.command == "bench":
+        from scaling.bench.cli import run_cli  # noqa: PLC0415
+
+        return run_cli(quick=args.quick, seed=args.seed, json_file=args.json_file, report=args.report)
     if args.command == "perf":
         from scaling.perf import run  # noqa: PLC0415
 

@@ -347,8 +347,9 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
                 note = f"bounded at {proposed} (source partitions / max parallelism)"
             base = alignment_base(topology, vertex)
             if base is not None and base[1] == "partitions":
-                proposed, align_note = align(proposed, n=base[0], unit=base[1], lower=lower, upper=upper,
-                                             mode=policy.alignment)
+                # Align within the planned cores: one task more than the cores runs a second wave.
+                proposed, align_note = align(proposed, n=base[0], unit=base[1], lower=lower,
+                                             upper=max(lower, min(upper, cores_planned)), mode=policy.alignment)
                 note = align_note or note
         # Wall-time share of each trigger interval this stage alone needs with its tasks.
         slots = min(proposed, cores_planned)

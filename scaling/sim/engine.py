@@ -32,7 +32,7 @@ from scaling.metrics import ClusterState, MetricWindow, VertexMetrics
 from scaling.planner import JobPlan
 from scaling.policies import PlanRequest, ScalingPolicy, resolve
 from scaling.policy import Policy
-from scaling.sim.model import SimJob, SimSettings
+from scaling.sim.model import SimJob, SimSettings, SimVertex
 from scaling.sim.workloads import Trace
 from scaling.state import ScalerState
 from scaling.topology import Topology
@@ -211,7 +211,7 @@ def _capacity_micro_batch(job: SimJob, config: Config, settings: SimSettings) ->
     for vid in job.order:
         v = job.by_id[vid]
         tasks = config.parallelism[vid]
-        waves_per_task = math.ceil(tasks / cores) / tasks
+        waves_per_task = math.ceil(tasks / cores) / v.effective_tasks(tasks)
         per_record += waves_per_task * job.unit_rates[vid] * v.curve.cost_s_per_record(tasks)
         fixed += waves_per_task * v.curve.fixed_core_s(tasks)
     room = settings.trigger_interval_s - settings.batch_overhead_s - fixed
@@ -220,8 +220,13 @@ def _capacity_micro_batch(job: SimJob, config: Config, settings: SimSettings) ->
 
 def _capacity_continuous(job: SimJob, config: Config) -> float:
     """Arrival rate (records/s) the slowest vertex sustains: ``min_v capacity_v / unit rate_v``."""
-    return min(job.by_id[vid].curve.continuous_capacity_per_s(config.parallelism[vid]) / job.unit_rates[vid]
+    return min(_vertex_capacity_per_s(job.by_id[vid], config.parallelism[vid]) / job.unit_rates[vid]
                for vid in job.order if job.unit_rates[vid] > 0)
+
+
+def _vertex_capacity_per_s(vertex: SimVertex, tasks: int) -> float:
+    """Records/s a continuous vertex sustains, its busiest task (partition skew) setting the pace."""
+    return vertex.curve.continuous_capacity_per_s(tasks) * vertex.effective_tasks(tasks) / tasks
 
 
 def capacity_per_s(job: SimJob, config: Config, settings: SimSettings) -> float:
@@ -380,7 +385,7 @@ class Simulation:
         for vid in reverse:
             v = job.by_id[vid]
             tasks = p[vid]
-            capacity = v.curve.continuous_capacity_per_s(tasks) * dt
+            capacity = _vertex_capacity_per_s(v, tasks) * dt
             available = self.logs[vid].total if v.source else queue[vid]
             limit = math.inf
             if v.selectivity > 0:
@@ -487,7 +492,7 @@ class Simulation:
             records[vid] = n
             tasks = p[vid]
             busy = v.curve.busy_core_s(n, tasks, 1.0)
-            wall += math.ceil(tasks / cores) * busy / tasks
+            wall += math.ceil(tasks / cores) * busy / v.effective_tasks(tasks)
             stages[vid] = (n, n * v.selectivity, busy)
         return stages, wall
 

@@ -96,6 +96,14 @@ class SimVertex:
     generator: bool = False
     name: str = ""
 
+    def effective_tasks(self, tasks: int) -> float:
+        """Tasks as the busiest one sees them: a source's ``partitions`` spread over ``tasks`` give
+        the busiest task ``ceil(partitions / tasks)`` of them (skew), so the stage runs as fast as
+        ``partitions / ceil(partitions / tasks)`` even tasks."""
+        if self.partitions and self.source:
+            return self.partitions / math.ceil(self.partitions / tasks)
+        return float(tasks)
+
 
 @dataclass(frozen=True)
 class SimJob:

@@ -1,0 +1,180 @@
+"""scaling.sim: the simulator reproduces DS2's word count, is deterministic, and models
+backpressure, retention, downtime, capacity curves and micro-batches as documented."""
+
+import math
+
+import pytest
+
+from scaling import ClusterState, Edge, Policy, Topology, Vertex, VertexMetrics, plan_micro_batch
+from scaling.policies import resolve
+from scaling.sim import CapacityCurve, Config, Downtime, Noise, PolicyController, SimJob, SimSettings, SimVertex, simulate
+from scaling.sim import workloads
+from scaling.sim.baselines import DhalionPolicy, ScheduleController, UniformPolicy, config_for_load, oracle_configs
+from scaling.sim.engine import capacity_per_s
+from scaling.sim.topologies import CATALOG, job as make_job, wordcount
+
+
+def ds2_wordcount():
+    """DS2 §5 on Heron: a throttled source at 10,000 sentences/s, FlatMap at 1,000 sentences/s per
+    instance emitting 10 words each, Count at 5,000 words/s per instance; all start at 1."""
+    job = wordcount(generator=True, source_rate=1e6, flatmap_rate=1000, count_rate=5000, words_per_sentence=10)
+    trace = workloads.step(base_per_s=10_000, factor=1, duration_s=3 * 3600, up_at_s=math.inf, down_at_s=math.inf)
+    settings = SimSettings(mode="continuous", downtime=Downtime(10))
+    return job, trace, settings
+
+
+def rescales(implementation=None):
+    job, trace, settings = ds2_wordcount()
+    controller = PolicyController(Policy(utilization_target=1.0, restart_time_s=0), mode="continuous",
+                                  implementation=implementation)
+    return simulate(job, trace, settings, controller, Config(job.start_parallelism)).rescales
+
+
+def test_ds2_reaches_the_word_count_optimum_in_one_step_and_dhalion_needs_several():
+    """Issue 7, acceptance 1 (DS2 paper §5.2): ds2 goes to FlatMap 10, Count 20 in one step."""
+    ds2 = rescales()
+    assert [dict(r.after.parallelism) for r in ds2] == [{"source": 1, "flatmap": 10, "count": 20}]
+    dhalion = rescales(DhalionPolicy())
+    assert len(dhalion) >= 5
+    final = dhalion[-1].after.parallelism
+    assert final["flatmap"] >= 10 and final["count"] >= 20
+    # One vertex per action: Dhalion never changes two vertices at once.
+    for r in dhalion:
+        assert sum(r.before.parallelism[v] != r.after.parallelism[v] for v in r.after.parallelism) == 1
+
+
+def run_once(seed, policy_name="ds2", mode="micro-batch", noise=0.05):
+    job = make_job("nexmark-q5")
+    trace = workloads.random_walk(base_per_s=40_000, duration_s=2 * 3600, seed=seed)
+    settings = SimSettings(mode=mode, noise=Noise(noise), downtime=Downtime(15, 0.5))
+    start = config_for_load(job, settings, Policy(), trace.rates_per_s[0])
+    controller = PolicyController(Policy(catch_up_duration_s=300, restart_time_s=15), mode=mode)
+    return simulate(job, trace, settings, controller, start, seed=seed)
+
+
+def test_same_seed_same_run_and_another_seed_differs():
+    a, b, c = run_once(3), run_once(3), run_once(4)
+    assert (a.capacity_per_s, a.backlog, a.lag_s, a.resources) == (b.capacity_per_s, b.backlog, b.lag_s, b.resources)
+    assert [(r.at_s, dict(r.after.parallelism), r.downtime_s) for r in a.rescales] == \
+        [(r.at_s, dict(r.after.parallelism), r.downtime_s) for r in b.rescales]
+    assert a.load_per_s != c.load_per_s
+
+
+def test_backpressure_propagates_upstream_in_continuous_mode():
+    """A slow sink: the map ahead of it and the source are throttled (busy below 1000 ms/s) and the
+    source's backlog grows by the difference."""
+    job = SimJob("bp", (SimVertex("src", CapacityCurve(100_000), source=True), SimVertex("map", CapacityCurve(10_000)),
+                        SimVertex("sink", CapacityCurve(1_000))),
+                 (Edge("src", "map"), Edge("map", "sink")))
+    trace = workloads.step(base_per_s=5_000, factor=1, duration_s=600, up_at_s=math.inf, down_at_s=math.inf)
+    seen = []
+
+    class Spy:
+        name, free_rescale = "spy", False
+
+        def decide(self, observation):
+            seen.append(observation.metrics)
+
+        def restarted(self, downtime_s):
+            pass
+
+    result = simulate(job, trace, SimSettings(mode="continuous"), Spy(), Config({"src": 1, "map": 1, "sink": 1}))
+    metrics = [m for m in seen if m is not None][-1]
+    assert metrics["sink"].busy_time_ms_per_s == pytest.approx(1000)
+    assert metrics["map"].records_in_per_s == pytest.approx(1000, rel=0.01)
+    assert metrics["map"].busy_time_ms_per_s == pytest.approx(100, rel=0.01)
+    assert metrics["src"].backlog_growth_per_s == pytest.approx(4000, rel=0.01)
+    assert result.capacity_per_s[-1] == pytest.approx(1000)
+
+
+def test_retention_loses_what_was_not_read_in_time_and_downtime_piles_up_backlog():
+    job = SimJob("r", (SimVertex("src", CapacityCurve(1_000), source=True, partitions=4),))
+    trace = workloads.step(base_per_s=2_000, factor=1, duration_s=3600, up_at_s=math.inf, down_at_s=math.inf)
+    for mode in ("continuous", "micro-batch"):
+        config = Config({"src": 1}, 1 if mode == "micro-batch" else None)
+        static = ScheduleController("static", [config], 60.0)
+        settings = SimSettings(mode=mode, retention_s=600, batch_overhead_s=0.0, executors=1)
+        result = simulate(job, trace, settings, static, config)
+        assert result.rescales == []
+        # Reads 1,000/s of the 2,000/s, oldest first: the oldest unread record is t/2 old, so from
+        # t = 1,200 s on, 1,000 records/s expire unread.
+        assert result.records_lost == pytest.approx(1000 * (3600 - 1200), rel=0.05), mode
+        if mode == "continuous":
+            assert max(result.lag_s) <= 600 + 30
+        else:  # a batch reads everything and runs long; what it read is safe from retention
+            assert max(result.lag_s) > 600
+    down = ScheduleController("one rescale", [Config({"src": 4})] * 60 + [Config({"src": 3})] * 60, 60.0,
+                              free_rescale=False)
+    result = simulate(job, trace, SimSettings(mode="continuous", downtime=Downtime(120)), down, Config({"src": 4}))
+    assert [r.downtime_s for r in result.rescales] == [120.0]
+    peak = max(result.backlog)
+    assert peak == pytest.approx(2000 * 120, rel=0.2)
+
+
+def test_downtime_drawn_from_a_distribution_is_seeded():
+    import random
+
+    d = Downtime(15, 0.5)
+    assert [d.draw(random.Random(1)) for _ in range(3)] == [d.draw(random.Random(1)) for _ in range(3)]
+    draws = [d.draw(random.Random(i)) for i in range(200)]
+    assert min(draws) < 15 < max(draws)
+
+
+def test_capacity_curves():
+    linear, amdahl = CapacityCurve(1000), CapacityCurve(1000, "amdahl", serial_fraction=0.1)
+    overhead = CapacityCurve(1000, "task-overhead", task_overhead_s=0.05)
+    assert linear.continuous_capacity_per_s(10) == pytest.approx(10_000)
+    assert amdahl.continuous_capacity_per_s(10) == pytest.approx(10_000 / 1.9)  # r·p / (1 + s·(p − 1))
+    assert overhead.continuous_capacity_per_s(10) == pytest.approx(9_500)
+    assert overhead.busy_core_s(0, 8, periods=1) == pytest.approx(0.4)  # fixed cost per task and batch
+
+
+def test_micro_batch_metrics_are_the_collectors_and_batches_share_the_cores():
+    """Two stages on 2 cores, 10 s trigger, 1 s overhead: each batch of 10 s × 1,000 records takes
+    1 + 10,000/2,000/2 + 10,000/4,000/2 = 4.75 s; busy ms/s per task and batch durations reach the
+    policy, and a batch-ratio policy sees R = 0.475."""
+    job = SimJob("mb", (SimVertex("scan", CapacityCurve(2000), source=True, partitions=2, parallelism=2),
+                        SimVertex("agg", CapacityCurve(4000), 0.1, parallelism=2)), (Edge("scan", "agg"),))
+    trace = workloads.step(base_per_s=1000, factor=1, duration_s=900, up_at_s=math.inf, down_at_s=math.inf)
+    settings = SimSettings(mode="micro-batch", trigger_interval_s=10, batch_overhead_s=1.0, executors=2)
+    controller = PolicyController(Policy(algorithm="batch-ratio"), mode="micro-batch")
+    simulate(job, trace, settings, controller, Config({"scan": 2, "agg": 2}, 2))
+    _, plan = controller.plans[-1]
+    assert plan.batch_ratio == pytest.approx(0.475)
+    assert plan.vertex("scan").busy_core_s_per_s == pytest.approx(0.5, rel=0.02)
+    assert plan.vertex("agg").selectivity == pytest.approx(0.1)
+    assert capacity_per_s(job, Config({"scan": 2, "agg": 2}, 2), settings) == pytest.approx(
+        (10 - 1) / (10 * (1 / 4000 + 1 / 8000)))
+
+
+def test_real_policies_run_unchanged_and_baselines_load_by_dotted_path():
+    for name in ("scaling.sim.baselines:DhalionPolicy", "scaling.sim.baselines:UniformPolicy"):
+        assert callable(resolve(name).plan)
+    for policy in ("ds2", "batch-ratio", "min-increase"):
+        result = run_once(1, policy) if policy != "min-increase" else None
+        assert result is None or len(result.t_s) == 2 * 3600 // 30
+
+
+def test_every_catalog_topology_runs_in_both_modes():
+    for name in CATALOG:
+        job = make_job(name)
+        for mode in ("continuous", "micro-batch"):
+            settings = SimSettings(mode=mode)
+            trace = workloads.spikes(base_per_s=1000, duration_s=1200)
+            oracle = oracle_configs(job, trace, settings, Policy())
+            result = simulate(job, trace, settings, ScheduleController("oracle", oracle, 60.0), oracle[0])
+            assert result.records_lost == 0 and len(result.t_s) == 40, (name, mode)
+    uniform = UniformPolicy()
+    assert uniform.tolerance == 0.1
+
+
+def test_micro_batch_planner_aligns_source_partitions_within_the_cores():
+    """Found by the simulator: 64 source partitions on 6 planned cores were aligned to 7 tasks, a
+    second wave on 6 cores. The plan now keeps one wave (6 tasks, at most 11 partitions each)."""
+    topology = Topology((Vertex("src", parallelism=9, source=True, partitions=64), Vertex("map", parallelism=9)),
+                        (Edge("src", "map"),))
+    metrics = {"src": VertexMetrics(1000, 1000, 100), "map": VertexMetrics(1000, 1000, 300)}
+    plan = plan_micro_batch(topology, metrics, ClusterState(executors=9, trigger_interval_s=1.0),
+                            Policy(restart_time_s=0, utilization_target=0.7, utilization_min=0.6))
+    assert plan.executors_proposed == 6
+    assert plan.vertex("src").proposed == 6

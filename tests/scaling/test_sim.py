@@ -103,7 +103,7 @@ def test_retention_loses_what_was_not_read_in_time_and_downtime_piles_up_backlog
             assert max(result.lag_s) <= 600 + 30
         else:  # a batch reads everything and runs long; what it read is safe from retention
             assert max(result.lag_s) > 600
-    down = ScheduleController("one rescale", [Config({"src": 4})] * 60 + [Config({"src": 3})] * 60, 60.0,
+    down = ScheduleController("one rescale", [Config({"src": 4})] * 30 + [Config({"src": 3})] * 30, 60.0,
                               free_rescale=False)
     result = simulate(job, trace, SimSettings(mode="continuous", downtime=Downtime(120)), down, Config({"src": 4}))
     assert [r.downtime_s for r in result.rescales] == [120.0]

@@ -1,0 +1,163 @@
+"""In-place executor scaling on a standalone cluster started like ``make cluster``: 2 -> 1 -> 2
+while a stateful query keeps running, checked on ``/api/v1/applications/<id>/executors``.
+The choice of executors to remove is unit-tested on the Spark 4.3.0 standalone captures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sparkclient.cluster import load_cluster, stop_cluster
+from sparkclient.executors import (
+    ExecutorScaler,
+    ExecutorScalingError,
+    active_executor_ids,
+    choose_victims,
+    state_executors,
+)
+from sparkclient.redisproc import free_port
+from sparkclient.topology import batch_jobs, batch_stages
+from tests.sparkclient.test_topology import _fixtures_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def _load(name: str):
+    return json.loads((_fixtures_dir() / name).read_text())
+
+
+def test_active_executors_of_a_standalone_capture() -> None:
+    assert active_executor_ids(_load("sa_noda_allexecutors.json")) == ["1", "2"]
+
+
+def test_executors_without_state_go_first() -> None:
+    executors = [{"id": "driver"}, {"id": "0", "activeTasks": 0}, {"id": "1", "activeTasks": 0},
+                 {"id": "2", "activeTasks": 1}, {"id": "3", "isActive": False}]
+    tasks = [[{"executorId": "0", "status": "SUCCESS"}, {"executorId": "0", "status": "SUCCESS"},
+              {"executorId": "2", "status": "SUCCESS"}, {"executorId": "1", "status": "FAILED"}]]
+    holders = state_executors(tasks)
+    assert holders == {"0": 2, "2": 1}
+    assert choose_victims(executors, 1, holders) == ["1"]  # holds no state
+    assert choose_victims(executors, 2, holders) == ["1", "2"]  # then the fewest state partitions
+    assert choose_victims(executors, 1) == ["1"]  # no state known: idlest, newest first
+    with pytest.raises(ValueError, match="cannot remove 4 of 3"):
+        choose_victims(executors, 4, holders)
+
+
+def test_task_list_capture_gives_state_holders() -> None:
+    holders = state_executors([_load("p1_app_stages_29_0_taskList.json")])
+    assert holders == {"driver": 3}  # local mode: the driver ran the 3 tasks listed
+
+
+# -- real Spark on a standalone cluster --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("cluster")
+    started = subprocess.run(
+        [sys.executable, "-m", "sparkclient.cluster", "start", "--workdir", str(workdir), "--worker-cores", "4",
+         "--worker-memory", "2g", "--master-port", str(free_port()), "--master-ui-port", str(free_port()),
+         "--worker-ui-port", str(free_port())],
+        cwd=ROOT, capture_output=True, text=True, timeout=240, check=False)
+    assert started.returncode == 0, started.stdout + started.stderr
+    running = load_cluster(workdir)
+    assert running is not None
+    yield running
+    stop_cluster(running)
+    assert not (workdir / "cluster.json").exists()
+
+
+def _executors(spark) -> list[dict]:
+    sc = spark.sparkContext
+    return httpx.get(f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/executors", timeout=10).json()
+
+
+def _wait_for(predicate, timeout_s: float, what: str, poll_s: float = 0.5):
+    started = time.monotonic()
+    deadline = started + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            print(f"{what}: {time.monotonic() - started:.1f} s")
+            return value
+        time.sleep(poll_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(600)
+def test_executor_count_changes_in_place_while_the_query_runs(cluster, tmp_path: Path) -> None:
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    spark = (SparkSession.builder.master(cluster.master_url).appName("test-executors")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.ui.port", str(free_port())).config("spark.ui.showConsoleProgress", "false")
+             .config("spark.executor.cores", "1").config("spark.executor.memory", "512m")
+             .config("spark.cores.max", "2").config("spark.dynamicAllocation.enabled", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    query = None
+    try:
+        scaler = ExecutorScaler(spark, min_executors=1)
+        _wait_for(lambda: len(active_executor_ids(_executors(spark))) == 2, 120, "2 executors at start")
+        query = (spark.readStream.format("rate").option("rowsPerSecond", 20).option("numPartitions", 2).load()
+                 .groupBy((F.col("value") % 5).alias("k")).count()
+                 .writeStream.format("noop").outputMode("update")
+                 .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="1 second").start())
+
+        def batches() -> int:
+            return max((p["batchId"] for p in query.recentProgress if p["numInputRows"] > 0), default=-1)
+
+        _wait_for(lambda: batches() >= 2, 180, "two batches with data")
+        run_id = str(query.runId)
+        rest_jobs = scaler.rest.jobs(scaler.app_id)
+        newest = max(batch_jobs(rest_jobs, run_id).items())[1]
+        stages, _missing = batch_stages(newest, scaler.rest.stages(scaler.app_id))
+        stateful = stages[-1]
+        holders = scaler.state_holders([(stateful["stageId"], stateful["attemptId"])])
+        assert sum(holders.values()) == 2  # the 2 state partitions, on the executors
+        assert set(holders) <= set(scaler.active())
+
+        with pytest.raises(ExecutorScalingError, match="below"):
+            scaler.scale_to(0)
+
+        down = scaler.scale_to(1, state_tasks=holders)
+        print(f"executors 2 -> 1 in {down.duration_s:.2f} s, removed {down.removed}, state tasks {holders}")
+        kept = active_executor_ids(_executors(spark))
+        assert len(kept) == 1 and kept[0] not in down.removed
+        if len(holders) == 1 or len(set(holders.values())) > 1:  # an executor held more state: it stays
+            assert kept[0] == max(holders, key=holders.get)
+        mark = batches()
+        _wait_for(lambda: batches() >= mark + 2, 180, "two batches on 1 executor")
+        assert query.isActive and query.exception() is None
+
+        up = scaler.scale_to(2)
+        print(f"executors 1 -> 2 in {up.duration_s:.2f} s")
+        assert len(active_executor_ids(_executors(spark))) == 2
+        mark = batches()
+        _wait_for(lambda: batches() >= mark + 2, 180, "two batches on 2 executors again")
+        assert query.isActive and query.exception() is None
+
+        sc = spark.sparkContext
+        every = httpx.get(f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/allexecutors", timeout=10).json()
+        gone = {e["id"]: e for e in every if not e["isActive"]}
+        assert set(down.removed) <= set(gone)
+        assert all(gone[i].get("removeReason") for i in down.removed)
+        master = cluster.master_json()
+        (app,) = [a for a in master["activeapps"] if a["id"] == sc.applicationId]
+        assert app["cores"] == 2
+    finally:
+        if query is not None:
+            query.stop()
+        spark.stop()

@@ -90,8 +90,12 @@ class DetailSerializer(serializers.Serializer):
 
 # --- query filters (validated: a malformed filter is a 400, never a 500) ---------------------------
 
+#: Largest id a filter accepts (a 64-bit signed integer: SQLite and PostgreSQL bigint).
+MAX_ID = 2**63 - 1
+
+
 class JobFilter(serializers.Serializer):
-    job = serializers.IntegerField(required=False, min_value=1, help_text="Only this job (id).")
+    job = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="Only this job (id).")
 
 
 class TimeFilter(JobFilter):
@@ -112,5 +116,6 @@ class ExecutionFilter(JobFilter):
 
 
 class AuditFilter(JobFilter):
-    proposal = serializers.IntegerField(required=False, min_value=1, help_text="Only events of this proposal (id).")
+    proposal = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
+                                        help_text="Only events of this proposal (id).")
     action = serializers.CharField(required=False, max_length=50, help_text="Only this action, e.g. approved.")

@@ -23,6 +23,10 @@ except ImportError:  # pragma: no cover
     CanDecideProposals = permissions.IsAuthenticated
 
 
+#: Object ids in URLs: digits that fit a 64-bit integer (anything else is a 404, not a database error).
+ID_PATTERN = r"[0-9]{1,18}"
+
+
 def _filters(request: Request, serializer_class) -> dict:
     """The validated query filters (only those given)."""
     params = serializer_class(data=request.query_params)
@@ -33,6 +37,8 @@ def _filters(request: Request, serializer_class) -> dict:
 class JobViewSet(viewsets.ReadOnlyModelViewSet):
     """Streaming jobs with their health, running configuration and policy mode."""
 
+    lookup_value_regex = ID_PATTERN
+
     queryset = Job.objects.select_related("policy").order_by("name")
     serializer_class = s.JobSerializer
 
@@ -40,6 +46,8 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
 @extend_schema_view(list=extend_schema(parameters=[s.VertexFilter]))
 class VertexViewSet(viewsets.ReadOnlyModelViewSet):
     """Per-vertex (stage) raw sums of each snapshot; filter by job, vertex and time, newest first."""
+
+    lookup_value_regex = ID_PATTERN
 
     serializer_class = s.VertexSerializer
 
@@ -62,6 +70,8 @@ class VertexViewSet(viewsets.ReadOnlyModelViewSet):
 @extend_schema_view(list=extend_schema(parameters=[s.TimeFilter]))
 class SnapshotViewSet(viewsets.ReadOnlyModelViewSet):
     """Metric snapshots with their vertices; filter by job and time (``since``, ``until``), newest first."""
+
+    lookup_value_regex = ID_PATTERN
 
     serializer_class = s.SnapshotSerializer
 
@@ -88,6 +98,8 @@ _DECISION_RESPONSES = {200: s.ProposalSerializer, 400: s.DetailSerializer, 403: 
 class ProposalViewSet(viewsets.ReadOnlyModelViewSet):
     """Proposals; filter by job and status. POST ``approve``, ``reject`` (comment required) or
     ``rollback`` (a succeeded one: restores the configuration it replaced)."""
+
+    lookup_value_regex = ID_PATTERN
 
     serializer_class = s.ProposalSerializer
 
@@ -153,6 +165,8 @@ class ProposalViewSet(viewsets.ReadOnlyModelViewSet):
 class ExecutionViewSet(viewsets.ReadOnlyModelViewSet):
     """Executions of approved proposals, with the measured downtime; filter by job and status."""
 
+    lookup_value_regex = ID_PATTERN
+
     serializer_class = s.ExecutionSerializer
 
     def get_queryset(self):
@@ -170,6 +184,8 @@ class ExecutionViewSet(viewsets.ReadOnlyModelViewSet):
 @extend_schema_view(list=extend_schema(parameters=[s.AuditFilter]))
 class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
     """The append-only audit trail; filter by job, proposal and action, newest first."""
+
+    lookup_value_regex = ID_PATTERN
 
     serializer_class = s.AuditEventSerializer
 

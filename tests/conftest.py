@@ -44,3 +44,15 @@ def postgres_server():
     server = start_postgres()
     yield server
     server.stop()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _celery_in_memory():
+    """Tasks enqueued by unit tests go to an in-memory broker, never to a Redis that happens to
+    listen on the default port (a running demo). Tests with a real worker point Celery at their own
+    Redis server explicitly."""
+    from webapp.celery import app
+
+    app.conf.broker_url = "memory://"
+    app.conf.result_backend = "cache+memory://"
+    yield

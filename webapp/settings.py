@@ -128,6 +128,8 @@ REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 # Autoscaler timing (seconds).
 SCALER_COLLECT_INTERVAL_S = env.float("SCALER_COLLECT_INTERVAL_S", default=15.0)
 SCALER_EXECUTION_TIMEOUT_S = env.float("SCALER_EXECUTION_TIMEOUT_S", default=240.0)
+# FLIP-271 job.autoscaler.stabilization.interval: metrics right after a (re)start are not evaluated.
+SCALER_STABILIZATION_S = env.float("SCALER_STABILIZATION_S", default=30.0)
 # An attempt's lease = execution timeout + this margin; past it the reconcile beat takes over.
 SCALER_EXECUTION_LEASE_MARGIN_S = env.float("SCALER_EXECUTION_LEASE_MARGIN_S", default=30.0)
 SCALER_RECONCILE_INTERVAL_S = env.float("SCALER_RECONCILE_INTERVAL_S", default=15.0)

@@ -68,7 +68,7 @@ def system(redis_server, live_server, settings, tmp_path):
     client.flushdb()
     db_path = connection.settings_dict["NAME"]
     env = {**os.environ, "REDIS_URL": redis_server.url, "DATABASE_URL": f"sqlite:///{db_path}",
-           "PYSPARK_PYTHON": sys.executable, "SCALER_COLLECT_INTERVAL_S": "5", "PYTHONUNBUFFERED": "1",
+           "PYSPARK_PYTHON": sys.executable, "SCALER_COLLECT_INTERVAL_S": "5", "SCALER_STABILIZATION_S": "10", "PYTHONUNBUFFERED": "1",
            "SCALER_EXECUTION_TIMEOUT_S": "180"}
     group = ProcessGroup(log_dir=tmp_path / "logs", env=env)
     job = job_register(name=JOB, topic=TOPIC, query_name=f"{JOB}-query",

@@ -87,3 +87,14 @@ def test_reject_needs_a_comment_and_advisor_mode_never_approves(no_enqueue):
     proposal = proposal_reject(proposal=proposal, actor=user, comment="peak is over")
     assert proposal.status == "rejected" and proposal.comment == "peak is over"
     assert no_enqueue == []
+
+
+def test_metrics_right_after_a_restart_are_not_evaluated(settings):
+    """FLIP-271 stabilization: the first SCALER_STABILIZATION_S seconds of a run are ignored."""
+    settings.SCALER_STABILIZATION_S = 30
+    job = make_job(metric_window_s=45)
+    make_snapshots(job, count=4)  # one run, 60 s of snapshots: only the last 30 s are stable
+    assert evaluation_run(job=job) is None
+    make_snapshots(job, count=2, end=timezone.now() + timedelta(seconds=30))  # same run, 30 s later
+    evaluation = evaluation_run(job=job, now=timezone.now() + timedelta(seconds=30))
+    assert evaluation is not None and evaluation.window_s == pytest.approx(45.0)

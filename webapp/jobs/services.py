@@ -219,6 +219,24 @@ def plan_as_json(plan: JobPlan) -> dict:
     return clean(asdict(plan))
 
 
+def stable_snapshots(*, job: Job, snapshots: list[MetricSnapshot]) -> list[MetricSnapshot]:
+    """The snapshots of the current query run, without its first ``SCALER_STABILIZATION_S`` seconds.
+
+    FLIP-271's ``job.autoscaler.stabilization.interval``: right after a (re)start, a cold JVM, Python
+    workers and state store loading make the first batches slow, and a catch-up batch carries the
+    backlog; metrics from then say nothing about the steady state. A new ``run_id`` marks a restart.
+    """
+    from django.conf import settings  # noqa: PLC0415
+
+    if not snapshots:
+        return []
+    run_id = snapshots[-1].run_id
+    first = job.snapshots.filter(run_id=run_id).order_by("collected_at").first()
+    stable_from = first.collected_at - timedelta(seconds=first.window_s) + \
+        timedelta(seconds=settings.SCALER_STABILIZATION_S)
+    return [s for s in snapshots if s.run_id == run_id and s.collected_at - timedelta(seconds=s.window_s) >= stable_from]
+
+
 def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | None:
     """Evaluate the metric window of ``job`` with the micro-batch planner and store the result.
 
@@ -228,7 +246,8 @@ def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | Non
     from webapp.proposals.services import proposal_create  # noqa: PLC0415 - apps depend one way at import
 
     policy = job.policy
-    snapshots = snapshots_in_window(job=job, window_s=policy.metric_window_s, now=now)
+    snapshots = stable_snapshots(job=job, snapshots=snapshots_in_window(job=job, window_s=policy.metric_window_s,
+                                                                        now=now))
     covered_s = sum(s.window_s for s in snapshots)
     if not snapshots or covered_s < 0.9 * policy.metric_window_s or not snapshots[-1].vertices.exists():
         if job.health == Job.Health.RUNNING:

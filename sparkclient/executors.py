@@ -127,6 +127,22 @@ class ExecutorScaler:
                  for sid, att in stateful_stage_ids]
         return state_executors(lists)
 
+    def newest_state_holders(self, run_id: str) -> dict[str, int]:
+        """State holders (see :meth:`state_holders`) of the last stage of the newest batch of query
+        run ``run_id`` whose stages REST lists; ``{}`` when there is none yet."""
+        from sparkclient.topology import batch_jobs, batch_stages  # noqa: PLC0415
+
+        by_batch = batch_jobs(self.rest.jobs(self.app_id, "succeeded"), run_id)
+        if not by_batch:
+            return {}
+        stages = self.rest.stages(self.app_id, "complete")
+        for batch_id in sorted(by_batch, reverse=True):
+            ordered, missing = batch_stages(by_batch[batch_id], stages)
+            if ordered and not missing:
+                last = ordered[-1]
+                return self.state_holders([(int(last["stageId"]), int(last.get("attemptId", 0)))])
+        return {}
+
     # -- changing --------------------------------------------------------------------------
 
     def _request_total(self, total: int) -> bool:

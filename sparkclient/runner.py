@@ -20,6 +20,10 @@
   The outcome goes to ``ss:control:{job}:result:{id}`` (see :func:`wait_result`):
   ``{"id", "status": "succeeded"|"failed", "path": "in-process"|"driver-restart"|"none",
   "downtime_s", "error", "config", "completed_at"}``.
+- **In place** (``--master spark://...``, a standalone cluster): ``cores`` is the number of executors of
+  one core; a change of it only is applied with :class:`sparkclient.executors.ExecutorScaler` while the
+  query runs (``path="in-place"``, ``downtime_s`` 0, ``executor_change_s``); with other knobs changed as
+  well, the in-process restart follows.
 - **In-process** rescale (cores unchanged): wait for the batch in flight, stop the query, start
   it again from the same checkpoint with the new partitions. **Driver restart** (cores changed):
   record ``ss:runner:{job}:pending``, stop, exit with :data:`EXIT_RESTART`; the supervisor starts
@@ -43,7 +47,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -155,9 +159,12 @@ def checkpoint_has_state(checkpoint: Path) -> bool:
 
 
 def _result(exec_id: str, status: str, path: str, *, downtime_s: float = 0.0, error: str | None = None,
-            config: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"id": exec_id, "status": status, "path": path, "downtime_s": round(float(downtime_s), 3),
-            "error": error, "config": config, "completed_at": time.time()}
+            config: dict[str, Any] | None = None, executor_change_s: float | None = None) -> dict[str, Any]:
+    result = {"id": exec_id, "status": status, "path": path, "downtime_s": round(float(downtime_s), 3),
+              "error": error, "config": config, "completed_at": time.time()}
+    if executor_change_s is not None:
+        result["executor_change_s"] = round(float(executor_change_s), 3)
+    return result
 
 
 # --- driver ---------------------------------------------------------------------------------
@@ -171,8 +178,12 @@ class Driver:
         ui_port: the Spark UI port (Spark takes the next free one if it is taken).
     """
 
-    def __init__(self, *, job: str, redis_url: str, topic: str, workdir: Path, ui_port: int) -> None:
+    def __init__(self, *, job: str, redis_url: str, topic: str, workdir: Path, ui_port: int,
+                 master: str = "local", max_executors: int = 4) -> None:
         self.job, self.redis_url, self.topic, self.ui_port = job, redis_url, topic, ui_port
+        self.master, self.max_executors = master, max_executors
+        self.standalone = master.startswith("spark://")
+        self.executor_scaler: Any = None
         self.paths = JobPaths(workdir)
         self.client = redis.Redis.from_url(redis_url, decode_responses=True)
         config = load_config(self.client, job)
@@ -206,13 +217,20 @@ class Driver:
 
         from sparkclient.pipelines import spark_conf  # noqa: PLC0415
 
-        builder = (SparkSession.builder.master(f"local[{self.config.cores}]")
+        master = self.master if self.standalone else f"local[{self.config.cores}]"
+        builder = (SparkSession.builder.master(master)
                    .appName(f"sparkscaler-{self.job}")
                    .config("spark.ui.port", str(self.ui_port))
                    .config("spark.driver.host", "127.0.0.1")
                    .config("spark.driver.bindAddress", "127.0.0.1")
                    .config("spark.ui.showConsoleProgress", "false")
                    .config("spark.sql.streaming.metricsEnabled", "true"))
+        if self.standalone:  # one core per executor: cores = executors, changed in place
+            builder = (builder.config("spark.executor.cores", "1").config("spark.executor.memory", "512m")
+                       .config("spark.cores.max", str(max(self.max_executors, self.config.cores)))
+                       .config("spark.dynamicAllocation.enabled", "false")
+                       .config("spark.pyspark.python", sys.executable)
+                       .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]))
         for key, value in spark_conf(self.config).items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
@@ -334,6 +352,24 @@ class Driver:
                            f"store provider {provider} cannot be repartitioned offline (RocksDB only); keep "
                            f"state_partitions={old.state_partitions} or start from a new checkpoint")))
                 return None
+        if self.standalone and new.cores != old.cores:
+            try:
+                change = self.executor_scaler.scale_to(
+                    new.cores, state_tasks=self.executor_scaler.newest_state_holders(str(self.query.runId)))
+            except Exception as exc:  # noqa: BLE001 - report; the query keeps running as it was
+                self._write_result(_result(exec_id, "failed", "in-place", config=old.to_dict(),
+                                           error=f"changing the executors to {new.cores} failed: {exc}"))
+                return None
+            log.info("command %s: executors %d -> %d in place in %.2f s (removed %s)", exec_id, change.before,
+                     change.after, change.duration_s, list(change.removed))
+            old = replace(old, cores=new.cores)
+            self.config = old
+            self.client.set(keys.config(self.job), old.to_json())
+            self._set_status(config=old.to_json())
+            if new == old:  # only the executors changed: the query never stopped
+                self._write_result(_result(exec_id, "succeeded", "in-place", downtime_s=0.0, config=new.to_dict(),
+                                           executor_change_s=change.duration_s))
+                return None
         requested_at = time.time()
         self._set_status(state="restarting")
         old_run_id = str(self.query.runId)
@@ -425,7 +461,15 @@ class Driver:
                 self.client.delete(keys.runner_pending(self.job))
         self.spark = self._build_session()
         sc = self.spark.sparkContext
-        self._set_status(ui_url=sc.uiWebUrl or "", app_id=sc.applicationId)
+        self._set_status(ui_url=sc.uiWebUrl or "", app_id=sc.applicationId, master=self.master)
+        if self.standalone:
+            from sparkclient.executors import ExecutorScaler, active_executor_ids  # noqa: PLC0415
+
+            self.executor_scaler = ExecutorScaler(self.spark, min_executors=1)
+            deadline = time.monotonic() + FIRST_BATCH_TIMEOUT_S
+            while not active_executor_ids(self.executor_scaler.executors()) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            self.executor_scaler.scale_to(self.config.cores)
         self.spark.streams.addListener(RedisProgressListener(self.redis_url, self.job, on_progress=self._on_progress))
         self.query = self._start_query()
         control = threading.Thread(target=self._control_loop, name="control", daemon=True)
@@ -466,7 +510,8 @@ class Driver:
 def run_driver(args: argparse.Namespace) -> int:
     """Entry point of the driver child process."""
     driver = Driver(job=args.job, redis_url=args.redis_url, topic=args.topic,
-                    workdir=Path(args.workdir), ui_port=args.ui_port)
+                    workdir=Path(args.workdir), ui_port=args.ui_port, master=args.master,
+                    max_executors=args.max_executors)
     signal.signal(signal.SIGTERM, driver.request_stop)
     signal.signal(signal.SIGINT, driver.request_stop)
     try:
@@ -515,7 +560,8 @@ class Supervisor:
     def _spawn(self) -> subprocess.Popen:
         a = self.args
         cmd = [sys.executable, "-m", "sparkclient.runner", "--driver", "--job", a.job, "--redis-url", a.redis_url,
-               "--topic", a.topic, "--workdir", str(a.workdir), "--ui-port", str(a.ui_port)]
+               "--topic", a.topic, "--workdir", str(a.workdir), "--ui-port", str(a.ui_port),
+               "--master", a.master, "--max-executors", str(a.max_executors)]
         env = dict(os.environ)
         paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *[p for p in paths if p != str(PROJECT_ROOT)]])
@@ -624,6 +670,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--topic", default="nexmark")
     parser.add_argument("--workdir", required=True, help="checkpoint, SQLite sink and driver log go here")
     parser.add_argument("--ui-port", type=int, default=4040)
+    parser.add_argument("--master", default="local",
+                        help="'local' (local[cores], a cores change restarts the driver) or a standalone master "
+                             "spark://host:port (cores = executors of 1 core, changed in place)")
+    parser.add_argument("--max-executors", type=int, default=4,
+                        help="standalone: spark.cores.max, the most executors a rescale can ask for")
     parser.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--cores", type=int, default=defaults.cores)
     parser.add_argument("--source-partitions", type=int, default=defaults.source_partitions)
@@ -641,6 +692,7 @@ def main(argv: list[str] | None = None) -> int:
     role = "driver" if args.driver else "supervisor"
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s {role}[%(process)d] %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     if args.driver:
         return run_driver(args)
     supervisor = Supervisor(args)

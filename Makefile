@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test install clean system-deps
+.PHONY: demo test install clean system-deps cluster cluster-stop
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -18,6 +18,14 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(VPY)) $(VPY) -m webapp.demo
+
+# A local Spark standalone master and worker (127.0.0.1:7077, UI :8080); `make demo CLUSTER=standalone`
+# runs the demo pipeline on it (and starts it when it is not running).
+cluster: $(STAMP)
+	$(VPY) -m sparkclient.cluster start --workdir var/cluster
+
+cluster-stop:
+	$(VPY) -m sparkclient.cluster stop --workdir var/cluster
 
 system-deps:
 	bash scripts/system-deps.sh

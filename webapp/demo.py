@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=100.0, help="initial generator rate, events/s")
     parser.add_argument("--partitions", type=int, default=4, help="log partitions")
     parser.add_argument("--collect-interval-s", type=float, default=15.0)
+    parser.add_argument("--cluster", choices=("local", "standalone"), default=os.environ.get("CLUSTER") or "local",
+                        help="where the pipeline runs: local[N], or the standalone cluster of `make cluster` "
+                             "(started here when it is not running; default: $CLUSTER, else local)")
     args = parser.parse_args(argv)
 
     var = Path(os.environ.get("SPARKSCALER_VAR_DIR", BASE_DIR / "var"))
@@ -40,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
            "SPARKSCALER_VAR_DIR": str(var), "SCALER_COLLECT_INTERVAL_S": str(args.collect_interval_s),
            "PYTHONUNBUFFERED": "1"}
     group = ProcessGroup(log_dir=run_dir / "logs", env=env)
+    master, own_cluster = "local", None
     stopping = False
 
     def _stop(signum, _frame):
@@ -49,16 +53,19 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
     try:
+        if args.cluster == "standalone":
+            master, own_cluster = _standalone_master(var)
+        # The pipeline needs no Django: start it first, so its JVM warms up while the database migrates.
+        group.start("generator", ["python", "-m", "sparkclient.generator", "--redis-url", redis_server.url,
+                                  "--topic", TOPIC, "--partitions", str(args.partitions), "--rate", str(args.rate)])
+        group.start("runner", ["python", "-m", "sparkclient.runner", "--job", JOB, "--redis-url", redis_server.url,
+                               "--topic", TOPIC, "--workdir", str(run_dir / "runner"), "--ui-port", "4040",
+                               "--trigger-interval-s", "5", "--max-records-per-batch", "6000", "--master", master])
         print("Migrating the database…", flush=True)
         group.run("migrate", ["python", "manage.py", "migrate", "--noinput"])
         print(group.run("ensure_admin", ["python", "manage.py", "ensure_admin"]).strip(), flush=True)
         group.run("register_job", ["python", "manage.py", "register_job", "--name", JOB, "--topic", TOPIC,
                                    "--query-name", f"{JOB}-query"])
-        group.start("generator", ["python", "-m", "sparkclient.generator", "--redis-url", redis_server.url,
-                                  "--topic", TOPIC, "--partitions", str(args.partitions), "--rate", str(args.rate)])
-        group.start("runner", ["python", "-m", "sparkclient.runner", "--job", JOB, "--redis-url", redis_server.url,
-                               "--topic", TOPIC, "--workdir", str(run_dir / "runner"), "--ui-port", "4040",
-                               "--max-records-per-batch", "4000"])
         group.start("celery", ["python", "-m", "celery", "-A", "webapp", "worker", "-B", "-P", "threads", "-c", "4",
                                "--loglevel", "INFO", "-s", str(run_dir / "celerybeat-schedule")])
         web = group.start("web", ["python", "manage.py", "runserver", f"127.0.0.1:{args.port}", "--noreload"])
@@ -76,8 +83,33 @@ def main(argv: list[str] | None = None) -> int:
         print("Stopping…", flush=True)
         group.stop()
         redis_server.stop()
+        if own_cluster is not None:
+            own_cluster.stop()
         print("Stopped.", flush=True)
     return 0
+
+
+def _standalone_master(var: Path):
+    """The master URL of the `make cluster` standalone cluster, starting one when none runs.
+
+    Returns ``(master_url, cluster_started_here_or_None)``.
+    """
+    from sparkclient.cluster import load_cluster, start_cluster  # noqa: PLC0415
+
+    workdir = var / "cluster"
+    existing = load_cluster(workdir)
+    if existing is not None:
+        try:
+            existing.master_json(timeout_s=3.0)
+            print(f"Spark standalone cluster: {existing.master_url} (UI {existing.master_ui})", flush=True)
+            return existing.master_url, None
+        except Exception:  # noqa: BLE001 - a stale cluster.json: start a new one
+            pass
+    print("Starting a Spark standalone master and worker…", flush=True)
+    ports = [p if _port_free(p) else free_port() for p in (7077, 8080, 8081)]
+    cluster = start_cluster(workdir, master_port=ports[0], master_ui_port=ports[1], worker_ui_port=ports[2])
+    print(f"Spark standalone cluster: {cluster.master_url} (UI {cluster.master_ui})", flush=True)
+    return cluster.master_url, cluster
 
 
 def _port_free(port: int) -> bool:

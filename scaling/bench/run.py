@@ -299,6 +299,8 @@ def _fmt(value) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
+        if value.is_integer():
+            return f"{value:,.0f}"
         return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.0f}"
     if isinstance(value, int):
         return f"{value:,}"

@@ -56,3 +56,33 @@ def _celery_in_memory():
     app.conf.broker_url = "memory://"
     app.conf.result_backend = "cache+memory://"
     yield
+
+
+def celery_use_broker(url: str) -> None:
+    """Point this process's Celery app (what a view's ``.delay`` uses) at ``url`` for broker and
+    results. The app and kombu build connection pools on first use and kombu keeps them in a global
+    registry keyed by URL, so changing the URL is not enough and closing one pool leaves a closed
+    pool behind: reset the registry and the app's caches."""
+    import kombu.pools
+
+    from webapp.celery import app as celery_app
+
+    kombu.pools.reset()
+    celery_app.conf.broker_url = url
+    celery_app.conf.result_backend = url
+    celery_app._pool = None
+    if "amqp" in celery_app.__dict__:
+        celery_app.amqp._producer_pool = None
+    celery_app._backend_cache = None
+    celery_app._local.__dict__.pop("backend", None)
+
+
+@pytest.fixture
+def celery_broker(redis_server):
+    """The session's Redis as this process's Celery broker for one test, restored afterwards."""
+    from webapp.celery import app as celery_app
+
+    previous = celery_app.conf.broker_url
+    celery_use_broker(redis_server.url)
+    yield redis_server.url
+    celery_use_broker(previous)

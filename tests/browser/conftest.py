@@ -109,19 +109,17 @@ class FakeRunner(threading.Thread):
 
 
 @pytest.fixture
-def worker(redis_server, live_server, settings, tmp_path):
+def worker(redis_server, celery_broker, live_server, settings, tmp_path):
     """A real Celery worker process on the test database and the session's Redis (the live server
     enqueues executions on it), and a fake runner answering the control channel."""
     from django.db import connection
 
-    from webapp.celery import app as celery_app
     from webapp.processes import ProcessGroup
 
     settings.REDIS_URL = redis_server.url
-    celery_app.conf.broker_url = redis_server.url
-    celery_app.conf.result_backend = redis_server.url
     redis.Redis.from_url(redis_server.url).flushdb()
-    env = {**os.environ, "REDIS_URL": redis_server.url, "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+    env = {**os.environ, "REDIS_URL": redis_server.url, "CELERY_BROKER_URL": redis_server.url,
+           "CELERY_RESULT_BACKEND": redis_server.url, "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
            "PYTHONUNBUFFERED": "1", "SCALER_EXECUTION_TIMEOUT_S": "30"}
     group = ProcessGroup(log_dir=tmp_path / "logs", env=env)
     runners: list[FakeRunner] = []

@@ -37,16 +37,28 @@ def processes(workflow_redis, redis_server, settings, tmp_path):
 
     settings.SCALER_EXECUTION_TIMEOUT_S = 3
     settings.SCALER_EXECUTION_LEASE_MARGIN_S = 1
-    celery_app.conf.broker_url = redis_server.url
-    celery_app.conf.result_backend = redis_server.url
+    previous = celery_app.conf.broker_url, celery_app.conf.result_backend
+    _use_broker(redis_server.url, redis_server.url)
     env = {**os.environ, "REDIS_URL": redis_server.url, "CELERY_BROKER_URL": redis_server.url,
            "CELERY_RESULT_BACKEND": redis_server.url,
            "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}", "PYTHONUNBUFFERED": "1",
            "SCALER_COLLECT_INTERVAL_S": "3600", "SCALER_RECONCILE_INTERVAL_S": "1",
-           "SCALER_EXECUTION_TIMEOUT_S": "3", "SCALER_EXECUTION_LEASE_MARGIN_S": "1"}
+           "SCALER_EXECUTION_TIMEOUT_S": "3", "SCALER_EXECUTION_LEASE_MARGIN_S": "1", "SCALER_STABILIZATION_S": "0"}
     group = ProcessGroup(log_dir=tmp_path / "logs", env=env)
     yield group
     group.stop()
+    _use_broker(*previous)
+
+
+def _use_broker(broker_url: str, result_backend: str) -> None:
+    """Point the test process's Celery app at another broker, dropping connections to the old one
+    (the pools are built on first use, so changing the URL alone is not enough)."""
+    celery_app.conf.broker_url = broker_url
+    celery_app.conf.result_backend = result_backend
+    celery_app._pool = None  # kombu keeps pools per connection URL; the next publish picks the new one
+    celery_app.amqp._producer_pool = None
+    celery_app._backend_cache = None
+    celery_app._local.__dict__.pop("backend", None)
 
 
 def worker(group: ProcessGroup, name: str, *, beat: bool, tmp_path):

@@ -11,6 +11,7 @@ import pytest
 from tests.browser.conftest import REPO, screenshot
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
 from tests.webapp.factories import make_job, make_snapshots
+from webapp.jobs.models import Job
 from webapp.jobs.services import evaluation_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
@@ -27,7 +28,8 @@ def login(page, username: str = "operator") -> None:
 def job_with_pending_proposal(name: str = "nexmark-bids"):
     """A job whose metric window is full and under-provisioned: a pending scale-up proposal."""
     job = make_job(name, metric_window_s=45)
-    make_snapshots(job, count=12)
+    make_snapshots(job, count=30)
+    Job.objects.filter(pk=job.pk).update(health=Job.Health.RUNNING)
     evaluation_run(job=job)
     return job, job.proposals.get(status="pending")
 

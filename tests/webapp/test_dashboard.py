@@ -131,8 +131,7 @@ def test_dag_marks_the_bottleneck_vertex(client, operator):
                                            for i in range(3)])
     assert evaluation.plan["bottleneck"] == "v1"
     live = client.get(f"/jobs/{job.pk}/live/").json()
-    nodes = next(t for t in live["data"] if t["name"] == "vertices") if "data" in live else \
-        next(t for t in live["dag"]["data"] if t["name"] == "vertices")
+    nodes = next(t for t in live["dag"]["data"] if t["name"] == "vertices")
     assert "bottleneck" in nodes["text"][1] and "bottleneck" not in nodes["text"][0]
     assert nodes["marker"]["symbol"][1] == "diamond"
 

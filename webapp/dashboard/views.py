@@ -27,7 +27,7 @@ from webapp.dashboard.why import proposal_forecast, why_no_proposal
 from webapp.jobs import selectors
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis
-from webapp.proposals.models import AuditEvent, Execution, Proposal
+from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.services import TransitionError, proposal_approve, proposal_reject
 
 try:  # roles (issue 5): operators decide, viewers read

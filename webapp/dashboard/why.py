@@ -14,7 +14,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
-from webapp.jobs.selectors import _policy_band, window_coverage
+from webapp.jobs.selectors import policy_band, window_coverage
 
 #: A snapshot older than this many collect intervals is stale.
 STALE_INTERVALS = 4
@@ -96,7 +96,7 @@ def _evaluation_reasons(job: Job, evaluation: Evaluation) -> list[Reason]:
     if plan.get("executable") is False and not any(r.code == "excluded" for r in out):
         out.append(Reason("excluded", "an excluded period is in force: the plan is computed but not executed"))
     if evaluation.decision == "no-change" and not out:
-        low, high = _policy_band(job.policy)
+        low, high = policy_band(job.policy)
         load = plan.get("load")
         load_text = f"load {load:.2f}" if isinstance(load, (int, float)) else "the load"
         detail = "; ".join(texts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch
 from django.utils import timezone
 
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot, VertexSnapshot
@@ -31,31 +31,6 @@ def latest_snapshot(*, job: Job) -> MetricSnapshot | None:
 def latest_evaluation(*, job: Job) -> Evaluation | None:
     """The newest evaluation of ``job``, or None."""
     return job.evaluations.order_by("-created_at").first()
-
-
-@dataclass(frozen=True)
-class Series:
-    """Time series for the job page charts (one list per metric, aligned on ``t``)."""
-
-    t: list[str]
-    arrival_rate: list[float]
-    processed_rate: list[float]
-    backlog: list[int]
-    batch_ratio: list[float]
-    cores: list[int]
-
-
-def job_series(*, job: Job, since: datetime | None = None, limit: int = 400) -> Series:
-    """Chart series of the newest ``limit`` snapshots (oldest first)."""
-    qs: QuerySet[MetricSnapshot] = job.snapshots.order_by("-collected_at")
-    if since:
-        qs = qs.filter(collected_at__gte=since)
-    rows = list(qs.values_list("collected_at", "arrival_rate_per_s", "processed_rate_per_s", "backlog",
-                               "batch_ratio", "cores")[:limit])[::-1]
-    return Series(
-        t=[r[0].isoformat() for r in rows], arrival_rate=[r[1] for r in rows],
-        processed_rate=[r[2] for r in rows], backlog=[r[3] for r in rows],
-        batch_ratio=[r[4] for r in rows], cores=[r[5] for r in rows])
 
 
 def dag_vertices(*, job: Job, proposal_plan: dict | None = None, recent: int = 4) -> list[dict]:
@@ -113,7 +88,7 @@ MAX_CHART_POINTS = 360
 CHART_RANGES_S = {"15m": 900, "1h": 3600, "6h": 6 * 3600, "24h": 24 * 3600}
 
 
-def _policy_band(policy) -> tuple[float, float]:
+def policy_band(policy) -> tuple[float, float]:
     """The utilization band of a JobPolicy row (same defaults as ``scaling.Policy.band``)."""
     low = policy.utilization_min if policy.utilization_min is not None else max(0.0, policy.utilization_target - 0.3)
     high = policy.utilization_max if policy.utilization_max is not None else min(1.0, policy.utilization_target + 0.3)

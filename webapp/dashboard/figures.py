@@ -38,6 +38,33 @@ def parallelism_label(v: dict) -> str:
     return f"{v['tasks']} → {proposed if proposed is not None else v['tasks']}"
 
 
+#: Operators that say what a stage does, in the order they are preferred for its short label.
+_DEFINING_OPERATORS = ("Scan", "MicroBatchScan", "MapInPandas", "MapInArrow", "BatchEvalPython", "ArrowEvalPython",
+                       "FlatMapGroupsInPandas", "StreamingSymmetricHashJoin", "StateStoreSave", "SessionWindowStateStoreSave",
+                       "FlatMapGroupsWithState", "TransformWithState", "Window", "Sort", "SortMergeJoin",
+                       "BroadcastHashJoin", "HashAggregate", "Generate", "Expand")
+
+
+def short_label(name: str, most: int = 2) -> str:
+    """A node label short enough not to collide with its neighbours: the stage's defining operators
+    (scan, Python UDF, stateful operator, join, aggregation), at most ``most`` of them, in plan
+    order; the full operator chain stays in the hover text.
+
+    >>> short_label("HashAggregate → StateStoreRestore → HashAggregate → StateStoreSave → Scan ExistingRDD")
+    'HashAggregate → StateStoreSave'
+    """
+    operators = [op.strip() for op in name.split("→") if op.strip()]
+    if len(operators) <= most:
+        return " → ".join(operators) or name
+    defining = []
+    for op in operators:
+        head = op.split()[0]
+        if head in _DEFINING_OPERATORS and head not in defining and not op.startswith("Scan ExistingRDD"):
+            defining.append(head)
+    picked = defining[:most] or operators[:1]
+    return " → ".join(picked) + (" …" if len(picked) < len(operators) else "")
+
+
 def dag_figure(vertices: list[dict]) -> dict:
     """The job DAG. Each item of ``vertices``: id, name, position, upstream (ids), tasks,
     proposed (or None), utilization (0..1), records_in_per_s, records_out_per_s, and when evaluated:
@@ -73,7 +100,7 @@ def dag_figure(vertices: list[dict]) -> dict:
     for v in vertices:
         arrow = parallelism_label(v)
         mark = "<br><b>⚠ bottleneck</b>" if v.get("bottleneck") else ""
-        labels.append(f"<b>{v['name']}</b><br>{arrow}{mark}")
+        labels.append(f"<b>{short_label(v['name'])}</b><br>{arrow}{mark}")
         hovers.append(
             f"<b>{v['name']}</b> ({v['id']})<br>parallelism {arrow}<br>utilization {v['utilization']:.0%}"
             f"<br>true processing rate {_rate(v.get('true_processing_rate'))} rec/s per core"

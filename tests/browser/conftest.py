@@ -63,11 +63,12 @@ def page(chromium, live_server):
 
 
 def screenshot(page, name: str, *, also: Path | None = None) -> Path:
-    """Save a full-page screenshot to the test artifacts (and to ``also``)."""
+    """Save a full-page screenshot to the test artifacts, and to ``also`` (a committed file such as the
+    README's screenshot) only when ``UPDATE_DOCS_SCREENSHOTS=1``, so a test run leaves the tree clean."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
-    if also is not None:
+    if also is not None and os.environ.get("UPDATE_DOCS_SCREENSHOTS") == "1":
         also.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, also)
     return path

@@ -19,17 +19,27 @@ Mapping rules
   the plan's shape between restarts shows up as a change of names/count, not of ids.
 - **Vertex name**: the plan operators the stage runs, in data-flow order, joined with ``" → "``
   (e.g. ``"MicroBatchScan → Filter → Project → ... → HashAggregate"``), from the SQL
-  execution of the batch (``/sql?details=true``): plan nodes' metric strings carry
-  ``(stage X.Y: task Z)``; members of a whole-stage-codegen cluster inherit the stage of their
-  ``WholeStageCodegen (k)`` node; nodes without a reference take the stage of a neighbour
-  along the plan edges. Shuffle exchanges (nodes seen in two stages) and the codegen cluster
-  nodes are not listed. Without SQL data the name is ``f"stage {position}"``.
+  execution of the batch (``/sql?details=true``). The plan is cut at its shuffle exchanges
+  into segments, one per stage; a segment takes the stage its nodes' metric strings name
+  (``(stage X.Y: task Z)``; members of a whole-stage-codegen cluster count with their
+  ``WholeStageCodegen (k)`` node). Spark prints that reference only for metrics with two or
+  more task values, so a single-task stage's nodes carry none: the segments are then mapped by
+  position to the stages of the job that ran the execution, when their number matches and the
+  referenced segments agree (see :func:`stage_operators`). Shuffle exchanges and the codegen
+  cluster nodes are not listed. Without SQL data the name is ``f"stage {position}"``.
 - **Edges**: from the stages' ``parentIds`` when Spark provides them (mapped to positions,
   parents outside the batch dropped); Spark 4.3's REST stage JSON has none, so the vertices
   are then chained in stage order: ``v{i-1} → v{i}``.
 - A batch whose number of stages differs from the newest batch in the window (e.g. batch 0,
   whose shuffle-map stage is skipped when it reads nothing) is left out of the vertex
   aggregates with a note in ``JobSample.errors``; its progress still counts for the rates.
+- **Batch overhead**: per batch, ``durationMs.triggerExecution`` minus the wall time during
+  which at least one of its stages ran (the union of the stages' ``[submissionTime,
+  completionTime]``, see :func:`stages_running_s`): planning, offsets, WAL and commit, and
+  inside ``addBatch`` the job and stage scheduling, the ``foreachBatch`` collect and sink write
+  and the state commits between stages. ``batch_overhead_s`` is its mean over the window's
+  batches whose stages are all in ``/stages`` with both times; when no batch has them, the
+  mean of ``triggerExecution − addBatch`` is used instead, with a note in ``errors``.
 
 Offsets: the log source's ``{"p0": 123}``, Kafka's ``{"topic": {"0": 123}}``, JSON strings of
 those, and plain numbers (rate source) are understood. Dict offsets are record positions.
@@ -46,7 +56,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from sparkclient.metricstrings import stage_refs
@@ -61,9 +71,11 @@ __all__ = [
     "executors_and_cores",
     "flatten_offsets",
     "progress_time_s",
+    "rest_time_s",
     "sample_from_rest",
     "source_backlog",
     "stage_operators",
+    "stages_running_s",
     "vertex_id",
 ]
 
@@ -108,7 +120,9 @@ class VertexSample:
 @dataclass(frozen=True)
 class JobSample:
     """One collect of one streaming query (one ``runId``) over a window; see the field comments
-    in ARCHITECTURE.md. Rates are records per second, durations seconds, sizes bytes."""
+    in ARCHITECTURE.md. Rates are records per second, durations seconds, sizes bytes.
+    ``batch_overhead_s``: mean time per batch spent outside tasks (see "Batch overhead" in the
+    module docstring)."""
 
     run_id: str
     query_name: str | None
@@ -222,35 +236,121 @@ def batch_stages(batch_job_list: Sequence[Json], stages: Mapping[int, Json] | It
     return ordered, missing
 
 
+def rest_time_s(value: Any) -> float | None:
+    """A REST API date (``"2026-11-21T10:33:56.417GMT"``; ``Z`` or an offset also accepted) in
+    epoch seconds, or ``None`` when missing or not a date."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    if text.endswith("GMT"):
+        text = text[:-3] + "+00:00"
+    elif text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        stamp = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=timezone.utc)
+    return stamp.timestamp()
+
+
+def stages_running_s(stages: Iterable[Json]) -> float | None:
+    """Wall time, in seconds, during which at least one of ``stages`` was running: the length of
+    the union of their ``[submissionTime, completionTime]`` intervals (``/stages`` entries).
+
+    ``0.0`` for no stages; ``None`` when a stage lacks either time (still running, or not
+    submitted), so the caller can tell "no data" from "no stage ran".
+    """
+    intervals: list[tuple[float, float]] = []
+    for stage in stages:
+        start = rest_time_s(stage.get("submissionTime"))
+        end = rest_time_s(stage.get("completionTime"))
+        if start is None or end is None:
+            return None
+        if end > start:
+            intervals.append((start, end))
+    total = 0.0
+    current_start: float | None = None
+    current_end = 0.0
+    for start, end in sorted(intervals):
+        if current_start is None or start > current_end:
+            if current_start is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_start is not None:
+        total += current_end - current_start
+    return total
+
+
 # -- SQL plan operators per stage ---------------------------------------------------------------
 
 
-def stage_operators(executions: Iterable[Json]) -> dict[int, list[str]]:
+def stage_operators(executions: Iterable[Json], jobs: Iterable[Json] | None = None) -> dict[int, list[str]]:
     """Plan operators per stage id, from SQL executions fetched with ``details=true``.
 
     Returns ``{stage_id: [nodeName, ...]}`` in data-flow order (topological along the plan
     edges, ties by descending ``nodeId``, which is Spark's child-before-parent numbering).
-    Codegen cluster nodes (``WholeStageCodegen (k)``) and nodes spanning two stages (shuffle
-    exchanges) are not listed. Executions without ``nodes`` contribute nothing.
+    Codegen cluster nodes (``WholeStageCodegen (k)``) and shuffle exchanges are not listed.
+    Executions without ``nodes`` contribute nothing.
+
+    The plan is cut at its shuffle exchanges into **segments**, one per stage. A segment takes
+    the stage its nodes' metric strings name (``(stage X.Y: task Z)``). Spark prints that
+    reference only for a metric with two or more task values, so the nodes of a **single-task
+    stage** carry none. With ``jobs`` (``/jobs`` entries), an execution's stages are those of the
+    jobs it ran (``successJobIds``, ``runningJobIds``, ``failedJobIds``) in ``(jobId, stageId)``
+    order, skipped ones included; when the segments are as many as those stages, follow each
+    other in a unique data-flow order (a chain, as in a micro-batch job without joins) and every
+    referenced segment sits at the position of its stage, the segments are mapped to the stages
+    by position, which names single-task stages too. References to stages outside the
+    execution's jobs are ignored. Without ``jobs`` (or when the shapes disagree), only segments
+    with a reference are named; a segment never borrows the stage of a neighbouring segment.
     """
+    job_stages: dict[int, list[int]] = {}
+    for job in jobs or ():
+        if "jobId" in job:
+            job_stages[int(job["jobId"])] = sorted(int(sid) for sid in job.get("stageIds") or ())
     result: dict[int, list[str]] = {}
     for execution in executions:
-        for stage_id, names in _execution_operators(execution).items():
+        ran = sorted(
+            {
+                int(job_id)
+                for key in ("successJobIds", "runningJobIds", "failedJobIds")
+                for job_id in execution.get(key) or ()
+            }
+        )
+        stage_ids: list[int] | None = None
+        if ran and all(job_id in job_stages for job_id in ran):
+            stage_ids = []
+            for job_id in ran:
+                stage_ids += [sid for sid in job_stages[job_id] if sid not in stage_ids]
+        for stage_id, names in _execution_operators(execution, stage_ids).items():
             result.setdefault(stage_id, names)
     return result
 
 
-def _execution_operators(execution: Json) -> dict[int, list[str]]:
+def _is_exchange(node: Json) -> bool:
+    """A shuffle exchange: the boundary between two stages."""
+    name = str(node.get("nodeName", ""))
+    if name == "Exchange" or name.startswith("Exchange "):
+        return True
+    return any(str(metric.get("name")) == "shuffle records written" for metric in node.get("metrics") or ())
+
+
+def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None) -> dict[int, list[str]]:
     nodes: list[Json] = [node for node in execution.get("nodes") or () if "nodeId" in node]
     if not nodes:
         return {}
     by_id = {int(node["nodeId"]): node for node in nodes}
-    stages_of: dict[int, set[int]] = {}
+    allowed = set(stage_ids) if stage_ids is not None else None
+    refs_of: dict[int, set[int]] = {}
     for node_id, node in by_id.items():
         refs: set[int] = set()
         for metric in node.get("metrics") or ():
             refs.update(stage for stage, _attempt in stage_refs(str(metric.get("value", ""))))
-        stages_of[node_id] = refs
+        refs_of[node_id] = refs if allowed is None else refs & allowed
 
     clusters: dict[int, list[int]] = {}
     for node_id, node in by_id.items():
@@ -258,17 +358,6 @@ def _execution_operators(execution: Json) -> dict[int, list[str]]:
         if match:
             clusters.setdefault(int(match.group(1)), []).append(node_id)
     cluster_nodes = {node_id for ids in clusters.values() for node_id in ids}
-
-    # members of a codegen cluster: the cluster node numbered just below the member
-    for node_id, node in by_id.items():
-        codegen_id = node.get("wholeStageCodegenId")
-        if stages_of[node_id] or codegen_id is None or node_id in cluster_nodes:
-            continue
-        candidates = clusters.get(int(codegen_id), [])
-        below = [cid for cid in candidates if cid < node_id]
-        chosen = max(below) if below else (candidates[0] if len(candidates) == 1 else None)
-        if chosen is not None:
-            stages_of[node_id] = set(stages_of[chosen])
 
     downstream: dict[int, list[int]] = {node_id: [] for node_id in by_id}
     upstream: dict[int, list[int]] = {node_id: [] for node_id in by_id}
@@ -278,27 +367,108 @@ def _execution_operators(execution: Json) -> dict[int, list[str]]:
             downstream[src].append(dst)
             upstream[dst].append(src)
 
-    # nodes without a reference take the single stage of a neighbour (downstream first)
-    changed = True
-    while changed:
-        changed = False
-        for node_id in by_id:
-            if stages_of[node_id] or node_id in cluster_nodes:
-                continue
+    # stage boundaries: shuffle exchanges, and any other node whose metrics name two stages
+    exchanges = {
+        node_id
+        for node_id, node in by_id.items()
+        if node_id not in cluster_nodes and (_is_exchange(node) or len(refs_of[node_id]) > 1)
+    }
+    operators = [node_id for node_id in by_id if node_id not in cluster_nodes and node_id not in exchanges]
+
+    # members of a codegen cluster run in the stage of the cluster node numbered just below them
+    for node_id in operators:
+        codegen_id = by_id[node_id].get("wholeStageCodegenId")
+        if codegen_id is None:
+            continue
+        candidates = clusters.get(int(codegen_id), [])
+        below = [cid for cid in candidates if cid < node_id]
+        chosen = max(below) if below else (candidates[0] if len(candidates) == 1 else None)
+        if chosen is not None:
+            refs_of[node_id] = refs_of[node_id] | refs_of[chosen]
+
+    # segments: operators connected by plan edges that do not pass through an exchange
+    segment_of: dict[int, int] = {}
+    segments: list[list[int]] = []
+    for start in sorted(operators, reverse=True):
+        if start in segment_of:
+            continue
+        index = len(segments)
+        members: list[int] = []
+        todo = [start]
+        segment_of[start] = index
+        while todo:
+            node_id = todo.pop()
+            members.append(node_id)
             for neighbour in downstream[node_id] + upstream[node_id]:
-                if len(stages_of[neighbour]) == 1:
-                    stages_of[node_id] = set(stages_of[neighbour])
-                    changed = True
-                    break
+                if neighbour in segment_of or neighbour in exchanges or neighbour in cluster_nodes:
+                    continue
+                segment_of[neighbour] = index
+                todo.append(neighbour)
+        segments.append(members)
+    segment_refs = [set().union(*(refs_of[n] for n in members)) for members in segments]
+    # a lone node without edges or references (e.g. a detached command node) is no stage
+    counted = [
+        index
+        for index, members in enumerate(segments)
+        if segment_refs[index] or any(downstream[n] or upstream[n] for n in members)
+    ]
+
+    stage_of: dict[int, int] = {
+        index: next(iter(segment_refs[index])) for index in counted if len(segment_refs[index]) == 1
+    }
+    if stage_ids is not None and len(counted) == len(stage_ids) and _exchanges_separate(exchanges, downstream):
+        order = _segment_order(counted, segment_of, exchanges, downstream, upstream)
+        positional = {index: stage_ids[position] for position, index in enumerate(order)}
+        consistent = bool(order) and all(segment_refs[index] <= {positional[index]} for index in counted)
+        if consistent:
+            stage_of = positional
 
     result: dict[int, list[str]] = {}
     for node_id in _topological(by_id, downstream, upstream):
-        refs = stages_of[node_id]
-        if node_id in cluster_nodes or len(refs) != 1:
+        if node_id not in segment_of:
             continue
-        (stage_id,) = refs
-        result.setdefault(stage_id, []).append(str(by_id[node_id].get("nodeName", "?")))
+        stage_id = stage_of.get(segment_of[node_id])
+        if stage_id is not None:
+            result.setdefault(stage_id, []).append(str(by_id[node_id].get("nodeName", "?")))
     return result
+
+
+def _exchanges_separate(exchanges: set[int], downstream: Mapping[int, list[int]]) -> bool:
+    """No exchange feeds another directly (that stage would have no operator node to map)."""
+    return not any(nxt in exchanges for node_id in exchanges for nxt in downstream[node_id])
+
+
+def _segment_order(
+    counted: Sequence[int],
+    segment_of: Mapping[int, int],
+    exchanges: set[int],
+    downstream: Mapping[int, list[int]],
+    upstream: Mapping[int, list[int]],
+) -> list[int]:
+    """The counted segments in data-flow order (segment A precedes B when an exchange reads from
+    A and feeds B). ``[]`` when that order is not unique (e.g. the two inputs of a join, whose
+    stage order the plan does not tell) or the segments form a cycle."""
+    wanted = set(counted)
+    after: dict[int, set[int]] = {index: set() for index in wanted}
+    for exchange in exchanges:
+        sources = {segment_of[n] for n in upstream[exchange] if n in segment_of} & wanted
+        targets = {segment_of[n] for n in downstream[exchange] if n in segment_of} & wanted
+        for source in sources:
+            after[source] |= targets - {source}
+    indegree = {index: 0 for index in wanted}
+    for targets in after.values():
+        for target in targets:
+            indegree[target] += 1
+    ready = [index for index in wanted if indegree[index] == 0]
+    order: list[int] = []
+    while len(ready) == 1:
+        index = ready.pop()
+        order.append(index)
+        for target in after[index]:
+            indegree[target] -= 1
+            if indegree[target] == 0:
+                ready.append(target)
+    return order if len(order) == len(wanted) else []
 
 
 def _topological(by_id: Mapping[int, Json], downstream: Mapping[int, list[int]], upstream: Mapping[int, list[int]]) -> list[int]:
@@ -466,8 +636,8 @@ def sample_from_rest(
     - ``collected_at`` defaults to ``window_end_s`` so the function stays deterministic.
 
     Batches in the progress whose jobs or stages are missing from REST are left out of the
-    vertices, with a note in ``errors``. Raises ``ValueError`` for an empty or inverted window
-    or a negative trigger interval.
+    vertices, with a note in ``errors``, and out of the overhead (module docstring). Raises
+    ``ValueError`` for an empty or inverted window or a negative trigger interval.
     """
     if not window_end_s > window_start_s:
         raise ValueError(
@@ -494,6 +664,7 @@ def sample_from_rest(
     jobs_by_batch = batch_jobs(jobs, run_id)
     stage_index = _stage_index(stages)
     executed: list[tuple[Json, list[Json]]] = []
+    stage_overheads_s: list[float] = []
     for progress in batch_progresses:
         batch_id = int(progress["batchId"])
         batch_job_list = jobs_by_batch.get(batch_id)
@@ -505,6 +676,11 @@ def sample_from_rest(
                 )
             continue
         ordered, missing = batch_stages(batch_job_list, stage_index)
+        if not missing:
+            running_s = stages_running_s(ordered)
+            if running_s is not None:
+                trigger_s = float(progress["durationMs"].get("triggerExecution", 0)) / 1000.0
+                stage_overheads_s.append(max(0.0, trigger_s - running_s))
         if missing:
             errors.append(
                 f"batch {batch_id}: stages {missing} missing from /stages (still running, or dropped "
@@ -526,17 +702,28 @@ def sample_from_rest(
                 )
             else:
                 kept.append((progress, ordered))
-        operators = stage_operators(sql or ())
+        operators = stage_operators(sql or (), jobs)
         vertices = _aggregate_vertices(kept, operators)
 
     # -- rates and offsets from the progress --
     input_rows = sum(int(p.get("numInputRows") or 0) for p in batch_progresses)
     durations_s = [float(p.get("batchDuration") or 0) / 1000.0 for p in batch_progresses]
-    overheads_s = [
-        max(0.0, float(p["durationMs"].get("triggerExecution", 0)) - float(p["durationMs"].get("addBatch", 0)))
-        / 1000.0
-        for p in batch_progresses
-    ]
+    if stage_overheads_s:
+        batch_overhead_s = _mean(stage_overheads_s)
+    else:
+        batch_overhead_s = _mean(
+            [
+                max(0.0, float(p["durationMs"].get("triggerExecution", 0)) - float(p["durationMs"].get("addBatch", 0)))
+                / 1000.0
+                for p in batch_progresses
+            ]
+        )
+        if batch_progresses:
+            errors.append(
+                "batch overhead: no batch in the window has all its stages with submission and completion "
+                "times in /stages; triggerExecution − addBatch used, which misses the time inside addBatch "
+                "when no task runs"
+            )
     batch_duration_s = _mean(durations_s)
     busy_total_s = sum(durations_s)
     records_per_unit = _records_per_offset_unit(batch_progresses)
@@ -565,7 +752,7 @@ def sample_from_rest(
         processed_rate_per_s=input_rows / busy_total_s if busy_total_s > 0 else 0.0,
         batch_duration_s=batch_duration_s,
         trigger_interval_s=trigger_interval_s,
-        batch_overhead_s=_mean(overheads_s),
+        batch_overhead_s=batch_overhead_s,
         batch_ratio=batch_duration_s / trigger_interval_s if trigger_interval_s > 0 else 0.0,
         executors=executor_count,
         cores=cores,

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from sparkclient.metricstrings import stage_refs
 from sparkclient.rest import SparkRestError
 from sparkclient.topology import (
     JobSample,
@@ -23,8 +24,10 @@ from sparkclient.topology import (
     batch_end_s,
     progress_time_s,
     sample_from_rest,
+    rest_time_s,
     source_backlog,
     stage_operators,
+    stages_running_s,
 )
 
 RUN_ID = "ae3eaf98-3470-49e6-8203-7305bb7e17be"
@@ -206,6 +209,20 @@ def test_edges_from_parent_ids_when_present() -> None:
 
 
 def test_rates_overhead_and_ratio() -> None:
+    """Overhead per batch = triggerExecution − the wall time when at least one of the batch's
+    stages ran (union of [submissionTime, completionTime] from /stages). In ms, stage times 10:33:ss.mmm:
+
+    - batch 10: trigger 597; stage 20 48.237→48.269 (32), stage 21 48.271→48.537 (266); union 298; overhead 299
+    - batch 11: trigger 570; stage 22 50.218→50.260 (42), stage 23 50.264→50.487 (223); union 265; overhead 305
+    - batch 12: trigger 533; stage 24 52.239→52.279 (40), stage 25 52.281→52.481 (200); union 240; overhead 293
+    - batch 13: trigger 505; stage 26 54.171→54.207 (36), stage 27 54.209→54.443 (234); union 270; overhead 235
+    - batch 14: trigger 890; stage 28 56.349→56.412 (63), stage 29 56.417→56.784 (367); union 430; overhead 460
+    - batch 15: trigger 1090; its job is not in /jobs, so no stage data: left out of the mean
+
+    Mean (299 + 305 + 293 + 235 + 460) / 5 = 1592 / 5 = 318.4 ms. The old triggerExecution −
+    addBatch gave (151 + 158 + 155 + 142 + 239 + 244) / 6 = 181.5 ms: it missed the scheduling,
+    the foreachBatch collect and the state commits between and after the stages.
+    """
     sample = _p1_sample(10, 15)
     progresses = [_progress(b) for b in range(10, 16)]
     start, end = _window_for(10, 15)
@@ -214,8 +231,10 @@ def test_rates_overhead_and_ratio() -> None:
     mean_duration = sum(p["batchDuration"] for p in progresses) / 6 / 1000
     assert sample.batch_duration_s == pytest.approx(mean_duration)
     assert sample.batch_ratio == pytest.approx(mean_duration / 2.0)
-    overhead = sum(p["durationMs"]["triggerExecution"] - p["durationMs"]["addBatch"] for p in progresses) / 6 / 1000
-    assert sample.batch_overhead_s == pytest.approx(overhead)
+    assert sample.batch_overhead_s == pytest.approx(0.3184, abs=1e-6)
+    old_overhead = sum(p["durationMs"]["triggerExecution"] - p["durationMs"]["addBatch"] for p in progresses) / 6
+    assert old_overhead == pytest.approx(181.5)
+    assert not any("batch overhead" in e for e in sample.errors)
     assert sample.processed_rate_per_s == pytest.approx(
         sum(p["numInputRows"] for p in progresses) / (sum(p["batchDuration"] for p in progresses) / 1000)
     )
@@ -226,7 +245,9 @@ def test_rates_overhead_and_ratio() -> None:
     assert sample.collected_at == pytest.approx(end)
 
 
-def test_overhead_from_last_progress() -> None:
+def test_overhead_falls_back_without_stage_times() -> None:
+    """Without jobs and stages (batch 15 of p1 is not in /jobs), the overhead is the old
+    triggerExecution − addBatch = 1090 − 846 = 244 ms, with a note."""
     last = load("p1_lastProgress.json")
     start = batch_end_s(last)
     sample = sample_from_rest(
@@ -234,6 +255,7 @@ def test_overhead_from_last_progress() -> None:
         window_start_s=start, window_end_s=start + 2.0,
     )
     assert sample.batch_overhead_s == pytest.approx((1090 - 846) / 1000)
+    assert any("batch overhead" in e and "triggerExecution − addBatch" in e for e in sample.errors)
     assert sample.batch_duration_s == pytest.approx(1.091)
     assert sample.state_rows == 20 and sample.state_bytes == 8864
     assert sample.query_name == "ds2q"
@@ -372,3 +394,192 @@ def test_a_batch_belongs_to_the_window_holding_its_completion():
     before = sample_from_rest(*args, window_start_s=boundary - 10, window_end_s=boundary, **kwargs)
     after = sample_from_rest(*args, window_start_s=boundary, window_end_s=boundary + 10, **kwargs)
     assert (before.batches, after.batches) == (0, 1)
+
+
+# -- overhead from the stage timings ------------------------------------------------------------
+
+
+def test_stages_running_s_is_the_union_of_the_stage_intervals() -> None:
+    def stage(start: str, end: str | None) -> dict[str, Any]:
+        day = "2026-11-21T10:00:"
+        return {"submissionTime": f"{day}{start}GMT", "completionTime": end and f"{day}{end}GMT"}
+
+    stamp = progress_time_s({"timestamp": "2026-11-21T10:33:56.417Z"})
+    assert rest_time_s("2026-11-21T10:33:56.417GMT") == pytest.approx(stamp)
+    assert rest_time_s(None) is None and rest_time_s("soon") is None
+    assert stages_running_s([]) == 0.0
+    # [0, 2] ∪ [1, 3] ∪ [5, 6] = 3 + 1 = 4 s (overlapping stages count once; the gap is not counted)
+    overlapping = [stage("05.000", "06.000"), stage("00.000", "02.000"), stage("01.000", "03.000")]
+    assert stages_running_s(overlapping) == pytest.approx(4.0)
+    assert stages_running_s([stage("00.000", "02.000"), stage("01.000", None)]) is None  # still running
+
+
+def test_batches_without_stage_times_are_left_out_of_the_overhead() -> None:
+    """Batches 13 and 14 of p1 (see test_rates_overhead_and_ratio): 235 and 460 ms. With stage 28
+    still running (no completionTime), batch 14 is left out: 235 ms. With stage 26 running too,
+    no batch has stage data and the old formula is used: (142 + 239) / 2 = 190.5 ms, noted."""
+    assert _p1_sample(13, 14).batch_overhead_s == pytest.approx(0.3475, abs=1e-6)
+    start, end = _window_for(13, 14)
+    stages = load("p1_app_stages.json")
+    for entry in stages:
+        if entry["stageId"] == 28:
+            del entry["completionTime"]
+    kwargs: dict[str, Any] = dict(run_id=RUN_ID, trigger_interval_s=2.0, window_start_s=start, window_end_s=end)
+    args = (load("p1_app_jobs.json"), stages, load("p1_recentProgress.json"), [])
+    sample = sample_from_rest(*args, **kwargs)
+    assert sample.batch_overhead_s == pytest.approx(0.235, abs=1e-6)
+    assert not any("batch overhead" in e for e in sample.errors)
+    for entry in stages:
+        if entry["stageId"] == 26:
+            entry["completionTime"] = None
+    sample = sample_from_rest(*args, **kwargs)
+    assert sample.batch_overhead_s == pytest.approx(0.1905, abs=1e-6)
+    assert any("batch overhead" in e for e in sample.errors)
+
+
+# -- the demo pipeline, captured live (tests/sparkclient/captures) -------------------------------
+
+CAPTURES = Path(__file__).resolve().parent / "captures"
+DEMO_NAMES = [
+    "MicroBatchScan → Filter → Project → Project",
+    "MapInPandas → Project → EventTimeWatermark → Filter → Project → HashAggregate",
+    "HashAggregate → StateStoreRestore → HashAggregate → StateStoreSave → HashAggregate → Scan ExistingRDD",
+]
+
+
+def _capture(name: str) -> dict[str, Any]:
+    return json.loads((CAPTURES / name).read_text())
+
+
+class CaptureClient:
+    """Serves one capture of the demo pipeline like SparkRestClient; records the SQL ids asked."""
+
+    def __init__(self, capture: dict[str, Any]) -> None:
+        self.capture = capture
+        self.sql_ids: list[int] = []
+
+    def jobs(self, app_id: str, status: object = None) -> list[dict[str, Any]]:
+        return copy.deepcopy(self.capture["jobs"])
+
+    def stages(self, app_id: str, status: object = None) -> list[dict[str, Any]]:
+        return copy.deepcopy(self.capture["stages"])
+
+    def executors(self, app_id: str) -> list[dict[str, Any]]:
+        return copy.deepcopy(self.capture["executors"])
+
+    def sql_execution(self, app_id: str, execution_id: int, details: bool = True) -> dict[str, Any]:
+        self.sql_ids.append(execution_id)
+        return copy.deepcopy(next(e for e in self.capture["sql"] if e["id"] == execution_id))
+
+
+def _collect_capture(capture: dict[str, Any], first: int, last: int) -> tuple[JobSample, CaptureClient]:
+    """collect_sample over the window holding the completions of batches ``first..last``."""
+    by_id = {p["batchId"]: p for p in capture["progresses"]}
+    start, end = batch_end_s(by_id[first]) - 0.001, batch_end_s(by_id[last]) + 0.001
+    client = CaptureClient(capture)
+    sample = collect_sample(
+        client, capture["app_id"], capture["progresses"], run_id=capture["run_id"],
+        trigger_interval_s=capture["trigger_interval_s"], window_s=end - start, now_s=end,
+    )
+    return sample, client
+
+
+@pytest.mark.parametrize(
+    ("name", "first", "last", "probed"),
+    [("demo_first_app.json", 0, 5, [10, 11]), ("demo_restarted_app.json", 25, 31, [12, 13])],
+)
+def test_demo_vertex_names_with_single_task_stages(name: str, first: int, last: int, probed: list[int]) -> None:
+    """The demo's first two stages run one task each (source and enrich partitions 1). Spark's
+    SQLMetrics.stringValue prints "(stage X.Y: task Z)" only for two or more task values, so their
+    plan nodes carry no stage reference: only the stateful stage (2 tasks) is referenced. Filling
+    the gaps from neighbouring nodes across the exchanges put every operator on the last stage
+    (v2 'MicroBatchScan → ... → Scan ExistingRDD', v0/v1 'stage 0'/'stage 1'), in the first
+    application and after a driver restart alike. The plan is now cut at its exchanges and the
+    segments mapped by position to the stages of the job that ran the execution."""
+    capture = _capture(name)
+    assert capture["config"]["source_partitions"] == capture["config"]["enrich_partitions"] == 1
+    sample, client = _collect_capture(capture, first, last)
+    assert client.sql_ids == probed  # the micro-batch's execution (no job), then the foreachBatch collect's
+    assert [v.vertex_id for v in sample.vertices] == ["v0", "v1", "v2"]
+    assert [v.tasks for v in sample.vertices] == [1, 1, 2]
+    assert [v.name for v in sample.vertices] == DEMO_NAMES
+    assert sample.errors == ()
+
+    execution = next(e for e in capture["sql"] if e["id"] == probed[-1])
+    (job_id,) = execution["successJobIds"]
+    job = next(j for j in capture["jobs"] if j["jobId"] == job_id)
+    first_stage, second_stage, last_stage = sorted(job["stageIds"])
+    # the root cause: only the 2-task stage is referenced in the plan's metric strings
+    referenced = {
+        stage for node in execution["nodes"] for metric in node["metrics"] for stage, _ in stage_refs(metric["value"])
+    }
+    assert referenced == {last_stage}
+    operators = stage_operators([execution], capture["jobs"])
+    assert [" → ".join(operators[s]) for s in (first_stage, second_stage, last_stage)] == DEMO_NAMES
+    # without the jobs, the unreferenced stages stay unnamed instead of being misassigned
+    assert stage_operators([execution]) == {last_stage: operators[last_stage]}
+
+
+def test_demo_plan_references_to_other_stages_are_ignored() -> None:
+    """A reference to a stage outside the execution's jobs (e.g. another batch's) never names a
+    vertex, and a reference contradicting the stage order disables the positional mapping."""
+    capture = _capture("demo_first_app.json")
+    execution = next(e for e in capture["sql"] if e["id"] == 11)
+    scan = next(n for n in execution["nodes"] if n["nodeName"] == "MicroBatchScan")
+    scan["metrics"].append({"name": "x", "value": "1 ms (0 ms, 0 ms, 1 ms (stage 2.0: task 1))"})
+    operators = stage_operators([execution], capture["jobs"])
+    assert [" → ".join(operators[s]) for s in (15, 16, 17)] == DEMO_NAMES and 2 not in operators
+    scan["metrics"][-1]["value"] = "1 ms (0 ms, 0 ms, 1 ms (stage 16.0: task 1))"  # the scan is not in stage 16
+    operators = stage_operators([execution], capture["jobs"])
+    assert sorted(operators) == [16, 17]
+    assert operators[16] == ["MicroBatchScan", "Filter", "Project", "Project"]  # referenced, so taken as is
+    assert " → ".join(operators[17]) == DEMO_NAMES[2]
+
+
+def test_demo_overhead_counts_the_time_between_and_after_stages() -> None:
+    """First application, batches 1..5 (batch 0's 24 s of start-up left out), in ms:
+
+    - batch 1: trigger 7831, addBatch 7219; stages 3, 4, 5 run 12:19:02.385 → 03.034, 03.035 → 07.810,
+      07.823 → 08.952: union 649 + 4775 + 1129 = 6553; overhead 7831 − 6553 = 1278 (old 612)
+    - batch 2: trigger 4736, addBatch 3960; 09.501 → 09.778, 09.779 → 11.499, 11.505 → 13.038:
+      277 + 1720 + 1533 = 3530; overhead 1206 (old 776)
+    - batch 3: trigger 4514, addBatch 3934; 14.803 → 15.767, 15.775 → 17.343, 17.354 → 18.302:
+      964 + 1568 + 948 = 3480; overhead 1034 (old 580)
+    - batch 4: trigger 4164, addBatch 3140; 19.687 → 20.642, 20.644 → 21.776, 21.779 → 22.439:
+      955 + 1132 + 660 = 2747; overhead 1417 (old 1024)
+    - batch 5: trigger 2687, addBatch 2111; 23.661 → 23.875, 23.878 → 24.774, 24.782 → 25.156:
+      214 + 896 + 374 = 1484; overhead 1203 (old 576)
+
+    New mean 6138 / 5 = 1227.6 ms (25.6 % of the mean trigger of 4786.4 ms); the old mean was
+    3568 / 5 = 713.6 ms (14.9 %).
+    """
+    sample, _client = _collect_capture(_capture("demo_first_app.json"), 1, 5)
+    assert (sample.first_batch_id, sample.last_batch_id, sample.batches) == (1, 5, 5)
+    assert sample.batch_overhead_s == pytest.approx(1.2276, abs=1e-6)
+    restarted, _client = _collect_capture(_capture("demo_restarted_app.json"), 26, 31)
+    # (881 + 907 + 880 + 1069 + 969 + 1077) / 6 ms; the old formula gave 2759 / 6 = 459.8 ms
+    assert restarted.batch_overhead_s == pytest.approx(5783 / 6 / 1000, abs=1e-6)
+
+
+def test_positional_mapping_only_for_a_unique_stage_order() -> None:
+    """Two single-task inputs of a join: the plan does not tell which input stage got the lower
+    id, so without references only what is referenced is named (nothing is guessed)."""
+    shuffle = [{"name": "shuffle records written", "value": "3"}]
+    nodes = [
+        {"nodeId": 6, "nodeName": "Scan a", "metrics": []},
+        {"nodeId": 5, "nodeName": "Exchange", "metrics": shuffle},
+        {"nodeId": 4, "nodeName": "Scan b", "metrics": []},
+        {"nodeId": 3, "nodeName": "Exchange", "metrics": shuffle},
+        {"nodeId": 2, "nodeName": "SortMergeJoin", "metrics": []},
+        {"nodeId": 1, "nodeName": "Project", "metrics": []},
+    ]
+    edges = [{"fromId": f, "toId": t} for f, t in ((6, 5), (5, 2), (4, 3), (3, 2), (2, 1))]
+    execution = {"id": 1, "successJobIds": [0], "nodes": nodes, "edges": edges}
+    jobs = [{"jobId": 0, "stageIds": [2, 0, 1]}]
+    assert stage_operators([execution], jobs) == {}
+    nodes[4]["metrics"] = [{"name": "peak memory", "value": "2 MiB (1 MiB, 1 MiB, 1 MiB (stage 2.0: task 7))"}]
+    assert stage_operators([execution], jobs) == {2: ["SortMergeJoin", "Project"]}
+    # a chain (one input) is mapped by position: Scan a -> stage 0, the join -> stage 1
+    chain = {**execution, "nodes": [n for n in nodes if n["nodeId"] not in (4, 3)], "edges": edges[:2] + edges[4:]}
+    chain["nodes"][2]["metrics"] = []
+    assert stage_operators([chain], [{"jobId": 0, "stageIds": [0, 1]}]) == {0: ["Scan a"], 1: ["SortMergeJoin", "Project"]}

@@ -194,3 +194,18 @@ def test_verification_compares_realized_rates_and_backlog_with_the_prediction(
     assert proposal.verification == expected, proposal.verification_detail
     assert AuditEvent.objects.filter(proposal=proposal, action=f"verification_{expected}").exists()
     assert proposal_verify(proposal=proposal, now=later) is None  # recorded once
+
+
+@pytestmark_db
+def test_a_late_answer_to_a_timed_out_attempt_is_the_outcome(workflow_redis, enqueued):
+    proposal = _pending()
+    Proposal.objects.filter(pk=proposal.pk).update(status="executing")
+    execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="waiting_retry")
+    workflow_redis.set(keys.control_result(proposal.job.name, execution.exec_id(1)),
+                       json.dumps({"status": "succeeded", "path": "driver-restart", "downtime_s": 14.0}))
+    from webapp.proposals.services import proposal_execute
+
+    execution = proposal_execute(proposal_id=proposal.pk, attempt=2)
+    assert execution.status == "succeeded" and execution.path == "driver-restart" and execution.downtime_s == 14.0
+    assert workflow_redis.xlen(keys.control(proposal.job.name)) == 0  # nothing sent again
+    assert AuditEvent.objects.filter(proposal=proposal, action="late_answer").exists()

@@ -348,11 +348,22 @@ def proposal_execute(*, proposal_id: int, attempt: int = 1) -> Execution | None:
         return execution
     execution.refresh_from_db()
     job = proposal.job
+    redis = get_redis()
+    if attempt > 1:
+        # The previous attempt may have timed out here while the runner went on and applied it:
+        # its late answer is the outcome (with the real path and downtime); send nothing again.
+        from sparkclient.runner import get_result  # noqa: PLC0415
+
+        late = get_result(redis, job.name, execution.exec_id(attempt - 1))
+        if late is not None and late.get("status") == "succeeded":
+            audit(job=job, proposal=proposal, actor="system", action="late_answer",
+                  after={"attempt": attempt - 1, "path": late.get("path")},
+                  reason=f"attempt {attempt - 1} succeeded after it had timed out: not sending attempt {attempt}")
+            return execution_record_result(execution_id=execution.pk, attempt=attempt, result=late)
     exec_id = execution.exec_id(attempt)
     audit(job=job, proposal=proposal, actor="system", action="attempt_started",
           after={"attempt": attempt, "exec_id": exec_id, "config": proposal.proposed_config},
           reason=f"attempt {attempt}: sent to the runner of {job.name}")
-    redis = get_redis()
     try:
         send_rescale(redis, job.name, exec_id, proposal.proposed_config)
         result = wait_result(redis, job.name, exec_id, timeout_s=settings.SCALER_EXECUTION_TIMEOUT_S)

@@ -24,6 +24,7 @@ from sparkclient.redislog import PartitionedLog
 from sparkclient.redisproc import free_port
 from sparkclient.runner import read_status, send_rescale, wait_result
 from sparkclient.sink import sink_total
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -31,14 +32,6 @@ ROOT = Path(__file__).resolve().parents[2]
 JOB, TOPIC = "t-demo", "t-nexmark"
 
 
-def _wait_for(predicate, timeout_s: float, what: str, poll_s: float = 0.5):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
 def _batches(client, run_id: str | None = None) -> list[dict]:
@@ -83,7 +76,7 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
         cwd=ROOT, env=env)
     driver_groups: set[int] = set()
     try:
-        _wait_for(lambda: len(_batches(redis_client)) >= 2, 120, "two batches of the first driver")
+        wait_for(lambda: len(_batches(redis_client)) >= 2, timeout_s=120, what="two batches of the first driver")
         status = read_status(redis_client, JOB)
         assert status["state"] == "running" and status["ui_url"].startswith("http://127.0.0.1:")
         driver_groups.add(int(status["pid"]))
@@ -91,7 +84,6 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
         assert _last_job_stage_tasks(status) == [1, 1, 2]
 
         # in-process (acceptance 2): other source partitions and repartition count, same state partitions
-        before = _batches(redis_client, first_run)[-1]
         send_rescale(redis_client, JOB, "r1", {"cores": 1, "source_partitions": 2, "enrich_partitions": 3,
                                               "state_partitions": 2})
         result = wait_result(redis_client, JOB, "r1", timeout_s=90)
@@ -101,7 +93,9 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
         assert result["config"]["enrich_partitions"] == 3
         second_run = read_status(redis_client, JOB)["run_id"]
         assert second_run != first_run
-        after = _wait_for(lambda: _batches(redis_client, second_run), 60, "a batch of the restarted query")[0]
+        # the runner finishes the batch in flight before it stops: the first run's last batch is known only now
+        before = _batches(redis_client, first_run)[-1]
+        after = wait_for(lambda: _batches(redis_client, second_run), timeout_s=60, what="a batch of the restarted query")[0]
         assert _last_job_stage_tasks(read_status(redis_client, JOB)) == [2, 3, 2]
         # the stateful vertex kept its partitions and its state rows (the first batch after the
         # restart can only add rows it updated and drop rows it removed)
@@ -119,7 +113,7 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
         assert result["status"] == "succeeded", result
         assert result["path"] == "in-process" and result["downtime_s"] > 0
         third_run = read_status(redis_client, JOB)["run_id"]
-        after = _wait_for(lambda: _batches(redis_client, third_run), 60, "a batch after the repartition")[0]
+        after = wait_for(lambda: _batches(redis_client, third_run), timeout_s=60, what="a batch after the repartition")[0]
         assert after["stateOperators"][0]["numShufflePartitions"] == 3
         assert _last_job_stage_tasks(read_status(redis_client, JOB)) == [2, 3, 3]
 
@@ -146,7 +140,7 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
             batches = _batches(redis_client)
             return bool(batches) and batches[-1]["sources"][0]["endOffset"] == latest and sink_total(sink) == bids
 
-        _wait_for(drained, 60, f"the sink to reach {bids} bids (now {sink_total(sink)})")
+        wait_for(drained, timeout_s=60, what=f"the sink to reach {bids} bids (now {sink_total(sink)})")
         time.sleep(3)  # stays stable: nothing is counted twice
         assert sink_total(sink) == bids
         assert PartitionedLog(redis_client, TOPIC).lost() == 0

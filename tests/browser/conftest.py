@@ -5,16 +5,15 @@ They fail, never skip, when Chromium or Playwright is missing: ``.ci/run`` must 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 import redis
+
+from tests.webapp.fakerunner import FakeRunner
 
 # Playwright's sync API runs an event loop in the test's thread; the ORM calls of the test itself
 # (creating data, reading results) are still synchronous and safe.
@@ -74,39 +73,9 @@ def screenshot(page, name: str, *, also: Path | None = None) -> Path:
     return path
 
 
-class FakeRunner(threading.Thread):
-    """Answers the runner's control channel (``ss:control:{job}``) like ``sparkclient.runner`` does:
-    every rescale command succeeds after ``delay_s`` with a measured downtime."""
-
-    def __init__(self, url: str, job: str, delay_s: float = 1.5, downtime_s: float = 1.2):
-        super().__init__(daemon=True, name=f"fake-runner-{job}")
-        self.client = redis.Redis.from_url(url, decode_responses=True)
-        self.job, self.delay_s, self.downtime_s = job, delay_s, downtime_s
-        self.stopping = threading.Event()
-        self.commands: list[dict] = []
-
-    def run(self) -> None:
-        from sparkclient import keys
-
-        cursor = "0-0"
-        while not self.stopping.is_set():
-            response = self.client.xread({keys.control(self.job): cursor}, block=300, count=10)
-            for _stream, entries in response or []:
-                for entry_id, fields in entries:
-                    cursor = entry_id
-                    command = json.loads(fields["json"])
-                    self.commands.append(command)
-                    time.sleep(self.delay_s)
-                    cores_changed = True
-                    result = {"id": command["id"], "status": "succeeded",
-                              "path": "driver-restart" if cores_changed else "in-process",
-                              "downtime_s": self.downtime_s, "error": "", "config": command["config"],
-                              "completed_at": time.time()}
-                    self.client.set(keys.control_result(self.job, command["id"]), json.dumps(result))
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.join(timeout=5)
+def _restarted(command: dict, index: int) -> dict:
+    """Every rescale succeeds as a driver restart with a measured downtime, like ``sparkclient.runner``."""
+    return {"status": "succeeded", "path": "driver-restart", "downtime_s": 1.2, "error": ""}
 
 
 @pytest.fixture
@@ -126,7 +95,7 @@ def worker(redis_server, celery_broker, live_server, settings, tmp_path):
     runners: list[FakeRunner] = []
 
     def runner_for(job: str) -> FakeRunner:
-        runner = FakeRunner(redis_server.url, job)
+        runner = FakeRunner(redis_server.url, job, answer=_restarted, delay_s=1.5)
         runner.start()
         runners.append(runner)
         return runner

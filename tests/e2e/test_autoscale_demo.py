@@ -20,6 +20,7 @@ import pytest
 import redis
 from rest_framework.authtoken.models import Token
 
+from tests.waiting import wait_for
 from tests.webapp.factories import make_user
 from webapp.celery import app as celery_app
 from webapp.jobs.models import Job
@@ -34,14 +35,6 @@ RATE = 300.0  # events/s; ~92 % are bids, each costing 3 ms in the enrich stage,
 MAX_PER_BATCH = 3000  # admission control (records per micro-batch), as maxOffsetsPerTrigger for Kafka
 
 
-def wait_for(predicate, *, timeout_s: float, interval_s: float = 1.0, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
 def backlog(client: redis.Redis) -> float | None:

@@ -23,6 +23,7 @@ from sparkclient.executors import (
 )
 from sparkclient.redisproc import free_port
 from sparkclient.topology import batch_jobs, batch_stages
+from tests.waiting import wait_for
 from tests.sparkclient.test_topology import _fixtures_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,16 +81,6 @@ def _executors(spark) -> list[dict]:
     return httpx.get(f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/executors", timeout=10).json()
 
 
-def _wait_for(predicate, timeout_s: float, what: str, poll_s: float = 0.5):
-    started = time.monotonic()
-    deadline = started + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            print(f"{what}: {time.monotonic() - started:.1f} s")
-            return value
-        time.sleep(poll_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
 @pytest.mark.spark
@@ -110,7 +101,7 @@ def test_executor_count_changes_in_place_while_the_query_runs(cluster, tmp_path:
     query = None
     try:
         scaler = ExecutorScaler(spark, min_executors=1)
-        _wait_for(lambda: len(active_executor_ids(_executors(spark))) == 2, 120, "2 executors at start")
+        wait_for(lambda: len(active_executor_ids(_executors(spark))) == 2, timeout_s=120, what="2 executors at start")
         query = (spark.readStream.format("rate").option("rowsPerSecond", 20).option("numPartitions", 2).load()
                  .groupBy((F.col("value") % 5).alias("k")).count()
                  .writeStream.format("noop").outputMode("update")
@@ -119,7 +110,7 @@ def test_executor_count_changes_in_place_while_the_query_runs(cluster, tmp_path:
         def batches() -> int:
             return max((p["batchId"] for p in query.recentProgress if p["numInputRows"] > 0), default=-1)
 
-        _wait_for(lambda: batches() >= 2, 180, "two batches with data")
+        wait_for(lambda: batches() >= 2, timeout_s=180, what="two batches with data")
         run_id = str(query.runId)
         rest_jobs = scaler.rest.jobs(scaler.app_id)
         newest = max(batch_jobs(rest_jobs, run_id).items())[1]
@@ -139,14 +130,14 @@ def test_executor_count_changes_in_place_while_the_query_runs(cluster, tmp_path:
         if len(holders) == 1 or len(set(holders.values())) > 1:  # an executor held more state: it stays
             assert kept[0] == max(holders, key=holders.get)
         mark = batches()
-        _wait_for(lambda: batches() >= mark + 2, 180, "two batches on 1 executor")
+        wait_for(lambda: batches() >= mark + 2, timeout_s=180, what="two batches on 1 executor")
         assert query.isActive and query.exception() is None
 
         up = scaler.scale_to(2)
         print(f"executors 1 -> 2 in {up.duration_s:.2f} s")
         assert len(active_executor_ids(_executors(spark))) == 2
         mark = batches()
-        _wait_for(lambda: batches() >= mark + 2, 180, "two batches on 2 executors again")
+        wait_for(lambda: batches() >= mark + 2, timeout_s=180, what="two batches on 2 executors again")
         assert query.isActive and query.exception() is None
 
         sc = spark.sparkContext

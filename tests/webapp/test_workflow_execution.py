@@ -16,6 +16,7 @@ import time
 import pytest
 
 from tests.webapp.factories import CONFIG, make_job, make_snapshots, make_user
+from tests.waiting import wait_for
 from tests.webapp.fakerunner import FakeRunner
 from webapp.celery import app as celery_app
 from webapp.jobs.models import Job, JobPolicy
@@ -69,17 +70,6 @@ def worker(group: ProcessGroup, name: str, *, beat: bool, tmp_path):
     return group.start(name, args)
 
 
-def wait_for(predicate, *, timeout_s: float, what: str, group: ProcessGroup | None = None):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if group is not None and group.dead():
-            dead = group.dead()[0]
-            raise AssertionError(f"{dead.name} exited; log:\n{dead.log_path.read_text()[-3000:]}")
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
 def trail(job: Job) -> list[tuple[int | None, str, str]]:
@@ -99,7 +89,7 @@ def test_a_worker_killed_during_an_execution_is_reconciled_by_the_next_beat(proc
     try:
         first = worker(processes, "worker-a", beat=False, tmp_path=tmp_path)
         proposal_approve(proposal=proposal, actor=make_user())
-        wait_for(lambda: runner.commands, timeout_s=60, what="worker A to send attempt 1", group=processes)
+        wait_for(lambda: runner.commands, timeout_s=60, what="worker A to send attempt 1", group=processes, interval_s=0.2)
         assert Execution.objects.get(proposal=proposal).attempt_state == "sent"
         os.killpg(first.process.pid, signal.SIGKILL)  # mid-execution: it is waiting for the runner
         first.process.wait(timeout=10)
@@ -108,7 +98,8 @@ def test_a_worker_killed_during_an_execution_is_reconciled_by_the_next_beat(proc
 
         worker(processes, "worker-b", beat=True, tmp_path=tmp_path)
         final = wait_for(lambda: (s := Proposal.objects.get(pk=proposal.pk).status) in TERMINAL and s,
-                         timeout_s=60, what="the execution to complete or roll back", group=processes)
+                         timeout_s=60, what="the execution to complete or roll back", group=processes,
+                         interval_s=0.2)
         print(f"\nworker killed; proposal {final} {time.monotonic() - killed_at:.1f} s later")
     finally:
         runner.stop()
@@ -149,7 +140,7 @@ def test_a_refused_configuration_is_retried_with_back_off_then_rolled_back_and_a
         evaluation_run(job=job)  # auto mode, inside the guardrails: approved by the policy, no click
         proposal = job.proposals.get(kind="scale")
         wait_for(lambda: Proposal.objects.get(pk=proposal.pk).status == "rolled_back", timeout_s=60,
-                 what="the automatic rollback", group=processes)
+                 what="the automatic rollback", group=processes, interval_s=0.2)
     finally:
         runner.stop()
 

@@ -168,6 +168,18 @@ def test_why_every_vertex_within_bounds_shows_the_band(client, operator):
     assert "inside the utilization band [0.30, 0.90]" in why["bounds"]
 
 
+def test_why_below_the_band_at_the_minimum_says_so(client, operator):
+    """An idle job: load far below the band, but its 4 cores are already the policy's minimum."""
+    job = make_job(metric_window_s=45, min_cores=4)
+    make_snapshots(job, enrich_busy_s=0.5, backlog_step=0, cores=4, tasks=(4, 4, 2))
+    evaluation = evaluation_run(job=job)
+    assert evaluation.decision == "no-change" and evaluation.plan["load"] < 0.4
+    why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
+    assert why["bounds"].startswith(f"load {evaluation.plan['load']:.2f} is below the utilization band [0.40, 1.00], "
+                                    "but the plan equals the running configuration")
+    assert "inside" not in why["bounds"]
+
+
 def test_why_scale_down_delayed_says_until_when(client, operator):
     job = make_job(metric_window_s=45)
     make_snapshots(job)

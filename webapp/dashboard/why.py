@@ -98,10 +98,18 @@ def _evaluation_reasons(job: Job, evaluation: Evaluation) -> list[Reason]:
     if evaluation.decision == "no-change" and not out:
         low, high = policy_band(job.policy)
         load = plan.get("load")
-        load_text = f"load {load:.2f}" if isinstance(load, (int, float)) else "the load"
         detail = "; ".join(texts)
-        out.append(Reason("bounds", f"every vertex is within its bounds: {load_text} is inside the utilization "
-                                    f"band [{low:.2f}, {high:.2f}]" + (f" ({detail})" if detail else "")))
+        band = f"[{low:.2f}, {high:.2f}]"
+        if isinstance(load, (int, float)) and not low <= load <= high:
+            # Outside the band, yet nothing to change: the plan is already the running configuration
+            # (for example at the minimum cores, or at a bound of the policy).
+            side = "below" if load < low else "above"
+            text = (f"load {load:.2f} is {side} the utilization band {band}, but the plan equals the running "
+                    f"configuration (already at a bound of the policy)")
+        else:
+            load_text = f"load {load:.2f}" if isinstance(load, (int, float)) else "the load"
+            text = f"every vertex is within its bounds: {load_text} is inside the utilization band {band}"
+        out.append(Reason("bounds", text + (f" ({detail})" if detail else "")))
     elif not out and texts:
         out.append(Reason("other", f"last evaluation ({evaluation.decision}): " + "; ".join(texts)))
     return out

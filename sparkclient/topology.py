@@ -729,7 +729,10 @@ def sample_from_rest(
     records_per_unit = _records_per_offset_unit(batch_progresses)
     newest = upto_end[-1] if upto_end else None
     backlog = _backlog(newest, records_per_unit, errors) if newest is not None else 0
-    arrival = _arrival_rate(in_window, records_per_unit)
+    # The latest offsets of the last progress before the window are the baseline, so a window that
+    # holds a single long batch still measures the growth of the log over the whole window.
+    baseline = [p for p in upto_end if batch_end_s(p) < window_start_s][-1:]
+    arrival = _arrival_rate(baseline + in_window, records_per_unit)
     if arrival is None:
         arrival = input_rows / window_s
     newest_batch = batch_progresses[-1] if batch_progresses else newest

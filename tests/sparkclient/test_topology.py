@@ -583,3 +583,18 @@ def test_positional_mapping_only_for_a_unique_stage_order() -> None:
     chain = {**execution, "nodes": [n for n in nodes if n["nodeId"] not in (4, 3)], "edges": edges[:2] + edges[4:]}
     chain["nodes"][2]["metrics"] = []
     assert stage_operators([chain], [{"jobId": 0, "stageIds": [0, 1]}]) == {0: ["Scan a"], 1: ["SortMergeJoin", "Project"]}
+
+
+def test_arrival_rate_of_a_window_with_one_batch_uses_the_progress_before_it():
+    """A batch longer than the collect interval leaves one progress in the window; the log's growth
+    is measured from the last progress before the window (the rate source writes 2,000 rows/s)."""
+    before, inside = _progress(13), _progress(14)
+    start, end = batch_end_s(before) + 0.001, batch_end_s(inside) + 3.0  # ~5 s holding batch 14 only
+    args = (load("p1_app_jobs.json"), load("p1_app_stages.json"), [before, inside], load("p1_app_executors.json"))
+    sample = sample_from_rest(*args, run_id=RUN_ID, trigger_interval_s=2.0, window_start_s=start, window_end_s=end)
+    assert sample.batches == 1
+    assert sample.arrival_rate_per_s == pytest.approx(2000.0, rel=0.01)
+    alone = sample_from_rest(*args[:2], [inside], args[3], run_id=RUN_ID, trigger_interval_s=2.0,
+                             window_start_s=start, window_end_s=end)
+    # without the baseline only the fallback is left: 4,000 rows over the ~5 s window
+    assert alone.arrival_rate_per_s == pytest.approx(alone.input_rate_per_s) and alone.arrival_rate_per_s < 1000

@@ -111,7 +111,10 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     window_start = previous if previous and (now - previous).total_seconds() < 10 * settings.SCALER_COLLECT_INTERVAL_S \
         else now - timedelta(seconds=settings.SCALER_COLLECT_INTERVAL_S)
     window_s = max(0.001, (now - window_start).total_seconds())
-    progresses = read_progress(get_redis(), job.name, since_ms=int(window_start.timestamp() * 1000))
+    # From a little before the window: the last progress before it is the arrival rate's baseline.
+    baseline_s = max(60.0, 4 * settings.SCALER_COLLECT_INTERVAL_S)
+    progresses = read_progress(get_redis(), job.name,
+                               since_ms=int((window_start.timestamp() - baseline_s) * 1000))
     progresses = [p for p in progresses if p.get("runId") == status.get("run_id")]
     config = job.config
     trigger_interval_s = float(config.get("trigger_interval_s", 1.0))

@@ -169,6 +169,15 @@ def _result(exec_id: str, status: str, path: str, *, downtime_s: float = 0.0, er
 
 # --- driver ---------------------------------------------------------------------------------
 
+def _last_batch_id(query: Any) -> int | None:
+    """The id of the last completed trigger of ``query`` (from ``lastProgress``), or None."""
+    progress = query.lastProgress
+    if progress is None:
+        return None
+    data = json.loads(progress.json) if hasattr(progress, "json") else dict(progress)
+    return data.get("batchId")
+
+
 class Driver:
     """The Spark driver process: runs the query, applies control commands, measures downtime.
 
@@ -258,11 +267,26 @@ class Driver:
                 return batch_end_epoch_s(data)
         return None
 
-    def _stop_query_between_batches(self) -> float | None:
-        """Wait until no batch is in flight, stop the query; return the last batch's end (epoch s)."""
+    def _stop_query_between_batches(self, *, require_idle: bool = False) -> float | None:
+        """Stop the query at a batch boundary; return the last batch's end (epoch s).
+
+        Waits until no batch is in flight, or until the batch in flight completes. A query that falls
+        behind (the under-provisioned case a rescale is for) starts each batch as the previous one
+        ends, so its trigger is never idle; it is stopped as soon as its batch completes, which
+        interrupts the next batch at its very start. That batch re-runs from the offset log after the
+        restart (replayable source, idempotent sink), so nothing is lost or counted twice.
+
+        ``require_idle`` waits (up to ``BATCH_WAIT_TIMEOUT_S``) for an idle trigger instead: an offline
+        state repartition needs every logged batch committed, so none may be interrupted.
+        """
         query = self.query
+        in_flight = _last_batch_id(query)
         deadline = time.monotonic() + BATCH_WAIT_TIMEOUT_S
-        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        while query.isActive and time.monotonic() < deadline:
+            if not query.status.get("isTriggerActive"):
+                break
+            if not require_idle and _last_batch_id(query) != in_flight:
+                break
             time.sleep(0.02)
         query.stop()
         return self._last_batch_end(query)
@@ -373,7 +397,7 @@ class Driver:
         requested_at = time.time()
         self._set_status(state="restarting")
         old_run_id = str(self.query.runId)
-        last_end = self._stop_query_between_batches()
+        last_end = self._stop_query_between_batches(require_idle=repartition)
         if repartition:
             from sparkclient.staterepartition import StateRepartitionError, repartition_state  # noqa: PLC0415
 

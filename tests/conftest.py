@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import redis
 
@@ -86,3 +88,13 @@ def celery_broker(redis_server):
     celery_use_broker(redis_server.url)
     yield redis_server.url
     celery_use_broker(previous)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _quiet_py4j_at_exit():
+    """py4j logs at INFO when Spark's gateway closes at interpreter exit, after pytest has closed its
+    capture streams; the result is a "Logging error" traceback at the end of every run. Keep its
+    warnings and errors."""
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    yield
+

@@ -95,3 +95,45 @@ class ScalerState:
             if counts[record.vertex_id] <= HISTORY_MAX_COUNT:
                 kept.append(record)
         return replace(self, history=tuple(reversed(kept)), pending_scale_downs=())
+
+
+def state_to_dict(state: ScalerState) -> dict:
+    """``state`` as plain JSON types, for a store outside this package (the web app keeps it per job)."""
+    return {
+        "history": [vars(r).copy() for r in state.history],
+        "pending_scale_downs": [{"vertex_id": p.vertex_id, "first_at_s": p.first_at_s,
+                                 "recommendations": [list(r) for r in p.recommendations]}
+                                for p in state.pending_scale_downs],
+        "restart_times_s": list(state.restart_times_s),
+    }
+
+
+def state_from_dict(data: dict | None) -> ScalerState:
+    """The inverse of :func:`state_to_dict`; an empty or missing document is a new job's state.
+
+    Raises:
+        KeyError, TypeError, ValueError: the document is not one :func:`state_to_dict` wrote.
+    """
+    if not data:
+        return ScalerState()
+    return ScalerState(
+        history=tuple(ScalingRecord(**r) for r in data.get("history", ())),
+        pending_scale_downs=tuple(PendingScaleDown(p["vertex_id"], float(p["first_at_s"]),
+                                                   tuple((float(at), int(par)) for at, par in p["recommendations"]))
+                                  for p in data.get("pending_scale_downs", ())),
+        restart_times_s=tuple(float(t) for t in data.get("restart_times_s", ())),
+    )
+
+
+def applied_records(plan_vertices: list[dict], at_s: float) -> tuple[ScalingRecord, ...]:
+    """The scalings a plan applied, from its JSON vertices (``vertex_id``, ``current``, ``proposed``,
+    ``true_processing_rate``): what ineffective scale-up detection compares against later
+    (FLIP-271 ``ScalingSummary``; expected rate = ``TPR × new / old``, linear scaling)."""
+    records = []
+    for v in plan_vertices:
+        old, new, tpr = int(v["current"]), int(v["proposed"]), v.get("true_processing_rate")
+        if new == old or not isinstance(tpr, (int, float)):
+            continue
+        records.append(ScalingRecord(at_s=at_s, vertex_id=v["vertex_id"], old_parallelism=old, new_parallelism=new,
+                                     true_processing_rate=float(tpr), expected_processing_rate=float(tpr) * new / old))
+    return tuple(records)

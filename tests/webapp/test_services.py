@@ -98,3 +98,50 @@ def test_metrics_right_after_a_restart_are_not_evaluated(settings):
     make_snapshots(job, count=2, end=timezone.now() + timedelta(seconds=30))  # same run, 30 s later
     evaluation = evaluation_run(job=job, now=timezone.now() + timedelta(seconds=30))
     assert evaluation is not None and evaluation.window_s == pytest.approx(45.0)
+
+
+def test_delayed_scale_down_is_held_across_evaluations_then_applied():
+    """FLINK-36018 in the product path: the job's memory carries the pending scale-down from one
+    evaluation to the next; it is proposed only once ``scale_down_interval_s`` has passed."""
+    from webapp.jobs.models import Job
+
+    job = make_job(metric_window_s=45, scale_down_interval_s=600)
+    Job.objects.filter(pk=job.pk).update(config={**job.config, "cores": 6, "source_partitions": 6,
+                                                 "enrich_partitions": 6})
+    job.refresh_from_db()
+    t0 = timezone.now()
+    make_snapshots(job, enrich_busy_s=3.0, backlog_step=0, cores=6, tasks=(6, 6, 2), end=t0)
+    first = evaluation_run(job=job, now=t0)
+    job.refresh_from_db()
+    assert first.decision == "blocked" and not job.proposals.exists(), first.reasons
+    assert any("delayed scale-down" in r for r in first.reasons)
+    assert job.scaler_state["pending_scale_downs"], "the pending scale-down must be remembered"
+
+    later = t0 + timedelta(seconds=601)
+    make_snapshots(job, enrich_busy_s=3.0, backlog_step=0, cores=6, tasks=(6, 6, 2), end=later)
+    second = evaluation_run(job=job, now=later)
+    assert second.decision == "scale", second.reasons
+    proposal = job.proposals.get()
+    assert proposal.proposed_config["cores"] < 6
+
+
+def test_a_successful_execution_records_the_scaling_and_its_downtime(no_enqueue):
+    """Ineffective scale-up detection and restart-time tracking learn from what was executed."""
+    from webapp.jobs.models import Job
+    from webapp.proposals.models import Execution
+    from webapp.proposals.services import execution_record_result
+
+    job = make_job(metric_window_s=45)
+    make_snapshots(job)
+    evaluation_run(job=job)
+    proposal = job.proposals.get()
+    proposal_approve(proposal=proposal, actor=make_user())
+    Proposal.objects.filter(pk=proposal.pk).update(status=Proposal.Status.EXECUTING)
+    execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")
+    execution_record_result(execution_id=execution.pk, attempt=1,
+                            result={"status": "succeeded", "path": "driver-restart", "downtime_s": 27.5,
+                                    "config": proposal.proposed_config})
+    state = Job.objects.get(pk=job.pk).scaler_state
+    assert state["restart_times_s"] == [27.5]
+    scaled = {r["vertex_id"]: (r["old_parallelism"], r["new_parallelism"]) for r in state["history"]}
+    assert scaled["v1"] == (1, proposal.proposed_config["enrich_partitions"])

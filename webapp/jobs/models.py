@@ -27,6 +27,9 @@ class Job(models.Model):
     knobs = models.JSONField(default=list, help_text="Per stage, in order: the config key setting its partitions.")
     health = models.CharField(max_length=20, choices=Health.choices, default=Health.COLLECTING)
     last_error = models.TextField(blank=True)
+    scaler_state = models.JSONField(default=dict, blank=True,
+                                    help_text="The autoscaler's memory between evaluations (FLIP-271 state store): "
+                                              "pending delayed scale-downs, applied scalings, measured restart times.")
     config_changed_at = models.DateTimeField(null=True, blank=True,
                                              help_text="When the running configuration last changed; "
                                                        "the metric window starts after it.")

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
 from scaling import ClusterState, Edge, JobPlan, PlanRequest, Policy, Topology, Vertex, VertexMetrics, evaluate
+from scaling.state import state_from_dict, state_to_dict
 from webapp.jobs.models import Evaluation, Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.jobs.redis import get_redis
 from webapp.jobs.selectors import snapshots_in_window
@@ -219,7 +220,9 @@ def plan_as_json(plan: JobPlan) -> dict:
         if isinstance(value, (list, tuple)):
             return [clean(v) for v in value]
         return value
-    return clean(asdict(plan))
+    data = asdict(plan)
+    data.pop("next_state", None)  # the job's state is stored on the job, not in every plan
+    return clean(data)
 
 
 def stable_snapshots(*, job: Job, snapshots: list[MetricSnapshot]) -> list[MetricSnapshot]:
@@ -259,10 +262,19 @@ def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | Non
         return None
     topology, metrics, cluster, mean_batch_s = window_inputs(job=job, snapshots=snapshots)
     durations = tuple(s.batch_duration_s for s in snapshots if s.batches) or ((mean_batch_s,) if mean_batch_s else ())
-    # The algorithm the policy names (scaling/policies.py registry); stateless between evaluations.
+    # The algorithm the policy names (scaling/policies.py registry), with the job's memory: pending
+    # delayed scale-downs (FLINK-36018), applied scalings, measured restart times.
+    state = state_from_dict(job.scaler_state)
     plan = evaluate(PlanRequest(topology=topology, metrics=metrics, policy=scaling_policy(policy), mode="micro-batch",
-                                cluster=cluster, state=None, now_s=(now or timezone.now()).timestamp(),
+                                cluster=cluster, state=state, now_s=(now or timezone.now()).timestamp(),
                                 batch_durations_s=durations))
+    if plan.next_state is not None:
+        # Only the pending scale-downs carry over from an evaluation: a scaling enters the history
+        # when its execution succeeds (webapp.proposals.services), not when it is proposed.
+        kept = replace(state, pending_scale_downs=plan.next_state.pending_scale_downs)
+        if kept != state:
+            Job.objects.filter(pk=job.pk).update(scaler_state=state_to_dict(kept))
+            job.scaler_state = state_to_dict(kept)
     proposed_config = plan_to_config(job=job, plan=plan)
     evaluation = Evaluation.objects.create(
         job=job, decision=plan.decision, reasons=list(plan.reasons), plan=plan_as_json(plan),

@@ -27,6 +27,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from scaling.state import applied_records, state_from_dict, state_to_dict
 from webapp.jobs.models import Evaluation, Job, JobPolicy
 from webapp.jobs.redis import get_redis
 from webapp.proposals.backoff import RestartStrategy, next_retry
@@ -401,7 +402,14 @@ def execution_record_result(*, execution_id: int, attempt: int, result: dict,
                 return execution
             applied = result.get("config") or proposal.proposed_config
             before = Job.objects.filter(pk=job.pk).values_list("config", flat=True).first()
-            Job.objects.filter(pk=job.pk).update(config=applied, config_changed_at=now)
+            # The job's memory (FLIP-271 state store): the applied scalings, for ineffective scale-up
+            # detection, and the measured downtime, for restart-time tracking; pending scale-downs clear.
+            state = state_from_dict(Job.objects.filter(pk=job.pk).values_list("scaler_state", flat=True).first())
+            state = state.with_records(applied_records(proposal.plan.get("vertices", []), now.timestamp()))
+            if isinstance(result.get("downtime_s"), (int, float)):
+                state = state.with_restart_time(result["downtime_s"])
+            Job.objects.filter(pk=job.pk).update(config=applied, config_changed_at=now,
+                                                 scaler_state=state_to_dict(state))
             audit(job=job, proposal=proposal, actor="system", action="config_changed", before=before,
                   after=applied, reason=f"attempt {attempt}: {result.get('path')} restart, downtime "
                                         f"{result.get('downtime_s')} s")

@@ -12,7 +12,6 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 import redis
@@ -26,14 +25,13 @@ PROGRESS_MAXLEN = 2000
 
 
 def batch_end_epoch_s(progress: dict[str, Any]) -> float:
-    """When the batch of ``progress`` completed, in epoch seconds: ``timestamp + batchDuration``.
+    """When the batch of ``progress`` completed, in epoch seconds (:func:`sparkclient.topology.batch_end_s`:
+    ``timestamp + durationMs.triggerExecution``); the current time when it has no parsable timestamp."""
+    from sparkclient.topology import batch_end_s  # noqa: PLC0415 - keeps the listener's import light
 
-    Falls back to the current time when the progress has no parsable timestamp.
-    """
     try:
-        started = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
-        return started + float(progress.get("batchDuration", 0)) / 1000.0
-    except (KeyError, ValueError, AttributeError):
+        return batch_end_s(progress)
+    except ValueError:
         return time.time()
 
 

@@ -34,6 +34,12 @@ def _filters(request: Request, serializer_class) -> dict:
     return {k: v for k, v in params.validated_data.items() if v not in (None, "")}
 
 
+def _filtered(qs, wanted: dict, lookups: dict[str, str]):
+    """``qs`` narrowed by the validated filters in ``wanted``; ``lookups`` maps a filter's name to
+    its ORM lookup (filters without a lookup are not this queryset's)."""
+    return qs.filter(**{lookups[name]: value for name, value in wanted.items() if name in lookups})
+
+
 class JobViewSet(viewsets.ReadOnlyModelViewSet):
     """Streaming jobs with their health, running configuration and policy mode."""
 
@@ -55,16 +61,9 @@ class VertexViewSet(viewsets.ReadOnlyModelViewSet):
         qs = VertexSnapshot.objects.select_related("snapshot").order_by("-snapshot_id", "position")
         if self.action != "list":
             return qs
-        wanted = _filters(self.request, s.VertexFilter)
-        if "job" in wanted:
-            qs = qs.filter(snapshot__job_id=wanted["job"])
-        if "vertex_id" in wanted:
-            qs = qs.filter(vertex_id=wanted["vertex_id"])
-        if "since" in wanted:
-            qs = qs.filter(snapshot__collected_at__gte=wanted["since"])
-        if "until" in wanted:
-            qs = qs.filter(snapshot__collected_at__lte=wanted["until"])
-        return qs
+        return _filtered(qs, _filters(self.request, s.VertexFilter), {
+            "job": "snapshot__job_id", "vertex_id": "vertex_id", "since": "snapshot__collected_at__gte",
+            "until": "snapshot__collected_at__lte"})
 
 
 @extend_schema_view(list=extend_schema(parameters=[s.TimeFilter]))
@@ -79,14 +78,8 @@ class SnapshotViewSet(viewsets.ReadOnlyModelViewSet):
         qs = MetricSnapshot.objects.prefetch_related("vertices").order_by("-collected_at", "-id")
         if self.action != "list":
             return qs
-        wanted = _filters(self.request, s.TimeFilter)
-        if "job" in wanted:
-            qs = qs.filter(job_id=wanted["job"])
-        if "since" in wanted:
-            qs = qs.filter(collected_at__gte=wanted["since"])
-        if "until" in wanted:
-            qs = qs.filter(collected_at__lte=wanted["until"])
-        return qs
+        return _filtered(qs, _filters(self.request, s.TimeFilter), {
+            "job": "job_id", "since": "collected_at__gte", "until": "collected_at__lte"})
 
 
 _DECISION_RESPONSES = {200: s.ProposalSerializer, 400: s.DetailSerializer, 403: s.DetailSerializer,

@@ -313,25 +313,23 @@ def _statuses(status: str | Sequence[str] | None) -> list[str] | None:
     return [value.lower() for value in values] or None
 
 
-def _as_list(payload: JSON, url: str) -> list[dict[str, Any]]:
-    if not isinstance(payload, list):
+def _expect(payload: JSON, kind: type, url: str) -> Any:
+    """``payload`` when it is a ``kind`` (list or dict), else a SparkRestError naming what came back."""
+    if not isinstance(payload, kind):
+        what = "a JSON list" if kind is list else "a JSON object"
         raise SparkRestError(
-            f"GET {url}: expected a JSON list from Spark, got {type(payload).__name__}. "
+            f"GET {url}: expected {what} from Spark, got {type(payload).__name__}. "
             "Check that base_url points at the Spark UI root.",
             url=url,
             status=None,
             attempts=1,
         )
     return payload
+
+
+def _as_list(payload: JSON, url: str) -> list[dict[str, Any]]:
+    return _expect(payload, list, url)
 
 
 def _as_dict(payload: JSON, url: str) -> dict[str, Any]:
-    if not isinstance(payload, dict):
-        raise SparkRestError(
-            f"GET {url}: expected a JSON object from Spark, got {type(payload).__name__}. "
-            "Check that base_url points at the Spark UI root.",
-            url=url,
-            status=None,
-            attempts=1,
-        )
-    return payload
+    return _expect(payload, dict, url)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from scaling.metrics import ClusterState, VertexMetrics
+from scaling.metrics import VertexMetrics
 from scaling.planner import JobPlan, plan_job, plan_micro_batch
 from scaling.policies import PlanRequest
 from scaling.policy import Policy
@@ -288,12 +288,6 @@ class ScheduleController:
 
     def restarted(self, downtime_s: float) -> None:
         pass
-
-
-def micro_batch_cluster(settings: SimSettings, cores: int) -> ClusterState:
-    return ClusterState(executors=max(1, cores // settings.cores_per_executor),
-                        cores_per_executor=settings.cores_per_executor, min_executors=settings.min_executors,
-                        max_executors=settings.max_executors, trigger_interval_s=settings.trigger_interval_s)
 
 
 __all__ = ["DhalionPolicy", "ScheduleController", "UniformPolicy", "backpressure_fraction", "config_for_load",

@@ -26,10 +26,6 @@ CORES_KEY = "cores"
 PUBLISH_LAG_S = 1.0
 
 
-class CollectError(RuntimeError):
-    """Metrics could not be collected; the message says what Spark or the runner answered."""
-
-
 def job_register(*, name: str, topic: str = "", query_name: str = "", config: dict | None = None,
                  knobs: list | None = None, policy: dict | None = None) -> Job:
     """Create the job (and its policy) or update its descriptive fields; returns the job."""

@@ -46,3 +46,14 @@ def test_backtest_only_reads_the_requested_period_and_rejects_bad_input():
     with pytest.raises(CommandError, match="--since"):
         run("--job", str(job.pk), "--since", "yesterday")
     assert parse_duration_s("90m") == 5400 and parse_duration_s("2d") == 172800 and parse_duration_s("30") == 30
+
+
+def test_backtest_skips_each_run_s_stabilization_interval_like_the_live_evaluation(settings):
+    """The first SCALER_STABILIZATION_S seconds of a run are not evaluated, in a replay as live."""
+    settings.SCALER_STABILIZATION_S = 30
+    job = make_job(metric_window_s=45.0)
+    make_snapshots(job, count=12, window_s=15.0, end=timezone.now() - timedelta(minutes=1))
+    decisions = json.loads(run("--job", str(job.pk), "--policy", "ds2", "--since", "1h", "--json"))
+    # windows start 15 s apart from the run's start; those starting before 30 s are unstable, so a
+    # full 45 s window first ends 75 s into the run: the 5th snapshot, leaving 12 - 4 evaluations
+    assert len(decisions) == 12 - 4

@@ -1,6 +1,6 @@
 """``python -m sparkclient snapshot``: print one snapshot as a ``micro-batch`` scenario (SCENARIO.md).
 
-    python -m sparkclient snapshot --captures ../shared/fixtures/spark-4.3.0 | python -m scaling evaluate -
+    python -m sparkclient snapshot --captures tests/fixtures/spark-4.3.0 | python -m scaling evaluate -
     python -m sparkclient snapshot --url http://127.0.0.1:4040 --query demo [--redis-url redis://...]
 
 Live mode reads ``/api/v1`` of the driver and the query's progress: from Redis

@@ -30,27 +30,14 @@ from sparkclient.topology import (
     stages_running_s,
 )
 
+from tests.capture_paths import DEMO_CAPTURES, SPARK_4_3_0  # noqa: E402
+
 RUN_ID = "ae3eaf98-3470-49e6-8203-7305bb7e17be"
 
 
 def _fixtures_dir() -> Path:
-    """``$SPARKSCALER_FIXTURES``, else ``shared/fixtures/spark-4.3.0`` beside the repository
-    (``<clone>/../shared``), else inside it (``<clone>/shared``)."""
-    env = os.environ.get("SPARKSCALER_FIXTURES")
-    here = Path(__file__).resolve()
-    candidates = [Path(env)] if env else []
-    candidates += [
-        here.parents[3] / "shared" / "fixtures" / "spark-4.3.0",
-        here.parents[2] / "shared" / "fixtures" / "spark-4.3.0",
-    ]
-    for candidate in candidates:
-        if (candidate / "p1_app_jobs.json").is_file():
-            return candidate
-    raise FileNotFoundError(
-        "Spark 4.3.0 REST fixtures not found in "
-        + ", ".join(str(c) for c in candidates)
-        + "; set SPARKSCALER_FIXTURES to the folder holding p1_app_jobs.json"
-    )
+    """The Spark 4.3.0 captures (``tests/fixtures/spark-4.3.0``, see its README.txt)."""
+    return SPARK_4_3_0
 
 
 @cache
@@ -439,7 +426,7 @@ def test_batches_without_stage_times_are_left_out_of_the_overhead() -> None:
 
 # -- the demo pipeline, captured live (tests/sparkclient/captures) -------------------------------
 
-CAPTURES = Path(__file__).resolve().parent / "captures"
+CAPTURES = DEMO_CAPTURES
 DEMO_NAMES = [
     "MicroBatchScan → Filter → Project → Project",
     "MapInPandas → Project → EventTimeWatermark → Filter → Project → HashAggregate",

@@ -1,4 +1,5 @@
-"""``python -m sparkclient snapshot``: print one snapshot as a ``micro-batch`` scenario (SCENARIO.md).
+"""``python -m sparkclient run|snapshot``: run a pipeline under a supervisor (:mod:`sparkclient.supervisor`),
+or print one snapshot of a running query as a ``micro-batch`` scenario (SCENARIO.md).
 
     python -m sparkclient snapshot --captures tests/fixtures/spark-4.3.0 | python -m scaling evaluate -
     python -m sparkclient snapshot --url http://127.0.0.1:4040 --query demo [--redis-url redis://...]
@@ -82,6 +83,10 @@ def _snapshot(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sparkclient", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    from sparkclient.supervisor import add_run_arguments  # noqa: PLC0415
+
+    add_run_arguments(sub.add_parser("run", help="run a pipeline (MODULE:FUNCTION) under a supervisor, rescalable "
+                                                 "from the dashboard"))
     snap = sub.add_parser("snapshot", help="print one snapshot as a micro-batch scenario")
     where = snap.add_mutually_exclusive_group(required=True)
     where.add_argument("--captures", help="folder of saved REST and progress JSON")
@@ -97,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     snap.add_argument("--max-executors", type=int, default=16)
     snap.add_argument("--timeout-s", type=float, default=10.0, help="per REST request, seconds")
     args = parser.parse_args(argv)
+    if args.command == "run":
+        from sparkclient.supervisor import run  # noqa: PLC0415
+
+        return run(args)
     if args.url and not args.query:
         parser.error("--url needs --query NAME")
     try:

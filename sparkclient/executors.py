@@ -1,4 +1,12 @@
-"""In-place executor scaling of a running application on a standalone cluster.
+"""In-place executor scaling of a running application on any cluster manager that supports it.
+
+Standalone (``spark://``), Kubernetes (``k8s://``) and YARN (``yarn``) back ``requestTotalExecutors`` /
+``killExecutors``; local mode does not (its cores are ``local[N]``, a new driver). Each needs
+``spark.dynamicAllocation.enabled=false`` (dynamic allocation would fight the requested totals) and
+one core per executor (``spark.executor.cores=1``) so that executors = cores for the planner. With
+``spark.decommission.enabled=true`` executors leave through Spark's graceful decommission
+(``decommissionExecutors``: running tasks finish, shuffle and cached blocks migrate when
+``spark.storage.decommission.*`` is on) instead of being killed.
 
 The driver's ``SparkContext`` (through py4j: ``sc._jsc.sc()``) is asked for a new executor total,
 with dynamic allocation off:
@@ -28,7 +36,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 __all__ = ["ExecutorChange", "ExecutorScaler", "ExecutorScalingError", "choose_victims",
-           "state_executors"]
+           "state_executors", "supports_in_place"]
 
 Json = dict[str, Any]
 
@@ -46,6 +54,11 @@ class ExecutorChange:
     after: int
     removed: tuple[str, ...]
     duration_s: float
+
+
+def supports_in_place(master: str) -> bool:
+    """Whether the cluster manager of ``master`` can change executors while the application runs."""
+    return master.startswith(("spark://", "k8s://")) or master.split(":")[0] == "yarn"
 
 
 def active_executor_ids(executors: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -98,9 +111,10 @@ class ExecutorScaler:
         self.sc = spark.sparkContext
         self.min_executors = min_executors
         master = self.sc.master or ""
-        if not master.startswith("spark://"):
-            raise ExecutorScalingError(f"in-place executor scaling needs a standalone master (spark://...), "
-                                       f"this application runs on {master!r}")
+        if not supports_in_place(master):
+            raise ExecutorScalingError(f"in-place executor scaling needs a cluster manager (spark://, k8s://, "
+                                       f"yarn), this application runs on {master!r}: local mode changes cores "
+                                       "with a new driver")
         if self.sc.getConf().get("spark.dynamicAllocation.enabled", "false").lower() == "true":
             raise ExecutorScalingError("dynamic allocation is on: it would fight the requested totals; "
                                        "start the application with spark.dynamicAllocation.enabled=false")
@@ -150,8 +164,22 @@ class ExecutorScaler:
         empty = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(jvm.java.util.HashMap())
         return bool(self.sc._jsc.sc().requestTotalExecutors(total, 0, empty))
 
+    @property
+    def graceful(self) -> bool:
+        """Whether executors leave through graceful decommission (``spark.decommission.enabled``)."""
+        return self.sc.getConf().get("spark.decommission.enabled", "false").lower() == "true"
+
     def _kill(self, ids: Sequence[str]) -> bool:
         jvm = self.sc._jvm
+        if self.graceful:  # ExecutorAllocationClient.decommissionExecutors (SPARK-20624)
+            info = jvm.org.apache.spark.scheduler.ExecutorDecommissionInfo("sparkscaler rescale",
+                                                                           jvm.scala.Option.apply(None))
+            pairs = [jvm.scala.Tuple2(str(executor), info) for executor in ids]
+            array = self.sc._gateway.new_array(jvm.scala.Tuple2, len(pairs))
+            for i, pair in enumerate(pairs):
+                array[i] = pair
+            backend = self.sc._jsc.sc().schedulerBackend()
+            return len(list(backend.decommissionExecutors(array, True, False))) == len(ids)
         java_ids = jvm.java.util.ArrayList()
         for executor in ids:
             java_ids.add(str(executor))

@@ -14,6 +14,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import redis
 
@@ -51,10 +52,13 @@ class RedisProcess:
     process: subprocess.Popen
     port: int
     workdir: Path
+    password: str = ""
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        """``redis://[:password@]127.0.0.1:port/0``."""
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Terminate the server and wait for it; kill it if it does not exit within ``timeout_s``."""
@@ -68,11 +72,12 @@ class RedisProcess:
 
 
 def start_redis(port: int | None = None, workdir: str | os.PathLike | None = None,
-                startup_timeout_s: float = 15.0) -> RedisProcess:
+                startup_timeout_s: float = 15.0, password: str = "") -> RedisProcess:
     """Start ``redis-server`` on 127.0.0.1 without persistence and wait until it answers PING.
 
     Args:
         port: TCP port; a free one is picked when None.
+        password: ``requirepass`` (given in a config file, not on the command line); none when empty.
         workdir: the server's working directory; a temporary one when None.
         startup_timeout_s: how long to wait for PING, in seconds.
 
@@ -84,18 +89,21 @@ def start_redis(port: int | None = None, workdir: str | os.PathLike | None = Non
     wd = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sparkscaler-redis-"))
     wd.mkdir(parents=True, exist_ok=True)
     log = wd / "redis.log"
-    cmd = [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+    conf = wd / "redis.conf"
+    conf.write_text(f'requirepass "{password}"\n' if password else "")
+    conf.chmod(0o600)
+    cmd = [redis_server_binary(), str(conf), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
            "--appendonly", "no", "--dir", str(wd), "--logfile", str(log)]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.STDOUT, start_new_session=True)
-    client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
+    client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5, password=password or None)
     deadline = time.monotonic() + startup_timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             break
         try:
             if client.ping():
-                return RedisProcess(process=proc, port=port, workdir=wd)
+                return RedisProcess(process=proc, port=port, workdir=wd, password=password)
         except redis.exceptions.ConnectionError:
             time.sleep(0.05)
     output = log.read_text() if log.exists() else ""

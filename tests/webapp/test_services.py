@@ -32,7 +32,10 @@ def test_under_provisioned_window_creates_a_scale_up_proposal():
     # The enrich stage is busy 15 s per 15 s window on one core at 450 rec/s: it needs more cores.
     assert proposal.proposed_config["cores"] > 1
     assert proposal.proposed_config["enrich_partitions"] == proposal.proposed_config["cores"]
-    assert proposal.proposed_config["state_partitions"] == 2  # pinned by the checkpoint
+    # the stateful stage is bound to its knob (plan + tasks agree): it follows the plan (offline repartition)
+    stateful = next(v for v in evaluation.plan["vertices"] if v["vertex_id"] == "v2")
+    assert proposal.proposed_config["state_partitions"] == stateful["proposed"]
+    assert proposal.proposed_config["trigger_interval_s"] == 2  # a setting, never scaled
     assert "above the utilization band" in proposal.reasons[0]
     assert AuditEvent.objects.filter(proposal=proposal, action="proposed", actor="policy:ds2").exists()
 

@@ -3,7 +3,6 @@ reconcile paths, manual rollback and verification (SQLite; not acceptance tests)
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 import pytest
@@ -11,6 +10,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
 from sparkclient import keys
+from sparkclient.control import RescalePath, RescaleResult, ResultStatus
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.services import evaluation_run
@@ -47,16 +47,19 @@ def test_failure_rate_counts_failures_inside_the_interval():
 
 def test_guardrails_name_what_they_refuse():
     now = 0.0
-    current = {"cores": 2, "a_partitions": 2, "trigger_interval_s": 2.0}
-    assert direction(current, {**current, "cores": 4}) == "up"
-    assert direction(current, {**current, "a_partitions": 1}) == "down"
-    rails = Guardrails(max_change_factor=2, max_executors=4, directions="up")
+    current = {"cores": 2, "a_partitions": 2, "trigger_interval_s": 2}
+    knobs = {"scaled_knobs": frozenset({"cores", "a_partitions"}), "executors_knob": "cores"}
+    rails = Guardrails(max_change_factor=2, max_executors=4, directions="up", **knobs)
+    assert direction(rails, current, {**current, "cores": 4}) == "up"
+    assert direction(rails, current, {**current, "a_partitions": 1}) == "down"
+    # a knob that sets no parallelism (the pipeline declares it "other") is never a scaling direction
+    assert direction(rails, current, {**current, "trigger_interval_s": 9}) == "none"
     assert violated_guardrail(rails, current, {**current, "cores": 4, "a_partitions": 4}, now) is None
     assert "guard_max_change_factor" in violated_guardrail(rails, current, {**current, "cores": 3,
                                                                             "a_partitions": 5}, now)
     assert "guard_max_executors" in violated_guardrail(rails, current, {**current, "cores": 5}, now)
     assert "guard_directions" in violated_guardrail(rails, current, {**current, "cores": 1}, now)
-    closed = Guardrails(max_change_factor=2, max_executors=4, excluded_periods=("00:00-00:10",))
+    closed = Guardrails(max_change_factor=2, max_executors=4, excluded_periods=("00:00-00:10",), **knobs)
     assert "guard_excluded_periods" in violated_guardrail(closed, current, {**current, "cores": 3}, 60.0)
 
 
@@ -136,7 +139,8 @@ def test_reconcile_records_the_answer_a_dead_worker_never_read(workflow_redis, e
     proposal = _pending()
     execution = _executing(proposal, attempt_state="sent", lease_in_s=-1)
     workflow_redis.set(keys.control_result(proposal.job.name, execution.exec_id()),
-                       json.dumps({"status": "succeeded", "path": "in-process", "downtime_s": 1.2, "config": None}))
+                       RescaleResult(id=execution.exec_id(), status=ResultStatus.SUCCEEDED,
+                                     path=RescalePath.IN_PROCESS, downtime_s=1.2).to_json())
     assert workflow_reconcile()["reconciled"] == 1
     proposal.refresh_from_db()
     assert proposal.status == "succeeded"
@@ -202,7 +206,8 @@ def test_a_late_answer_to_a_timed_out_attempt_is_the_outcome(workflow_redis, enq
     Proposal.objects.filter(pk=proposal.pk).update(status="executing")
     execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="waiting_retry")
     workflow_redis.set(keys.control_result(proposal.job.name, execution.exec_id(1)),
-                       json.dumps({"status": "succeeded", "path": "driver-restart", "downtime_s": 14.0}))
+                       RescaleResult(id=execution.exec_id(1), status=ResultStatus.SUCCEEDED,
+                                     path=RescalePath.DRIVER_RESTART, downtime_s=14.0).to_json())
     from webapp.proposals.services import proposal_execute
 
     execution = proposal_execute(proposal_id=proposal.pk, attempt=2)

@@ -10,8 +10,10 @@ class Job(models.Model):
     """A Spark Structured Streaming query run by a pipeline runner.
 
     ``name`` is the runner's job key on Redis (``ss:runner:{name}``). ``config`` is the running
-    configuration (cores and partitions per knob); ``knobs`` lists, in stage order, which
-    configuration key sets the partitions of each stage of the micro-batch job.
+    configuration, ``{knob: int}``; ``knobs`` the pipeline's knob declarations (the pipeline contract,
+    :class:`sparkclient.contract.Knob` as dicts); ``plan_stages`` the stages of its physical plan
+    (:mod:`sparkclient.binding`), from which each stage is bound to the knob that sets its tasks;
+    ``capacity`` the most executors its cluster can give (0: unknown).
     """
 
     class Health(models.TextChoices):
@@ -23,8 +25,13 @@ class Job(models.Model):
     name = models.SlugField(max_length=100, unique=True)
     query_name = models.CharField(max_length=200, blank=True)
     topic = models.CharField(max_length=100, blank=True, help_text="The partitioned log the source reads.")
-    config = models.JSONField(default=dict, help_text="Running configuration: cores and partitions per knob.")
-    knobs = models.JSONField(default=list, help_text="Per stage, in order: the config key setting its partitions.")
+    config = models.JSONField(default=dict, help_text="Running configuration: the value of each knob.")
+    knobs = models.JSONField(default=list, help_text="The pipeline's knobs: name, default, min, max and what "
+                                                     "each sets (executors, shuffle/state/source partitions, "
+                                                     "repartition, other).")
+    plan_stages = models.JSONField(default=list, blank=True,
+                                   help_text="The stages of the query's physical plan, as the runner read them.")
+    capacity = models.PositiveIntegerField(default=0, help_text="Most executors the cluster can give (0: unknown).")
     health = models.CharField(max_length=20, choices=Health.choices, default=Health.COLLECTING)
     last_error = models.TextField(blank=True)
     scaler_state = models.JSONField(default=dict, blank=True,
@@ -40,6 +47,18 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def knob_specs(self) -> tuple:
+        """The knob declarations as :class:`sparkclient.contract.Knob` values (invalid entries skipped)."""
+        from sparkclient.contract import Knob, KnobError  # noqa: PLC0415
+
+        out = []
+        for item in self.knobs or ():
+            try:
+                out.append(Knob.from_dict(item))
+            except KnobError:
+                continue
+        return tuple(out)
 
 
 class JobPolicy(models.Model):

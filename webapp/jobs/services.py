@@ -14,14 +14,13 @@ from django.utils import timezone
 
 from scaling import ClusterState, Edge, JobPlan, PlanRequest, Policy, Topology, Vertex, VertexMetrics, evaluate
 from scaling.state import state_from_dict, state_to_dict
+from sparkclient import control
 from webapp.jobs.models import Evaluation, Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.jobs.redis import get_redis
 from webapp.jobs.selectors import snapshots_in_window
 
 logger = logging.getLogger(__name__)
 
-#: Knob that sets the cores of a local-mode driver (``local[N]``).
-CORES_KEY = "cores"
 #: Seconds a collect window ends before "now": the listener publishes a batch's progress just after it.
 PUBLISH_LAG_S = 1.0
 
@@ -44,27 +43,41 @@ def job_register(*, name: str, topic: str = "", query_name: str = "", config: di
     return job
 
 
-def runner_status(*, job: Job) -> dict:
-    """The runner's status hash ``ss:runner:{job}`` (empty dict when no runner ever reported)."""
-    from sparkclient import keys  # noqa: PLC0415 - keeps Django start-up free of Spark modules
+def runner_status(*, job: Job) -> control.RunnerStatus:
+    """The runner's parsed status hash ``ss:runner:{job}`` (all fields empty when no runner reported).
 
-    return get_redis().hgetall(keys.runner(job.name))
+    Raises:
+        sparkclient.control.ProtocolError: a malformed field (Redis contents are input).
+    """
+    return control.read_status(get_redis(), job.name)
 
 
-def _sync_runner_state(job: Job, status: dict) -> None:
-    """Adopt the runner's configuration and knobs (the runner is the source of truth for what runs)."""
+def _sync_runner_state(job: Job, status: control.RunnerStatus) -> None:
+    """Adopt the runner's knob values, knob declarations, plan stages and capacity (the runner is the
+    source of truth for what runs).
+
+    Raises:
+        sparkclient.contract.KnobError / ValueError: malformed declarations or plan stages.
+    """
+    from sparkclient.binding import plan_stages_from_json  # noqa: PLC0415
+    from sparkclient.contract import knobs_from_json  # noqa: PLC0415
+
     updates: dict = {}
-    if status.get("config"):
-        config = json.loads(status["config"])
-        if config != job.config:
-            updates["config"] = config
-            updates["config_changed_at"] = timezone.now()
-    if status.get("knobs"):
-        knobs = json.loads(status["knobs"])
+    if status.knobs and status.knobs != job.config:
+        updates["config"] = status.knobs
+        updates["config_changed_at"] = timezone.now()
+    if status.knob_specs:
+        knobs = [k.to_dict() for k in knobs_from_json(status.knob_specs)]
         if knobs != job.knobs:
             updates["knobs"] = knobs
-    if status.get("query_name") and not job.query_name:
-        updates["query_name"] = status["query_name"]
+    stages = plan_stages_from_json(status.plan_stages)
+    stage_dicts = json.loads(status.plan_stages) if stages is not None else []
+    if stage_dicts != job.plan_stages:
+        updates["plan_stages"] = stage_dicts
+    if status.capacity != job.capacity:
+        updates["capacity"] = status.capacity
+    if status.query_name and not job.query_name:
+        updates["query_name"] = status.query_name
     if updates:
         Job.objects.filter(pk=job.pk).update(**updates)
         for field, value in updates.items():
@@ -94,15 +107,22 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
 
     # The window ends a moment ago, so the progress of a batch that just completed is published.
     now = now or timezone.now() - timedelta(seconds=PUBLISH_LAG_S)
-    status = runner_status(job=job)
-    if not status:
-        _mark(job, Job.Health.DOWN, "no runner has reported for this job: start it with "
-                                    "`python -m sparkclient.runner --job %s`" % job.name)
+    from sparkclient.contract import KnobError  # noqa: PLC0415
+
+    try:
+        status = runner_status(job=job)
+        if status.state:
+            _sync_runner_state(job, status)
+    except (control.ProtocolError, KnobError, ValueError) as exc:
+        _mark(job, Job.Health.DOWN, f"the runner's status in Redis is malformed: {exc}")
         return None
-    _sync_runner_state(job, status)
-    if status.get("state") != "running" or not status.get("ui_url"):
-        _mark(job, Job.Health.DOWN, f"runner state is {status.get('state', 'unknown')!r}"
-                                    f"{': ' + status['error'] if status.get('error') else ''}")
+    if not status.state:
+        _mark(job, Job.Health.DOWN, "no runner has reported for this job: start it with "
+                                    f"`python -m sparkclient run --pipeline MODULE:FUNCTION --job {job.name}`")
+        return None
+    if not status.running or not status.ui_url:
+        _mark(job, Job.Health.DOWN, f"runner state is {status.state!r}"
+                                    f"{': ' + status.error if status.error else ''}")
         return None
     previous = job.snapshots.order_by("-collected_at").values_list("collected_at", flat=True).first()
     window_start = previous if previous and (now - previous).total_seconds() < 10 * settings.SCALER_COLLECT_INTERVAL_S \
@@ -112,12 +132,17 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     baseline_s = max(60.0, 4 * settings.SCALER_COLLECT_INTERVAL_S)
     progresses = read_progress(get_redis(), job.name,
                                since_ms=int((window_start.timestamp() - baseline_s) * 1000))
-    progresses = [p for p in progresses if p.get("runId") == status.get("run_id")]
+    progresses = [p for p in progresses if p.get("runId") == status.run_id]
     config = job.config
-    trigger_interval_s = float(config.get("trigger_interval_s", 1.0))
-    client = SparkRestClient(status["ui_url"])
+    if status.trigger_interval_s:
+        trigger_interval_s = status.trigger_interval_s
+    else:
+        from sparkclient.snapshot import infer_trigger_interval_s  # noqa: PLC0415
+
+        trigger_interval_s = infer_trigger_interval_s(progresses) or 1.0
+    client = SparkRestClient(status.ui_url)
     try:
-        sample = collect_sample(client, status["app_id"], progresses, run_id=status["run_id"],
+        sample = collect_sample(client, status.app_id, progresses, run_id=status.run_id,
                                 trigger_interval_s=trigger_interval_s, window_s=window_s,
                                 now_s=now.timestamp())
     except SparkRestError as exc:
@@ -157,7 +182,9 @@ def window_inputs(*, job: Job, snapshots: list[MetricSnapshot]
     snapshot without a completed batch weighs in correctly).
 
     Returns (topology, metrics per vertex id, cluster, mean batch duration in seconds).
-    Stage ``i`` of the micro-batch job is set by ``job.knobs[i]``; a stage without a knob is pinned.
+    A stage is adjustable only when its binding to a knob is confirmed (:func:`stage_bindings`);
+    the executors go up to the least of the policy's ``max_cores``, the executors knob's max and the
+    cluster's capacity.
     """
     latest = snapshots[-1]
     total_s = sum(s.window_s for s in snapshots)
@@ -171,10 +198,11 @@ def window_inputs(*, job: Job, snapshots: list[MetricSnapshot]
     arrival = sum(s.arrival_rate_per_s * s.window_s for s in snapshots) / total_s
     overhead = sum(s.batch_overhead_s * s.batches for s in snapshots) / max(1, sum(s.batches for s in snapshots))
     vertices, metrics, edges = [], {}, []
+    bindings = stage_bindings(job=job, snapshot=latest)
     for v in latest.vertices.all():
-        knob = job.knobs[v.position] if v.position < len(job.knobs) else None
+        binding = bindings[v.position] if v.position < len(bindings) else None
         vertices.append(Vertex(id=v.vertex_id, name=v.name, parallelism=max(1, v.tasks), source=v.is_source,
-                               adjustable=bool(knob and knob.get("adjustable"))))
+                               adjustable=bool(binding and binding.adjustable)))
         edges.extend(Edge(source=u, target=v.vertex_id) for u in v.upstream)
         acc = sums.get(v.vertex_id, {"busy_s": 0.0, "in": 0.0, "out": 0.0})
         records_in_per_s = acc["in"] / total_s
@@ -185,24 +213,59 @@ def window_inputs(*, job: Job, snapshots: list[MetricSnapshot]
             busy_time_ms_per_s=busy_ms_per_s, backlog=float(latest.backlog) if v.is_source else 0.0,
             backlog_growth_per_s=growth, batch_overhead_s=overhead)
     policy = job.policy
+    ceiling = executors_ceiling(job=job)
     cluster = ClusterState(executors=max(1, latest.cores), cores_per_executor=1,
-                           min_executors=policy.min_cores, max_executors=max(policy.min_cores, policy.max_cores),
+                           min_executors=min(policy.min_cores, ceiling), max_executors=ceiling,
                            trigger_interval_s=latest.trigger_interval_s or 1.0)
     batches = sum(s.batches for s in snapshots)
     mean_batch_s = sum(s.batch_duration_s * s.batches for s in snapshots) / batches if batches else 0.0
     return Topology(tuple(vertices), tuple(edges)), metrics, cluster, mean_batch_s
 
 
+def executors_ceiling(*, job: Job) -> int:
+    """The most executors a plan may ask for: the least of the policy's ``max_cores``, the executors
+    knob's ``max`` and the cluster's capacity (when known); never below 1."""
+    policy = job.policy
+    limits = [max(policy.min_cores, policy.max_cores)]
+    executors = next((k for k in job.knob_specs() if k.sets == "executors"), None)
+    if executors is not None:
+        limits.append(executors.max)
+    if job.capacity:
+        limits.append(job.capacity)
+    return max(1, min(limits))
+
+
+def stage_bindings(*, job: Job, snapshot: MetricSnapshot) -> tuple:
+    """Each stage of ``snapshot``'s newest batch bound to its knob (:func:`sparkclient.binding.bind_stages`),
+    from the runner's plan stages and the tasks Spark ran; in stage order."""
+    from sparkclient.binding import bind_stages, plan_stages_from_json  # noqa: PLC0415
+
+    try:
+        plan = plan_stages_from_json(json.dumps(job.plan_stages)) if job.plan_stages else None
+    except ValueError:
+        plan = None
+    tasks = [v.tasks for v in sorted(snapshot.vertices.all(), key=lambda v: v.position)]
+    return bind_stages(plan, job.knob_specs(), job.config, tasks)
+
+
 def plan_to_config(*, job: Job, plan: JobPlan) -> dict:
-    """The runner configuration a plan asks for: cores, and partitions per knob of each stage."""
+    """The knob values a plan asks for: the executors knob, and each bound stage's knob set to the
+    stage's proposed parallelism (a knob bound to several stages takes the largest)."""
     config = dict(job.config)
-    config[CORES_KEY] = plan.executors_proposed * plan.cores_per_executor
-    positions = {v.vertex_id: i for i, v in enumerate(plan.vertices)}
+    specs = job.knob_specs()
+    executors = next((k for k in specs if k.sets == "executors"), None)
+    if executors is not None:
+        config[executors.name] = plan.executors_proposed * plan.cores_per_executor
+    snapshot = job.snapshots.order_by("-collected_at").first()
+    bindings = stage_bindings(job=job, snapshot=snapshot) if snapshot is not None else ()
+    positions = {v.vertex_id: v.position for v in snapshot.vertices.all()} if snapshot is not None else {}
+    proposed: dict[str, int] = {}
     for vertex_plan in plan.vertices:
-        position = positions[vertex_plan.vertex_id]
-        knob = job.knobs[position] if position < len(job.knobs) else None
-        if knob and knob.get("adjustable"):
-            config[knob["knob"]] = vertex_plan.proposed
+        position = positions.get(vertex_plan.vertex_id, -1)
+        binding = bindings[position] if 0 <= position < len(bindings) else None
+        if binding is not None and binding.adjustable and binding.knob:
+            proposed[binding.knob] = max(proposed.get(binding.knob, 0), vertex_plan.proposed)
+    config.update(proposed)
     return config
 
 

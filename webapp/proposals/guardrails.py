@@ -10,51 +10,53 @@ from dataclasses import dataclass
 
 from scaling.periods import active_period
 
-#: Configuration keys that are not parallelism knobs.
-NOT_KNOBS = frozenset({"trigger_interval_s", "enrich_latency_ms", "max_records_per_batch"})
-
-
 @dataclass(frozen=True)
 class Guardrails:
-    """The guardrail options of one job's policy (see ``JobPolicy.guard_*``)."""
+    """The guardrail options of one job's policy (see ``JobPolicy.guard_*``), with the job's knobs:
+    ``scaled_knobs`` are the names of its executors and parallelism knobs (the pipeline contract's
+    :class:`sparkclient.contract.KnobTarget`), ``executors_knob`` the one that sets executors."""
 
     max_change_factor: float = 2.0
     max_executors: int = 8
     directions: str = "up"
     excluded_periods: tuple[str, ...] = ()
+    scaled_knobs: frozenset[str] = frozenset()
+    executors_knob: str | None = None
 
 
-def _knobs(current: dict, proposed: dict) -> list[tuple[str, int, int]]:
+def _knobs(guardrails: Guardrails, current: dict, proposed: dict) -> list[tuple[str, int, int]]:
     out = []
     for key, new in proposed.items():
         old = current.get(key)
-        if key in NOT_KNOBS or isinstance(new, bool) or not isinstance(new, int) or not isinstance(old, int):
+        if key not in guardrails.scaled_knobs or isinstance(new, bool) or not isinstance(new, int) \
+                or not isinstance(old, int):
             continue
         out.append((key, old, new))
     return out
 
 
-def direction(current: dict, proposed: dict) -> str:
-    """``up``, ``down`` or ``none``: by cores first, else by the total partitions."""
-    old_cores, new_cores = current.get("cores", 0), proposed.get("cores", 0)
+def direction(guardrails: Guardrails, current: dict, proposed: dict) -> str:
+    """``up``, ``down`` or ``none``: by executors first, else by the total partitions."""
+    key = guardrails.executors_knob
+    old_cores, new_cores = (current.get(key, 0), proposed.get(key, 0)) if key else (0, 0)
     if new_cores != old_cores:
         return "up" if new_cores > old_cores else "down"
-    knobs = _knobs(current, proposed)
+    knobs = _knobs(guardrails, current, proposed)
     old, new = sum(k[1] for k in knobs), sum(k[2] for k in knobs)
     return "up" if new > old else "down" if new < old else "none"
 
 
 def violated_guardrail(guardrails: Guardrails, current: dict, proposed: dict, now_s: float) -> str | None:
     """The first guardrail the change ``current → proposed`` breaks at ``now_s``, or None."""
-    way = direction(current, proposed)
+    way = direction(guardrails, current, proposed)
     if guardrails.directions != "both" and way not in (guardrails.directions, "none"):
         allowed = "scale-ups" if guardrails.directions == "up" else "scale-downs"
         return f"guardrail guard_directions: this is a scale-{way}, and only {allowed} are auto-approved"
-    cores = proposed.get("cores")
+    cores = proposed.get(guardrails.executors_knob) if guardrails.executors_knob else None
     if isinstance(cores, int) and cores > guardrails.max_executors:
         return (f"guardrail guard_max_executors: {cores} executors (cores) exceed the quota of "
                 f"{guardrails.max_executors}")
-    for key, old, new in _knobs(current, proposed):
+    for key, old, new in _knobs(guardrails, current, proposed):
         if old > 0 and new > 0:
             factor = max(new / old, old / new)
             if factor > guardrails.max_change_factor + 1e-9:

@@ -28,6 +28,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from scaling.state import applied_records, state_from_dict, state_to_dict
+from sparkclient import control
 from webapp.jobs.models import Evaluation, Job, JobPolicy
 from webapp.jobs.redis import get_redis
 from webapp.proposals.backoff import RestartStrategy, next_retry
@@ -144,9 +145,12 @@ def _auto_approve(*, proposal: Proposal, policy: JobPolicy, now: datetime) -> Pr
         hold = (f"auto-approval is suspended for this job ({policy.auto_approve_suspended_reason}); "
                 f"a person must approve, or re-enable auto-approval")
     else:
+        specs = proposal.job.knob_specs()
         guardrails = Guardrails(max_change_factor=policy.guard_max_change_factor,
                                 max_executors=policy.guard_max_executors, directions=policy.guard_directions,
-                                excluded_periods=tuple(policy.guard_excluded_periods or ()))
+                                excluded_periods=tuple(policy.guard_excluded_periods or ()),
+                                scaled_knobs=frozenset(k.name for k in specs if k.sets != "other"),
+                                executors_knob=next((k.name for k in specs if k.sets == "executors"), None))
         hold = violated_guardrail(guardrails, proposal.current_config, proposal.proposed_config, now.timestamp())
     if hold:
         Proposal.objects.filter(pk=proposal.pk).update(hold_reason=hold)
@@ -305,6 +309,25 @@ def _restart_strategy(policy: JobPolicy) -> RestartStrategy:
                            interval_s=policy.failure_rate_interval_s)
 
 
+def result_as_dict(result: control.RescaleResult) -> dict:
+    """A runner's :class:`~sparkclient.control.RescaleResult` as the JSON stored on the execution
+    (``config`` = the knob values running after it)."""
+    return {"id": result.id, "status": result.status.value, "path": result.path.value,
+            "downtime_s": result.downtime_s, "error": result.error, "code": result.code.value if result.code else None,
+            "config": result.knobs, "completed_at": result.completed_at,
+            "executor_change_s": result.executor_change_s}
+
+
+def _runner_result(redis, job_name: str, command_id: str) -> dict | None:
+    """The runner's stored answer to ``command_id`` as a dict, None when there is none; a malformed one
+    counts as a failure naming the field."""
+    try:
+        result = control.get_result(redis, job_name, command_id)
+    except control.ProtocolError as exc:
+        return {"status": "failed", "path": "none", "error": f"malformed runner result: {exc}"}
+    return result_as_dict(result) if result is not None else None
+
+
 def proposal_execute(*, proposal_id: int, attempt: int = 1) -> Execution | None:
     """Run attempt ``attempt`` of an approved proposal's execution: claim it, send the configuration
     to the runner over the Redis control channel and wait for its answer
@@ -319,8 +342,6 @@ def proposal_execute(*, proposal_id: int, attempt: int = 1) -> Execution | None:
         TransitionError: attempt 1 of a proposal that is neither approved nor executed, or of an
             advisor-mode job's scale proposal.
     """
-    from sparkclient.runner import send_rescale, wait_result  # noqa: PLC0415
-
     proposal = Proposal.objects.select_related("job", "job__policy").get(pk=proposal_id)
     if proposal.status == Status.APPROVED:
         if proposal.kind == Proposal.Kind.SCALE and proposal.job.policy.mode == JobPolicy.Mode.ADVISOR:
@@ -353,9 +374,7 @@ def proposal_execute(*, proposal_id: int, attempt: int = 1) -> Execution | None:
     if attempt > 1:
         # The previous attempt may have timed out here while the runner went on and applied it:
         # its late answer is the outcome (with the real path and downtime); send nothing again.
-        from sparkclient.runner import get_result  # noqa: PLC0415
-
-        late = get_result(redis, job.name, execution.exec_id(attempt - 1))
+        late = _runner_result(redis, job.name, execution.exec_id(attempt - 1))
         if late is not None and late.get("status") == "succeeded":
             audit(job=job, proposal=proposal, actor="system", action="late_answer",
                   after={"attempt": attempt - 1, "path": late.get("path")},
@@ -366,8 +385,9 @@ def proposal_execute(*, proposal_id: int, attempt: int = 1) -> Execution | None:
           after={"attempt": attempt, "exec_id": exec_id, "config": proposal.proposed_config},
           reason=f"attempt {attempt}: sent to the runner of {job.name}")
     try:
-        send_rescale(redis, job.name, exec_id, proposal.proposed_config)
-        result = wait_result(redis, job.name, exec_id, timeout_s=settings.SCALER_EXECUTION_TIMEOUT_S)
+        control.send_command(redis, job.name, control.RescaleCommand(id=exec_id, knobs=proposal.proposed_config))
+        result = result_as_dict(control.wait_result(redis, job.name, exec_id,
+                                                    timeout_s=settings.SCALER_EXECUTION_TIMEOUT_S))
     except (TimeoutError, OSError, ValueError) as exc:
         result = {"status": "failed", "error": str(exc), "path": "none"}
     return execution_record_result(execution_id=execution.pk, attempt=attempt, result=result)
@@ -472,12 +492,10 @@ def execution_reconcile(*, execution: Execution, now: datetime | None = None) ->
 
     Returns what was done, in words (also in the audit trail).
     """
-    from sparkclient.runner import get_result  # noqa: PLC0415
-
     now = now or timezone.now()
     proposal = execution.proposal
     if execution.attempt_state == Attempt.SENT:
-        result = get_result(get_redis(), proposal.job.name, execution.exec_id())
+        result = _runner_result(get_redis(), proposal.job.name, execution.exec_id())
         if result is not None:
             what = (f"lease expired during attempt {execution.attempts}; the runner had answered "
                     f"{result.get('status')}: recording it")

@@ -1,0 +1,238 @@
+"""Stage ↔ knob binding, derived from the physical plan and confirmed against the tasks Spark ran.
+
+The runner walks the executed plan of the query's last micro-batch (:func:`plan_stages_of`) and
+publishes one :class:`PlanStage` per stage, upstream first, split at each ``ShuffleExchangeExec``:
+
+- a stage fed by a scan is a ``source`` stage (its task count is the source's partitions);
+- a stage fed by ``Exchange ... REPARTITION_BY_NUM`` is a ``repartition`` stage with that exchange's
+  partition count (a ``repartition(n)`` call);
+- a stage fed by any other exchange is a ``shuffle`` stage, with ``spark.sql.shuffle.partitions``
+  partitions; ``stateful`` when it runs a state store operator.
+
+:func:`bind_stages` then binds each stage to the knob that sets its task count (source →
+the ``source_partitions`` knob; the k-th ``repartition`` stage → the k-th ``repartition`` knob in
+declaration order; shuffle → the ``shuffle_partitions``/``state_partitions`` knob) and confirms the
+binding: the knob's running value must equal the plan's partition count and the tasks Spark ran.
+Anything else is a :attr:`BindingStatus.MISMATCH` with its reason; the autoscaler proposes nothing
+for such a stage. There is never a silent wrong binding.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+from sparkclient.contract import Knob, KnobTarget
+
+__all__ = ["BindingStatus", "MismatchReason", "PlanStage", "StageBinding", "StageInput", "bind_stages",
+           "plan_stages_from_json", "plan_stages_of", "plan_stages_to_json"]
+
+#: Physical plan node names (``SparkPlan.nodeName``) of stateful streaming operators.
+STATEFUL_NODES = frozenset({
+    "StateStoreSave", "StateStoreRestore", "SessionWindowStateStoreSave", "SessionWindowStateStoreRestore",
+    "StreamingDeduplicate", "StreamingDeduplicateWithinWatermark", "StreamingSymmetricHashJoin",
+    "FlatMapGroupsWithState", "TransformWithState", "TransformWithStateInPandas",
+    "FlatMapGroupsInPandasWithState",
+})
+
+
+class StageInput(StrEnum):
+    """What feeds a stage, and so what sets its task count."""
+
+    SOURCE = "source"
+    REPARTITION = "repartition"
+    SHUFFLE = "shuffle"
+
+
+@dataclass(frozen=True)
+class PlanStage:
+    """One stage of the micro-batch plan (upstream first). ``partitions``: the feeding exchange's
+    partition count (None for a source stage); ``operators``: plan node names, upstream first."""
+
+    input: StageInput
+    partitions: int | None
+    stateful: bool
+    operators: tuple[str, ...] = ()
+
+
+class BindingStatus(StrEnum):
+    BOUND = "bound"            # the knob sets this stage's tasks, confirmed
+    PINNED = "pinned"          # no knob sets it (a hard-coded value): never proposed
+    MISMATCH = "mismatch"      # the plan, the knob and the tasks ran disagree: never proposed
+    UNVERIFIED = "unverified"  # no plan published yet: never proposed
+
+
+class MismatchReason(StrEnum):
+    NO_PLAN = "no-plan"                    # the runner has not published the plan's stages
+    STAGE_COUNT = "stage-count"            # the plan's stages and the batch's stages differ in number
+    PLAN_PARTITIONS = "plan-partitions"    # the knob's value is not the plan's partition count
+    TASKS = "tasks"                        # the knob's value is not the task count Spark ran
+
+
+@dataclass(frozen=True)
+class StageBinding:
+    """The binding of stage ``position``: the knob (or None), its status, and the three numbers
+    compared (knob value, plan partitions, tasks ran; None where not known)."""
+
+    position: int
+    status: BindingStatus
+    knob: str | None = None
+    reason: MismatchReason | None = None
+    knob_value: int | None = None
+    plan_partitions: int | None = None
+    tasks_ran: int | None = None
+    input: StageInput | None = None
+
+    @property
+    def adjustable(self) -> bool:
+        return self.status is BindingStatus.BOUND
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(status=self.status.value, reason=self.reason.value if self.reason else None,
+                    input=self.input.value if self.input else None)
+        return data
+
+
+def _stage_knob(stage: PlanStage, repartition_index: int, knobs: Sequence[Knob]) -> Knob | None:
+    if stage.input is StageInput.SOURCE:
+        return next((k for k in knobs if k.sets is KnobTarget.SOURCE_PARTITIONS), None)
+    if stage.input is StageInput.REPARTITION:
+        repartition = [k for k in knobs if k.sets is KnobTarget.REPARTITION]
+        return repartition[repartition_index] if repartition_index < len(repartition) else None
+    return next((k for k in knobs if k.sets.session_conf), None)
+
+
+def bind_stages(plan: Sequence[PlanStage] | None, knobs: Sequence[Knob], values: Mapping[str, int],
+                tasks_ran: Sequence[int]) -> tuple[StageBinding, ...]:
+    """Bind each of the ``len(tasks_ran)`` stages of a micro-batch to its knob (see the module docstring).
+
+    Args:
+        plan: the plan's stages, upstream first, or None when not published.
+        knobs: the pipeline's knob declarations.
+        values: the running knob values.
+        tasks_ran: tasks of each stage of the newest batch, in the same order.
+
+    Returns:
+        One :class:`StageBinding` per stage, in order.
+    """
+    if plan is None:
+        return tuple(StageBinding(i, BindingStatus.UNVERIFIED, reason=MismatchReason.NO_PLAN, tasks_ran=t)
+                     for i, t in enumerate(tasks_ran))
+    if len(plan) != len(tasks_ran):
+        return tuple(StageBinding(i, BindingStatus.MISMATCH, reason=MismatchReason.STAGE_COUNT, tasks_ran=t)
+                     for i, t in enumerate(tasks_ran))
+    out, repartitions = [], 0
+    for position, (stage, tasks) in enumerate(zip(plan, tasks_ran, strict=True)):
+        knob = _stage_knob(stage, repartitions, knobs)
+        if stage.input is StageInput.REPARTITION:
+            repartitions += 1
+        common = {"tasks_ran": tasks, "plan_partitions": stage.partitions, "input": stage.input}
+        if knob is None:
+            out.append(StageBinding(position, BindingStatus.PINNED, **common))
+            continue
+        value = values.get(knob.name, knob.default)
+        reason = None
+        if stage.partitions is not None and stage.partitions != value:
+            reason = MismatchReason.PLAN_PARTITIONS
+        elif tasks != value:
+            reason = MismatchReason.TASKS
+        status = BindingStatus.MISMATCH if reason else BindingStatus.BOUND
+        out.append(StageBinding(position, status, knob=knob.name, reason=reason, knob_value=value, **common))
+    return tuple(out)
+
+
+def plan_stages_to_json(stages: Sequence[PlanStage]) -> str:
+    """The stages as a JSON array (published in the runner status)."""
+    return json.dumps([{**asdict(s), "input": s.input.value, "operators": list(s.operators)} for s in stages])
+
+
+def plan_stages_from_json(text: str | bytes | None) -> tuple[PlanStage, ...] | None:
+    """Parse :func:`plan_stages_to_json` output; None for an empty field.
+
+    Raises:
+        ValueError: malformed JSON or a malformed stage (the message names the field).
+    """
+    if not text:
+        return None
+    data = json.loads(text)
+    if not isinstance(data, list) or len(data) > 500:
+        raise ValueError("plan_stages must be a JSON array of at most 500 stages")
+    out = []
+    for i, item in enumerate(data):
+        if not isinstance(item, dict):
+            raise ValueError(f"plan_stages[{i}] must be an object")
+        partitions = item.get("partitions")
+        if partitions is not None and (isinstance(partitions, bool) or not isinstance(partitions, int)
+                                       or partitions < 1):
+            raise ValueError(f"plan_stages[{i}].partitions must be an integer >= 1 or null")
+        operators = item.get("operators") or []
+        if not isinstance(operators, list) or not all(isinstance(o, str) for o in operators):
+            raise ValueError(f"plan_stages[{i}].operators must be a list of strings")
+        try:
+            kind = StageInput(item.get("input"))
+        except ValueError:
+            raise ValueError(f"plan_stages[{i}].input must be one of {[s.value for s in StageInput]}") from None
+        out.append(PlanStage(kind, partitions, bool(item.get("stateful")), tuple(o[:100] for o in operators[:200])))
+    return tuple(out)
+
+
+# --- the JVM side (runs inside the driver) ------------------------------------------------------
+
+def _children(node: Any) -> list[Any]:
+    seq = node.children()
+    return [seq.apply(i) for i in range(seq.size())]
+
+
+def plan_stages_of(query: Any) -> tuple[PlanStage, ...] | None:
+    """The stages of ``query``'s last executed micro-batch, from its physical plan (py4j), or None
+    before the first batch.
+
+    Walks ``StreamExecution.lastExecution.executedPlan``; a ``ShuffleExchangeExec`` ends the stage
+    below it, and its ``shuffleOrigin`` and ``outputPartitioning.numPartitions`` define the stage
+    above it. Adaptive execution is off in streaming, so these are the task counts Spark runs.
+    """
+    execution = query._jsq.streamingQuery().lastExecution()
+    if execution is None:
+        return None
+    stages: list[PlanStage] = []
+
+    def visit(node: Any) -> tuple[list[tuple[StageInput, int | None]], list[str], bool]:
+        name = str(node.nodeName())
+        if node.getClass().getSimpleName() == "ShuffleExchangeExec":
+            child_inputs, child_ops, child_stateful = _merge([visit(c) for c in _children(node)])
+            stages.append(_finish(child_inputs, child_ops, child_stateful))
+            origin = str(node.shuffleOrigin().toString())
+            kind = StageInput.REPARTITION if origin == "REPARTITION_BY_NUM" else StageInput.SHUFFLE
+            return [(kind, int(node.outputPartitioning().numPartitions()))], [], False
+        kids = _children(node)
+        if not kids:
+            return [(StageInput.SOURCE, None)], [name], False
+        inputs, ops, stateful = _merge([visit(c) for c in kids])
+        if not name.startswith("WholeStageCodegen") and name != "InputAdapter":
+            ops.append(name)
+        return inputs, ops, stateful or name in STATEFUL_NODES
+
+    inputs, ops, stateful = visit(execution.executedPlan())
+    stages.append(_finish(inputs, ops, stateful))
+    return tuple(stages)
+
+
+def _merge(parts: list[tuple[list, list, bool]]) -> tuple[list, list, bool]:
+    inputs, ops, stateful = [], [], False
+    for part_inputs, part_ops, part_stateful in parts:
+        inputs.extend(part_inputs)
+        ops.extend(part_ops)
+        stateful = stateful or part_stateful
+    return inputs, ops, stateful
+
+
+def _finish(inputs: list[tuple[StageInput, int | None]], ops: list[str], stateful: bool) -> PlanStage:
+    exchanges = [(kind, n) for kind, n in inputs if kind is not StageInput.SOURCE]
+    if not exchanges:
+        return PlanStage(StageInput.SOURCE, None, stateful, tuple(ops))
+    kind = StageInput.REPARTITION if all(k is StageInput.REPARTITION for k, _ in exchanges) else StageInput.SHUFFLE
+    return PlanStage(kind, max(n for _, n in exchanges if n is not None), stateful, tuple(ops))

@@ -72,7 +72,7 @@ def test_overview_row_shows_health_config_pending_backlog_trend_ratio_last_actio
         html = client.get("/").content.decode()
     rows = dict(re.findall(r'<tr data-job="([^"]+)">(.*?)</tr>', html, re.S))
     assert set(rows) == {"busy", "quiet", "done"}
-    assert f"#{pending.pk}: 1 → " in rows["busy"] and "cores" in rows["busy"]
+    assert f"#{pending.pk}: cores 1 → " in rows["busy"]
     assert "running" in rows["busy"] and "manual" in rows["busy"]
     assert "2.50" in rows["busy"]  # batch ratio R
     assert "collecting metrics" in rows["quiet"] and re.search(r"\d+ s left", rows["quiet"])
@@ -337,3 +337,32 @@ def test_anonymous_is_sent_to_login_everywhere(client):
                 f"/jobs/{job.pk}/history/live/", f"/proposals/{pending.pk}/", f"/proposals/{pending.pk}/live/"):
         response = client.get(url)
         assert response.status_code == 302 and response["Location"].startswith("/accounts/login/"), url
+
+
+def test_a_knob_stage_mismatch_is_named_on_the_page_and_nothing_is_proposed_for_that_stage(client, operator):
+    """Issue 11, acceptance 4: the enrich stage ran 3 tasks while its knob says 1 (a pipeline that ignores
+    its knob, say): the page names the stage and the knob, and the plan leaves that stage alone."""
+    job = make_job(metric_window_s=45)
+    make_snapshots(job, count=4, tasks=(1, 3, 2))
+    evaluation = evaluation_run(job=job)
+    enrich = next(v for v in evaluation.plan["vertices"] if v["vertex_id"] == "v1")
+    assert enrich["proposed"] == enrich["current"] == 3  # not adjustable: nothing proposed for it
+    proposal = job.proposals.first()
+    assert proposal is None or proposal.proposed_config["enrich_partitions"] == 1
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    binding = re.search(r'<ul id="binding">(.*?)</ul>', page, re.S).group(1)
+    assert 'data-stage="1" data-knob="enrich_partitions"' in binding
+    assert "stage 1 (stage 1) and knob &#x27;enrich_partitions&#x27; disagree: the knob is 1 but Spark ran 3 tasks" \
+        in binding
+    assert 'data-stage="0"' not in binding and 'data-stage="2"' not in binding  # the others are bound
+
+
+def test_without_a_published_plan_no_stage_is_bound(client, operator):
+    job = make_job(metric_window_s=45)
+    Job.objects.filter(pk=job.pk).update(plan_stages=[])
+    job.refresh_from_db()
+    make_snapshots(job, count=4)
+    evaluation = evaluation_run(job=job)
+    assert all(v["proposed"] == v["current"] for v in evaluation.plan["vertices"])
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert page.count('class="msg binding-unverified"') == 3

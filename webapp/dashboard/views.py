@@ -24,6 +24,7 @@ from django.views.decorators.http import require_POST
 
 from webapp.dashboard.figures import dag_figure, parallelism_label, series_figure
 from webapp.dashboard.why import proposal_forecast, why_no_proposal
+from webapp.jobs.services import stage_bindings
 from webapp.jobs import selectors
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis
@@ -85,7 +86,33 @@ def _job_context(request: HttpRequest, job: Job) -> dict:
     if pending is None:
         context["why"] = why_no_proposal(job=job, snapshot=snapshot, evaluation=evaluation,
                                          busy=_busy_proposal(job))
+    else:
+        context["pending_changes"] = [(k, pending.current_config.get(k), v) for k, v in pending.proposed_config.items()
+                                      if pending.current_config.get(k) != v]
+    if snapshot is not None:
+        names = {v.position: v.name for v in snapshot.vertices.all()}
+        context["binding_problems"] = [
+            {"position": b.position, "status": b.status.value, "knob": b.knob or "",
+             "text": binding_text(b, names.get(b.position, f"stage {b.position}"))}
+            for b in stage_bindings(job=job, snapshot=snapshot) if b.status.value in ("mismatch", "unverified")]
     return context
+
+
+def binding_text(binding, stage_name: str) -> str:
+    """A stage's binding problem in words (rendered from the structured :class:`StageBinding`)."""
+    reason = binding.reason.value if binding.reason else ""
+    stage = f"stage {binding.position} ({stage_name})"
+    if reason == "no-plan":
+        return (f"{stage}: not bound to a knob yet, the runner has not published the query's plan; "
+                "nothing is proposed for it")
+    if reason == "stage-count":
+        return (f"{stage}: the plan's stages and the batch's stages differ in number (the query changed?); "
+                "nothing is proposed for it")
+    if reason == "plan-partitions":
+        return (f"{stage} and knob {binding.knob!r} disagree: the knob is {binding.knob_value} but the plan has "
+                f"{binding.plan_partitions} partitions; nothing is proposed for this stage")
+    return (f"{stage} and knob {binding.knob!r} disagree: the knob is {binding.knob_value} but Spark ran "
+            f"{binding.tasks_ran} tasks; nothing is proposed for this stage")
 
 
 def _chart_range(request: HttpRequest) -> str:

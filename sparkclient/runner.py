@@ -147,7 +147,7 @@ class Driver:
                    .config("spark.ui.port", str(self.ui_port))
                    .config("spark.ui.showConsoleProgress", "false")
                    .config("spark.sql.streaming.metricsEnabled", "true"))
-        if self.master == "local":
+        if self.master == "local" or master.split("://")[-1].split(":")[0] in ("127.0.0.1", "localhost"):
             builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
         if self.in_place:  # one core per executor: executors = cores, changed in place
             builder = (builder.config("spark.executor.cores", "1")

@@ -5,6 +5,9 @@ The choice of executors to remove is unit-tested on the Spark 4.3.0 standalone c
 from __future__ import annotations
 
 import json
+import os
+import random
+import signal
 import subprocess
 import sys
 import time
@@ -152,3 +155,59 @@ def test_executor_count_changes_in_place_while_the_query_runs(cluster, tmp_path:
         if query is not None:
             query.stop()
         spark.stop()
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(900)
+def test_the_runner_changes_a_user_pipelines_executors_in_place(cluster, tmp_path: Path, redis_server,
+                                                                 redis_client) -> None:
+    """Issue 11, acceptance 6: a cores change of a user's pipeline on the standalone cluster is applied
+    in place by ``python -m sparkclient run``: same run id, the change time measured."""
+    from sparkclient.control import RescaleCommand, RescalePath, read_status, send_command, wait_result
+    from sparkclient.examples.files_load import write_file
+    from tests.own_pipeline import write_module
+
+    outside = tmp_path / "elsewhere"  # the user's own folder, not the project
+    pipeline = write_module(outside)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    rng = random.Random(1)
+    job = "inplace"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(outside), str(ROOT)]), CLICKS_INBOX=str(inbox),
+               PYSPARK_PYTHON=sys.executable)
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "sparkclient", "run", "--pipeline", pipeline, "--job", job, "--master",
+         cluster.master_url, "--master-ui", cluster.master_ui, "--redis-url", redis_server.url,
+         "--workdir", str(tmp_path / "job"), "--ui-port", str(free_port()), "--knob", "cost_us=0"],
+        cwd=outside, env=env)
+    try:
+        seq = iter(range(1, 10_000))
+
+        def batches_with_data() -> bool:
+            write_file(inbox, next(seq), 20, rng)  # a file a second: steady load
+            return read_status(redis_client, job).running and redis_client.xlen(f"ss:progress:{job}") >= 3
+
+        wait_for(batches_with_data, timeout_s=300, interval_s=1, what="the user pipeline's first batches")
+        before = read_status(redis_client, job)
+        assert before.master == cluster.master_url and before.knobs["cores"] == 1
+        assert before.capacity >= 2  # the master's free cores
+        send_command(redis_client, job, RescaleCommand(id="up", knobs={**before.knobs, "cores": 2}))
+        result = wait_result(redis_client, job, "up", timeout_s=240)
+        print(f"in place: cores 1 -> 2 in {result.executor_change_s} s, {result}")
+        assert result.succeeded and result.path is RescalePath.IN_PLACE, result
+        assert result.downtime_s == 0 and result.executor_change_s and result.executor_change_s > 0
+        after = read_status(redis_client, job)
+        assert after.run_id == before.run_id and after.knobs["cores"] == 2  # the query never stopped
+        mark = redis_client.xlen(f"ss:progress:{job}")
+
+        def more_batches() -> bool:
+            write_file(inbox, next(seq), 20, rng)
+            return redis_client.xlen(f"ss:progress:{job}") >= mark + 2
+
+        wait_for(more_batches, timeout_s=120, interval_s=1, what="two more batches after the change")
+        assert read_status(redis_client, job).run_id == before.run_id
+        master = cluster.master_json()
+        assert [a["cores"] for a in master["activeapps"] if a["id"] == after.app_id] == [2]
+    finally:
+        supervisor.send_signal(signal.SIGTERM)
+        assert supervisor.wait(timeout=120) == 0

@@ -70,7 +70,8 @@ class RescalePath(StrEnum):
     NONE = "none"                      # nothing to change, or refused before anything stopped
     IN_PLACE = "in-place"              # executors changed while the query ran
     IN_PROCESS = "in-process"          # query stopped and started again in the same driver
-    DRIVER_RESTART = "driver-restart"  # a new driver process (a static setting such as local[N])
+    DRIVER_RESTART = "driver-restart"  # a new driver process started after the old one stopped
+    DRIVER_HANDOVER = "driver-handover"  # a new driver, started and warmed up before the old one stopped
 
 
 class ResultStatus(StrEnum):
@@ -165,8 +166,10 @@ class RescaleResult:
     """The outcome of one command.
 
     Attributes:
-        downtime_s: pause of the query, seconds: from the last batch's end before the stop to the
-            first batch's end after (0 for ``in-place``).
+        downtime_s: seconds from the last batch's end before the stop to the first batch's end after
+            (0 for ``in-place``): the pause plus the first (catch-up) batch.
+        pause_s: seconds from the last batch's end before the stop (or the stop) to the first batch's
+            start after: the time no batch ran (0 for ``in-place``).
         knobs: the knob values running after the command (the old ones when it failed).
         executor_change_s: seconds until the cluster showed the new executor count (in place).
     """
@@ -175,6 +178,7 @@ class RescaleResult:
     status: ResultStatus
     path: RescalePath
     downtime_s: float = 0.0
+    pause_s: float = 0.0
     knobs: dict[str, int] | None = None
     error: str = ""
     code: FailureCode | None = None
@@ -188,7 +192,7 @@ class RescaleResult:
     def to_json(self) -> str:
         data = asdict(self)
         data.update(status=self.status.value, path=self.path.value, code=self.code.value if self.code else None,
-                    downtime_s=round(self.downtime_s, 3))
+                    downtime_s=round(self.downtime_s, 3), pause_s=round(self.pause_s, 3))
         return json.dumps(data, sort_keys=True)
 
     @classmethod
@@ -210,6 +214,7 @@ class RescaleResult:
         knobs = data.get("knobs")
         return cls(id=_text("id", data.get("id")), status=status, path=path,
                    downtime_s=_number("downtime_s", data.get("downtime_s", 0.0)),
+                   pause_s=_number("pause_s", data.get("pause_s", 0.0)),
                    knobs=_knob_values("knobs", knobs) if knobs is not None else None,
                    error=_text("error", data.get("error"), required=False), code=code,
                    completed_at=_number("completed_at", data.get("completed_at", 0.0)),
@@ -242,6 +247,7 @@ class RunnerStatus:
     capacity: int = 0
     trigger_interval_s: float = 0.0
     checkpoint: str = ""
+    lease_token: str = ""
     started_at: float = 0.0
     last_batch_at: float = 0.0
     error: str = ""

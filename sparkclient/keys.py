@@ -66,8 +66,18 @@ def runner_pending(job: str) -> str:
 
 
 def config(job: str) -> str:
-    """JSON of the job's ``PipelineConfig``: the source of truth for the runner."""
+    """JSON object ``{knob: int}``: the job's knob values, the source of truth for the runner."""
     return f"{PREFIX}config:{job}"
+
+
+def checkpoint_lease(job: str) -> str:
+    """The lease on the job's checkpoint: held by the one driver whose query may run (:mod:`sparkclient.lease`)."""
+    return f"{PREFIX}runner:{job}:lease"
+
+
+def handover(job: str) -> str:
+    """Hash of a warm driver handover in progress: ``id``, ``knobs``, ``state``, ``error``, ``last_batch_end``."""
+    return f"{PREFIX}runner:{job}:handover"
 
 
 def control(job: str) -> str:

@@ -14,10 +14,16 @@ knob inside its bounds, executors within the cluster's capacity) and then applie
   from the same checkpoint. A changed ``shuffle_partitions``/``state_partitions`` knob on a checkpoint
   that has run a batch repartitions it offline in between (:mod:`sparkclient.staterepartition`,
   RocksDB only; any other provider is refused before the query stops);
-- **driver restart** (local mode's ``local[N]``): record ``ss:runner:{job}:pending``, stop, exit with
-  :data:`EXIT_RESTART`; the supervisor starts a new driver, which finishes the command.
+- **warm driver handover** (local mode's ``local[N]``, or any static setting): the supervisor starts a
+  *standby* driver with the new knobs while the query keeps running; once the standby has built its
+  SparkSession and warmed its JVM up, the running driver stops the query at a batch boundary, records
+  ``ss:runner:{job}:pending``, releases the checkpoint lease (:mod:`sparkclient.lease`) and exits with
+  :data:`EXIT_HANDED_OVER`; the standby takes the lease and starts the query at once, and its first
+  batch finishes the command. A standby that fails to start leaves the running driver as it was, and
+  the command fails cleanly (``restart-failed``).
 
-Downtime = end of the first batch after the restart minus end of the last batch before the stop, s.
+Downtime = end of the first batch after the restart minus end of the last batch before the stop, s;
+pause = start of that first batch minus the same end (the time no batch ran).
 """
 
 from __future__ import annotations
@@ -39,11 +45,18 @@ from sparkclient.binding import plan_stages_of, plan_stages_to_json
 from sparkclient.contract import ENV_JOB, ENV_WORKDIR, KnobTarget, PipelineSpec, validate_values
 from sparkclient.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState
 from sparkclient.executors import supports_in_place
+from sparkclient.lease import LEASE_TTL_S, CheckpointLease
 
 log = logging.getLogger(__name__)
 
 #: Driver exit code asking the supervisor for an immediate restart (EX_TEMPFAIL).
 EXIT_RESTART = 75
+#: Driver exit code after a warm handover: the standby driver has taken over.
+EXIT_HANDED_OVER = 76
+#: Exit code of a standby driver whose handover was called off (nothing of the job was touched).
+EXIT_STANDBY_ABORTED = 77
+#: How long the running driver waits for its standby to be ready before failing the rescale, seconds.
+HANDOVER_READY_TIMEOUT_S = 240.0
 #: How long a rescale waits for the batch in flight, seconds.
 BATCH_WAIT_TIMEOUT_S = 120.0
 #: How long a rescale waits for the first batch after the restart before failing, seconds.
@@ -95,16 +108,20 @@ class Driver:
     """
 
     def __init__(self, *, spec: PipelineSpec, job: str, redis_url: str, workdir: Path, ui_port: int,
-                 master: str, capacity: int) -> None:
+                 master: str, capacity: int, standby: str | None = None) -> None:
         self.spec, self.job, self.redis_url, self.ui_port = spec, job, redis_url, ui_port
-        self.workdir, self.master, self.capacity = workdir, master, capacity
+        self.workdir, self.master, self.capacity, self.standby = workdir, master, capacity, standby
         self.in_place = supports_in_place(master)
         self.client = control.connect(redis_url)
-        values = load_knob_values(self.client, job, spec)
+        if standby:  # the knobs of the handover this standby driver is for
+            values = validate_values(spec.knobs, json.loads(self.client.hget(keys.handover(job), "knobs") or "{}"))
+        else:
+            values = load_knob_values(self.client, job, spec)
         if values is None:
             values = validate_values(spec.knobs, {})
             self.client.set(keys.config(job), json.dumps(values))
         self.values = values
+        self.lease = CheckpointLease(self.client, job, on_lost=self._lease_lost)
         self.executors_knob = spec.knob(KnobTarget.EXECUTORS)
         self.shuffle_knob = next((k for k in spec.knobs if k.sets.session_conf), None)
         self.stop_event = threading.Event()
@@ -116,6 +133,7 @@ class Driver:
         self.query: Any = None
         self.checkpoint: Path | None = None
         self.executor_scaler: Any = None
+        self.lease_lost = False
 
     # status ---------------------------------------------------------------------------------
 
@@ -224,12 +242,18 @@ class Driver:
             if awaiting is None or progress.get("runId") == awaiting.get("old_run_id"):
                 return
             self._awaiting = None
+        from sparkclient.topology import progress_time_s  # noqa: PLC0415
+
         first_end = batch_end_epoch_s(progress)
+        try:
+            first_start = progress_time_s(progress)
+        except ValueError:
+            first_start = first_end
         since = awaiting.get("last_batch_end") or awaiting["requested_at"]
         self._write_result(RescaleResult(id=awaiting["id"], status=control.ResultStatus.SUCCEEDED,
                                          path=RescalePath(awaiting["path"]), downtime_s=max(0.0, first_end - since),
-                                         knobs=awaiting["knobs"]))
-        if awaiting["path"] == RescalePath.DRIVER_RESTART:
+                                         pause_s=max(0.0, first_start - since), knobs=awaiting["knobs"]))
+        if awaiting["path"] in (RescalePath.DRIVER_RESTART, RescalePath.DRIVER_HANDOVER):
             self.client.delete(keys.runner_pending(self.job))
 
     # control channel --------------------------------------------------------------------------
@@ -335,8 +359,34 @@ class Driver:
         self.client.set(keys.config(self.job), text)
         self._set_status(knobs=text)
 
+    def _request_standby(self, command: RescaleCommand, old: dict[str, int], new: dict[str, int]) -> bool:
+        """Ask the supervisor for a standby driver with ``new`` and wait until it is ready (the query
+        keeps running meanwhile). Returns False, with the command failed, when it is not."""
+        key = keys.handover(self.job)
+        self.client.delete(key)
+        self.client.hset(key, mapping={"id": command.id, "knobs": json.dumps(new), "state": "requested",
+                                       "requested_at": repr(time.time())})
+        log.info("command %s: waiting for a standby driver with %s", command.id, new)
+        deadline = time.monotonic() + HANDOVER_READY_TIMEOUT_S
+        state, error = "", ""
+        while time.monotonic() < deadline and not self.stop_event.is_set():
+            state, error = self.client.hget(key, "state") or "", self.client.hget(key, "error") or ""
+            if state in ("ready", "failed"):
+                break
+            time.sleep(0.05)
+        if state == "ready":
+            return True
+        self.client.hset(key, "state", "cancelled")
+        self._write_result(RescaleResult.failed(
+            command.id, FailureCode.RESTART_FAILED, knobs=old, path=RescalePath.DRIVER_HANDOVER,
+            error=f"the new driver did not start ({error or f'not ready within {HANDOVER_READY_TIMEOUT_S:.0f} s'}); "
+                  "the running driver carries on unchanged"))
+        return False
+
     def _restart(self, command: RescaleCommand, old: dict[str, int], new: dict[str, int], *,
                  repartition: bool, new_driver: bool) -> int | None:
+        if new_driver and not self._request_standby(command, old, new):
+            return None
         requested_at = time.time()
         self._set_status(state=RunnerState.RESTARTING)
         old_run_id = str(self.query.runId)
@@ -356,15 +406,18 @@ class Driver:
                 self.query = self._start_query()  # the checkpoint is unchanged: carry on as before
                 return None
         if new_driver:
-            pending = {"id": command.id, "last_batch_end_epoch_s": last_end, "path": RescalePath.DRIVER_RESTART.value,
+            pending = {"id": command.id, "last_batch_end_epoch_s": last_end, "path": RescalePath.DRIVER_HANDOVER.value,
                        "knobs": new, "requested_at": requested_at}
             with self.client.pipeline(transaction=True) as pipe:
                 pipe.set(keys.runner_pending(self.job), json.dumps(pending))
                 pipe.set(keys.config(self.job), json.dumps(new, sort_keys=True))
                 pipe.hset(keys.runner(self.job), "knobs", json.dumps(new, sort_keys=True))
                 pipe.execute()
-            log.info("command %s: restarting the driver with %d executors", command.id, self.executors(new))
-            return EXIT_RESTART
+            self.lease.release()  # the query is stopped: the standby may take the checkpoint now
+            self.client.hset(keys.handover(self.job), "state", "released")
+            log.info("command %s: handed over to the standby driver with %d executors", command.id,
+                     self.executors(new))
+            return EXIT_HANDED_OVER
         with self._lock:
             self._awaiting = {"id": command.id, "path": RescalePath.IN_PROCESS, "last_batch_end": last_end,
                               "requested_at": requested_at, "knobs": new, "old_run_id": old_run_id,
@@ -404,6 +457,46 @@ class Driver:
                                                     "the driver stopped before the first batch after the restart",
                                                     path=RescalePath.IN_PROCESS, knobs=awaiting["knobs"]))
 
+    def _lease_lost(self) -> None:
+        """The checkpoint lease could not be renewed: another driver may own the checkpoint now, so
+        this one stops its query at once and exits (the supervisor restarts it, and it waits for the lease)."""
+        self.lease_lost = True
+        query = self.query
+        if query is not None:
+            try:
+                query.stop()
+            except Exception:  # noqa: BLE001 - stopping is all that matters
+                log.exception("stopping the query after the lease was lost failed")
+        self.stop_event.set()
+
+    def _wait_for_release(self) -> bool:
+        """A standby: say it is ready, then wait until the running driver released the checkpoint.
+        Returns False when the handover was called off."""
+        key = keys.handover(self.job)
+        self.client.hset(key, "state", "ready")
+        log.info("standby for handover %s ready", self.standby)
+        while not self.stop_event.is_set():
+            if self.client.hget(key, "id") != self.standby:
+                return False
+            state = self.client.hget(key, "state")
+            if state == "released":
+                return True
+            if state in ("cancelled", "failed"):
+                return False
+            time.sleep(0.02)
+        return False
+
+    def _warm_up(self) -> None:
+        """Run a small job on the new JVM, so class loading and code generation are done before the
+        handover (``SPARK-FACTS.md``: a fresh JVM is slow on its first batch)."""
+        from pyspark.sql import functions as F  # noqa: PLC0415
+
+        started = time.monotonic()
+        frame = self.spark.range(0, 20_000, numPartitions=max(1, self.executors()))
+        (frame.withColumn("k", F.col("id") % 10).groupBy("k").agg(F.count("*"), F.sum("id"))
+         .repartition(2).collect())
+        log.info("JVM warmed up in %.2f s", time.monotonic() - started)
+
     def _resume_pending(self) -> None:
         raw = self.client.get(keys.runner_pending(self.job))
         if not raw:
@@ -415,7 +508,7 @@ class Driver:
             self.client.delete(keys.runner_pending(self.job))
             return
         if control.get_result(self.client, self.job, command_id) is None:
-            self._awaiting = {"id": command_id, "path": RescalePath.DRIVER_RESTART,
+            self._awaiting = {"id": command_id, "path": RescalePath(pending.get("path", "driver-restart")),
                               "last_batch_end": pending.get("last_batch_end_epoch_s"),
                               "requested_at": pending.get("requested_at", time.time()), "knobs": dict(self.values),
                               "old_run_id": None, "deadline": time.monotonic() + FIRST_BATCH_TIMEOUT_S}
@@ -434,11 +527,23 @@ class Driver:
         from sparkclient.progress import RedisProgressListener  # noqa: PLC0415
 
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.lease_lost = False
+        if self.standby:
+            self.spark = self._build_session()
+            self._warm_up()
+            if not self._wait_for_release():
+                self.spark.stop()
+                return EXIT_STANDBY_ABORTED
+        self.lease.acquire(wait_s=1.5 * LEASE_TTL_S)
+        if self.standby:
+            self.client.delete(keys.handover(self.job))
         self._set_status(state=RunnerState.STARTING, pid=os.getpid(), started_at=time.time(),
                          knobs=json.dumps(self.values, sort_keys=True), knob_specs=knobs_to_json(self.spec.knobs),
-                         pipeline=self.spec.ref, capacity=self.capacity, master=self.master, error="")
+                         pipeline=self.spec.ref, capacity=self.capacity, master=self.master, error="",
+                         lease_token=self.lease.token)
         self._resume_pending()
-        self.spark = self._build_session()
+        if self.spark is None:
+            self.spark = self._build_session()
         sc = self.spark.sparkContext
         self._set_status(ui_url=sc.uiWebUrl or "", app_id=sc.applicationId)
         if self.in_place:
@@ -473,8 +578,11 @@ class Driver:
             self.stop_event.set()
             if self.query is not None and self.query.isActive:
                 self.query.stop()
+            self.lease.release()
             self.spark.stop()
             self._abandon_in_process_rescale()
+        if self.lease_lost:
+            raise RuntimeError("the checkpoint lease was lost: the query was stopped so that one driver owns it")
         if exit_code == 0:
             self._set_status(state=RunnerState.STOPPED)
         return exit_code

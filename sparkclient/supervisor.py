@@ -36,6 +36,7 @@ import psutil
 from sparkclient import control, keys
 from sparkclient.contract import KnobError, PipelineLoadError, load_pipeline, validate_values
 from sparkclient.control import FailureCode, RescalePath, RescaleResult, RunnerState
+from sparkclient.lease import LeaseUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,7 @@ class Supervisor:
         self.client = control.connect(args.redis_url)
         self.stopping = threading.Event()
         self.child: subprocess.Popen | None = None
+        self.standby: subprocess.Popen | None = None
 
     def _set_status(self, **fields: Any) -> None:
         self.client.hset(keys.runner(self.job), mapping={k: "" if v is None else str(v) for k, v in fields.items()})
@@ -126,17 +128,17 @@ class Supervisor:
         return values
 
     def on_signal(self, signum: int, _frame: object) -> None:
-        """Forward SIGINT/SIGTERM to the driver (as SIGTERM) and stop supervising."""
+        """Forward SIGINT/SIGTERM to the drivers (as SIGTERM) and stop supervising."""
         self.stopping.set()
-        child = self.child
-        if child is not None and child.poll() is None:
-            child.send_signal(signal.SIGTERM)
+        for child in (self.child, self.standby):
+            if child is not None and child.poll() is None:
+                child.send_signal(signal.SIGTERM)
 
-    def _spawn(self) -> subprocess.Popen:
+    def _spawn(self, standby: str | None = None) -> subprocess.Popen:
         a = self.args
         cmd = [sys.executable, "-m", "sparkclient", "run", "--driver", "--pipeline", a.pipeline, "--job", a.job,
                "--redis-url", a.redis_url, "--workdir", str(self.workdir), "--ui-port", str(a.ui_port),
-               "--master", a.master, "--capacity", str(a.capacity)]
+               "--master", a.master, "--capacity", str(a.capacity)] + (["--standby", standby] if standby else [])
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parent.parent)
         paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
@@ -166,11 +168,33 @@ class Supervisor:
                     pass
             _gone, alive = psutil.wait_procs(alive, timeout=5.0)
 
+    def _watch_handover(self) -> None:
+        """Start a standby driver when the running one asks for a handover; report a standby that
+        exits before it took over (its exit code and log) so the running driver fails the command."""
+        key = keys.handover(self.job)
+        if self.standby is None:
+            if self.client.hget(key, "state") == "requested":
+                handover_id = self.client.hget(key, "id") or ""
+                self.standby = self._spawn(standby=handover_id)
+                self.client.hset(key, "state", "starting")
+                log.info("standby driver %d started for handover %s", self.standby.pid, handover_id)
+            return
+        code = self.standby.poll()
+        if code is not None:  # it exited before the running driver handed over
+            from sparkclient.runner import EXIT_STANDBY_ABORTED  # noqa: PLC0415
+
+            if code != EXIT_STANDBY_ABORTED:
+                self.client.hset(key, mapping={"state": "failed", "error": f"the standby driver exited with code "
+                                                                           f"{code}; see {self.workdir / 'driver.log'}"})
+            self.reap_group(self.standby.pid, grace_s=2.0)
+            self.standby = None
+
     def _wait_child(self, child: subprocess.Popen) -> int:
         while not self.stopping.is_set():
             try:
-                return child.wait(timeout=0.5)
+                return child.wait(timeout=0.2)
             except subprocess.TimeoutExpired:
+                self._watch_handover()
                 continue
         try:
             return child.wait(timeout=STOP_TIMEOUT_S)
@@ -181,19 +205,33 @@ class Supervisor:
 
     def run(self) -> int:
         """Supervise until SIGINT/SIGTERM (0) or too many crashes in a row (1)."""
-        from sparkclient.runner import EXIT_RESTART  # noqa: PLC0415
+        from sparkclient.lease import release_token  # noqa: PLC0415
+        from sparkclient.runner import EXIT_HANDED_OVER, EXIT_RESTART  # noqa: PLC0415
 
         values = self.init_values()
         self._set_status(state=RunnerState.STARTING, supervisor_pid=os.getpid(), knobs=json.dumps(values),
                          pipeline=self.args.pipeline, capacity=self.args.capacity, error="")
         crashes, error = 0, ""
+        adopted: subprocess.Popen | None = None
         while not self.stopping.is_set():
             started = time.monotonic()
-            self.child = child = self._spawn()
-            self._set_status(pid=child.pid, error="")
-            log.info("driver %d started", child.pid)
+            if adopted is not None:  # the standby that took over after a handover
+                self.child, adopted = adopted, None
+                child = self.child
+                log.info("driver %d took over", child.pid)
+            else:
+                self.child = child = self._spawn()
+                self._set_status(pid=child.pid, error="")
+                log.info("driver %d started", child.pid)
             code = self._wait_child(child)
+            if code == EXIT_HANDED_OVER and self.standby is not None:
+                adopted, self.standby = self.standby, None
+                self.reap_group(child.pid)
+                continue
             crashed = not self.stopping.is_set() and code not in (0, EXIT_RESTART)
+            token = self.client.hget(keys.runner(self.job), "lease_token")
+            if crashed and token:  # a dead driver's lease would block the next one until it expires
+                release_token(self.client, self.job, token)
             if crashed:  # record it at once; reaping the JVM can take seconds
                 crashes = 1 if time.monotonic() - started > CRASH_RESET_S else crashes + 1
                 reported = self.client.hget(keys.runner(self.job), "error") or "no error reported"
@@ -206,6 +244,9 @@ class Supervisor:
                 self._set_status(state=RunnerState.RESTARTING)
             self.reap_group(child.pid)
             self.child = None
+            if self.standby is not None and self.stopping.is_set():
+                self.standby.wait(timeout=STOP_TIMEOUT_S)
+                self.reap_group(self.standby.pid)
             if not crashed:
                 if self.stopping.is_set() or code == 0:
                     break
@@ -255,6 +296,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master-ui", help="standalone master UI (for its free cores), e.g. http://host:8080")
     parser.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--capacity", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--standby", help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -284,12 +326,21 @@ def _run_driver(args: argparse.Namespace) -> int:
 
     sys.path.append(os.getcwd())
     driver = Driver(spec=load_pipeline(args.pipeline), job=args.job, redis_url=args.redis_url,
-                    workdir=Path(args.workdir), ui_port=args.ui_port, master=args.master, capacity=args.capacity)
+                    workdir=Path(args.workdir), ui_port=args.ui_port, master=args.master, capacity=args.capacity,
+                    standby=args.standby)
     signal.signal(signal.SIGTERM, driver.request_stop)
     signal.signal(signal.SIGINT, driver.request_stop)
     try:
         return driver.run()
+    except LeaseUnavailable as exc:  # another driver runs this job: touch nothing of it
+        log.error("%s", exc)
+        return 2
     except Exception as exc:
         log.exception("driver of job %s failed", args.job)
+        if args.standby and driver.client.hget(keys.handover(args.job), "state") != "released":
+            # a standby that never took over: the running driver carries on; tell it why
+            driver.client.hset(keys.handover(args.job), mapping={"state": "failed",
+                                                                 "error": f"{type(exc).__name__}: {exc}"[:2000]})
+            return 1
         driver._set_status(state=RunnerState.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
         return 1

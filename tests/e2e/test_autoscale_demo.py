@@ -158,7 +158,7 @@ def test_scale_up_proposal_is_approved_executed_and_drains_the_backlog(system):
     executed_after_s = time.monotonic() - approved_at
     assert done["status"] == "succeeded", done["execution"]
     execution = done["execution"]
-    assert execution["path"] == "driver-restart"  # cores changed: local[N] needs a new driver
+    assert execution["path"] == "driver-handover"  # cores changed: local[N] needs a new driver, warmed up first
     assert execution["downtime_s"] > 0
     # The runner stops at the next batch boundary even while the query falls behind (batches back to
     # back): approval to success is the wait for that boundary, the restart and the first batch after it.

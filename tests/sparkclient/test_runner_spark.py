@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -57,6 +58,19 @@ def _last_job_stage_tasks(status) -> list[int]:
     stages_url = f"{status.ui_url}/api/v1/applications/{status.app_id}/stages"
     stages = {s["stageId"]: s for s in httpx.get(stages_url, timeout=10).json()}
     return [stages[sid]["numTasks"] for sid in sorted(last["stageIds"])]
+
+
+def _kill_standby(timeout_s: float = 120.0) -> None:
+    """SIGKILL the standby driver (``--standby`` on its command line) as soon as it appears."""
+    import psutil
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for proc in psutil.process_iter(["cmdline"]):
+            if "--standby" in (proc.info["cmdline"] or []) and JOB in proc.info["cmdline"]:
+                proc.kill()
+                return
+        time.sleep(0.2)
 
 
 def _process_group_members(pgid: int) -> list[tuple[int, str]]:
@@ -157,11 +171,32 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
         result = wait_result(redis_client, JOB, "r3", timeout_s=180)
         print("driver-restart rescale:", result)
         assert result.succeeded, result
-        assert result.path is RescalePath.DRIVER_RESTART and result.downtime_s > 0
+        assert result.path is RescalePath.DRIVER_HANDOVER and result.downtime_s >= result.pause_s > 0
         status = read_status(redis_client, JOB)
         driver_groups.add(status.pid)
         assert status.run_id not in (first_run, second_run, third_run)
         assert status.knobs["cores"] == 2
+        print(f"warm handover: pause {result.pause_s:.2f} s, downtime {result.downtime_s:.2f} s")
+
+        # two drivers, one checkpoint: a second driver for the same job never gets the lease
+        intruder = subprocess.run(
+            [sys.executable, "-m", "sparkclient", "run", "--driver", "--pipeline", PIPELINE, "--job", JOB,
+             "--redis-url", redis_server.url, "--workdir", str(tmp_path / "job"), "--ui-port", str(free_port()),
+             "--capacity", "2"], cwd=ROOT, env={**env, "NEXMARK_TOPIC": TOPIC}, capture_output=True, text=True,
+            timeout=120)
+        assert intruder.returncode != 0
+        assert "another driver holds the checkpoint lease" in intruder.stdout + intruder.stderr
+        assert read_status(redis_client, JOB).run_id == status.run_id and read_status(redis_client, JOB).running
+
+        # a standby that dies before the handover: the running driver carries on, the command fails cleanly
+        killer = threading.Thread(target=_kill_standby, daemon=True)
+        killer.start()
+        send_rescale(redis_client, JOB, "r4", {"cores": 1, "source_partitions": 2, "enrich_partitions": 3,
+                                              "state_partitions": 3})
+        failed = wait_result(redis_client, JOB, "r4", timeout_s=180)
+        assert not failed.succeeded and failed.code == "restart-failed" and "standby" in failed.error, failed
+        after_failure = read_status(redis_client, JOB)
+        assert after_failure.run_id == status.run_id and after_failure.knobs["cores"] == 2 and after_failure.running
 
         # stop the generator; the query drains; every bid is counted exactly once
         generator.send_signal(signal.SIGTERM)

@@ -87,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
 
     add_run_arguments(sub.add_parser("run", help="run a pipeline (MODULE:FUNCTION) under a supervisor, rescalable "
                                                  "from the dashboard"))
+    from sparkclient.benchrescale import add_arguments as add_bench_arguments  # noqa: PLC0415
+
+    add_bench_arguments(sub.add_parser("bench-rescale", help="measure each rescale path on the demo pipeline"))
     snap = sub.add_parser("snapshot", help="print one snapshot as a micro-batch scenario")
     where = snap.add_mutually_exclusive_group(required=True)
     where.add_argument("--captures", help="folder of saved REST and progress JSON")
@@ -106,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         from sparkclient.supervisor import run  # noqa: PLC0415
 
         return run(args)
+    if args.command == "bench-rescale":
+        from sparkclient.benchrescale import run as bench  # noqa: PLC0415
+
+        return bench(args)
     if args.url and not args.query:
         parser.error("--url needs --query NAME")
     try:

@@ -37,10 +37,12 @@ def true_processing_rate(records_in_per_s: float, busy_time_ms_per_s: float, tas
     DS2 §3.2 Eq. 1 (useful-time rate): ``λ_p = records processed / useful time``.
     In a micro-batch, a running task never waits on backpressure, so task run time is useful time:
     ``TPR = records_in_per_s / (busy_time_ms_per_s / 1000 × tasks)``.
-    An idle vertex (no busy time) has an infinite true processing rate (FLIP-271).
+    An idle vertex (no busy time) and a vertex with no input (Spark's no-data batches: busy time but
+    zero records) have an infinite true processing rate (Flink ``ScalingMetricEvaluator.
+    computeTprFromBusyTime``: "Nothing is coming in, we assume infinite processing power").
     """
     busy_core_s_per_s = busy_time_ms_per_s / 1000.0 * tasks
-    if busy_core_s_per_s <= 0:
+    if busy_core_s_per_s <= 0 or records_in_per_s <= 0:
         return INF
     return records_in_per_s / busy_core_s_per_s
 
@@ -54,7 +56,10 @@ def vertex_true_rates(m: VertexMetrics) -> tuple[float, float]:
     """The vertex-total true processing and output rates, records/s (FLIP-271 ``TRUE_PROCESSING_RATE``
     = ``numRecordsInPerSecond × 1000 / busyTimeMsPerSecond``; DS2 §3.2 ``o[λ_p]``, ``o[λ_o]``).
 
-    Rates given directly (DS2's aggregated rates) win over busy time. No busy time → infinite.
+    Rates given directly (DS2's aggregated rates) win over busy time. The busy time is the busiest
+    task's when ``busy_time_max_ms_per_s`` is given (FLIP-271 aggregates busy time with MAX by
+    default, Flink ``job.autoscaler.metrics.busy-time.aggregator``), else the mean. No busy time or
+    no input → infinite (Flink ``computeTprFromBusyTime``).
     """
     if m.true_processing_rate is not None:
         tpr = m.true_processing_rate
@@ -65,12 +70,20 @@ def vertex_true_rates(m: VertexMetrics) -> tuple[float, float]:
         else:
             tor = tpr
         return tpr, tor
-    busy = m.busy_time_ms_per_s or 0.0
+    busy = effective_busy_ms_per_s(m)
     records_in = m.records_in_per_s or 0.0
     records_out = m.records_out_per_s if m.records_out_per_s is not None else records_in
-    if busy <= 0:
+    if busy <= 0 or records_in <= 0:
         return INF, INF
     return records_in * 1000.0 / busy, records_out * 1000.0 / busy
+
+
+def effective_busy_ms_per_s(m: VertexMetrics) -> float:
+    """The busy time that sets the pace, ms/s: the busiest task's (``busy_time_max_ms_per_s``) when
+    given, else the mean over the tasks (FLIP-271's MAX busy-time aggregation)."""
+    if m.busy_time_max_ms_per_s is not None:
+        return max(m.busy_time_max_ms_per_s, m.busy_time_ms_per_s or 0.0)
+    return m.busy_time_ms_per_s or 0.0
 
 
 def selectivity(metrics: VertexMetrics) -> float:
@@ -143,13 +156,17 @@ def propagate_target_rates(topology: Topology, metrics: Mapping[str, VertexMetri
         KeyError: a vertex has no metrics.
     """
     restart_s = policy.restart_time_s if restart_time_s is None else restart_time_s
-    restart_share = restart_s / policy.catch_up_duration_s
+    # catch_up_duration_s = 0 disables backlog-based scaling: no catch-up and no restart rate
+    # (Flink ``ScalingMetricEvaluator``: ``catchUpTargetSec == 0 ? 0 : lag / catchUpTargetSec``;
+    # ``AutoScalerUtils.getTargetProcessingCapacity``: no restart rate when it is 0).
+    catch_up_s = policy.catch_up_duration_s
+    restart_share = restart_s / catch_up_s if catch_up_s > 0 else 0.0
     rates: dict[str, TargetRates] = {}
     for vertex_id in topology.order:
         m = metrics[vertex_id]
         if topology.is_source(vertex_id):
             target = max(0.0, (m.records_in_per_s or 0.0) + m.backlog_growth_per_s)
-            catch_up = m.backlog / policy.catch_up_duration_s
+            catch_up = m.backlog / catch_up_s if catch_up_s > 0 else 0.0
         else:
             target = catch_up = 0.0
             for edge in topology.inputs(vertex_id):
@@ -178,13 +195,14 @@ def is_processing_backlog(topology: Topology, metrics: Mapping[str, VertexMetric
 
 
 def target_processing_capacity(rates: TargetRates, utilization: float, *, with_restart: bool) -> float:
-    """FLIP-271 ``getTargetProcessingCapacity``, records/s, unrounded:
-    ``catch_up + (restart ? target × restart_time / catch_up_duration : 0) + target / utilization``.
+    """Flink ``AutoScalerUtils.getTargetProcessingCapacity``, records/s, rounded half up
+    (``Math.round``) before anyone divides by it:
+    ``round(catch_up + (restart ? target × restart_time / catch_up_duration : 0) + target / utilization)``.
     Utilization 0 gives infinity."""
     if utilization <= 0:
         return INF
     restart = rates.restart_data_rate if with_restart else 0.0
-    return rates.catch_up_data_rate + restart + rates.target_data_rate / min(1.0, utilization)
+    return java_round(rates.catch_up_data_rate + restart + rates.target_data_rate / min(1.0, utilization))
 
 
 def vertex_utilization(m: VertexMetrics, tpr: float, target_data_rate: float) -> float:
@@ -205,8 +223,8 @@ class VertexEvaluation:
         scale_up_threshold: ``round(catch_up + target / utilization_max)`` (1.0 in backlog mode).
         scale_down_threshold: ``round(catch_up + restart + target / utilization_min)``; infinite in
             backlog mode (utilization_min 0).
-        target_capacity: ``catch_up + restart + target / utilization_target``, unrounded: the
-            capacity the new parallelism must reach (FLIP-271 target capacity).
+        target_capacity: ``round(catch_up + restart + target / utilization_target)``: the capacity
+            the new parallelism must reach, rounded as Flink's ``getTargetProcessingCapacity``.
         utilization: busy time / 1000, the fraction of time the vertex is busy.
         outside_bounds: TPR below the scale-up or above the scale-down threshold.
     """
@@ -253,8 +271,8 @@ def evaluate_job(topology: Topology, metrics: Mapping[str, VertexMetrics], polic
         m = metrics[vertex_id]
         tpr, tor = vertex_true_rates(m)
         r = rates[vertex_id]
-        up = java_round(target_processing_capacity(r, high, with_restart=False))
-        down = java_round(target_processing_capacity(r, low, with_restart=True))
+        up = target_processing_capacity(r, high, with_restart=False)
+        down = target_processing_capacity(r, low, with_restart=True)
         result[vertex_id] = VertexEvaluation(
             vertex_id=vertex_id, parallelism=vertex.parallelism, true_processing_rate=tpr,
             true_output_rate=tor, target_data_rate=r.target_data_rate, catch_up_data_rate=r.catch_up_data_rate,

@@ -32,6 +32,8 @@ class VertexMetrics:
         busy_time_ms_per_s: busy time per second averaged over the vertex's tasks (subtasks),
             0..1000 ms/s (Flink ``busyTimeMsPerSecond``). In micro-batch mode:
             Σ executorRunTime / W / tasks.
+        busy_time_max_ms_per_s: the busiest task's busy time, 0..1000 ms/s, optional (FLIP-271
+            aggregates busy time with MAX by default): with skew the slowest task sets the pace.
         backlog: records waiting at a source (latest − committed offset; Flink ``pendingRecords``).
         backlog_growth_per_s: derivative of the backlog (records/s).
         batch_overhead_s: micro-batch mode: seconds of each batch spent outside tasks.
@@ -47,6 +49,7 @@ class VertexMetrics:
     batch_overhead_s: float = 0.0
     true_processing_rate: float | None = None
     true_output_rate: float | None = None
+    busy_time_max_ms_per_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("records_in_per_s", "records_out_per_s", "backlog", "batch_overhead_s",
@@ -56,10 +59,11 @@ class VertexMetrics:
             value = getattr(self, name)
             if value is not None and math.isinf(value):
                 raise MetricsError(f"{name}: must be finite, got {value}")
-        busy = self.busy_time_ms_per_s
-        if busy is not None and (isinstance(busy, bool) or not isinstance(busy, (int, float))
-                                 or not 0 <= busy <= 1000):
-            raise MetricsError(f"busy_time_ms_per_s: must be within 0..1000, got {busy}")
+        for name in ("busy_time_ms_per_s", "busy_time_max_ms_per_s"):
+            busy = getattr(self, name)
+            if busy is not None and (isinstance(busy, bool) or not isinstance(busy, (int, float))
+                                     or not 0 <= busy <= 1000):
+                raise MetricsError(f"{name}: must be within 0..1000, got {busy}")
         growth = self.backlog_growth_per_s
         if isinstance(growth, bool) or not isinstance(growth, (int, float)) or not math.isfinite(growth):
             raise MetricsError(f"backlog_growth_per_s: must be a finite number, got {growth}")

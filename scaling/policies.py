@@ -3,13 +3,14 @@
 - ``ds2`` (default): FLIP-271 / DS2, ``planner.plan_job`` or ``planner.plan_micro_batch`` by mode.
 - ``batch-ratio``: SPARK-12133 as Spark implemented it (``streaming.scheduler.ExecutorAllocationManager``).
 - ``min-increase``: FLIP-160's ``canScaleUp(currentCumulativeParallelism, newCumulativeParallelism)``.
-- Anything else is a dotted path, ``package.module:Name`` or ``package.module.Name``, to a class
-  (instantiated without arguments) or an object with ``plan(request) -> JobPlan``.
+
+The registry is an explicit table (``ALGORITHMS``, at the end of this module); ``algorithm_names()``
+lists its names for forms. A name not in the table is an error naming the known ones: no module is
+ever imported because input named it (issue 15, "arbitrary imports").
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -57,43 +58,27 @@ class ScalingPolicy(Protocol):
     def plan(self, request: PlanRequest) -> JobPlan: ...
 
 
-_REGISTRY: dict[str, Callable[[], ScalingPolicy]] = {}
-
-
-def register(name: str) -> Callable[[type], type]:
-    """Class decorator: register a policy under ``name``."""
-    def decorate(cls: type) -> type:
-        _REGISTRY[name] = cls
-        return cls
-    return decorate
+def algorithm_names() -> tuple[str, ...]:
+    """The names ``Policy.algorithm`` accepts, sorted (the choices a form offers)."""
+    return tuple(sorted(ALGORITHMS))
 
 
 def names() -> tuple[str, ...]:
-    """Registered policy names."""
-    return tuple(sorted(_REGISTRY))
+    """Registered policy names (alias of :func:`algorithm_names`)."""
+    return algorithm_names()
 
 
 def resolve(name: str) -> ScalingPolicy:
-    """The policy registered as ``name``, or loaded from a dotted path.
+    """A new instance of the policy registered as ``name``.
 
     Raises:
-        PolicyError: naming ``algorithm`` when it is neither registered nor importable.
+        PolicyError: ``algorithm: unknown policy 'x'; known: batch-ratio, ds2, min-increase`` when
+            ``name`` is not in ``ALGORITHMS``. Nothing is imported.
     """
-    if name in _REGISTRY:
-        return _REGISTRY[name]()
-    module_name, sep, attr = name.partition(":")
-    if not sep:
-        module_name, _, attr = name.rpartition(".")
-    if not module_name or not attr:
-        raise PolicyError(f"algorithm: unknown policy {name!r}; known: {', '.join(names())}")
-    try:
-        target = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise PolicyError(f"algorithm: cannot load {name!r}: {exc}") from exc
-    policy = target() if isinstance(target, type) else target
-    if not callable(getattr(policy, "plan", None)):
-        raise PolicyError(f"algorithm: {name!r} has no plan(request) method")
-    return policy
+    factory = ALGORITHMS.get(name) if isinstance(name, str) else None
+    if factory is None:
+        raise PolicyError(f"algorithm: unknown policy {name!r}; known: {', '.join(algorithm_names())}")
+    return factory()
 
 
 def evaluate(request: PlanRequest) -> JobPlan:
@@ -107,7 +92,6 @@ def _require_cluster(request: PlanRequest, name: str) -> ClusterState:
     return request.cluster
 
 
-@register("ds2")
 class DS2Policy:
     """FLIP-271 / DS2 (the default)."""
 
@@ -152,7 +136,6 @@ def _with_executors(plan: JobPlan, executors: int, reasons: tuple[str, ...], dec
     return replace(plan, decision=decision, reasons=reasons, vertices=vertices, executors_proposed=executors)
 
 
-@register("batch-ratio")
 class BatchRatioPolicy:
     """SPARK-12133: executors follow the batch ratio R; partitions stay. The DS2 evaluation of each
     vertex is still shown."""
@@ -184,7 +167,6 @@ def can_scale_up(current_cumulative_parallelism: int, new_cumulative_parallelism
     return new_cumulative_parallelism - current_cumulative_parallelism >= min_parallelism_increase
 
 
-@register("min-increase")
 class MinIncreasePolicy:
     """FLIP-160 reactive scaling: when new executors become available (``cluster.available_executors``
     above the current count) the job takes all of them, within ``max_executors``, if that raises the
@@ -236,3 +218,11 @@ class MinIncreasePolicy:
         elif plan.changes:
             plan = replace(plan, decision="scale")
         return replace(plan, algorithm=self.name, next_state=plan.next_state or request.state)
+
+
+ALGORITHMS: Mapping[str, Callable[[], ScalingPolicy]] = {
+    DS2Policy.name: DS2Policy,
+    BatchRatioPolicy.name: BatchRatioPolicy,
+    MinIncreasePolicy.name: MinIncreasePolicy,
+}
+"""The registry: policy name -> class. The only algorithms a job or a scenario can select."""

@@ -6,6 +6,11 @@ import math
 from dataclasses import dataclass, field, fields
 
 ALIGNMENT_MODES = ("balanced", "evenly_spread", "off")
+"""Flink main's ``job.autoscaler.scaling.parallelism-alignment.mode`` built-ins (FLIP-586,
+``alignment.BuiltInAlignmentMode``): they adjust the target but never block a scaling."""
+LEGACY_ADJUST_MODES = ("evenly_spread", "maximize_utilisation")
+"""The deprecated ``job.autoscaler.scaling.key-group.partitions.adjust.mode`` values (Flink
+``alignment.KeyGroupOrPartitionsAdjustMode``), with their blocking fallback."""
 
 
 class PolicyError(ValueError):
@@ -29,25 +34,36 @@ class Policy:
             ``job.autoscaler.scale-down.max-factor``: the scale factor is clamped to
             [1 − scale_down_max_factor, 1 + scale_up_max_factor] (FLIP-271 ``JobVertexScaler``).
         vertex_min_parallelism / vertex_max_parallelism: ``job.autoscaler.vertex.{min,max}-parallelism``.
-        catch_up_duration_s: ``job.autoscaler.catch-up.duration``, seconds.
+        catch_up_duration_s: ``job.autoscaler.catch-up.duration``, seconds; 0 disables backlog-based
+            scaling (no catch-up or restart rate), as in Flink ``ScalingMetricEvaluator``.
         restart_time_s: ``job.autoscaler.restart.time``, seconds.
         restart_time_tracking_enabled / restart_time_limit_s: ``job.autoscaler.restart.time-tracking.
-            {enabled,limit}``: learn the restart time from measured rescale downtimes, seconds.
+            {enabled,limit}``: learn the restart time from measured rescale downtimes, seconds (limit
+            default 15 min, Flink ``AutoScalerOptions.TRACKED_RESTART_TIME_LIMIT``).
         backlog_lag_threshold_s: ``job.autoscaler.backlog-processing.lag-threshold``, seconds.
         scale_down_interval_s: ``job.autoscaler.scale-down.interval`` (FLINK-36018), seconds.
         scaling_sources_enabled: ``job.autoscaler.scaling.sources.enabled``.
-        alignment: ``balanced``, ``evenly_spread`` or ``off`` (Flink
-            ``job.autoscaler.scaling.key-group.partitions.adjust.mode``).
+        alignment: ``balanced``, ``evenly_spread`` or ``off`` (Flink main's
+            ``job.autoscaler.scaling.parallelism-alignment.mode``, FLIP-586); None (unset) means
+            ``key_group_partitions_adjust_mode`` when that is set, else ``balanced`` (Flink
+            ``ParallelismAligner.resolve``).
+        key_group_partitions_adjust_mode: the deprecated ``job.autoscaler.scaling.key-group.
+            partitions.adjust.mode``: ``evenly_spread`` or ``maximize_utilisation``, honoured only
+            when ``alignment`` is unset; it keeps Flink's blocking fallback.
         effectiveness_detection_enabled / effectiveness_threshold: ``job.autoscaler.scaling.
             effectiveness.detection.enabled`` / ``.threshold``.
         excluded_vertices: ``job.autoscaler.vertex.exclude.ids``.
         excluded_periods: ``job.autoscaler.excluded.periods``: daily ``HH:MM-HH:MM`` windows (UTC)
             or 5-field cron expressions; the plan is computed but not executable inside them.
-        algorithm: the policy in the registry (``scaling.policies``): ``ds2`` (default),
-            ``batch-ratio``, ``min-increase``, or a dotted path ``package.module:Class``.
+        algorithm: a name in the registry (``scaling.policies.algorithm_names()``): ``ds2``
+            (default), ``batch-ratio`` or ``min-increase``. Never imported as a module.
         batch_ratio_scale_up / batch_ratio_scale_down: SPARK-12133's
             ``spark.streaming.dynamicAllocation.scalingUpRatio`` (0.9) / ``scalingDownRatio`` (0.3).
         min_parallelism_increase: FLIP-160 ``jobmanager.adaptive-scheduler.min-parallelism-increase``.
+        observed_scalability_enabled / observed_scalability_min_observations /
+            observed_scalability_coefficient_min: ``job.autoscaler.observed-scalability.*``
+            (FLINK-30571 follow-up, Flink ``JobVertexScaler.calculateObservedScalingCoefficient``):
+            divide the scale factor by a scaling coefficient fitted to the job's own history.
     """
 
     utilization_target: float = 0.7
@@ -63,22 +79,29 @@ class Policy:
     scale_down_interval_s: float = 3600.0
     scaling_sources_enabled: bool = True
     excluded_vertices: tuple[str, ...] = field(default=())
-    alignment: str = "balanced"
+    alignment: str | None = None
     effectiveness_detection_enabled: bool = False
     effectiveness_threshold: float = 0.1
     restart_time_tracking_enabled: bool = False
-    restart_time_limit_s: float = 1800.0
+    restart_time_limit_s: float = 900.0
     excluded_periods: tuple[str, ...] = field(default=())
     algorithm: str = "ds2"
     batch_ratio_scale_up: float = 0.9
     batch_ratio_scale_down: float = 0.3
     min_parallelism_increase: int = 1
+    key_group_partitions_adjust_mode: str | None = None
+    observed_scalability_enabled: bool = False
+    observed_scalability_min_observations: int = 3
+    observed_scalability_coefficient_min: float = 0.5
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.type == "float" and value is None:
+                raise PolicyError(f"{f.name}: must be a number, got null")
             if f.type in ("float", "float | None") and value is not None:
-                _number(f.name, value)
+                if not math.isfinite(_number(f.name, value)):
+                    raise PolicyError(f"{f.name}: must be a finite number, got {value!r}")
             if f.type == "int" and (isinstance(value, bool) or not isinstance(value, int)):
                 raise PolicyError(f"{f.name}: must be an integer, got {value!r}")
             if f.type == "bool" and not isinstance(value, bool):
@@ -96,8 +119,8 @@ class Policy:
         if self.vertex_min_parallelism > self.vertex_max_parallelism:
             raise PolicyError(f"vertex_min_parallelism: {self.vertex_min_parallelism} is above "
                               f"vertex_max_parallelism {self.vertex_max_parallelism}")
-        if not 0 < self.catch_up_duration_s < math.inf:
-            raise PolicyError(f"catch_up_duration_s: must be > 0, got {self.catch_up_duration_s}")
+        if not 0 <= self.catch_up_duration_s:
+            raise PolicyError(f"catch_up_duration_s: must be >= 0 (0 disables catch-up), got {self.catch_up_duration_s}")
         for name in ("restart_time_s", "restart_time_limit_s", "backlog_lag_threshold_s"):
             if not 0 <= getattr(self, name) < math.inf:
                 raise PolicyError(f"{name}: must be >= 0, got {getattr(self, name)}")
@@ -105,8 +128,18 @@ class Policy:
             raise PolicyError(f"scale_up_max_factor: must be > 0, got {self.scale_up_max_factor}")
         if not 0 <= self.scale_down_max_factor <= 1:
             raise PolicyError(f"scale_down_max_factor: must be within [0, 1], got {self.scale_down_max_factor}")
-        if self.alignment not in ALIGNMENT_MODES:
+        if self.alignment is not None and self.alignment not in ALIGNMENT_MODES:
             raise PolicyError(f"alignment: must be one of {', '.join(ALIGNMENT_MODES)}, got {self.alignment!r}")
+        if self.key_group_partitions_adjust_mode is not None and \
+                self.key_group_partitions_adjust_mode not in LEGACY_ADJUST_MODES:
+            raise PolicyError(f"key_group_partitions_adjust_mode: must be one of {', '.join(LEGACY_ADJUST_MODES)}, "
+                              f"got {self.key_group_partitions_adjust_mode!r}")
+        if self.observed_scalability_min_observations < 1:
+            raise PolicyError(f"observed_scalability_min_observations: must be >= 1, "
+                              f"got {self.observed_scalability_min_observations}")
+        if not 0 < self.observed_scalability_coefficient_min <= 1:
+            raise PolicyError(f"observed_scalability_coefficient_min: must be within (0, 1], "
+                              f"got {self.observed_scalability_coefficient_min}")
         if not 0 <= self.effectiveness_threshold <= 1:
             raise PolicyError(f"effectiveness_threshold: must be within [0, 1], got {self.effectiveness_threshold}")
         if not 0 <= self.batch_ratio_scale_down < self.batch_ratio_scale_up:
@@ -115,7 +148,7 @@ class Policy:
         if self.min_parallelism_increase < 1:
             raise PolicyError(f"min_parallelism_increase: must be >= 1, got {self.min_parallelism_increase}")
         if not isinstance(self.algorithm, str) or not self.algorithm:
-            raise PolicyError(f"algorithm: must be a policy name or dotted path, got {self.algorithm!r}")
+            raise PolicyError(f"algorithm: must be a policy name, got {self.algorithm!r}")
         for name in ("excluded_vertices", "excluded_periods"):
             value = getattr(self, name)
             if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
@@ -125,6 +158,17 @@ class Policy:
 
             for period in self.excluded_periods:
                 parse_period(period)
+
+    @property
+    def alignment_mode(self) -> tuple[str, bool]:
+        """``(mode, legacy)``: the alignment in force (Flink ``ParallelismAligner.resolve``): an
+        explicit ``alignment`` wins, then the deprecated adjust mode (``legacy`` True), then
+        ``balanced``."""
+        if self.alignment is not None:
+            return self.alignment, False
+        if self.key_group_partitions_adjust_mode is not None:
+            return self.key_group_partitions_adjust_mode, True
+        return "balanced", False
 
     @property
     def band(self) -> tuple[float, float]:

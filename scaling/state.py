@@ -38,17 +38,36 @@ class ScalingRecord:
 
 @dataclass(frozen=True)
 class PendingScaleDown:
-    """A delayed scale-down (FLINK-36018 ``DelayedScaleDown``): the first recommendation's time and
-    every recommendation since, as ``(at_s, parallelism)``."""
+    """A delayed scale-down (Flink ``DelayedScaleDown.VertexDelayedScaleDownInfo``, FLINK-36018 and
+    FLINK-36863): the first trigger's time and the recommendations of the sliding window as
+    ``(at_s, parallelism)`` or ``(at_s, parallelism, outside_bounds)``, kept monotonically
+    decreasing in parallelism (a later, larger recommendation evicts the smaller ones before it)."""
 
     vertex_id: str
     first_at_s: float
-    recommendations: tuple[tuple[float, int], ...]
+    recommendations: tuple[tuple, ...]
 
     @property
     def max_recommended(self) -> int:
-        """The largest recommendation seen since the first one: the scale-down target."""
-        return max(p for _, p in self.recommendations)
+        """The largest recommendation kept: the scale-down target if it were due now."""
+        return max(int(r[1]) for r in self.recommendations)
+
+    def record(self, at_s: float, parallelism: int, outside_bounds: bool = True) -> PendingScaleDown:
+        """Flink ``recordRecommendedParallelism``: drop the trailing recommendations ``<=
+        parallelism`` and append this one."""
+        kept = list(self.recommendations)
+        while kept and int(kept[-1][1]) <= parallelism:
+            kept.pop()
+        kept.append((float(at_s), int(parallelism), bool(outside_bounds)))
+        return replace(self, recommendations=tuple(kept))
+
+    def max_in_window(self, window_start_s: float) -> tuple[int, bool]:
+        """Flink ``getMaxRecommendedParallelism(windowStart)`` (FLINK-36863): the largest
+        recommendation made at or after ``window_start_s`` and whether it was outside the
+        utilization bounds. Falls back to the latest recommendation when all are older."""
+        inside = [r for r in self.recommendations if r[0] >= window_start_s] or [self.recommendations[-1]]
+        best = inside[0]
+        return int(best[1]), bool(best[2]) if len(best) > 2 else True
 
 
 @dataclass(frozen=True)
@@ -119,7 +138,8 @@ def state_from_dict(data: dict | None) -> ScalerState:
     return ScalerState(
         history=tuple(ScalingRecord(**r) for r in data.get("history", ())),
         pending_scale_downs=tuple(PendingScaleDown(p["vertex_id"], float(p["first_at_s"]),
-                                                   tuple((float(at), int(par)) for at, par in p["recommendations"]))
+                                                   tuple((float(r[0]), int(r[1]), bool(r[2]) if len(r) > 2 else True)
+                                                         for r in p["recommendations"]))
                                   for p in data.get("pending_scale_downs", ())),
         restart_times_s=tuple(float(t) for t in data.get("restart_times_s", ())),
     )

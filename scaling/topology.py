@@ -27,6 +27,8 @@ class Vertex:
         source: whether the vertex reads from an external source.
         adjustable: False pins the parallelism (e.g. a stateful stage whose partitions
             are fixed by its checkpoint).
+        retention_s: for a source, how long its log keeps records, seconds (None: unknown). The
+            micro-batch plan warns when the backlog's age nears it.
     """
 
     id: str
@@ -36,8 +38,12 @@ class Vertex:
     partitions: int | None = None
     source: bool = False
     adjustable: bool = True
+    retention_s: float | None = None
 
     def __post_init__(self) -> None:
+        if self.retention_s is not None and not (isinstance(self.retention_s, (int, float))
+                                                 and 0 < self.retention_s < float("inf")):
+            raise TopologyError(f"vertices[{self.id}].retention_s: must be a finite number > 0, got {self.retention_s}")
         if not self.id:
             raise TopologyError("vertices[].id: must be a non-empty string")
         if self.parallelism < 1:

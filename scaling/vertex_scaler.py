@@ -1,32 +1,43 @@
-"""Per-vertex scaling (FLIP-271 ``JobVertexScaler``): scale factor, bounds, alignment to partitions
-or key groups, delayed scale-down (FLINK-36018) and ineffective scale-up detection."""
+"""Per-vertex scaling (Flink ``JobVertexScaler``): scale factor, bounds, alignment to partitions or
+key groups (Flink ``alignment.ParallelismAligner``), delayed scale-down (Flink ``DelayedScaleDown``,
+FLINK-36018 / FLINK-36535 / FLINK-36863), observed scalability and ineffective scale-up detection."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from scaling.evaluate import INF, VertexEvaluation, ceil_exact
 from scaling.policy import Policy
-from scaling.state import PendingScaleDown, ScalerState
+from scaling.reasons import VertexChange, VertexReason
+from scaling.state import PendingScaleDown, ScalerState, ScalingRecord
 from scaling.topology import Topology, Vertex
 
-NO_CHANGE = "none"
-REQUIRED = "required"
-OPTIONAL = "optional"   # a held scale-down: applied only if the job scales anyway (FLINK-36018)
-BLOCKED = "blocked"     # an ineffective scale-up that is blocked
+NO_CHANGE = VertexChange.NONE
+REQUIRED = VertexChange.REQUIRED
+HELD = VertexChange.HELD
+OPTIONAL = HELD   # the old name; a held scale-down no longer joins another vertex's scaling (FLINK-36535)
+BLOCKED = VertexChange.BLOCKED
+MAX_INT = 2**31 - 1
 
 
 @dataclass(frozen=True)
 class VertexDecision:
-    """The outcome for one vertex before the job-level gate.
+    """The outcome for one vertex before the job-level gate (Flink ``ParallelismChange``).
 
     Attributes:
         recommended: the parallelism the model computes (factor, bounds, alignment).
         proposed: what the vertex runs if the job scales now: ``recommended`` for a required
-            change, the largest recommendation in the interval for a held scale-down, else current.
-        kind: ``none``, ``required``, ``optional`` (held scale-down) or ``blocked``.
-        note: why, for people.
+            change (for a due delayed scale-down, the largest recommendation of the window), else
+            the current parallelism.
+        kind: a ``VertexChange``: ``none``, ``required``, ``held`` (a delayed scale-down inside its
+            interval: not applied, even if another vertex scales, FLINK-36535) or ``blocked``.
+        outside_bounds: whether the change counts for the job-level gate (Flink
+            ``ParallelismChange.isOutsideUtilizationBound``; for a due delayed scale-down, that of
+            the recommendation it applies).
+        reason / data: the structured why (``VertexReason`` and its numbers).
+        note: the same, for people.
         pending: the vertex's delayed scale-down after this evaluation, or None.
         ineffective: the last scale-up of this vertex was measured ineffective.
     """
@@ -35,25 +46,35 @@ class VertexDecision:
     current: int
     recommended: int
     proposed: int
-    kind: str
+    kind: VertexChange
     note: str
     pending: PendingScaleDown | None = None
     ineffective: bool = False
+    reason: VertexReason = VertexReason.WITHIN_BOUNDS
+    data: Mapping[str, float] = field(default_factory=dict)
+    outside_bounds: bool = False
 
 
-def parallelism_bounds(vertex: Vertex, policy: Policy) -> tuple[int, int]:
-    """``[lower, upper]``: ``vertex_{min,max}_parallelism`` capped by the vertex's max parallelism and,
-    for a source, its partitions (FLIP-271 ``JobVertexScaler.scale``)."""
-    upper = min(policy.vertex_max_parallelism, vertex.max_parallelism)
+def parallelism_bounds(vertex: Vertex, policy: Policy, current: int | None = None) -> tuple[int, int]:
+    """``[lower, upper]`` for a vertex running ``current`` tasks (default its parallelism).
+
+    Flink ``JobVertexScaler.computeScaleTargetParallelism``: ``[min(current, vertex.min-parallelism),
+    max(current, vertex.max-parallelism)]``, so a bound never forces a change in the direction
+    opposite to the one the load asks for; the upper end is capped by the vertex's max parallelism
+    (key groups) and, for a source, its partitions.
+    """
+    current = vertex.parallelism if current is None else current
+    lower = min(current, policy.vertex_min_parallelism)
+    upper = min(max(current, policy.vertex_max_parallelism), vertex.max_parallelism)
     if vertex.partitions:
         upper = min(upper, vertex.partitions)
-    lower = min(policy.vertex_min_parallelism, upper)
-    return lower, upper
+    return min(lower, upper), upper
 
 
 def alignment_base(topology: Topology, vertex: Vertex) -> tuple[int, str] | None:
-    """What to align to: ``(partitions, "partitions")`` for a source with partitions,
-    ``(max_parallelism, "key groups")`` for a vertex behind a hash edge, else None."""
+    """What to align to (Flink ``ParallelismAlignmentMode.isApplicable``): ``(partitions,
+    "partitions")`` for a source with partitions, ``(max_parallelism, "key groups")`` for a vertex
+    behind a hash edge, else None."""
     if vertex.partitions and topology.is_source(vertex.id):
         return vertex.partitions, "partitions"
     if any(edge.ship == "hash" for edge in topology.inputs(vertex.id)):
@@ -61,73 +82,163 @@ def alignment_base(topology: Topology, vertex: Vertex) -> tuple[int, str] | None
     return None
 
 
-def align(parallelism: int, *, n: int, unit: str, lower: int, upper: int, mode: str) -> tuple[int, str]:
-    """Align ``parallelism`` to ``n`` partitions or key groups (Flink
-    ``scaling.key-group.partitions.adjust.mode``). Returns (parallelism, note).
+def first_aligned_in_region(current: int, target: int, n: int, upper: int, *, load_reducing: bool) -> int:
+    """Flink ``ParallelismAligner.firstAlignedInRegion``: scan upward from ``target`` for a divisor
+    of ``n`` (or, with ``load_reducing``, a parallelism whose per-task share ``n // p`` is below
+    ``n // target``). Region: ``[target, min(n, upper)]`` for a scale-up, ``[target, min(current, n,
+    upper)]`` for a scale-down. Returns 0 when none is found."""
+    cap = min(n, upper)
+    end = cap if target > current else min(current, cap)
+    for p in range(target, end + 1):
+        if n % p == 0 or (load_reducing and n // p < n // target):
+            return p
+    return 0
 
-    - ``evenly_spread``: the smallest divisor of ``n`` in ``[parallelism, upper]`` (Flink
-      ``EVENLY_SPREAD``), so every task gets the same share;
-    - ``balanced``: the smallest ``p ≥ parallelism`` whose busiest task holds no more than
-      ``floor(n / parallelism)``: ``p = ceil(n / floor(n / parallelism))``, so the effective
-      parallelism ``n / ceil(n / p)`` reaches the target;
-    - ``off``: unchanged.
-    When no such value fits under ``upper``: the fewest tasks reaching the best share possible under
-    ``upper``, ``ceil(n / ceil(n / upper))`` (more tasks would not raise the effective parallelism), and
-    a note saying the alignment was limited.
+
+def relaxed_downward_fallback(target: int, n: int, lower: int) -> int:
+    """Flink ``ParallelismAligner.relaxedDownwardFallback`` (legacy adjust modes only)."""
+    p = target
+    while p > 0:
+        if n // p > n // target:
+            if n % p != 0:
+                p += 1
+            break
+        p -= 1
+    return max(p, lower)
+
+
+def align_parallelism(current: int, target: int, *, n: int, lower: int, upper: int, mode: str,
+                      legacy: bool = False) -> tuple[int, bool]:
+    """Align ``target`` to ``n`` partitions or key groups. Returns ``(parallelism, blocked)``.
+
+    - ``balanced`` / ``evenly_spread`` / ``off``: Flink main's ``BuiltInAlignmentMode`` (FLIP-586):
+      the first accepted value of the region (``balanced`` also accepts a load-reducing one), or the
+      target unchanged when none is found: alignment never vetoes a scaling. So 128 key groups at
+      20 → 18 with ``evenly_spread`` goes to 18.
+    - ``legacy`` (``key_group_partitions_adjust_mode``: ``evenly_spread`` / ``maximize_utilisation``):
+      Flink ``KeyGroupOrPartitionsAdjustMode``: the same search, then the relaxed downward fallback,
+      and the current parallelism (``blocked``) when that would invert the direction.
     """
-    if mode == "off" or n < 1 or parallelism >= n:
-        return parallelism, ""
-    if mode == "evenly_spread":
-        aligned = next((p for p in range(parallelism, upper + 1) if n % p == 0), None)
-    else:
-        share = n // parallelism
-        aligned = -(-n // share)
-        if aligned > upper:
-            aligned = None
-    if aligned is None:
-        fallback = max(lower, -(-n // -(-n // upper)))
-        return fallback, (f"alignment limited: no parallelism in [{parallelism}, {upper}] spreads {n} {unit} "
-                          f"evenly; using {fallback}")
+    if target == current or mode == "off" or n < 1:
+        return target, False
+    if legacy:
+        aligned = first_aligned_in_region(current, target, n, upper, load_reducing=mode == "maximize_utilisation")
+        if aligned > 0:
+            return aligned, False
+        candidate = relaxed_downward_fallback(target, n, lower)
+        if (target > current and candidate <= current) or (target < current and candidate >= current):
+            return current, True
+        return candidate, False
+    aligned = first_aligned_in_region(current, target, n, upper, load_reducing=mode == "balanced")
+    return (aligned if aligned > 0 else target), False
+
+
+def align(parallelism: int, *, n: int, unit: str, lower: int, upper: int, mode: str,
+          current: int | None = None) -> tuple[int, str]:
+    """``align_parallelism`` with a note for people (kept for callers of the old signature; a
+    missing ``current`` treats the change as a scale-up from ``lower``)."""
+    now = current if current is not None else min(lower, parallelism - 1) if parallelism > 1 else 0
+    aligned, blocked = align_parallelism(now, parallelism, n=n, lower=lower, upper=upper, mode=mode)
+    if blocked:
+        return aligned, f"alignment of {parallelism} to {n} {unit} blocked: keeps {aligned}"
     if aligned == parallelism:
-        return parallelism, ""
-    if n % aligned == 0:
+        return aligned, ""
+    return aligned, _align_note(parallelism, aligned, n, unit)
+
+
+def _align_note(before: int, after: int, n: int, unit: str) -> str:
+    if n % after == 0:
         how = f"to spread {n} partitions evenly" if unit == "partitions" else f"to the {n} key groups"
     else:
-        how = f"so no task holds more than {-(-n // aligned)} of {n} {unit}"
-    return aligned, f"aligned {parallelism} -> {aligned} {how}"
+        how = f"so no task holds more than {-(-n // after)} of {n} {unit}"
+    return f"aligned {before} -> {after} {how}"
+
+
+def observed_scaling_coefficient(history: tuple[ScalingRecord, ...], policy: Policy) -> float:
+    """Flink ``JobVertexScaler.calculateObservedScalingCoefficient`` (observed scalability,
+    FLINK-30571's follow-up): fit ``R_i = β · α · P_i`` by least squares over the vertex's past
+    scalings (``P_i`` the parallelism the TPR ``R_i`` was measured at), ``β`` the TPR per task at the
+    latest smallest parallelism; ``α`` clamped to ``[coefficient_min, 1]``, rounded up to 2 decimals.
+    1.0 (linear) with fewer than ``observed_scalability_min_observations`` records."""
+    observations = [(float(r.old_parallelism), r.true_processing_rate) for r in history
+                    if r.old_parallelism > 0 and math.isfinite(r.true_processing_rate)]
+    if not observations or len(observations) < policy.observed_scalability_min_observations:
+        return 1.0
+    smallest = None
+    for p, rate in reversed(observations):
+        if p == 1:
+            smallest = (p, rate)
+            break
+        if smallest is None or p < smallest[0]:
+            smallest = (p, rate)
+    assert smallest is not None
+    baseline = smallest[1] / smallest[0]
+    squared = sum(p * p for p, _ in observations)
+    if baseline <= 0 or squared == 0:
+        return 1.0
+    alpha = sum(p * r for p, r in observations) / (squared * baseline)
+    alpha = max(policy.observed_scalability_coefficient_min, min(1.0, alpha))
+    return math.ceil(round(alpha * 100, 9)) / 100
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """``compute_parallelism``'s result: the parallelism, why (code + numbers) and a note."""
+
+    parallelism: int
+    reason: VertexReason
+    data: Mapping[str, float]
+    note: str
 
 
 def compute_parallelism(topology: Topology, vertex: Vertex, evaluation: VertexEvaluation,
-                        policy: Policy) -> tuple[int, str]:
-    """The recommended parallelism of one vertex and a note (FLIP-271 ``computeScaleTargetParallelism``).
+                        policy: Policy, coefficient: float = 1.0) -> Recommendation:
+    """The recommended parallelism of one vertex (Flink ``computeScaleTargetParallelism`` + ``scale``).
 
-    ``factor = target_capacity / TPR``, clamped to ``[1 − scale_down_max_factor, 1 + scale_up_max_factor]``;
-    ``new = ceil(factor × current)`` within the bounds, then aligned. An idle vertex (infinite TPR)
-    goes to its minimum. Units: target capacity and TPR in records/s.
+    ``factor = target_capacity / TPR`` (target capacity rounded, Flink ``AutoScalerUtils.
+    getTargetProcessingCapacity``), divided by the observed scaling ``coefficient``, clamped to
+    ``[1 − scale_down_max_factor, 1 + scale_up_max_factor]``; ``new = ceil(factor × current)`` within
+    ``parallelism_bounds``, then aligned. An idle vertex (infinite TPR, e.g. a Spark no-data batch)
+    has factor 0, so it obeys ``scale_down_max_factor`` (Flink ``testScaleDownWithZeroProcessingRate``:
+    2 → 1; p10 → 4). Units: target capacity and TPR in records/s.
     """
-    lower, upper = parallelism_bounds(vertex, policy)
-    tpr = evaluation.true_processing_rate
     current = vertex.parallelism
-    if tpr == INF:
-        wanted, note = lower, "idle: infinite true processing rate, scale to the minimum"
+    lower, upper = parallelism_bounds(vertex, policy, current)
+    tpr = evaluation.true_processing_rate
+    capacity = evaluation.target_capacity
+    if tpr == INF or capacity <= 0:
+        factor = 0.0
+    elif tpr <= 0:
+        factor = INF
     else:
-        factor = evaluation.target_capacity / tpr
-        factor = min(max(factor, 1.0 - policy.scale_down_max_factor), 1.0 + policy.scale_up_max_factor)
-        wanted = ceil_exact(factor * current)
-        note = ""
-    bounded = min(max(wanted, lower), upper)
-    if bounded != wanted:
-        note = f"bounded {wanted} -> {bounded} by [{lower}, {upper}]"
+        factor = capacity / tpr
+    factor = factor / coefficient if coefficient > 0 else factor
+    factor = min(max(factor, 1.0 - policy.scale_down_max_factor), 1.0 + policy.scale_up_max_factor)
+    raw = int(min(ceil_exact(factor * current) if math.isfinite(factor) else MAX_INT, MAX_INT))
+    bounded = min(max(raw, lower), upper)
+    reason = VertexReason.IDLE if tpr == INF else (VertexReason.SCALE_UP if bounded > current
+                                                   else VertexReason.SCALE_DOWN)
+    data: dict[str, float] = {"factor": factor, "coefficient": coefficient}
+    note = ("idle: no input (infinite true processing rate), scale-down capped by scale_down_max_factor"
+            if tpr == INF else "")
+    if bounded != raw:
+        reason, data = VertexReason.BOUNDED, {"wanted": raw, "lower": lower, "upper": upper}
+        note = f"bounded {raw} -> {bounded} by [{lower}, {upper}]"
+    if bounded == current:
+        return Recommendation(current, reason if bounded != raw else VertexReason.WITHIN_BOUNDS, data, note)
     base = alignment_base(topology, vertex)
     if base is not None:
-        aligned, align_note = align(bounded, n=base[0], unit=base[1], lower=lower, upper=upper,
-                                    mode=policy.alignment)
-        # Alignment never turns a scale-up into a scale-down or the reverse.
-        if (bounded >= current > aligned) or (bounded <= current < aligned):
-            return current, f"alignment of {bounded} to {base[0]} {base[1]} limited to the current {current}"
-        if align_note:
-            return aligned, align_note
-    return bounded, note
+        mode, legacy = policy.alignment_mode
+        aligned, blocked = align_parallelism(current, bounded, n=base[0], lower=lower, upper=upper, mode=mode,
+                                             legacy=legacy)
+        if blocked:
+            return Recommendation(current, VertexReason.ALIGNMENT_BLOCKED, {"from": bounded, "n": base[0]},
+                                  f"alignment of {bounded} to {base[0]} {base[1]} blocked (legacy adjust mode): "
+                                  f"keeps {current}")
+        if aligned != bounded:
+            return Recommendation(aligned, VertexReason.ALIGNED, {"from": bounded, "to": aligned, "n": base[0]},
+                                  _align_note(bounded, aligned, base[0], base[1]))
+    return Recommendation(bounded, reason, data, note)
 
 
 def pinned_reason(topology: Topology, vertex: Vertex, policy: Policy) -> str | None:
@@ -152,63 +263,85 @@ def is_ineffective(record_tpr: float, record_expected: float, tpr_now: float, th
 
 def decide_vertex(topology: Topology, vertex: Vertex, evaluation: VertexEvaluation, policy: Policy,
                   state: ScalerState, now_s: float, *, backlog_mode: bool) -> VertexDecision:
-    """Apply the per-vertex rules to the recommendation (FLIP-271 ``detectBlockScaling``, FLINK-36018).
+    """Apply the per-vertex rules to the recommendation (Flink ``JobVertexScaler.detectBlockScaling``
+    and ``applyScaleDownInterval``).
 
-    - equal to current: no change, and any pending scale-down is cleared;
+    - equal to current: no change, and the vertex's pending scale-down is cleared;
     - scale-up: at once (clears the pending scale-down), unless the last scale-up of this vertex was
       ineffective and ``effectiveness_detection_enabled`` blocks it;
-    - scale-down: none in backlog mode; with ``scale_down_interval_s ≤ 0`` at once; otherwise held
-      until ``scale_down_interval_s`` after the first recommendation, then the largest recommendation
-      seen since (FLINK-36018). A held scale-down is optional: it joins if the job scales anyway.
+    - scale-down: none in backlog mode; with ``scale_down_interval_s ≤ 0`` at once; otherwise every
+      recommendation is recorded (FLINK-36018) and the vertex does not change until
+      ``scale_down_interval_s`` after the first one (``held``: it does not join another vertex's
+      scaling, FLINK-36535); then it goes to the largest recommendation of the last
+      ``scale_down_interval_s`` (the sliding window of FLINK-36863).
     """
     current = vertex.parallelism
+    outside = evaluation.outside_bounds
     reason = pinned_reason(topology, vertex, policy)
     if reason is not None:
-        return VertexDecision(vertex.id, current, current, current, NO_CHANGE, reason)
-    recommended, note = compute_parallelism(topology, vertex, evaluation, policy)
+        code = (VertexReason.EXCLUDED if vertex.id in policy.excluded_vertices else VertexReason.PINNED
+                if not vertex.adjustable else VertexReason.SOURCE_SCALING_DISABLED)
+        return VertexDecision(vertex.id, current, current, current, NO_CHANGE, reason, reason=code)
+    history = tuple(r for r in state.history if r.vertex_id == vertex.id)
+    coefficient = observed_scaling_coefficient(history, policy) if policy.observed_scalability_enabled else 1.0
+    rec = compute_parallelism(topology, vertex, evaluation, policy, coefficient)
+    recommended, note = rec.parallelism, rec.note
     if recommended == current:
         return VertexDecision(vertex.id, current, current, current, NO_CHANGE,
-                              note or ("within bounds" if not evaluation.outside_bounds
-                                       else "computed parallelism equals current"))
+                              note or ("within bounds" if not outside else "computed parallelism equals current"),
+                              reason=rec.reason, data=rec.data)
     if recommended > current:
         note = note or f"scale up {current} -> {recommended}"
         record = state.last_record(vertex.id)
         if record is not None and record.scaled_up and record.new_parallelism == current and is_ineffective(
                 record.true_processing_rate, record.expected_processing_rate, evaluation.true_processing_rate,
                 policy.effectiveness_threshold):
+            data = {"tpr_before": record.true_processing_rate, "tpr_now": evaluation.true_processing_rate,
+                    "expected": record.expected_processing_rate}
             gain = (f"last scale-up {record.old_parallelism} -> {record.new_parallelism} was ineffective: "
                     f"true processing rate {_num(record.true_processing_rate)} -> "
                     f"{_num(evaluation.true_processing_rate)}, expected {_num(record.expected_processing_rate)}")
             if policy.effectiveness_detection_enabled:
                 return VertexDecision(vertex.id, current, recommended, current, BLOCKED,
-                                      f"blocked: {gain}; not scaling {current} -> {recommended}", ineffective=True)
+                                      f"blocked: {gain}; not scaling {current} -> {recommended}", ineffective=True,
+                                      reason=VertexReason.INEFFECTIVE_BLOCKED, data=data, outside_bounds=outside)
             return VertexDecision(vertex.id, current, recommended, recommended, REQUIRED,
-                                  f"{note}; warning: {gain}", ineffective=True)
-        return VertexDecision(vertex.id, current, recommended, recommended, REQUIRED, note)
+                                  f"{note}; warning: {gain}", ineffective=True,
+                                  reason=VertexReason.INEFFECTIVE_WARNING, data=data, outside_bounds=outside)
+        return VertexDecision(vertex.id, current, recommended, recommended, REQUIRED, note, reason=rec.reason,
+                              data=rec.data, outside_bounds=outside)
     # Scale-down.
     if backlog_mode:
         return VertexDecision(vertex.id, current, recommended, current, NO_CHANGE,
-                              f"backlog mode: no scale-down ({current} -> {recommended} not applied)")
+                              f"backlog mode: no scale-down ({current} -> {recommended} not applied)",
+                              reason=VertexReason.BACKLOG_NO_SCALE_DOWN, data={"recommended": recommended})
     note = note or f"scale down {current} -> {recommended}"
-    if policy.scale_down_interval_s <= 0:
-        return VertexDecision(vertex.id, current, recommended, recommended, REQUIRED, note)
-    pending = state.pending(vertex.id)
-    if pending is None:
-        pending = PendingScaleDown(vertex.id, now_s, ((now_s, recommended),))
-    else:
-        pending = PendingScaleDown(vertex.id, pending.first_at_s, (*pending.recommendations, (now_s, recommended)))
-    target = pending.max_recommended
+    interval = policy.scale_down_interval_s
+    if interval <= 0:
+        return VertexDecision(vertex.id, current, recommended, recommended, REQUIRED, note, reason=rec.reason,
+                              data=rec.data, outside_bounds=outside)
+    pending = state.pending(vertex.id) or PendingScaleDown(vertex.id, now_s, ())
+    pending = pending.record(now_s, recommended, outside)
+    window_start = now_s - interval
+    due_s = pending.first_at_s + interval
+    if window_start < pending.first_at_s:
+        target = pending.max_recommended
+        return VertexDecision(vertex.id, current, recommended, current, HELD,
+                              f"delayed scale-down {current} -> {target} held until t={_num(due_s)} s "
+                              f"(first recommended at t={_num(pending.first_at_s)} s)", pending=pending,
+                              reason=VertexReason.HELD_SCALE_DOWN,
+                              data={"target": target, "due_s": due_s, "first_at_s": pending.first_at_s},
+                              outside_bounds=outside)
+    target, target_outside = pending.max_in_window(window_start)
     if target >= current:
         return VertexDecision(vertex.id, current, recommended, current, NO_CHANGE,
-                              f"pending scale-down to {target} is not below the current {current}")
-    due_s = pending.first_at_s + policy.scale_down_interval_s
-    if now_s < due_s:
-        return VertexDecision(vertex.id, current, recommended, target, OPTIONAL,
-                              f"delayed scale-down {current} -> {target} held until t={_num(due_s)} s "
-                              f"(first recommended at t={_num(pending.first_at_s)} s)", pending=pending)
+                              f"the largest recommendation of the last {_num(interval)} s, {target}, is not below "
+                              f"the current {current}", pending=pending, reason=VertexReason.WITHIN_BOUNDS,
+                              data={"target": target})
     return VertexDecision(vertex.id, current, recommended, target, REQUIRED,
                           f"delayed scale-down {current} -> {target}: the largest recommendation since "
-                          f"t={_num(pending.first_at_s)} s", pending=pending)
+                          f"t={_num(window_start)} s", pending=pending, reason=VertexReason.DELAYED_SCALE_DOWN_DUE,
+                          data={"target": target, "window_start_s": window_start}, outside_bounds=target_outside)
 
 
 def _num(value: float) -> str:

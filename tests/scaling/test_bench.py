@@ -35,10 +35,6 @@ def quick(tmp_path_factory):
     return {"rows": rows, "table": table, "elapsed": elapsed, "tmp": tmp}
 
 
-def test_quick_bench_finishes_in_under_two_minutes(quick):
-    assert quick["elapsed"] < QUICK_LIMIT_S
-
-
 def test_json_rows_have_exactly_the_listed_keys_one_per_workload_and_policy(quick):
     rows = quick["rows"]
     assert all(tuple(row) == ROW_KEYS for row in rows)

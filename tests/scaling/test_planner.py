@@ -5,24 +5,27 @@ import math
 import pytest
 
 from scaling import ClusterState, Edge, Policy, Topology, Vertex, VertexMetrics, plan_micro_batch
+from scaling.reasons import Limit
 
 
 def three_stages(*, pinned_second: bool) -> tuple[Topology, dict[str, VertexMetrics]]:
     """Three stages with true processing rates 2,000 / 500 / 4,000 records per busy core-second and
     selectivities 1 / 1 / 0.01, at 1,000 records/s arriving, no backlog, 10 % batch overhead.
 
-    Busy time per task is chosen to give those rates: stage 1 (1 task) is busy 500 ms/s
-    (1000 / 0.5 = 2000), stage 2 (2 tasks) 1000 ms/s each (1000 / 2 = 500), stage 3 (1 task)
-    250 ms/s (1000 / 0.25 = 4000).
+    Busy time per task is chosen to give those rates (busy core-seconds per second 0.5 / 2 / 0.25).
+    Every stage runs 8 tasks (more than the cores, so each uses all cores), except a pinned
+    ``enrich``, which keeps 2 tasks: on more than 2 cores it still uses 2 of them.
     """
+    enrich_tasks = 2 if pinned_second else 8
     topology = Topology(
-        (Vertex("scan", parallelism=1, source=True), Vertex("enrich", parallelism=2, adjustable=not pinned_second),
-         Vertex("agg", parallelism=1)),
+        (Vertex("scan", parallelism=8, source=True), Vertex("enrich", parallelism=enrich_tasks,
+                                                             adjustable=not pinned_second),
+         Vertex("agg", parallelism=8)),
         (Edge("scan", "enrich"), Edge("enrich", "agg")))
     metrics = {
-        "scan": VertexMetrics(1000, 1000, 500, batch_overhead_s=0.1),
-        "enrich": VertexMetrics(1000, 1000, 1000, batch_overhead_s=0.1),
-        "agg": VertexMetrics(1000, 10, 250, batch_overhead_s=0.1),
+        "scan": VertexMetrics(1000, 1000, 62.5, batch_overhead_s=0.1),
+        "enrich": VertexMetrics(1000, 1000, 2000 / enrich_tasks, batch_overhead_s=0.1),
+        "agg": VertexMetrics(1000, 10, 31.25, batch_overhead_s=0.1),
     }
     return topology, metrics
 
@@ -55,7 +58,12 @@ def test_pinned_stage_is_reported_as_bottleneck():
                             Policy(restart_time_s=0))
     assert plan.bottleneck == "enrich"
     assert plan.vertex("enrich").proposed == 2
-    assert any("enrich is the bottleneck" in r for r in plan.reasons)
+    limit = plan.limit(Limit.PINNED_STAGE)
+    assert limit is not None and limit.vertex_id == "enrich" and limit.data["fill"] == pytest.approx(2 / 2 / 0.9)
+    # Issue 13 item 6: cores that cannot help the pinned stage are not added. The target (0.7) is out of
+    # reach (enrich alone needs 1.11 of each trigger); U(C) = (0.75 / C + 1) / 0.9 is within one point
+    # of its lowest (at 16 executors: 1.163) from C = 14 on, so the plan stops at 14, not 16.
+    assert plan.executors_proposed == 14
 
 
 def test_within_band_is_no_change_with_reason():

@@ -1,4 +1,4 @@
-"""The policy registry: batch-ratio (SPARK-12133), min-increase (FLIP-160), dotted-path policies."""
+"""The policy registry (an explicit table): batch-ratio (SPARK-12133), min-increase (FLIP-160)."""
 
 import json
 
@@ -6,9 +6,11 @@ import pytest
 
 from scaling import ClusterState, Policy, Topology, Vertex, VertexMetrics
 from scaling.planner import JobPlan
-from scaling.policies import PlanRequest, batch_ratio_executors, can_scale_up, evaluate, names, resolve
+from scaling.policies import (
+    PlanRequest, algorithm_names, batch_ratio_executors, can_scale_up, evaluate, names, resolve,
+)
 from scaling.policy import PolicyError
-from scaling.scenario import evaluate_text
+from scaling.scenario import ScenarioError, evaluate_text
 
 
 @pytest.mark.parametrize(("processing_ms", "expected"), [(1000, 3), (2000, 4), (901, 3), (899, 2), (299, 1)])
@@ -68,22 +70,25 @@ def test_min_increase_takes_new_executors_only_above_the_threshold():
     assert "FLIP-160" in plan.reasons[-1]
 
 
-class AlwaysNoChange:
-    """A custom policy loaded by dotted path."""
+def test_registry_is_an_explicit_table_and_never_imports_input(monkeypatch):
+    """Issue 15 ("arbitrary imports"): an algorithm is a name in ``ALGORITHMS``; a dotted path is an
+    unknown name, the error names the known ones, and no module named by input is imported."""
+    import importlib
+    import sys
 
-    name = "always-no-change"
-
-    def plan(self, request: PlanRequest) -> JobPlan:
-        return JobPlan(decision="no-change", reasons=("custom",), vertices=(), mode=request.mode)
-
-
-def test_registry_and_dotted_path():
-    assert {"ds2", "batch-ratio", "min-increase"} <= set(names())
-    plan = evaluate(PlanRequest(Topology((Vertex("a", source=True),)), {"a": VertexMetrics(1, 1, 1)},
-                                Policy(algorithm="tests.scaling.test_policies:AlwaysNoChange")))
-    assert plan.reasons == ("custom",)
-    assert resolve("tests.scaling.test_policies.AlwaysNoChange").name == "always-no-change"
-    with pytest.raises(PolicyError, match="^algorithm: unknown policy"):
-        resolve("nope")
-    with pytest.raises(PolicyError, match="^algorithm: cannot load"):
-        resolve("tests.scaling.nothing_here:X")
+    assert algorithm_names() == ("batch-ratio", "ds2", "min-increase")
+    assert names() == algorithm_names()
+    assert resolve("ds2").name == "ds2" and resolve("batch-ratio").name == "batch-ratio"
+    imported = []
+    real_import = importlib.import_module
+    monkeypatch.setattr(importlib, "import_module", lambda name, *a: imported.append(name) or real_import(name, *a))
+    sys.modules.pop("this", None)
+    for name in ("this:x", "this", "os.path:join", "tests.scaling.test_policies:AlwaysNoChange", "", "DS2"):
+        with pytest.raises(PolicyError, match="^algorithm: unknown policy .*; known: batch-ratio, ds2, min-increase$"):
+            resolve(name)
+    assert "this" not in sys.modules and imported == []
+    with pytest.raises(ScenarioError, match="^policy.algorithm: unknown policy 'this:x'"):
+        evaluate_text(json.dumps({"format": 1, "policy": {"algorithm": "this:x"},
+                                  "vertices": [{"id": "a", "source": True}],
+                                  "steps": [{"metrics": {"a": {"records_in_per_s": 1, "busy_time_ms_per_s": 1}}}]}))
+    assert "this" not in sys.modules

@@ -6,6 +6,9 @@ import json
 
 import pytest
 
+from scaling.policy import Policy
+from scaling.vertex_scaler import align_parallelism
+
 from scaling.scenario import ScenarioError, evaluate_text
 
 SCENARIO_INPUT = {
@@ -95,17 +98,44 @@ def test_balanced_and_evenly_spread_differ_when_no_divisor_is_near():
     assert align(100, n=720, unit="key groups", lower=1, upper=200, mode="evenly_spread")[0] == 120
     assert align(100, n=720, unit="key groups", lower=1, upper=200, mode="balanced") == (
         103, "aligned 100 -> 103 so no task holds more than 7 of 720 key groups")
-    # Nothing aligned under the upper bound: the fewest tasks reaching the best share below it.
-    assert align(190, n=720, unit="key groups", lower=1, upper=200, mode="balanced")[0] == 180
-    assert align(190, n=720, unit="key groups", lower=1, upper=200, mode="evenly_spread")[0] == 180
+    # Nothing aligned under the upper bound: Flink main's built-in modes keep the computed target
+    # (``BuiltInAlignmentMode.alignOrKeepTarget``: alignment never vetoes a scaling) ...
+    assert align(190, n=720, unit="key groups", lower=1, upper=200, mode="balanced")[0] == 190
+    assert align(190, n=720, unit="key groups", lower=1, upper=200, mode="evenly_spread")[0] == 190
+    # ... the legacy adjust modes fall back downward to the share boundary (``relaxedDownwardFallback``).
+    assert align_parallelism(100, 190, n=720, lower=1, upper=200, mode="evenly_spread", legacy=True) == (180, False)
+
+
+def test_scale_down_that_cannot_reach_a_divisor_falls_back_as_flink():
+    """Issue 14: 128 key groups at 20 -> 18 with evenly_spread: no divisor of 128 in [18, 20], so Flink
+    main keeps 18 (it used to stay at 20). The legacy adjust mode's fallback goes down to 16 (the
+    boundary where the share grows, a divisor). A legacy fallback that would invert the direction
+    keeps the current parallelism (blocked)."""
+    assert align_parallelism(20, 18, n=128, lower=1, upper=200, mode="evenly_spread") == (18, False)
+    # balanced also accepts a load-reducing value: 128 // 19 = 6 < 128 // 18 = 7.
+    assert align_parallelism(20, 18, n=128, lower=1, upper=200, mode="balanced") == (19, False)
+    assert align_parallelism(20, 18, n=128, lower=1, upper=200, mode="evenly_spread", legacy=True) == (16, False)
+    # Scale-up 10 -> 11 on 100 under an upper bound of 11: no divisor in [11, 11]; the legacy fallback
+    # finds the boundary 10 (100 // 10 = 10 > 100 // 11 = 9), which would not scale up: blocked at 10.
+    assert align_parallelism(10, 11, n=100, lower=1, upper=11, mode="evenly_spread", legacy=True) == (10, True)
+    # The built-in mode keeps the target instead.
+    assert align_parallelism(10, 11, n=100, lower=1, upper=11, mode="evenly_spread") == (11, False)
+
+
+def test_legacy_adjust_mode_is_used_only_when_alignment_is_unset():
+    assert Policy().alignment_mode == ("balanced", False)
+    assert Policy(key_group_partitions_adjust_mode="maximize_utilisation").alignment_mode == (
+        "maximize_utilisation", True)
+    assert Policy(alignment="off", key_group_partitions_adjust_mode="evenly_spread").alignment_mode == ("off", False)
 
 
 def test_ds2_heron_word_count_in_one_step():
     """DS2 §5 (Heron word count): the source offers 1M sentences/min; FlatMap processes 100K sentences/min
     per instance and emits 20 words per sentence; Count processes 1M words/min per instance. Both at 1
     instance, target utilization 1.0: FlatMap 1M / 100K = 10, Count 20M / 1M = 20, in one step.
-    Rates are per second here (÷ 60); DS2 has no restart term and no key-group alignment."""
-    per_min = 1 / 60
+    Rates are per second here (÷ 50, so they are whole numbers: Flink rounds the target capacity before
+    dividing by the true processing rate); DS2 has no restart term and no key-group alignment."""
+    per_min = 1 / 50
     doc = {
         "format": 1, "mode": "continuous",
         "policy": {"utilization_target": 1.0, "restart_time_s": 0, "alignment": "off"},
@@ -189,13 +219,14 @@ def test_scale_down_max_factor_limits_a_scale_down():
     assert steps[0]["vertices"]["src"]["proposed"] == 4
 
 
-def test_scale_up_takes_pending_scale_downs_along():
+def test_held_scale_down_does_not_join_another_vertex_scaling():
     """a -> b (forward), target utilization 0.7, b's TPR 1000 × 1000 / 100 = 10,000 records/s.
     t=0:  a at 1000 records/s, busy 500 (TPR 2000, within [1000, 2500]); b recommends
           ceil(1428.571 / 10000 × 8) = 2: a held scale-down, so the decision is blocked.
     t=60: a's target grows to 1000 + 200 backlog growth = 1200 and it is busy 1000 (TPR 1000 below
-          the scale-up threshold 1200): ceil(1714.286 / 1000 × 2) = 4. The restart happens anyway, so b's
-          held scale-down (largest recommendation 2) joins a's scale-up."""
+          the scale-up threshold 1200): ceil(1714.286 / 1000 × 2) = 4. b's scale-down is still inside
+          its interval, so it stays at 8: a held scale-down never joins another vertex's scaling
+          (FLINK-36535, Flink ``JobVertexScaler.applyScaleDownInterval`` returns no change)."""
     def step(at_s, busy_a, growth):
         return {"at_s": at_s, "metrics": {
             "a": {"records_in_per_s": 1000, "records_out_per_s": 1000, "busy_time_ms_per_s": busy_a,
@@ -210,7 +241,8 @@ def test_scale_up_takes_pending_scale_downs_along():
     assert first["vertices"]["b"]["note"] == "delayed scale-down 8 -> 2 held until t=3600 s (first recommended at t=0 s)"
     assert second["decision"] == "scale"
     assert second["reasons"] == ["a: true processing rate 1000.0 below scale-up threshold 1200.0"]
-    assert (second["vertices"]["a"]["proposed"], second["vertices"]["b"]["proposed"]) == (4, 2)
+    assert (second["vertices"]["a"]["proposed"], second["vertices"]["b"]["proposed"]) == (4, 8)
+    assert second["vertices"]["b"]["note"].startswith("delayed scale-down 8 -> 2 held until t=3600 s")
 
 
 def test_ineffective_scale_up_sequence():
@@ -269,13 +301,27 @@ def test_backlog_mode_blocks_scale_downs_and_raises_the_band():
     assert any("backlog mode" in r for r in out["reasons"])
 
 
-def test_idle_vertex_has_infinite_rate_and_scales_to_its_minimum():
-    steps = [src_step(0, 0, records_in=0)]
-    out = run(one_vertex({"scale_down_interval_s": 0, "vertex_min_parallelism": 2}, steps, parallelism=8))[0]
+def test_idle_vertex_has_infinite_rate_and_obeys_scale_down_max_factor():
+    """Flink: an idle vertex's factor is 0, clamped to 1 − scale_down_max_factor (0.4): p8 -> 4, p10 -> 4
+    (it used to go to the minimum)."""
+    for parallelism, expected in ((8, 4), (10, 4)):
+        steps = [src_step(0, 0, records_in=0)]
+        out = run(one_vertex({"scale_down_interval_s": 0, "vertex_min_parallelism": 2}, steps, parallelism))[0]
+        src = out["vertices"]["src"]
+        assert src["true_processing_rate"] == "inf"
+        assert (out["decision"], src["proposed"]) == ("scale", expected)
+        assert src["note"].startswith("idle")
+
+
+def test_busy_vertex_with_zero_input_does_not_crash_flink_zero_processing_rate():
+    """Flink ``MetricsCollectionAndEvaluationTest.testScaleDownWithZeroProcessingRate``: busy 100 ms/s,
+    0 records in (a Spark no-data batch): TPR infinite, both thresholds 0, p2 -> 1."""
+    steps = [src_step(0, 100, records_in=0)]
+    out = run(one_vertex({"scale_down_interval_s": 0}, steps, parallelism=2))[0]
     src = out["vertices"]["src"]
     assert src["true_processing_rate"] == "inf"
-    assert (out["decision"], src["proposed"]) == ("scale", 2)
-    assert src["note"].startswith("idle")
+    assert (src["scale_up_threshold"], src["scale_down_threshold"]) == (0.0, 0.0)
+    assert (out["decision"], src["proposed"]) == ("scale", 1)
 
 
 def test_excluded_vertices_and_sources_switch_keep_parallelism():

@@ -1,0 +1,354 @@
+"""The micro-batch planner for Spark Structured Streaming (ARCHITECTURE.md "DS2 on Spark micro-batches").
+
+Stages of one micro-batch run one after another on the shared cores; a stage with ``n`` tasks on
+``C`` cores uses ``min(n, C)`` of them, so cores beyond a stage's tasks cannot speed it up. The plan
+is the smallest core count whose predicted utilization is at most the target (inside the band), with
+one task per core for every adjustable stage; pinned or partition-bounded stages keep their tasks,
+and cores that could only help them are not added (issue 13 item 6). ``JobPlan.limits`` says what
+limits the job, as ``reasons.Limit`` codes with their numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from scaling.evaluate import (
+    INF, ceil_exact, effective_busy_ms_per_s, is_processing_backlog, propagate_target_rates, selectivity,
+    vertex_true_rates,
+)
+from scaling.metrics import ClusterState, VertexMetrics
+from scaling.periods import active_period
+from scaling.policy import Policy
+from scaling.reasons import Decision, HeldScaleDown, Limit, PlanLimit
+from scaling.state import PendingScaleDown, ScalerState, ScalingRecord
+from scaling.topology import Topology
+from scaling.vertex_scaler import _num, align_parallelism, alignment_base, parallelism_bounds, pinned_reason
+
+MAX_OVERHEAD_FRACTION = 0.9
+EXECUTORS_KEY = "executors"
+"""The key of the executor count's pending scale-down and records in ``ScalerState``."""
+RETENTION_WARNING_FRACTION = 0.8
+"""Warn when the backlog's age reaches this share of a source's retention."""
+NO_GAIN = 1e-9
+HELPS = 0.01
+"""When the target is out of reach, cores that lower the predicted utilization by less than this
+(one point of the trigger interval) in total are not added: they cannot help."""
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """One stage's numbers: per-core true rates (records per busy core-second), busy cores, the
+    demand for the scale-up check (``need_up``: target + catch-up) and for the target
+    (``need_target``: + restart), in busy core-seconds per second, and the skew (max / mean busy)."""
+
+    tpr: float
+    tor: float
+    busy: float
+    lam: float
+    base: float
+    need_up: float
+    need_target: float
+    skew: float
+
+
+def _tasks(topology: Topology, vertex_id: str, cores: int, policy: Policy) -> tuple[int, bool]:
+    """The tasks a stage runs with ``cores`` cores: one per core for an adjustable stage (bounded by
+    its partitions / max parallelism, aligned to a source's partitions within the cores), else its
+    current tasks. Returns (tasks, capped): ``capped`` when the bound keeps it below the cores."""
+    vertex = topology.vertex(vertex_id)
+    if pinned_reason(topology, vertex, policy) is not None:
+        return vertex.parallelism, vertex.parallelism < cores
+    lower, upper = parallelism_bounds(vertex, policy, vertex.parallelism)
+    tasks = max(lower, min(upper, cores))
+    base = alignment_base(topology, vertex)
+    if base is not None and base[1] == "partitions":
+        mode, legacy = policy.alignment_mode
+        tasks, _ = align_parallelism(vertex.parallelism, tasks, n=base[0], lower=lower,
+                                     upper=max(lower, min(upper, cores)), mode=mode, legacy=legacy)
+    return tasks, tasks < cores
+
+
+def _utilization(stages: Mapping[str, _Stage], tasks: Mapping[str, int], cores: int, overhead: float,
+                 attr: str) -> float:
+    """Predicted share of the trigger interval the batch keeps busy: ``Σ_v need_v / min(tasks_v, C)
+    / (1 − overhead)`` (each stage runs on ``min(tasks, C)`` cores)."""
+    total = 0.0
+    for vid, st in stages.items():
+        need = getattr(st, attr)
+        if need > 0:
+            slots = min(tasks[vid], cores)
+            total += need / slots if slots > 0 else INF
+    return total / (1.0 - overhead)
+
+
+def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], cluster: ClusterState,
+                     policy: Policy, *, batch_duration_s: float | None = None, state: ScalerState | None = None,
+                     now_s: float = 0.0):
+    """Compute cores, executors and partitions for a Spark micro-batch job.
+
+    Args:
+        topology: the stages as vertices; ``parallelism`` = tasks per batch.
+        metrics: per vertex id, window averages (records/s, busy ms/s per task; the busiest task's
+            busy time ``busy_time_max_ms_per_s`` when known, so a skewed stage is seen as slow).
+        cluster: executors, cores per executor, trigger interval now.
+        policy: utilization target and band, catch-up and restart time, bounds, scale factors.
+        batch_duration_s: mean batch duration, for SPARK-12133's batch ratio R (display only).
+        state: the autoscaler's memory; with one, a lower executor count is held for
+            ``scale_down_interval_s`` and then the largest recommendation of that sliding window
+            applies (Flink ``DelayedScaleDown``, FLINK-36018 / FLINK-36863).
+        now_s: the clock, seconds since the Unix epoch.
+
+    Returns:
+        A ``JobPlan``. Formulas:
+        - ``TPR_v = in_v / busy_v`` per busy core-second (DS2 Eq. 1), with the busiest task's busy
+          time when given (FLIP-271 MAX aggregation); no input → infinite (Flink);
+        - ``need_v = (λ_v + catch-up_v [+ restart_v]) / TPR_v`` busy core-seconds per second;
+        - predicted utilization ``U(C) = Σ_v need_v / min(tasks_v(C), C) / (1 − overhead)``;
+        - cores = the smallest multiple of ``cores_per_executor`` with ``U(C) ≤ utilization_target``
+          within [min, max] executors; when none reaches it, the fewest cores reaching the lowest
+          ``U`` (more would not help: a pinned, bounded or skewed stage limits the job);
+        - the executor change is clamped to ``[1 − scale_down_max_factor, 1 + scale_up_max_factor]``
+          × current (Flink ``JobVertexScaler``), and no scale-down in backlog mode;
+        - the job acts only when the current load leaves the utilization band (FLIP-271 thresholds).
+
+    Raises:
+        KeyError: a vertex of the topology has no metrics.
+    """
+    from scaling.planner import JobPlan, VertexPlan  # noqa: PLC0415 - planner re-exports this function
+
+    restart_s = state.restart_time_s(policy) if state is not None else policy.restart_time_s
+    rates = propagate_target_rates(topology, metrics, policy, restart_time_s=restart_s)
+    backlog_mode = is_processing_backlog(topology, metrics, policy)
+    cores_now = cluster.cores
+    cpe = cluster.cores_per_executor
+    overhead_s = max((m.batch_overhead_s for m in metrics.values()), default=0.0)
+    overhead = min(MAX_OVERHEAD_FRACTION, overhead_s / cluster.trigger_interval_s)
+    target_u = policy.utilization_target
+    low, high = (0.0, 1.0) if backlog_mode else policy.band
+
+    stages: dict[str, _Stage] = {}
+    busy_total = 0.0
+    for vid in topology.order:
+        vertex, m, r = topology.vertex(vid), metrics[vid], rates[vid]
+        tpr_total, tor_total = vertex_true_rates(m)
+        tpr, tor = tpr_total / vertex.parallelism, tor_total / vertex.parallelism
+        busy = (m.busy_time_ms_per_s / 1000.0 * vertex.parallelism if m.busy_time_ms_per_s is not None
+                and m.true_processing_rate is None else ((m.records_in_per_s or 0.0) / tpr if tpr < INF else 0.0))
+        busy_total += busy
+        lam = r.target_data_rate + r.catch_up_data_rate
+        finite = 0 < tpr < INF
+        mean_busy = m.busy_time_ms_per_s or 0.0
+        skew = effective_busy_ms_per_s(m) / mean_busy if mean_busy > 0 else 1.0
+        stages[vid] = _Stage(tpr, tor, busy, lam, r.target_data_rate / tpr if finite else 0.0,
+                             lam / tpr if finite else 0.0,
+                             (lam + r.restart_data_rate) / tpr if finite else 0.0, skew)
+
+    tasks_now = {v.id: v.parallelism for v in topology.vertices}
+    load = _utilization(stages, tasks_now, cores_now, overhead, "need_up")
+    load_down = _utilization(stages, tasks_now, cores_now, overhead, "need_target")
+
+    # The smallest cores whose predicted utilization reaches the target; cores that cannot help are not added.
+    lo_exec, hi_exec = cluster.min_executors, max(cluster.max_executors, cluster.min_executors)
+    predicted: list[float] = []
+    chosen = None
+    for executors in range(lo_exec, hi_exec + 1):
+        cores = executors * cpe
+        u = _utilization(stages, {vid: _tasks(topology, vid, cores, policy)[0] for vid in stages}, cores,
+                         overhead, "need_target")
+        predicted.append(u)
+        if u <= target_u:
+            chosen = executors
+            break
+    best_u = predicted[-1]
+    best_exec = chosen if chosen is not None else lo_exec + next(
+        k for k, u in enumerate(predicted) if u <= best_u + HELPS or u == best_u)
+    executors = best_exec
+    total_need = sum(st.need_target for st in stages.values())
+    cores_needed = max(1, ceil_exact(total_need / target_u / (1.0 - overhead))) if total_need < INF else \
+        hi_exec * cpe
+    # Flink ``JobVertexScaler``: the scale factor is clamped to [1 − down-max-factor, 1 + up-max-factor].
+    floor_exec = max(lo_exec, ceil_exact(cluster.executors * (1.0 - policy.scale_down_max_factor)))
+    ceil_exec = min(hi_exec, max(cluster.executors, math.floor(cluster.executors * (1.0 + policy.scale_up_max_factor))))
+    executors = min(max(executors, floor_exec), ceil_exec)
+    if backlog_mode and executors < cluster.executors:
+        executors = cluster.executors
+
+    reasons: list[str] = []
+    pending = {p.vertex_id: p for p in state.pending_scale_downs} if state is not None else {}
+    outside_band = load > high or load_down < low
+    held: tuple[HeldScaleDown, ...] = ()
+    held_note = ""
+    interval = policy.scale_down_interval_s
+    if state is not None and executors < cluster.executors and interval > 0:
+        # Flink ``JobVertexScaler.applyScaleDownInterval`` on the executor count.
+        pend = (pending.get(EXECUTORS_KEY) or PendingScaleDown(EXECUTORS_KEY, now_s, ())).record(
+            now_s, executors, outside_band)
+        pending[EXECUTORS_KEY] = pend
+        due_s = pend.first_at_s + interval
+        if now_s - interval < pend.first_at_s:
+            target = pend.max_recommended
+            held = (HeldScaleDown(EXECUTORS_KEY, cluster.executors, target, pend.first_at_s, due_s),)
+            held_note = (f"delayed scale-down of executors {cluster.executors} -> {target} held until "
+                         f"t={_num(due_s)} s (first recommended at t={_num(pend.first_at_s)} s)")
+            executors = cluster.executors
+        else:
+            target, target_outside = pend.max_in_window(now_s - interval)
+            executors = min(cluster.executors, target)
+            outside_band = outside_band or target_outside
+    elif state is not None:
+        pending.pop(EXECUTORS_KEY, None)
+    cores_planned = executors * cpe
+
+    limits: list[PlanLimit] = []
+    if chosen is None:
+        if best_exec >= hi_exec and best_u > target_u:
+            limits.append(PlanLimit(Limit.MAX_EXECUTORS, None, {"cores_needed": cores_needed,
+                                                                 "cores_max": hi_exec * cpe,
+                                                                 "predicted_utilization": best_u}))
+    vertex_plans = []
+    bottleneck: str | None = None
+    worst_fill = 0.0
+    for vid in topology.order:
+        vertex, m, st, r = topology.vertex(vid), metrics[vid], stages[vid], rates[vid]
+        ideal = 0 if st.lam <= 0 else (1 if st.tpr == INF else ceil_exact(st.lam / (st.tpr * target_u)))
+        reason = pinned_reason(topology, vertex, policy)
+        proposed, capped = _tasks(topology, vid, cores_planned, policy)
+        note = reason or ""
+        if reason is None and capped:
+            note = f"bounded at {proposed} (source partitions / max parallelism)"
+        slots = min(proposed, cores_planned)
+        fill = st.need_up / slots / (1.0 - overhead) if slots > 0 and st.need_up > 0 else 0.0
+        if fill > target_u and (capped or reason is not None or st.skew > 1.0 + NO_GAIN):
+            code = (Limit.PINNED_STAGE if reason is not None else Limit.PARTITIONS if capped else Limit.BOTTLENECK)
+            limits.append(PlanLimit(code, vid, {"fill": fill, "tasks": proposed, "skew": st.skew}))
+        if fill > 1.0 and fill > worst_fill:
+            worst_fill, bottleneck = fill, vid
+        utilization = st.busy / min(vertex.parallelism, cores_now)
+        others_up = sum(s.need_up / min(tasks_now[k], cores_now) for k, s in stages.items() if k != vid)
+        others_down = sum(s.need_target / min(tasks_now[k], cores_now) for k, s in stages.items() if k != vid)
+        slots_now = min(vertex.parallelism, cores_now)
+        room_up = (high * (1.0 - overhead) - others_up) * slots_now
+        room_down = (low * (1.0 - overhead) - others_down) * slots_now
+        up = st.lam / room_up if room_up > 0 else INF
+        down = (st.lam + r.restart_data_rate) / room_down if room_down > 0 else INF
+        vertex_plans.append(VertexPlan(
+            vertex_id=vid, current=vertex.parallelism, proposed=proposed, true_processing_rate=st.tpr,
+            true_output_rate=st.tor, selectivity=selectivity(m), target_data_rate=r.target_data_rate,
+            catch_up_data_rate=r.catch_up_data_rate, ideal_parallelism=ideal, utilization=utilization,
+            busy_core_s_per_s=st.busy, adjustable=vertex.adjustable, note=note, scale_up_threshold=up,
+            scale_down_threshold=down, outside_bounds=outside_band,
+            expected_processing_rate=st.tpr * slots, recommended=proposed))
+        lag_s = _lag_s(m)
+        if vertex.retention_s and lag_s >= RETENTION_WARNING_FRACTION * vertex.retention_s:
+            limits.append(PlanLimit(Limit.RETENTION_RISK, vid, {"lag_s": lag_s, "retention_s": vertex.retention_s}))
+
+    catch_up = _catch_up_s_at_max(topology, metrics, stages, policy, hi_exec * cpe, overhead)
+    if catch_up is not None:
+        limits.append(PlanLimit(Limit.CATCH_UP_UNREACHABLE, None, {
+            "catch_up_s": catch_up, "catch_up_duration_s": policy.catch_up_duration_s, "cores_max": hi_exec * cpe}))
+
+    if load > high:
+        reasons.append(f"load {load:.2f} above the utilization band [{low}, {high}]: the job needs "
+                       f"{sum(s.need_up for s in stages.values()):.2f} busy cores per second for its target and "
+                       f"catch-up rate on {cores_now} cores ({overhead:.0%} batch overhead)")
+    elif load_down < low:
+        reasons.append(f"load {load_down:.2f} below the utilization band [{low}, {high}]: {total_need:.2f} busy "
+                       f"cores per second needed on {cores_now} cores")
+    for item in limits:
+        reasons.append(_limit_text(item))
+    if backlog_mode:
+        reasons.append(f"backlog mode: a source's lag is above {_num(policy.backlog_lag_threshold_s)} s, "
+                       f"no scale-downs")
+    plan = JobPlan(
+        decision=Decision.NO_CHANGE, reasons=(), vertices=tuple(vertex_plans), executors_current=cluster.executors,
+        executors_proposed=executors, cores_per_executor=cpe, cores_needed=cores_needed,
+        load=load, utilization=busy_total / cores_now, overhead_fraction=overhead, bottleneck=bottleneck,
+        batch_ratio=(batch_duration_s / cluster.trigger_interval_s) if batch_duration_s is not None else None,
+        mode="micro-batch", backlog_mode=backlog_mode, restart_time_s=restart_s, held=held, limits=tuple(limits))
+    period = active_period(policy.excluded_periods, now_s) if policy.excluded_periods else None
+    changes = plan.changes
+    if outside_band and changes and period is None and not held_note:
+        decision = Decision.SCALE
+    else:
+        if held_note:
+            decision = Decision.BLOCKED
+            reasons.append(held_note)
+        elif outside_band and changes:
+            decision = Decision.BLOCKED
+        else:
+            decision = Decision.NO_CHANGE
+            if not outside_band:
+                reasons.insert(0, f"load {load:.2f} within the utilization band [{low}, {high}]")
+            elif not changes:
+                reasons.append("the plan equals the running configuration")
+        vertex_plans = [replace(vp, proposed=vp.current, expected_processing_rate=vp.true_processing_rate
+                                * min(vp.current, cores_now)) for vp in vertex_plans]
+        executors = cluster.executors
+    if period is not None:
+        reasons.append(f"excluded period {period!r}: the plan is computed but not executable")
+    next_state = None
+    if state is not None:
+        next_state = replace(state, pending_scale_downs=tuple(pending.values()))
+        if decision == Decision.SCALE:
+            job_rate = _job_rate(topology, rates, load)
+            records = tuple(ScalingRecord(now_s, vp.vertex_id, vp.current, vp.proposed, vp.true_processing_rate,
+                                          vp.true_processing_rate) for vp in vertex_plans if vp.proposed != vp.current)
+            if executors != cluster.executors:
+                records = (*records, ScalingRecord(now_s, EXECUTORS_KEY, cluster.executors, executors,
+                                                   job_rate, job_rate * executors / cluster.executors))
+            next_state = next_state.with_records(records)
+    return replace(plan, decision=decision, reasons=tuple(reasons), vertices=tuple(vertex_plans),
+                   executors_proposed=executors, executable=period is None, next_state=next_state)
+
+
+def _job_rate(topology: Topology, rates: Mapping, load: float) -> float:
+    """The source rate the current cores sustain at full load, records/s."""
+    load_rate = sum(rates[v].target_data_rate for v in topology.order if topology.is_source(v))
+    return load_rate / load if load and load < INF else 0.0
+
+
+def _lag_s(m: VertexMetrics) -> float:
+    """A source's backlog age estimate, seconds: ``backlog / records_in_per_s``."""
+    if m.backlog <= 0:
+        return 0.0
+    rate = m.records_in_per_s or 0.0
+    return m.backlog / rate if rate > 0 else INF
+
+
+def _catch_up_s_at_max(topology: Topology, metrics: Mapping[str, VertexMetrics], stages: Mapping[str, _Stage],
+                       policy: Policy, cores_max: int, overhead: float) -> float | None:
+    """Seconds to drain the backlog at ``cores_max`` cores, when that exceeds ``catch_up_duration_s``
+    (else None). The spare share ``1 − U_base`` of the batch drains the backlog at ``(1 / U_base − 1)``
+    × the arrival rate (``U_base``: utilization of the arrivals alone)."""
+    backlog = sum(metrics[v].backlog for v in topology.order if topology.is_source(v))
+    if backlog <= 0 or policy.catch_up_duration_s <= 0:
+        return None
+    tasks = {vid: _tasks(topology, vid, cores_max, policy)[0] for vid in stages}
+    u_base = _utilization(stages, tasks, cores_max, overhead, "base")
+    arrival = sum((metrics[v].records_in_per_s or 0.0) + metrics[v].backlog_growth_per_s
+                  for v in topology.order if topology.is_source(v))
+    if u_base >= 1.0 or arrival <= 0:
+        seconds = INF if u_base >= 1.0 else 0.0
+    else:
+        seconds = backlog / ((1.0 / u_base - 1.0) * arrival) if u_base > 0 else 0.0
+    return seconds if seconds > policy.catch_up_duration_s else None
+
+
+def _limit_text(item: PlanLimit) -> str:
+    """Words for a limit (rendered from the code and its numbers)."""
+    d = item.data
+    if item.code == Limit.MAX_EXECUTORS:
+        return (f"max-executors: {_num(d['cores_needed'])} cores needed, {_num(d['cores_max'])} allowed; predicted "
+                f"utilization {d['predicted_utilization']:.2f} at the maximum")
+    if item.code == Limit.CATCH_UP_UNREACHABLE:
+        return (f"catch-up-unreachable: draining the backlog takes {_num(d['catch_up_s'])} s even at "
+                f"{_num(d['cores_max'])} cores, above catch_up_duration_s {_num(d['catch_up_duration_s'])} s")
+    if item.code == Limit.RETENTION_RISK:
+        return (f"retention-risk: {item.vertex_id}'s backlog is {_num(d['lag_s'])} s old, retention "
+                f"{_num(d['retention_s'])} s")
+    what = {Limit.PINNED_STAGE: "pinned", Limit.PARTITIONS: "bounded by its partitions",
+            Limit.BOTTLENECK: "skewed (its slowest task sets the pace)"}[item.code]
+    return (f"{item.code}: {item.vertex_id} is {what} at {_num(d['tasks'])} tasks and alone fills "
+            f"{d['fill']:.0%} of each trigger interval; more cores cannot help it")

@@ -48,14 +48,20 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         print(f"error: file: cannot read {args.file}: {exc}".replace("\n", " "), file=sys.stderr)
         return 2
+    code, out = evaluate_command(text)
+    print(out, file=sys.stdout if code == 0 else sys.stderr)
+    return code
+
+
+def evaluate_command(text: str) -> tuple[int, str]:
+    """What ``python -m scaling evaluate`` does with a document, in-process: ``(0, plan JSON)`` or
+    ``(2, "error: <field>: <what is wrong>")`` (one line). Only ``ScenarioError`` is an input
+    error; anything else is a bug and propagates (the fuzz test would catch it)."""
     try:
         result = evaluate_text(text)
-    except (ScenarioError, ValueError, TypeError, KeyError) as exc:
-        print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
-        return 2
-    json.dump(result, sys.stdout, indent=2)
-    sys.stdout.write("\n")
-    return 0
+    except ScenarioError as exc:
+        return 2, f"error: {exc}".replace("\n", " ")
+    return 0, json.dumps(result, indent=2)
 
 
 if __name__ == "__main__":

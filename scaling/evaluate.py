@@ -26,8 +26,18 @@ def java_round(value: float) -> float:
     return float(math.floor(value + 0.5))
 
 
+CEIL_MAX = 2**31 - 1
+"""``ceil_exact`` saturates here, as Flink caps a parallelism at ``Integer.MAX_VALUE``."""
+
+
 def ceil_exact(value: float) -> int:
-    """``ceil`` that ignores floating-point noise below 1e-9 (``10.000000000000002`` → 10)."""
+    """``ceil`` that ignores floating-point noise below 1e-9 (``10.000000000000002`` → 10), saturating
+    at ``CEIL_MAX`` (infinity included, as Flink's ``(int) Math.min(Math.ceil(x), Integer.MAX_VALUE)``);
+    NaN gives 0."""
+    if math.isnan(value):
+        return 0
+    if value >= CEIL_MAX:
+        return CEIL_MAX
     return math.ceil(round(value, 9))
 
 

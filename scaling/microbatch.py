@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from scaling.evaluate import (
-    INF, ceil_exact, effective_busy_ms_per_s, is_processing_backlog, propagate_target_rates, selectivity,
+    CEIL_MAX, INF, ceil_exact, effective_busy_ms_per_s, is_processing_backlog, propagate_target_rates, selectivity,
     vertex_true_rates,
 )
 from scaling.metrics import ClusterState, VertexMetrics
@@ -32,6 +32,7 @@ EXECUTORS_KEY = "executors"
 RETENTION_WARNING_FRACTION = 0.8
 """Warn when the backlog's age reaches this share of a source's retention."""
 NO_GAIN = 1e-9
+SEARCH_LIMIT = 4096
 HELPS = 0.01
 """When the target is out of reach, cores that lower the predicted utilization by less than this
 (one point of the trigger interval) in total are not added: they cannot help."""
@@ -153,7 +154,13 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     lo_exec, hi_exec = cluster.min_executors, max(cluster.max_executors, cluster.min_executors)
     predicted: list[float] = []
     chosen = None
-    for executors in range(lo_exec, hi_exec + 1):
+    total_need = sum(st.need_target for st in stages.values())
+    # No fewer cores can reach the target than Σ need / target / (1 − overhead) (every stage on all
+    # cores), so the search starts there; it looks at most SEARCH_LIMIT executor counts.
+    first = lo_exec
+    if 0 < total_need < INF:
+        first = min(hi_exec, max(lo_exec, math.ceil(total_need / target_u / (1.0 - overhead) / cpe) - 1))
+    for executors in range(first, min(hi_exec, first + SEARCH_LIMIT) + 1):
         cores = executors * cpe
         u = _utilization(stages, {vid: _tasks(topology, vid, cores, policy)[0] for vid in stages}, cores,
                          overhead, "need_target")
@@ -162,10 +169,9 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
             chosen = executors
             break
     best_u = predicted[-1]
-    best_exec = chosen if chosen is not None else lo_exec + next(
+    best_exec = chosen if chosen is not None else first + next(
         k for k, u in enumerate(predicted) if u <= best_u + HELPS or u == best_u)
     executors = best_exec
-    total_need = sum(st.need_target for st in stages.values())
     cores_needed = max(1, ceil_exact(total_need / target_u / (1.0 - overhead))) if total_need < INF else \
         hi_exec * cpe
     # Flink ``JobVertexScaler``: the scale factor is clamped to [1 − down-max-factor, 1 + up-max-factor].
@@ -203,7 +209,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
 
     limits: list[PlanLimit] = []
     if chosen is None:
-        if best_exec >= hi_exec and best_u > target_u:
+        if best_exec >= min(hi_exec, first + SEARCH_LIMIT):  # cores still helped at the maximum
             limits.append(PlanLimit(Limit.MAX_EXECUTORS, None, {"cores_needed": cores_needed,
                                                                  "cores_max": hi_exec * cpe,
                                                                  "predicted_utilization": best_u}))
@@ -212,7 +218,8 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     worst_fill = 0.0
     for vid in topology.order:
         vertex, m, st, r = topology.vertex(vid), metrics[vid], stages[vid], rates[vid]
-        ideal = 0 if st.lam <= 0 else (1 if st.tpr == INF else ceil_exact(st.lam / (st.tpr * target_u)))
+        ideal = (0 if st.lam <= 0 else 1 if st.tpr == INF else CEIL_MAX if st.tpr <= 0
+                 else ceil_exact(st.lam / (st.tpr * target_u)))
         reason = pinned_reason(topology, vertex, policy)
         proposed, capped = _tasks(topology, vid, cores_planned, policy)
         note = reason or ""

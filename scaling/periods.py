@@ -1,9 +1,18 @@
-"""Excluded periods (Flink ``job.autoscaler.excluded.periods``): while one is active the plan is
-computed but not executable.
+"""Excluded periods (Flink ``job.autoscaler.excluded.periods``, ``utils.CalendarUtils``): while one
+is active the plan is computed but not executable.
 
-A period is either a daily window ``HH:MM-HH:MM`` (UTC; it may cross midnight, and the end is
-exclusive) or a 5-field cron expression, which excludes every minute it matches (``croniter``).
-Times are seconds since the Unix epoch, UTC.
+An expression is one or two sub-expressions joined by ``&&`` (both must hold; at most one of each
+kind), each either:
+
+- a daily window ``HH:mm[:ss]-HH:mm[:ss]`` (UTC; it may cross midnight; start inclusive, end
+  exclusive), as Flink's ``DailyCalendar``;
+- a Quartz cron expression of 6 or 7 fields (``sec min hour day-of-month month day-of-week
+  [year]``, ``?`` allowed, day-of-week 1-7 = SUN-SAT or names), as Flink's ``CronCalendar``; the
+  special characters ``L``, ``W`` and ``#`` are refused with a clear error;
+- a 5-field Unix cron expression (``croniter``; this project's earlier syntax, kept).
+
+Times are seconds since the Unix epoch, UTC. Anything else raises ``PolicyError`` naming
+``excluded_periods``.
 """
 
 from __future__ import annotations
@@ -16,41 +25,141 @@ from croniter import croniter
 
 from scaling.policy import PolicyError
 
-_DAILY = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
+_DAILY = re.compile(r"^\s*(\d{1,2}):(\d{2})(?::(\d{2}))?\s*-\s*(\d{1,2}):(\d{2})(?::(\d{2}))?\s*$")
+_NAMES = {"MON": 2, "TUE": 3, "WED": 4, "THU": 5, "FRI": 6, "SAT": 7, "SUN": 1,
+          "JAN": 1, "FEB": 2, "MAR": 3, "APR": 4, "MAY": 5, "JUN": 6, "JUL": 7, "AUG": 8, "SEP": 9,
+          "OCT": 10, "NOV": 11, "DEC": 12}
+_QUARTZ_RANGES = ((0, 59), (0, 59), (0, 23), (1, 31), (1, 12), (1, 7), (1970, 2199))
+
+
+def _error(text: str, why: str) -> PolicyError:
+    return PolicyError(f"excluded_periods: {text!r} {why}")
+
+
+def _quartz_field(part: str, low: int, high: int, text: str) -> frozenset[int] | None:
+    """The values a Quartz field allows, or None for ``*`` / ``?`` (any)."""
+    if part in ("*", "?"):
+        return None
+    if any(c in part.upper() for c in "LW#"):
+        raise _error(text, "uses a Quartz L, W or # field, which is not supported; use ranges and lists")
+    values: set[int] = set()
+    for item in part.split(","):
+        step = 1
+        if "/" in item:
+            item, step_text = item.split("/", 1)
+            if not step_text.isdigit() or int(step_text) < 1:
+                raise _error(text, f"has a bad step in {part!r}")
+            step = int(step_text)
+        if item in ("*", "?"):
+            start, end = low, high
+        elif "-" in item:
+            a, b = item.split("-", 1)
+            start, end = _value(a, text), _value(b, text)
+        else:
+            start = _value(item, text)
+            end = high if step > 1 else start
+        if not (low <= start <= high and low <= end <= high) or start > end:
+            raise _error(text, f"has {part!r} outside {low}-{high}")
+        values.update(range(start, end + 1, step))
+    return frozenset(values)
+
+
+def _value(token: str, text: str) -> int:
+    token = token.strip().upper()
+    if token in _NAMES:
+        return _NAMES[token]
+    if not token.isdigit():
+        raise _error(text, f"has {token!r}, not a number or a day/month name")
+    return int(token)
+
+
+@dataclass(frozen=True)
+class Quartz:
+    """A parsed Quartz cron expression: allowed values per field (None: any)."""
+
+    fields: tuple[frozenset[int] | None, ...]
+
+    def matches(self, moment: datetime) -> bool:
+        dow = moment.isoweekday() % 7 + 1  # Quartz: 1 = Sunday ... 7 = Saturday
+        values = (moment.second, moment.minute, moment.hour, moment.day, moment.month, dow, moment.year)
+        return all(allowed is None or value in allowed for allowed, value in zip(self.fields, values))
 
 
 @dataclass(frozen=True)
 class Period:
-    """A parsed excluded period: a daily window in minutes of the day, or a cron expression."""
+    """A parsed excluded period: daily windows (seconds of the day) and/or cron expressions, all of
+    which must contain an instant for the period to contain it (Flink's ``&&``)."""
 
     text: str
-    start_minute: int | None = None
-    end_minute: int | None = None
+    start_second: int | None = None
+    end_second: int | None = None
     cron: str | None = None
+    quartz: Quartz | None = None
+
+    @property
+    def start_minute(self) -> int | None:
+        return None if self.start_second is None else self.start_second // 60
+
+    @property
+    def end_minute(self) -> int | None:
+        return None if self.end_second is None else self.end_second // 60
 
     def contains(self, now_s: float) -> bool:
         """Whether the instant ``now_s`` (Unix seconds, UTC) lies in the period."""
         moment = datetime.fromtimestamp(now_s, tz=timezone.utc)
-        if self.cron is not None:
-            return bool(croniter.match(self.cron, moment.replace(second=0, microsecond=0)))
-        minute = moment.hour * 60 + moment.minute
-        assert self.start_minute is not None and self.end_minute is not None
-        if self.start_minute <= self.end_minute:
-            return self.start_minute <= minute < self.end_minute
-        return minute >= self.start_minute or minute < self.end_minute
+        if self.cron is not None and not croniter.match(self.cron, moment.replace(second=0, microsecond=0)):
+            return False
+        if self.quartz is not None and not self.quartz.matches(moment):
+            return False
+        if self.start_second is not None and self.end_second is not None:
+            second = moment.hour * 3600 + moment.minute * 60 + moment.second
+            if self.start_second <= self.end_second:
+                return self.start_second <= second < self.end_second
+            return second >= self.start_second or second < self.end_second
+        return True
+
+
+def _daily(text: str, part: str) -> tuple[int, int] | None:
+    match = _DAILY.match(part)
+    if not match:
+        return None
+    h1, m1, s1, h2, m2, s2 = (int(g) if g is not None else 0 for g in match.groups())
+    if h1 > 23 or h2 > 24 or m1 > 59 or m2 > 59 or s1 > 59 or s2 > 59 or (h2 == 24 and (m2 or s2)):
+        raise _error(text, "has a bad time of day")
+    return h1 * 3600 + m1 * 60 + s1, h2 * 3600 + m2 * 60 + s2
 
 
 def parse_period(text: str) -> Period:
-    """Parse ``HH:MM-HH:MM`` or a cron expression. Raises PolicyError naming ``excluded_periods``."""
-    match = _DAILY.match(text)
-    if match:
-        h1, m1, h2, m2 = (int(g) for g in match.groups())
-        if h1 > 23 or h2 > 24 or m1 > 59 or m2 > 59 or (h2 == 24 and m2):
-            raise PolicyError(f"excluded_periods: bad time in {text!r}")
-        return Period(text, start_minute=h1 * 60 + m1, end_minute=h2 * 60 + m2)
-    if len(text.split()) == 5 and croniter.is_valid(text):
-        return Period(text, cron=text)
-    raise PolicyError(f"excluded_periods: {text!r} is neither HH:MM-HH:MM nor a 5-field cron expression")
+    """Parse an excluded period (see the module docstring). Raises PolicyError naming
+    ``excluded_periods``."""
+    if not isinstance(text, str) or not text.strip():
+        raise PolicyError(f"excluded_periods: must be a non-empty string, got {text!r}")
+    parts = [p.strip() for p in text.split("&&")]
+    if len(parts) > 2:
+        raise _error(text, "has more than two sub-expressions joined by &&")
+    daily: tuple[int, int] | None = None
+    cron: str | None = None
+    quartz: Quartz | None = None
+    for part in parts:
+        window = _daily(text, part)
+        if window is not None:
+            if daily is not None:
+                raise _error(text, "joins two daily windows with &&; join a daily window and a cron expression")
+            daily = window
+            continue
+        count = len(part.split())
+        if cron is not None or quartz is not None:
+            raise _error(text, "joins two cron expressions with &&; join a daily window and a cron expression")
+        if count in (6, 7):
+            quartz = Quartz(tuple(_quartz_field(f, low, high, text)
+                                  for f, (low, high) in zip(part.split(), _QUARTZ_RANGES)))
+        elif count == 5 and croniter.is_valid(part):
+            cron = part
+        else:
+            raise _error(text, "is neither HH:mm[:ss]-HH:mm[:ss] nor a cron expression (Quartz 6/7 fields or "
+                               "Unix 5 fields)")
+    return Period(text, start_second=daily[0] if daily else None, end_second=daily[1] if daily else None,
+                  cron=cron, quartz=quartz)
 
 
 def active_period(periods: tuple[str, ...], now_s: float) -> str | None:

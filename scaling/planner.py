@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from scaling.evaluate import (
-    INF, ceil_exact, edge_output_ratio, evaluate_job, is_processing_backlog, propagate_target_rates,
+    CEIL_MAX, INF, ceil_exact, edge_output_ratio, evaluate_job, is_processing_backlog, propagate_target_rates,
     selectivity, vertex_true_rates,
 )
 from scaling.metrics import ClusterState, VertexMetrics
@@ -226,7 +226,7 @@ def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: P
         elif not triggering and d.kind == REQUIRED:
             note = f"within bounds: {note} not needed"
         tpr = e.true_processing_rate
-        ideal = (0 if e.target_capacity <= 0 else 1 if tpr == INF
+        ideal = (0 if e.target_capacity <= 0 else 1 if tpr == INF else CEIL_MAX if tpr <= 0
                  else ceil_exact(e.target_capacity * vertex.parallelism / tpr))
         vertex_plans.append(VertexPlan(
             vertex_id=vid, current=vertex.parallelism, proposed=proposed, true_processing_rate=tpr,

@@ -96,6 +96,7 @@ class DS2Policy:
     """FLIP-271 / DS2 (the default)."""
 
     name = "ds2"
+    modes = ("continuous", "micro-batch")
 
     def plan(self, request: PlanRequest) -> JobPlan:
         if request.mode == "micro-batch":
@@ -141,6 +142,7 @@ class BatchRatioPolicy:
     vertex is still shown."""
 
     name = "batch-ratio"
+    modes = ("micro-batch",)
 
     def plan(self, request: PlanRequest) -> JobPlan:
         cluster = _require_cluster(request, self.name)
@@ -174,6 +176,7 @@ class MinIncreasePolicy:
     scale-ups pass the same ``can_scale_up`` check."""
 
     name = "min-increase"
+    modes = ("micro-batch",)
 
     def plan(self, request: PlanRequest) -> JobPlan:
         cluster = _require_cluster(request, self.name)

@@ -7,7 +7,8 @@ autoscaler state (history, delayed scale-downs, effectiveness, restart times) fr
 
 Extensions beyond SCENARIO.md, all optional: policy keys ``restart_time_tracking_enabled``,
 ``restart_time_limit_s``, ``excluded_periods``, ``algorithm``, ``batch_ratio_scale_up``,
-``batch_ratio_scale_down``, ``min_parallelism_increase``; step keys ``executors`` (what ran, as
+``batch_ratio_scale_down``, ``min_parallelism_increase``, ``key_group_partitions_adjust_mode``,
+``observed_scalability_*``; vertex key ``retention_s``; metric key ``busy_time_max_ms_per_s``; step keys ``executors`` (what ran, as
 ``parallelism``), ``available_executors``, ``batch_durations_s`` (list, seconds) and
 ``measured_restart_time_s`` (the downtime of the last rescale). ``at_s`` is seconds since the Unix
 epoch (UTC), which places steps in excluded periods.
@@ -31,8 +32,8 @@ from scaling.topology import Edge, Topology, TopologyError, Vertex
 FORMAT = 1
 MODES = ("continuous", "micro-batch")
 METRIC_KEYS = ("records_in_per_s", "records_out_per_s", "busy_time_ms_per_s", "backlog", "backlog_growth_per_s",
-               "batch_overhead_s", "true_processing_rate", "true_output_rate")
-VERTEX_KEYS = ("id", "name", "parallelism", "max_parallelism", "partitions", "source", "adjustable")
+               "batch_overhead_s", "true_processing_rate", "true_output_rate", "busy_time_max_ms_per_s")
+VERTEX_KEYS = ("id", "name", "parallelism", "max_parallelism", "partitions", "source", "adjustable", "retention_s")
 STEP_KEYS = ("at_s", "metrics", "parallelism", "executors", "available_executors", "batch_durations_s",
              "measured_restart_time_s")
 CLUSTER_KEYS = ("executors", "cores_per_executor", "min_executors", "max_executors", "trigger_interval_s",
@@ -82,9 +83,15 @@ def _keys(obj: dict, allowed: tuple[str, ...], field: str) -> None:
             raise _fail(f"{field}.{key}" if field else key, "unknown field")
 
 
+MAX_NUMBER = 1e15
+"""Numbers in a scenario are at most this large (records, rates, seconds); beyond it they are typos."""
+MAX_PARALLELISM = 32768
+"""Flink's largest max parallelism (key groups); also the bound on tasks, partitions and executors."""
+
+
 def _number(value: Any, field: str, *, minimum: float | None = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise _fail(field, f"must be a finite number, got {json.dumps(value)}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -MAX_NUMBER <= value <= MAX_NUMBER:
+        raise _fail(field, f"must be a finite number within ±{MAX_NUMBER:g}, got {json.dumps(value)}")
     if minimum is not None and value < minimum:
         raise _fail(field, f"must be >= {minimum:g}, got {value}")
     return value
@@ -95,6 +102,8 @@ def _integer(value: Any, field: str, *, minimum: int = 1) -> int:
         raise _fail(field, f"must be an integer, got {json.dumps(value)}")
     if value < minimum:
         raise _fail(field, f"must be >= {minimum}, got {value}")
+    if value > MAX_PARALLELISM:
+        raise _fail(field, f"must be <= {MAX_PARALLELISM}, got {value}")
     return value
 
 
@@ -121,11 +130,15 @@ def _policy(raw: Any) -> Policy:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise _fail(f"policy.{key}", "must be a list of strings")
             value = tuple(value)
+        elif isinstance(value, (list, dict)):
+            raise _fail(f"policy.{key}", f"must be a single value, got {type(value).__name__}")
         kwargs[key] = value
     try:
         return Policy(**kwargs)
     except PolicyError as exc:
         raise ScenarioError(f"policy.{exc}") from None
+    except (TypeError, ValueError, OverflowError) as exc:  # a value of the wrong kind for an option
+        raise ScenarioError(f"policy: {exc}") from None
 
 
 def _vertices(raw: Any) -> tuple[Vertex, ...]:
@@ -151,6 +164,10 @@ def _vertices(raw: Any) -> tuple[Vertex, ...]:
         for key in ("source", "adjustable"):
             if key in obj:
                 kwargs[key] = _bool(obj[key], f"{field}.{key}")
+        if obj.get("retention_s") is not None:
+            kwargs["retention_s"] = _number(obj["retention_s"], f"{field}.retention_s")
+            if kwargs["retention_s"] <= 0:
+                raise _fail(f"{field}.retention_s", f"must be > 0, got {kwargs['retention_s']}")
         vertex = Vertex(**kwargs)
         if vertex.parallelism > vertex.max_parallelism:
             raise _fail(f"{field}.parallelism", f"{vertex.parallelism} is above max_parallelism {vertex.max_parallelism}")
@@ -187,7 +204,7 @@ def _metrics(raw: Any, field: str) -> VertexMetrics:
     for key, value in obj.items():
         if value is None:
             continue
-        if key == "busy_time_ms_per_s":
+        if key in ("busy_time_ms_per_s", "busy_time_max_ms_per_s"):
             value = _number(value, f"{field}.{key}")
             if value > 1000:
                 raise _fail(f"{field}.{key}", f"must be within 0..1000, got {value}")
@@ -207,7 +224,7 @@ def _metrics(raw: Any, field: str) -> VertexMetrics:
         raise ScenarioError(f"{field}.{exc}") from None
 
 
-def _steps(raw: Any, topology: Topology, mode: str) -> tuple[Step, ...]:
+def _steps(raw: Any, topology: Topology, mode: str, cluster: ClusterState | None = None) -> tuple[Step, ...]:
     if not isinstance(raw, list) or not raw:
         raise _fail("steps", "must be a non-empty list")
     ids = [v.id for v in topology.vertices]
@@ -235,12 +252,19 @@ def _steps(raw: Any, topology: Topology, mode: str) -> tuple[Step, ...]:
             if vid not in ids:
                 raise _fail(f"{field}.parallelism.{vid}", "unknown vertex")
             parallelism[vid] = _integer(value, f"{field}.parallelism.{vid}")
+            if parallelism[vid] > topology.vertex(vid).max_parallelism:
+                raise _fail(f"{field}.parallelism.{vid}", f"{parallelism[vid]} is above max_parallelism "
+                                                          f"{topology.vertex(vid).max_parallelism}")
         extra: dict[str, Any] = {}
         for key in ("executors", "available_executors"):
             if key in obj:
                 if mode != "micro-batch":
                     raise _fail(f"{field}.{key}", "only in micro-batch mode")
                 extra[key] = _integer(obj[key], f"{field}.{key}", minimum=1 if key == "executors" else 0)
+                if cluster is not None and key == "executors" and not (
+                        cluster.min_executors <= extra[key] <= cluster.max_executors):
+                    raise _fail(f"{field}.executors", f"{extra[key]} is outside [min_executors "
+                                                      f"{cluster.min_executors}, max_executors {cluster.max_executors}]")
         if "batch_durations_s" in obj:
             durations = obj["batch_durations_s"]
             if not isinstance(durations, list):
@@ -265,6 +289,10 @@ def _cluster(doc: dict) -> ClusterState:
         kwargs["available_executors"] = _integer(obj["available_executors"], "cluster.available_executors", minimum=0)
     if "executors" not in kwargs:
         raise _fail("cluster.executors", "required in micro-batch mode")
+    low, high = kwargs.get("min_executors", 1), kwargs.get("max_executors", 16)
+    if not low <= kwargs["executors"] <= max(low, high):
+        raise _fail("cluster.executors", f"{kwargs['executors']} is outside [min_executors {low}, "
+                                         f"max_executors {high}]")
     trigger = doc.get("trigger_interval_s", obj.get("trigger_interval_s", 1.0))
     field = "trigger_interval_s" if "trigger_interval_s" in doc else "cluster.trigger_interval_s"
     kwargs["trigger_interval_s"] = _number(trigger, field)
@@ -301,10 +329,12 @@ def load_scenario(doc: Any) -> Scenario:
     from scaling.policies import resolve  # noqa: PLC0415
 
     try:
-        resolve(policy.algorithm)
+        implementation = resolve(policy.algorithm)
     except PolicyError as exc:
         raise ScenarioError(f"policy.{exc}") from None
-    return Scenario(mode, policy, topology, _steps(doc.get("steps"), topology, mode), cluster)
+    if mode not in getattr(implementation, "modes", MODES):
+        raise _fail("policy.algorithm", f"{policy.algorithm} needs mode micro-batch, got {mode}")
+    return Scenario(mode, policy, topology, _steps(doc.get("steps"), topology, mode, cluster), cluster)
 
 
 def parse(text: str) -> Scenario:

@@ -385,6 +385,15 @@ def _clean(value: float) -> float | str:
     return round(float(value), 3)
 
 
+def _clean_json(value: Any) -> Any:
+    """Numbers in nested output: rounded like rates, infinity as ``"inf"``."""
+    if isinstance(value, dict):
+        return {k: _clean_json(v) for k, v in value.items()}
+    if isinstance(value, float):
+        return _clean(value)
+    return value
+
+
 def render(scenario: Scenario, results: list[tuple[Step, JobPlan]]) -> dict:
     """The output document of SCENARIO.md."""
     steps = []
@@ -406,10 +415,14 @@ def render(scenario: Scenario, results: list[tuple[Step, JobPlan]]) -> dict:
         executors = None
         if scenario.mode == "micro-batch":
             executors = {"current": plan.executors_current, "proposed": plan.executors_proposed,
-                         "cores_needed": plan.cores_needed, "bottleneck": plan.bottleneck}
+                         "cores_needed": plan.cores_needed, "bottleneck": plan.bottleneck,
+                         "limits": [_clean_json(item.as_json()) for item in plan.limits]}
         at_s = int(step.at_s) if float(step.at_s).is_integer() else step.at_s
-        steps.append({"at_s": at_s, "decision": plan.decision, "reasons": list(plan.reasons),
-                      "vertices": vertices, "executors": executors})
+        out_step = {"at_s": at_s, "decision": str(plan.decision), "reasons": list(plan.reasons),
+                    "vertices": vertices, "executors": executors}
+        if plan.held:
+            out_step["held"] = [item.as_json() for item in plan.held]
+        steps.append(out_step)
     return {"format": FORMAT, "steps": steps}
 
 

@@ -124,7 +124,7 @@ def test_worked_example_through_the_scenario_format():
 
     step = evaluate_text(json.dumps(micro_batch_scenario(adjustable_enrich=True)))["steps"][0]
     assert step["decision"] == "scale"
-    assert step["executors"] == {"current": 1, "proposed": 5, "cores_needed": 5, "bottleneck": None}
+    assert step["executors"] == {"current": 1, "proposed": 5, "cores_needed": 5, "bottleneck": None, "limits": []}
     assert {v: step["vertices"][v]["ideal_parallelism"] for v in ("scan", "enrich", "agg")} == {
         "scan": 1, "enrich": 3, "agg": 1}
     assert {v: step["vertices"][v]["true_processing_rate"] for v in ("scan", "enrich", "agg")} == {

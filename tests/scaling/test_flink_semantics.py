@@ -1,0 +1,214 @@
+"""Issue 14: each divergence from Flink's current autoscaler (flink-kubernetes-operator, module
+flink-autoscaler) has a test here, named after the Flink class, test or issue it follows."""
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+from scaling import ClusterState, Edge, Policy, Topology, Vertex, VertexMetrics, plan_micro_batch
+from scaling.periods import active_period, parse_period
+from scaling.policy import PolicyError
+from scaling.reasons import Limit
+from scaling.scenario import ScenarioError, evaluate_text
+from scaling.state import PendingScaleDown, ScalerState, ScalingRecord, state_from_dict, state_to_dict
+from scaling.vertex_scaler import observed_scaling_coefficient
+
+
+def run(doc):
+    return evaluate_text(json.dumps(doc))["steps"]
+
+
+def one_vertex(policy, steps, parallelism):
+    return {"format": 1, "mode": "continuous", "policy": {"restart_time_s": 0, "alignment": "off", **policy},
+            "vertices": [{"id": "src", "parallelism": parallelism, "source": True}], "steps": steps}
+
+
+def src_step(at_s, busy, records_in=1000.0, growth=0.0, backlog=0.0):
+    return {"at_s": at_s, "metrics": {"src": {"records_in_per_s": records_in, "records_out_per_s": records_in,
+                                              "busy_time_ms_per_s": busy, "backlog_growth_per_s": growth,
+                                              "backlog": backlog}}}
+
+
+def test_catch_up_duration_zero_disables_backlog_based_scaling():
+    """Flink ``job.autoscaler.catch-up.duration``: "Set to 0 to disable" (``ScalingMetricEvaluator``:
+    catch-up rate 0; ``AutoScalerUtils.getTargetProcessingCapacity``: no restart rate)."""
+    doc = one_vertex({"catch_up_duration_s": 0, "restart_time_s": 300, "backlog_lag_threshold_s": 10**9},
+                     [src_step(0, 500, backlog=10**6)], 2)
+    src = run(doc)[0]["vertices"]["src"]
+    assert src["catch_up_data_rate"] == 0.0
+    # round(1000 / 0.4) with no restart term (it would add 1000 × 300 / catch-up).
+    assert src["scale_down_threshold"] == 2500.0
+    with pytest.raises(ScenarioError, match="^policy.catch_up_duration_s: must be >= 0"):
+        evaluate_text(json.dumps(one_vertex({"catch_up_duration_s": -1}, [src_step(0, 500)], 2)))
+
+
+def test_bounds_never_force_a_change_in_the_opposite_direction():
+    """Flink clamps to [min(current, vertex.min), max(current, vertex.max)]: p4 with min 5 at 20 %
+    busy is not scaled up to 5, and p12 with max 10 at 100 % busy is not scaled down to 10."""
+    low = run(one_vertex({"vertex_min_parallelism": 5, "scale_down_interval_s": 0}, [src_step(0, 200)], 4))[0]
+    assert low["vertices"]["src"]["proposed"] <= 4
+    high = run(one_vertex({"vertex_max_parallelism": 10}, [src_step(0, 1000, growth=500)], 12))[0]
+    assert high["vertices"]["src"]["proposed"] == 12 and high["decision"] != "scale"
+
+
+def test_target_capacity_is_rounded_before_dividing_by_the_true_processing_rate():
+    """Flink ``AutoScalerUtils.getTargetProcessingCapacity`` returns ``Math.round(...)``: 350.1 / 0.35 =
+    1000.29 -> 1000; TPR 500 -> factor 2.0 -> p 2 (unrounded it would be ceil(2.0006) = 3)."""
+    step = src_step(0, 700.2, records_in=350.1)
+    out = run(one_vertex({"utilization_target": 0.35}, [step], 1))[0]
+    assert out["vertices"]["src"]["true_processing_rate"] == 500.0
+    assert (out["decision"], out["vertices"]["src"]["proposed"]) == ("scale", 2)
+
+
+def test_restart_time_limit_defaults_to_flinks_15_minutes():
+    """Flink ``AutoScalerOptions.TRACKED_RESTART_TIME_LIMIT`` = 15 min."""
+    assert Policy().restart_time_limit_s == 900.0
+    state = ScalerState().with_restart_time(2000.0)
+    assert state.restart_time_s(Policy(restart_time_tracking_enabled=True)) == 900.0
+
+
+def test_delayed_scale_down_uses_the_sliding_window_maximum():
+    """FLINK-36863 (``DelayedScaleDown.getMaxRecommendedParallelism(windowStart)``): interval 600 s,
+    p20 at 1000 records/s, target capacity round(1000 / 0.7) = 1429, recommendation ceil(1429 × busy
+    / 10^6 × 20): t=0 busy 500 -> 15; t=300 busy 250 -> 8; t=700 busy 250 -> 8. At t=700 the window
+    is [100, 700]: the maximum is 8, not the 15 of t=0 (the maximum since the first trigger)."""
+    doc = one_vertex({"scale_down_interval_s": 600, "scale_down_max_factor": 1.0},
+                     [src_step(0, 500), src_step(300, 250), src_step(700, 250)], 20)
+    steps = run(doc)
+    summary = [(s["decision"], s["vertices"]["src"]["proposed"]) for s in steps]
+    assert summary == [("no-change", 20), ("blocked", 20), ("scale", 8)]
+    assert steps[0]["vertices"]["src"]["note"].startswith("delayed scale-down 20 -> 15 held until t=600 s")
+
+
+def test_pending_scale_down_keeps_a_decreasing_window_and_round_trips():
+    """``VertexDelayedScaleDownInfo.recordRecommendedParallelism``: a later, larger (or equal)
+    recommendation evicts the smaller ones before it."""
+    p = PendingScaleDown("v", 0.0, ()).record(0, 10).record(100, 6).record(200, 8, False)
+    assert [r[:2] for r in p.recommendations] == [(0.0, 10), (200.0, 8)]
+    assert p.max_in_window(0) == (10, True) and p.max_in_window(50) == (8, False)
+    state = ScalerState(pending_scale_downs=(p,))
+    assert state_from_dict(json.loads(json.dumps(state_to_dict(state)))) == state
+    # A state written before (two-element recommendations) still loads.
+    old = {"pending_scale_downs": [{"vertex_id": "v", "first_at_s": 0, "recommendations": [[0, 4]]}]}
+    assert state_from_dict(old).pending("v").max_in_window(0) == (4, True)
+
+
+def test_observed_scaling_coefficient_is_flinks_least_squares_fit():
+    """``JobVertexScaler.calculateObservedScalingCoefficient``: P = 2, 4, 8 with TPR 200, 360, 560;
+    baseline 200 / 2 = 100 per task; α = (400 + 1440 + 4480) / ((4 + 16 + 64) × 100) = 0.752 -> 0.76
+    (rounded up to 2 decimals); fewer than 3 observations -> 1.0."""
+    records = tuple(ScalingRecord(i, "v", p, p * 2, r, r * 2) for i, (p, r) in enumerate(((2, 200), (4, 360), (8, 560))))
+    policy = Policy(observed_scalability_enabled=True)
+    assert observed_scaling_coefficient(records, policy) == 0.76
+    assert observed_scaling_coefficient(records[:2], policy) == 1.0
+    assert observed_scaling_coefficient(records, Policy(observed_scalability_coefficient_min=0.9)) == 0.9
+
+
+def test_observed_scalability_scales_further_on_a_sub_linear_vertex():
+    """With the coefficient 0.76 the factor is divided by it: more parallelism in one step."""
+    records = tuple(ScalingRecord(i, "src", p, p * 2, r, r * 2)
+                    for i, (p, r) in enumerate(((2, 200), (4, 360), (8, 560))))
+    from scaling.planner import plan_job
+
+    topology = Topology((Vertex("src", parallelism=8, source=True),))
+    metrics = {"src": VertexMetrics(1000, 1000, 1000, backlog_growth_per_s=400)}
+    state = ScalerState(history=records)
+    plain = plan_job(topology, metrics, Policy(restart_time_s=0, alignment="off"), state).vertex("src").proposed
+    learned = plan_job(topology, metrics, Policy(restart_time_s=0, alignment="off", observed_scalability_enabled=True),
+                       state).vertex("src").proposed
+    assert plain == 16 and learned == 22  # ceil(2 × 8) and ceil(2 / 0.76 × 8) = ceil(21.05)
+
+
+@pytest.mark.parametrize(("text", "at", "inside"), [
+    ("9:30:30-10:50:20", datetime(2026, 3, 2, 9, 30, 30), True),
+    ("9:30:30-10:50:20", datetime(2026, 3, 2, 9, 30, 29), False),
+    ("9:30:30-10:50:20", datetime(2026, 3, 2, 10, 50, 20), False),
+    ("* * 9-11,14-16 * * ?", datetime(2026, 3, 2, 11, 59, 59), True),
+    ("* * 9-11,14-16 * * ?", datetime(2026, 3, 2, 12, 0, 0), False),
+    ("* * * ? * 2-6", datetime(2026, 3, 2, 3, 0), True),      # a Monday (Quartz 2)
+    ("* * * ? * 2-6", datetime(2026, 3, 1, 3, 0), False),     # a Sunday (Quartz 1)
+    ("* * * ? * MON-FRI 2026", datetime(2026, 3, 2, 3, 0), True),
+    ("* * * ? * MON-FRI 2027", datetime(2026, 3, 2, 3, 0), False),
+    ("9:30:30-10:50:20 && * * * ? * 2,5", datetime(2026, 3, 5, 10, 0), True),   # Thursday
+    ("9:30:30-10:50:20 && * * * ? * 2,5", datetime(2026, 3, 4, 10, 0), False),  # Wednesday
+    ("22:00-06:00", datetime(2026, 3, 4, 23, 0), True),
+    ("* 9-17 * * 1-5", datetime(2026, 3, 2, 10, 0), True),    # 5-field Unix cron still works
+])
+def test_excluded_periods_accept_flinks_syntax(text, at, inside):
+    """Flink ``utils.CalendarUtils``: daily ``HH:mm:ss`` ranges, 6/7-field Quartz cron, ``&&``."""
+    now_s = at.replace(tzinfo=timezone.utc).timestamp()
+    assert (active_period((text,), now_s) == text) is inside
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("9:00-10:00 && 11:00-12:00", "two daily windows"),
+    ("* * * ? * 2 && * * * ? * 3", "two cron expressions"),
+    ("a && b && c", "more than two"),
+    ("* * * L * ?", "L, W or #"),
+    ("0 0 25 * * ?", "outside 0-23"),
+    ("every tuesday", "neither"),
+])
+def test_excluded_periods_refuse_what_they_cannot_read(text, why):
+    with pytest.raises(PolicyError, match=f"^excluded_periods: .*{why}"):
+        parse_period(text)
+
+
+def test_skewed_stage_is_the_bottleneck_and_is_not_scaled_down():
+    """Issue 14 (micro-batch skew): 8 tasks on 8 cores, mean busy 400 ms/s but the slowest task 1020
+    ms of each second (10.2 s per 10 s trigger), the backlog growing 800/s. With the mean the plan
+    scaled it down 8 -> 4; with the busiest task's time (FLIP-271 MAX) it scales up and names the
+    skewed stage."""
+    topology = Topology((Vertex("scan", parallelism=8, source=True, partitions=8),))
+    skewed = VertexMetrics(2000, 2000, 400, backlog_growth_per_s=800, busy_time_max_ms_per_s=1000)
+    cluster = ClusterState(executors=8, max_executors=32, trigger_interval_s=10.0)
+    plan = plan_micro_batch(topology, {"scan": skewed}, cluster, Policy(restart_time_s=0))
+    assert plan.decision == "scale" and plan.executors_proposed > 8
+    limit = plan.limit(Limit.BOTTLENECK) or plan.limit(Limit.PARTITIONS)
+    assert limit is not None and limit.vertex_id == "scan" and limit.data["skew"] == 2.5
+    mean_only = VertexMetrics(2000, 2000, 400, backlog_growth_per_s=800)
+    assert plan_micro_batch(topology, {"scan": mean_only}, cluster, Policy(restart_time_s=0)).decision == "no-change"
+
+
+def test_scale_down_max_factor_applies_in_micro_batch_mode():
+    topology = Topology((Vertex("scan", parallelism=20, source=True),))
+    metrics = {"scan": VertexMetrics(1000, 1000, 10)}   # 0.2 busy cores on 20
+    cluster = ClusterState(executors=20, max_executors=32, trigger_interval_s=1.0)
+    assert plan_micro_batch(topology, metrics, cluster, Policy()).executors_proposed == 8   # ceil(20 × 0.4)
+    assert plan_micro_batch(topology, metrics, cluster, Policy(scale_down_max_factor=1.0)).executors_proposed == 1
+
+
+def test_plan_says_when_catch_up_cannot_finish_at_max_executors():
+    """The arrivals (1,000/s) keep 1 core busy; at 4 cores (the max) the spare share drains
+    (1 / 0.25 − 1) × 1,000 = 3,000 records/s, so a 10^7 backlog takes 3,333 s > 1,800 s."""
+    topology = Topology((Vertex("scan", parallelism=4, source=True),))
+    metrics = {"scan": VertexMetrics(1000, 1000, 250, backlog=10**7)}
+    cluster = ClusterState(executors=2, max_executors=4, trigger_interval_s=1.0)
+    plan = plan_micro_batch(topology, metrics, cluster, Policy(restart_time_s=0))
+    limit = plan.limit(Limit.CATCH_UP_UNREACHABLE)
+    assert limit is not None and limit.data["catch_up_s"] == pytest.approx(10**7 / 3000)
+    assert limit.data["catch_up_duration_s"] == 1800
+    assert plan.limit(Limit.MAX_EXECUTORS) is not None
+    assert any(r.startswith("catch-up-unreachable:") for r in plan.reasons)
+
+
+def test_plan_warns_when_the_backlog_nears_the_sources_retention():
+    topology = Topology((Vertex("scan", parallelism=4, source=True, retention_s=3600),))
+    metrics = {"scan": VertexMetrics(1000, 1000, 500, backlog=3_000_000)}   # 3,000 s old
+    plan = plan_micro_batch(topology, metrics, ClusterState(executors=4, trigger_interval_s=1.0), Policy())
+    limit = plan.limit(Limit.RETENTION_RISK)
+    assert limit is not None and limit.vertex_id == "scan" and limit.data["lag_s"] == 3000
+
+
+def test_cores_that_cannot_help_a_partition_bound_stage_are_not_added():
+    """Issue 13 item 6: the source has 2 partitions (2 tasks at most) and needs 1.8 busy cores: it
+    alone fills 90 % of each trigger; the plan names it (``partitions``) and does not buy cores for it:
+    the other stage (0.2 busy cores) is served by the cores the source already has."""
+    topology = Topology((Vertex("scan", parallelism=2, source=True, partitions=2), Vertex("map", parallelism=2)),
+                        (Edge("scan", "map", "forward"),))
+    metrics = {"scan": VertexMetrics(1000, 1000, 900), "map": VertexMetrics(1000, 1000, 100)}
+    plan = plan_micro_batch(topology, metrics, ClusterState(executors=2, max_executors=16, trigger_interval_s=1.0),
+                            Policy(restart_time_s=0))
+    limit = plan.limit(Limit.PARTITIONS)
+    assert limit is not None and limit.vertex_id == "scan" and limit.data["tasks"] == 2
+    assert plan.executors_proposed <= 3

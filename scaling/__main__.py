@@ -28,12 +28,16 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--seed", type=int, default=7)
     bench.add_argument("--json", dest="json_file", help="write the table as JSON rows to this file")
     bench.add_argument("--report", default="bench-report.html", help="the Plotly report ('' for none)")
+    bench.add_argument("--setting", action="append", choices=("flink-defaults", "tuned"),
+                       help="run only this setting (repeatable); default both")
     args = parser.parse_args(argv)
 
     if args.command == "bench":
         from scaling.bench.cli import run_cli  # noqa: PLC0415
 
-        return run_cli(quick=args.quick, seed=args.seed, json_file=args.json_file, report=args.report)
+        chosen = tuple(args.setting) if args.setting else ("flink-defaults", "tuned")
+        return run_cli(quick=args.quick, seed=args.seed, json_file=args.json_file, report=args.report,
+                       settings=chosen)
     if args.command == "perf":
         from scaling.perf import run  # noqa: PLC0415
 

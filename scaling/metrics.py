@@ -98,6 +98,12 @@ class VertexSamples:
             if count not in (0, n) or (count == 0 and name in ("records_out_per_s", "busy_time_ms_per_s")):
                 raise MetricsError(f"samples.{name}: expected {n} values, got {count}")
 
+    def tail(self, start: int) -> VertexSamples:
+        """The samples from index ``start`` on."""
+        return VertexSamples(**{name: getattr(self, name)[start:] for name in (
+            "records_in_per_s", "records_out_per_s", "busy_time_ms_per_s", "backlog", "backlog_growth_per_s",
+            "batch_overhead_s")})
+
     def aggregate(self) -> VertexMetrics:
         """Window averages (FLIP-271: rates and busy time are averaged over the metric window;
         the backlog is the latest value, as Flink's ``LAG`` uses the current lag)."""
@@ -130,9 +136,30 @@ class MetricWindow:
                     col[n].append(getattr(m, n) or 0.0)
         return cls({v: VertexSamples(**{n: tuple(c) for n, c in col.items()}) for v, col in columns.items()})
 
-    def aggregate(self) -> dict[str, VertexMetrics]:
-        """Evaluated metrics per vertex: the window averages of ``VertexSamples.aggregate``."""
+    def aggregate(self, sources: Sequence[str] = (), *, after_change: bool = False) -> dict[str, VertexMetrics]:
+        """Evaluated metrics per vertex: the window averages of ``VertexSamples.aggregate``.
+
+        With ``after_change`` and the ``sources`` named, a load change inside the window (see
+        ``change_point`` on the sources' arrival rate, records in + backlog growth) restricts the
+        averages to the samples after it, as DS2 evaluates only after its warm-up and activation
+        time (Kalavri et al., OSDI 2018, §4): a window straddling a step would give a rate between the
+        two levels and a first action that is too small (issue 14).
+        """
+        start = self.change_index(sources) if after_change and sources else None
+        if start:
+            return {vertex_id: s.tail(start).aggregate() for vertex_id, s in self.samples.items()}
         return {vertex_id: s.aggregate() for vertex_id, s in self.samples.items()}
+
+    def change_index(self, sources: Sequence[str]) -> int | None:
+        """The first sample after a load change in the window, or None (``change_point`` of the
+        sources' arrival rate)."""
+        present = [self.samples[v] for v in sources if v in self.samples]
+        if not present:
+            return None
+        n = min(len(s.records_in_per_s) for s in present)
+        arrival = [sum(s.records_in_per_s[i] + (s.backlog_growth_per_s[i] if s.backlog_growth_per_s else 0.0)
+                       for s in present) for i in range(n)]
+        return change_point(arrival)
 
 
 @dataclass(frozen=True)
@@ -173,6 +200,36 @@ class ClusterState:
     def cores(self) -> int:
         """Task slots: executors × cores per executor."""
         return self.executors * self.cores_per_executor
+
+
+CHANGE_THRESHOLD = 0.25
+"""A level shift of the arrival rate larger than this share of the earlier level is a load change."""
+
+
+def change_point(series: Sequence[float], *, threshold: float = CHANGE_THRESHOLD) -> int | None:
+    """Where a level shift in ``series`` begins, or None.
+
+    The split ``k`` (at least one sample on each side) maximising ``|mean(after) − mean(before)|``;
+    it counts when that shift exceeds ``threshold`` × ``mean(before)`` and every sample after the split
+    lies on the far side of the midpoint between the two levels (a step, not one noisy sample).
+    """
+    n = len(series)
+    best, best_k = 0.0, None
+    for k in range(1, n):
+        before, after = series[:k], series[k:]
+        shift = sum(after) / len(after) - sum(before) / len(before)
+        if abs(shift) > abs(best):
+            best, best_k = shift, k
+    if best_k is None:
+        return None
+    level = sum(series[:best_k]) / best_k
+    if abs(best) <= threshold * max(level, 1e-12):
+        return None
+    middle = level + best / 2
+    after = series[best_k:]
+    if all((x > middle) if best > 0 else (x < middle) for x in after):
+        return best_k
+    return None
 
 
 def mean(values: Sequence[float]) -> float:

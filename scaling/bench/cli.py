@@ -6,24 +6,39 @@ from __future__ import annotations
 import json
 import sys
 
-from scaling.bench.run import acceptance_notes, format_table, run_bench
+from scaling.bench.run import SETTINGS, acceptance, describe_setting, format_table, run_bench
 
 
-def run_cli(*, quick: bool, seed: int, json_file: str | None, report: str | None) -> int:
-    result = run_bench(quick=quick, seed=seed, progress=lambda line: print(f"  {line}", file=sys.stderr))
-    notes = acceptance_notes(result.rows, result.policy)
-    print(format_table(result.rows))
-    print()
-    print("Acceptance (ds2, micro-batch): " + ("every target met" if not notes else f"{len(notes)} missed"))
-    for note in notes:
-        print(f"  {note}")
+def run_cli(*, quick: bool, seed: int, json_file: str | None, report: str | None,
+            settings: tuple[str, ...] = tuple(SETTINGS)) -> int:
+    """Print one table per setting with its acceptance targets (issue 14); write the JSON rows (a
+    ``setting`` key added) and the report of the last setting."""
+    rows_json = []
+    total_s = 0.0
+    result = None
+    for setting in settings:
+        result = run_bench(quick=quick, seed=seed, setting=setting,
+                           progress=lambda line: print(f"  {line}", file=sys.stderr))
+        total_s += result.wall_s
+        print(f"== {describe_setting(setting)} ==")
+        print(format_table(result.rows))
+        print()
+        targets = acceptance(result.rows)
+        missed = [t for t in targets if not t.met]
+        print(f"Acceptance at {setting} (ds2, micro-batch): " +
+              ("every target met" if not missed else f"{len(missed)} missed"))
+        for t in targets:
+            print(f"  {'met   ' if t.met else 'MISSED'} {t.label}: {t.measured}")
+        print()
+        rows_json.extend({"setting": setting, **row.as_json()} for row in result.rows)
     if json_file:
         with open(json_file, "w", encoding="utf-8") as handle:
-            json.dump([row.as_json() for row in result.rows], handle, indent=1)
+            json.dump(rows_json, handle, indent=1)
             handle.write("\n")
-    if report:
+    if report and result is not None:
         from scaling.bench.report import write_report  # noqa: PLC0415
 
+        notes = [f"MISSED {t.label}: {t.measured}" for t in acceptance(result.rows) if not t.met]
         print(f"report: {write_report(result, report, notes=notes)}")
-    print(f"{len(result.rows)} runs in {result.wall_s:.1f} s (seed {seed}, {'quick' if quick else 'full'})")
+    print(f"{len(rows_json)} runs in {total_s:.1f} s (seed {seed}, {'quick' if quick else 'full'})")
     return 0

@@ -72,7 +72,7 @@ td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}} section.panel{{m
 <p>Every policy runs on the same seeded load, noise and downtimes. Policy options shared by all:
 utilization target {policy.utilization_target}, band {list(policy.band)}, catch-up {policy.catch_up_duration_s:g} s,
 restart time {policy.restart_time_s:g} s (tracked), scale-down delay {policy.scale_down_interval_s:g} s.
-The oracle knows the load and rescales for free at the same utilization target.</p>
+The oracle is hindsight at the same utilization target, rescaling at no cost. Setting: {html.escape(result.setting)}.</p>
 <h2>Acceptance notes (ds2, micro-batch)</h2><ul id="notes">{notes_html}</ul>
 {_table(result)}
 {panels}

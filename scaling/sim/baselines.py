@@ -1,17 +1,21 @@
 """The alternatives the benchmark compares ``ds2`` with.
 
 - ``DhalionPolicy``: Dhalion-style (Floratou et al., VLDB 2017): when the job is backpressured, scale
-  only the first saturated vertex (the one initiating the backpressure) by the backpressure ratio,
-  then wait before the next action.
-- ``UniformPolicy``: job-wide uniform scaling on the job's CPU utilization, as a Kubernetes HPA does:
-  ``desired = ceil(current × utilization / target)`` with a 10% tolerance and a 300 s scale-down
-  stabilization window.
+  only the first saturated vertex (the one initiating the backpressure) by Heron's
+  ``ScaleUpResolver`` factor ``1 / (1 − f)`` (``f`` the backpressure fraction), capped at 4×, then wait
+  180 s before the next action. Additions Dhalion did not have, named as such: a scale-down of an
+  over-provisioned vertex (Dhalion's ``ScaleDownResolver`` needs an operator-set threshold; here the
+  utilization band's lower end), and, in micro-batch mode, the same rule on the executor count.
+- ``UniformPolicy``: job-wide uniform scaling on the job's CPU utilization, as a Kubernetes HPA does
+  (``horizontal.go``): ``desired = ceil(current × utilization / target)`` with a 10% tolerance; a
+  scale-down goes to the highest recommendation of the last 300 s (the scale-down stabilization
+  window), a scale-up acts at once.
 - ``oracle_configs`` / ``ScheduleController``: the hindsight-optimal oracle and static provisioning
   for the peak, which know the whole load trace and the true capacity curves.
 
-The two policies follow ``scaling.policies.ScalingPolicy`` (``plan(request) -> JobPlan``), so they
-also run under ``Policy(algorithm="scaling.sim.baselines:DhalionPolicy")``. They read only the
-metrics the collector produces.
+The two policies follow ``scaling.policies.ScalingPolicy`` (``plan(request) -> JobPlan``); the bench
+instantiates them directly (they are not in the production registry). They read only the metrics
+the collector produces.
 """
 
 from __future__ import annotations
@@ -84,8 +88,13 @@ class DhalionPolicy:
 
     saturated_ms_per_s: float = 900.0
     backpressure_threshold: float = 0.05
-    wait_s: float = 300.0
+    wait_s: float = 180.0
+    max_factor: float = 4.0
     name: str = "dhalion"
+
+    def scale_up_factor(self, fraction: float) -> float:
+        """Heron ``ScaleUpResolver``: ``1 / (1 − f)``, capped at ``max_factor`` (4×)."""
+        return self.max_factor if fraction >= 1.0 - 1.0 / self.max_factor else 1.0 / (1.0 - fraction)
 
     def plan(self, request: PlanRequest) -> JobPlan:
         base = _base_plan(request)
@@ -103,7 +112,7 @@ class DhalionPolicy:
             target = saturated[0] if saturated else max(adjustable, key=lambda v: metrics[v].busy_time_ms_per_s or 0)
             vertex = topology.vertex(target)
             lower, upper = parallelism_bounds(vertex, policy)
-            new = min(upper, max(vertex.parallelism + 1, math.ceil(vertex.parallelism * (1 + fraction))))
+            new = min(upper, max(vertex.parallelism + 1, math.ceil(vertex.parallelism * self.scale_up_factor(fraction))))
             return _result(request, base, self.name, {target: new}, None, (
                 f"backpressure {fraction:.0%}: scale {target} (first saturated vertex) "
                 f"{vertex.parallelism} -> {new}",), record=True)
@@ -118,7 +127,7 @@ class DhalionPolicy:
             new = max(lower, math.ceil(vertex.parallelism * busy / policy.utilization_target))
             if new < vertex.parallelism:
                 return _result(request, base, self.name, {target: new}, None, (
-                    f"no backpressure; {target} over-provisioned at {busy:.0%} busy: "
+                    f"no backpressure; {target} over-provisioned at {busy:.0%} busy (addition to Dhalion): "
                     f"{vertex.parallelism} -> {new}",), record=True)
         return _result(request, base, self.name, {}, None, ("no backpressure",), record=False)
 
@@ -127,7 +136,7 @@ class DhalionPolicy:
         assert cluster is not None
         if fraction > self.backpressure_threshold:
             executors = min(cluster.max_executors,
-                            max(cluster.executors + 1, math.ceil(cluster.executors * (1 + fraction))))
+                            max(cluster.executors + 1, math.ceil(cluster.executors * self.scale_up_factor(fraction))))
             busiest = max(adjustable, key=lambda v: (metrics[v].busy_time_ms_per_s or 0)
                           * request.topology.vertex(v).parallelism) if adjustable else None
             proposed = {}
@@ -142,7 +151,8 @@ class DhalionPolicy:
             executors = max(cluster.min_executors, math.ceil(cluster.executors * utilization / policy.utilization_target))
             if executors < cluster.executors:
                 return _result(request, base, self.name, {}, executors, (
-                    f"no backpressure, utilization {utilization:.0%}: executors {cluster.executors} -> {executors}",),
+                    f"no backpressure, utilization {utilization:.0%} (addition to Dhalion): executors "
+                    f"{cluster.executors} -> {executors}",),
                     record=True)
         return _result(request, base, self.name, {}, None, ("no backpressure",), record=False)
 
@@ -164,6 +174,11 @@ class UniformPolicy:
         base = _base_plan(request)
         topology, metrics, policy = request.topology, request.metrics, request.policy
         if request.mode == "micro-batch" and request.cluster is not None:
+            if not request.batch_durations_s:
+                # No batch completed in the window: the busy time is missing, not zero. HPA assumes
+                # 100 % for pods with missing metrics when scaling down, so it does not act.
+                return replace(_result(request, base, self.name, {}, None, (
+                    "no batch completed in the window: CPU metrics missing",), record=False), next_state=request.state)
             utilization = base.utilization or 0.0
         else:
             slots = sum(v.parallelism for v in topology.vertices)
@@ -173,23 +188,23 @@ class UniformPolicy:
         reason = f"job utilization {utilization:.0%}, target {policy.utilization_target:.0%}"
         state = request.state
         pending = state.pending(JOB_KEY)
-        if abs(ratio - 1.0) <= self.tolerance:
+        # HPA (``horizontal.go`` ``stabilizeRecommendation``): keep the recommendations of the last
+        # ``scale_down_window_s`` (a recommendation within the tolerance is 1.0, "no change"), and
+        # scale down to the highest of them; a scale-up acts at once.
+        now = request.now_s
+        within = abs(ratio - 1.0) <= self.tolerance
+        kept = tuple(r for r in (pending.recommendations if pending else ()) if r[0] > now - self.scale_down_window_s)
+        kept = (*kept, (now, int(round((1.0 if within else ratio) * 1_000_000))))
+        state = replace(state, pending_scale_downs=(PendingScaleDown(JOB_KEY, kept[0][0], kept),))
+        if within:
             return replace(_result(request, base, self.name, {}, None, (f"{reason}: within tolerance",),
-                                   record=False), next_state=replace(state, pending_scale_downs=()))
+                                   record=False), next_state=state)
         if ratio < 1.0:
-            # HPA scale-down stabilization: the highest recommendation over the window.
-            recs = tuple((t, r) for t, r in (pending.recommendations if pending else ())
-                         if t > request.now_s - self.scale_down_window_s)
-            recs = (*recs, (request.now_s, int(ratio * 1_000_000)))
-            pend = PendingScaleDown(JOB_KEY, recs[0][0], recs)
-            state = replace(state, pending_scale_downs=(pend,))
-            ratio = pend.max_recommended / 1_000_000
-            if request.now_s - pend.first_at_s < self.scale_down_window_s or ratio >= 1.0 - self.tolerance:
+            ratio = max(int(r[1]) for r in kept) / 1_000_000
+            if ratio >= 1.0:
                 return replace(_result(request, base, self.name, {}, None, (
-                    f"{reason}: scale-down stabilizing for {self.scale_down_window_s:g} s",), record=False),
-                    next_state=state)
-        else:
-            state = replace(state, pending_scale_downs=())
+                    f"{reason}: scale-down stabilizing (highest recommendation of the last "
+                    f"{self.scale_down_window_s:g} s is no change)",), record=False), next_state=state)
         request = replace(request, state=state)
         if request.mode == "micro-batch" and request.cluster is not None:
             cluster = request.cluster

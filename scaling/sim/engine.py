@@ -245,7 +245,9 @@ class Simulation:
             raise ValueError(f"step_s: the trace has {trace.step_s} s steps, the settings {settings.step_s}")
         self.job, self.trace, self.settings, self.controller = job, trace, settings, controller
         self.config = start
-        self.noise_rng = random.Random(derive_seed(seed, job.name, trace.kind, controller.name, "noise"))
+        # The same noise draws for every policy (issue 14): the seed does not depend on the controller,
+        # and every collect draws the same number of values whatever the configuration.
+        self.noise_rng = random.Random(derive_seed(seed, job.name, trace.kind, "noise"))
         self.downtime_rng = random.Random(derive_seed(seed, job.name, trace.kind, "downtime"))
         self.logs = {v.id: _Log() for v in job.vertices if v.source}
         self.result = RunResult(job.name, controller.name, settings.mode)
@@ -293,14 +295,24 @@ class Simulation:
         metrics = None
         durations: tuple[float, ...] = ()
         if valid and covered >= s.metric_window_s - 1e-9:
-            metrics = MetricWindow.from_metrics(m for _, m, _ in valid).aggregate()
-            durations = tuple(d for _, _, ds in valid for d in ds)
+            window = MetricWindow.from_metrics(m for _, m, _ in valid)
+            sources = tuple(v.id for v in self.job.vertices if v.source)
+            start = window.change_index(sources) if s.detect_change else None
+            metrics = window.aggregate(sources, after_change=s.detect_change)
+            durations = tuple(d for _, _, ds in valid[start or 0:] for d in ds)
         return Observation(now_s, self.config, self.job.topology(dict(self.config.parallelism)), self._cluster(),
                            metrics, durations)
 
+    def _in_place(self, new: Config) -> bool:
+        """Micro-batch: only the executors change (the partitions stay). Spark adds or removes
+        executors while the query runs (dynamic allocation; SPARK-12133's path), so no restart."""
+        return self.settings.mode == "micro-batch" and not any(
+            new.parallelism.get(k, v) != v for k, v in self.config.parallelism.items())
+
     def _apply(self, now_s: float, new: Config, restart_at_s: float) -> None:
-        if self.controller.free_rescale:
+        if self.controller.free_rescale or self._in_place(new):
             downtime = 0.0
+            restart_at_s = now_s
         else:
             downtime = self.settings.downtime.draw(self.downtime_rng)
             self.controller.restarted(downtime)

@@ -208,6 +208,8 @@ class SimSettings:
         trigger_interval_s / batch_overhead_s: micro-batch: processing-time trigger and the seconds of
             each batch spent outside tasks (planning, offsets, commit).
         cores_per_executor / min_executors / max_executors / executors: micro-batch cluster.
+        detect_change: the metric window keeps only the samples after a load change inside it
+            (``MetricWindow.aggregate(after_change=True)``), for every controller alike.
     """
 
     mode: str = "micro-batch"
@@ -226,6 +228,7 @@ class SimSettings:
     executors: int = 4
     downtime: Downtime = field(default_factory=Downtime)
     noise: Noise = field(default_factory=Noise)
+    detect_change: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in ("continuous", "micro-batch"):

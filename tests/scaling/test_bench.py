@@ -1,45 +1,45 @@
-"""``python -m scaling bench --quick``: runs in time, writes the listed JSON rows, is deterministic
-(acceptance 3), and ``ds2`` in micro-batch mode meets acceptance 2's targets on every quick workload,
-or the miss is recorded here with its measured number (never a loosened target)."""
+"""``python -m scaling bench --quick``: writes the listed JSON rows for both settings, is
+deterministic (issue 7 acceptance 3), and ds2 in micro-batch mode meets issue 14's acceptance 2 on
+the quick workloads at both settings, or the miss is a strict xfail with its measured number (never
+a loosened target). The full bench's numbers are printed by ``python -m scaling bench``; the test
+keeps to the quick subset so the suite stays short. No wall-clock assertion (issue 17 finding 8)."""
 
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from scaling.bench.run import QUICK, ROW_KEYS, bench_policy
+from scaling.bench.run import QUICK, ROW_KEYS, SETTINGS, Row, acceptance
 
 REPO = Path(__file__).resolve().parents[2]
-QUICK_LIMIT_S = 120.0
 
 
-def run_cli(tmp: Path, seed: int, name: str) -> tuple[list[dict], str, float]:
+def run_cli(tmp: Path, seed: int, name: str, *settings: str) -> tuple[list[dict], str]:
     out = tmp / f"{name}.json"
-    started = time.perf_counter()
+    args = [arg for s in settings for arg in ("--setting", s)]
     done = subprocess.run([sys.executable, "-m", "scaling", "bench", "--quick", "--seed", str(seed), "--json", str(out),
-                           "--report", str(tmp / f"{name}.html")], cwd=REPO, capture_output=True, text=True,
-                          timeout=2 * QUICK_LIMIT_S)
-    elapsed = time.perf_counter() - started
+                           "--report", str(tmp / f"{name}.html"), *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=900)
     assert done.returncode == 0, done.stderr
     table = "\n".join(line for line in done.stdout.splitlines() if " runs in " not in line and "report:" not in line)
-    return json.loads(out.read_text()), table, elapsed
+    return json.loads(out.read_text()), table
 
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bench")
-    rows, table, elapsed = run_cli(tmp, 7, "first")
-    return {"rows": rows, "table": table, "elapsed": elapsed, "tmp": tmp}
+    rows, table = run_cli(tmp, 7, "first")
+    return {"rows": rows, "table": table, "tmp": tmp}
 
 
-def test_json_rows_have_exactly_the_listed_keys_one_per_workload_and_policy(quick):
+def test_json_rows_have_exactly_the_listed_keys_one_per_setting_workload_and_policy(quick):
     rows = quick["rows"]
-    assert all(tuple(row) == ROW_KEYS for row in rows)
-    pairs = [(r["workload"], r["policy"]) for r in rows]
-    assert len(pairs) == len(set(pairs))
+    assert all(tuple(row) == ("setting", *ROW_KEYS) for row in rows)
+    triples = [(r["setting"], r["workload"], r["policy"]) for r in rows]
+    assert len(triples) == len(set(triples))
+    assert {r["setting"] for r in rows} == set(SETTINGS)
     assert {w.name for w in QUICK} == {r["workload"] for r in rows}
     for row in rows:
         if row["workload"].endswith("/micro-batch"):
@@ -48,66 +48,94 @@ def test_json_rows_have_exactly_the_listed_keys_one_per_workload_and_policy(quic
     assert all(r["core_hours_vs_oracle"] == 1.0 for r in rows if r["policy"] == "oracle")
 
 
+def test_both_settings_are_printed_with_their_options(quick):
+    assert "== setting flink-defaults: utilization target 0.7, band [0.4, 1.0], scale-down interval 3600 s" in quick["table"]
+    assert "== setting tuned: utilization target 0.7, band [0.55, 0.85], scale-down interval 900 s" in quick["table"]
+
+
 def test_same_seed_gives_the_same_table_twice_and_another_seed_does_not(quick):
     """Issue 7, acceptance 3 (in fresh processes, so nothing depends on str hash randomization)."""
-    rows, table, _ = run_cli(quick["tmp"], 7, "second")
-    assert rows == quick["rows"]
-    assert table == quick["table"]
-    other, _, _ = run_cli(quick["tmp"], 8, "other")
-    assert other != quick["rows"]
+    rows, _ = run_cli(quick["tmp"], 7, "second", "tuned")
+    assert rows == [r for r in quick["rows"] if r["setting"] == "tuned"]
+    other, _ = run_cli(quick["tmp"], 8, "other", "tuned")
+    assert other != rows
 
 
-def ds2_rows(quick):
-    by = {(r["workload"], r["policy"]): r for r in quick["rows"]}
-    return {w.name: (by[(w.name, "ds2")], by[(w.name, "batch-ratio")]) for w in QUICK if w.mode == "micro-batch"}
+def rows_at(quick, setting):
+    return [Row(**{k: v for k, v in r.items() if k != "setting"}, extra={}) for r in quick["rows"]
+            if r["setting"] == setting]
 
 
-# Measured misses of the quick bench (seed 7), reported, not hidden; see the bench's notes.
+# Measured misses on the quick workloads (seed 7), reported, not hidden. The full bench prints the
+# same targets over all 64 workloads (see the lead's note for those numbers).
 MISSED = {
-    ("spikes/nexmark-q8/micro-batch", "core_hours"):
-        "ds2 uses 1.220x the oracle's core-hours: a spike in the metric window triggers one scale-up, and "
-        "the next spikes restart the delayed scale-down (FLINK-36018) before it is due",
-    ("random-walk/two-branch/micro-batch", "core_hours"):
-        "ds2 uses 1.226x the oracle's core-hours: it holds capacity inside the utilization band while the "
-        "load drifts down, and scales down only after the 15 min delay",
-    ("random-walk/two-branch/micro-batch", "rescales"):
-        "ds2 rescales 4 times, batch-ratio 0: the random walk keeps SPARK-12133's batch ratio inside "
-        "(0.3, 0.9), so batch-ratio never acts (and uses 1.52x the oracle)",
+    ("flink-defaults", "core_hours_median"): "ds2 median 1.443x the oracle: the band [0.4, 1.0] and the 1 h "
+                                             "scale-down interval hold capacity the oracle releases each minute",
+    ("flink-defaults", "core_hours_max"): "ds2 1.867x the oracle on step/demo: after the step down it holds the "
+                                          "peak for the 1 h scale-down interval",
+    ("flink-defaults", "rescales"): "ds2 3 vs dhalion 2 (step/demo) and 2 vs batch-ratio 0 / dhalion 1 "
+                                    "(random-walk/two-branch, where the baselines never leave their start)",
+    ("tuned", "core_hours_median"): "ds2 median 1.257x the oracle",
+    ("tuned", "core_hours_max"): "ds2 1.951x the oracle on spikes/nexmark-q8: each spike triggers a scale-up "
+                                 "and the 15 min scale-down interval holds it",
+    ("tuned", "rescales"): "ds2 6 vs batch-ratio 6 (spikes/nexmark-q8), 4 vs batch-ratio 0 and dhalion 4 "
+                           "(random-walk/two-branch)",
 }
+TARGETS = ("core_hours_median", "core_hours_max", "one_step", "two_steps", "lost", "slo", "rescales")
 
 
-def check(workload, target):
-    reason = MISSED.get((workload, target))
-    return pytest.param(workload, target, marks=pytest.mark.xfail(strict=True, reason=reason)) if reason else \
-        pytest.param(workload, target)
+def case(setting, target):
+    reason = MISSED.get((setting, target))
+    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+    return pytest.param(setting, target, marks=marks, id=f"{setting}-{target}")
 
 
-MICRO_BATCH = [w.name for w in QUICK if w.mode == "micro-batch"]
+@pytest.mark.parametrize(("setting", "target"), [case(s, t) for s in SETTINGS for t in TARGETS])
+def test_ds2_micro_batch_meets_issue_14_acceptance_2(quick, setting, target):
+    """One target per test so a miss names itself. Step-ups are judged on the JSON's
+    ``max_steps_to_converge`` of the step workloads (each has one step-up)."""
+    rows = quick["rows"]
+    ds2 = [r for r in rows if r["setting"] == setting and r["policy"] == "ds2" and r["workload"].endswith("/micro-batch")]
+    by = {(r["workload"], r["policy"]): r for r in rows if r["setting"] == setting}
+    ratios = sorted(r["core_hours_vs_oracle"] for r in ds2)
+    if target == "core_hours_median":
+        import statistics
 
-
-@pytest.mark.parametrize(("workload", "target"), [
-    check(w, t) for w in MICRO_BATCH for t in ("core_hours", "lost", "slo", "steps", "rescales")])
-def test_ds2_micro_batch_meets_acceptance_2(quick, workload, target):
-    """Issue 7, acceptance 2, one target per test so a miss names itself."""
-    ds2, batch_ratio = ds2_rows(quick)[workload]
-    if target == "core_hours":
-        assert ds2["core_hours_vs_oracle"] <= 1.2
-    elif target == "lost":
-        assert ds2["records_lost"] == 0
-    elif target == "slo":
-        # The JSON total bounds the longest episode: total seconds above the catch-up duration.
-        assert ds2["slo_violation_s"] <= bench_policy().catch_up_duration_s
-    elif target == "steps":
-        if workload.startswith("step/"):
-            assert ds2["max_steps_to_converge"] is not None and ds2["max_steps_to_converge"] <= 3
+        assert statistics.median(ratios) <= 1.10
+    elif target == "core_hours_max":
+        assert max(ratios) <= 1.20
+    elif target in ("one_step", "two_steps"):
+        steps = [r["max_steps_to_converge"] for r in ds2 if r["workload"].startswith("step/")]
+        assert steps and all(s is not None for s in steps)
+        if target == "one_step":
+            assert sum(1 for s in steps if s <= 1) >= 0.8 * len(steps)
         else:
-            assert ds2["max_steps_to_converge"] is None  # no step change in this workload
+            assert all(s <= 2 for s in steps)
+    elif target == "lost":
+        assert all(r["records_lost"] == 0 for r in ds2)
+    elif target == "slo":
+        assert all(r["slo_violation_s"] == 0 for r in ds2)
     else:
-        assert ds2["rescales"] < batch_ratio["rescales"]
+        for r in ds2:
+            for name in ("batch-ratio", "dhalion", "uniform"):
+                other = by[(r["workload"], name)]
+                if other["slo_violation_s"] == 0:
+                    assert r["rescales"] < other["rescales"], (r["workload"], name)
 
 
-def test_the_printed_table_says_which_targets_were_missed(quick):
-    missed = [line for line in quick["table"].splitlines() if line.strip().startswith("MISSED")]
-    assert len(missed) == len(MISSED)
-    for (workload, _), _ in MISSED.items():
-        assert any(workload in line for line in missed)
+def test_the_printed_acceptance_lists_each_target_per_setting(quick):
+    lines = [line.strip() for line in quick["table"].splitlines() if line.strip().startswith(("met", "MISSED"))]
+    assert len(lines) == len(SETTINGS) * len(TARGETS)
+    missed = sum(1 for line in lines if line.startswith("MISSED"))
+    assert missed == len(MISSED)
+
+
+def test_acceptance_counts_step_ups_in_one_step():
+    """The acceptance helper: 4 of 5 step-ups in one step is 80 % (met); one in 3 steps misses <= 2."""
+    def row(workload, steps):
+        return Row(workload, "ds2", 1, max(steps), 0, 0, 0, 0, 1, 1.0, 0,
+                   extra={"step_ups": steps, "has_changes": True, "converged": True})
+    rows = [row(f"step/t{i}/micro-batch", [s]) for i, s in enumerate((1, 1, 1, 1, 3))]
+    targets = {t.key: t for t in acceptance(rows)}
+    assert targets["one_step"].met and targets["one_step"].measured == "4 of 5 (80%)"
+    assert not targets["two_steps"].met

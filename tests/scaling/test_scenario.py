@@ -393,3 +393,14 @@ def test_invalid_input_names_the_field(mutate, field):
 def test_malformed_json():
     with pytest.raises(ScenarioError, match=r"^json: malformed at line 1"):
         evaluate_text('{"format": 1,')
+
+
+def test_docs_scenario_md_example_in_the_repository_evaluates_to_its_output():
+    """docs/SCENARIO.md (the repository's copy of the spec): its input block gives its output block."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "SCENARIO.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```json\n(.*?)```", text, flags=re.S)
+    assert len(blocks) >= 2
+    assert evaluate_text(blocks[0]) == json.loads(blocks[1])

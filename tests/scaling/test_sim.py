@@ -173,7 +173,7 @@ def test_uniform_policy_holds_within_its_tolerance_and_acts_outside():
 
     def plan(busy):
         return uniform.plan(PlanRequest(topology, {"a": VertexMetrics(100, 100, busy)}, Policy(), "micro-batch",
-                                        cluster, now_s=0.0))
+                                        cluster, now_s=0.0, batch_durations_s=(0.5,)))
     assert plan(750).decision == "no-change"
     scaled = plan(900)
     assert scaled.decision == "scale" and scaled.executors_proposed == 6  # ceil(4 × 0.9 / 0.7)
@@ -200,3 +200,47 @@ def test_micro_batch_planner_aligns_source_partitions_within_the_cores():
                             Policy(restart_time_s=0, utilization_target=0.7, utilization_min=0.6))
     assert plan.executors_proposed == 6
     assert plan.vertex("src").proposed == 6
+
+
+def test_uniform_policy_scales_down_to_the_highest_recommendation_of_its_window():
+    """HPA's scale-down stabilization (``horizontal.go``): recommendations of the last 300 s are kept
+    and a scale-down goes to the highest of them at once. It used to keep only recommendations newer
+    than 300 s and then require the oldest to be 300 s old, so it never scaled down."""
+    from scaling.policies import PlanRequest
+    from scaling.state import ScalerState
+
+    uniform = UniformPolicy()
+    topology = Topology((Vertex("a", parallelism=8, source=True),))
+    cluster = ClusterState(executors=8, trigger_interval_s=1.0)
+    state = ScalerState()
+    decisions = []
+    for now, busy in ((0, 350), (60, 280), (120, 350)):   # utilization 0.35, 0.28, 0.35 against 0.7
+        plan = uniform.plan(PlanRequest(topology, {"a": VertexMetrics(100, 100, busy)}, Policy(), "micro-batch",
+                                        cluster, state, now_s=now, batch_durations_s=(0.3,)))
+        state = plan.next_state
+        decisions.append((plan.decision, plan.executors_proposed))
+    assert decisions[0] == ("scale", 4)                    # ceil(8 × 0.5)
+    assert decisions[1] == ("scale", 4)                    # highest of (0.5, 0.4): 0.5
+    # Without a completed batch the busy time is missing, not zero: no action.
+    plan = uniform.plan(PlanRequest(topology, {"a": VertexMetrics(0, 0, 0)}, Policy(), "micro-batch", cluster,
+                                    ScalerState(), now_s=0))
+    assert plan.decision == "no-change"
+
+
+def test_dhalion_scales_by_heron_scale_up_resolver_capped_at_4x_and_waits_180_s():
+    """Heron ``ScaleUpResolver``: factor 1 / (1 − f) for backpressure fraction f, capped at 4×; Dhalion
+    waits 180 s after an action (Floratou et al., VLDB 2017)."""
+    d = DhalionPolicy()
+    assert d.scale_up_factor(0.5) == pytest.approx(2.0)
+    assert d.scale_up_factor(0.2) == pytest.approx(1.25)
+    assert d.scale_up_factor(0.9) == 4.0 and d.wait_s == 180.0
+    from scaling.policies import PlanRequest
+
+    topology = Topology((Vertex("src", parallelism=2, source=True), Vertex("map", parallelism=4)),
+                        (Edge("src", "map"),))
+    # Sources blocked half the time: 1,000 read + 1,000 growth per second -> f = 0.5; map saturated.
+    metrics = {"src": VertexMetrics(1000, 1000, 300, backlog_growth_per_s=1000), "map": VertexMetrics(1000, 1000, 990)}
+    plan = d.plan(PlanRequest(topology, metrics, Policy(), "continuous", now_s=0))
+    assert plan.vertex("map").proposed == 8
+    again = d.plan(PlanRequest(topology, metrics, Policy(), "continuous", state=plan.next_state, now_s=120))
+    assert again.decision == "no-change" and "waiting 180 s" in again.reasons[0]

@@ -24,7 +24,9 @@ from scaling.policy import Policy
 from scaling.reasons import Decision, HeldScaleDown, Limit, PlanLimit
 from scaling.state import PendingScaleDown, ScalerState, ScalingRecord
 from scaling.topology import Topology
-from scaling.vertex_scaler import _num, align_parallelism, alignment_base, parallelism_bounds, pinned_reason
+from scaling.vertex_scaler import (
+    _num, align_parallelism, alignment_base, observed_scaling_coefficient, parallelism_bounds, pinned_reason,
+)
 
 MAX_OVERHEAD_FRACTION = 0.9
 EXECUTORS_KEY = "executors"
@@ -152,6 +154,14 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
 
     # The smallest cores whose predicted utilization reaches the target; cores that cannot help are not added.
     lo_exec, hi_exec = cluster.min_executors, max(cluster.max_executors, cluster.min_executors)
+    # Observed scalability (Flink ``JobVertexScaler.calculateObservedScalingCoefficient``, FLINK-30571's
+    # follow-up) on the executor count: a coefficient α < 1 fitted to the job's own past rescales
+    # (capacity at each executor count) says more cores give less than linear gain; the predicted
+    # utilization of a larger cluster is divided by it.
+    alpha = 1.0
+    if policy.observed_scalability_enabled and state is not None:
+        executor_records = tuple(r for r in state.history if r.vertex_id == EXECUTORS_KEY)
+        alpha = observed_scaling_coefficient(executor_records, policy)
     predicted: list[float] = []
     chosen = None
     total_need = sum(st.need_target for st in stages.values())
@@ -164,6 +174,8 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
         cores = executors * cpe
         u = _utilization(stages, {vid: _tasks(topology, vid, cores, policy)[0] for vid in stages}, cores,
                          overhead, "need_target")
+        if cores > cores_now:
+            u /= alpha
         predicted.append(u)
         if u <= target_u:
             chosen = executors
@@ -299,7 +311,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     if state is not None:
         next_state = replace(state, pending_scale_downs=tuple(pending.values()))
         if decision == Decision.SCALE:
-            job_rate = _job_rate(topology, rates, load)
+            job_rate = _job_rate(topology, rates, _utilization(stages, tasks_now, cores_now, overhead, "base"))
             records = tuple(ScalingRecord(now_s, vp.vertex_id, vp.current, vp.proposed, vp.true_processing_rate,
                                           vp.true_processing_rate) for vp in vertex_plans if vp.proposed != vp.current)
             if executors != cluster.executors:
@@ -311,7 +323,8 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
 
 
 def _job_rate(topology: Topology, rates: Mapping, load: float) -> float:
-    """The source rate the current cores sustain at full load, records/s."""
+    """The source rate the current cores sustain at full load, records/s: the arrival rate over the
+    utilization it causes (``load``)."""
     load_rate = sum(rates[v].target_data_rate for v in topology.order if topology.is_source(v))
     return load_rate / load if load and load < INF else 0.0
 

@@ -212,3 +212,19 @@ def test_cores_that_cannot_help_a_partition_bound_stage_are_not_added():
     limit = plan.limit(Limit.PARTITIONS)
     assert limit is not None and limit.vertex_id == "scan" and limit.data["tasks"] == 2
     assert plan.executors_proposed <= 3
+
+
+def test_a_load_change_inside_the_window_is_evaluated_on_the_part_after_it():
+    """Issue 14 ("converge in one step"): a 180 s window with 3 samples at 1,000/s and 3 at 3,000/s
+    averages to 2,000/s, and the first action would be too small. The window detects the step and
+    evaluates on the samples after it (DS2's warm-up / activation time). Noise is not a step."""
+    from scaling.metrics import MetricWindow, change_point
+
+    assert change_point([1000, 1010, 990, 3000, 3050, 2990]) == 3
+    assert change_point([1000, 1030, 970, 1010, 990, 1020]) is None
+    assert change_point([1000, 1000, 1000, 1000, 1000, 3000]) == 5
+    assert change_point([1000, 3000, 1000, 3000, 1000, 3000]) is None   # not a step
+    rows = [{"src": VertexMetrics(rate, rate, rate / 10)} for rate in (1000, 1000, 1000, 3000, 3000, 3000)]
+    window = MetricWindow.from_metrics(rows)
+    assert window.aggregate()["src"].records_in_per_s == 2000
+    assert window.aggregate(("src",), after_change=True)["src"].records_in_per_s == 3000

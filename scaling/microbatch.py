@@ -169,7 +169,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     # cores), so the search starts there; it looks at most SEARCH_LIMIT executor counts.
     first = lo_exec
     if 0 < total_need < INF:
-        first = min(hi_exec, max(lo_exec, math.ceil(total_need / target_u / (1.0 - overhead) / cpe) - 1))
+        first = min(hi_exec, max(lo_exec, ceil_exact(total_need / target_u / (1.0 - overhead) / cpe) - 1))
     for executors in range(first, min(hi_exec, first + SEARCH_LIMIT) + 1):
         cores = executors * cpe
         u = _utilization(stages, {vid: _tasks(topology, vid, cores, policy)[0] for vid in stages}, cores,

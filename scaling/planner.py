@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from scaling.evaluate import (
     CEIL_MAX, INF, ceil_exact, edge_output_ratio, evaluate_job, is_processing_backlog, propagate_target_rates,
@@ -20,7 +20,7 @@ from scaling.periods import active_period
 from scaling.policy import Policy
 from scaling.state import PendingScaleDown, ScalerState, ScalingRecord
 from scaling.topology import Topology
-from scaling.reasons import Decision, HeldScaleDown, Limit, PlanLimit
+from scaling.reasons import Decision, HeldScaleDown, Limit, PlanLimit, VertexReason
 from scaling.vertex_scaler import (
     BLOCKED, HELD, REQUIRED, _num, align_parallelism, alignment_base, decide_vertex, parallelism_bounds,
     pinned_reason,
@@ -41,7 +41,8 @@ class VertexPlan:
     ``scale_up_threshold`` / ``scale_down_threshold``: FLIP-271's bounds on the true processing rate;
     ``outside_bounds`` is true when the TPR lies outside them. ``expected_processing_rate`` is
     ``TPR × proposed / current`` (linear scaling). ``recommended`` is what the model computed before
-    the job-level rules (gate, delayed scale-down, effectiveness, excluded periods).
+    the job-level rules (gate, delayed scale-down, effectiveness, excluded periods). ``reason`` /
+    ``reason_data``: the structured why of ``note`` (continuous mode; ``reasons.VertexReason``).
     """
 
     vertex_id: str
@@ -62,6 +63,8 @@ class VertexPlan:
     expected_processing_rate: float = 0.0
     outside_bounds: bool = False
     recommended: int | None = None
+    reason: VertexReason | None = None
+    reason_data: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -210,7 +213,7 @@ def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: P
     executable = period is None
     if period is not None:
         reasons.append(f"excluded period {period!r}: the plan is computed but not executable")
-        if decision == "scale":
+        if decision == Decision.SCALE:
             decision = Decision.BLOCKED
     blocked_by_period = period is not None and bool(applied)
 
@@ -235,10 +238,10 @@ def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: P
             busy_core_s_per_s=e.utilization * vertex.parallelism, adjustable=vertex.adjustable, note=note,
             scale_up_threshold=e.scale_up_threshold, scale_down_threshold=e.scale_down_threshold,
             expected_processing_rate=tpr * proposed / vertex.parallelism, outside_bounds=e.outside_bounds,
-            recommended=d.recommended))
+            recommended=d.recommended, reason=d.reason, reason_data=dict(d.data)))
 
     next_state = replace(state, pending_scale_downs=tuple(pending.values()))
-    if decision == "scale":
+    if decision == Decision.SCALE:
         records = tuple(ScalingRecord(now_s, vid, decisions[vid].current, new,
                                       evaluation.vertices[vid].true_processing_rate,
                                       evaluation.vertices[vid].true_processing_rate * new / decisions[vid].current)

@@ -19,6 +19,7 @@ from typing import Protocol
 from scaling.metrics import ClusterState, VertexMetrics
 from scaling.planner import JobPlan, plan_job, plan_micro_batch
 from scaling.policy import Policy, PolicyError
+from scaling.reasons import Decision
 from scaling.state import ScalerState
 from scaling.topology import Topology
 from scaling.vertex_scaler import align, alignment_base, parallelism_bounds, pinned_reason
@@ -132,7 +133,7 @@ def batch_ratio_executors(batch_durations_s: Sequence[float], cluster: ClusterSt
                                       f"min_executors {cluster.min_executors}")
 
 
-def _with_executors(plan: JobPlan, executors: int, reasons: tuple[str, ...], decision: str) -> JobPlan:
+def _with_executors(plan: JobPlan, executors: int, reasons: tuple[str, ...], decision: Decision) -> JobPlan:
     vertices = tuple(replace(v, proposed=v.current) for v in plan.vertices)
     return replace(plan, decision=decision, reasons=reasons, vertices=vertices, executors_proposed=executors)
 
@@ -152,9 +153,9 @@ class BatchRatioPolicy:
         executors, _, reason = batch_ratio_executors(request.batch_durations_s, cluster,
                                                      scale_up_ratio=policy.batch_ratio_scale_up,
                                                      scale_down_ratio=policy.batch_ratio_scale_down)
-        decision = "scale" if executors != cluster.executors else "no-change"
-        if decision == "scale" and not base.executable:
-            decision = "blocked"
+        decision = Decision.SCALE if executors != cluster.executors else Decision.NO_CHANGE
+        if decision == Decision.SCALE and not base.executable:
+            decision = Decision.BLOCKED
             executors = cluster.executors
         extra = tuple(r for r in base.reasons if r.startswith("excluded period"))
         plan = _with_executors(base, executors, (reason, *extra), decision)
@@ -215,11 +216,11 @@ class MinIncreasePolicy:
         if growing and not can_scale_up(current, new, policy.min_parallelism_increase):
             plan = _with_executors(plan, cluster.executors, (
                 *plan.reasons, f"cumulative parallelism would grow {current} -> {new}, less than "
-                               f"min_parallelism_increase {policy.min_parallelism_increase} (FLIP-160)"), "no-change")
+                               f"min_parallelism_increase {policy.min_parallelism_increase} (FLIP-160)"), Decision.NO_CHANGE)
         elif plan.changes and not plan.executable:
-            plan = _with_executors(plan, cluster.executors, plan.reasons, "blocked")
+            plan = _with_executors(plan, cluster.executors, plan.reasons, Decision.BLOCKED)
         elif plan.changes:
-            plan = replace(plan, decision="scale")
+            plan = replace(plan, decision=Decision.SCALE)
         return replace(plan, algorithm=self.name, next_state=plan.next_state or request.state)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from types import MappingProxyType
 
 
 class Decision(StrEnum):
@@ -62,14 +61,12 @@ class Limit(StrEnum):
 
 @dataclass(frozen=True)
 class PlanLimit:
-    """One limit of a plan: a code, the vertex it concerns (or None for the job), and numbers."""
+    """One limit of a plan: a code, the vertex it concerns (or None for the job), and numbers (a
+    plain dict, so ``dataclasses.asdict`` of a plan works; treat it as read-only)."""
 
     code: Limit
     vertex_id: str | None = None
     data: Mapping[str, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "data", MappingProxyType(dict(self.data)))
 
     def as_json(self) -> dict:
         return {"code": str(self.code), "vertex_id": self.vertex_id, "data": dict(self.data)}

@@ -346,7 +346,7 @@ def decide_vertex(topology: Topology, vertex: Vertex, evaluation: VertexEvaluati
 
 def _num(value: float) -> str:
     """A number for messages: up to 3 decimals, ``inf`` for infinity."""
-    if math.isinf(value):
-        return "inf"
+    if math.isinf(value) or math.isnan(value):
+        return "inf" if value > 0 else "-inf" if math.isinf(value) else "nan"
     rounded = round(value, 3)
     return str(int(rounded)) if rounded == int(rounded) and abs(rounded) < 1e15 else str(rounded)

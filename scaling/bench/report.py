@@ -44,7 +44,7 @@ def _panel(workload: str, runs: list[Run]) -> str:
 
 
 def _table(result: BenchResult) -> str:
-    head = "".join(f"<th>{html.escape(k)}</th>" for k in ROW_KEYS)
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in (*ROW_KEYS, "step_up_steps"))
     body = []
     for row in result.rows:
         cells = "".join(f"<td>{html.escape('-' if v is None else str(v))}</td>" for v in row.as_json().values())

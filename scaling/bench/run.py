@@ -268,7 +268,9 @@ class Row:
     extra: dict = field(default_factory=dict)
 
     def as_json(self) -> dict:
-        return {key: getattr(self, key) for key in ROW_KEYS}
+        """The row's ``ROW_KEYS`` and ``step_up_steps``: rescales after each step-up (None: did not
+        converge)."""
+        return {**{key: getattr(self, key) for key in ROW_KEYS}, "step_up_steps": self.extra.get("step_ups", [])}
 
 
 def rows_for(runs: list[Run], policy: Policy) -> list[Row]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from scaling.metrics import VertexMetrics
 from scaling.planner import JobPlan, plan_job, plan_micro_batch
 from scaling.policies import PlanRequest
+from scaling.reasons import Decision
 from scaling.policy import Policy
 from scaling.sim.engine import Config, Observation, capacity_per_s
 from scaling.sim.model import SimJob, SimSettings
@@ -58,7 +59,7 @@ def _result(request: PlanRequest, base: JobPlan, algorithm: str, proposed: dict[
     state = request.state
     if changes and record:
         state = state.with_records((ScalingRecord(request.now_s, JOB_KEY, 0, 1, 0.0, 0.0),))
-    return replace(base, decision="scale" if changes else "no-change", reasons=reasons, vertices=vertices,
+    return replace(base, decision=Decision.SCALE if changes else Decision.NO_CHANGE, reasons=reasons, vertices=vertices,
                    executors_current=executors_current, executors_proposed=executors, algorithm=algorithm,
                    next_state=state)
 

@@ -228,3 +228,26 @@ def test_a_load_change_inside_the_window_is_evaluated_on_the_part_after_it():
     window = MetricWindow.from_metrics(rows)
     assert window.aggregate()["src"].records_in_per_s == 2000
     assert window.aggregate(("src",), after_change=True)["src"].records_in_per_s == 3000
+
+
+def test_a_plan_with_limits_and_held_scale_downs_converts_with_asdict():
+    """The web app stores ``dataclasses.asdict(plan)``: the structured limits must survive it."""
+    from dataclasses import asdict
+
+    topology = Topology((Vertex("scan", parallelism=4, source=True, retention_s=3600),))
+    metrics = {"scan": VertexMetrics(1000, 1000, 500, backlog=3_000_000)}
+    plan = plan_micro_batch(topology, metrics, ClusterState(executors=4, trigger_interval_s=1.0), Policy())
+    data = json.loads(json.dumps(asdict(plan), default=str))
+    assert data["limits"][0]["code"] == "retention-risk" and data["decision"] in ("scale", "no-change", "blocked")
+
+
+def test_vertex_plans_carry_the_structured_reason_of_their_note():
+    from scaling.planner import plan_job
+    from scaling.reasons import VertexReason
+
+    topology = Topology((Vertex("src", parallelism=8, source=True),))
+    plan = plan_job(topology, {"src": VertexMetrics(1000, 1000, 200)}, Policy(restart_time_s=0, scale_down_interval_s=600),
+                    ScalerState(), now_s=0)
+    src = plan.vertex("src")
+    assert src.reason == VertexReason.HELD_SCALE_DOWN and src.reason_data["due_s"] == 600
+    assert plan.held[0].target == src.reason_data["target"] and plan.held[0].due_s == 600

@@ -378,52 +378,11 @@ def run_scenario(scenario: Scenario) -> list[tuple[Step, JobPlan]]:
     return results
 
 
-def _clean(value: float) -> float | str:
-    """Rates in the output: rounded to 3 decimals; infinity as ``"inf"``."""
-    if math.isinf(value):
-        return "inf"
-    return round(float(value), 3)
-
-
-def _clean_json(value: Any) -> Any:
-    """Numbers in nested output: rounded like rates, infinity as ``"inf"``."""
-    if isinstance(value, dict):
-        return {k: _clean_json(v) for k, v in value.items()}
-    if isinstance(value, float):
-        return _clean(value)
-    return value
-
-
 def render(scenario: Scenario, results: list[tuple[Step, JobPlan]]) -> dict:
-    """The output document of SCENARIO.md."""
-    steps = []
-    for step, plan in results:
-        vertices = {}
-        for v in plan.vertices:
-            out: dict[str, Any] = {
-                "current": v.current, "proposed": v.proposed,
-                "true_processing_rate": _clean(v.true_processing_rate), "target_data_rate": _clean(v.target_data_rate),
-                "catch_up_data_rate": _clean(v.catch_up_data_rate),
-                "scale_up_threshold": _clean(v.scale_up_threshold),
-                "scale_down_threshold": _clean(v.scale_down_threshold),
-                "expected_processing_rate": _clean(v.expected_processing_rate),
-                "utilization": _clean(v.utilization), "outside_bounds": v.outside_bounds, "note": v.note,
-            }
-            if scenario.mode == "micro-batch":
-                out["ideal_parallelism"] = v.ideal_parallelism
-            vertices[v.vertex_id] = out
-        executors = None
-        if scenario.mode == "micro-batch":
-            executors = {"current": plan.executors_current, "proposed": plan.executors_proposed,
-                         "cores_needed": plan.cores_needed, "bottleneck": plan.bottleneck,
-                         "limits": [_clean_json(item.as_json()) for item in plan.limits]}
-        at_s = int(step.at_s) if float(step.at_s).is_integer() else step.at_s
-        out_step = {"at_s": at_s, "decision": str(plan.decision), "reasons": list(plan.reasons),
-                    "vertices": vertices, "executors": executors}
-        if plan.held:
-            out_step["held"] = [item.as_json() for item in plan.held]
-        steps.append(out_step)
-    return {"format": FORMAT, "steps": steps}
+    """The output document of SCENARIO.md (``scaling.scenario_output.render``)."""
+    from scaling.scenario_output import render_steps  # noqa: PLC0415
+
+    return {"format": FORMAT, "steps": render_steps(scenario.mode, results)}
 
 
 def evaluate_text(text: str) -> dict:

@@ -7,6 +7,7 @@ import json
 import math
 import re
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from scaling.__main__ import evaluate_command
@@ -105,3 +106,36 @@ def test_fuzz_counts_are_printed(capsys):
 def test_arbitrary_text_is_exit_2_naming_json_or_a_field(text):
     code, out = evaluate_command(text)
     assert code in (0, 2) and (code == 0 or FIELD.match(out)), out
+
+
+def base_micro_batch():
+    return {"format": 1, "mode": "micro-batch", "cluster": {"executors": 2, "max_executors": 4},
+            "trigger_interval_s": 1,
+            "vertices": [{"id": "src", "parallelism": 2, "source": True}],
+            "steps": [{"metrics": {"src": {"records_in_per_s": 100, "records_out_per_s": 100,
+                                           "busy_time_ms_per_s": 500}}}]}
+
+
+def set_path(doc, path, value):
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return doc
+
+
+@pytest.mark.parametrize(("path", "value", "field"), [
+    (("policy",), {"effectiveness_threshold": None}, "policy.effectiveness_threshold"),
+    (("cluster", "executors"), 9, "cluster.executors"),
+    (("steps", 0, "executors"), 9, "steps[0].executors"),
+    (("steps", 0, "metrics", "src", "busy_time_ms_per_s"), math.nan, "steps[0].metrics.src.busy_time_ms_per_s"),
+    (("steps", 0, "metrics", "src", "records_in_per_s"), math.inf, "steps[0].metrics.src.records_in_per_s"),
+    (("steps", 0, "metrics", "src", "backlog"), -5, "steps[0].metrics.src.backlog"),
+    (("vertices", 0, "parallelism"), -1, "vertices[src].parallelism"),
+    (("cluster", "max_executors"), -3, "cluster.max_executors"),
+])
+def test_issue_14_inputs_exit_2_naming_the_field(path, value, field):
+    """The cases the issue names: ``effectiveness_threshold: null``, executors above ``max_executors``
+    (it used to propose 1e9), NaN and inf, negative counts."""
+    code, out = evaluate_command(json.dumps(set_path(base_micro_batch(), path, value)))
+    assert code == 2 and out.startswith(f"error: {field}: "), out

@@ -11,20 +11,14 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from scaling.evaluate import (
-    CEIL_MAX, INF, ceil_exact, edge_output_ratio, evaluate_job, is_processing_backlog, propagate_target_rates,
-    selectivity, vertex_true_rates,
-)
-from scaling.metrics import ClusterState, VertexMetrics
+from scaling.evaluate import CEIL_MAX, INF, ceil_exact, edge_output_ratio, evaluate_job, selectivity
+from scaling.metrics import VertexMetrics
 from scaling.periods import active_period
 from scaling.policy import Policy
-from scaling.state import PendingScaleDown, ScalerState, ScalingRecord
-from scaling.topology import Topology
 from scaling.reasons import Decision, HeldScaleDown, Limit, PlanLimit, VertexReason
-from scaling.vertex_scaler import (
-    BLOCKED, HELD, REQUIRED, _num, align_parallelism, alignment_base, decide_vertex, parallelism_bounds,
-    pinned_reason,
-)
+from scaling.state import ScalerState, ScalingRecord
+from scaling.topology import Topology
+from scaling.vertex_scaler import BLOCKED, HELD, REQUIRED, _num, decide_vertex
 
 
 __all__ = ["JobPlan", "VertexPlan", "plan_job", "plan_micro_batch", "edge_output_ratio"]
@@ -254,4 +248,4 @@ def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: P
                    restart_time_s=evaluation.restart_time_s, next_state=next_state, held=held_values)
 
 
-from scaling.microbatch import EXECUTORS_KEY, MAX_OVERHEAD_FRACTION, plan_micro_batch  # noqa: E402
+from scaling.microbatch import EXECUTORS_KEY, MAX_OVERHEAD_FRACTION, plan_micro_batch  # noqa: E402,F401 - re-exported

@@ -5,7 +5,6 @@ import json
 import pytest
 
 from scaling import ClusterState, Policy, Topology, Vertex, VertexMetrics
-from scaling.planner import JobPlan
 from scaling.policies import (
     PlanRequest, algorithm_names, batch_ratio_executors, can_scale_up, evaluate, names, resolve,
 )

@@ -22,7 +22,7 @@ from scaling.policy import Policy, PolicyError
 from scaling.reasons import Decision
 from scaling.state import ScalerState
 from scaling.topology import Topology
-from scaling.vertex_scaler import align, alignment_base, parallelism_bounds, pinned_reason
+from scaling.vertex_scaler import align_parallelism, alignment_base, parallelism_bounds, pinned_reason
 
 
 @dataclass(frozen=True)
@@ -198,8 +198,9 @@ class MinIncreasePolicy:
                     proposed = max(lower, min(upper, cores))
                     base_n = alignment_base(request.topology, vertex)
                     if base_n is not None and base_n[1] == "partitions":
-                        proposed = align(proposed, n=base_n[0], unit=base_n[1], lower=lower, upper=upper,
-                                         mode=policy.alignment)[0]
+                        mode, legacy = policy.alignment_mode
+                        proposed = align_parallelism(vp.current, proposed, n=base_n[0], lower=lower, upper=upper,
+                                                     mode=mode, legacy=legacy)[0]
                 vertices.append(replace(vp, proposed=proposed, recommended=proposed))
             plan = replace(base, vertices=tuple(vertices), executors_proposed=offered.executors,
                            reasons=(f"{offered.executors - cluster.executors} new executor(s) available: "

@@ -251,3 +251,25 @@ def test_vertex_plans_carry_the_structured_reason_of_their_note():
     src = plan.vertex("src")
     assert src.reason == VertexReason.HELD_SCALE_DOWN and src.reason_data["due_s"] == 600
     assert plan.held[0].target == src.reason_data["target"] and plan.held[0].due_s == 600
+
+
+@pytest.mark.parametrize(("parallelism", "target", "tpr", "utilization", "expected"), [
+    (10, 50, 100, 1.0, (5, True)), (10, 50, 100, 0.8, (8, False)), (10, 80, 100, 0.8, (10, False)),
+    (10, 60, 100, 0.8, (8, False)), (10, 59, 100, 0.8, (8, False)), (2, 100, 40, 0.5, (10, True)),
+])
+def test_flink_job_vertex_scaler_test_parallelism_scaling(parallelism, target, tpr, utilization, expected):
+    """Flink ``JobVertexScalerTest.testParallelismScaling`` (hash input, max parallelism 720, catch-up 0,
+    scale-down interval 0): ``ParallelismChange.build(new, current, outsideUtilizationBound)``. E.g.
+    target 0.8: round(50 / 0.8) = 63, ceil(0.63 × 10) = 7, balanced alignment -> 8 (720 // 8 < 720 // 7)."""
+    from scaling.evaluate import evaluate_job
+    from scaling.vertex_scaler import decide_vertex
+
+    topology = Topology((Vertex("a", parallelism=1, source=True), Vertex("b", parallelism=parallelism, max_parallelism=720)),
+                        (Edge("a", "b", "hash"),))
+    metrics = {"a": VertexMetrics(target, target, true_processing_rate=1e9),
+               "b": VertexMetrics(target, target, true_processing_rate=tpr)}
+    policy = Policy(utilization_target=utilization, catch_up_duration_s=0, scale_down_interval_s=0)
+    evaluation = evaluate_job(topology, metrics, policy)
+    decision = decide_vertex(topology, topology.vertex("b"), evaluation.vertices["b"], policy, ScalerState(), 0,
+                             backlog_mode=False)
+    assert (decision.proposed, decision.outside_bounds) == expected

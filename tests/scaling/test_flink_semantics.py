@@ -273,3 +273,60 @@ def test_flink_job_vertex_scaler_test_parallelism_scaling(parallelism, target, t
     decision = decide_vertex(topology, topology.vertex("b"), evaluation.vertices["b"], policy, ScalerState(), 0,
                              backlog_mode=False)
     assert (decision.proposed, decision.outside_bounds) == expected
+
+
+def _flink_vertex(parallelism, target, tpr, policy, state=ScalerState(), now_s=0.0):
+    """Flink ``JobVertexScalerTest.evaluated(parallelism, targetDataRate, trueProcessingRate)`` on a
+    vertex without hash inputs (``NOT_ADJUST_INPUTS``), catch-up 0; returns the decision."""
+    from scaling.evaluate import evaluate_job
+    from scaling.vertex_scaler import decide_vertex
+
+    topology = Topology((Vertex("a", parallelism=1, source=True), Vertex("b", parallelism=parallelism, max_parallelism=720)),
+                        (Edge("a", "b", "rebalance"),))
+    metrics = {"a": VertexMetrics(target, target, true_processing_rate=1e9),
+               "b": VertexMetrics(target, target, true_processing_rate=tpr)}
+    evaluation = evaluate_job(topology, metrics, policy)
+    return decide_vertex(topology, topology.vertex("b"), evaluation.vertices["b"], policy, state, now_s,
+                         backlog_mode=False)
+
+
+def test_flink_min_and_max_parallelism_limits():
+    """``testMinParallelismLimitIsUsed`` / ``testMaxParallelismLimitIsUsed``."""
+    low = Policy(vertex_min_parallelism=5, scale_down_interval_s=0, catch_up_duration_s=0)
+    assert (_flink_vertex(10, 100, 500, low).proposed, _flink_vertex(4, 100, 500, low).proposed) == (5, 4)
+    high = Policy(vertex_max_parallelism=10, utilization_target=1.0, catch_up_duration_s=0)
+    assert (_flink_vertex(10, 500, 100, high).proposed, _flink_vertex(12, 500, 100, high).proposed) == (10, 12)
+
+
+def test_flink_scale_down_after_interval():
+    """``testScaleDownAfterInterval``: p100, TPR 1000, interval 60 s; targets 800, 900, 720, 640 at
+    t = 0, 10, 40, 59 are held; at t = 60 (target 700) the largest recommendation of the window, 90."""
+    policy = Policy(utilization_target=1.0, scale_down_interval_s=60, catch_up_duration_s=0)
+    state = ScalerState()
+    for at, target in ((0, 800), (10, 900), (40, 720), (59, 640)):
+        d = _flink_vertex(100, target, 1000, policy, state, at)
+        assert d.proposed == 100 and d.kind == "held"
+        state = ScalerState(pending_scale_downs=(d.pending,))
+    d = _flink_vertex(100, 700, 1000, policy, state, 60)
+    assert (d.proposed, d.kind, d.outside_bounds) == (90, "required", False)
+
+
+def test_flink_max_recommended_parallelism_used_after_scale_down_interval():
+    """``testMaxRecommendedParallelismUsedAfterScaleDownInterval``: t=0 -> 50 (held), t=30 -> 60 replaces
+    it, t=65 (window start 5 s) -> build(60, 100, outside=true)."""
+    policy = Policy(utilization_target=1.0, scale_down_interval_s=60, catch_up_duration_s=0)
+    d0 = _flink_vertex(100, 500, 1000, policy, ScalerState(), 0)
+    assert d0.kind == "held" and [r[1] for r in d0.pending.recommendations] == [50]
+    d1 = _flink_vertex(100, 600, 1000, policy, ScalerState(pending_scale_downs=(d0.pending,)), 30)
+    assert d1.kind == "held" and [r[1] for r in d1.pending.recommendations] == [60]
+    d2 = _flink_vertex(100, 600, 1000, policy, ScalerState(pending_scale_downs=(d1.pending,)), 65)
+    assert (d2.proposed, d2.kind, d2.outside_bounds) == (60, "required", True)
+
+
+def test_flink_max_recommended_parallelism_equal_to_current_is_no_change():
+    """``testMaxRecommendedParallelismEqualsCurrentParallelismReturnsNoChange``: a recommendation of 100
+    at t=5 is still in the window at t=65, so the due scale-down to 80 is no change."""
+    policy = Policy(utilization_target=1.0, scale_down_interval_s=60, catch_up_duration_s=0)
+    injected = PendingScaleDown("b", 5.0, ()).record(5.0, 100, True)
+    d = _flink_vertex(100, 800, 1000, policy, ScalerState(pending_scale_downs=(injected,)), 65)
+    assert (d.proposed, d.kind) == (100, "none")

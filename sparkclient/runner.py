@@ -483,6 +483,8 @@ class Driver:
                 return True
             if state in ("cancelled", "failed"):
                 return False
+            if state in ("requested", "starting"):  # a restarted driver asked again for the same handover
+                self.client.hset(key, "state", "ready")
             time.sleep(0.02)
         return False
 

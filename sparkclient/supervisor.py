@@ -232,6 +232,12 @@ class Supervisor:
             token = self.client.hget(keys.runner(self.job), "lease_token")
             if crashed and token:  # a dead driver's lease would block the next one until it expires
                 release_token(self.client, self.job, token)
+            if crashed and self.standby is not None:  # the driver that asked for it is gone
+                self.standby.terminate()
+                self.standby.wait(timeout=STOP_TIMEOUT_S)
+                self.reap_group(self.standby.pid, grace_s=2.0)
+                self.standby = None
+                self.client.hset(keys.handover(self.job), "state", "cancelled")
             if crashed:  # record it at once; reaping the JVM can take seconds
                 crashes = 1 if time.monotonic() - started > CRASH_RESET_S else crashes + 1
                 reported = self.client.hget(keys.runner(self.job), "error") or "no error reported"

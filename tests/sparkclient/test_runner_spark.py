@@ -60,14 +60,15 @@ def _last_job_stage_tasks(status) -> list[int]:
     return [stages[sid]["numTasks"] for sid in sorted(last["stageIds"])]
 
 
-def _kill_standby(timeout_s: float = 120.0) -> None:
-    """SIGKILL the standby driver (``--standby`` on its command line) as soon as it appears."""
+def _kill_standby(handover: str, timeout_s: float = 120.0) -> None:
+    """SIGKILL the standby driver of ``handover`` (``--standby ID`` on its command line) once it appears."""
     import psutil
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for proc in psutil.process_iter(["cmdline"]):
-            if "--standby" in (proc.info["cmdline"] or []) and JOB in proc.info["cmdline"]:
+            cmdline = proc.info["cmdline"] or []
+            if "--standby" in cmdline and cmdline[cmdline.index("--standby") + 1:][:1] == [handover]:
                 proc.kill()
                 return
         time.sleep(0.2)
@@ -189,7 +190,7 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
         assert read_status(redis_client, JOB).run_id == status.run_id and read_status(redis_client, JOB).running
 
         # a standby that dies before the handover: the running driver carries on, the command fails cleanly
-        killer = threading.Thread(target=_kill_standby, daemon=True)
+        killer = threading.Thread(target=_kill_standby, args=("r4",), daemon=True)
         killer.start()
         send_rescale(redis_client, JOB, "r4", {"cores": 1, "source_partitions": 2, "enrich_partitions": 3,
                                               "state_partitions": 3})

@@ -40,6 +40,10 @@ class Job(models.Model):
     config_changed_at = models.DateTimeField(null=True, blank=True,
                                              help_text="When the running configuration last changed; "
                                                        "the metric window starts after it.")
+    scale_up_block = models.JSONField(
+        default=dict, blank=True,
+        help_text="Set when an execution is verified ineffective: {proposal, knobs, since, reason}. Scale-ups of "
+                  "those knobs are neither proposed nor approved until a person clears it on the job page.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -186,6 +190,15 @@ class JobPolicy(models.Model):
     auto_approve_suspended_reason = models.TextField(blank=True, help_text="Why auto-approval was suspended.")
     auto_approve_suspended_at = models.DateTimeField(null=True, blank=True)
     # --- proposal lifetime, execution retries, verification ------------------------------------------
+    revision_min_change = models.FloatField(
+        default=0.3, validators=[MinValueValidator(0)],
+        help_text="A pending proposal is revised in place only when the demand it answers (busy cores at the target "
+                  "rate) moved by more than this share (0.3 = 30 %), or its configuration would no longer carry the "
+                  "demand inside the utilization band. A backlog growing while it waits is not a revision.")
+    withdraw_after_evaluations = models.PositiveIntegerField(
+        default=3, validators=[MinValueValidator(1)],
+        help_text="Withdraw a pending proposal after this many evaluations in a row that no longer support it "
+                  "(load inside the band, or pointing the other way).")
     proposal_ttl_s = models.FloatField(
         default=900.0, validators=[MinValueValidator(1)],
         help_text="A pending proposal expires after this many seconds without a decision.")
@@ -278,7 +291,19 @@ class VertexSnapshot(models.Model):
 
 
 class Evaluation(models.Model):
-    """One run of the planner over the metric window; ``plan`` is the serialized JobPlan."""
+    """One run of the planner over the metric window; ``plan`` is the serialized JobPlan.
+
+    ``direction`` is where the load points (up: above the band, down: below it, none: inside it).
+    ``hold`` names the rule of the live loop that kept a ``scale`` decision from becoming a proposal
+    (``webapp.proposals.reasons.EvaluationHold``), with its data in ``hold_detail``. ``held_scale_down``
+    is a delayed scale-down (FLINK-36018) while it is held: ``{executors, config, plan}``, the plan as
+    it would run (what "apply now" proposes).
+    """
+
+    class Direction(models.TextChoices):
+        UP = "up", "scale-up"
+        DOWN = "down", "scale-down"
+        NONE = "none", "inside the band"
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="evaluations")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -287,6 +312,10 @@ class Evaluation(models.Model):
     plan = models.JSONField(default=dict)
     proposed_config = models.JSONField(default=dict)
     window_s = models.FloatField(default=0.0)
+    direction = models.CharField(max_length=10, choices=Direction.choices, default=Direction.NONE)
+    hold = models.CharField(max_length=40, blank=True, default="")
+    hold_detail = models.JSONField(default=dict, blank=True)
+    held_scale_down = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

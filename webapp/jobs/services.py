@@ -206,12 +206,15 @@ def window_inputs(*, job: Job, snapshots: list[MetricSnapshot]
         edges.extend(Edge(source=u, target=v.vertex_id) for u in v.upstream)
         acc = sums.get(v.vertex_id, {"busy_s": 0.0, "in": 0.0, "out": 0.0})
         records_in_per_s = acc["in"] / total_s
-        busy_ms_per_s = min(1000.0, acc["busy_s"] * 1000.0 / total_s / max(1, v.tasks))
+        busy_ms_per_s = acc["busy_s"] * 1000.0 / total_s / max(1, v.tasks)
+        # A batch longer than the window reports all its busy time at its end: more than 1000 ms per
+        # second per task. The rate is still records over busy time (DS2 Eq. 1), given directly.
+        tpr = acc["in"] * max(1, v.tasks) / acc["busy_s"] if busy_ms_per_s > 1000.0 and acc["in"] > 0 else None
         growth = (arrival - records_in_per_s) if v.is_source else 0.0
         metrics[v.vertex_id] = VertexMetrics(
             records_in_per_s=records_in_per_s, records_out_per_s=acc["out"] / total_s,
-            busy_time_ms_per_s=busy_ms_per_s, backlog=float(latest.backlog) if v.is_source else 0.0,
-            backlog_growth_per_s=growth, batch_overhead_s=overhead)
+            busy_time_ms_per_s=min(1000.0, busy_ms_per_s), backlog=float(latest.backlog) if v.is_source else 0.0,
+            backlog_growth_per_s=growth, batch_overhead_s=overhead, true_processing_rate=tpr)
     policy = job.policy
     ceiling = executors_ceiling(job=job)
     cluster = ClusterState(executors=max(1, latest.cores), cores_per_executor=1,
@@ -305,8 +308,10 @@ def stable_snapshots(*, job: Job, snapshots: list[MetricSnapshot]) -> list[Metri
 def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | None:
     """Evaluate the metric window of ``job`` with the micro-batch planner and store the result.
 
-    Returns None while the window is not yet full (the job stays ``collecting``). A ``scale``
-    decision whose configuration differs from the running one creates a pending proposal.
+    Returns None while the window is not yet full (the job stays ``collecting``). Every evaluation
+    goes to ``proposal_create``, which creates, revises, keeps or withdraws the pending proposal; a
+    scale-up held by the live loop's rules (ineffective-scale-up block, restart awareness) carries
+    the rule in ``Evaluation.hold`` and proposes nothing.
     """
     from webapp.proposals.services import proposal_create  # noqa: PLC0415 - apps depend one way at import
 
@@ -318,6 +323,11 @@ def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | Non
         if job.health == Job.Health.RUNNING:
             _mark(job, Job.Health.COLLECTING,
                   f"collecting metrics: {covered_s:.0f} of {policy.metric_window_s:.0f} s in the window")
+        return None
+    if not any(s.batches for s in snapshots):
+        # No micro-batch completed in the window (a batch longer than the window, or a stalled
+        # query): its busy time is not reported yet, so the window says nothing about the load.
+        _mark(job, Job.Health.DEGRADED, f"no micro-batch completed in the last {covered_s:.0f} s: not evaluated")
         return None
     topology, metrics, cluster, mean_batch_s = window_inputs(job=job, snapshots=snapshots)
     durations = tuple(s.batch_duration_s for s in snapshots if s.batches) or ((mean_batch_s,) if mean_batch_s else ())
@@ -335,12 +345,69 @@ def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | Non
             Job.objects.filter(pk=job.pk).update(scaler_state=state_to_dict(kept))
             job.scaler_state = state_to_dict(kept)
     proposed_config = plan_to_config(job=job, plan=plan)
+    now = now or timezone.now()
+    plan_json = plan_as_json(plan)
+    direction = _evaluation_direction(job=job, plan=plan, proposed_config=proposed_config)
+    hold, hold_detail = "", {}
+    if plan.decision == "scale" and direction == Evaluation.Direction.UP and proposed_config != job.config:
+        hold, hold_detail = _scale_up_hold(job=job, plan=plan_json, proposed_config=proposed_config, now=now)
     evaluation = Evaluation.objects.create(
-        job=job, decision=plan.decision, reasons=list(plan.reasons), plan=plan_as_json(plan),
-        proposed_config=proposed_config, window_s=covered_s)
-    if plan.decision == "scale" and proposed_config != job.config:
-        proposal_create(evaluation=evaluation, now=now)
+        job=job, decision=plan.decision, reasons=list(plan.reasons), plan=plan_json,
+        proposed_config=proposed_config, window_s=covered_s, direction=direction, hold=hold, hold_detail=hold_detail,
+        held_scale_down=_held_scale_down(job=job, plan=plan))
+    # Every evaluation goes to the proposals: it may create, revise, keep or withdraw the pending one.
+    proposal_create(evaluation=evaluation, now=now)
     return evaluation
+
+
+def _evaluation_direction(*, job: Job, plan: JobPlan, proposed_config: dict) -> str:
+    """Where an evaluation points: the direction of its change when it scales, else up when the load
+    is above the utilization band, down when below it (``VertexPlan.outside_bounds`` is the band
+    test of the micro-batch planner), none inside it."""
+    from webapp.proposals.guardrails import direction  # noqa: PLC0415
+
+    if plan.decision == "scale" and proposed_config != job.config:
+        way = direction(job.config, proposed_config)
+        if way in (Evaluation.Direction.UP, Evaluation.Direction.DOWN):
+            return way
+    if not any(v.outside_bounds for v in plan.vertices):
+        return Evaluation.Direction.NONE
+    high = scaling_policy(job.policy).band[1]
+    return Evaluation.Direction.UP if (plan.load or 0.0) > high else Evaluation.Direction.DOWN
+
+
+def _scale_up_hold(*, job: Job, plan: dict, proposed_config: dict, now: datetime) -> tuple[str, dict]:
+    """The live loop's rules that keep a scale-up from becoming a proposal: the ineffective-scale-up
+    block, then restart awareness (``webapp.proposals.restart``). Returns ``(hold, detail)``, or
+    ``("", {})`` when none applies."""
+    from webapp.proposals.reasons import EvaluationHold  # noqa: PLC0415
+    from webapp.proposals.restart import restart_hold  # noqa: PLC0415
+    from webapp.proposals.services import blocked_knobs  # noqa: PLC0415
+
+    blocked = blocked_knobs(job=job, current=job.config, proposed=proposed_config)
+    if blocked:
+        return EvaluationHold.SCALE_UP_BLOCKED, {"knobs": blocked, "proposal": job.scale_up_block.get("proposal")}
+    held = restart_hold(job=job, plan=plan, now=now)
+    return (str(held[0]), held[1]) if held else ("", {})
+
+
+def _held_scale_down(*, job: Job, plan: JobPlan) -> dict:
+    """While the planner holds a scale-down of the executors (FLINK-36018), the plan as it would
+    run: ``{executors, cores, config, plan}``; else ``{}``."""
+    from scaling.planner import EXECUTORS_KEY  # noqa: PLC0415
+
+    pending = plan.next_state.pending(EXECUTORS_KEY) if plan.next_state is not None else None
+    if pending is None or plan.decision == "scale" or plan.executors_current is None:
+        return {}
+    executors = min(plan.executors_current, pending.max_recommended)
+    if executors >= plan.executors_current:
+        return {}
+    held = replace(plan, decision="scale", executors_proposed=executors, next_state=None,
+                   vertices=tuple(replace(v, proposed=v.recommended if v.recommended is not None else v.proposed)
+                                  for v in plan.vertices))
+    config = plan_to_config(job=job, plan=held)
+    return {"executors": executors, "cores": executors * (plan.cores_per_executor or 1), "config": config,
+            "plan": plan_as_json(held)}
 
 
 def collect_and_evaluate(*, job: Job) -> None:

@@ -23,12 +23,13 @@ class Proposal(models.Model):
         FAILED = "failed", "failed"
         ROLLING_BACK = "rolling_back", "rolling back"
         ROLLED_BACK = "rolled_back", "rolled back"
+        WITHDRAWN = "withdrawn", "withdrawn"
 
     #: Display colour per status (NetBox ChoiceSet style): templates never hard-code one.
     COLOURS = {
         "pending": "#d97706", "approved": "#2563eb", "rejected": "#6b7280", "superseded": "#9ca3af",
         "expired": "#9ca3af", "executing": "#7c3aed", "succeeded": "#059669", "failed": "#dc2626",
-        "rolling_back": "#7c3aed", "rolled_back": "#6b7280",
+        "rolling_back": "#7c3aed", "rolled_back": "#6b7280", "withdrawn": "#9ca3af",
     }
 
     class Kind(models.TextChoices):
@@ -62,6 +63,23 @@ class Proposal(models.Model):
                                     blank=True)
     verification_detail = models.JSONField(default=dict, blank=True)
     verified_at = models.DateTimeField(null=True, blank=True)
+    revision = models.PositiveIntegerField(
+        default=1, help_text="Revision of a pending proposal: revised in place when the recommendation changes "
+                             "materially (JobPolicy.revision_min_change). An approval names the revision it approves.")
+    revisions = models.JSONField(
+        default=list, blank=True,
+        help_text="Earlier revisions, oldest first: revision, evaluation, proposed_config, reasons, prediction, at.")
+    prediction = models.JSONField(
+        default=dict, blank=True,
+        help_text="Frozen when proposed (and at each revision): what the approver is shown (capacity, utilization, "
+                  "batch ratio, catch-up time, expected downtime) and the inputs they came from.")
+    withdrawal = models.JSONField(
+        default=dict, blank=True,
+        help_text="Why a pending proposal was withdrawn: {reason: WithdrawReason, evaluations, ...}.")
+    unsupported_by = models.JSONField(
+        default=list, blank=True,
+        help_text="The consecutive evaluations since the last supporting one that did not support this pending "
+                  "proposal: [{evaluation, direction}].")
 
     class Meta:
         ordering = ["-created_at"]

@@ -35,6 +35,7 @@ from webapp.proposals.backoff import RestartStrategy, next_retry
 from webapp.proposals.guardrails import Guardrails, violated_guardrail
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.permissions import can_approve
+from webapp.proposals.reasons import WithdrawReason, withdrawal_text
 
 logger = logging.getLogger(__name__)
 Status = Proposal.Status
@@ -46,6 +47,7 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
     Status.REJECTED: (Status.PENDING,),
     Status.SUPERSEDED: (Status.PENDING,),
     Status.EXPIRED: (Status.PENDING,),
+    Status.WITHDRAWN: (Status.PENDING,),
     Status.EXECUTING: (Status.APPROVED,),
     Status.SUCCEEDED: (Status.EXECUTING,),
     Status.FAILED: (Status.EXECUTING, Status.ROLLING_BACK),
@@ -56,6 +58,21 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
 
 class TransitionError(RuntimeError):
     """A proposal is not in the state the requested transition starts from."""
+
+
+class StaleRevisionError(TransitionError):
+    """An approval named a revision of a pending proposal that is no longer its current one.
+
+    Attributes:
+        proposal_id: the proposal.
+        revision: the revision the approval named.
+        current_revision: the proposal's current revision (what to look at, then approve).
+    """
+
+    def __init__(self, proposal_id: int, revision: int, current_revision: int) -> None:
+        super().__init__(f"proposal {proposal_id}: revision {revision} is outdated, the current revision is "
+                         f"{current_revision}; review revision {current_revision} and approve it")
+        self.proposal_id, self.revision, self.current_revision = proposal_id, revision, current_revision
 
 
 def audit(*, job: Job, actor: str, action: str, proposal: Proposal | None = None,
@@ -74,8 +91,10 @@ def _policy_actor(policy: JobPolicy) -> str:
 
 
 def _transition(*, proposal: Proposal, target: str, actor: str, reason: str = "",
-                source: tuple[str, ...] | None = None, **fields) -> Proposal:
-    """Move ``proposal`` to ``target`` with one conditional UPDATE, and audit it.
+                source: tuple[str, ...] | None = None, match: dict | None = None, audit_after: dict | None = None,
+                **fields) -> Proposal:
+    """Move ``proposal`` to ``target`` with one conditional UPDATE, and audit it. ``match`` adds
+    conditions to the UPDATE (e.g. the revision approved); ``audit_after`` adds data to the event.
 
     Raises:
         TransitionError: the proposal is not in a status ``target`` may be reached from (someone
@@ -83,7 +102,8 @@ def _transition(*, proposal: Proposal, target: str, actor: str, reason: str = ""
     """
     allowed = TRANSITIONS[target]
     source = tuple(s for s in (source or allowed) if s in allowed)
-    updated = Proposal.objects.filter(pk=proposal.pk, status__in=source).update(status=target, **fields)
+    updated = Proposal.objects.filter(pk=proposal.pk, status__in=source, **(match or {})).update(status=target,
+                                                                                                **fields)
     if updated == 0:
         current = Proposal.objects.filter(pk=proposal.pk).values_list("status", flat=True).first()
         raise TransitionError(f"proposal {proposal.pk} is {current}, not {' or '.join(source)}: "
@@ -91,7 +111,7 @@ def _transition(*, proposal: Proposal, target: str, actor: str, reason: str = ""
     before = proposal.status if proposal.status in source else source[0]
     proposal.refresh_from_db()
     audit(job=proposal.job, proposal=proposal, actor=actor, action=target,
-          before={"status": before}, after={"status": target}, reason=reason)
+          before={"status": before}, after={"status": target, **(audit_after or {})}, reason=reason)
     return proposal
 
 
@@ -110,30 +130,170 @@ def _enqueue_attempt(proposal_id: int, attempt: int, countdown_s: float = 0.0) -
 
 # --- creation, decisions ---------------------------------------------------------------------
 
-def proposal_create(*, evaluation: Evaluation, now: datetime | None = None) -> Proposal | None:
-    """Create a pending proposal from a ``scale`` evaluation, and in ``auto`` mode approve it when
-    the guardrails hold (otherwise it waits for a person, with the guardrail in ``hold_reason``).
+def _direction(current: dict, proposed: dict) -> str:
+    """``up``, ``down`` or ``none`` (``guardrails.direction``: the one definition)."""
+    from webapp.proposals.guardrails import direction  # noqa: PLC0415
 
-    A pending proposal with the same configuration is kept (returns None); one with a different
-    configuration is superseded by the new one.
+    return direction(current, proposed)
+
+
+def _changed_knobs(current: dict, proposed: dict) -> dict[str, tuple[int, int]]:
+    """Integer knobs that differ: ``{key: (old, new)}`` (the configuration is an opaque dict)."""
+    return {key: (old, new) for key, new in proposed.items()
+            if isinstance(new, int) and not isinstance(new, bool)
+            and isinstance(old := current.get(key), int) and not isinstance(old, bool) and old != new}
+
+
+def material_change(pending: Proposal, evaluation: Evaluation, *, threshold: float, band: tuple[float, float]) -> bool:
+    """Whether ``evaluation`` changes the recommendation of the ``pending`` proposal materially:
+
+    - the demand it answers, the busy cores at the target rate ``Σ_v λ_v / TPR_v``
+      (``predictions.demand_cores``), moved by more than ``threshold`` of the demand the pending
+      revision was sized for; or
+    - the pending configuration would no longer carry that demand: its utilization at the target
+      rate would be above the ``band``.
+
+    A recommendation that grows only because the backlog grows while the proposal waits (the
+    catch-up rate) is not a material change: the pending configuration still drains it.
+    """
+    from webapp.proposals.predictions import demand_cores, plan_cores  # noqa: PLC0415
+
+    new = demand_cores(evaluation.plan)
+    old = (pending.prediction.get("inputs") or {}).get("demand_cores")
+    if not isinstance(old, (int, float)) or old <= 0:
+        old = demand_cores(pending.plan)
+    if old > 0 and abs(new - old) > threshold * old:
+        return True
+    _, cores = plan_cores(pending.plan)
+    return cores > 0 and new / cores > band[1]
+
+
+def _freeze_prediction(*, job: Job, plan: dict) -> dict:
+    """The prediction the approver is shown, computed once from the plan and the newest snapshot."""
+    from webapp.jobs.selectors import latest_snapshot  # noqa: PLC0415
+    from webapp.proposals.predictions import measured_downtimes_s, plan_cores, predict  # noqa: PLC0415
+
+    cores_now, cores_new = plan_cores(plan)
+    return predict(plan=plan, snapshot=latest_snapshot(job=job),
+                   downtimes_s=measured_downtimes_s(job=job, restart=cores_now != cores_new),
+                   configured_restart_s=job.policy.restart_time_s)
+
+
+def _withdraw(*, proposal: Proposal, reason: WithdrawReason, actor: str, **data) -> Proposal | None:
+    """pending → withdrawn (terminal), with the structured reason; None when it was no longer pending."""
+    withdrawal = {"reason": str(reason), **data}
+    try:
+        return _transition(proposal=proposal, target=Status.WITHDRAWN, actor=actor, reason=withdrawal_text(withdrawal),
+                           withdrawal=withdrawal, audit_after={"withdrawal": withdrawal})
+    except TransitionError:
+        return None
+
+
+def _create(*, job: Job, evaluation: Evaluation | None, proposed_config: dict, plan: dict, reasons: list,
+            actor: str, policy: JobPolicy, now: datetime) -> Proposal:
+    proposal = Proposal.objects.create(
+        job=job, evaluation=evaluation, current_config=job.config, proposed_config=proposed_config,
+        reasons=reasons, plan=plan, prediction=_freeze_prediction(job=job, plan=plan),
+        expires_at=now + timedelta(seconds=policy.proposal_ttl_s))
+    audit(job=job, proposal=proposal, actor=actor, action="proposed", before=job.config,
+          after={**proposed_config, "revision": 1}, reason="; ".join(str(r) for r in reasons))
+    return proposal
+
+
+def _revise(*, proposal: Proposal, evaluation: Evaluation, actor: str, policy: JobPolicy, now: datetime
+            ) -> Proposal | None:
+    """Revise a pending proposal in place (one conditional UPDATE on its status and revision); the
+    revision it replaces goes to ``revisions``. None when it was decided meanwhile."""
+    earlier = {"revision": proposal.revision, "evaluation": proposal.evaluation_id,
+               "proposed_config": proposal.proposed_config, "reasons": proposal.reasons,
+               "prediction": proposal.prediction, "at": now.isoformat()}
+    plan = evaluation.plan
+    updated = Proposal.objects.filter(pk=proposal.pk, status=Status.PENDING, revision=proposal.revision).update(
+        revision=proposal.revision + 1, revisions=[*proposal.revisions, earlier], evaluation=evaluation,
+        proposed_config=evaluation.proposed_config, reasons=evaluation.reasons, plan=plan,
+        prediction=_freeze_prediction(job=proposal.job, plan=plan), unsupported_by=[], hold_reason="",
+        expires_at=now + timedelta(seconds=policy.proposal_ttl_s))
+    if not updated:
+        return None
+    proposal.refresh_from_db()
+    audit(job=proposal.job, proposal=proposal, actor=actor, action="revised",
+          before={**earlier["proposed_config"], "revision": earlier["revision"]},
+          after={**proposal.proposed_config, "revision": proposal.revision},
+          reason=f"revision {proposal.revision}: the recommendation changed by more than "
+                 f"{policy.revision_min_change:.0%} (evaluation {evaluation.pk})")
+    return proposal
+
+
+def _observe(*, proposal: Proposal, evaluation: Evaluation, actor: str, policy: JobPolicy) -> Proposal | None:
+    """Count an evaluation against or for the pending ``proposal``; withdraw it after
+    ``withdraw_after_evaluations`` in a row that do not support it. Returns the proposal while it
+    stays pending, None once withdrawn."""
+    wanted = _direction(proposal.current_config, proposal.proposed_config)
+    if evaluation.direction == wanted:
+        if proposal.unsupported_by:
+            Proposal.objects.filter(pk=proposal.pk, status=Status.PENDING).update(unsupported_by=[])
+            proposal.unsupported_by = []
+        return proposal
+    unsupported = [*proposal.unsupported_by, {"evaluation": evaluation.pk, "direction": evaluation.direction}]
+    if len(unsupported) < policy.withdraw_after_evaluations:
+        Proposal.objects.filter(pk=proposal.pk, status=Status.PENDING).update(unsupported_by=unsupported)
+        proposal.unsupported_by = unsupported
+        return proposal
+    directions = {u["direction"] for u in unsupported}
+    reason = (WithdrawReason.INSIDE_BAND if directions == {Evaluation.Direction.NONE}
+              else WithdrawReason.OPPOSITE if Evaluation.Direction.NONE not in directions
+              else WithdrawReason.NOT_SUPPORTED)
+    _withdraw(proposal=proposal, reason=reason, actor=actor, evaluations=[u["evaluation"] for u in unsupported],
+              directions=[u["direction"] for u in unsupported], direction=evaluation.direction)
+    return None
+
+
+def proposal_create(*, evaluation: Evaluation, now: datetime | None = None) -> Proposal | None:
+    """Turn an evaluation into the job's one pending proposal (issue 13 "stable proposals").
+
+    - A pending proposal made for another running configuration is withdrawn (``config_changed``).
+    - An evaluation that does not support the pending proposal (load inside the band, or pointing
+      the other way) counts against it; ``withdraw_after_evaluations`` in a row withdraw it.
+    - A ``scale`` evaluation in the pending proposal's direction revises it in place only when its
+      configuration differs materially (``JobPolicy.revision_min_change``); otherwise it is kept.
+    - A ``scale`` evaluation with no pending proposal left creates one (frozen prediction), and in
+      ``auto`` mode approves it when the guardrails hold and no ineffective-scale-up block applies.
+
+    Returns the proposal created or revised, else None.
     """
     job = evaluation.job
     policy = JobPolicy.objects.get(job=job)
     actor = _policy_actor(policy)
     now = now or timezone.now()
     with transaction.atomic():
-        pending = list(job.proposals.select_for_update().filter(status=Status.PENDING))
-        if any(p.proposed_config == evaluation.proposed_config for p in pending):
+        running = Job.objects.filter(pk=job.pk).values_list("config", flat=True).first()
+        pending = None
+        for old in job.proposals.select_for_update().filter(status=Status.PENDING, kind=Proposal.Kind.SCALE):
+            if old.current_config != running:
+                _withdraw(proposal=old, reason=WithdrawReason.CONFIG_CHANGED, actor=actor,
+                          proposed_for=old.current_config, running=running)
+            elif pending is None:
+                pending = _observe(proposal=old, evaluation=evaluation, actor=actor, policy=policy)
+            else:  # more than one pending (older versions): keep the newest
+                _transition(proposal=old, target=Status.SUPERSEDED, actor=actor,
+                            reason=f"superseded by proposal {pending.pk}")
+        wants = evaluation.decision == "scale" and not evaluation.hold and evaluation.proposed_config != running
+        if not wants:
             return None
-        for old in pending:
-            _transition(proposal=old, target=Status.SUPERSEDED, actor=actor,
-                        reason=f"superseded by evaluation {evaluation.pk}")
-        proposal = Proposal.objects.create(
-            job=job, evaluation=evaluation, current_config=job.config, proposed_config=evaluation.proposed_config,
-            reasons=evaluation.reasons, plan=evaluation.plan,
-            expires_at=now + timedelta(seconds=policy.proposal_ttl_s))
-        audit(job=job, proposal=proposal, actor=actor, action="proposed", before=job.config,
-              after=evaluation.proposed_config, reason="; ".join(evaluation.reasons))
+        if pending is not None:
+            if _direction(pending.current_config, pending.proposed_config) != evaluation.direction:
+                return None  # counted against it above
+            from webapp.jobs.selectors import policy_band  # noqa: PLC0415
+
+            if not material_change(pending, evaluation, threshold=policy.revision_min_change,
+                                   band=policy_band(policy)):
+                return None
+            revised = _revise(proposal=pending, evaluation=evaluation, actor=actor, policy=policy, now=now)
+            if revised is not None and policy.mode == JobPolicy.Mode.AUTO:
+                revised = _auto_approve(proposal=revised, policy=policy, now=now)
+            return revised
+        proposal = _create(job=job, evaluation=evaluation, proposed_config=evaluation.proposed_config,
+                           plan=evaluation.plan, reasons=evaluation.reasons, actor=actor, policy=policy, now=now)
         if policy.mode == JobPolicy.Mode.AUTO:
             proposal = _auto_approve(proposal=proposal, policy=policy, now=now)
     return proposal
@@ -141,7 +301,11 @@ def proposal_create(*, evaluation: Evaluation, now: datetime | None = None) -> P
 
 def _auto_approve(*, proposal: Proposal, policy: JobPolicy, now: datetime) -> Proposal:
     """Approve ``proposal`` on behalf of the policy when the guardrails hold; else record why not."""
-    if policy.auto_approve_suspended:
+    blocked = blocked_knobs(job=proposal.job, current=proposal.current_config, proposed=proposal.proposed_config)
+    if blocked:
+        hold = (f"ineffective-scale-up block: {', '.join(blocked)} scaled up without effect (proposal "
+                f"#{proposal.job.scale_up_block.get('proposal')}); a person clears the block on the job page")
+    elif policy.auto_approve_suspended:
         hold = (f"auto-approval is suspended for this job ({policy.auto_approve_suspended_reason}); "
                 f"a person must approve, or re-enable auto-approval")
     else:
@@ -170,21 +334,33 @@ def _require_operator(actor) -> None:
                                f"(approve, reject and roll back need the operator role)")
 
 
-def proposal_approve(*, proposal: Proposal, actor) -> Proposal:
-    """Approve a pending proposal and enqueue its execution after commit.
+def proposal_approve(*, proposal: Proposal, actor, revision: int | None = None) -> Proposal:
+    """Approve revision ``revision`` of a pending proposal and enqueue its execution after commit.
+    The approval names the revision it approves (the page always sends it; without one, the API
+    approves the current revision and the audit event names it).
 
     Raises:
         PermissionDenied: ``actor`` is not an operator.
-        TransitionError: the proposal is no longer pending (approved twice, rejected, superseded),
-            or the job's policy is ``advisor`` (proposals are never executed).
+        StaleRevisionError: ``revision`` is not the proposal's current revision (a 409 with it).
+        TransitionError: the proposal is no longer pending (approved twice, rejected, superseded,
+            withdrawn), or the job's policy is ``advisor`` (proposals are never executed).
     """
     _require_operator(actor)
     if JobPolicy.objects.filter(job_id=proposal.job_id).values_list("mode", flat=True).first() == "advisor":
         raise TransitionError("the job is in advisor mode: proposals are shown but never executed; "
                               "switch its policy to manual or auto to approve")
+    if revision is None:
+        revision = Proposal.objects.filter(pk=proposal.pk).values_list("revision", flat=True).first()
     with transaction.atomic():
-        proposal = _transition(proposal=proposal, target=Status.APPROVED, source=(Status.PENDING,),
-                               actor=_actor_name(actor), decided_at=timezone.now(), decided_by=actor)
+        try:
+            proposal = _transition(proposal=proposal, target=Status.APPROVED, source=(Status.PENDING,),
+                                   actor=_actor_name(actor), decided_at=timezone.now(), decided_by=actor,
+                                   match={"revision": revision}, audit_after={"revision": revision})
+        except TransitionError:
+            current = Proposal.objects.filter(pk=proposal.pk).values_list("status", "revision").first()
+            if current and current[0] == Status.PENDING and current[1] != revision:
+                raise StaleRevisionError(proposal.pk, revision, current[1]) from None
+            raise
         _enqueue_attempt(proposal.pk, 1)
     return proposal
 
@@ -239,6 +415,107 @@ def auto_approve_resume(*, job: Job, actor) -> JobPolicy:
               after={"auto_approve_suspended": False}, reason="re-enabled by a person")
         policy.refresh_from_db()
     return policy
+
+
+# --- ineffective-scale-up guard, held scale-downs ------------------------------------------------
+
+def blocked_knobs(*, job: Job, current: dict, proposed: dict) -> list[str]:
+    """The knobs a change ``current → proposed`` scales up although the job's ineffective-scale-up
+    block names them (empty when no block applies)."""
+    block = Job.objects.filter(pk=job.pk).values_list("scale_up_block", flat=True).first() or {}
+    knobs = set(block.get("knobs") or ())
+    return sorted(key for key, (old, new) in _changed_knobs(current, proposed).items() if key in knobs and new > old)
+
+
+def scale_up_block_set(*, proposal: Proposal, reason: str, now: datetime | None = None) -> dict:
+    """After ``proposal`` was verified ineffective: block further scale-ups of the knobs it raised
+    (FLIP-271's ineffective scale-up detection, ``ScalingEffectivenessDetection``, in the live loop).
+    Returns the block; a scale-down or a change that raised nothing sets none."""
+    now = now or timezone.now()
+    raised = sorted(key for key, (old, new) in _changed_knobs(proposal.current_config, proposal.proposed_config)
+                    .items() if new > old)
+    if not raised:
+        return {}
+    block = {"proposal": proposal.pk, "knobs": raised, "since": now.isoformat(), "reason": reason}
+    with transaction.atomic():
+        before = Job.objects.filter(pk=proposal.job_id).values_list("scale_up_block", flat=True).first()
+        Job.objects.filter(pk=proposal.job_id).update(scale_up_block=block)
+        audit(job=proposal.job, proposal=proposal, actor="system:verification", action="scale_up_blocked",
+              before=before or {}, after=block,
+              reason=f"proposal {proposal.pk} was verified ineffective ({reason}): scale-ups of "
+                     f"{', '.join(raised)} wait until a person clears the block")
+    return block
+
+
+def scale_up_block_clear(*, job: Job, actor, comment: str = "") -> Job:
+    """A person clears the ineffective-scale-up block of ``job`` (audited).
+
+    Raises:
+        PermissionDenied: ``actor`` is not an operator.
+        TransitionError: the job has no block to clear.
+    """
+    _require_operator(actor)
+    with transaction.atomic():
+        locked = Job.objects.select_for_update().get(pk=job.pk)
+        if not locked.scale_up_block:
+            raise TransitionError(f"job {job.name} has no ineffective-scale-up block to clear")
+        Job.objects.filter(pk=job.pk).update(scale_up_block={})
+        audit(job=job, actor=_actor_name(actor), action="scale_up_block_cleared", before=locked.scale_up_block,
+              after={}, reason=comment.strip() or f"cleared by {_actor_name(actor)}")
+    job.refresh_from_db()
+    return job
+
+
+def held_scale_down(*, job: Job, now: datetime | None = None) -> dict | None:
+    """The delayed scale-down (FLINK-36018 ``DelayedScaleDown``) the job holds now, or None:
+    ``{cores, executors, due_at (datetime), in_s, interval_s, first_at, evaluation, config, plan}``.
+    From the job's scaler state (the pending executor scale-down) and the newest evaluation that
+    recorded the held configuration."""
+    from scaling.planner import EXECUTORS_KEY  # noqa: PLC0415
+    from scaling.state import state_from_dict  # noqa: PLC0415
+
+    now = now or timezone.now()
+    pending = state_from_dict(job.scaler_state).pending(EXECUTORS_KEY)
+    if pending is None:
+        return None
+    evaluation = job.evaluations.exclude(held_scale_down={}).order_by("-created_at", "-id").first()
+    if evaluation is None:
+        return None
+    held = evaluation.held_scale_down
+    interval_s = job.policy.scale_down_interval_s
+    due_s = pending.first_at_s + interval_s
+    due_at = datetime.fromtimestamp(due_s, tz=now.tzinfo or timezone.get_current_timezone())
+    return {"cores": held.get("cores"), "executors": held.get("executors"), "due_at": due_at,
+            "in_s": max(0.0, due_s - now.timestamp()), "interval_s": interval_s,
+            "first_at": datetime.fromtimestamp(pending.first_at_s, tz=due_at.tzinfo), "evaluation": evaluation,
+            "config": held.get("config") or {}, "plan": held.get("plan") or {}}
+
+
+def scale_down_apply_now(*, job: Job, actor, now: datetime | None = None) -> Proposal:
+    """An operator applies a held scale-down now instead of waiting for the scale-down interval:
+    creates a pending proposal for the held configuration (the usual approval follows).
+
+    Raises:
+        PermissionDenied: ``actor`` is not an operator.
+        TransitionError: no scale-down is held, or a proposal is approved or executing.
+    """
+    _require_operator(actor)
+    now = now or timezone.now()
+    policy = JobPolicy.objects.get(job=job)
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        held = held_scale_down(job=job, now=now)
+        if held is None or not held["config"] or held["config"] == job.config:
+            raise TransitionError(f"job {job.name} holds no scale-down to apply")
+        if job.proposals.filter(status__in=[Status.APPROVED, Status.EXECUTING, Status.ROLLING_BACK]).exists():
+            raise TransitionError(f"job {job.name} has a proposal being executed: apply the scale-down after it")
+        for old in job.proposals.select_for_update().filter(status=Status.PENDING, kind=Proposal.Kind.SCALE):
+            _transition(proposal=old, target=Status.SUPERSEDED, actor=_actor_name(actor),
+                        reason="superseded by a held scale-down applied now")
+        reason = (f"scale-down to {held['cores']} cores applied now by {_actor_name(actor)}; it was held until "
+                  f"{held['due_at']:%H:%M} (scale-down interval {held['interval_s'] / 60:.0f} min)")
+        return _create(job=job, evaluation=held["evaluation"], proposed_config=held["config"], plan=held["plan"],
+                       reasons=[reason], actor=_actor_name(actor), policy=policy, now=now)
 
 
 def _suspend_auto_approve(*, job: Job, reason: str, now: datetime) -> None:

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from webapp.jobs.models import MetricSnapshot, VertexSnapshot
 from webapp.proposals.models import Execution, Proposal
+from webapp.proposals.predictions import realized
+from webapp.proposals.restart import verification_delay_s
 
 #: Relative change of the arrival rate beyond which the prediction is not comparable.
 ARRIVAL_SHIFT_LIMIT = 0.5
@@ -29,8 +32,7 @@ def verification_due(*, now: datetime) -> list[Proposal]:
     for proposal in (Proposal.objects.select_related("job__policy", "execution")
                      .filter(status=Proposal.Status.SUCCEEDED, kind=Proposal.Kind.SCALE,
                              verification=Proposal.Verification.NONE, execution__finished_at__isnull=False)):
-        policy = proposal.job.policy
-        needed_s = policy.verification_windows * policy.metric_window_s
+        needed_s = verification_delay_s(proposal.job.policy)
         if proposal.execution.finished_at + timedelta(seconds=needed_s) <= now:
             due.append(proposal)
     return due
@@ -98,15 +100,29 @@ def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Propo
     (once: a conditional UPDATE on ``verification``). Returns None when it was already recorded."""
     from webapp.proposals.services import audit  # noqa: PLC0415
 
+    from webapp.proposals.services import scale_up_block_set  # noqa: PLC0415
+
     now = now or timezone.now()
     execution: Execution = proposal.execution
     policy = proposal.job.policy
-    after = list(proposal.job.snapshots.filter(collected_at__gt=execution.finished_at, collected_at__lte=now)
-                 .order_by("collected_at"))
+    # FLIP-271 stabilization (ScalingMetricCollector's stableTime): the first windows after the change
+    # carry the restart's warm-up, not the new configuration's rates.
+    stable_from = execution.finished_at + timedelta(seconds=settings.SCALER_STABILIZATION_S)
+    since_change = list(proposal.job.snapshots.filter(collected_at__gt=execution.finished_at, collected_at__lte=now)
+                        .order_by("collected_at"))
+    after = [s for s in since_change if s.collected_at - timedelta(seconds=s.window_s) >= stable_from - timedelta(
+        seconds=1e-3)] or since_change
     window_start = proposal.created_at - timedelta(seconds=policy.metric_window_s)
     before = list(proposal.job.snapshots.filter(collected_at__gt=window_start, collected_at__lte=proposal.created_at))
     result, detail, reason = assess(proposal=proposal, after=after, before=before,
                                     tolerance=policy.verification_tolerance)
+    # What happened, beside what was predicted (the proposal page shows both, from these stored values).
+    detail["realized"] = realized(plan=proposal.plan, after=since_change, finished_at=execution.finished_at,
+                                  downtime_s=execution.downtime_s,
+                                  vertices=list(VertexSnapshot.objects.filter(snapshot__in=after)))
+    stable = realized(plan=proposal.plan, after=after, finished_at=execution.finished_at,
+                      downtime_s=execution.downtime_s, vertices=list(VertexSnapshot.objects.filter(snapshot__in=after)))
+    detail["realized"].update({k: stable[k] for k in ("capacity_per_s", "utilization", "batch_ratio")})
     with transaction.atomic():
         updated = Proposal.objects.filter(pk=proposal.pk, verification=Proposal.Verification.NONE).update(
             verification=result, verification_detail=detail, verified_at=now)
@@ -114,5 +130,7 @@ def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Propo
             return None
         audit(job=proposal.job, proposal=proposal, actor="system:verification", action=f"verification_{result}",
               after=detail, reason=reason)
+        if result == Proposal.Verification.INEFFECTIVE:
+            scale_up_block_set(proposal=proposal, reason=reason, now=now)
     proposal.refresh_from_db()
     return proposal

@@ -1,0 +1,246 @@
+"""The loop harness (issue 13 item 8): the real web app services, driven by ``scaling.sim`` in
+accelerated time, with no Spark, no Redis and no Celery worker.
+
+Every collect interval of the simulated job:
+1. **collect**: the simulator's raw sums of the interval (records in/out and busy task-seconds per
+   stage, batches, backlog, arrivals) become a ``MetricSnapshot`` with its ``VertexSnapshot`` rows,
+   exactly what ``snapshot_collect`` stores from Spark;
+2. the reconcile beat (``workflow_reconcile``: expiry, verification);
+3. **evaluate → propose** (``evaluation_run`` → ``proposal_create``), unless a proposal executes;
+4. **decide**: the test's actions (a person approving, clearing a block, ...), then auto mode's
+   approvals, already made by the services;
+5. **execute**: each enqueued attempt runs ``proposal_execute``; its ``send_rescale`` goes to
+   :class:`SimRunner`, which applies the configuration to the simulation with the simulated
+   downtime (a new run id: a driver restart) and answers like the runner;
+6. **verify**: the next reconcile beats verify the execution against the new configuration.
+
+The clock of every service (``django.utils.timezone.now``) is the simulated one. A fresh JVM's
+warm-up is modelled on the metrics: for ``warmup_s`` after a restart, tasks report ``warmup_factor``
+times their busy time. A host with fewer cores than configured (``host_cores``) runs the extra
+tasks as threads on the same cores: the simulation gets the host's cores and the tasks report the
+contended busy time, as Spark's ``local[N]`` does on a smaller machine.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.utils import timezone
+
+from scaling.sim import topologies
+from scaling.sim.engine import Config, Simulation
+from scaling.sim.model import Downtime, SimJob, SimSettings
+from scaling.sim.workloads import Trace
+from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
+from webapp.jobs.services import CORES_KEY, evaluation_run, job_register
+from webapp.proposals.models import Proposal
+from webapp.proposals.services import proposal_execute, workflow_reconcile
+
+EPOCH = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
+TRIGGER_INTERVAL_S = 2.0
+BATCH_OVERHEAD_S = 0.2
+
+
+def knob_name(vertex_id: str) -> str:
+    """The harness's configuration key for the partitions of a stage (an opaque integer knob)."""
+    return f"partitions.{vertex_id}"
+
+
+class _Passive:
+    """The simulation's own controller does nothing: the web app decides."""
+
+    name = "webapp"
+    free_rescale = False
+
+    def decide(self, observation):
+        return None
+
+    def restarted(self, downtime_s: float) -> None:
+        return None
+
+
+class _LoopSimulation(Simulation):
+    def __init__(self, harness: LoopHarness, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.harness = harness
+
+    def _sample(self, now_s, acc, batch_durations_s, batches) -> None:
+        self.harness.collect(now_s, acc, batch_durations_s)
+
+    def _tick(self, now_s: float) -> None:
+        self._record(now_s)
+        self.result.core_seconds += self.config.resources() * self.settings.collect_interval_s
+        self.harness.beat(now_s)
+
+
+@dataclass
+class SimRunner:
+    """Stands in for ``sparkclient.runner``: applies a configuration to the simulation (a driver
+    restart with the simulated downtime) and answers ``wait_result`` with the runner's fields."""
+
+    harness: LoopHarness
+    commands: list[dict] = field(default_factory=list)
+    results: dict[str, dict] = field(default_factory=dict)
+
+    def send_rescale(self, redis, job: str, exec_id: str, config: dict) -> None:
+        h = self.harness
+        sim = h.sim
+        cores = int(config[CORES_KEY])
+        new = Config({v.id: int(config.get(knob_name(v.id), sim.config.parallelism[v.id])) for v in h.sim_job.vertices},
+                     min(cores, h.host_cores) if h.host_cores else cores)
+        sim._apply(h.now_s, new, sim._restart_at(h.now_s))
+        downtime = sim.result.rescales[-1].downtime_s
+        h.restarts += 1
+        h.reported_cores = cores
+        h.restarted_at_s = sim.down_until_s
+        self.commands.append({"id": exec_id, "config": dict(config), "at_s": h.now_s})
+        self.results[exec_id] = {"id": exec_id, "status": "succeeded", "path": "driver-restart",
+                                 "downtime_s": downtime, "error": None, "config": dict(config)}
+
+    def wait_result(self, redis, job: str, exec_id: str, timeout_s: float) -> dict:
+        return self.results[exec_id]
+
+
+@dataclass
+class LoopHarness:
+    """One simulated job run through the web app. Build with :func:`make_harness`; ``run(until_s)``."""
+
+    sim_job: SimJob
+    job: Job
+    trace: Trace
+    settings: SimSettings
+    host_cores: int | None = None
+    warmup_s: float = 0.0
+    warmup_factor: float = 1.0
+    seed: int = 0
+    actions: list[Callable[[LoopHarness], None]] = field(default_factory=list)
+    queue: list[tuple[int, int]] = field(default_factory=list)
+    now_s: float = 0.0
+    restarts: int = 0
+    restarted_at_s: float = -math.inf
+    reported_cores: int = 1
+    timeline: list[dict] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        start = Config(dict(self._parallelism(self.job.config)), self._sim_cores(self.job.config[CORES_KEY]))
+        self.reported_cores = int(self.job.config[CORES_KEY])
+        self.sim = _LoopSimulation(self, self.sim_job, self.trace, self.settings, _Passive(), start, seed=self.seed)
+        self.runner = SimRunner(self)
+
+    # -- plumbing ------------------------------------------------------------------------------------
+    def _parallelism(self, config: dict) -> dict[str, int]:
+        return {v.id: int(config.get(knob_name(v.id), v.parallelism)) for v in self.sim_job.vertices}
+
+    def _sim_cores(self, cores: int) -> int:
+        return min(int(cores), self.host_cores) if self.host_cores else int(cores)
+
+    @property
+    def now(self) -> datetime:
+        return EPOCH + timedelta(seconds=self.now_s)
+
+    def enqueue(self, proposal_id: int, attempt: int, countdown_s: float = 0.0) -> None:
+        self.queue.append((proposal_id, attempt))
+
+    def run(self) -> LoopHarness:
+        """Run the whole trace."""
+        self.sim.run()
+        return self
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def collect(self, now_s: float, acc, durations: tuple[float, ...]) -> None:
+        """One collect: the simulator's sums of the last interval as a snapshot (what the collector
+        stores from Spark)."""
+        self.now_s = now_s
+        sim, s = self.sim, self.settings
+        window_s = s.collect_interval_s
+        sources = [v.id for v in self.sim_job.vertices if v.source]
+        warm = now_s - window_s < self.restarted_at_s + self.warmup_s
+        contention = max(1.0, self.reported_cores / (sim.config.cores or 1))
+        backlog = sum(log.total for log in sim.logs.values()) + sum(sim._in_flight(v, now_s) for v in sim.logs)
+        arrived = sum(acc[v].arrived for v in sources)
+        read = sum(acc[v].records_in for v in sources)
+        batch_s = sum(durations) / len(durations) if durations else 0.0
+        snapshot = MetricSnapshot.objects.create(
+            job=self.job, collected_at=self.now, run_id=f"run-{self.restarts}", config=self.job.config,
+            window_s=window_s, batches=len(durations), backlog=round(backlog), arrival_rate_per_s=arrived / window_s,
+            input_rate_per_s=read / window_s, processed_rate_per_s=read / window_s, batch_duration_s=batch_s,
+            trigger_interval_s=s.trigger_interval_s, batch_overhead_s=s.batch_overhead_s if durations else 0.0,
+            batch_ratio=batch_s / s.trigger_interval_s, executors=self.reported_cores, cores=self.reported_cores)
+        factor = contention * (self.warmup_factor if warm else 1.0)
+        VertexSnapshot.objects.bulk_create([
+            VertexSnapshot(snapshot=snapshot, vertex_id=v.id, name=v.name, position=i, is_source=v.source,
+                           tasks=sim.config.parallelism[v.id], busy_s=acc[v.id].busy_core_s * factor,
+                           records_in=round(acc[v.id].records_in), records_out=round(acc[v.id].records_out),
+                           upstream=list(self.sim_job.inputs[v.id]))
+            for i, v in enumerate(self.sim_job.vertices)])
+
+    def beat(self, now_s: float) -> None:
+        """reconcile → evaluate/propose → decide (actions) → execute, at ``now_s``."""
+        self.now_s = now_s
+        workflow_reconcile(now=self.now)
+        self.job.refresh_from_db()
+        busy = self.job.proposals.filter(status__in=[Proposal.Status.APPROVED, Proposal.Status.EXECUTING,
+                                                     Proposal.Status.ROLLING_BACK]).exists()
+        evaluation = None
+        if not busy and now_s >= self.sim.down_until_s:
+            evaluation = evaluation_run(job=self.job, now=self.now)
+        for action in list(self.actions):
+            action(self)
+        while self.queue:
+            proposal_id, attempt = self.queue.pop(0)
+            proposal_execute(proposal_id=proposal_id, attempt=attempt)
+        self.job.refresh_from_db()
+        pending = list(self.job.proposals.filter(status=Proposal.Status.PENDING))
+        self.timeline.append({
+            "t_s": now_s, "load": self.trace.rate_at(now_s - 1e-9), "capacity": self.sim.result.capacity_per_s[-1],
+            "cores": self.job.config[CORES_KEY], "pending": [(p.pk, p.revision) for p in pending],
+            "evaluation": evaluation and (evaluation.decision, evaluation.direction, evaluation.hold,
+                                          evaluation.plan.get("load")),
+        })
+
+    # -- reading the outcome -------------------------------------------------------------------------
+    def proposals(self) -> list[Proposal]:
+        return list(Proposal.objects.filter(job=self.job).select_related("execution").order_by("created_at", "id"))
+
+    def executed(self) -> list[Proposal]:
+        return [p for p in self.proposals() if p.kind == Proposal.Kind.SCALE and hasattr(p, "execution")
+                and p.execution.status == "succeeded"]
+
+
+def make_harness(monkeypatch, *, trace: Trace, start_cores: int = 1, policy: dict | None = None,
+                 sim_job: SimJob | None = None, host_cores: int | None = None, downtime_s: float = 15.0,
+                 warmup_s: float = 0.0, warmup_factor: float = 1.0, seed: int = 0, name: str = "loop") -> LoopHarness:
+    """A harness on the demo-like topology (``scaling.sim.topologies.demo``) by default.
+
+    ``policy``: ``JobPolicy`` fields; the metric window is three collect intervals unless given."""
+    sim_job = sim_job or topologies.demo()
+    settings = SimSettings(mode="micro-batch", step_s=trace.step_s, collect_interval_s=15.0, policy_interval_s=15.0,
+                           metric_window_s=45.0, stabilization_s=0.0, trigger_interval_s=TRIGGER_INTERVAL_S,
+                           batch_overhead_s=BATCH_OVERHEAD_S, cores_per_executor=1, min_executors=1, max_executors=64,
+                           executors=start_cores, downtime=Downtime(downtime_s))
+    knobs = [{"knob": knob_name(v.id), "adjustable": v.adjustable} for v in sim_job.vertices]
+    config = {CORES_KEY: start_cores, "trigger_interval_s": TRIGGER_INTERVAL_S,
+              **{knob_name(v.id): (start_cores if v.adjustable else v.parallelism) for v in sim_job.vertices}}
+    job = job_register(name=name, topic="sim", query_name=f"{name}-query", config=config, knobs=knobs,
+                       policy={"metric_window_s": 45.0, **(policy or {})})
+    job = Job.objects.select_related("policy").get(pk=job.pk)
+    harness = LoopHarness(sim_job=sim_job, job=job, trace=trace, settings=settings, host_cores=host_cores,
+                          warmup_s=warmup_s, warmup_factor=warmup_factor, seed=seed)
+    monkeypatch.setattr(timezone, "now", lambda: harness.now)
+    monkeypatch.setattr("webapp.proposals.services._enqueue_attempt", harness.enqueue)
+    monkeypatch.setattr("sparkclient.runner.send_rescale", harness.runner.send_rescale)
+    monkeypatch.setattr("sparkclient.runner.wait_result", harness.runner.wait_result)
+    random.seed(seed)
+    return harness
+
+
+def steps(*levels: tuple[float, float], step_s: float = 5.0) -> Trace:
+    """A trace of constant levels: ``(until_s, records/s)`` pairs, in order."""
+    rates: list[float] = []
+    for until_s, rate in levels:
+        rates.extend([float(rate)] * (int(round(until_s / step_s)) - len(rates)))
+    return Trace("steps", step_s, tuple(rates), tuple(until for until, _ in levels[:-1]))

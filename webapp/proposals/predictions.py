@@ -1,0 +1,165 @@
+"""What a proposal predicts, frozen when it is proposed (issue 13 item 5), and what was realized.
+
+The proposal page shows the stored prediction, never a live recomputation: the approver's numbers
+stay the numbers the approval was given on. After the execution, :func:`realized` measures the same
+quantities from the snapshots of the new configuration; verification stores them beside the verdict.
+
+Micro-batch model (ARCHITECTURE.md): stages share the cores, so the core-seconds one source record
+costs add up over the vertices, ``c = Σ_v λ_v / TPR_v / Σ_sources λ_s`` (core-seconds per record);
+the job's capacity is ``cores × (1 − overhead) / c`` source records per second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
+
+#: Keys of a frozen prediction (``Proposal.prediction``) the page shows.
+PREDICTED = ("capacity_per_s", "utilization", "batch_ratio", "catch_up_s", "downtime_s")
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def plan_cores(plan: dict) -> tuple[int, int]:
+    """(cores now, cores proposed) of a serialized micro-batch plan (executors × cores each)."""
+    per_executor = plan.get("cores_per_executor") or 1
+    now = plan.get("executors_current") or 1
+    new = plan.get("executors_proposed") or now
+    return now * per_executor, new * per_executor
+
+
+def cost_core_s_per_record(plan: dict, source_ids: set[str] | None = None) -> float | None:
+    """Core-seconds one source record costs over all stages, ``Σ_v λ_v / TPR_v / Σ_sources λ_s``
+    (seconds), from a serialized plan; None when the plan has no rate to go by."""
+    vertices = plan.get("vertices", [])
+    sources = source_ids or ({vertices[0]["vertex_id"]} if vertices else set())
+    busy = source_rate = 0.0
+    for v in vertices:
+        tpr, target = _number(v.get("true_processing_rate")), _number(v.get("target_data_rate")) or 0.0
+        if tpr:
+            busy += target / tpr
+        if v["vertex_id"] in sources:
+            source_rate += target
+    return busy / source_rate if busy > 0 and source_rate > 0 else None
+
+
+def demand_cores(plan: dict) -> float:
+    """Busy cores the plan's target rates need, ``Σ_v λ_v / TPR_v`` (cores; the catch-up rate is not
+    in it): what a recommendation answers, apart from draining the backlog."""
+    return sum((_number(v.get("target_data_rate")) or 0.0) / tpr
+               for v in plan.get("vertices", []) if (tpr := _number(v.get("true_processing_rate"))))
+
+
+def capacity_per_s(plan: dict, cores: int, source_ids: set[str] | None = None) -> float | None:
+    """Source records per second ``cores`` sustain under the plan's measured rates:
+    ``cores × (1 − overhead) / c`` (records/s); None when the plan has no rate to go by."""
+    cost = cost_core_s_per_record(plan, source_ids)
+    if cost is None:
+        return None
+    return cores * (1.0 - (plan.get("overhead_fraction") or 0.0)) / cost
+
+
+def measured_downtimes_s(*, job: Job, restart: bool, limit: int = 20) -> list[float]:
+    """The job's measured downtimes of succeeded executions, newest first (seconds): driver restarts
+    when ``restart`` (the cores change), otherwise in-process changes."""
+    from webapp.proposals.models import Execution  # noqa: PLC0415
+
+    downtimes = Execution.objects.filter(proposal__job=job, status=Execution.Status.SUCCEEDED,
+                                         downtime_s__isnull=False)
+    downtimes = downtimes.exclude(path="in-process") if restart else downtimes.exclude(path="driver-restart")
+    return list(downtimes.order_by("-finished_at").values_list("downtime_s", flat=True)[:limit])
+
+
+def predict(*, plan: dict, snapshot: MetricSnapshot | None, downtimes_s: Iterable[float],
+            configured_restart_s: float) -> dict:
+    """The prediction of a plan, with its inputs: what the proposal page shows, frozen.
+
+    Returns a dict: ``cores_now``/``cores_new``; ``capacity_per_s`` (records/s the new cores
+    sustain); ``utilization_now`` and ``utilization`` (busy share of the cores at the target rate,
+    0..1); ``batch_ratio_now``/``batch_ratio`` (SPARK-12133 R: the task part shrinks with the cores,
+    the overhead part does not); ``downtime_s`` (median measured, else the configured restart time)
+    with ``downtime_source``; ``restart_backlog`` (the backlog now plus what arrives during the
+    downtime, records) and ``catch_up_s`` (seconds to drain it with the spare capacity, None when it
+    never drains); and ``inputs``: the arrival rate, backlog, overhead, and per vertex the rates used.
+    """
+    cores_now, cores_new = plan_cores(plan)
+    overhead = _number(plan.get("overhead_fraction")) or 0.0
+    sources = {v.vertex_id for v in snapshot.vertices.all() if v.is_source} if snapshot else set()
+    busy_at_target = demand_cores(plan)
+    downtimes = sorted(float(d) for d in downtimes_s)
+    if downtimes:
+        downtime_s, downtime_source = downtimes[len(downtimes) // 2], "measured"
+    else:
+        downtime_s, downtime_source = float(configured_restart_s), "configured"
+    r_now = _number(plan.get("batch_ratio"))
+    prediction: dict = {
+        "cores_now": cores_now, "cores_new": cores_new,
+        "utilization_now": _number(plan.get("utilization")),
+        "utilization": round(busy_at_target / cores_new, 4) if cores_new else None,
+        "batch_ratio_now": r_now,
+        "batch_ratio": (round(overhead + max(0.0, r_now - overhead) * cores_now / cores_new, 3)
+                        if r_now is not None and cores_new else None),
+        "capacity_per_s": None, "catch_up_s": None, "restart_backlog": None,
+        "downtime_s": round(downtime_s, 3), "downtime_source": downtime_source,
+        "downtime_samples": len(downtimes),
+        "inputs": {
+            "arrival_per_s": snapshot.arrival_rate_per_s if snapshot else None,
+            "backlog": snapshot.backlog if snapshot else None,
+            "snapshot": snapshot.pk if snapshot else None,
+            "overhead_fraction": overhead, "load": _number(plan.get("load")),
+            "demand_cores": round(busy_at_target, 4),
+            "restart_time_s": _number(plan.get("restart_time_s")),
+            "vertices": [{"vertex_id": v["vertex_id"], "current": v.get("current"), "proposed": v.get("proposed"),
+                          "true_processing_rate": v.get("true_processing_rate"),
+                          "target_data_rate": v.get("target_data_rate"),
+                          "catch_up_data_rate": v.get("catch_up_data_rate")} for v in plan.get("vertices", [])],
+        },
+    }
+    capacity = capacity_per_s(plan, cores_new, sources)
+    if capacity is not None and snapshot is not None:
+        prediction["capacity_per_s"] = round(capacity, 3)
+        # FLIP-271 (AutoScalerUtils.getTargetProcessingCapacity): the restart adds arrival × restart
+        # time to the backlog the catch-up must drain.
+        backlog = max(0.0, float(snapshot.backlog)) + snapshot.arrival_rate_per_s * downtime_s
+        prediction["restart_backlog"] = round(backlog)
+        spare = capacity - snapshot.arrival_rate_per_s
+        if backlog <= 0:
+            prediction["catch_up_s"] = 0.0
+        elif spare > 0:
+            prediction["catch_up_s"] = round(backlog / spare, 3)
+    return prediction
+
+
+def realized(*, plan: dict, after: list[MetricSnapshot], finished_at: datetime, downtime_s: float | None,
+             vertices: list[VertexSnapshot]) -> dict:
+    """The same quantities as :func:`predict`, measured on the snapshots ``after`` the change (oldest
+    first) and their ``vertices``: capacity (records/s, from the realized busy time per source
+    record), utilization (Σ busy / (window × cores)), batch ratio, the catch-up time (seconds from
+    the end of the execution to the first snapshot whose backlog fits in two trigger intervals of
+    arrivals; None while it has not), and the measured downtime."""
+    window_s = sum(s.window_s for s in after)
+    out: dict = {"capacity_per_s": None, "utilization": None, "batch_ratio": None, "catch_up_s": None,
+                 "downtime_s": downtime_s, "window_s": round(window_s, 3)}
+    if not after or window_s <= 0:
+        return out
+    cores = after[-1].cores or 1
+    busy = sum(v.busy_s for v in vertices)
+    sources = [v for v in vertices if v.is_source]
+    source_in = sum(v.records_in for v in sources)
+    batches = sum(s.batches for s in after)
+    overhead = sum(s.batch_overhead_s * s.batches for s in after) / batches if batches else 0.0
+    trigger = after[-1].trigger_interval_s or 1.0
+    if busy > 0 and source_in > 0:
+        out["capacity_per_s"] = round(cores * (1.0 - min(0.9, overhead / trigger)) / (busy / source_in), 3)
+    out["utilization"] = round(busy / (window_s * cores), 4)
+    if batches:
+        out["batch_ratio"] = round(sum(s.batch_duration_s * s.batches for s in after) / batches / trigger, 3)
+    for s in after:
+        if s.backlog <= 2 * trigger * max(1.0, s.arrival_rate_per_s):
+            out["catch_up_s"] = round((s.collected_at - finished_at).total_seconds(), 3)
+            break
+    return out

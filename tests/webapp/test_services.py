@@ -47,18 +47,28 @@ def test_window_not_full_gives_no_evaluation():
     assert not job.proposals.exists()
 
 
-def test_same_plan_keeps_the_pending_proposal_and_a_different_one_supersedes_it():
+def test_a_growing_backlog_keeps_the_pending_proposal_and_a_new_demand_revises_it_in_place():
     job = make_job(metric_window_s=45)
     make_snapshots(job, count=4)
     first = evaluation_run(job=job)
     evaluation_run(job=job)
     assert job.proposals.count() == 1
+    proposal = job.proposals.get()
     later = timezone.now() + timedelta(seconds=60)
     make_snapshots(job, count=4, backlog_step=50_000, end=later)  # a large backlog to catch up on
     evaluation_run(job=job, now=later)
-    statuses = sorted(job.proposals.values_list("status", flat=True))
-    assert statuses == ["pending", "superseded"]
-    assert job.proposals.get(status="superseded").evaluation == first
+    proposal.refresh_from_db()
+    # The catch-up grew, the demand at the target rate did not: not a material change.
+    assert (proposal.status, proposal.revision, proposal.evaluation) == ("pending", 1, first)
+    even_later = later + timedelta(seconds=60)
+    make_snapshots(job, count=4, arrival=2400.0, enrich_busy_s=40.0, end=even_later)  # the load more than doubled
+    evaluation_run(job=job, now=even_later)
+    proposal.refresh_from_db()
+    assert job.proposals.count() == 1 and proposal.status == "pending" and proposal.revision == 2
+    assert [r["revision"] for r in proposal.revisions] == [1] and proposal.revisions[0]["evaluation"] == first.pk
+    assert proposal.prediction["inputs"]["demand_cores"] > 2 * proposal.revisions[0]["prediction"]["inputs"][
+        "demand_cores"]
+    assert AuditEvent.objects.filter(proposal=proposal, action="revised").count() == 1
 
 
 def test_approve_once_then_refused(no_enqueue, django_capture_on_commit_callbacks):

@@ -64,7 +64,13 @@ class ProposalSerializer(serializers.ModelSerializer):
         fields = ["id", "job", "status", "current_config", "proposed_config", "reasons", "plan", "created_at",
                   "decided_at", "decided_by", "comment", "execution",
                   *_present(Proposal, ("kind", "rollback_of", "expires_at", "hold_reason", "verification",
-                                       "verification_detail", "verified_at"))]
+                                       "verification_detail", "verified_at", "revision", "revisions", "prediction",
+                                       "withdrawal"))]
+
+
+class ApproveSerializer(serializers.Serializer):
+    revision = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1,
+                                        help_text="The revision approved (409 with the current one when outdated).")
 
 
 class RejectSerializer(serializers.Serializer):

@@ -115,6 +115,10 @@ class ProposalViewSet(viewsets.ReadOnlyModelViewSet):
     def _decide(self, call) -> Response:
         try:
             proposal = call()
+        except services.StaleRevisionError as exc:
+            current = Proposal.objects.get(pk=exc.proposal_id)
+            return Response({"detail": str(exc), "current_revision": exc.current_revision,
+                             "proposal": self.get_serializer(current).data}, status=status.HTTP_409_CONFLICT)
         except TransitionError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         except ValueError as exc:
@@ -124,11 +128,16 @@ class ProposalViewSet(viewsets.ReadOnlyModelViewSet):
         proposal.refresh_from_db()
         return Response(self.get_serializer(proposal).data)
 
-    @extend_schema(request=None, responses=_DECISION_RESPONSES)
+    @extend_schema(request=s.ApproveSerializer, responses=_DECISION_RESPONSES,
+                   description="Approve a pending proposal. ``revision`` names the revision approved; an outdated "
+                               "one gets 409 with ``current_revision`` and the current proposal.")
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str | None = None) -> Response:
+        body = s.ApproveSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
         proposal = self.get_object()
-        return self._decide(lambda: services.proposal_approve(proposal=proposal, actor=request.user))
+        return self._decide(lambda: services.proposal_approve(proposal=proposal, actor=request.user,
+                                                              revision=body.validated_data.get("revision")))
 
     @extend_schema(request=s.RejectSerializer, responses=_DECISION_RESPONSES)
     @action(detail=True, methods=["post"])

@@ -7,13 +7,13 @@ its numbers without a reload.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -23,13 +23,16 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from webapp.dashboard.figures import dag_figure, parallelism_label, series_figure
-from webapp.dashboard.why import proposal_forecast, why_no_proposal
+from webapp.dashboard.why import why_no_proposal
 from webapp.jobs.services import stage_bindings
 from webapp.jobs import selectors
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis
 from webapp.proposals.models import Execution, Proposal
-from webapp.proposals.services import TransitionError, proposal_approve, proposal_reject
+from webapp.proposals.services import (
+    StaleRevisionError, TransitionError, held_scale_down, proposal_approve, proposal_reject, scale_down_apply_now,
+    scale_up_block_clear,
+)
 
 try:  # roles (issue 5): operators decide, viewers read
     from webapp.proposals.permissions import can_approve as _can_approve
@@ -82,7 +85,11 @@ def _job_context(request: HttpRequest, job: Job) -> dict:
     evaluation = selectors.latest_evaluation(job=job)
     context = {"job": job, "policy": job.policy, "snapshot": snapshot, "evaluation": evaluation,
                "pending": pending, "proposals": list(job.proposals.select_related("execution", "decided_by")[:10]),
-               "can_decide": can_decide(request.user), "why": []}
+               "can_decide": can_decide(request.user), "why": [], "held": held_scale_down(job=job),
+               "scale_up_block": job.scale_up_block or None}
+    if context["held"] is not None:
+        context["held_in_min"] = math.ceil(context["held"]["in_s"] / 60)
+        context["held_interval_min"] = round(context["held"]["interval_s"] / 60)
     if pending is None:
         context["why"] = why_no_proposal(job=job, snapshot=snapshot, evaluation=evaluation,
                                          busy=_busy_proposal(job))
@@ -163,28 +170,70 @@ def job_live(request: HttpRequest, pk: int) -> JsonResponse:
 
 # --- proposal page ------------------------------------------------------------------------------
 
-def _proposal_context(request: HttpRequest, proposal: Proposal) -> dict:
-    job = proposal.job
-    snapshot = selectors.latest_snapshot(job=job)
-    cores_change = proposal.current_config.get("cores") != proposal.proposed_config.get("cores")
-    downtimes = Execution.objects.filter(proposal__job=job, status=Execution.Status.SUCCEEDED,
-                                         downtime_s__isnull=False)
-    if cores_change:
-        downtimes = downtimes.filter(Q(path="driver-restart") | Q(path=""))
+def _duration(seconds) -> str:
+    if not isinstance(seconds, (int, float)):
+        return "–"
+    seconds = max(0, round(seconds))
+    return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min {seconds % 60} s"
+
+
+def _percent(value) -> str:
+    return f"{value * 100:.0f} %" if isinstance(value, (int, float)) else "–"
+
+
+def _prediction_rows(prediction: dict, realized: dict | None) -> list[dict]:
+    """Predicted (frozen when proposed) beside realized (stored by the verification): one row per
+    quantity, ``{key, label, predicted, realized}`` as text. Nothing here recomputes a prediction."""
+    p, r = prediction or {}, realized or {}
+    inputs = p.get("inputs") or {}
+
+    def rate(value) -> str:
+        return f"{value:,.0f} rec/s" if isinstance(value, (int, float)) else "–"
+
+    if p.get("catch_up_s") is not None:
+        catch_up = (f"{_duration(p['catch_up_s'])} for {p.get('restart_backlog') or 0:,} records (the backlog "
+                    f"{inputs.get('backlog') or 0:,} plus {_duration(p.get('downtime_s'))} of arrivals during the restart)")
+    elif p.get("capacity_per_s") is not None:
+        catch_up = (f"never: capacity {rate(p['capacity_per_s'])} is not above the arrival rate "
+                    f"{rate(inputs.get('arrival_per_s'))}")
     else:
-        downtimes = downtimes.exclude(path="driver-restart")
-    measured = list(downtimes.order_by("-finished_at").values_list("downtime_s", flat=True)[:20])
-    sources = {v.vertex_id for v in snapshot.vertices.all() if v.is_source} if snapshot else set()
-    forecast = proposal_forecast(proposal=proposal, snapshot=snapshot, source_ids=sources,
-                                 measured_downtimes_s=measured, configured_restart_s=job.policy.restart_time_s)
+        catch_up = "not predictable: no metrics"
+    samples = p.get("downtime_samples") or 0
+    downtime = (f"{p['downtime_s']:.1f} s (median of {samples} measured restart{'s' if samples != 1 else ''} of this job)"
+                if p.get("downtime_source") == "measured" else
+                f"{p['downtime_s']:.1f} s (configured; no restart measured yet)") if p.get("downtime_s") is not None else "–"
+    realized_catch_up = (_duration(r["catch_up_s"]) if r.get("catch_up_s") is not None
+                         else ("not caught up within the verification window" if r else "–"))
+    return [
+        {"key": "capacity", "label": "Capacity", "predicted": rate(p.get("capacity_per_s")),
+         "realized": rate(r.get("capacity_per_s"))},
+        {"key": "utilization", "label": "Utilization",
+         "predicted": f"{_percent(p.get('utilization_now'))} now → {_percent(p.get('utilization'))} predicted at the "
+                      f"target rate", "realized": _percent(r.get("utilization"))},
+        {"key": "batch-ratio", "label": "Batch ratio R",
+         "predicted": (f"{p['batch_ratio_now']:.2f} now → {p['batch_ratio']:.2f} predicted"
+                       if p.get("batch_ratio_now") is not None and p.get("batch_ratio") is not None else "–"),
+         "realized": f"{r['batch_ratio']:.2f}" if r.get("batch_ratio") is not None else "–"},
+        {"key": "catch-up", "label": "Catch-up after the restart", "predicted": catch_up, "realized": realized_catch_up},
+        {"key": "downtime", "label": "Expected downtime", "predicted": downtime,
+         "realized": f"{r['downtime_s']:.1f} s" if r.get("downtime_s") is not None else "–"},
+    ]
+
+
+def _proposal_context(request: HttpRequest, proposal: Proposal, error: str = "") -> dict:
+    from webapp.proposals.predictions import plan_cores  # noqa: PLC0415
+    from webapp.proposals.reasons import withdrawal_text  # noqa: PLC0415
+
+    job = proposal.job
     plan = proposal.plan or {}
+    cores_now, cores_new = plan_cores(plan)
     rows = []
     for v in plan.get("vertices", []):
         tpr = v.get("true_processing_rate")
-        capacity_now = tpr * min(v["current"], forecast["cores_now"]) if isinstance(tpr, (int, float)) else None
+        capacity_now = tpr * min(v["current"], cores_now) if isinstance(tpr, (int, float)) else None
         expected = v.get("expected_processing_rate")
         if not isinstance(expected, (int, float)) and isinstance(tpr, (int, float)):
-            expected = tpr * min(v["proposed"], forecast["cores_new"])
+            expected = tpr * min(v["proposed"], cores_new)
         rows.append({"id": v["vertex_id"], "current": v["current"], "proposed": v["proposed"],
                      "capacity_now": capacity_now, "capacity_expected": expected,
                      "target_data_rate": v.get("target_data_rate"), "catch_up_data_rate": v.get("catch_up_data_rate"),
@@ -192,8 +241,12 @@ def _proposal_context(request: HttpRequest, proposal: Proposal) -> dict:
                      "reason": v.get("note") or ("bottleneck" if plan.get("bottleneck") == v["vertex_id"] else ""),
                      "bottleneck": plan.get("bottleneck") == v["vertex_id"]})
     execution = Execution.objects.filter(proposal=proposal).first()
+    realized = (proposal.verification_detail or {}).get("realized")
     return {"proposal": proposal, "job": job, "policy": job.policy, "plan": plan, "rows": rows,
-            "forecast": forecast, "execution": execution, "can_decide": can_decide(request.user),
+            "cores_now": cores_now, "cores_new": cores_new,
+            "predictions": _prediction_rows(proposal.prediction, realized), "realized": realized,
+            "execution": execution, "can_decide": can_decide(request.user), "error": error,
+            "withdrawal_text": withdrawal_text(proposal.withdrawal) if proposal.withdrawal else "",
             "audit": list(proposal.audit_events.order_by("at", "id")[:50]),
             "config_changes": [(k, proposal.current_config.get(k), v) for k, v in proposal.proposed_config.items()
                                if proposal.current_config.get(k) != v]}
@@ -201,7 +254,8 @@ def _proposal_context(request: HttpRequest, proposal: Proposal) -> dict:
 
 @login_required
 def proposal_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """The proposal page: per-vertex table, executors, predictions, Approve / Reject."""
+    """The proposal page: per-vertex table, executors, frozen predictions (and, once verified, what
+    was realized), revisions, Approve / Reject."""
     proposal = get_object_or_404(Proposal.objects.select_related("job__policy", "decided_by"), pk=pk)
     return render(request, "dashboard/proposal.html", _proposal_context(request, proposal))
 
@@ -228,11 +282,21 @@ def proposal_decide(request: HttpRequest, pk: int) -> HttpResponse:
     proposal = get_object_or_404(Proposal.objects.select_related("job__policy"), pk=pk)
     try:
         if request.POST.get("action") == "approve":
-            proposal_approve(proposal=proposal, actor=request.user)
-            messages.success(request, f"Proposal {pk} approved; executing.")
+            try:
+                revision = int(request.POST["revision"]) if request.POST.get("revision") else None
+            except ValueError:
+                messages.error(request, "The revision to approve must be a whole number.")
+                return _back(request, reverse("dashboard:proposal", args=[pk]))
+            proposal_approve(proposal=proposal, actor=request.user, revision=revision)
+            messages.success(request, f"Proposal {pk} revision {revision or proposal.revision} approved; executing.")
         else:
             proposal_reject(proposal=proposal, actor=request.user, comment=request.POST.get("comment", ""))
             messages.info(request, f"Proposal {pk} rejected.")
+    except StaleRevisionError as exc:
+        # 409 with the current revision: the page shows it, so the operator reviews what they approve.
+        proposal.refresh_from_db()
+        return render(request, "dashboard/proposal.html", _proposal_context(request, proposal, error=str(exc)),
+                      status=409)
     except (TransitionError, ValueError) as exc:
         messages.error(request, str(exc))
     return _back(request, reverse("dashboard:proposal", args=[pk]))
@@ -255,6 +319,35 @@ def proposal_rollback(request: HttpRequest, pk: int) -> HttpResponse:
         except (TransitionError, ValueError) as exc:
             messages.error(request, str(exc))
     return _back(request, reverse("dashboard:history", args=[proposal.job_id]))
+
+
+@login_required
+@require_POST
+def scale_down_apply(request: HttpRequest, pk: int) -> HttpResponse:
+    """Apply a held scale-down now: creates a pending proposal for it (the operator approves it next)."""
+    _require_decider(request)
+    job = get_object_or_404(Job.objects.select_related("policy"), pk=pk)
+    try:
+        proposal = scale_down_apply_now(job=job, actor=request.user)
+    except TransitionError as exc:
+        messages.error(request, str(exc))
+        return redirect("dashboard:job", pk=pk)
+    messages.success(request, f"Proposal {proposal.pk} created for the held scale-down; review and approve it.")
+    return redirect("dashboard:proposal", pk=proposal.pk)
+
+
+@login_required
+@require_POST
+def scale_up_block_release(request: HttpRequest, pk: int) -> HttpResponse:
+    """Clear the ineffective-scale-up block of a job (audited)."""
+    _require_decider(request)
+    job = get_object_or_404(Job, pk=pk)
+    try:
+        scale_up_block_clear(job=job, actor=request.user, comment=request.POST.get("comment", ""))
+        messages.success(request, "Scale-up block cleared: scale-ups may be proposed again.")
+    except TransitionError as exc:
+        messages.error(request, str(exc))
+    return redirect("dashboard:job", pk=pk)
 
 
 # --- history page -------------------------------------------------------------------------------

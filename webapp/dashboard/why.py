@@ -6,7 +6,6 @@ the newest evaluation (``Evaluation.plan`` is the serialized ``scaling.JobPlan``
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone as dt_timezone
 
@@ -19,8 +18,6 @@ from webapp.jobs.selectors import policy_band, window_coverage
 #: A snapshot older than this many collect intervals is stale.
 STALE_INTERVALS = 4
 
-_HELD = re.compile(r"held until t=([0-9.]+) s")
-_PERIOD = re.compile(r"excluded period ('[^']*'|\"[^\"]*\")")
 
 
 @dataclass(frozen=True)
@@ -76,25 +73,31 @@ def why_no_proposal(*, job: Job, snapshot: MetricSnapshot | None, evaluation: Ev
         reasons.append(Reason("window", f"the metric window is not yet full: {covered_s:.0f} of {window_s:.0f} s "
                                         f"collected, about {_duration(left_s)} left"))
     if evaluation is not None and not (job.config_changed_at and evaluation.created_at < job.config_changed_at):
-        reasons.extend(_evaluation_reasons(job, evaluation))
+        reasons.extend(_evaluation_reasons(job, evaluation, now))
     if not reasons:
         reasons.append(Reason("other", "no evaluation has run yet for the current configuration"))
     return reasons
 
 
-def _evaluation_reasons(job: Job, evaluation: Evaluation) -> list[Reason]:
+def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime) -> list[Reason]:
+    from scaling.periods import active_period  # noqa: PLC0415
+    from webapp.proposals.reasons import hold_text  # noqa: PLC0415
+    from webapp.proposals.services import held_scale_down  # noqa: PLC0415
+
     plan = evaluation.plan or {}
     out: list[Reason] = []
     texts = list(evaluation.reasons or plan.get("reasons") or [])
-    for text in texts:
-        if held := _HELD.search(text):
-            out.append(Reason("delayed", f"a scale-down is delayed until {_clock(float(held.group(1)))} "
-                                         f"(FLINK-36018): {text}"))
-        elif period := _PERIOD.search(text):
-            out.append(Reason("excluded", f"an excluded period is in force: {period.group(1).strip(chr(39) + chr(34))}"
-                                          f"; the plan is computed but not executed"))
-    if plan.get("executable") is False and not any(r.code == "excluded" for r in out):
-        out.append(Reason("excluded", "an excluded period is in force: the plan is computed but not executed"))
+    held = held_scale_down(job=job, now=now)
+    if held is not None:
+        out.append(Reason("delayed", f"a scale-down to {held['cores']} cores is delayed until "
+                                     f"{held['due_at']:%Y-%m-%d %H:%M:%S} UTC (FLINK-36018 scale-down interval "
+                                     f"{_duration(held['interval_s'])}); an operator can apply it now"))
+    if evaluation.hold:
+        out.append(Reason("held", hold_text(evaluation.hold, evaluation.hold_detail)))
+    if plan.get("executable") is False:
+        period = active_period(tuple(job.policy.excluded_periods or ()), now.timestamp())
+        named = f": {period}" if period else ""
+        out.append(Reason("excluded", f"an excluded period is in force{named}; the plan is computed but not executed"))
     if evaluation.decision == "no-change" and not out:
         low, high = policy_band(job.policy)
         load = plan.get("load")
@@ -113,69 +116,3 @@ def _evaluation_reasons(job: Job, evaluation: Evaluation) -> list[Reason]:
     elif not out and texts:
         out.append(Reason("other", f"last evaluation ({evaluation.decision}): " + "; ".join(texts)))
     return out
-
-
-def proposal_forecast(*, proposal, snapshot: MetricSnapshot | None, source_ids: set[str],
-                      measured_downtimes_s: list[float], configured_restart_s: float) -> dict:
-    """What the proposal page predicts from the plan: utilization and batch ratio after the change, the
-    catch-up time of the current backlog and the expected downtime.
-
-    Micro-batch model (ARCHITECTURE.md): stages share the cores, so the core-seconds each source record
-    costs add up over the vertices, ``c = Σ_v λ_v / TPR_v / Σ_sources λ_s``; the job's capacity is
-    ``cores × (1 − overhead) / c`` source records per second.
-    """
-    plan = proposal.plan or {}
-    vertices = plan.get("vertices", [])
-    cores_now = plan.get("executors_current") or proposal.current_config.get("cores") or 1
-    cores_new = plan.get("executors_proposed") or proposal.proposed_config.get("cores") or cores_now
-    per_executor = plan.get("cores_per_executor") or 1
-    cores_now, cores_new = cores_now * per_executor, cores_new * per_executor
-    overhead = plan.get("overhead_fraction") or 0.0
-
-    def number(value):
-        return value if isinstance(value, (int, float)) else None
-
-    busy_at_target = 0.0
-    source_rate = 0.0
-    for v in vertices:
-        tpr, target = number(v.get("true_processing_rate")), number(v.get("target_data_rate")) or 0.0
-        if tpr:
-            busy_at_target += target / tpr
-    sources = source_ids or ({vertices[0]["vertex_id"]} if vertices else set())
-    for v in vertices:
-        if v["vertex_id"] in sources:
-            source_rate += number(v.get("target_data_rate")) or 0.0
-    forecast: dict = {"cores_now": cores_now, "cores_new": cores_new,
-                      "utilization_now": number(plan.get("utilization")),
-                      "utilization_after": round(busy_at_target / cores_new, 3) if cores_new else None,
-                      "batch_ratio_now": number(plan.get("batch_ratio")), "batch_ratio_after": None,
-                      "catch_up_s": None, "catch_up_text": "", "backlog": snapshot.backlog if snapshot else None}
-    r_now = forecast["batch_ratio_now"]
-    if r_now is not None and cores_new:
-        # The task part of the batch shrinks with the cores; the overhead part does not.
-        forecast["batch_ratio_after"] = round(overhead + max(0.0, r_now - overhead) * cores_now / cores_new, 3)
-    if busy_at_target > 0 and source_rate > 0 and snapshot is not None:
-        cost_core_s = busy_at_target / source_rate
-        capacity = cores_new * (1.0 - overhead) / cost_core_s
-        spare = capacity - snapshot.arrival_rate_per_s
-        forecast["capacity_after_per_s"] = round(capacity, 1)
-        if snapshot.backlog <= 0:
-            forecast["catch_up_text"] = "no backlog to catch up"
-            forecast["catch_up_s"] = 0.0
-        elif spare <= 0:
-            forecast["catch_up_text"] = (f"never: capacity {capacity:,.0f} rec/s is below the arrival rate "
-                                         f"{snapshot.arrival_rate_per_s:,.0f} rec/s")
-        else:
-            forecast["catch_up_s"] = snapshot.backlog / spare
-            forecast["catch_up_text"] = (f"{_duration(forecast['catch_up_s'])} for {snapshot.backlog:,} records "
-                                         f"({spare:,.0f} rec/s spare capacity)")
-    if measured_downtimes_s:
-        ordered = sorted(measured_downtimes_s)
-        median = ordered[len(ordered) // 2]
-        forecast["downtime_s"] = median
-        forecast["downtime_text"] = (f"{median:.1f} s (median of {len(ordered)} measured restart"
-                                     f"{'s' if len(ordered) != 1 else ''} of this job)")
-    else:
-        forecast["downtime_s"] = configured_restart_s
-        forecast["downtime_text"] = f"{configured_restart_s:.1f} s (configured; no restart measured yet)"
-    return forecast

@@ -139,8 +139,8 @@ def realized(*, plan: dict, after: list[MetricSnapshot], finished_at: datetime, 
     """The same quantities as :func:`predict`, measured on the snapshots ``after`` the change (oldest
     first) and their ``vertices``: capacity (records/s, from the realized busy time per source
     record), utilization (Σ busy / (window × cores)), batch ratio, the catch-up time (seconds from
-    the end of the execution to the first snapshot whose backlog fits in two trigger intervals of
-    arrivals; None while it has not), and the measured downtime."""
+    the end of the execution to the first snapshot whose backlog fits in two batches of arrivals;
+    None while it has not), and the measured downtime."""
     window_s = sum(s.window_s for s in after)
     out: dict = {"capacity_per_s": None, "utilization": None, "batch_ratio": None, "catch_up_s": None,
                  "downtime_s": downtime_s, "window_s": round(window_s, 3)}
@@ -159,7 +159,9 @@ def realized(*, plan: dict, after: list[MetricSnapshot], finished_at: datetime, 
     if batches:
         out["batch_ratio"] = round(sum(s.batch_duration_s * s.batches for s in after) / batches / trigger, 3)
     for s in after:
-        if s.backlog <= 2 * trigger * max(1.0, s.arrival_rate_per_s):
+        # Caught up: what is left is about two batches' worth of arrivals (a batch runs one trigger
+        # interval, or longer when it overruns it).
+        if s.backlog <= 2 * max(trigger, s.batch_duration_s) * max(1.0, s.arrival_rate_per_s):
             out["catch_up_s"] = round((s.collected_at - finished_at).total_seconds(), 3)
             break
     return out

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from tests.webapp.dashboard_factories import make_evaluation, make_role_user, make_succeeded
 from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots
-from webapp.jobs.models import Job
+from webapp.jobs.models import Evaluation, Job
 from webapp.jobs.services import evaluation_run
 from webapp.proposals.models import Proposal
 
@@ -186,24 +186,29 @@ def test_why_below_the_band_at_the_minimum_says_so(client, operator):
 
 
 def test_why_scale_down_delayed_says_until_when(client, operator):
+    from scaling.planner import EXECUTORS_KEY
+    from scaling.state import PendingScaleDown, ScalerState, state_to_dict
+
     job = make_job(metric_window_s=45)
     make_snapshots(job)
-    due = 1_900_000_000  # 2030-03-17 17:46:40 UTC
-    make_evaluation(job, decision="blocked", reasons=[
-        "load 0.12 below the utilization band [0.4, 1.0]: 0.30 busy cores per second needed of 2.50 available",
-        f"delayed scale-down of executors 4 -> 1 held until t={due} s (first recommended at t={due - 3600} s)"])
+    first = 1_900_000_000 - 3600  # due 2030-03-17 17:46:40 UTC with the default hour
+    state = ScalerState(pending_scale_downs=(PendingScaleDown(EXECUTORS_KEY, first, ((first, 1),)),))
+    Job.objects.filter(pk=job.pk).update(scaler_state=state_to_dict(state))
+    evaluation = make_evaluation(job, decision="blocked", reasons=["a sentence nobody parses"])
+    Evaluation.objects.filter(pk=evaluation.pk).update(held_scale_down={"executors": 1, "cores": 1,
+                                                                        "config": dict(job.config), "plan": {}})
     why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
-    assert why["delayed"].startswith("a scale-down is delayed until 2030-03-17 17:46:40 UTC (FLINK-36018)")
+    assert why["delayed"].startswith("a scale-down to 1 core is delayed until 2030-03-17 17:46:40 UTC (FLINK-36018")
 
 
 def test_why_excluded_period_names_it(client, operator):
-    job = make_job(metric_window_s=45)
+    job = make_job(metric_window_s=45, excluded_periods=["* * * * *"])
     make_snapshots(job)
     make_evaluation(job, decision="blocked", executable=False, reasons=[
         "load 1.60 above the utilization band [0.4, 1.0]: the job needs more",
-        "excluded period 'nightly-batch': the plan is computed but not executable"])
+        "excluded period '* * * * *': the plan is computed but not executable"])
     why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
-    assert why["excluded"] == ("an excluded period is in force: nightly-batch; the plan is computed but "
+    assert why["excluded"] == ("an excluded period is in force: * * * * *; the plan is computed but "
                                "not executed")
 
 
@@ -248,10 +253,16 @@ def test_why_metrics_missing_from_the_snapshot_lists_spark_errors(client, operat
 # --- proposal page -----------------------------------------------------------------------------
 
 def test_proposal_page_shows_vertices_executors_predictions_and_buttons(client, operator):
-    job, pending = scaled_job()
-    make_succeeded(job, cores_from=1, cores_to=1, downtime_s=3.0)
-    make_succeeded(job, cores_from=1, cores_to=1, downtime_s=5.0)
-    Job.objects.filter(pk=job.pk).update(config=pending.current_config)
+    job = make_job("demo", metric_window_s=45)
+    config = dict(job.config)
+    hour_ago = timezone.now() - timedelta(hours=1)  # long finished: no restart hold
+    make_succeeded(job, cores_from=1, cores_to=1, downtime_s=3.0, path="", finished_at=hour_ago)
+    make_succeeded(job, cores_from=1, cores_to=1, downtime_s=5.0, path="", finished_at=hour_ago)
+    Job.objects.filter(pk=job.pk).update(config=config)
+    job.refresh_from_db()
+    make_snapshots(job)
+    evaluation_run(job=job)
+    pending = job.proposals.get(status="pending")
     html = client.get(f"/proposals/{pending.pk}/").content.decode()
     table = re.search(r'<table class="grid" id="vertex-table">(.*?)</table>', html, re.S).group(1)
     assert table.count("<tr") == 4  # header and three vertices
@@ -260,11 +271,12 @@ def test_proposal_page_shows_vertices_executors_predictions_and_buttons(client, 
         assert f"{v['current']} → {v['proposed']}" in table
     assert f'{plan["executors_current"]} → {plan["executors_proposed"]}' in html
     forecast = re.search(r'<section class="card" id="forecast">(.*?)</section>', html, re.S).group(1)
-    assert re.search(r'id="utilization">\d+ % now → \d+ % predicted', forecast)
-    assert re.search(r'id="batch-ratio">[\d.]+ now → [\d.]+ predicted', forecast)
-    assert re.search(r'id="catch-up">[^<]*for [\d,]+ records', forecast)
+    assert re.search(r'id="utilization" class="predicted">\d+ % now → \d+ % predicted', forecast)
+    assert re.search(r'id="batch-ratio" class="predicted">[\d.]+ now → [\d.]+ predicted', forecast)
+    assert re.search(r'id="catch-up" class="predicted">[^<]*for [\d,]+ records', forecast)
     assert "5.0 s (median of 2 measured restarts of this job)" in forecast
     assert 'id="approve"' in html and 'id="reject-comment"' in html and "required" in html
+    assert f'name="revision" value="{pending.revision}"' in html
 
 
 def test_reject_without_comment_is_refused_and_with_one_works(client, operator):

@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from tests.webapp.factories import make_job, make_snapshots, make_user
+from webapp.jobs.models import Job
 from webapp.jobs.services import evaluation_run
 from webapp.proposals.models import AuditEvent, Proposal
 from webapp.proposals.services import TransitionError, proposal_approve, proposal_reject
@@ -158,3 +159,23 @@ def test_a_successful_execution_records_the_scaling_and_its_downtime(no_enqueue)
     assert state["restart_times_s"] == [27.5]
     scaled = {r["vertex_id"]: (r["old_parallelism"], r["new_parallelism"]) for r in state["history"]}
     assert scaled["v1"] == (1, proposal.proposed_config["enrich_partitions"])
+
+
+def test_a_pending_proposal_is_withdrawn_when_the_running_configuration_changes_underneath_it():
+    job = make_job(metric_window_s=45)
+    make_snapshots(job)
+    evaluation_run(job=job)
+    proposal = job.proposals.get()
+    running = dict(job.config, source_partitions=3)
+    Job.objects.filter(pk=job.pk).update(config=running)  # e.g. someone restarted the runner by hand
+    job.refresh_from_db()
+    evaluation_run(job=job)
+    proposal.refresh_from_db()
+    assert proposal.status == "withdrawn"
+    assert proposal.withdrawal == {"reason": "config_changed", "proposed_for": proposal.current_config,
+                                   "running": running}
+    event = AuditEvent.objects.get(proposal=proposal, action="withdrawn")
+    assert event.after == {"status": "withdrawn", "withdrawal": proposal.withdrawal}
+    assert "changed underneath it" in event.reason
+    with pytest.raises(TransitionError, match="is withdrawn, not pending"):
+        proposal_approve(proposal=proposal, actor=make_user())

@@ -89,7 +89,8 @@ def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime) -> list
     texts = list(evaluation.reasons or plan.get("reasons") or [])
     held = held_scale_down(job=job, now=now)
     if held is not None:
-        out.append(Reason("delayed", f"a scale-down to {held['cores']} cores is delayed until "
+        cores = f"{held['cores']} core{'s' if held['cores'] != 1 else ''}"
+        out.append(Reason("delayed", f"a scale-down to {cores} is delayed until "
                                      f"{held['due_at']:%Y-%m-%d %H:%M:%S} UTC (FLINK-36018 scale-down interval "
                                      f"{_duration(held['interval_s'])}); an operator can apply it now"))
     if evaluation.hold:

@@ -1,6 +1,9 @@
 """Verification after execution, as Argo Rollouts' analysis: once the new configuration has run
 for ``verification_windows`` metric windows, compare what happened with what the plan predicted.
 
+The rates are those of the latest metric window (the stabilization interval and the first windows
+carry the restart's warm-up); the catch-up time is measured from the end of the execution.
+
 - **verified**: every stage's realized true processing rate (records per busy core-second, DS2's
   useful-time rate) is within ``verification_tolerance`` of the plan's, and the backlog is not
   growing (or is empty);
@@ -110,8 +113,11 @@ def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Propo
     stable_from = execution.finished_at + timedelta(seconds=settings.SCALER_STABILIZATION_S)
     since_change = list(proposal.job.snapshots.filter(collected_at__gt=execution.finished_at, collected_at__lte=now)
                         .order_by("collected_at"))
-    after = [s for s in since_change if s.collected_at - timedelta(seconds=s.window_s) >= stable_from - timedelta(
+    stable = [s for s in since_change if s.collected_at - timedelta(seconds=s.window_s) >= stable_from - timedelta(
         seconds=1e-3)] or since_change
+    # The rates of the latest metric window: a warm-up longer than the stabilization interval is
+    # behind it by then (as Flink's effectiveness detection compares the latest evaluated rates).
+    after = [s for s in stable if s.collected_at > now - timedelta(seconds=policy.metric_window_s)] or stable
     window_start = proposal.created_at - timedelta(seconds=policy.metric_window_s)
     before = list(proposal.job.snapshots.filter(collected_at__gt=window_start, collected_at__lte=proposal.created_at))
     result, detail, reason = assess(proposal=proposal, after=after, before=before,

@@ -9,7 +9,7 @@ Every collect interval of the simulated job:
 3. **evaluate → propose** (``evaluation_run`` → ``proposal_create``), unless a proposal executes;
 4. **decide**: the test's actions (a person approving, clearing a block, ...), then auto mode's
    approvals, already made by the services;
-5. **execute**: each enqueued attempt runs ``proposal_execute``; its ``send_rescale`` goes to
+5. **execute**: each enqueued attempt runs ``proposal_execute``; its command goes to
    :class:`SimRunner`, which applies the configuration to the simulation with the simulated
    downtime (a new run id: a driver restart) and answers like the runner;
 6. **verify**: the next reconcile beats verify the execution against the new configuration.
@@ -32,22 +32,48 @@ from datetime import UTC, datetime, timedelta
 from django.utils import timezone
 
 from scaling.sim import topologies
+from sparkclient import control
 from scaling.sim.engine import Config, Simulation
 from scaling.sim.model import Downtime, SimJob, SimSettings
 from scaling.sim.workloads import Trace
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
-from webapp.jobs.services import CORES_KEY, evaluation_run, job_register
+from webapp.jobs.services import evaluation_run, job_register
 from webapp.proposals.models import Proposal
 from webapp.proposals.services import proposal_execute, workflow_reconcile
 
 EPOCH = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
-TRIGGER_INTERVAL_S = 2.0
+TRIGGER_INTERVAL_S = 2
 BATCH_OVERHEAD_S = 0.2
+#: The simulated pipeline's executors knob (the pipeline contract: ``sets="executors"``).
+EXECUTORS_KNOB = "executors"
 
 
 def knob_name(vertex_id: str) -> str:
-    """The harness's configuration key for the partitions of a stage (an opaque integer knob)."""
-    return f"partitions.{vertex_id}"
+    """The knob that sets the partitions of a stage of the simulated pipeline."""
+    return f"{vertex_id}_partitions"
+
+
+def knobs_and_plan(sim_job: SimJob, *, max_cores: int = 8) -> tuple[list[dict], list[dict]]:
+    """The knob declarations and the plan stages the runner of ``sim_job`` would publish (the pipeline
+    contract, ``sparkclient.contract`` / ``sparkclient.binding``): a source knob for the source
+    stage, a repartition knob per other adjustable stage, none for a pinned (stateful) stage."""
+    knobs = [{"name": EXECUTORS_KNOB, "default": 1, "min": 1, "max": max_cores, "sets": "executors",
+              "description": "cores"},
+             {"name": "trigger_interval_s", "default": TRIGGER_INTERVAL_S, "min": 1, "max": 600, "sets": "other",
+              "description": "trigger interval"}]
+    stages = []
+    for v in sim_job.vertices:
+        if v.source:
+            knobs.append({"name": knob_name(v.id), "default": 1, "min": 1, "max": v.partitions or 64,
+                          "sets": "source_partitions", "description": v.name})
+            stages.append({"input": "source", "partitions": None, "stateful": False, "operators": [v.name]})
+        elif v.adjustable:
+            knobs.append({"name": knob_name(v.id), "default": 1, "min": 1, "max": 64, "sets": "repartition",
+                          "description": v.name})
+            stages.append({"input": "repartition", "partitions": None, "stateful": False, "operators": [v.name]})
+        else:
+            stages.append({"input": "shuffle", "partitions": None, "stateful": True, "operators": [v.name]})
+    return knobs, stages
 
 
 class _Passive:
@@ -79,32 +105,36 @@ class _LoopSimulation(Simulation):
 
 @dataclass
 class SimRunner:
-    """Stands in for ``sparkclient.runner``: applies a configuration to the simulation (a driver
-    restart with the simulated downtime) and answers ``wait_result`` with the runner's fields."""
+    """Stands in for the runner on the control channel (``sparkclient.control``): applies a command's
+    knob values to the simulation (a driver restart with the simulated downtime) and answers with a
+    ``RescaleResult``."""
 
     harness: LoopHarness
     commands: list[dict] = field(default_factory=list)
-    results: dict[str, dict] = field(default_factory=dict)
+    results: dict[str, control.RescaleResult] = field(default_factory=dict)
 
-    def send_rescale(self, redis, job: str, exec_id: str, config: dict) -> None:
+    def send_command(self, client, job: str, command: control.RescaleCommand) -> None:
         h = self.harness
         sim = h.sim
-        cores = int(config[CORES_KEY])
-        new = Config({v.id: int(config.get(knob_name(v.id), sim.config.parallelism[v.id])) for v in h.sim_job.vertices},
+        knobs = dict(command.knobs)
+        cores = int(knobs[EXECUTORS_KNOB])
+        new = Config({v.id: int(knobs.get(knob_name(v.id), sim.config.parallelism[v.id])) for v in h.sim_job.vertices},
                      min(cores, h.host_cores) if h.host_cores else cores)
         sim._apply(h.now_s, new, sim._restart_at(h.now_s))
         downtime = sim.result.rescales[-1].downtime_s
         h.restarts += 1
         h.reported_cores = cores
         h.restarted_at_s = sim.down_until_s
-        self.commands.append({"id": exec_id, "config": dict(config), "at_s": h.now_s})
-        self.results[exec_id] = {"id": exec_id, "status": "succeeded", "path": "driver-restart",
-                                 "downtime_s": downtime, "error": None, "config": dict(config)}
+        self.commands.append({"id": command.id, "knobs": knobs, "at_s": h.now_s})
+        self.results[command.id] = control.RescaleResult(
+            id=command.id, status=control.ResultStatus.SUCCEEDED, path=control.RescalePath.DRIVER_RESTART,
+            downtime_s=downtime, knobs=knobs, completed_at=(EPOCH + timedelta(seconds=sim.down_until_s)).timestamp())
 
-    def wait_result(self, redis, job: str, exec_id: str, timeout_s: float) -> dict:
+    def wait_result(self, client, job: str, command_id: str, timeout_s: float, poll_s: float = 0.2
+                    ) -> control.RescaleResult:
         # The runner answers once the query runs again: the clock moves to the end of the downtime.
         self.harness.now_s = max(self.harness.now_s, self.harness.sim.down_until_s)
-        return self.results[exec_id]
+        return self.results[command_id]
 
 
 @dataclass
@@ -128,8 +158,8 @@ class LoopHarness:
     timeline: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        start = Config(dict(self._parallelism(self.job.config)), self._sim_cores(self.job.config[CORES_KEY]))
-        self.reported_cores = int(self.job.config[CORES_KEY])
+        start = Config(dict(self._parallelism(self.job.config)), self._sim_cores(self.job.config[EXECUTORS_KNOB]))
+        self.reported_cores = int(self.job.config[EXECUTORS_KNOB])
         self.sim = _LoopSimulation(self, self.sim_job, self.trace, self.settings, _Passive(), start, seed=self.seed)
         self.runner = SimRunner(self)
 
@@ -199,7 +229,7 @@ class LoopHarness:
         pending = list(self.job.proposals.filter(status=Proposal.Status.PENDING))
         self.timeline.append({
             "t_s": now_s, "load": self.trace.rate_at(now_s - 1e-9), "capacity": self.sim.result.capacity_per_s[-1],
-            "cores": self.job.config[CORES_KEY], "pending": [(p.pk, p.revision) for p in pending],
+            "cores": self.job.config[EXECUTORS_KNOB], "pending": [(p.pk, p.revision) for p in pending],
             "evaluation": evaluation and (evaluation.decision, evaluation.direction, evaluation.hold,
                                           evaluation.plan.get("load")),
         })
@@ -224,18 +254,19 @@ def make_harness(monkeypatch, *, trace: Trace, start_cores: int = 1, policy: dic
                            metric_window_s=45.0, stabilization_s=0.0, trigger_interval_s=TRIGGER_INTERVAL_S,
                            batch_overhead_s=BATCH_OVERHEAD_S, cores_per_executor=1, min_executors=1, max_executors=64,
                            executors=start_cores, downtime=Downtime(downtime_s))
-    knobs = [{"knob": knob_name(v.id), "adjustable": v.adjustable} for v in sim_job.vertices]
-    config = {CORES_KEY: start_cores, "trigger_interval_s": TRIGGER_INTERVAL_S,
-              **{knob_name(v.id): (start_cores if v.adjustable else v.parallelism) for v in sim_job.vertices}}
+    knobs, stages = knobs_and_plan(sim_job)
+    config = {EXECUTORS_KNOB: start_cores, "trigger_interval_s": TRIGGER_INTERVAL_S,
+              **{knob_name(v.id): start_cores for v in sim_job.vertices if v.source or v.adjustable}}
     job = job_register(name=name, topic="sim", query_name=f"{name}-query", config=config, knobs=knobs,
                        policy={"metric_window_s": 45.0, **(policy or {})})
+    Job.objects.filter(pk=job.pk).update(plan_stages=stages)
     job = Job.objects.select_related("policy").get(pk=job.pk)
     harness = LoopHarness(sim_job=sim_job, job=job, trace=trace, settings=settings, host_cores=host_cores,
                           warmup_s=warmup_s, warmup_factor=warmup_factor, seed=seed)
     monkeypatch.setattr(timezone, "now", lambda: harness.now)
     monkeypatch.setattr("webapp.proposals.services._enqueue_attempt", harness.enqueue)
-    monkeypatch.setattr("sparkclient.runner.send_rescale", harness.runner.send_rescale)
-    monkeypatch.setattr("sparkclient.runner.wait_result", harness.runner.wait_result)
+    monkeypatch.setattr(control, "send_command", harness.runner.send_command)
+    monkeypatch.setattr(control, "wait_result", harness.runner.wait_result)
     random.seed(seed)
     return harness
 

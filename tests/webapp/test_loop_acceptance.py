@@ -16,14 +16,12 @@ from rest_framework.authtoken.models import Token
 from scaling.bench.run import oscillations
 from scaling.sim.workloads import DAY_S, Trace, diurnal
 from tests.webapp.factories import make_user
-from tests.webapp.loop import EPOCH, LoopHarness, make_harness, steps
+from tests.webapp.loop import EPOCH, EXECUTORS_KNOB, LoopHarness, make_harness, steps
 from webapp.jobs.models import Evaluation, MetricSnapshot
 from webapp.jobs.selectors import policy_band
-from webapp.jobs.services import CORES_KEY
-from webapp.proposals.guardrails import direction
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.reasons import EvaluationHold, WithdrawReason
-from webapp.proposals.services import TransitionError, proposal_approve
+from webapp.proposals.services import TransitionError, config_direction, proposal_approve
 
 pytestmark = [pytest.mark.django_db]
 
@@ -61,7 +59,7 @@ EXECUTED_PLANS: dict[str, tuple[tuple[float, float], list[tuple]]] = {}
 
 def record(name: str, h: LoopHarness) -> LoopHarness:
     EXECUTED_PLANS[name] = (policy_band(h.job.policy), [
-        (p.pk, p.current_config[CORES_KEY], p.proposed_config[CORES_KEY], p.prediction.get("utilization"))
+        (p.pk, p.current_config[EXECUTORS_KNOB], p.proposed_config[EXECUTORS_KNOB], p.prediction.get("utilization"))
         for p in h.executed()])
     return h
 
@@ -138,11 +136,12 @@ def test_2_after_the_execution_as_predicted_no_further_scale_up_for_ten_minutes(
     assert proposal.verification == Proposal.Verification.VERIFIED, proposal.verification_detail
     finished_s = seconds(h, proposal.execution.finished_at)
     assert h.trace.duration_s - finished_s >= TEN_MIN_S
-    ups = [p for p in h.proposals() if p.pk != proposal.pk and direction(p.current_config, p.proposed_config) == "up"]
+    ups = [p for p in h.proposals() if p.pk != proposal.pk
+           and config_direction(job=h.job, current=p.current_config, proposed=p.proposed_config) == "up"]
     assert ups == []
     assert len(h.sim.result.rescales) == 1
     after = [row for row in h.timeline if finished_s < row["t_s"] <= finished_s + TEN_MIN_S]
-    assert len(after) >= 39 and {row["cores"] for row in after} == {proposal.proposed_config[CORES_KEY]}
+    assert len(after) >= 39 and {row["cores"] for row in after} == {proposal.proposed_config[EXECUTORS_KNOB]}
     assert all(row["evaluation"] is None or row["evaluation"][1] != "up" or row["evaluation"][2] for row in after)
 
 
@@ -190,7 +189,7 @@ def test_3_a_step_back_withdraws_the_scale_up_and_the_job_page_shows_the_held_sc
     response = client.post(f"/jobs/{h.job.pk}/scale-down/apply/")
     applied = h.job.proposals.get(status=Proposal.Status.PENDING)
     assert response.status_code == 302 and response["Location"] == f"/proposals/{applied.pk}/"
-    assert applied.proposed_config[CORES_KEY] == 1 and applied.prediction["cores_new"] == 1
+    assert applied.proposed_config[EXECUTORS_KNOB] == 1 and applied.prediction["cores_new"] == 1
     assert AuditEvent.objects.filter(proposal=applied, action="proposed", actor="op2").exists()
 
 

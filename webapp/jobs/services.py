@@ -364,10 +364,10 @@ def _evaluation_direction(*, job: Job, plan: JobPlan, proposed_config: dict) -> 
     """Where an evaluation points: the direction of its change when it scales, else up when the load
     is above the utilization band, down when below it (``VertexPlan.outside_bounds`` is the band
     test of the micro-batch planner), none inside it."""
-    from webapp.proposals.guardrails import direction  # noqa: PLC0415
+    from webapp.proposals.services import config_direction  # noqa: PLC0415
 
     if plan.decision == "scale" and proposed_config != job.config:
-        way = direction(job.config, proposed_config)
+        way = config_direction(job=job, current=job.config, proposed=proposed_config)
         if way in (Evaluation.Direction.UP, Evaluation.Direction.DOWN):
             return way
     if not any(v.outside_bounds for v in plan.vertices):

@@ -130,17 +130,30 @@ def _enqueue_attempt(proposal_id: int, attempt: int, countdown_s: float = 0.0) -
 
 # --- creation, decisions ---------------------------------------------------------------------
 
-def _direction(current: dict, proposed: dict) -> str:
-    """``up``, ``down`` or ``none`` (``guardrails.direction``: the one definition)."""
+def job_guardrails(*, job: Job, policy: JobPolicy) -> Guardrails:
+    """The guardrails of ``job``: its policy's ``guard_*`` options with its knobs (the executors knob,
+    and every knob that sets executors or parallelism)."""
+    specs = job.knob_specs()
+    return Guardrails(max_change_factor=policy.guard_max_change_factor,
+                      max_executors=policy.guard_max_executors, directions=policy.guard_directions,
+                      excluded_periods=tuple(policy.guard_excluded_periods or ()),
+                      scaled_knobs=frozenset(k.name for k in specs if k.sets != "other"),
+                      executors_knob=next((k.name for k in specs if k.sets == "executors"), None))
+
+
+def config_direction(*, job: Job, current: dict, proposed: dict) -> str:
+    """``up``, ``down`` or ``none`` for a change of ``job``'s knobs (``guardrails.direction``: by the
+    executors first, else by the total partitions)."""
     from webapp.proposals.guardrails import direction  # noqa: PLC0415
 
-    return direction(current, proposed)
+    return direction(job_guardrails(job=job, policy=job.policy), current, proposed)
 
 
-def _changed_knobs(current: dict, proposed: dict) -> dict[str, tuple[int, int]]:
-    """Integer knobs that differ: ``{key: (old, new)}`` (the configuration is an opaque dict)."""
+def _changed_knobs(job: Job, current: dict, proposed: dict) -> dict[str, tuple[int, int]]:
+    """The executors and parallelism knobs of ``job`` that differ: ``{name: (old, new)}``."""
+    scaled = job_guardrails(job=job, policy=job.policy).scaled_knobs
     return {key: (old, new) for key, new in proposed.items()
-            if isinstance(new, int) and not isinstance(new, bool)
+            if key in scaled and isinstance(new, int) and not isinstance(new, bool)
             and isinstance(old := current.get(key), int) and not isinstance(old, bool) and old != new}
 
 
@@ -228,7 +241,7 @@ def _observe(*, proposal: Proposal, evaluation: Evaluation, actor: str, policy: 
     """Count an evaluation against or for the pending ``proposal``; withdraw it after
     ``withdraw_after_evaluations`` in a row that do not support it. Returns the proposal while it
     stays pending, None once withdrawn."""
-    wanted = _direction(proposal.current_config, proposal.proposed_config)
+    wanted = config_direction(job=proposal.job, current=proposal.current_config, proposed=proposal.proposed_config)
     if evaluation.direction == wanted:
         if proposal.unsupported_by:
             Proposal.objects.filter(pk=proposal.pk, status=Status.PENDING).update(unsupported_by=[])
@@ -281,7 +294,8 @@ def proposal_create(*, evaluation: Evaluation, now: datetime | None = None) -> P
         if not wants:
             return None
         if pending is not None:
-            if _direction(pending.current_config, pending.proposed_config) != evaluation.direction:
+            if config_direction(job=job, current=pending.current_config,
+                                proposed=pending.proposed_config) != evaluation.direction:
                 return None  # counted against it above
             from webapp.jobs.selectors import policy_band  # noqa: PLC0415
 
@@ -309,13 +323,7 @@ def _auto_approve(*, proposal: Proposal, policy: JobPolicy, now: datetime) -> Pr
         hold = (f"auto-approval is suspended for this job ({policy.auto_approve_suspended_reason}); "
                 f"a person must approve, or re-enable auto-approval")
     else:
-        specs = proposal.job.knob_specs()
-        guardrails = Guardrails(max_change_factor=policy.guard_max_change_factor,
-                                max_executors=policy.guard_max_executors, directions=policy.guard_directions,
-                                excluded_periods=tuple(policy.guard_excluded_periods or ()),
-                                scaled_knobs=frozenset(k.name for k in specs if k.sets != "other"),
-                                executors_knob=next((k.name for k in specs if k.sets == "executors"), None))
-        hold = violated_guardrail(guardrails, proposal.current_config, proposal.proposed_config, now.timestamp())
+        hold = violated_guardrail(job_guardrails(job=proposal.job, policy=policy), proposal.current_config, proposal.proposed_config, now.timestamp())
     if hold:
         Proposal.objects.filter(pk=proposal.pk).update(hold_reason=hold)
         proposal.hold_reason = hold
@@ -424,7 +432,8 @@ def blocked_knobs(*, job: Job, current: dict, proposed: dict) -> list[str]:
     block names them (empty when no block applies)."""
     block = Job.objects.filter(pk=job.pk).values_list("scale_up_block", flat=True).first() or {}
     knobs = set(block.get("knobs") or ())
-    return sorted(key for key, (old, new) in _changed_knobs(current, proposed).items() if key in knobs and new > old)
+    return sorted(key for key, (old, new) in _changed_knobs(job, current, proposed).items()
+                  if key in knobs and new > old)
 
 
 def scale_up_block_set(*, proposal: Proposal, reason: str, now: datetime | None = None) -> dict:
@@ -432,8 +441,8 @@ def scale_up_block_set(*, proposal: Proposal, reason: str, now: datetime | None 
     (FLIP-271's ineffective scale-up detection, ``ScalingEffectivenessDetection``, in the live loop).
     Returns the block; a scale-down or a change that raised nothing sets none."""
     now = now or timezone.now()
-    raised = sorted(key for key, (old, new) in _changed_knobs(proposal.current_config, proposal.proposed_config)
-                    .items() if new > old)
+    raised = sorted(key for key, (old, new) in _changed_knobs(proposal.job, proposal.current_config,
+                                                              proposal.proposed_config).items() if new > old)
     if not raised:
         return {}
     block = {"proposal": proposal.pk, "knobs": raised, "since": now.isoformat(), "reason": reason}

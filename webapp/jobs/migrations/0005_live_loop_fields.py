@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0003_job_scaler_state'),
+        ('jobs', '0004_job_plan_stages'),
     ]
 
     operations = [

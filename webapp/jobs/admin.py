@@ -23,7 +23,8 @@ class JobPolicyInline(admin.StackedInline):
             "guard_max_change_factor", "guard_max_executors", "guard_directions", "guard_excluded_periods",
             "auto_approve_suspended", "auto_approve_suspended_reason", "auto_approve_suspended_at"]}),
         ("Proposals, retries and verification", {"fields": [
-            "proposal_ttl_s", "restart_strategy", "restart_attempts", "restart_delay_s", "restart_max_delay_s",
+            "proposal_ttl_s", "revision_min_change", "withdraw_after_evaluations", "restart_strategy",
+            "restart_attempts", "restart_delay_s", "restart_max_delay_s",
             "restart_backoff_multiplier", "failure_rate_max_failures", "failure_rate_interval_s",
             "verification_windows", "verification_tolerance"]}),
     ]
@@ -33,6 +34,8 @@ class JobPolicyInline(admin.StackedInline):
 class JobAdmin(admin.ModelAdmin):
     list_display = ["name", "health", "mode", "auto_approval", "query_name", "topic", "config_changed_at"]
     inlines = [JobPolicyInline]
+    # Cleared on the job page by an operator, with an audit event (issue 13), never edited here.
+    readonly_fields = ["scale_up_block"]
     actions = ["resume_auto_approval"]
 
     @admin.display(description="mode")

@@ -128,7 +128,8 @@ class SimRunner:
         self.commands.append({"id": command.id, "knobs": knobs, "at_s": h.now_s})
         self.results[command.id] = control.RescaleResult(
             id=command.id, status=control.ResultStatus.SUCCEEDED, path=control.RescalePath.DRIVER_RESTART,
-            downtime_s=downtime, knobs=knobs, completed_at=(EPOCH + timedelta(seconds=sim.down_until_s)).timestamp())
+            downtime_s=downtime, pause_s=downtime, knobs=knobs,
+            completed_at=(EPOCH + timedelta(seconds=sim.down_until_s)).timestamp())
 
     def wait_result(self, client, job: str, command_id: str, timeout_s: float, poll_s: float = 0.2
                     ) -> control.RescaleResult:

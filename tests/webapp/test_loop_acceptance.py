@@ -289,7 +289,8 @@ def test_6_the_proposal_page_shows_the_stored_prediction_beside_the_realized_val
     html = client.get(f"/proposals/{proposal.pk}/").content.decode()
     assert cell(html, "capacity") == f"{predicted['capacity_per_s']:,.0f} rec/s"
     assert cell(html, "realized-capacity") == f"{realized['capacity_per_s']:,.0f} rec/s"
-    assert cell(html, "utilization").endswith(f"→ {predicted['utilization'] * 100:.0f} % predicted at the target rate")
+    assert cell(html, "utilization").endswith(
+        f"→ {predicted['utilization'] * 100:.0f} % predicted at the target rate")
     assert cell(html, "realized-utilization") == f"{realized['utilization'] * 100:.0f} %"
     assert cell(html, "batch-ratio").endswith(f"→ {predicted['batch_ratio']:.2f} predicted")
     assert cell(html, "realized-batch-ratio") == f"{realized['batch_ratio']:.2f}"

@@ -192,16 +192,21 @@ def _prediction_rows(prediction: dict, realized: dict | None) -> list[dict]:
 
     if p.get("catch_up_s") is not None:
         catch_up = (f"{_duration(p['catch_up_s'])} for {p.get('restart_backlog') or 0:,} records (the backlog "
-                    f"{inputs.get('backlog') or 0:,} plus {_duration(p.get('downtime_s'))} of arrivals during the restart)")
+                    f"{inputs.get('backlog') or 0:,} plus {_duration(p.get('downtime_s'))} of arrivals during "
+                    f"the restart)")
     elif p.get("capacity_per_s") is not None:
         catch_up = (f"never: capacity {rate(p['capacity_per_s'])} is not above the arrival rate "
                     f"{rate(inputs.get('arrival_per_s'))}")
     else:
         catch_up = "not predictable: no metrics"
     samples = p.get("downtime_samples") or 0
-    downtime = (f"{p['downtime_s']:.1f} s (median of {samples} measured restart{'s' if samples != 1 else ''} of this job)"
-                if p.get("downtime_source") == "measured" else
-                f"{p['downtime_s']:.1f} s (configured; no restart measured yet)") if p.get("downtime_s") is not None else "–"
+    if p.get("downtime_s") is None:
+        downtime = "–"
+    elif p.get("downtime_source") == "measured":
+        downtime = (f"{p['downtime_s']:.1f} s (median of {samples} measured restart{'s' if samples != 1 else ''} "
+                    f"of this job)")
+    else:
+        downtime = f"{p['downtime_s']:.1f} s (configured; no restart measured yet)"
     realized_catch_up = (_duration(r["catch_up_s"]) if r.get("catch_up_s") is not None
                          else ("not caught up within the verification window" if r else "–"))
     return [
@@ -214,7 +219,8 @@ def _prediction_rows(prediction: dict, realized: dict | None) -> list[dict]:
          "predicted": (f"{p['batch_ratio_now']:.2f} now → {p['batch_ratio']:.2f} predicted"
                        if p.get("batch_ratio_now") is not None and p.get("batch_ratio") is not None else "–"),
          "realized": f"{r['batch_ratio']:.2f}" if r.get("batch_ratio") is not None else "–"},
-        {"key": "catch-up", "label": "Catch-up after the restart", "predicted": catch_up, "realized": realized_catch_up},
+        {"key": "catch-up", "label": "Catch-up after the restart", "predicted": catch_up,
+         "realized": realized_catch_up},
         {"key": "downtime", "label": "Expected downtime", "predicted": downtime,
          "realized": f"{r['downtime_s']:.1f} s" if r.get("downtime_s") is not None else "–"},
     ]

@@ -323,7 +323,8 @@ def _auto_approve(*, proposal: Proposal, policy: JobPolicy, now: datetime) -> Pr
         hold = (f"auto-approval is suspended for this job ({policy.auto_approve_suspended_reason}); "
                 f"a person must approve, or re-enable auto-approval")
     else:
-        hold = violated_guardrail(job_guardrails(job=proposal.job, policy=policy), proposal.current_config, proposal.proposed_config, now.timestamp())
+        hold = violated_guardrail(job_guardrails(job=proposal.job, policy=policy), proposal.current_config,
+                                  proposal.proposed_config, now.timestamp())
     if hold:
         Proposal.objects.filter(pk=proposal.pk).update(hold_reason=hold)
         proposal.hold_reason = hold

@@ -1,6 +1,7 @@
 """Map the micro-batches of one streaming query onto DS2 vertices and aggregate a window.
 
-See ARCHITECTURE.md, "DS2 on Spark micro-batches". Everything except :func:`collect_sample`
+See ARCHITECTURE.md, "DS2 on Spark micro-batches". The plan operators per stage live in
+:mod:`sparkclient.plan`. Everything except :func:`collect_sample`
 is a pure function over REST JSON (:mod:`sparkclient.rest`) and ``StreamingQueryProgress``
 dicts (the ``.json`` form of ``query.lastProgress`` / ``recentProgress``), so it is tested on
 captured fixtures.
@@ -51,7 +52,6 @@ Non-numeric offsets (e.g. Redis stream ids ``"1795257858127-49"``) are left out 
 
 from __future__ import annotations
 
-import heapq
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -59,7 +59,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from sparkclient.metricstrings import stage_refs
+from sparkclient.plan import stage_operators
 from sparkclient.rest import SparkRestError
 
 __all__ = [
@@ -83,7 +83,6 @@ Json = dict[str, Any]
 
 _BATCH_LINE = re.compile(r"^\s*batch\s*=\s*(\d+)\s*$", re.MULTILINE)
 _RUN_ID_LINE = re.compile(r"^\s*runId\s*=\s*(\S+)\s*$", re.MULTILINE)
-_CODEGEN_NODE = re.compile(r"^WholeStageCodegen \((\d+)\)$")
 _ROOT_EXECUTION_TAG = re.compile(r"-execution-root-id-(\d+)$")
 
 
@@ -283,209 +282,6 @@ def stages_running_s(stages: Iterable[Json]) -> float | None:
     if current_start is not None:
         total += current_end - current_start
     return total
-
-
-# -- SQL plan operators per stage ---------------------------------------------------------------
-
-
-def stage_operators(executions: Iterable[Json], jobs: Iterable[Json] | None = None) -> dict[int, list[str]]:
-    """Plan operators per stage id, from SQL executions fetched with ``details=true``.
-
-    Returns ``{stage_id: [nodeName, ...]}`` in data-flow order (topological along the plan
-    edges, ties by descending ``nodeId``, which is Spark's child-before-parent numbering).
-    Codegen cluster nodes (``WholeStageCodegen (k)``) and shuffle exchanges are not listed.
-    Executions without ``nodes`` contribute nothing.
-
-    The plan is cut at its shuffle exchanges into **segments**, one per stage. A segment takes
-    the stage its nodes' metric strings name (``(stage X.Y: task Z)``). Spark prints that
-    reference only for a metric with two or more task values, so the nodes of a **single-task
-    stage** carry none. With ``jobs`` (``/jobs`` entries), an execution's stages are those of the
-    jobs it ran (``successJobIds``, ``runningJobIds``, ``failedJobIds``) in ``(jobId, stageId)``
-    order, skipped ones included; when the segments are as many as those stages, follow each
-    other in a unique data-flow order (a chain, as in a micro-batch job without joins) and every
-    referenced segment sits at the position of its stage, the segments are mapped to the stages
-    by position, which names single-task stages too. References to stages outside the
-    execution's jobs are ignored. Without ``jobs`` (or when the shapes disagree), only segments
-    with a reference are named; a segment never borrows the stage of a neighbouring segment.
-    """
-    job_stages: dict[int, list[int]] = {}
-    for job in jobs or ():
-        if "jobId" in job:
-            job_stages[int(job["jobId"])] = sorted(int(sid) for sid in job.get("stageIds") or ())
-    result: dict[int, list[str]] = {}
-    for execution in executions:
-        ran = sorted(
-            {
-                int(job_id)
-                for key in ("successJobIds", "runningJobIds", "failedJobIds")
-                for job_id in execution.get(key) or ()
-            }
-        )
-        stage_ids: list[int] | None = None
-        if ran and all(job_id in job_stages for job_id in ran):
-            stage_ids = []
-            for job_id in ran:
-                stage_ids += [sid for sid in job_stages[job_id] if sid not in stage_ids]
-        for stage_id, names in _execution_operators(execution, stage_ids).items():
-            result.setdefault(stage_id, names)
-    return result
-
-
-def _is_exchange(node: Json) -> bool:
-    """A shuffle exchange: the boundary between two stages."""
-    name = str(node.get("nodeName", ""))
-    if name == "Exchange" or name.startswith("Exchange "):
-        return True
-    return any(str(metric.get("name")) == "shuffle records written" for metric in node.get("metrics") or ())
-
-
-def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None) -> dict[int, list[str]]:
-    nodes: list[Json] = [node for node in execution.get("nodes") or () if "nodeId" in node]
-    if not nodes:
-        return {}
-    by_id = {int(node["nodeId"]): node for node in nodes}
-    allowed = set(stage_ids) if stage_ids is not None else None
-    refs_of: dict[int, set[int]] = {}
-    for node_id, node in by_id.items():
-        refs: set[int] = set()
-        for metric in node.get("metrics") or ():
-            refs.update(stage for stage, _attempt in stage_refs(str(metric.get("value", ""))))
-        refs_of[node_id] = refs if allowed is None else refs & allowed
-
-    clusters: dict[int, list[int]] = {}
-    for node_id, node in by_id.items():
-        match = _CODEGEN_NODE.match(str(node.get("nodeName", "")))
-        if match:
-            clusters.setdefault(int(match.group(1)), []).append(node_id)
-    cluster_nodes = {node_id for ids in clusters.values() for node_id in ids}
-
-    downstream: dict[int, list[int]] = {node_id: [] for node_id in by_id}
-    upstream: dict[int, list[int]] = {node_id: [] for node_id in by_id}
-    for edge in execution.get("edges") or ():
-        src, dst = int(edge["fromId"]), int(edge["toId"])
-        if src in by_id and dst in by_id:
-            downstream[src].append(dst)
-            upstream[dst].append(src)
-
-    # stage boundaries: shuffle exchanges, and any other node whose metrics name two stages
-    exchanges = {
-        node_id
-        for node_id, node in by_id.items()
-        if node_id not in cluster_nodes and (_is_exchange(node) or len(refs_of[node_id]) > 1)
-    }
-    operators = [node_id for node_id in by_id if node_id not in cluster_nodes and node_id not in exchanges]
-
-    # members of a codegen cluster run in the stage of the cluster node numbered just below them
-    for node_id in operators:
-        codegen_id = by_id[node_id].get("wholeStageCodegenId")
-        if codegen_id is None:
-            continue
-        candidates = clusters.get(int(codegen_id), [])
-        below = [cid for cid in candidates if cid < node_id]
-        chosen = max(below) if below else (candidates[0] if len(candidates) == 1 else None)
-        if chosen is not None:
-            refs_of[node_id] = refs_of[node_id] | refs_of[chosen]
-
-    # segments: operators connected by plan edges that do not pass through an exchange
-    segment_of: dict[int, int] = {}
-    segments: list[list[int]] = []
-    for start in sorted(operators, reverse=True):
-        if start in segment_of:
-            continue
-        index = len(segments)
-        members: list[int] = []
-        todo = [start]
-        segment_of[start] = index
-        while todo:
-            node_id = todo.pop()
-            members.append(node_id)
-            for neighbour in downstream[node_id] + upstream[node_id]:
-                if neighbour in segment_of or neighbour in exchanges or neighbour in cluster_nodes:
-                    continue
-                segment_of[neighbour] = index
-                todo.append(neighbour)
-        segments.append(members)
-    segment_refs = [set().union(*(refs_of[n] for n in members)) for members in segments]
-    # a lone node without edges or references (e.g. a detached command node) is no stage
-    counted = [
-        index
-        for index, members in enumerate(segments)
-        if segment_refs[index] or any(downstream[n] or upstream[n] for n in members)
-    ]
-
-    stage_of: dict[int, int] = {
-        index: next(iter(segment_refs[index])) for index in counted if len(segment_refs[index]) == 1
-    }
-    if stage_ids is not None and len(counted) == len(stage_ids) and _exchanges_separate(exchanges, downstream):
-        order = _segment_order(counted, segment_of, exchanges, downstream, upstream)
-        positional = {index: stage_ids[position] for position, index in enumerate(order)}
-        consistent = bool(order) and all(segment_refs[index] <= {positional[index]} for index in counted)
-        if consistent:
-            stage_of = positional
-
-    result: dict[int, list[str]] = {}
-    for node_id in _topological(by_id, downstream, upstream):
-        if node_id not in segment_of:
-            continue
-        stage_id = stage_of.get(segment_of[node_id])
-        if stage_id is not None:
-            result.setdefault(stage_id, []).append(str(by_id[node_id].get("nodeName", "?")))
-    return result
-
-
-def _exchanges_separate(exchanges: set[int], downstream: Mapping[int, list[int]]) -> bool:
-    """No exchange feeds another directly (that stage would have no operator node to map)."""
-    return not any(nxt in exchanges for node_id in exchanges for nxt in downstream[node_id])
-
-
-def _segment_order(
-    counted: Sequence[int],
-    segment_of: Mapping[int, int],
-    exchanges: set[int],
-    downstream: Mapping[int, list[int]],
-    upstream: Mapping[int, list[int]],
-) -> list[int]:
-    """The counted segments in data-flow order (segment A precedes B when an exchange reads from
-    A and feeds B). ``[]`` when that order is not unique (e.g. the two inputs of a join, whose
-    stage order the plan does not tell) or the segments form a cycle."""
-    wanted = set(counted)
-    after: dict[int, set[int]] = {index: set() for index in wanted}
-    for exchange in exchanges:
-        sources = {segment_of[n] for n in upstream[exchange] if n in segment_of} & wanted
-        targets = {segment_of[n] for n in downstream[exchange] if n in segment_of} & wanted
-        for source in sources:
-            after[source] |= targets - {source}
-    indegree = {index: 0 for index in wanted}
-    for targets in after.values():
-        for target in targets:
-            indegree[target] += 1
-    ready = [index for index in wanted if indegree[index] == 0]
-    order: list[int] = []
-    while len(ready) == 1:
-        index = ready.pop()
-        order.append(index)
-        for target in after[index]:
-            indegree[target] -= 1
-            if indegree[target] == 0:
-                ready.append(target)
-    return order if len(order) == len(wanted) else []
-
-
-def _topological(by_id: Mapping[int, Json], downstream: Mapping[int, list[int]], upstream: Mapping[int, list[int]]) -> list[int]:
-    indegree = {node_id: len(upstream[node_id]) for node_id in by_id}
-    heap = [-node_id for node_id, degree in indegree.items() if degree == 0]
-    heapq.heapify(heap)
-    order: list[int] = []
-    while heap:
-        node_id = -heapq.heappop(heap)
-        order.append(node_id)
-        for nxt in downstream[node_id]:
-            indegree[nxt] -= 1
-            if indegree[nxt] == 0:
-                heapq.heappush(heap, -nxt)
-    if len(order) < len(by_id):  # a cycle should not happen; keep the rest by nodeId
-        order += sorted((n for n in by_id if n not in set(order)), reverse=True)
-    return order
 
 
 # -- progress helpers ---------------------------------------------------------------------------

@@ -56,9 +56,10 @@ def _snapshot(args: argparse.Namespace) -> int:
                 progresses = [p for p in read_progress(redis.Redis.from_url(args.redis_url), args.job or args.query)
                               if p.get("runId") == run_id]
             if not progresses:
-                print("note: no published progress; batches rebuilt from /jobs (no backlog, no arrival rate)",
+                print("note: no published progress; batches rebuilt from /jobs and /stages (input rows from the "
+                      "stages' inputRecords; no offsets, so no backlog)",
                       file=sys.stderr)
-                progresses = progresses_from_jobs(jobs, run_id)
+                progresses = progresses_from_jobs(jobs, run_id, client.stages(app_id, "complete"))
             if args.trigger_interval_s is None:
                 from sparkclient.snapshot import infer_trigger_interval_s  # noqa: PLC0415
 

@@ -35,8 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparkclient.sparkjson import Problem, SparkDataError, dicts, get_str
 from sparkclient.topology import (
     JobSample,
+    RatesUnavailable,
     batch_end_s,
     flatten_offsets,
     progress_time_s,
@@ -46,6 +48,7 @@ from sparkclient.topology import (
 __all__ = [
     "STATEFUL_OPERATORS",
     "Captures",
+    "RatesUnavailableError",
     "infer_trigger_interval_s",
     "load_captures",
     "sample_from_captures",
@@ -89,6 +92,18 @@ def _source_partitions(progress: Mapping[str, Any] | None) -> int | None:
     return None
 
 
+class RatesUnavailableError(ValueError):
+    """The sample has no rates to build a scenario from (``reason``: :class:`RatesUnavailable`)."""
+
+    def __init__(self, reason: RatesUnavailable, run_id: str) -> None:
+        self.reason = reason
+        super().__init__(
+            f"rates unavailable for run {run_id} ({reason.value}): no progress is published and the source "
+            "stages report no inputRecords; pass --redis-url with the runner's published progress, or "
+            "attach sparkclient.progress.RedisProgressListener to the query"
+        )
+
+
 def sample_to_scenario(
     sample: JobSample,
     *,
@@ -111,7 +126,13 @@ def sample_to_scenario(
             f"{sample.run_id} had its jobs and stages in REST within the {sample.window_s:.1f} s window"
             + (f" ({'; '.join(sample.errors)})" if sample.errors else "")
         )
+    if sample.rates_unavailable is not None:
+        raise RatesUnavailableError(sample.rates_unavailable, sample.run_id)
     window_s = sample.window_s
+    if not window_s > 0:
+        raise ValueError(f"the sample of run {sample.run_id} spans no time (window_s={window_s}); widen the window")
+    sources = len({u.index for u in sample.backlog_unknown})
+    all_unknown = bool(sample.backlog_unknown) and sample.backlog == 0 and sources >= 1
     if stateful_positions is None:
         pinned = {v.position for v in sample.vertices if _is_stateful_name(v.name)}
         if not pinned and (sample.state_rows or sample.state_bytes) and len(sample.vertices) > 1:
@@ -132,15 +153,17 @@ def sample_to_scenario(
             vertex["adjustable"] = False
         vertices.append(vertex)
         edges.extend({"from": up, "to": v.vertex_id, "ship": "hash"} for up in v.upstream)
-        busy = min(1000.0, v.busy_s * 1000.0 / window_s / max(1, v.tasks))
+        span_s = v.span_s or window_s
+        busy = min(1000.0, v.busy_s * 1000.0 / span_s / max(1, v.tasks))
         m: Json = {
-            "records_in_per_s": round(v.records_in / window_s, 6),
-            "records_out_per_s": round(v.records_out / window_s, 6),
+            "records_in_per_s": round(v.records_in / span_s, 6),
+            "records_out_per_s": round(v.records_out / span_s, 6),
             "busy_time_ms_per_s": round(busy, 6),
             "batch_overhead_s": round(sample.batch_overhead_s, 6),
         }
         if v.is_source:
-            m["backlog"] = sample.backlog
+            if not all_unknown:
+                m["backlog"] = sample.backlog
             m["backlog_growth_per_s"] = round(sample.arrival_rate_per_s - sample.input_rate_per_s, 6)
         metrics[v.vertex_id] = m
     executors = max(1, sample.executors)
@@ -246,7 +269,8 @@ def load_captures(directory: str | os.PathLike[str], prefix: str | None = None) 
 def infer_trigger_interval_s(progresses: Sequence[Json]) -> float:
     """The processing-time trigger, estimated as the median gap between consecutive batch starts
     of batches that ran shorter than that gap; 0 when there are fewer than two batches."""
-    starts = sorted({progress_time_s(p) for p in progresses if "addBatch" in (p.get("durationMs") or {})})
+    starts = sorted({progress_time_s(p) for p in progresses
+                     if isinstance(p.get("durationMs"), Mapping) and "addBatch" in p["durationMs"]})
     gaps = [round(b - a, 3) for a, b in zip(starts, starts[1:]) if b > a]
     return float(statistics.median(gaps)) if gaps else 0.0
 
@@ -259,17 +283,22 @@ def sample_from_captures(
     run_id: str | None = None,
 ) -> JobSample:
     """The sample of the newest run in the captures, over the last ``window_s`` seconds before
-    its newest batch completed (default: every batch of the run in the capture)."""
-    progresses = captures.progresses
+    its newest batch completed (default: every batch of the run in the capture).
+
+    The batches and the time they span follow :func:`sparkclient.topology.window_batches`, the
+    rule a live collect uses too. Raises ``ValueError`` (:class:`sparkclient.sparkjson.SparkDataError`
+    for malformed captures, naming the field) when the captures hold no usable progress.
+    """
+    progresses = dicts(captures.progresses, "progress")
     if not progresses:
-        raise ValueError("the captures hold no progress")
+        raise SparkDataError("progress", Problem.MISSING, "at least one progress in the captures", [])
     newest = max(progresses, key=progress_time_s)
-    run = run_id or str(newest.get("runId"))
+    run = run_id or get_str(newest, "runId", "progress")
     runs = [p for p in progresses if p.get("runId") == run]
     if not runs:
         raise ValueError(f"no progress of run {run} in the captures")
     end = max(batch_end_s(p) for p in runs) + 0.001
-    start = end - window_s if window_s else min(batch_end_s(p) for p in runs) - 0.001
+    start = end - window_s if window_s else None
     trigger = infer_trigger_interval_s(runs) if trigger_interval_s is None else trigger_interval_s
     return sample_from_rest(
         captures.jobs, captures.stages, progresses, captures.executors, run_id=run,
@@ -281,31 +310,38 @@ def sample_from_captures(
 # -- live --------------------------------------------------------------------------------------
 
 
-def progresses_from_jobs(jobs: Sequence[Json], run_id: str) -> list[Json]:
+def progresses_from_jobs(jobs: Sequence[Json], run_id: str, stages: Sequence[Json] = ()) -> list[Json]:
     """Minimal progress dicts rebuilt from the jobs of run ``run_id`` (one per batch: start,
-    duration, no offsets), for a live application whose progress is not published anywhere."""
-    from sparkclient.topology import batch_jobs  # noqa: PLC0415
+    duration, no offsets), for a live application whose progress is not published anywhere.
 
+    ``numInputRows`` is the sum of the ``inputRecords`` of the batch's stages (``/stages``): only
+    source scans read input. It is ``None`` (unknown, not 0) when no stage of the batch reports
+    input records, e.g. Python data sources, or the stages are not in ``stages``; the sample then
+    says its rates are unavailable (:class:`sparkclient.topology.RatesUnavailable`).
+    """
+    from sparkclient.sparkjson import get_count  # noqa: PLC0415
+    from sparkclient.topology import _stage_index, batch_jobs, batch_stages, rest_time_s  # noqa: PLC0415
+
+    index = _stage_index(stages)
     out: list[Json] = []
     for batch_id, job_list in sorted(batch_jobs(jobs, run_id).items()):
         if any(j.get("status") != "SUCCEEDED" or not j.get("completionTime") for j in job_list):
             continue
-        start = min(_rest_time_s(j["submissionTime"]) for j in job_list)
-        end = max(_rest_time_s(j["completionTime"]) for j in job_list)
-        duration_ms = int(round((end - start) * 1000))
+        starts = [rest_time_s(j.get("submissionTime")) for j in job_list]
+        ends = [rest_time_s(j.get("completionTime")) for j in job_list]
+        if any(t is None for t in starts + ends):
+            continue
+        start = min(t for t in starts if t is not None)
+        end = max(t for t in ends if t is not None)
+        duration_ms = int(round(max(0.0, end - start) * 1000))
+        ordered, missing = batch_stages(job_list, index)
+        rows = sum(get_count(stage, "inputRecords", f"stage {stage.get('stageId')}") for stage in ordered)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(start)) + f".{int(start * 1000) % 1000:03d}Z"
         out.append({"runId": run_id, "batchId": batch_id, "timestamp": stamp, "batchDuration": duration_ms,
-                    "numInputRows": 0, "durationMs": {"addBatch": duration_ms, "triggerExecution": duration_ms},
+                    "numInputRows": rows if rows > 0 and not missing else None,
+                    "durationMs": {"addBatch": duration_ms, "triggerExecution": duration_ms},
                     "sources": []})
     return out
-
-
-def _rest_time_s(text: str) -> float:
-    """Spark REST times such as ``"2026-11-21T10:33:56.348GMT"`` in epoch seconds."""
-    from datetime import datetime, timezone  # noqa: PLC0415
-
-    return datetime.strptime(text.replace("GMT", ""), "%Y-%m-%dT%H:%M:%S.%f").replace(
-        tzinfo=timezone.utc).timestamp()
 
 
 def newest_run_id(jobs: Sequence[Json], query: str) -> str | None:

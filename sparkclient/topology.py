@@ -42,29 +42,54 @@ Mapping rules
   batches whose stages are all in ``/stages`` with both times; when no batch has them, the
   mean of ``triggerExecution − addBatch`` is used instead, with a note in ``errors``.
 
-Offsets: the log source's ``{"p0": 123}``, Kafka's ``{"topic": {"0": 123}}``, JSON strings of
-those, and plain numbers (rate source) are understood. Dict offsets are record positions.
-Plain-number offsets are in source-specific units (the rate source counts seconds), so their
-backlog and growth are converted to records with the window's records per offset unit
-(``Σ numInputRows / Σ (endOffset − startOffset)``); when that is not estimable, 1 is used.
-Non-numeric offsets (e.g. Redis stream ids ``"1795257858127-49"``) are left out with a note.
+The window rule (both modes: a live collect and a folder of captures): see
+:func:`window_batches`. Sources (backlog per source kind, arrival rate from offsets over wall
+time): see :mod:`sparkclient.sources`.
+
+Every field read from Spark goes through :mod:`sparkclient.sparkjson`: a malformed payload gives
+a :class:`sparkclient.sparkjson.SparkDataError` naming the field, never another exception, and a
+:class:`JobSample` holds only finite, non-negative numbers (:class:`SampleError` otherwise).
 """
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
+from enum import StrEnum
 from typing import Any, Protocol
 
 from sparkclient.plan import stage_operators
 from sparkclient.rest import SparkRestError
+from sparkclient.sources import (
+    BacklogUnknown,
+    batch_cut_s,
+    flatten_offsets,
+    measure_sources,
+    rate_creation_s,
+    source_backlog,
+)
+from sparkclient.sparkjson import (
+    Problem,
+    SparkDataError,
+    as_dict,
+    dicts,
+    get_count,
+    get_dict,
+    get_float,
+    get_list,
+    get_str,
+)
 
 __all__ = [
+    "BatchWindow",
     "JobSample",
+    "RatesUnavailable",
+    "SampleError",
     "VertexSample",
+    "batch_end_s",
     "batch_jobs",
     "batch_stages",
     "collect_sample",
@@ -77,13 +102,39 @@ __all__ = [
     "stage_operators",
     "stages_running_s",
     "vertex_id",
+    "window_batches",
 ]
 
 Json = dict[str, Any]
 
-_BATCH_LINE = re.compile(r"^\s*batch\s*=\s*(\d+)\s*$", re.MULTILINE)
-_RUN_ID_LINE = re.compile(r"^\s*runId\s*=\s*(\S+)\s*$", re.MULTILINE)
-_ROOT_EXECUTION_TAG = re.compile(r"-execution-root-id-(\d+)$")
+_BATCH_LINE = re.compile(r"^[ \t]*batch[ \t]*=[ \t]*(\d{1,18})[ \t]*$", re.MULTILINE)
+_RUN_ID_LINE = re.compile(r"^[ \t]*runId[ \t]*=[ \t]*(\S+)[ \t]*$", re.MULTILINE)
+_ROOT_EXECUTION_TAG = re.compile(r"-execution-root-id-(\d{1,18})$")
+
+
+class SampleError(ValueError):
+    """A sample value is not a finite, non-negative number (``field``, ``value``): it is refused
+    before it is stored. Raised by :class:`JobSample` and :class:`VertexSample` on construction."""
+
+    def __init__(self, field: str, value: Any) -> None:
+        self.field = field
+        self.value = value
+        super().__init__(f"sample refused: {field} must be a finite number >= 0, got {value!r}")
+
+
+def _check_numbers(obj: Any, prefix: str) -> None:
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if not math.isfinite(value) or value < 0:
+            raise SampleError(f"{prefix}{f.name}", value)
+
+
+class RatesUnavailable(StrEnum):
+    """Why a sample has no rates (they are then not reported as 0)."""
+
+    NO_INPUT_RECORDS = "no-input-records"  # no progress published, and the stages report no inputRecords
 
 
 @dataclass(frozen=True)
@@ -102,6 +153,10 @@ class VertexSample:
       else its ``records_in`` (``foreachBatch`` reports -1 and writes nothing Spark can count).
     - ``spill_bytes``: ``memoryBytesSpilled + diskBytesSpilled`` over the window, bytes.
     - ``upstream``: vertex ids feeding this one.
+    - ``span_s``: seconds spanned by the batches aggregated here (:func:`window_batches`); the
+      vertex's per-second rates divide by it. 0 means "the sample's ``window_s``".
+
+    Raises :class:`SampleError` for a negative or non-finite number.
     """
 
     vertex_id: str
@@ -114,14 +169,31 @@ class VertexSample:
     records_out: int
     spill_bytes: int
     upstream: tuple[str, ...]
+    span_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_numbers(self, f"vertex {self.vertex_id}: ")
 
 
 @dataclass(frozen=True)
 class JobSample:
     """One collect of one streaming query (one ``runId``) over a window; see the field comments
     in ARCHITECTURE.md. Rates are records per second, durations seconds, sizes bytes.
-    ``batch_overhead_s``: mean time per batch spent outside tasks (see "Batch overhead" in the
-    module docstring)."""
+
+    - ``window_s``: the seconds the window's batches span (:func:`window_batches`); every rate
+      of the sample is a count over it.
+    - ``arrival_rate_per_s``: records/s arriving at the sources, from their offsets over wall
+      time (:mod:`sparkclient.sources`), not from the rows the batches took.
+    - ``input_rate_per_s``: rows the window's batches took, per second of ``window_s``.
+    - ``processed_rate_per_s``: those rows per second of batch duration.
+    - ``backlog``: records waiting at the sources whose backlog is known, at the window's end;
+      ``backlog_unknown`` lists the others, with the reason.
+    - ``batch_overhead_s``: mean time per batch spent outside tasks (module docstring).
+    - ``rates_unavailable``: set when the rows are not known at all (then every rate is 0 and
+      must not be read as a measurement).
+
+    Raises :class:`SampleError` for a negative or non-finite number.
+    """
 
     run_id: str
     query_name: str | None
@@ -145,6 +217,11 @@ class JobSample:
     state_bytes: int
     collected_at: float
     errors: tuple[str, ...] = ()
+    backlog_unknown: tuple[BacklogUnknown, ...] = ()
+    rates_unavailable: RatesUnavailable | None = None
+
+    def __post_init__(self) -> None:
+        _check_numbers(self, "")
 
 
 class RestClient(Protocol):
@@ -167,8 +244,8 @@ def vertex_id(position: int) -> str:
     return f"v{position}"
 
 
-def _job_batch(job: Mapping[str, Any], run_id: str) -> int | None:
-    description = job.get("description") or ""
+def _job_batch(job: Mapping[str, Any], run_id: str, where: str) -> int | None:
+    description = get_str(job, "description", where)
     run_ids = _RUN_ID_LINE.findall(description)
     if job.get("jobGroup") != run_id and run_id not in run_ids:
         return None
@@ -181,34 +258,47 @@ def batch_jobs(jobs: Iterable[Json], run_id: str) -> dict[int, list[Json]]:
 
     ``jobs``: ``/jobs`` entries. A job is taken when ``jobGroup == run_id`` (or its description
     has ``runId = <run_id>``) and its description has a ``batch = N`` line.
-    Returns ``{batch_id: [job, ...]}`` with each list ordered by ``jobId``.
+    Returns ``{batch_id: [job, ...]}`` with each list ordered by ``jobId``. Raises
+    :class:`SparkDataError` for a malformed job (e.g. ``jobs[3].jobId`` not an integer).
     """
-    grouped: dict[int, list[Json]] = {}
-    for job in jobs:
-        batch = _job_batch(job, run_id)
+    grouped: dict[int, list[tuple[int, Json]]] = {}
+    for index, job in enumerate(dicts(jobs, "jobs")):
+        where = f"jobs[{index}]"
+        batch = _job_batch(job, run_id, where)
         if batch is not None:
-            grouped.setdefault(batch, []).append(job)
-    for batch_list in grouped.values():
-        batch_list.sort(key=lambda job: int(job.get("jobId", 0)))
-    return grouped
+            grouped.setdefault(batch, []).append((get_count(job, "jobId", where), job))
+    return {batch: [job for _id, job in sorted(items, key=lambda item: item[0])] for batch, items in grouped.items()}
 
 
 def _stage_index(stages: Iterable[Json]) -> dict[int, Json]:
     """``stageId -> stage``: the highest non-skipped attempt, or the skipped entry if only that."""
     index: dict[int, Json] = {}
-    for stage in stages:
-        stage_id = int(stage["stageId"])
+    attempts: dict[int, int] = {}
+    for position, stage in enumerate(dicts(stages, "stages")):
+        where = f"stages[{position}]"
+        if stage.get("stageId") is None:
+            raise SparkDataError(f"{where}.stageId", Problem.MISSING, "an integer")
+        stage_id = get_count(stage, "stageId", where)
+        attempt = get_count(stage, "attemptId", where)
         current = index.get(stage_id)
         if current is None:
-            index[stage_id] = stage
+            index[stage_id], attempts[stage_id] = stage, attempt
             continue
         skipped_now = current.get("status") == "SKIPPED"
         skipped_new = stage.get("status") == "SKIPPED"
-        if (skipped_now and not skipped_new) or (
-            skipped_now == skipped_new and int(stage.get("attemptId", 0)) > int(current.get("attemptId", 0))
-        ):
-            index[stage_id] = stage
+        if (skipped_now and not skipped_new) or (skipped_now == skipped_new and attempt > attempts[stage_id]):
+            index[stage_id], attempts[stage_id] = stage, attempt
     return index
+
+
+def _stage_ids(job: Mapping[str, Any], where: str) -> list[int]:
+    ids = get_list(job, "stageIds", where)
+    out = []
+    for position, value in enumerate(ids):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
+            raise SparkDataError(f"{where}.stageIds[{position}]", Problem.WRONG_TYPE, "a stage id (integer >= 0)", value)
+        out.append(value)
+    return sorted(out)
 
 
 def batch_stages(batch_job_list: Sequence[Json], stages: Mapping[int, Json] | Iterable[Json]) -> tuple[list[Json], list[int]]:
@@ -217,13 +307,17 @@ def batch_stages(batch_job_list: Sequence[Json], stages: Mapping[int, Json] | It
     ``batch_job_list``: the batch's jobs (from :func:`batch_jobs`); ``stages``: ``/stages``
     entries, or a ``stageId -> stage`` mapping. Order: ``(jobId, stageId)``; each stage once;
     ``SKIPPED`` stages are dropped. Returns ``(stages_in_order, missing_stage_ids)``.
+    Raises :class:`SparkDataError` for a malformed job or stage.
     """
     index = stages if isinstance(stages, Mapping) else _stage_index(stages)
     ordered: list[Json] = []
     missing: list[int] = []
     seen: set[int] = set()
-    for job in sorted(batch_job_list, key=lambda job: int(job.get("jobId", 0))):
-        for stage_id in sorted(int(sid) for sid in job.get("stageIds") or ()):
+    jobs = dicts(batch_job_list, "jobs")
+    keyed = sorted(((get_count(job, "jobId", f"jobs[{i}]"), i, job) for i, job in enumerate(jobs)),
+                   key=lambda item: (item[0], item[1]))
+    for job_id, _i, job in keyed:
+        for stage_id in _stage_ids(job, f"job {job_id}"):
             if stage_id in seen:
                 continue
             seen.add(stage_id)
@@ -238,7 +332,7 @@ def batch_stages(batch_job_list: Sequence[Json], stages: Mapping[int, Json] | It
 def rest_time_s(value: Any) -> float | None:
     """A REST API date (``"2026-11-21T10:33:56.417GMT"``; ``Z`` or an offset also accepted) in
     epoch seconds, or ``None`` when missing or not a date."""
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str) or not value.strip() or len(value) > 64:
         return None
     text = value.strip()
     if text.endswith("GMT"):
@@ -247,11 +341,11 @@ def rest_time_s(value: Any) -> float | None:
         text = text[:-1] + "+00:00"
     try:
         stamp = datetime.fromisoformat(text)
-    except ValueError:
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=timezone.utc)
+        return stamp.timestamp()
+    except (ValueError, OverflowError):
         return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=timezone.utc)
-    return stamp.timestamp()
 
 
 def stages_running_s(stages: Iterable[Json]) -> float | None:
@@ -284,18 +378,36 @@ def stages_running_s(stages: Iterable[Json]) -> float | None:
     return total
 
 
-# -- progress helpers ---------------------------------------------------------------------------
+# -- progress ----------------------------------------------------------------------------------
+
+
+def _where(progress: Mapping[str, Any]) -> str:
+    batch = progress.get("batchId")
+    return f"progress[batch {batch}]" if isinstance(batch, int) and not isinstance(batch, bool) else "progress"
 
 
 def progress_time_s(progress: Mapping[str, Any]) -> float:
     """The batch start of a progress (its ``timestamp``, ISO 8601 with ``Z``) in epoch seconds.
 
-    Raises ``ValueError`` if the timestamp is missing or not ISO 8601.
+    Raises :class:`SparkDataError` (a ``ValueError``) if the timestamp is missing or not ISO 8601.
     """
+    where = _where(progress)
     stamp = progress.get("timestamp")
     if not isinstance(stamp, str):
-        raise ValueError(f"progress of batch {progress.get('batchId')} has no 'timestamp' string: {stamp!r}")
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        raise SparkDataError(f"{where}.timestamp", Problem.MISSING if stamp is None else Problem.WRONG_TYPE,
+                             "an ISO 8601 time string", stamp)
+    value = rest_time_s(stamp)
+    if value is None:
+        raise SparkDataError(f"{where}.timestamp", Problem.MALFORMED, "an ISO 8601 time string", stamp)
+    return value
+
+
+def _durations(progress: Mapping[str, Any]) -> Mapping[str, Any]:
+    return get_dict(progress, "durationMs", _where(progress))
+
+
+def _duration_s(progress: Mapping[str, Any], key: str) -> float:
+    return get_float(_durations(progress), key, f"{_where(progress)}.durationMs") / 1000.0
 
 
 def batch_end_s(progress: Mapping[str, Any]) -> float:
@@ -303,100 +415,164 @@ def batch_end_s(progress: Mapping[str, Any]) -> float:
     ``durationMs.triggerExecution``. A batch belongs to the window that holds its completion, so
     consecutive windows count every batch exactly once.
 
-    Raises ``ValueError`` if the timestamp is missing or not ISO 8601.
+    Raises :class:`SparkDataError` if the timestamp is missing or not ISO 8601, or the duration
+    is not a finite number >= 0.
     """
-    duration_ms = _number((progress.get("durationMs") or {}).get("triggerExecution")) or 0.0
-    return progress_time_s(progress) + duration_ms / 1000.0
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return None
-    return None
-
-
-def flatten_offsets(offset: Any) -> dict[str, float] | float | None:
-    """Normalise a source offset from a progress.
-
-    - ``{"p0": 123, "p1": 45}`` -> ``{"p0": 123.0, "p1": 45.0}``;
-    - Kafka ``{"topic": {"0": 123}}`` -> ``{"topic/0": 123.0}``;
-    - a JSON string of either is decoded first; a plain number (rate source) -> that float;
-    - ``None`` (first batch) or anything non-numeric (e.g. Redis stream ids) -> ``None``.
-    """
-    if isinstance(offset, str):
-        text = offset.strip()
-        if text.startswith("{"):
-            try:
-                offset = json.loads(text)
-            except ValueError:
-                return None
-        else:
-            return _number(text)
-    if isinstance(offset, Mapping):
-        flat: dict[str, float] = {}
-
-        def walk(prefix: str, value: Any) -> bool:
-            if isinstance(value, Mapping):
-                return all(walk(f"{prefix}{key}/", inner) for key, inner in value.items())
-            number = _number(value)
-            if number is None:
-                return False
-            flat[prefix.rstrip("/")] = number
-            return True
-
-        return flat if walk("", offset) else None
-    return _number(offset)
-
-
-def _offset_total(offset: dict[str, float] | float | None) -> float | None:
-    if offset is None:
-        return None
-    if isinstance(offset, dict):
-        return sum(value for value in offset.values() if value >= 0)
-    return offset
-
-
-def source_backlog(source: Mapping[str, Any]) -> float | None:
-    """``latestOffset − endOffset`` of one progress source, in offset units, or ``None``.
-
-    Dict offsets are paired by partition (partitions missing on either side are ignored,
-    negative per-partition differences count as 0); plain numbers are subtracted.
-    ``None`` when either offset is missing or not numeric, or the shapes differ.
-    """
-    latest = flatten_offsets(source.get("latestOffset"))
-    end = flatten_offsets(source.get("endOffset"))
-    if latest is None or end is None:
-        return None
-    if isinstance(latest, dict) and isinstance(end, dict):
-        return sum(max(0.0, latest[key] - end[key]) for key in latest if key in end)
-    if isinstance(latest, float) and isinstance(end, float):
-        return max(0.0, latest - end)
-    return None
-
-
-def executors_and_cores(executors: Iterable[Json]) -> tuple[int, int]:
-    """``(executors, cores)`` from ``/executors``: active non-driver executors and their
-    ``totalCores``; in local mode (only the ``driver`` entry) ``(1, driver totalCores)``."""
-    active = [e for e in executors if e.get("isActive", True)]
-    workers = [e for e in active if e.get("id") != "driver"]
-    if workers:
-        return len(workers), sum(int(e.get("totalCores") or 0) for e in workers)
-    drivers = [e for e in active if e.get("id") == "driver"]
-    if drivers and int(drivers[0].get("totalCores") or 0) > 0:
-        return 1, int(drivers[0]["totalCores"])
-    return 0, 0
+    return progress_time_s(progress) + _duration_s(progress, "triggerExecution")
 
 
 def _is_batch_progress(progress: Mapping[str, Any]) -> bool:
     """An idle-trigger progress (no data, nothing run) has no ``addBatch`` duration."""
-    return "addBatch" in (progress.get("durationMs") or {})
+    durations = progress.get("durationMs")
+    return isinstance(durations, Mapping) and "addBatch" in durations
+
+
+def _check_progress(progress: Any, position: int) -> Json:
+    """``progress`` when every field the sample reads is well formed, else :class:`SparkDataError`."""
+    p = as_dict(progress, f"progress[{position}]")
+    where = _where(p)
+    if p.get("batchId") is None:
+        raise SparkDataError(f"{where}.batchId", Problem.MISSING, "an integer")
+    get_count(p, "batchId", where)
+    get_str(p, "runId", where)
+    get_str(p, "id", where)
+    get_str(p, "name", where)
+    progress_time_s(p)
+    for key, value in _durations(p).items():
+        get_float({key: value}, key, f"{where}.durationMs")
+    get_count(p, "numInputRows", where)
+    get_float(p, "batchDuration", where)
+    sink = get_dict(p, "sink", where)
+    get_count(sink, "numOutputRows", f"{where}.sink", minimum=-1)
+    for index, op in enumerate(get_list(p, "stateOperators", where)):
+        op = as_dict(op, f"{where}.stateOperators[{index}]")
+        get_count(op, "numRowsTotal", f"{where}.stateOperators[{index}]")
+        get_count(op, "memoryUsedBytes", f"{where}.stateOperators[{index}]")
+    for index, source in enumerate(get_list(p, "sources", where)):
+        source = as_dict(source, f"{where}.sources[{index}]")
+        get_count(source, "numInputRows", f"{where}.sources[{index}]")
+    return p
+
+
+def _query_progresses(progresses: Sequence[Any], run_id: str) -> list[Json]:
+    """The checked progresses of the query that ran ``run_id`` (same ``id``; all when no ``id``)."""
+    checked = [_check_progress(p, i) for i, p in enumerate(progresses)]
+    query_ids = {p.get("id") for p in checked if p.get("runId") == run_id and p.get("id")}
+    return [p for p in checked if not query_ids or p.get("id") in query_ids or p.get("runId") == run_id]
+
+
+# -- the window rule ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchWindow:
+    """The batches of one window and the time they span (:func:`window_batches`).
+
+    ``batches``: batch progresses counted, by ``batchId``; ``spans``: per batch id, its span
+    ``(start_s, end_s)`` in epoch seconds; ``start_s``/``end_s``: the window's span.
+    """
+
+    batches: tuple[Json, ...]
+    spans: Mapping[int, tuple[float, float]]
+    start_s: float
+    end_s: float
+
+    @property
+    def span_s(self) -> float:
+        return max(0.0, self.end_s - self.start_s)
+
+    def span_of(self, batch_ids: Iterable[int]) -> float:
+        """Seconds spanned by the given batches of the window (sum of their spans)."""
+        return sum(self.spans[b][1] - self.spans[b][0] for b in batch_ids if b in self.spans)
+
+
+def window_batches(
+    progresses: Sequence[Json],
+    *,
+    run_id: str,
+    window_start_s: float | None,
+    window_end_s: float,
+) -> BatchWindow:
+    """THE window rule, for a live collect and for captures alike.
+
+    **Which batches.** A batch of run ``run_id`` (a progress with an ``addBatch`` duration) is in
+    the window ``[window_start_s, window_end_s)`` when it *completed* inside it:
+    ``timestamp + triggerExecution ∈ [window_start_s, window_end_s)``; ``window_start_s=None``
+    takes every batch of the run that completed before ``window_end_s``. Consecutive windows
+    therefore count every batch exactly once.
+
+    **What time they span.** Each batch carries the data that arrived between two *cuts*: the
+    moment the previous batch of the query fixed its end offsets and the moment it fixed its own.
+    The cut ``c_i`` of batch ``i`` is its start (``timestamp``, where Spark fetches the latest
+    offsets); for a query whose only source is the ``rate`` source it is exactly
+    ``creation + endOffset`` (its offsets are generation seconds, :mod:`sparkclient.sources`).
+    The span of batch ``i`` is ``[c_{i−1}, c_i)``, where ``i−1`` is the query's previous batch,
+    *of any run*: the catch-up batch after a restart spans the downtime whose rows it carries.
+    The query's very first batch has no previous one; its span starts at its own start.
+
+    **Rates.** Every rate of a window is ``Σ_counted rows / (c_last − c_{before first})``: the
+    window's span is ``[c_{i₀−1}, c_{i₁})`` for the first and last counted batches ``i₀, i₁``.
+    For a steady source at R rows/s every batch carries ``R × (c_i − c_{i−1})`` rows, so the
+    rate is R for any number of batches (no fencepost: N batches, N spans).
+
+    ``progresses``: the query's progress dicts (any order, any run; other runs of the query are
+    used only to find the previous batch). Raises :class:`SparkDataError` for a malformed
+    progress, ``ValueError`` for an inverted window.
+    """
+    if window_start_s is not None and not window_end_s > window_start_s:
+        raise ValueError(f"window must have window_end_s > window_start_s, got [{window_start_s}, {window_end_s})")
+    query = _query_progresses(progresses, run_id)
+    batch_by_id: dict[int, Json] = {}
+    for p in query:
+        if _is_batch_progress(p):
+            batch_id = int(p["batchId"])
+            # a batch id re-run after a failure: the newest attempt counts
+            if batch_id not in batch_by_id or progress_time_s(p) >= progress_time_s(batch_by_id[batch_id]):
+                batch_by_id[batch_id] = p
+    counted = [
+        batch_by_id[b] for b in sorted(batch_by_id)
+        if batch_by_id[b].get("runId", run_id) == run_id
+        and batch_end_s(batch_by_id[b]) < window_end_s
+        and (window_start_s is None or batch_end_s(batch_by_id[b]) >= window_start_s)
+    ]
+    creation = rate_creation_s([p for p in query if batch_end_s(p) < window_end_s])
+    spans: dict[int, tuple[float, float]] = {}
+    ordered_ids = sorted(batch_by_id)
+    for p in counted:
+        batch_id = int(p["batchId"])
+        cut = batch_cut_s(p, creation)
+        assert cut is not None  # _check_progress validated the timestamp
+        position = ordered_ids.index(batch_id)
+        previous = batch_by_id[ordered_ids[position - 1]] if position > 0 else None
+        before = batch_cut_s(previous, creation) if previous is not None else None
+        start = progress_time_s(p) if before is None or before > cut else before
+        spans[batch_id] = (min(start, cut), cut)
+    if not counted:
+        end = window_end_s
+        return BatchWindow((), {}, window_start_s if window_start_s is not None else end, end)
+    start_s = spans[int(counted[0]["batchId"])][0]
+    end_s = spans[int(counted[-1]["batchId"])][1]
+    if end_s <= start_s:  # only the query's first batch: its own run time
+        end_s = max(batch_end_s(counted[-1]), start_s + 0.001)
+        spans[int(counted[-1]["batchId"])] = (spans[int(counted[-1]["batchId"])][0], end_s)
+    return BatchWindow(tuple(counted), spans, start_s, end_s)
+
+
+def executors_and_cores(executors: Iterable[Json]) -> tuple[int, int]:
+    """``(executors, cores)`` from ``/executors``: active non-driver executors and their
+    ``totalCores``; in local mode (only the ``driver`` entry) ``(1, driver totalCores)``.
+    Raises :class:`SparkDataError` for a malformed entry."""
+    entries = dicts(executors, "executors")
+    active = [(i, e) for i, e in enumerate(entries) if e.get("isActive", True) is not False]
+    workers = [(i, e) for i, e in active if e.get("id") != "driver"]
+    if workers:
+        return len(workers), sum(get_count(e, "totalCores", f"executors[{i}]") for i, e in workers)
+    drivers = [(i, e) for i, e in active if e.get("id") == "driver"]
+    if drivers:
+        cores = get_count(drivers[0][1], "totalCores", f"executors[{drivers[0][0]}]")
+        if cores > 0:
+            return 1, cores
+    return 0, 0
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -414,7 +590,7 @@ def sample_from_rest(
     *,
     run_id: str,
     trigger_interval_s: float,
-    window_start_s: float,
+    window_start_s: float | None,
     window_end_s: float,
     sql: Sequence[Json] | None = None,
     app_id: str = "",
@@ -424,37 +600,31 @@ def sample_from_rest(
     ``[window_start_s, window_end_s)`` (epoch seconds), from REST payloads and progress dicts.
 
     - ``jobs``, ``stages``, ``executors``: ``/jobs``, ``/stages``, ``/executors`` JSON lists.
-    - ``progresses``: progress dicts (``recentProgress``-shaped); only those with this
-      ``runId`` count. A batch is in the window when its ``timestamp`` (batch start) is.
+    - ``progresses``: progress dicts (``recentProgress``-shaped) of the query; which batches
+      count and the time they span follow :func:`window_batches` (``window_start_s=None``: the
+      whole run).
     - ``sql``: SQL executions with ``details=true`` for vertex names (optional).
     - ``trigger_interval_s``: the query's processing-time trigger, seconds (0 = as fast as
       possible; ``batch_ratio`` is then 0).
-    - ``collected_at`` defaults to ``window_end_s`` so the function stays deterministic.
+    - ``collected_at`` defaults to ``window_end_s`` so the function stays deterministic; the
+      sources' backlog is measured at ``collected_at``.
 
     Batches in the progress whose jobs or stages are missing from REST are left out of the
     vertices, with a note in ``errors``, and out of the overhead (module docstring). Raises
-    ``ValueError`` for an empty or inverted window or a negative trigger interval.
+    :class:`SparkDataError` for a malformed payload (naming the field), ``ValueError`` for an
+    inverted window or a negative or non-finite trigger interval.
     """
-    if not window_end_s > window_start_s:
-        raise ValueError(
-            f"window must have window_end_s > window_start_s, got [{window_start_s}, {window_end_s})"
-        )
-    if trigger_interval_s < 0:
-        raise ValueError(f"trigger_interval_s must be >= 0 seconds, got {trigger_interval_s}")
-    window_s = window_end_s - window_start_s
+    if not math.isfinite(trigger_interval_s) or trigger_interval_s < 0:
+        raise ValueError(f"trigger_interval_s must be a finite number >= 0 seconds, got {trigger_interval_s}")
+    if not math.isfinite(window_end_s) or (window_start_s is not None and not math.isfinite(window_start_s)):
+        raise ValueError(f"window bounds must be finite, got [{window_start_s}, {window_end_s})")
+    progresses = dicts(progresses, "progress")
+    window = window_batches(progresses, run_id=run_id, window_start_s=window_start_s, window_end_s=window_end_s)
+    batch_progresses = list(window.batches)
+    window_s = window.span_s if batch_progresses else (
+        window_end_s - window_start_s if window_start_s is not None else 0.0)
     errors: list[str] = []
-
-    run_progresses = sorted(
-        (p for p in progresses if p.get("runId", run_id) == run_id),
-        key=lambda p: (progress_time_s(p), int(p.get("batchId", -1))),
-    )
-    upto_end = [p for p in run_progresses if batch_end_s(p) < window_end_s]
-    in_window = [p for p in upto_end if batch_end_s(p) >= window_start_s]
-    batch_by_id: dict[int, Json] = {}
-    for progress in in_window:
-        if _is_batch_progress(progress):
-            batch_by_id[int(progress["batchId"])] = progress
-    batch_progresses = [batch_by_id[b] for b in sorted(batch_by_id)]
+    now_s = window_end_s if collected_at is None else collected_at
 
     # -- vertices from REST --
     jobs_by_batch = batch_jobs(jobs, run_id)
@@ -465,7 +635,7 @@ def sample_from_rest(
         batch_id = int(progress["batchId"])
         batch_job_list = jobs_by_batch.get(batch_id)
         if not batch_job_list:
-            if int(progress.get("numInputRows") or 0) > 0:
+            if get_count(progress, "numInputRows", _where(progress)) > 0:
                 errors.append(
                     f"batch {batch_id}: no job with jobGroup {run_id} and 'batch = {batch_id}' in /jobs "
                     "(not yet listed, or dropped past spark.ui.retainedJobs); left out of the vertices"
@@ -475,8 +645,7 @@ def sample_from_rest(
         if not missing:
             running_s = stages_running_s(ordered)
             if running_s is not None:
-                trigger_s = float(progress["durationMs"].get("triggerExecution", 0)) / 1000.0
-                stage_overheads_s.append(max(0.0, trigger_s - running_s))
+                stage_overheads_s.append(max(0.0, _duration_s(progress, "triggerExecution") - running_s))
         if missing:
             errors.append(
                 f"batch {batch_id}: stages {missing} missing from /stages (still running, or dropped "
@@ -498,21 +667,30 @@ def sample_from_rest(
                 )
             else:
                 kept.append((progress, ordered))
-        operators = stage_operators(sql or (), jobs)
-        vertices = _aggregate_vertices(kept, operators)
+        try:
+            operators = stage_operators(dicts(sql or [], "sql"), jobs)
+        except SparkDataError as exc:
+            operators = {}
+            errors.append(f"SQL plan not usable ({exc}); vertex names fall back")
+        span_s = window.span_of(int(p["batchId"]) for p, _stages in kept)
+        vertices = _aggregate_vertices(kept, operators, span_s=span_s)
 
     # -- rates and offsets from the progress --
-    input_rows = sum(int(p.get("numInputRows") or 0) for p in batch_progresses)
-    durations_s = [float(p.get("batchDuration") or 0) / 1000.0 for p in batch_progresses]
+    rates_unavailable: RatesUnavailable | None = None
+    if batch_progresses and all(p.get("numInputRows") is None for p in batch_progresses) \
+            and not any(v.records_in for v in vertices[:1]):
+        rates_unavailable = RatesUnavailable.NO_INPUT_RECORDS
+        errors.append("rates unavailable: no progress is published for this query and its source stages report "
+                      "no inputRecords; publish the progress (RedisProgressListener) to measure rates")
+    input_rows = sum(get_count(p, "numInputRows", _where(p)) for p in batch_progresses)
+    if input_rows == 0 and vertices and batch_progresses and all(p.get("numInputRows") is None for p in batch_progresses):
+        input_rows = vertices[0].records_in  # progress rebuilt from /jobs: rows from the stages
+    durations_s = [get_float(p, "batchDuration", _where(p)) / 1000.0 for p in batch_progresses]
     if stage_overheads_s:
         batch_overhead_s = _mean(stage_overheads_s)
     else:
         batch_overhead_s = _mean(
-            [
-                max(0.0, float(p["durationMs"].get("triggerExecution", 0)) - float(p["durationMs"].get("addBatch", 0)))
-                / 1000.0
-                for p in batch_progresses
-            ]
+            [max(0.0, _duration_s(p, "triggerExecution") - _duration_s(p, "addBatch")) for p in batch_progresses]
         )
         if batch_progresses:
             errors.append(
@@ -522,19 +700,24 @@ def sample_from_rest(
             )
     batch_duration_s = _mean(durations_s)
     busy_total_s = sum(durations_s)
-    records_per_unit = _records_per_offset_unit(batch_progresses)
-    newest = upto_end[-1] if upto_end else None
-    backlog = _backlog(newest, records_per_unit, errors) if newest is not None else 0
-    # The latest offsets of the last progress before the window are the baseline, so a window that
-    # holds a single long batch still measures the growth of the log over the whole window.
-    baseline = [p for p in upto_end if batch_end_s(p) < window_start_s][-1:]
-    arrival = _arrival_rate(baseline + in_window, records_per_unit)
+    history = sorted((p for p in _query_progresses(progresses, run_id) if batch_end_s(p) < window_end_s),
+                     key=progress_time_s)
+    report = measure_sources(history, batch_progresses, now_s=now_s)
+    input_rate = input_rows / window_s if window_s > 0 else 0.0
+    arrival = report.arrival_per_s
     if arrival is None:
-        arrival = input_rows / window_s
-    newest_batch = batch_progresses[-1] if batch_progresses else newest
-    state_ops = (newest_batch or {}).get("stateOperators") or ()
+        arrival = input_rate
+        if batch_progresses and rates_unavailable is None:
+            errors.append("arrival rate: a source gives no offsets to measure it; the rows the batches took "
+                          "per second of the time they span are used instead")
+    errors.extend(entry.message for entry in report.unknown)
+    newest_batch = batch_progresses[-1] if batch_progresses else (history[-1] if history else None)
+    where = _where(newest_batch or {})
+    state_ops = [as_dict(op, f"{where}.stateOperators") for op in get_list(newest_batch or {}, "stateOperators", where)]
     executor_count, cores = executors_and_cores(executors)
-    named = next((p.get("name") for p in reversed(run_progresses) if p.get("name")), None)
+    run_progresses = [p for p in progresses if p.get("runId", run_id) == run_id]
+    named = next((p.get("name") for p in reversed(run_progresses) if isinstance(p.get("name"), str) and p.get("name")),
+                 None)
 
     return JobSample(
         run_id=run_id,
@@ -545,9 +728,9 @@ def sample_from_rest(
         first_batch_id=int(batch_progresses[0]["batchId"]) if batch_progresses else None,
         last_batch_id=int(batch_progresses[-1]["batchId"]) if batch_progresses else None,
         vertices=vertices,
-        backlog=backlog,
+        backlog=report.backlog,
         arrival_rate_per_s=arrival,
-        input_rate_per_s=input_rows / window_s,
+        input_rate_per_s=input_rate,
         processed_rate_per_s=input_rows / busy_total_s if busy_total_s > 0 else 0.0,
         batch_duration_s=batch_duration_s,
         trigger_interval_s=trigger_interval_s,
@@ -555,15 +738,17 @@ def sample_from_rest(
         batch_ratio=batch_duration_s / trigger_interval_s if trigger_interval_s > 0 else 0.0,
         executors=executor_count,
         cores=cores,
-        state_rows=sum(int(op.get("numRowsTotal") or 0) for op in state_ops),
-        state_bytes=sum(int(op.get("memoryUsedBytes") or 0) for op in state_ops),
-        collected_at=window_end_s if collected_at is None else collected_at,
+        state_rows=sum(get_count(op, "numRowsTotal", f"{where}.stateOperators") for op in state_ops),
+        state_bytes=sum(get_count(op, "memoryUsedBytes", f"{where}.stateOperators") for op in state_ops),
+        collected_at=now_s,
         errors=tuple(errors),
+        backlog_unknown=report.unknown,
+        rates_unavailable=rates_unavailable,
     )
 
 
 def _aggregate_vertices(
-    batches: Sequence[tuple[Json, list[Json]]], operators: Mapping[int, list[str]]
+    batches: Sequence[tuple[Json, list[Json]]], operators: Mapping[int, list[str]], *, span_s: float = 0.0
 ) -> tuple[VertexSample, ...]:
     if not batches:
         return ()
@@ -574,28 +759,30 @@ def _aggregate_vertices(
     rec_out = [0] * count
     spill = [0] * count
     for progress, ordered in batches:
-        sink_value = (progress.get("sink") or {}).get("numOutputRows")
-        sink_rows = int(sink_value) if sink_value is not None else -1
+        batch_where = _where(progress)
+        sink_rows = get_count(get_dict(progress, "sink", batch_where), "numOutputRows", f"{batch_where}.sink",
+                              default=-1, minimum=-1)
         for position, stage in enumerate(ordered):
-            busy_ms[position] += float(stage.get("executorRunTime") or 0)
-            spill[position] += int(stage.get("memoryBytesSpilled") or 0) + int(stage.get("diskBytesSpilled") or 0)
+            where = f"stage {stage.get('stageId')}"
+            busy_ms[position] += get_float(stage, "executorRunTime", where)
+            spill[position] += get_count(stage, "memoryBytesSpilled", where) + get_count(stage, "diskBytesSpilled", where)
             if position == 0:
-                records_in = int(stage.get("inputRecords") or 0) or int(progress.get("numInputRows") or 0)
+                records_in = get_count(stage, "inputRecords", where) or get_count(progress, "numInputRows", batch_where)
             else:
-                records_in = int(stage.get("shuffleReadRecords") or 0)
+                records_in = get_count(stage, "shuffleReadRecords", where)
             rec_in[position] += records_in
             if position < count - 1:
-                rec_out[position] += int(stage.get("shuffleWriteRecords") or 0)
+                rec_out[position] += get_count(stage, "shuffleWriteRecords", where)
             elif sink_rows >= 0:
                 rec_out[position] += sink_rows
             else:
-                rec_out[position] += int(stage.get("outputRecords") or 0) or records_in
+                rec_out[position] += get_count(stage, "outputRecords", where) or records_in
 
     names: list[str] = []
     for position in range(count):
         name = f"stage {position}"
         for _progress, ordered in reversed(batches):
-            ops = operators.get(int(ordered[position]["stageId"]))
+            ops = operators.get(get_count(ordered[position], "stageId", "stage"))
             if ops:
                 name = " → ".join(ops)
                 break
@@ -608,123 +795,70 @@ def _aggregate_vertices(
             name=names[position],
             position=position,
             is_source=position == 0,
-            tasks=int(newest_stages[position].get("numTasks") or 0),
+            tasks=get_count(newest_stages[position], "numTasks", f"stage {newest_stages[position].get('stageId')}"),
             busy_s=busy_ms[position] / 1000.0,
             records_in=rec_in[position],
             records_out=rec_out[position],
             spill_bytes=spill[position],
             upstream=upstream[position],
+            span_s=span_s,
         )
         for position in range(count)
     )
 
 
 def _upstream(ordered: Sequence[Json]) -> list[tuple[str, ...]]:
-    position_of = {int(stage["stageId"]): position for position, stage in enumerate(ordered)}
-    if any(stage.get("parentIds") for stage in ordered):
+    position_of = {get_count(stage, "stageId", "stage"): position for position, stage in enumerate(ordered)}
+    parents = [_stage_parent_ids(stage) for stage in ordered]
+    if any(parents):
         return [
-            tuple(
-                vertex_id(position_of[int(parent)])
-                for parent in sorted(stage.get("parentIds") or ())
-                if int(parent) in position_of
-            )
-            for stage in ordered
+            tuple(vertex_id(position_of[parent]) for parent in sorted(ids) if parent in position_of)
+            for ids in parents
         ]
     return [() if position == 0 else (vertex_id(position - 1),) for position in range(len(ordered))]
 
 
-def _records_per_offset_unit(batch_progresses: Sequence[Json]) -> list[float]:
-    """Per source index: records per offset unit for plain-number offsets (1.0 for dicts)."""
-    width = max((len(p.get("sources") or ()) for p in batch_progresses), default=0)
-    ratios: list[float] = []
-    for index in range(width):
-        rows = 0.0
-        units = 0.0
-        for progress in batch_progresses:
-            sources = progress.get("sources") or ()
-            if index >= len(sources):
-                continue
-            start = flatten_offsets(sources[index].get("startOffset"))
-            end = flatten_offsets(sources[index].get("endOffset"))
-            if isinstance(start, float) and isinstance(end, float) and end > start:
-                rows += float(sources[index].get("numInputRows") or 0)
-                units += end - start
-        ratios.append(rows / units if units > 0 and rows > 0 else 1.0)
-    return ratios
-
-
-def _unit_ratio(ratios: Sequence[float], index: int, offset: Any) -> float:
-    if isinstance(flatten_offsets(offset), float) and index < len(ratios):
-        return ratios[index]
-    return 1.0
-
-
-def _backlog(progress: Json, ratios: Sequence[float], errors: list[str]) -> int:
-    total = 0.0
-    for index, source in enumerate(progress.get("sources") or ()):
-        lag = source_backlog(source)
-        if lag is None:
-            if source.get("latestOffset") is not None:
-                errors.append(
-                    f"source {index} ({str(source.get('description', '?'))[:60]}): offsets are not "
-                    "numeric; its backlog and arrival rate are not counted"
-                )
-            continue
-        total += lag * _unit_ratio(ratios, index, source.get("latestOffset"))
-    return int(round(total))
-
-
-def _arrival_rate(progresses: Sequence[Json], ratios: Sequence[float]) -> float | None:
-    """Growth of Σ latestOffset between the first and last progress of the window, per second.
-
-    ``None`` when fewer than two progresses with numeric offsets span a positive time.
-    """
-    points: list[tuple[float, list[Any]]] = [
-        (progress_time_s(p), [s.get("latestOffset") for s in p.get("sources") or ()]) for p in progresses
-    ]
-    points = [point for point in points if point[1]]
-    if len(points) < 2:
-        return None
-    (t0, first), (t1, last) = points[0], points[-1]
-    if t1 <= t0:
-        return None
-    growth = 0.0
-    counted = False
-    for index in range(min(len(first), len(last))):
-        before = _offset_total(flatten_offsets(first[index]))
-        after = _offset_total(flatten_offsets(last[index]))
-        if before is None or after is None:
-            continue
-        growth += max(0.0, after - before) * _unit_ratio(ratios, index, last[index])
-        counted = True
-    if not counted:
-        return None
-    return growth / (t1 - t0)
+def _stage_parent_ids(stage: Mapping[str, Any]) -> list[int]:
+    where = f"stage {stage.get('stageId')}"
+    out = []
+    for position, value in enumerate(get_list(stage, "parentIds", where)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SparkDataError(f"{where}.parentIds[{position}]", Problem.WRONG_TYPE, "a stage id", value)
+        out.append(value)
+    return out
 
 
 # -- collection ---------------------------------------------------------------------------------
 
 
 def _root_execution_id(job: Json) -> int | None:
-    for tag in job.get("jobTags") or ():
+    tags = job.get("jobTags")
+    for tag in tags if isinstance(tags, list) else ():
         match = _ROOT_EXECUTION_TAG.search(str(tag))
         if match:
             return int(match.group(1))
     return None
 
 
+def _job_ids(execution: Mapping[str, Any]) -> set[int]:
+    ran: set[int] = set()
+    for key in ("successJobIds", "runningJobIds", "failedJobIds"):
+        for value in get_list(execution, key, "sql execution"):
+            if isinstance(value, int) and not isinstance(value, bool):
+                ran.add(value)
+    return ran
+
+
 def _find_sql(client: RestClient, app_id: str, job_list: Sequence[Json], *, probe: int = 4) -> Json | None:
     """The SQL execution that ran ``job_list``: Spark 4 tags a job with
     ``...-execution-root-id-<R>``; the execution is ``R`` or one of the next few."""
-    job_ids = {int(job["jobId"]) for job in job_list}
+    job_ids = {get_count(job, "jobId", "job") for job in job_list}
     root = next((r for r in (_root_execution_id(job) for job in job_list) if r is not None), None)
     if root is None:
         return None
     for execution_id in range(root, root + probe):
         execution = client.sql_execution(app_id, execution_id, True)
-        ran = set(execution.get("successJobIds") or ()) | set(execution.get("runningJobIds") or ())
-        ran |= set(execution.get("failedJobIds") or ())
-        if job_ids & {int(j) for j in ran}:
+        if job_ids & _job_ids(as_dict(execution, f"sql/{execution_id}")):
             return execution
     return None
 
@@ -740,36 +874,33 @@ def collect_sample(
     now_s: float,
 ) -> JobSample:
     """Fetch ``/jobs``, ``/stages?status=complete``, ``/executors`` and the newest batch's SQL
-    execution, and build the sample for the window ``[now_s - window_s, now_s)``.
+    execution, and build the sample for the window ``[now_s - window_s, now_s)``
+    (:func:`window_batches`).
 
-    ``progresses``: the query's recent progress dicts; ``now_s``: epoch seconds.
-    SQL lookup failures only cost the vertex names (noted in ``errors``). Raises
-    :class:`sparkclient.rest.SparkRestError` when jobs, stages or executors cannot be fetched,
-    ``ValueError`` for ``window_s <= 0``.
+    ``progresses``: the query's recent progress dicts (any run: the previous run's last batch
+    gives the span of a catch-up batch); ``now_s``: epoch seconds. SQL lookup failures only cost
+    the vertex names (noted in ``errors``). Raises :class:`sparkclient.rest.SparkRestError` when
+    jobs, stages or executors cannot be fetched, :class:`SparkDataError` when a payload or a
+    progress is malformed, ``ValueError`` for ``window_s <= 0``.
     """
-    if window_s <= 0:
-        raise ValueError(f"window_s must be > 0 seconds, got {window_s}")
+    if not window_s > 0 or not math.isfinite(window_s):
+        raise ValueError(f"window_s must be a finite number > 0 seconds, got {window_s}")
     start_s = now_s - window_s
-    jobs = client.jobs(app_id)
-    stages = client.stages(app_id, "complete")
-    executors = client.executors(app_id)
+    jobs = dicts(client.jobs(app_id), "jobs")
+    stages = dicts(client.stages(app_id, "complete"), "stages")
+    executors = dicts(client.executors(app_id), "executors")
 
     notes: list[str] = []
     sql: list[Json] = []
     by_batch = batch_jobs(jobs, run_id)
-    in_window = sorted(
-        (
-            int(p["batchId"])
-            for p in progresses
-            if p.get("runId", run_id) == run_id and start_s <= batch_end_s(p) < now_s and _is_batch_progress(p)
-        ),
-        reverse=True,
-    )
+    window = window_batches(dicts(progresses, "progress"), run_id=run_id,
+                            window_start_s=start_s, window_end_s=now_s)
+    in_window = [int(p["batchId"]) for p in reversed(window.batches)]
     newest_with_jobs = next((b for b in in_window if b in by_batch), None)
     if newest_with_jobs is not None:
         try:
             execution = _find_sql(client, app_id, by_batch[newest_with_jobs])
-        except SparkRestError as exc:
+        except (SparkRestError, SparkDataError) as exc:
             execution = None
             notes.append(f"SQL execution of batch {newest_with_jobs} not available ({exc}); vertex names fall back")
         if execution is not None:
@@ -793,4 +924,3 @@ def collect_sample(
     if notes:
         sample = replace(sample, errors=sample.errors + tuple(notes))
     return sample
-

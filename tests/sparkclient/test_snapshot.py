@@ -41,7 +41,10 @@ def test_captures_become_a_valid_micro_batch_scenario() -> None:
     assert scenario.cluster.executors == 1 and scenario.cluster.cores_per_executor == 2
     metrics = doc["steps"][0]["metrics"]
     # 14 batches of 4,000 rows (batches 1..14; batch 0 ran one stage, batch 15's job is not in /jobs)
-    assert metrics["v0"]["records_in_per_s"] * sample.window_s == pytest.approx(56_000)
+    assert sample.vertices[0].records_in == 56_000
+    # their 14 spans are 14 trigger intervals of the rate source's offsets: 2,000 rows/s exactly
+    assert sample.vertices[0].span_s == pytest.approx(28.0)
+    assert metrics["v0"]["records_in_per_s"] == pytest.approx(2000.0)
     assert 0 < metrics["v1"]["busy_time_ms_per_s"] <= 1000
     result = evaluate_text(json.dumps(doc))
     step = result["steps"][0]

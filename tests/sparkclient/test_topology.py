@@ -14,6 +14,7 @@ import pytest
 
 from sparkclient.metricstrings import stage_refs
 from sparkclient.rest import SparkRestError
+from sparkclient.sources import BacklogUnknownReason, rate_creation_s
 from sparkclient.topology import (
     JobSample,
     batch_jobs,
@@ -213,8 +214,9 @@ def test_rates_overhead_and_ratio() -> None:
     sample = _p1_sample(10, 15)
     progresses = [_progress(b) for b in range(10, 16)]
     start, end = _window_for(10, 15)
-    assert sample.window_s == pytest.approx(end - start)
-    assert sample.input_rate_per_s == pytest.approx(sum(p["numInputRows"] for p in progresses) / (end - start))
+    # the window rule: 6 batches span 6 cuts of the rate source (endOffset 18 -> 30, seconds)
+    assert sample.window_s == pytest.approx(12.0)
+    assert sample.input_rate_per_s == pytest.approx(sum(p["numInputRows"] for p in progresses) / 12.0)
     mean_duration = sum(p["batchDuration"] for p in progresses) / 6 / 1000
     assert sample.batch_duration_s == pytest.approx(mean_duration)
     assert sample.batch_ratio == pytest.approx(mean_duration / 2.0)
@@ -227,7 +229,10 @@ def test_rates_overhead_and_ratio() -> None:
     )
     # rate source: offsets are seconds; 2 units per batch of 4000 rows -> 2000 records/s
     assert sample.arrival_rate_per_s == pytest.approx(2000.0)
-    assert sample.backlog == 0
+    # the rows generated after batch 15 fixed its end offset (30 s after the source's creation)
+    creation = rate_creation_s([_progress(b) for b in range(16)])
+    assert sample.backlog == round(2000 * (end - (creation + 30)))
+    assert 0 < sample.backlog < 2000 * 2.5 and not sample.backlog_unknown
     assert sample.trigger_interval_s == 2.0
     assert sample.collected_at == pytest.approx(end)
 
@@ -272,7 +277,9 @@ def test_non_numeric_offsets_are_noted_not_fatal() -> None:
         trigger_interval_s=2.0, window_start_s=start, window_end_s=start + 2.0,
     )
     assert sample.backlog == 0
-    assert any("not numeric" in e for e in sample.errors)
+    [unknown] = sample.backlog_unknown
+    assert (unknown.index, unknown.reason) == (0, BacklogUnknownReason.NOT_NUMERIC)
+    assert unknown.message in sample.errors and "backlog unknown for source 0" in unknown.message
 
 
 @pytest.mark.parametrize(
@@ -583,5 +590,5 @@ def test_arrival_rate_of_a_window_with_one_batch_uses_the_progress_before_it():
     assert sample.arrival_rate_per_s == pytest.approx(2000.0, rel=0.01)
     alone = sample_from_rest(*args[:2], [inside], args[3], run_id=RUN_ID, trigger_interval_s=2.0,
                              window_start_s=start, window_end_s=end)
-    # without the baseline only the fallback is left: 4,000 rows over the ~5 s window
-    assert alone.arrival_rate_per_s == pytest.approx(alone.input_rate_per_s) and alone.arrival_rate_per_s < 1000
+    # without the baseline the rate source's offsets still measure it: they are generation seconds
+    assert alone.arrival_rate_per_s == pytest.approx(2000.0)

@@ -14,11 +14,14 @@ Spark renders SQL plan metrics as display strings, not numbers. The shapes seen 
   ``(driver)`` replaces the stage reference for driver-side metrics;
 - per-task statistics without a total: ``"(min, med, max (stageId: taskId)):\\n(1, 1, 1 (stage 28.0: task 83))"``.
 
-All parsers raise ``ValueError`` with the offending text when it has none of these shapes.
+All parsers raise ``ValueError`` with the offending text when it has none of these shapes, when
+it is longer than :data:`MAX_METRIC_CHARS`, or when its value does not fit in 64 bits. Every
+regular expression here runs in linear time (no two quantifiers compete for the same characters).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,14 +47,31 @@ _BYTE_UNITS: dict[str, int] = {
 }
 _DURATION_UNITS_MS: dict[str, float] = {"ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0}
 
-_STAGE_REF = re.compile(r"stage\s+(\d+)\.(\d+)\s*:\s*task\s+(\d+)")
-_STAGE_ONLY = re.compile(r"stage\s+(\d+)\.(\d+)")
+#: Longest metric string parsed. Spark renders a few dozen characters; anything longer is refused
+#: before a regex sees it, so no input can make a parser slow.
+MAX_METRIC_CHARS = 1000
+
+_STAGE_REF = re.compile(r"stage\s{1,8}(\d{1,18})\.(\d{1,9})\s{0,8}:\s{0,8}task\s{1,8}(\d{1,18})")
+_STAGE_ONLY = re.compile(r"stage\s{1,8}(\d{1,18})\.(\d{1,9})")
 _HEADER = re.compile(r"^\s*(?:total\s*)?\(min,\s*med,\s*max[^\n]*\n", re.IGNORECASE)
+# A value: starts and ends with a character that is not a space, a comma or a parenthesis, so the
+# spaces around it belong to the separators only (no two quantifiers compete for the same text).
+_VALUE = r"[^,()\s](?:[^,()]*[^,()\s])?"
 # "<total> (<min>, <med>, <max> (<where>))" or "(<min>, <med>, <max> (<where>))"
 _STATS_BODY = re.compile(
-    r"^\s*(?P<total>[^(]*?)\s*\(\s*(?P<min>[^,()]+?)\s*,\s*(?P<med>[^,()]+?)\s*,\s*(?P<max>[^,()]+?)"
+    r"^\s*(?P<total>[^(\s](?:[^(]*[^(\s])?)?\s*"
+    rf"\(\s*(?P<min>{_VALUE})\s*,\s*(?P<med>{_VALUE})\s*,\s*(?P<max>{_VALUE})"
     r"\s*(?:\((?P<where>[^()]*)\))?\s*\)\s*$"
 )
+_SCALED = re.compile(r"\s*(-?(?:\d[\d,]*(?:\.\d+)?|\.\d+))\s*([A-Za-z]+)\s*")
+
+
+def _bounded(text: str, what: str) -> str:
+    if not isinstance(text, str):
+        raise ValueError(f"not a Spark {what} metric: {text!r} (expected a string)")
+    if len(text) > MAX_METRIC_CHARS:
+        raise ValueError(f"not a Spark {what} metric: {len(text)} characters (at most {MAX_METRIC_CHARS})")
+    return text
 
 
 @dataclass(frozen=True)
@@ -81,20 +101,22 @@ def parse_count(text: str) -> int:
 
     Raises ``ValueError`` if ``text`` is not an integer with optional ``,`` separators.
     """
-    cleaned = text.strip().replace(",", "")
-    if not re.fullmatch(r"-?\d+", cleaned):
+    cleaned = _bounded(text, "count").strip().replace(",", "")
+    if not re.fullmatch(r"-?\d{1,18}", cleaned):
         raise ValueError(f"not a Spark count metric: {text!r} (expected digits such as '4,000')")
     return int(cleaned)
 
 
 def _parse_scaled(text: str, units: dict[str, float] | dict[str, int], what: str) -> int:
-    match = re.fullmatch(r"\s*(-?[\d,]*\.?\d+)\s*([A-Za-z]+)\s*", text)
+    match = _SCALED.fullmatch(_bounded(text, what))
     if match is None or match.group(2) not in units:
         raise ValueError(
             f"not a Spark {what} metric: {text!r} (expected a number and one of {', '.join(units)})"
         )
-    value = float(match.group(1).replace(",", ""))
-    return int(round(value * units[match.group(2)]))
+    value = float(match.group(1).replace(",", "")) * units[match.group(2)]
+    if not math.isfinite(value) or abs(value) > 2**63:
+        raise ValueError(f"not a Spark {what} metric: {text[:40]!r}... is out of range")
+    return int(round(value))
 
 
 def parse_bytes(text: str) -> int:
@@ -125,7 +147,7 @@ def parse_stats(text: str, parse_value: Callable[[str], int]) -> MetricStats:
 
     Raises ``ValueError`` if the text matches none of these.
     """
-    body = _HEADER.sub("", text, count=1).strip()
+    body = _HEADER.sub("", _bounded(text, "statistics"), count=1).strip()
     if "(" not in body:
         return MetricStats(total=parse_value(body), min=None, med=None, max=None)
     match = _STATS_BODY.match(body)
@@ -134,7 +156,7 @@ def parse_stats(text: str, parse_value: Callable[[str], int]) -> MetricStats:
             f"not a Spark metric statistics string: {text!r} "
             "(expected 'total (min, med, max (stage X.Y: task Z))')"
         )
-    total_text = match.group("total").strip().rstrip(":").strip()
+    total_text = (match.group("total") or "").strip().rstrip(":").strip()
     where = (match.group("where") or "").strip()
     ref = _STAGE_REF.search(where)
     return MetricStats(
@@ -169,6 +191,8 @@ def stage_refs(text: str) -> list[tuple[int, int]]:
     Returns ``[]`` for strings without references (counts, bare sizes, driver-side metrics).
     """
     refs: list[tuple[int, int]] = []
+    if not isinstance(text, str) or len(text) > 100 * MAX_METRIC_CHARS:
+        return refs
     for match in _STAGE_ONLY.finditer(text):
         ref = (int(match.group(1)), int(match.group(2)))
         if ref not in refs:

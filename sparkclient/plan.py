@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sparkclient.metricstrings import stage_refs
+from sparkclient.sparkjson import Problem, SparkDataError, as_dict, dicts, get_count, get_list, get_str
 
 __all__ = ["stage_operators"]
 
@@ -21,13 +22,14 @@ Json = dict[str, Any]
 
 _CODEGEN_NODE = re.compile(r"^WholeStageCodegen \((\d+)\)$")
 
-def stage_operators(executions: Iterable[Json], jobs: Iterable[Json] | None = None) -> dict[int, list[str]]:
+def stage_operators(executions: Sequence[Json], jobs: Sequence[Json] | None = None) -> dict[int, list[str]]:
     """Plan operators per stage id, from SQL executions fetched with ``details=true``.
 
     Returns ``{stage_id: [nodeName, ...]}`` in data-flow order (topological along the plan
     edges, ties by descending ``nodeId``, which is Spark's child-before-parent numbering).
     Codegen cluster nodes (``WholeStageCodegen (k)``) and shuffle exchanges are not listed.
-    Executions without ``nodes`` contribute nothing.
+    Executions without ``nodes`` contribute nothing. Raises :class:`SparkDataError` naming the
+    field when an execution or job is malformed.
 
     The plan is cut at its shuffle exchanges into **segments**, one per stage. A segment takes
     the stage its nodes' metric strings name (``(stage X.Y: task Z)``). Spark prints that
@@ -41,10 +43,12 @@ def stage_operators(executions: Iterable[Json], jobs: Iterable[Json] | None = No
     execution's jobs are ignored. Without ``jobs`` (or when the shapes disagree), only segments
     with a reference are named; a segment never borrows the stage of a neighbouring segment.
     """
+    executions = [_checked_execution(e, f"sql[{i}]") for i, e in enumerate(dicts(executions, "sql"))]
     job_stages: dict[int, list[int]] = {}
-    for job in jobs or ():
-        if "jobId" in job:
-            job_stages[int(job["jobId"])] = sorted(int(sid) for sid in job.get("stageIds") or ())
+    for index, job in enumerate(dicts(jobs or [], "jobs")):
+        if job.get("jobId") is not None:
+            job_stages[get_count(job, "jobId", f"jobs[{index}]")] = sorted(
+                _ints(get_list(job, "stageIds", f"jobs[{index}]"), f"jobs[{index}].stageIds"))
     result: dict[int, list[str]] = {}
     for execution in executions:
         ran = sorted(
@@ -62,6 +66,42 @@ def stage_operators(executions: Iterable[Json], jobs: Iterable[Json] | None = No
         for stage_id, names in _execution_operators(execution, stage_ids).items():
             result.setdefault(stage_id, names)
     return result
+
+
+def _ints(values: Sequence[Any], field: str) -> list[int]:
+    out = []
+    for position, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
+            raise SparkDataError(f"{field}[{position}]", Problem.WRONG_TYPE, "an id (integer >= 0)", value)
+        out.append(value)
+    return out
+
+
+def _checked_execution(execution: Mapping[str, Any], where: str) -> Json:
+    """``execution`` when every field :func:`stage_operators` reads is well formed, else
+    :class:`SparkDataError` naming the field."""
+    for key in ("successJobIds", "runningJobIds", "failedJobIds"):
+        _ints(get_list(execution, key, where), f"{where}.{key}")
+    for index, node in enumerate(get_list(execution, "nodes", where)):
+        node_where = f"{where}.nodes[{index}]"
+        node = as_dict(node, node_where)
+        if node.get("nodeId") is not None:
+            get_count(node, "nodeId", node_where)
+        get_str(node, "nodeName", node_where)
+        codegen = node.get("wholeStageCodegenId")
+        if codegen is not None:
+            get_count(node, "wholeStageCodegenId", node_where)
+        for m_index, metric in enumerate(get_list(node, "metrics", node_where)):
+            metric = as_dict(metric, f"{node_where}.metrics[{m_index}]")
+            get_str(metric, "name", f"{node_where}.metrics[{m_index}]")
+            get_str(metric, "value", f"{node_where}.metrics[{m_index}]")
+    for index, edge in enumerate(get_list(execution, "edges", where)):
+        edge = as_dict(edge, f"{where}.edges[{index}]")
+        for key in ("fromId", "toId"):
+            if edge.get(key) is None:
+                raise SparkDataError(f"{where}.edges[{index}].{key}", Problem.MISSING, "a node id")
+            get_count(edge, key, f"{where}.edges[{index}]")
+    return dict(execution)
 
 
 def _is_exchange(node: Json) -> bool:

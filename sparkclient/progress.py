@@ -93,8 +93,32 @@ def read_progress(client: redis.Redis, job: str, since_ms: int | None = None) ->
     start = "-" if since_ms is None else f"{int(since_ms) + 1}-0"
     entries = client.xrange(keys.progress(job), min=start, max="+")
     out = []
-    for _entry_id, fields in entries:
+    for entry_id, fields in entries:
         text = fields.get("json", fields.get(b"json"))
-        if text is not None:
-            out.append(json.loads(text))
+        if text is None:
+            continue
+        out.append(parse_progress(text, f"{keys.progress(job)} entry {_text(entry_id)}"))
     return out
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def parse_progress(text: str | bytes, where: str = "progress") -> dict[str, Any]:
+    """One published progress (``event.progress.json``) as a dict.
+
+    Raises :class:`sparkclient.sparkjson.SparkDataError` naming ``where`` when the text is not a
+    JSON object (truncated, not UTF-8, nested too deep, or another JSON type). The fields inside
+    are checked where they are read (:func:`sparkclient.topology.window_batches`).
+    """
+    from sparkclient.sparkjson import Problem, SparkDataError  # noqa: PLC0415
+
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise SparkDataError(where, Problem.MALFORMED, f"a JSON progress object ({type(exc).__name__})",
+                             _text(text)[:60]) from None
+    if not isinstance(value, dict):
+        raise SparkDataError(where, Problem.WRONG_TYPE, "a JSON progress object", value)
+    return value

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
@@ -243,8 +245,43 @@ class JobPolicy(models.Model):
             raise ValidationError(errors)
 
 
+class SampleRefused(ValueError):
+    """A metric row holds a non-finite or negative number; it is not stored (``field``, ``value``)."""
+
+    def __init__(self, model: str, field: str, value: object) -> None:
+        self.field = field
+        self.value = value
+        super().__init__(f"{model} refused: {field} must be a finite number >= 0, got {value!r}")
+
+
+def refuse_bad_numbers(row: models.Model) -> None:
+    """Raise :class:`SampleRefused` when a numeric field of ``row`` is NaN, infinite or negative.
+
+    The collector's ``sparkclient.topology.JobSample`` refuses such values already; this guard keeps
+    any other writer from storing them, since one ``inf`` breaks the JSON of the API and the pages.
+    """
+    for field in row._meta.concrete_fields:
+        if field.primary_key or field.is_relation or not isinstance(field, (models.FloatField, models.IntegerField)):
+            continue
+        value = getattr(row, field.attname)
+        if value is None or isinstance(value, bool):
+            continue
+        if not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)) or value < 0:
+            raise SampleRefused(type(row).__name__, field.name, value)
+
+
+class _CheckedRows(models.QuerySet):
+    def bulk_create(self, objs, *args, **kwargs):  # type: ignore[no-untyped-def]
+        objs = list(objs)
+        for obj in objs:
+            refuse_bad_numbers(obj)
+        return super().bulk_create(objs, *args, **kwargs)
+
+
 class MetricSnapshot(models.Model):
-    """One collect: job-level metrics over ``window_s`` seconds ending at ``collected_at``."""
+    """One collect: job-level metrics over ``window_s`` seconds ending at ``collected_at``.
+
+    Refuses (:class:`SampleRefused`) a non-finite or negative number on save and bulk create."""
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="snapshots")
     collected_at = models.DateTimeField(db_index=True)
@@ -266,9 +303,15 @@ class MetricSnapshot(models.Model):
     state_bytes = models.BigIntegerField(default=0)
     errors = models.JSONField(default=list)
 
+    objects = _CheckedRows.as_manager()
+
     class Meta:
         ordering = ["-collected_at"]
         indexes = [models.Index(fields=["job", "-collected_at"])]
+
+    def save(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        refuse_bad_numbers(self)
+        super().save(*args, **kwargs)
 
 
 class VertexSnapshot(models.Model):
@@ -286,8 +329,14 @@ class VertexSnapshot(models.Model):
     spill_bytes = models.BigIntegerField(default=0)
     upstream = models.JSONField(default=list)
 
+    objects = _CheckedRows.as_manager()
+
     class Meta:
         ordering = ["position"]
+
+    def save(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        refuse_bad_numbers(self)
+        super().save(*args, **kwargs)
 
 
 class Evaluation(models.Model):

@@ -97,13 +97,16 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     holds the batches that completed in it, so consecutive windows count every batch once.
 
     Returns None, with the job marked ``down`` and the reason in ``last_error``, when the runner is
-    not running or Spark does not answer.
+    not running or Spark does not answer, and marked ``degraded`` with the reason when Spark's data
+    or the published progress is malformed (``SparkDataError``, naming the field) or the sample
+    holds a non-finite or negative value (``SampleError``): nothing is stored then.
     """
     from django.conf import settings  # noqa: PLC0415
 
     from sparkclient.progress import read_progress  # noqa: PLC0415
     from sparkclient.rest import SparkRestClient, SparkRestError  # noqa: PLC0415
-    from sparkclient.topology import collect_sample  # noqa: PLC0415
+    from sparkclient.sparkjson import SparkDataError  # noqa: PLC0415
+    from sparkclient.topology import SampleError, collect_sample  # noqa: PLC0415
 
     # The window ends a moment ago, so the progress of a batch that just completed is published.
     now = now or timezone.now() - timedelta(seconds=PUBLISH_LAG_S)
@@ -130,16 +133,18 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     window_s = max(0.001, (now - window_start).total_seconds())
     # From a little before the window: the last progress before it is the arrival rate's baseline.
     baseline_s = max(60.0, 4 * settings.SCALER_COLLECT_INTERVAL_S)
-    progresses = read_progress(get_redis(), job.name,
-                               since_ms=int((window_start.timestamp() - baseline_s) * 1000))
-    progresses = [p for p in progresses if p.get("runId") == status.run_id]
-    config = job.config
-    if status.trigger_interval_s:
-        trigger_interval_s = status.trigger_interval_s
-    else:
-        from sparkclient.snapshot import infer_trigger_interval_s  # noqa: PLC0415
+    # Every run's progress: the previous run's last batch gives a catch-up batch its span (topology.window_batches).
+    from sparkclient.snapshot import infer_trigger_interval_s  # noqa: PLC0415
 
-        trigger_interval_s = infer_trigger_interval_s(progresses) or 1.0
+    try:
+        progresses = read_progress(get_redis(), job.name,
+                                   since_ms=int((window_start.timestamp() - baseline_s) * 1000))
+        trigger_interval_s = status.trigger_interval_s or infer_trigger_interval_s(
+            [p for p in progresses if p.get("runId") == status.run_id]) or 1.0
+    except SparkDataError as exc:
+        _mark(job, Job.Health.DEGRADED, f"published progress: {exc}")
+        return None
+    config = job.config
     client = SparkRestClient(status.ui_url)
     try:
         sample = collect_sample(client, status.app_id, progresses, run_id=status.run_id,
@@ -148,11 +153,15 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     except SparkRestError as exc:
         _mark(job, Job.Health.DOWN, f"Spark REST API: {exc}")
         return None
+    except (SparkDataError, SampleError) as exc:
+        _mark(job, Job.Health.DEGRADED, str(exc))
+        return None
     finally:
         client.close()
     with transaction.atomic():
         snapshot = MetricSnapshot.objects.create(
-            job=job, collected_at=now, run_id=sample.run_id, config=config, window_s=window_s,
+            job=job, collected_at=now, run_id=sample.run_id, config=config,
+            window_s=sample.window_s if sample.batches else window_s,
             batches=sample.batches, backlog=sample.backlog, arrival_rate_per_s=sample.arrival_rate_per_s,
             input_rate_per_s=sample.input_rate_per_s, processed_rate_per_s=sample.processed_rate_per_s,
             batch_duration_s=sample.batch_duration_s, trigger_interval_s=sample.trigger_interval_s,

@@ -1,0 +1,141 @@
+"""Issue 15, "Bad data from Spark": a failing collect marks the job degraded with the reason, stores
+nothing, and no infinite value ever reaches the API or the live page.
+
+The collect is the real ``snapshot_collect``: a real Redis holds the runner status and the published
+progress (the p1 Spark 4.3.0 capture); the Spark REST API is the same capture served by an
+``httpx.MockTransport``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+
+import httpx
+import pytest
+from rest_framework.authtoken.models import Token
+
+from sparkclient import keys
+from sparkclient.topology import batch_end_s
+from tests.capture_paths import SPARK_4_3_0
+from tests.webapp.dashboard_factories import make_role_user
+from tests.webapp.factories import make_job
+from webapp.jobs.models import Job, MetricSnapshot, SampleRefused, VertexSnapshot
+from webapp.jobs.services import snapshot_collect
+
+pytestmark = pytest.mark.django_db
+
+RUN_ID = "ae3eaf98-3470-49e6-8203-7305bb7e17be"
+APP_ID = json.loads((SPARK_4_3_0 / "p1_app.json").read_text())["id"]
+
+
+def _load(name: str):
+    return json.loads((SPARK_4_3_0 / name).read_text())
+
+
+@pytest.fixture
+def spark(monkeypatch):
+    """The p1 capture as the Spark REST API; ``payloads`` may be edited by a test before collecting."""
+    payloads = {"jobs": _load("p1_app_jobs.json"), "stages": _load("p1_app_stages.json"),
+                "executors": _load("p1_app_executors.json")}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        tail = request.url.path.rsplit("/", 1)[-1]
+        if tail in payloads:
+            return httpx.Response(200, content=json.dumps(payloads[tail]).encode(),
+                                  headers={"content-type": "application/json"})
+        return httpx.Response(404, text="not captured")
+
+    import sparkclient.rest as rest
+
+    original = rest.SparkRestClient.__init__
+
+    def init(self, base_url, timeout_s=5.0, **kwargs):  # noqa: ANN001
+        kwargs["transport"] = httpx.MockTransport(handle)
+        kwargs["attempts"] = 1
+        original(self, base_url, timeout_s, **kwargs)
+
+    monkeypatch.setattr(rest.SparkRestClient, "__init__", init)
+    return payloads
+
+
+@pytest.fixture
+def published(workflow_redis, settings):
+    """The runner status and the p1 progress entries in Redis; returns (job, now, client)."""
+    settings.SCALER_COLLECT_INTERVAL_S = 10
+    job = make_job("demo")
+    workflow_redis.hset(keys.runner(job.name), mapping={
+        "state": "running", "ui_url": "http://spark.invalid:4040", "app_id": APP_ID, "run_id": RUN_ID})
+    progresses = _load("p1_recentProgress.json")
+    for progress in progresses:
+        entry_ms = int(batch_end_s(progress) * 1000)
+        workflow_redis.xadd(keys.progress(job.name), {"json": json.dumps(progress)}, id=f"{entry_ms}-0")
+    now = datetime.fromtimestamp(batch_end_s(progresses[-2]) + 0.5, tz=timezone.utc)
+    return job, now, workflow_redis
+
+
+def _strict_json(text: str):
+    def refuse(constant: str):
+        raise AssertionError(f"non-standard JSON constant {constant} in the response")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_good_collect_stores_finite_values(spark, published):
+    job, now, _redis = published
+    snapshot = snapshot_collect(job=job, now=now)
+    assert snapshot is not None, job.last_error
+    job.refresh_from_db()
+    assert job.health == Job.Health.RUNNING
+    assert snapshot.batches == 5 and snapshot.arrival_rate_per_s == pytest.approx(2000.0)
+
+
+def test_a_truncated_progress_entry_marks_the_job_degraded_with_the_reason(spark, published):
+    job, now, redis = published
+    text = json.dumps(_load("p1_recentProgress.json")[13])
+    redis.xadd(keys.progress(job.name), {"json": text[: len(text) // 2]})
+    assert snapshot_collect(job=job, now=now) is None
+    job.refresh_from_db()
+    assert job.health == Job.Health.DEGRADED
+    assert f"{keys.progress(job.name)} entry" in job.last_error and "malformed" in job.last_error
+    assert not MetricSnapshot.objects.exists()
+
+
+@pytest.mark.parametrize(("field", "value", "problem"), [
+    ("executorRunTime", math.inf, "not-finite"),
+    ("executorRunTime", -5, "negative"),
+    ("numTasks", "four", "wrong-type"),
+    ("inputRecords", 1e300, "too-large"),
+])
+def test_malformed_rest_data_marks_the_job_degraded_naming_the_field(spark, published, field, value, problem):
+    job, now, _redis = published
+    for stage in spark["stages"]:
+        stage[field] = value
+    assert snapshot_collect(job=job, now=now) is None
+    job.refresh_from_db()
+    assert job.health == Job.Health.DEGRADED
+    assert field in job.last_error and problem in job.last_error
+    assert not MetricSnapshot.objects.exists() and not VertexSnapshot.objects.exists()
+
+
+def test_an_infinite_value_is_refused_at_store_time_and_never_reaches_the_api_or_the_live_page(client, spark,
+                                                                                               published):
+    job, now, _redis = published
+    assert snapshot_collect(job=job, now=now) is not None
+    with pytest.raises(SampleRefused, match="busy_s"):
+        VertexSnapshot.objects.bulk_create([VertexSnapshot(snapshot=MetricSnapshot.objects.get(), vertex_id="v9",
+                                                           busy_s=math.inf)])
+    with pytest.raises(SampleRefused, match="arrival_rate_per_s"):
+        MetricSnapshot.objects.create(job=job, collected_at=now, window_s=10.0, arrival_rate_per_s=math.nan)
+    with pytest.raises(SampleRefused, match="backlog"):
+        MetricSnapshot.objects.create(job=job, collected_at=now, window_s=10.0, backlog=-1)
+    token = Token.objects.create(user=make_role_user("api-reader"))
+    for url in ("/api/snapshots/", "/api/vertices/"):
+        response = client.get(url, HTTP_AUTHORIZATION=f"Token {token.key}")
+        assert response.status_code == 200, url
+        assert _strict_json(response.content.decode())["count"] >= 1
+    client.force_login(make_role_user("page-reader"))
+    live = client.get(f"/jobs/{job.pk}/live/")
+    assert live.status_code == 200
+    _strict_json(live.content.decode())

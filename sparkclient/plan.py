@@ -113,7 +113,7 @@ def _is_exchange(node: Json) -> bool:
 
 
 def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None) -> dict[int, list[str]]:
-    nodes: list[Json] = [node for node in execution.get("nodes") or () if "nodeId" in node]
+    nodes: list[Json] = [node for node in execution.get("nodes") or () if node.get("nodeId") is not None]
     if not nodes:
         return {}
     by_id = {int(node["nodeId"]): node for node in nodes}

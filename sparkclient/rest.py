@@ -188,7 +188,7 @@ class SparkRestClient:
             raise self._status_error(request_url, response, n)
         try:
             return response.json()
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, or nested too deep
             raise SparkRestError(
                 f"GET {request_url} returned HTTP {response.status_code} but the body is not JSON "
                 f"({response.text[:200]!r}). Check that base_url points at the Spark UI root, "
@@ -328,7 +328,18 @@ def _expect(payload: JSON, kind: type, url: str) -> Any:
 
 
 def _as_list(payload: JSON, url: str) -> list[dict[str, Any]]:
-    return _expect(payload, list, url)
+    """A JSON list of objects (every list endpoint Spark serves), else a SparkRestError naming the item."""
+    items = _expect(payload, list, url)
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise SparkRestError(
+                f"GET {url}: expected a JSON list of objects from Spark, item {index} is a "
+                f"{type(item).__name__}. Check that base_url points at the Spark UI root.",
+                url=url,
+                status=None,
+                attempts=1,
+            )
+    return items
 
 
 def _as_dict(payload: JSON, url: str) -> dict[str, Any]:

@@ -1,0 +1,334 @@
+"""Issue 15, "Bad data from Spark": property-based tests over the REAL Spark 4.3.0 captures.
+
+Each parser gets 10,000 inputs made by mutating a real capture: dropped keys, wrong types, nulls,
+negative, huge, NaN and infinite numbers, and (for text inputs) truncated JSON. A parser must return
+a valid value (every number of a sample finite and >= 0) or raise its typed error naming the field;
+any other exception is a crash. Each test prints "fuzz <parser>: N inputs tried, M crashes".
+
+Per-example work is kept small (the last four batches of the p1 capture and their SQL execution)
+so the whole file runs in the default suite on a 2-core CI.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from scaling.scenario import ScenarioError, parse
+from sparkclient import metricstrings
+from sparkclient.progress import parse_progress
+from sparkclient.rest import SparkRestClient, SparkRestError
+from sparkclient.snapshot import Captures, RatesUnavailableError, sample_from_captures, sample_to_scenario
+from sparkclient.sparkjson import SparkDataError
+from sparkclient.topology import JobSample, SampleError, batch_end_s, batch_jobs, sample_from_rest, window_batches
+from tests.capture_paths import SPARK_4_3_0
+
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "10000"))
+RUN_ID = "ae3eaf98-3470-49e6-8203-7305bb7e17be"
+KEEP_BATCHES = (11, 12, 13, 14)
+
+
+def _load(name: str) -> Any:
+    return json.loads((SPARK_4_3_0 / name).read_text())
+
+
+def _small_capture() -> dict[str, Any]:
+    """The last four batches of p1 with everything a sample reads about them."""
+    jobs_all, stages_all = _load("p1_app_jobs.json"), _load("p1_app_stages.json")
+    by_batch = batch_jobs(jobs_all, RUN_ID)
+    jobs = [job for batch in KEEP_BATCHES for job in by_batch[batch]]
+    stage_ids = {sid for job in jobs for sid in job["stageIds"]}
+    job_ids = {job["jobId"] for job in jobs}
+    sql = [e for e in _load("p1_app_sql__details-true.json") if set(e.get("successJobIds") or ()) & job_ids][-1:]
+    progresses = [p for p in _load("p1_recentProgress.json") if p["batchId"] in (10, *KEEP_BATCHES)]
+    return {"jobs": jobs, "stages": [s for s in stages_all if s["stageId"] in stage_ids],
+            "executors": _load("p1_app_executors.json"), "progress": progresses, "sql": sql}
+
+
+CAPTURE = _small_capture()
+WINDOW_END_S = batch_end_s(CAPTURE["progress"][-1]) + 0.001
+
+
+def _paths(value: Any, prefix: tuple = ()) -> list[tuple]:
+    out = [prefix] if prefix else []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            out += _paths(inner, (*prefix, key))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            out += _paths(inner, (*prefix, index))
+    return out
+
+
+MUTATIONS = ("drop", "null", "string", "list", "dict", "bool", "negative", "huge", "nan", "inf", "-inf",
+             "fraction", "zero", "empty-string", "nested-deep")
+_HUGE = (10**30, 1e308, 2**63, -(2**63) - 1, 10**400)
+
+
+def _replacement(kind: str, old: Any, draw_index: int) -> Any:
+    if kind == "null":
+        return None
+    if kind == "string":
+        return "x" if not isinstance(old, (int, float)) or isinstance(old, bool) else f"{old}x"
+    if kind == "list":
+        return [old]
+    if kind == "dict":
+        return {"v": old}
+    if kind == "bool":
+        return True
+    if kind == "negative":
+        return -abs(old) - 1 if isinstance(old, (int, float)) and not isinstance(old, bool) else -1
+    if kind == "huge":
+        return _HUGE[draw_index % len(_HUGE)]
+    if kind == "nan":
+        return math.nan
+    if kind == "inf":
+        return math.inf
+    if kind == "-inf":
+        return -math.inf
+    if kind == "fraction":
+        return 0.5
+    if kind == "zero":
+        return 0
+    if kind == "empty-string":
+        return ""
+    return {"a": [{"b": [[[old]]]}]}
+
+
+def _apply(doc: Any, path: tuple, kind: str, draw_index: int) -> None:
+    parent = doc
+    for key in path[:-1]:
+        try:
+            parent = parent[key]
+        except (KeyError, IndexError, TypeError):
+            return
+    last = path[-1]
+    if isinstance(parent, dict) and last in parent:
+        if kind == "drop":
+            del parent[last]
+        else:
+            parent[last] = _replacement(kind, parent[last], draw_index)
+    elif isinstance(parent, list) and isinstance(last, int) and last < len(parent):
+        if kind == "drop":
+            del parent[last]
+        else:
+            parent[last] = _replacement(kind, parent[last], draw_index)
+
+
+def mutated(original: Any) -> st.SearchStrategy:
+    """1 to 4 mutations of ``original`` (a deep copy), each at a random path of it."""
+    paths = _paths(original)
+    step = st.tuples(st.sampled_from(paths), st.sampled_from(MUTATIONS), st.integers(0, 100))
+
+    text = json.dumps(original)
+
+    def build(steps: list) -> Any:
+        doc = json.loads(text)  # a fresh copy; the C decoder is ~10× faster than copy.deepcopy
+        for path, kind, index in steps:
+            _apply(doc, path, kind, index)
+        return doc
+
+    return st.lists(step, min_size=1, max_size=4).map(build)
+
+
+def truncated_text(original: Any) -> st.SearchStrategy:
+    """The JSON text of ``original`` (possibly mutated first), cut at a random point or with junk."""
+    def cut(args: tuple) -> str:
+        doc, fraction, junk = args
+        text = json.dumps(doc)
+        return text[: int(len(text) * fraction)] + junk
+
+    deep = "[" * 100_000  # nested beyond the decoder's recursion limit
+    return st.one_of(
+        st.tuples(st.one_of(st.just(original), mutated(original)), st.floats(0.0, 1.0),
+                  st.sampled_from(["", "}", "]]", "\x00", "\ud800", "NaN", "{{{{"])).map(cut),
+        st.just(deep),
+    )
+
+
+def _assert_finite_sample(sample: JobSample) -> None:
+    for row in (sample, *sample.vertices):
+        for name, value in vars(row).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                assert math.isfinite(value) and value >= 0, (name, value)
+
+
+def _fuzz(name: str, strategy: st.SearchStrategy, check: Callable[[Any], None],
+          allowed: tuple[type[BaseException], ...]) -> None:
+    """Run ``check`` on EXAMPLES inputs; an exception outside ``allowed`` (or a failed assertion) is a crash."""
+    tried = 0
+    crashes: list[str] = []
+
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def run(value: Any) -> None:
+        nonlocal tried
+        tried += 1
+        try:
+            check(value)
+        except allowed as exc:
+            if isinstance(exc, SparkDataError):
+                assert exc.field, "a SparkDataError must name the field"
+        except Exception as exc:  # noqa: BLE001 - counting crashes is the point
+            frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/sparkclient/" in f.filename]
+            where = f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else "test"
+            crashes.append(f"{type(exc).__name__} at {where}: {str(exc)[:100]}")
+
+    run()
+    print(f"\nfuzz {name}: {tried} inputs tried, {len(crashes)} crashes")
+    assert tried >= EXAMPLES
+    sites = Counter(crash.split(":", 2)[0] + ":" + crash.split(":", 2)[1] for crash in crashes)
+    assert not crashes, (sites.most_common(20), crashes[:5])
+
+
+# -- the parsers ------------------------------------------------------------------------------
+
+
+def test_fuzz_topology_sample_from_rest() -> None:
+    def check(capture: dict) -> None:
+        if not isinstance(capture, dict):
+            return
+        sample = sample_from_rest(
+            capture.get("jobs"), capture.get("stages"), capture.get("progress"), capture.get("executors"),
+            run_id=RUN_ID, trigger_interval_s=2.0, window_start_s=WINDOW_END_S - 7.0, window_end_s=WINDOW_END_S,
+            sql=capture.get("sql"), collected_at=WINDOW_END_S + 1.0,
+        )
+        _assert_finite_sample(sample)
+
+    _fuzz("topology.sample_from_rest", mutated(CAPTURE), check, (SparkDataError, SampleError))
+
+
+def test_fuzz_progress_parse_and_window() -> None:
+    progresses = CAPTURE["progress"]
+
+    def check(text: str) -> None:
+        progress = parse_progress(text, "ss:progress:fuzz entry 1-0")
+        window = window_batches([*progresses[:-1], progress], run_id=RUN_ID, window_start_s=None,
+                                window_end_s=WINDOW_END_S + 100.0)
+        assert all(end >= start and math.isfinite(end) for start, end in window.spans.values())
+        assert math.isfinite(window.span_s) and window.span_s >= 0
+
+    _fuzz("progress.parse_progress + topology.window_batches", truncated_text(progresses[-1]), check,
+          (SparkDataError,))
+
+
+_METRIC_STRINGS = sorted({
+    str(metric.get("value"))
+    for execution in CAPTURE["sql"]
+    for node in execution.get("nodes") or ()
+    for metric in node.get("metrics") or ()
+})
+
+
+@st.composite
+def metric_text(draw: st.DrawFn) -> str:
+    base = draw(st.sampled_from(_METRIC_STRINGS))
+    how = draw(st.sampled_from(["cut", "repeat", "insert", "replace", "spaces", "raw"]))
+    if how == "cut":
+        return base[: draw(st.integers(0, len(base)))]
+    if how == "repeat":
+        return base * draw(st.integers(2, 50)) + draw(st.sampled_from(["", ",", "(", " x"]))
+    if how == "spaces":  # the shape that took 257 s: an open parenthesis and a long run of spaces
+        return draw(st.sampled_from(["(", "1 (", "total ("])) + " " * draw(st.integers(100, 25_000)) + ","
+    position = draw(st.integers(0, len(base)))
+    piece = draw(st.text(alphabet="0123456789,.() :-eEinfNa\n\tKiBMsmh", max_size=30))
+    if how == "insert":
+        return base[:position] + piece + base[position:]
+    if how == "replace":
+        return base[:position] + piece + base[position + len(piece):]
+    return draw(st.text(max_size=200))
+
+
+def test_fuzz_metricstrings() -> None:
+    parsers = (metricstrings.parse_count, metricstrings.parse_bytes, metricstrings.parse_duration_ms,
+               metricstrings.parse_size_stats, metricstrings.stage_refs)
+
+    def check(text: str) -> None:
+        for parse_one in parsers:
+            try:
+                result = parse_one(text)
+            except ValueError:
+                continue
+            if isinstance(result, metricstrings.MetricStats):
+                for value in (result.total, result.min, result.med, result.max):
+                    assert value is None or abs(value) <= 2**63
+
+    _fuzz("metricstrings (5 parsers)", metric_text(), check, ())
+
+
+def test_fuzz_snapshot_captures_to_scenario() -> None:
+    def check(capture: dict) -> None:
+        if not isinstance(capture, dict):
+            return
+        captures = Captures(jobs=capture.get("jobs"), stages=capture.get("stages"),
+                            executors=capture.get("executors"), progresses=capture.get("progress"),
+                            sql=capture.get("sql"), app_id="app", files=())
+        try:
+            sample = sample_from_captures(captures)
+        except (SparkDataError, SampleError):
+            return
+        _assert_finite_sample(sample)
+        try:
+            doc = sample_to_scenario(sample)
+        except RatesUnavailableError:
+            return
+        except ValueError as exc:  # no vertex / no span: refused with the reason
+            assert "sample" in str(exc)
+            return
+        text = json.dumps(doc, allow_nan=False)  # raises on a non-finite number
+        try:
+            parse(text)
+        except ScenarioError as exc:
+            raise AssertionError(f"the snapshot made a scenario the scaler refuses: {exc}") from exc
+
+    _fuzz("snapshot.sample_from_captures -> sample_to_scenario -> scaling parse", mutated(CAPTURE), check,
+          (SparkDataError, SampleError))
+
+
+def test_fuzz_rest_payload_checks() -> None:
+    # two entries per list keep the per-example work small; the checks do not depend on the length
+    bodies = {"jobs": CAPTURE["jobs"][:2], "stages": CAPTURE["stages"][:2], "executors": CAPTURE["executors"],
+              "1": {key: value for key, value in CAPTURE["sql"][0].items() if key != "nodes"}
+              | {"nodes": CAPTURE["sql"][0]["nodes"][:3]}}
+    current: dict[str, str] = {}
+    transport = httpx.MockTransport(lambda request: httpx.Response(
+        200, content=current["body"].encode("utf-8", "surrogatepass"), headers={"content-type": "application/json"}))
+    client = SparkRestClient("http://spark.invalid:4040", attempts=1, transport=transport)
+    calls = {"jobs": lambda: client.jobs("app"), "stages": lambda: client.stages("app"),
+             "executors": lambda: client.executors("app"), "1": lambda: client.sql_execution("app", 1)}
+
+    @st.composite
+    def responses(draw: st.DrawFn) -> tuple[str, str]:
+        endpoint = draw(st.sampled_from(sorted(bodies)))
+        body = draw(st.one_of(truncated_text(bodies[endpoint]), mutated(bodies[endpoint]).map(json.dumps)))
+        return endpoint, body
+
+    def check(args: tuple[str, str]) -> None:
+        endpoint, body = args
+        current["body"] = body
+        payload = calls[endpoint]()
+        assert isinstance(payload, list if endpoint != "1" else dict)
+
+    try:
+        _fuzz("rest payload checks", responses(), check, (SparkRestError,))
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("text", ["(" + " " * 25_000 + ",", "1 (" + " " * 25_000 + ",", "1" * 25_000 + "x"])
+def test_the_257_s_metric_string_is_refused_at_once(text: str) -> None:
+    """The measured quadratic case: a 25,000-character string. Refused by length, so no regex runs."""
+    for parse_one in (metricstrings.parse_bytes, metricstrings.parse_duration_ms, metricstrings.parse_size_stats):
+        with pytest.raises(ValueError, match="characters"):
+            parse_one(text)

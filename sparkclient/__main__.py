@@ -53,9 +53,9 @@ def _snapshot(args: argparse.Namespace) -> int:
 
                 from sparkclient.progress import read_progress  # noqa: PLC0415
 
-                progresses = [p for p in read_progress(redis.Redis.from_url(args.redis_url), args.job or args.query)
-                              if p.get("runId") == run_id]
-            if not progresses:
+                # every run: the previous run's last batch gives a catch-up batch its span
+                progresses = read_progress(redis.Redis.from_url(args.redis_url), args.job or args.query)
+            if not any(p.get("runId") == run_id for p in progresses):
                 print("note: no published progress; batches rebuilt from /jobs and /stages (input rows from the "
                       "stages' inputRecords; no offsets, so no backlog)",
                       file=sys.stderr)
@@ -63,12 +63,12 @@ def _snapshot(args: argparse.Namespace) -> int:
             if args.trigger_interval_s is None:
                 from sparkclient.snapshot import infer_trigger_interval_s  # noqa: PLC0415
 
-                trigger = infer_trigger_interval_s(progresses)
+                trigger = infer_trigger_interval_s([p for p in progresses if p.get("runId") == run_id])
             else:
                 trigger = args.trigger_interval_s
             sample = collect_sample(client, app_id, progresses, run_id=run_id, trigger_interval_s=trigger,
                                     window_s=args.window_s or 60.0, now_s=time.time())
-            source_progress = progresses[-1] if progresses else None
+            source_progress = next((p for p in reversed(progresses) if p.get("runId") == run_id), None)
     doc = sample_to_scenario(sample, source_progress=source_progress, min_executors=args.min_executors,
                              max_executors=args.max_executors)
     elapsed = time.perf_counter() - started

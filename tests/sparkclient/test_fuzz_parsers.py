@@ -33,6 +33,8 @@ from sparkclient.sparkjson import SparkDataError
 from sparkclient.topology import JobSample, SampleError, batch_end_s, batch_jobs, sample_from_rest, window_batches
 from tests.capture_paths import SPARK_4_3_0
 
+pytestmark = pytest.mark.fuzz  # in the default run (`make test`, .ci/run); `-m "not fuzz"` skips them
+
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "10000"))
 RUN_ID = "ae3eaf98-3470-49e6-8203-7305bb7e17be"
 KEEP_BATCHES = (11, 12, 13, 14)

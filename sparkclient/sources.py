@@ -115,7 +115,8 @@ class BacklogUnknown:
         """The sentence shown on the page, rendered from the fields."""
         extra = ""
         if self.outstanding_files is not None or self.outstanding_bytes is not None:
-            extra = f"; it reports {self.outstanding_files or 0} file(s), {self.outstanding_bytes or 0} byte(s) outstanding"
+            extra = (f"; it reports {self.outstanding_files or 0} file(s), "
+                     f"{self.outstanding_bytes or 0} byte(s) outstanding")
         return (f"backlog unknown for source {self.index} ({self.description}): "
                 f"{_REASON_TEXT[self.reason]}{extra}; the scaler works from rates alone")
 

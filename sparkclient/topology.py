@@ -296,7 +296,8 @@ def _stage_ids(job: Mapping[str, Any], where: str) -> list[int]:
     out = []
     for position, value in enumerate(ids):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
-            raise SparkDataError(f"{where}.stageIds[{position}]", Problem.WRONG_TYPE, "a stage id (integer >= 0)", value)
+            raise SparkDataError(f"{where}.stageIds[{position}]", Problem.WRONG_TYPE, "a stage id (integer >= 0)",
+                                 value)
         out.append(value)
     return sorted(out)
 
@@ -683,7 +684,8 @@ def sample_from_rest(
         errors.append("rates unavailable: no progress is published for this query and its source stages report "
                       "no inputRecords; publish the progress (RedisProgressListener) to measure rates")
     input_rows = sum(get_count(p, "numInputRows", _where(p)) for p in batch_progresses)
-    if input_rows == 0 and vertices and batch_progresses and all(p.get("numInputRows") is None for p in batch_progresses):
+    rebuilt = bool(batch_progresses) and all(p.get("numInputRows") is None for p in batch_progresses)
+    if input_rows == 0 and vertices and rebuilt:
         input_rows = vertices[0].records_in  # progress rebuilt from /jobs: rows from the stages
     durations_s = [get_float(p, "batchDuration", _where(p)) / 1000.0 for p in batch_progresses]
     if stage_overheads_s:
@@ -765,7 +767,8 @@ def _aggregate_vertices(
         for position, stage in enumerate(ordered):
             where = f"stage {stage.get('stageId')}"
             busy_ms[position] += get_float(stage, "executorRunTime", where)
-            spill[position] += get_count(stage, "memoryBytesSpilled", where) + get_count(stage, "diskBytesSpilled", where)
+            spill[position] += (get_count(stage, "memoryBytesSpilled", where)
+                                + get_count(stage, "diskBytesSpilled", where))
             if position == 0:
                 records_in = get_count(stage, "inputRecords", where) or get_count(progress, "numInputRows", batch_where)
             else:

@@ -302,6 +302,8 @@ def stable_snapshots(*, job: Job, snapshots: list[MetricSnapshot]) -> list[Metri
     FLIP-271's ``job.autoscaler.stabilization.interval``: right after a (re)start, a cold JVM, Python
     workers and state store loading make the first batches slow, and a catch-up batch carries the
     backlog; metrics from then say nothing about the steady state. A new ``run_id`` marks a restart.
+    The run started at most one collect interval before its first snapshot (whose window may reach
+    back over the downtime to the previous run's last batch, :func:`sparkclient.topology.window_batches`).
     """
     from django.conf import settings  # noqa: PLC0415
 
@@ -309,8 +311,8 @@ def stable_snapshots(*, job: Job, snapshots: list[MetricSnapshot]) -> list[Metri
         return []
     run_id = snapshots[-1].run_id
     first = job.snapshots.filter(run_id=run_id).order_by("collected_at").first()
-    stable_from = first.collected_at - timedelta(seconds=first.window_s) + \
-        timedelta(seconds=settings.SCALER_STABILIZATION_S)
+    started = first.collected_at - timedelta(seconds=min(first.window_s, settings.SCALER_COLLECT_INTERVAL_S))
+    stable_from = started + timedelta(seconds=settings.SCALER_STABILIZATION_S)
     return [s for s in snapshots if s.run_id == run_id and s.collected_at - timedelta(seconds=s.window_s) >= stable_from]
 
 

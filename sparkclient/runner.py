@@ -105,12 +105,16 @@ class Driver:
         workdir: the run's work directory (``run_context().workdir``) and driver log.
         master: ``local`` (``local[executors]``) or a cluster manager URL.
         capacity: the most executors the cluster can give (local: the host's cores).
+        standby: the handover id when this driver is a standby (see the module docstring).
+        spark_conf: extra SparkSession settings (``--conf``).
     """
 
     def __init__(self, *, spec: PipelineSpec, job: str, redis_url: str, workdir: Path, ui_port: int,
-                 master: str, capacity: int, standby: str | None = None) -> None:
+                 master: str, capacity: int, standby: str | None = None,
+                 spark_conf: dict[str, str] | None = None) -> None:
         self.spec, self.job, self.redis_url, self.ui_port = spec, job, redis_url, ui_port
         self.workdir, self.master, self.capacity, self.standby = workdir, master, capacity, standby
+        self.spark_conf = dict(spark_conf or {})
         self.in_place = supports_in_place(master)
         self.client = control.connect(redis_url)
         if standby:  # the knobs of the handover this standby driver is for
@@ -173,6 +177,8 @@ class Driver:
                        .config("spark.dynamicAllocation.enabled", "false")
                        .config("spark.pyspark.python", sys.executable)
                        .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]))
+        for key, value in self.spark_conf.items():  # the operator's --conf settings
+            builder = builder.config(key, value)
         if self.shuffle_knob is not None:
             builder = builder.config(self.shuffle_knob.sets.session_conf, str(self.values[self.shuffle_knob.name]))
         spark = builder.getOrCreate()

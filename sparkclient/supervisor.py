@@ -49,7 +49,7 @@ STOP_TIMEOUT_S = 90.0
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
-def parse_knob_flags(flags: list[str]) -> dict[str, str]:
+def parse_pairs(flags: list[str], option: str = "--knob", shape: str = "NAME=VALUE") -> dict[str, str]:
     """``["a=1", "b=2"]`` as ``{"a": "1", "b": "2"}``.
 
     Raises:
@@ -58,8 +58,8 @@ def parse_knob_flags(flags: list[str]) -> dict[str, str]:
     out = {}
     for flag in flags:
         name, sep, value = flag.partition("=")
-        if not sep or not name:
-            raise KnobError(None, f"--knob takes NAME=VALUE, got {flag!r}")
+        if not sep or not name.strip():
+            raise KnobError(None, f"{option} takes {shape}, got {flag!r}")
         out[name.strip()] = value.strip()
     return out
 
@@ -98,6 +98,7 @@ class Supervisor:
         self.job = args.job
         self.workdir = Path(args.workdir)
         self.spec = load_pipeline(args.pipeline)  # a bad reference fails before anything starts
+        parse_pairs(args.conf, "--conf", "KEY=VALUE")
         self.client = control.connect(args.redis_url)
         self.stopping = threading.Event()
         self.child: subprocess.Popen | None = None
@@ -115,7 +116,7 @@ class Supervisor:
         from sparkclient.runner import load_knob_values  # noqa: PLC0415
 
         spec = self.spec
-        flags = validate_values(spec.knobs, parse_knob_flags(self.args.knob), partial=True)
+        flags = validate_values(spec.knobs, parse_pairs(self.args.knob), partial=True)
         stored = load_knob_values(self.client, self.job, spec)
         if stored is not None:
             ignored = {k: v for k, v in flags.items() if stored[k] != v}
@@ -138,7 +139,8 @@ class Supervisor:
         a = self.args
         cmd = [sys.executable, "-m", "sparkclient", "run", "--driver", "--pipeline", a.pipeline, "--job", a.job,
                "--redis-url", a.redis_url, "--workdir", str(self.workdir), "--ui-port", str(a.ui_port),
-               "--master", a.master, "--capacity", str(a.capacity)] + (["--standby", standby] if standby else [])
+               "--master", a.master, "--capacity", str(a.capacity)] + (["--standby", standby] if standby else []) \
+            + [arg for conf in a.conf for arg in ("--conf", conf)]
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parent.parent)
         paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
@@ -292,6 +294,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default="local",
                         help="'local' (local[executors]; an executors change starts a new driver) or a cluster "
                              "manager: spark://host:port, k8s://..., yarn (executors changed in place)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for the driver's SparkSession (repeatable), e.g. "
+                             "spark.kubernetes.container.image=..., spark.decommission.enabled=true")
     parser.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
                         help="initial knob value (repeatable); ignored once the job has stored values")
     parser.add_argument("--redis-url", default=os.environ.get("SPARKSCALER_REDIS_URL", DEFAULT_REDIS_URL),
@@ -331,9 +336,10 @@ def _run_driver(args: argparse.Namespace) -> int:
     from sparkclient.runner import Driver  # noqa: PLC0415
 
     sys.path.append(os.getcwd())
+    confs = parse_pairs(args.conf, "--conf", "KEY=VALUE")
     driver = Driver(spec=load_pipeline(args.pipeline), job=args.job, redis_url=args.redis_url,
                     workdir=Path(args.workdir), ui_port=args.ui_port, master=args.master, capacity=args.capacity,
-                    standby=args.standby)
+                    standby=args.standby, spark_conf=confs)
     signal.signal(signal.SIGTERM, driver.request_stop)
     signal.signal(signal.SIGINT, driver.request_stop)
     try:

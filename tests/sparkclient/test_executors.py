@@ -178,7 +178,8 @@ def test_the_runner_changes_a_user_pipelines_executors_in_place(cluster, tmp_pat
     supervisor = subprocess.Popen(
         [sys.executable, "-m", "sparkclient", "run", "--pipeline", pipeline, "--job", job, "--master",
          cluster.master_url, "--master-ui", cluster.master_ui, "--redis-url", redis_server.url,
-         "--workdir", str(tmp_path / "job"), "--ui-port", str(free_port()), "--knob", "cost_us=0"],
+         "--workdir", str(tmp_path / "job"), "--ui-port", str(free_port()), "--knob", "cost_us=0",
+         "--conf", "spark.decommission.enabled=true"],
         cwd=outside, env=env)
     try:
         seq = iter(range(1, 10_000))
@@ -208,6 +209,18 @@ def test_the_runner_changes_a_user_pipelines_executors_in_place(cluster, tmp_pat
         assert read_status(redis_client, job).run_id == before.run_id
         master = cluster.master_json()
         assert [a["cores"] for a in master["activeapps"] if a["id"] == after.app_id] == [2]
+
+        # and back down through Spark's graceful decommission (spark.decommission.enabled)
+        send_command(redis_client, job, RescaleCommand(id="down", knobs={**after.knobs, "cores": 1}))
+        down = wait_result(redis_client, job, "down", timeout_s=240)
+        print(f"in place, decommissioned: cores 2 -> 1 in {down.executor_change_s} s")
+        assert down.succeeded and down.path is RescalePath.IN_PLACE, down
+        assert read_status(redis_client, job).run_id == before.run_id
+        mark = redis_client.xlen(f"ss:progress:{job}")
+        wait_for(more_batches, timeout_s=120, interval_s=1, what="two more batches on one executor")
+        sc_url = f"{after.ui_url}/api/v1/applications/{after.app_id}/allexecutors"
+        gone = [e for e in httpx.get(sc_url, timeout=10).json() if not e["isActive"] and e["id"] != "driver"]
+        assert gone and all("decommission" in (e.get("removeReason") or "").lower() for e in gone), gone
     finally:
         supervisor.send_signal(signal.SIGTERM)
         assert supervisor.wait(timeout=120) == 0

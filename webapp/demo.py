@@ -17,12 +17,17 @@ import sys
 import time
 from pathlib import Path
 
+from sparkclient.contract import knobs_to_json, load_pipeline
 from sparkclient.redisproc import free_port, start_redis
 from webapp.processes import BASE_DIR, ProcessGroup, wait_http
 
 JOB, TOPIC = "demo", "nexmark"
 #: The example pipelines ``--examples`` can start: job name, pipeline, load command maker, UI port.
 EXAMPLES = ("nexmark", "files")
+#: The pipeline of each example job, as ``python -m sparkclient run --pipeline`` takes it.
+PIPELINES = {JOB: "sparkclient.examples.nexmark:build", "files": "sparkclient.examples.files:build"}
+#: The Spark UI ports the demo jobs are registered with: 4040 + i, and the 16 next ones Spark tries.
+DEMO_UI_PORTS = "4040-4057"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,8 +81,12 @@ def main(argv: list[str] | None = None) -> int:
         group.run("migrate", ["python", "manage.py", "migrate", "--noinput"])
         print(group.run("ensure_admin", ["python", "manage.py", "ensure_admin"]).strip(), flush=True)
         for job, topic in started:
+            # Registered through the same path as the API: the runner's UI must be on this machine, at
+            # its --ui-port (4040 + i) or one of the next ports Spark tries when that one is taken.
             group.run(f"register_{job}", ["python", "manage.py", "register_job", "--name", job, "--topic", topic,
-                                          "--query-name", f"{job}-query"])
+                                          "--query-name", f"{job}-query", "--spark-ui-host", "127.0.0.1",
+                                          "--spark-ui-ports", DEMO_UI_PORTS,
+                                          "--knobs", knobs_to_json(load_pipeline(PIPELINES[job]).knobs)])
         group.start("celery", ["python", "-m", "celery", "-A", "webapp", "worker", "-B", "-P", "threads", "-c", "4",
                                "--loglevel", "INFO", "-s", str(run_dir / "celerybeat-schedule")])
         web = group.start("web", ["python", "manage.py", "runserver", f"127.0.0.1:{args.port}", "--noreload"])
@@ -110,14 +119,14 @@ def start_example(group: ProcessGroup, name: str, *, run_dir: Path, redis_url: s
         group.start("generator", ["python", "-m", "sparkclient.generator", "--redis-url", redis_url,
                                   "--topic", topic, "--partitions", str(partitions), "--rate", str(rate)])
         knobs = ["trigger_interval_s=5", "max_records_per_batch=6000"]
-        pipeline = "sparkclient.examples.nexmark:build"
+        pipeline = PIPELINES[job]
     else:
         job, topic = "files", "files"
         group.start("files_load", ["python", "-m", "sparkclient.examples.files_load", "--inbox",
                                    str(run_dir / job / "inbox"), "--rate", str(rate), "--redis-url", redis_url,
                                    "--topic", topic])
         knobs = ["trigger_interval_s=5"]
-        pipeline = "sparkclient.examples.files:build"
+        pipeline = PIPELINES[job]
     group.start(f"runner_{job}", ["python", "-m", "sparkclient", "run", "--pipeline", pipeline, "--job", job,
                                   "--workdir", str(run_dir / job), "--ui-port", str(ui_port), "--master", master,
                                   *[arg for knob in knobs for arg in ("--knob", knob)]])

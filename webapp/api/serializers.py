@@ -1,8 +1,13 @@
 """DRF serializers: read-only representations; writes go through services."""
 
+import math
+
+from django.db import models
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
+from sparkclient.contract import KnobTarget
+from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 
 
@@ -11,13 +16,96 @@ def _present(model, names: tuple[str, ...]) -> list[str]:
     return [name for name in names if hasattr(model, name)]
 
 
+@extend_schema_field({
+    "type": "array", "items": {
+        "type": "object", "additionalProperties": False, "required": ["name", "default", "min", "max"],
+        "properties": {"name": {"type": "string", "pattern": "^[A-Za-z0-9_]{1,64}$"},
+                       "default": {"type": "integer"}, "min": {"type": "integer"}, "max": {"type": "integer"},
+                       "sets": {"type": "string", "enum": [k.value for k in KnobTarget], "default": "other"},
+                       "description": {"type": "string", "maxLength": 500}}}})
+class KnobsField(serializers.JSONField):
+    """The pipeline's knob declarations; validated by ``webapp.jobs.knobs.parse_knobs`` (through the
+    model's ``clean()``), so the API and the admin accept the same lists."""
+
+
+@extend_schema_field({"type": "array", "items": {"type": "string", "maxLength": 253},
+                      "example": ["127.0.0.1", "*.spark.svc.cluster.local", "10.42.0.0/16"]})
+class UiHostsField(serializers.JSONField):
+    """Allowed UI host patterns; validated by ``webapp.jobs.sparkui.rule_errors`` (model ``clean()``)."""
+
+
+@extend_schema_field({"type": "object", "properties": {"code": {"type": "string"}, "reported": {"type": "string"},
+                                                       "allowed": {"type": "string"}}})
+class HealthReasonField(serializers.JSONField):
+    """``{}``, or why the collector refused to read the job's Spark UI."""
+
+
+#: Registration fields of a job (``webapp.jobs.services.REGISTRATION_FIELDS``) and their API shapes.
+_REGISTRATION = ["topic", "query_name", "spark_ui_url", "spark_ui_hosts", "spark_ui_ports", "knobs"]
+
+
 class JobSerializer(serializers.ModelSerializer):
     mode = serializers.CharField(source="policy.mode", read_only=True)
+    spark_ui_hosts = UiHostsField(read_only=True)
+    knobs = KnobsField(read_only=True)
+    health_reason = HealthReasonField(read_only=True)
 
     class Meta:
         model = Job
-        fields = ["id", "name", "query_name", "topic", "health", "last_error", "config", "knobs",
-                  "config_changed_at", "mode"]
+        fields = ["id", "name", "query_name", "topic", "health", "last_error", "health_reason", "config", "knobs",
+                  "config_changed_at", "mode", "spark_ui_url", "spark_ui_hosts", "spark_ui_ports"]
+
+
+class FiniteFloatField(serializers.FloatField):
+    """A float that is a number (NaN and infinities are refused, as the admin's form does)."""
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if not math.isfinite(value):
+            self.fail("invalid")
+        return value
+
+
+class JobPolicySerializer(serializers.ModelSerializer):
+    """A job's policy, mode included. Writes (PATCH, admin role) are validated by ``JobPolicy.full_clean``
+    (``webapp.jobs.services.job_policy_update``), as in the admin. The suspension fields are read-only:
+    an operator clears a suspension with the resume action."""
+
+    serializer_field_mapping = {**serializers.ModelSerializer.serializer_field_mapping,
+                                models.FloatField: FiniteFloatField}
+
+    class Meta:
+        model = JobPolicy
+        exclude = ["id", "job"]
+        read_only_fields = ["auto_approve_suspended", "auto_approve_suspended_reason", "auto_approve_suspended_at"]
+
+
+class JobRegisterSerializer(serializers.ModelSerializer):
+    """``POST /api/jobs/`` (admin role): register a job. ``PATCH /api/jobs/{id}/``: edit its registration
+    (the name stays). Validated by ``webapp.jobs.services.job_register`` / ``job_update`` (the models'
+    ``full_clean()``, as in the admin); a 400 names the field, policy fields under ``policy``."""
+
+    spark_ui_hosts = UiHostsField(required=False, help_text=Job._meta.get_field("spark_ui_hosts").help_text)
+    knobs = KnobsField(required=False, help_text=Job._meta.get_field("knobs").help_text)
+    policy = JobPolicySerializer(required=False, help_text="Policy fields to set (the others keep their "
+                                                           "defaults); mode is one of them.")
+
+    class Meta:
+        model = Job
+        fields = ["name", *_REGISTRATION, "policy"]
+        extra_kwargs = {"name": {"help_text": "The runner's --job name (letters, digits, - and _)."}}
+
+
+class JobUpdateSerializer(serializers.ModelSerializer):
+    """``PATCH /api/jobs/{id}/`` (admin role): the registration fields to change (the name stays; the
+    policy has its own endpoint, ``/api/jobs/{id}/policy/``)."""
+
+    spark_ui_hosts = UiHostsField(required=False, help_text=Job._meta.get_field("spark_ui_hosts").help_text)
+    knobs = KnobsField(required=False, help_text=Job._meta.get_field("knobs").help_text)
+
+    class Meta:
+        model = Job
+        fields = _REGISTRATION
 
 
 class VertexSnapshotSerializer(serializers.ModelSerializer):

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import permissions, status, viewsets
+from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from webapp.api import serializers as s
-from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
+from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
+from webapp.jobs.services import RegistrationError, job_policy_update, job_register, job_update
 from webapp.proposals import services
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.services import TransitionError
@@ -40,13 +41,94 @@ def _filtered(qs, wanted: dict, lookups: dict[str, str]):
     return qs.filter(**{lookups[name]: value for name, value in wanted.items() if name in lookups})
 
 
-class JobViewSet(viewsets.ReadOnlyModelViewSet):
-    """Streaming jobs with their health, running configuration and policy mode."""
+class CanEditJobs(permissions.BasePermission):
+    """DRF: reads for any authenticated user; registering a job and editing its registration or policy
+    for the admin role (``jobs.add_job``, ``jobs.change_job``, ``jobs.change_jobpolicy``)."""
+
+    message = "Your role may read jobs but not register or edit them: that needs the admin role."
+    REQUIRED = {"create": "jobs.add_job", "partial_update": "jobs.change_job", "policy": "jobs.change_jobpolicy"}
+
+    def has_permission(self, request, view) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False
+        if request.method in permissions.SAFE_METHODS:
+            return True
+        required = self.REQUIRED.get(getattr(view, "action", None) or "")
+        return required is not None and request.user.has_perm(required)
+
+
+_EDIT_RESPONSES = {400: OpenApiResponse(description="A field is invalid: the body maps each invalid field to its "
+                                                    "messages (policy fields under \"policy\")."),
+                   403: s.DetailSerializer, 404: s.DetailSerializer}
+
+
+def _registration_error(exc: RegistrationError) -> ValidationError:
+    return ValidationError(exc.errors)
+
+
+@extend_schema_view(
+    create=extend_schema(request=s.JobRegisterSerializer, responses={201: s.JobSerializer, **_EDIT_RESPONSES},
+                         description="Register a job (admin role): its name, Spark UI URL or discovery rule, "
+                                     "knobs and policy."),
+    partial_update=extend_schema(request=s.JobUpdateSerializer, responses={200: s.JobSerializer, **_EDIT_RESPONSES},
+                                 description="Edit a job's registration (admin role); the name stays."),
+)
+class JobViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Streaming jobs with their health, running configuration, registration and policy mode. POST
+    registers one, PATCH edits its registration, ``policy`` reads and edits its policy (admin role)."""
 
     lookup_value_regex = ID_PATTERN
+    http_method_names = ["get", "post", "patch", "head", "options"]
+    permission_classes = [permissions.IsAuthenticated, CanEditJobs]
 
     queryset = Job.objects.select_related("policy").order_by("name")
     serializer_class = s.JobSerializer
+
+    def _job_response(self, job: Job, code: int = status.HTTP_200_OK) -> Response:
+        job = Job.objects.select_related("policy").get(pk=job.pk)
+        return Response(s.JobSerializer(job, context=self.get_serializer_context()).data, status=code)
+
+    def create(self, request: Request, *args, **kwargs) -> Response:
+        body = s.JobRegisterSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        policy = data.pop("policy", None)
+        try:
+            job = job_register(**data, policy=dict(policy) if policy else None, exists_ok=False)
+        except RegistrationError as exc:
+            raise _registration_error(exc) from None
+        return self._job_response(job, status.HTTP_201_CREATED)
+
+    def partial_update(self, request: Request, *args, **kwargs) -> Response:
+        job = self.get_object()
+        body = s.JobUpdateSerializer(job, data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        try:
+            job_update(job=job, changes=dict(body.validated_data), actor=request.user.get_username())
+        except RegistrationError as exc:
+            raise _registration_error(exc) from None
+        return self._job_response(job)
+
+    def update(self, request: Request, *args, **kwargs) -> Response:  # PUT is not offered
+        return self.partial_update(request, *args, **kwargs)
+
+    @extend_schema(methods=["GET"], responses={200: s.JobPolicySerializer, 404: s.DetailSerializer})
+    @extend_schema(methods=["PATCH"], request=s.JobPolicySerializer,
+                   responses={200: s.JobPolicySerializer, **_EDIT_RESPONSES},
+                   description="Edit the job's policy, mode included (admin role); validated as in the admin.")
+    @action(detail=True, methods=["get", "patch"])
+    def policy(self, request: Request, pk: str | None = None) -> Response:
+        job = self.get_object()
+        current, _ = JobPolicy.objects.get_or_create(job=job)  # an admin-added job may lack one
+        if request.method == "GET":
+            return Response(s.JobPolicySerializer(current).data)
+        body = s.JobPolicySerializer(current, data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        try:
+            policy = job_policy_update(job=job, changes=dict(body.validated_data), actor=request.user.get_username())
+        except RegistrationError as exc:
+            raise _registration_error(exc) from None
+        return Response(s.JobPolicySerializer(policy).data)
 
 
 @extend_schema_view(list=extend_schema(parameters=[s.VertexFilter]))

@@ -38,6 +38,12 @@ class JobAdmin(admin.ModelAdmin):
     readonly_fields = ["scale_up_block"]
     actions = ["resume_auto_approval"]
 
+    def save_related(self, request, form, formsets, change):
+        """A job added with its policy left at the defaults still gets its policy row (an unchanged
+        inline is not saved); the registration itself is validated by ``Job.clean``."""
+        super().save_related(request, form, formsets, change)
+        JobPolicy.objects.get_or_create(job=form.instance)
+
     @admin.display(description="mode")
     def mode(self, job: Job) -> str:
         return job.policy.mode

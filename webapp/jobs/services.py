@@ -18,6 +18,7 @@ from sparkclient import control
 from webapp.jobs.models import Evaluation, Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.jobs.redis import get_redis
 from webapp.jobs.selectors import snapshots_in_window
+from webapp.jobs.sparkui import Refusal, ui_target
 
 logger = logging.getLogger(__name__)
 
@@ -25,22 +26,166 @@ logger = logging.getLogger(__name__)
 PUBLISH_LAG_S = 1.0
 
 
+#: Registration fields of ``Job`` that ``job_register`` sets when they are given.
+REGISTRATION_FIELDS = ("topic", "query_name", "spark_ui_url", "spark_ui_hosts", "spark_ui_ports", "knobs")
+
+
+class RegistrationError(ValueError):
+    """A registration was refused. ``errors`` maps a field to its messages; the policy's fields are
+    under ``"policy"`` as their own mapping. Nothing was saved."""
+
+    def __init__(self, errors: dict) -> None:
+        super().__init__("; ".join(f"{field}: {msgs}" for field, msgs in errors.items()))
+        self.errors = errors
+
+
+def _validation_errors(exc) -> dict[str, list[str]]:
+    return {field: [str(m) for m in messages] for field, messages in exc.message_dict.items()}
+
+
+def _unknown_policy_fields(values: dict) -> dict[str, list[str]]:
+    """``{field: ["not a policy field"]}`` for each key of ``values`` that a policy may not be given."""
+    editable = {f.name for f in JobPolicy._meta.concrete_fields} - {"id", "job"}
+    return {str(field): ["not a policy field"] for field in values if field not in editable}
+
+
 def job_register(*, name: str, topic: str = "", query_name: str = "", config: dict | None = None,
-                 knobs: list | None = None, policy: dict | None = None) -> Job:
-    """Create the job (and its policy) or update its descriptive fields; returns the job."""
-    with transaction.atomic():
-        job, created = Job.objects.get_or_create(name=name, defaults={
-            "topic": topic, "query_name": query_name, "config": config or {}, "knobs": knobs or []})
-        if not created:
-            updates = {"topic": topic or job.topic, "query_name": query_name or job.query_name}
-            if config and not job.config:
-                updates["config"] = config
-            if knobs:
-                updates["knobs"] = knobs
-            Job.objects.filter(pk=job.pk).update(**updates)
-            job.refresh_from_db()
-        JobPolicy.objects.get_or_create(job=job, defaults=policy or {})
+                 knobs: list | None = None, policy: dict | None = None, spark_ui_url: str | None = None,
+                 spark_ui_hosts: list | None = None, spark_ui_ports: str | None = None,
+                 exists_ok: bool = True) -> Job:
+    """Register a job (and its policy), or update the registration of an existing one.
+
+    The one registration path of the admin's add form aside (which runs the same ``clean()``s):
+    the API (``POST /api/jobs/``), ``manage.py register_job``, ``make demo`` and the tests.
+
+    Args:
+        name: the runner's ``--job`` name (a slug).
+        spark_ui_url, spark_ui_hosts, spark_ui_ports: where the Spark UI may be read (fixed URL,
+            or discovery rule); see ``webapp.jobs.sparkui``. None keeps the stored value (the
+            default rule, this machine's ports 4040-4056, for a new job).
+        knobs: the pipeline's knob declarations (``sparkclient.contract.Knob`` dicts, validated by
+            ``webapp.jobs.knobs``); None keeps the stored ones. The runner reports them too.
+        config: the initial knob values (the runner reports them later).
+        policy: ``JobPolicy`` field values; applied to a new policy and to an existing one.
+        exists_ok: False refuses a name that is already registered.
+
+    Raises:
+        RegistrationError: a field is invalid (same validation as the admin: the models'
+            ``full_clean()``), or the name is taken and ``exists_ok`` is False. Nothing is saved.
+    """
+    from django.core.exceptions import ValidationError  # noqa: PLC0415
+    from django.db import IntegrityError  # noqa: PLC0415
+
+    given = {"topic": topic or None, "query_name": query_name or None, "spark_ui_url": spark_ui_url,
+             "spark_ui_hosts": spark_ui_hosts, "spark_ui_ports": spark_ui_ports, "knobs": knobs}
+    given = {k: v for k, v in given.items() if v is not None}
+    try:
+        with transaction.atomic():
+            job = Job.objects.select_for_update().filter(name=name).first()
+            created = job is None
+            if not created and not exists_ok:
+                raise RegistrationError({"name": [f"a job named {name!r} is already registered; edit it with "
+                                                  f"PATCH /api/jobs/{job.pk}/"]})
+            if created:
+                job = Job(name=name, config=config or {})
+                if spark_ui_url and spark_ui_hosts is None:
+                    job.spark_ui_hosts = []  # a fixed URL alone: no discovery rule besides it
+            elif config and not job.config:
+                job.config = config
+            for field, value in given.items():
+                setattr(job, field, value)
+            errors: dict = {}
+            try:
+                job.full_clean(validate_unique=created)
+            except ValidationError as exc:
+                errors.update(_validation_errors(exc))
+            job_policy = None if created else JobPolicy.objects.filter(job=job).first()
+            job_policy = job_policy or JobPolicy()
+            policy_errors = _unknown_policy_fields(policy or {})
+            if not policy_errors:
+                for field, value in (policy or {}).items():
+                    setattr(job_policy, field, value)
+                try:
+                    job_policy.full_clean(exclude=["job"])
+                except ValidationError as exc:
+                    policy_errors.update(_validation_errors(exc))
+            if policy_errors:
+                errors["policy"] = policy_errors
+            if errors:
+                raise RegistrationError(errors)
+            job.save()
+            job_policy.job = job
+            job_policy.save()
+    except IntegrityError:
+        raise RegistrationError({"name": [f"a job named {name!r} is already registered"]}) from None
     return job
+
+
+def job_update(*, job: Job, changes: dict, actor: str) -> Job:
+    """Edit a registered job's registration fields (``REGISTRATION_FIELDS``), with the admin's
+    validation, and record an audit event ``job_changed`` with the changed fields before and after.
+
+    Raises:
+        RegistrationError: a field is invalid, or not a registration field; nothing is saved.
+    """
+    from django.core.exceptions import ValidationError  # noqa: PLC0415
+
+    from webapp.proposals.models import AuditEvent  # noqa: PLC0415
+
+    unknown = [f for f in changes if f not in REGISTRATION_FIELDS]
+    if unknown:
+        raise RegistrationError({f: ["not a registration field"] for f in unknown})
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        before = {f: getattr(job, f) for f in changes}
+        for field, value in changes.items():
+            setattr(job, field, value)
+        try:
+            job.full_clean(validate_unique=False)
+        except ValidationError as exc:
+            raise RegistrationError(_validation_errors(exc)) from None
+        job.save(update_fields=list(changes))
+        after = {f: getattr(job, f) for f in changes}
+        changed = [f for f in changes if before[f] != after[f]]
+        if changed:
+            AuditEvent.objects.create(job=job, actor=actor, action="job_changed",
+                                      before={f: before[f] for f in changed}, after={f: after[f] for f in changed},
+                                      reason="registration edited")
+    return job
+
+
+def job_policy_update(*, job: Job, changes: dict, actor: str) -> JobPolicy:
+    """Edit a job's policy (mode included) with the admin's validation (``JobPolicy.full_clean``:
+    the field validators and ``clean()``), and record an audit event ``policy_changed`` with the
+    changed fields before and after.
+
+    Raises:
+        RegistrationError: a value is invalid or the field is not a policy field (errors keyed by
+            field); nothing is saved.
+    """
+    from django.core.exceptions import ValidationError  # noqa: PLC0415
+
+    from webapp.proposals.models import AuditEvent  # noqa: PLC0415
+
+    if errors := _unknown_policy_fields(changes):
+        raise RegistrationError(errors)
+    with transaction.atomic():
+        policy = JobPolicy.objects.select_for_update().get(job=job)
+        before = {f: getattr(policy, f) for f in changes}
+        for field, value in changes.items():
+            setattr(policy, field, value)
+        try:
+            policy.full_clean(exclude=["job"])
+        except ValidationError as exc:
+            raise RegistrationError(_validation_errors(exc)) from None
+        policy.save(update_fields=list(changes))
+        after = {f: getattr(policy, f) for f in changes}
+        changed = [f for f in changes if before[f] != after[f]]
+        if changed:
+            AuditEvent.objects.create(job=job, actor=actor, action="policy_changed",
+                                      before={f: before[f] for f in changed}, after={f: after[f] for f in changed},
+                                      reason="policy edited")
+    return policy
 
 
 def runner_status(*, job: Job) -> control.RunnerStatus:
@@ -84,9 +229,9 @@ def _sync_runner_state(job: Job, status: control.RunnerStatus) -> None:
             setattr(job, field, value)
 
 
-def _mark(job: Job, health: str, error: str = "") -> None:
-    Job.objects.filter(pk=job.pk).update(health=health, last_error=error)
-    job.health, job.last_error = health, error
+def _mark(job: Job, health: str, error: str = "", reason: dict | None = None) -> None:
+    Job.objects.filter(pk=job.pk).update(health=health, last_error=error, health_reason=reason or {})
+    job.health, job.last_error, job.health_reason = health, error, reason or {}
 
 
 def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot | None:
@@ -127,6 +272,12 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
         _mark(job, Job.Health.DOWN, f"runner state is {status.state!r}"
                                     f"{': ' + status.error if status.error else ''}")
         return None
+    # Redis is not trusted with the URL to fetch: the reported UI URL and app id must fit the job's
+    # registration, else nothing is fetched (webapp.jobs.sparkui).
+    target = ui_target(job.ui_rule(), ui_url=status.ui_url, app_id=status.app_id)
+    if isinstance(target, Refusal):
+        _mark(job, Job.Health.DOWN, target.text(), reason=target.to_json())
+        return None
     previous = job.snapshots.order_by("-collected_at").values_list("collected_at", flat=True).first()
     window_start = previous if previous and (now - previous).total_seconds() < 10 * settings.SCALER_COLLECT_INTERVAL_S \
         else now - timedelta(seconds=settings.SCALER_COLLECT_INTERVAL_S)
@@ -145,9 +296,9 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
         _mark(job, Job.Health.DEGRADED, f"published progress: {exc}")
         return None
     config = job.config
-    client = SparkRestClient(status.ui_url)
+    client = SparkRestClient(target.base_url)
     try:
-        sample = collect_sample(client, status.app_id, progresses, run_id=status.run_id,
+        sample = collect_sample(client, target.app_id, progresses, run_id=status.run_id,
                                 trigger_interval_s=trigger_interval_s, window_s=window_s,
                                 now_s=now.timestamp())
     except SparkRestError as exc:

@@ -109,9 +109,6 @@ class JobViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.Read
             raise _registration_error(exc) from None
         return self._job_response(job)
 
-    def update(self, request: Request, *args, **kwargs) -> Response:  # PUT is not offered
-        return self.partial_update(request, *args, **kwargs)
-
     @extend_schema(methods=["GET"], responses={200: s.JobPolicySerializer, 404: s.DetailSerializer})
     @extend_schema(methods=["PATCH"], request=s.JobPolicySerializer,
                    responses={200: s.JobPolicySerializer, **_EDIT_RESPONSES},

@@ -65,6 +65,9 @@ def published(workflow_redis, settings):
     """The runner status and the p1 progress entries in Redis; returns (job, now, client)."""
     settings.SCALER_COLLECT_INTERVAL_S = 10
     job = make_job("demo")
+    # Registered where the (mocked) Spark UI is: the collector fetches only a registered job's UI.
+    Job.objects.filter(pk=job.pk).update(spark_ui_url="http://spark.invalid:4040")
+    job.refresh_from_db()
     workflow_redis.hset(keys.runner(job.name), mapping={
         "state": "running", "ui_url": "http://spark.invalid:4040", "app_id": APP_ID, "run_id": RUN_ID})
     progresses = _load("p1_recentProgress.json")

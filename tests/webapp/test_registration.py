@@ -435,3 +435,24 @@ def test_the_admin_registers_a_job_with_its_policy(client):
     job = Job.objects.get(name="from-admin")
     assert job.knobs == [STORED] and job.spark_ui_hosts == ["driver-host"]
     assert JobPolicy.objects.get(job=job).mode == "manual"
+
+
+@pytest.mark.django_db
+def test_a_runner_cannot_widen_the_registered_knob_bounds(workflow_redis):
+    """Knob declarations read from Redis are adopted on first use only; afterwards a runner (or whoever
+    writes Redis) declaring wider bounds is refused and nothing is adopted."""
+    from sparkclient import keys
+    from sparkclient.contract import Knob, KnobTarget, knobs_to_json
+    from tests.webapp.factories import KNOBS, make_job
+    from webapp.jobs.services import snapshot_collect
+
+    redis_client = workflow_redis
+    job = make_job(name="bounded")
+    wider = [Knob.from_dict({**k, "max": 999}) if k["sets"] == "executors" else Knob.from_dict(k) for k in KNOBS]
+    redis_client.hset(keys.runner(job.name), mapping={"state": "running", "knob_specs": knobs_to_json(wider),
+                                                      "knobs": '{"cores": 500}', "ui_url": "http://127.0.0.1:4040",
+                                                      "app_id": "local-1"})
+    assert snapshot_collect(job=job) is None
+    job.refresh_from_db()
+    assert job.health == "down" and "cores" in job.last_error and "re-register" in job.last_error
+    assert job.config["cores"] == 1 and max(k["max"] for k in job.knobs if k["sets"] == KnobTarget.EXECUTORS) == 8

@@ -197,24 +197,40 @@ def runner_status(*, job: Job) -> control.RunnerStatus:
     return control.read_status(get_redis(), job.name)
 
 
+class KnobsDiffer(ValueError):
+    """The runner declares other knobs (names, targets or bounds) than the job's registration."""
+
+
 def _sync_runner_state(job: Job, status: control.RunnerStatus) -> None:
-    """Adopt the runner's knob values, knob declarations, plan stages and capacity (the runner is the
-    source of truth for what runs).
+    """Adopt the runner's knob values, plan stages and capacity (the runner is the source of truth for
+    what runs). Knob declarations are adopted only while the job has none registered (first use);
+    after that a runner declaring others is refused, so whoever can write Redis cannot widen the
+    bounds the autoscaler respects: re-register the job's knobs to change them.
 
     Raises:
-        sparkclient.contract.KnobError / ValueError: malformed declarations or plan stages.
+        KnobsDiffer: the declarations differ from the registered ones (nothing is adopted).
+        sparkclient.contract.KnobError / ValueError: malformed declarations, values or plan stages.
     """
+    from sparkclient.contract import validate_values  # noqa: PLC0415
+
     from sparkclient.binding import plan_stages_from_json  # noqa: PLC0415
     from sparkclient.contract import knobs_from_json  # noqa: PLC0415
 
     updates: dict = {}
+    if status.knob_specs:
+        declared = knobs_from_json(status.knob_specs)
+        registered = job.knob_specs()
+        if registered and [k.to_dict() for k in declared] != [k.to_dict() for k in registered]:
+            differ = sorted({k.name for k in declared} ^ {k.name for k in registered}
+                            | {a.name for a in declared for b in registered if a.name == b.name and a != b})
+            raise KnobsDiffer(f"the runner declares other knobs than the job's registration ({', '.join(differ)}): "
+                              "re-register the job's knobs (admin, API or register_job) to accept them")
+        if not registered:
+            updates["knobs"] = [k.to_dict() for k in declared]
     if status.knobs and status.knobs != job.config:
+        validate_values(job.knob_specs() or knobs_from_json(status.knob_specs or "[]"), status.knobs)
         updates["config"] = status.knobs
         updates["config_changed_at"] = timezone.now()
-    if status.knob_specs:
-        knobs = [k.to_dict() for k in knobs_from_json(status.knob_specs)]
-        if knobs != job.knobs:
-            updates["knobs"] = knobs
     stages = plan_stages_from_json(status.plan_stages)
     stage_dicts = json.loads(status.plan_stages) if stages is not None else []
     if stage_dicts != job.plan_stages:
@@ -261,6 +277,9 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
         status = runner_status(job=job)
         if status.state:
             _sync_runner_state(job, status)
+    except KnobsDiffer as exc:
+        _mark(job, Job.Health.DOWN, str(exc))
+        return None
     except (control.ProtocolError, KnobError, ValueError) as exc:
         _mark(job, Job.Health.DOWN, f"the runner's status in Redis is malformed: {exc}")
         return None

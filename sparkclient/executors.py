@@ -179,7 +179,7 @@ class ExecutorScaler:
             for i, pair in enumerate(pairs):
                 array[i] = pair
             backend = self.sc._jsc.sc().schedulerBackend()
-            return len(list(backend.decommissionExecutors(array, True, False))) == len(ids)
+            return int(backend.decommissionExecutors(array, True, False).size()) == len(ids)
         java_ids = jvm.java.util.ArrayList()
         for executor in ids:
             java_ids.add(str(executor))

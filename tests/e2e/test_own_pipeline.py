@@ -135,12 +135,13 @@ def test_a_user_pipeline_is_registered_scaled_up_on_approval_and_counts_exactly_
     time.sleep(30)
     load.rate = 700.0  # rows/s: at 2.5 ms a row, more than one core can score
 
-    def pending():
+    def scale_up_pending():  # an earlier proposal (say, fewer state partitions at the low load) is withdrawn
         alive()
         body = api.get("/api/proposals/", params={"job": job_id, "status": "pending"}).json()
-        return body["results"][0] if body["results"] else None
+        up = [p for p in body["results"] if p["proposed_config"]["cores"] > p["current_config"]["cores"]]
+        return up[0] if up else None
 
-    proposal = wait_for(pending, timeout_s=600, interval_s=2, what="a scale-up proposal for the user's job")
+    proposal = wait_for(scale_up_pending, timeout_s=600, interval_s=2, what="a scale-up proposal for the user's job")
     assert proposal["proposed_config"]["cores"] > proposal["current_config"]["cores"] == 1
     assert proposal["proposed_config"]["cores"] <= (os.cpu_count() or 1)  # never above the host's capacity
     assert proposal["proposed_config"]["cost_us"] == 2500  # a setting, never scaled

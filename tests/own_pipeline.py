@@ -69,10 +69,8 @@ def sink_clicks(out: Path) -> int:
 
     metadata = out / "_spark_metadata"
     files: set[str] = set()
-    logs = sorted(metadata.iterdir(), key=lambda p: int(p.name.split(".")[0])) if metadata.is_dir() else []
-    for log in logs:
-        if not log.name.split(".")[0].isdigit():
-            continue
+    logs = [p for p in metadata.iterdir() if p.name.split(".")[0].isdigit()] if metadata.is_dir() else []
+    for log in sorted(logs, key=lambda p: int(p.name.split(".")[0])):  # N and N.compact; not .N.crc
         for line in log.read_text().splitlines()[1:]:  # line 1 is the log version
             entry = json.loads(line)
             (files.add if entry.get("action") == "add" else files.discard)(entry["path"])

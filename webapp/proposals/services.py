@@ -600,7 +600,8 @@ def result_as_dict(result: control.RescaleResult) -> dict:
     """A runner's :class:`~sparkclient.control.RescaleResult` as the JSON stored on the execution
     (``config`` = the knob values running after it)."""
     return {"id": result.id, "status": result.status.value, "path": result.path.value,
-            "downtime_s": result.downtime_s, "error": result.error, "code": result.code.value if result.code else None,
+            "downtime_s": result.downtime_s, "pause_s": result.pause_s, "error": result.error,
+            "code": result.code.value if result.code else None,
             "config": result.knobs, "completed_at": result.completed_at,
             "executor_change_s": result.executor_change_s}
 

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "REDIS_URL": redis_server.url, "SPARKSCALER_REDIS_URL": redis_server.url,
            "PYSPARK_PYTHON": sys.executable,
            "SPARKSCALER_VAR_DIR": str(var), "SCALER_COLLECT_INTERVAL_S": str(args.collect_interval_s),
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1", "DEBUG": os.environ.get("DEBUG", "true")}  # a development run
     group = ProcessGroup(log_dir=run_dir / "logs", env=env)
     master, own_cluster = "local", None
     stopping = False

@@ -1,6 +1,94 @@
+"""Admin site for jobs and their policies. The job's internal state (health, the autoscaler's
+memory, the running configuration, the last error, when the configuration changed) is written by
+the collector and the executions only, so it is read-only here; the policy is validated as a whole
+(``JobPolicy.clean``: bounds of every number, the algorithm from the registry), and a new job's
+configuration and knobs are checked for their JSON shape."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from django import forms
 from django.contrib import admin, messages
 
 from webapp.jobs.models import Evaluation, Job, JobPolicy, MetricSnapshot
+
+#: Upper bounds of a job configuration's numbers: cores, partitions of one stage, anything else.
+MAX_CORES, MAX_PARTITIONS, MAX_OTHER = 4096, 100_000, 1e9
+_KNOB_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
+
+
+def config_errors(config, knobs) -> list[str]:
+    """Why ``config`` is not a job configuration (empty when it is): a JSON object whose keys are
+    names and whose values are finite numbers from 0; ``cores`` and every knob's key an integer
+    from 1 (at most ``MAX_CORES`` / ``MAX_PARTITIONS``)."""
+    if not isinstance(config, dict):
+        return [f"must be a JSON object of name: number, e.g. {{\"cores\": 2}}, not {type(config).__name__}"]
+    knob_keys = {k.get("knob") for k in knobs if isinstance(k, dict)} if isinstance(knobs, list) else set()
+    errors = []
+    for key, value in config.items():
+        if not _KNOB_NAME.match(str(key)):
+            errors.append(f"{str(key)[:40]!r} is not a configuration name (letters, digits, _)")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            errors.append(f"{key} must be a finite number, got {value!r}")
+        elif key == "cores" or key in knob_keys:
+            high = MAX_CORES if key == "cores" else MAX_PARTITIONS
+            if not isinstance(value, int) or not 1 <= value <= high:
+                errors.append(f"{key} must be an integer from 1 to {high}, got {value!r}")
+        elif not 0 <= value <= MAX_OTHER:
+            errors.append(f"{key} must be from 0 to {MAX_OTHER:g}, got {value!r}")
+    return errors
+
+
+def knobs_errors(knobs) -> list[str]:
+    """Why ``knobs`` is not a knob list (empty when it is): a JSON list, in stage order, of
+    ``{"knob": name, "adjustable": true|false}``."""
+    shape = 'a JSON list of {"knob": "<config key>", "adjustable": true|false}'
+    if not isinstance(knobs, list) or len(knobs) > 100:
+        return [f"must be {shape} (at most 100)"]
+    errors = []
+    for i, knob in enumerate(knobs):
+        if not isinstance(knob, dict) or set(knob) - {"knob", "adjustable"} or "knob" not in knob \
+                or not isinstance(knob.get("knob"), str) or not _KNOB_NAME.match(knob["knob"]) \
+                or not isinstance(knob.get("adjustable", True), bool):
+            errors.append(f"entry {i} must be {shape}, got {str(knob)[:80]}")
+    return errors
+
+
+class JobForm(forms.ModelForm):
+    """Checks the JSON shape of a new job's configuration and knobs."""
+
+    class Meta:
+        model = Job
+        fields = "__all__"
+
+    def clean(self):
+        data = super().clean()
+        if "knobs" in self.fields and "knobs" in data:
+            for error in knobs_errors(data["knobs"]):
+                self.add_error("knobs", error)
+        if "config" in self.fields and "config" in data:
+            knobs = data.get("knobs", self.instance.knobs if self.instance.pk else [])
+            for error in config_errors(data["config"], knobs):
+                self.add_error("config", error)
+        return data
+
+
+class JobPolicyForm(forms.ModelForm):
+    """``algorithm`` is a choice among the registry's names (``scaling.policies.names``)."""
+
+    algorithm = forms.ChoiceField(choices=(), help_text=JobPolicy._meta.get_field("algorithm").help_text)
+
+    class Meta:
+        model = JobPolicy
+        fields = "__all__"
+
+    def __init__(self, *args, **kwargs):
+        from scaling.policies import names  # noqa: PLC0415
+
+        super().__init__(*args, **kwargs)
+        self.fields["algorithm"].choices = [(name, name) for name in names()]
 
 
 class JobPolicyInline(admin.StackedInline):
@@ -8,8 +96,10 @@ class JobPolicyInline(admin.StackedInline):
     is shown under it)."""
 
     model = JobPolicy
+    form = JobPolicyForm
     can_delete = False
-    readonly_fields = ["auto_approve_suspended_at"]
+    # Set by rollbacks and re-enabled by the "Re-enable auto-approval" action, with an audit event.
+    readonly_fields = ["auto_approve_suspended", "auto_approve_suspended_reason", "auto_approve_suspended_at"]
     fieldsets = [
         ("Mode", {"fields": ["mode"]}),
         ("Scaling algorithm", {"fields": [
@@ -32,6 +122,9 @@ class JobPolicyInline(admin.StackedInline):
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
+    form = JobForm
+    #: Written by the collector and the executions only.
+    internal_fields = ["health", "scaler_state", "last_error", "config_changed_at"]
     list_display = ["name", "health", "mode", "auto_approval", "query_name", "topic", "config_changed_at"]
     inlines = [JobPolicyInline]
     # Cleared on the job page by an operator, with an audit event (issue 13), never edited here.
@@ -43,6 +136,11 @@ class JobAdmin(admin.ModelAdmin):
         inline is not saved); the registration itself is validated by ``Job.clean``."""
         super().save_related(request, form, formsets, change)
         JobPolicy.objects.get_or_create(job=form.instance)
+
+    def get_readonly_fields(self, request, obj=None):
+        """The internal fields always; the running configuration once the job exists (it changes
+        through approved proposals, which the runner applies)."""
+        return [*self.readonly_fields, *self.internal_fields, *(["config"] if obj is not None else [])]
 
     @admin.display(description="mode")
     def mode(self, job: Job) -> str:

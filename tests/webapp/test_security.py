@@ -154,14 +154,12 @@ def _admin_client(client):
     return client
 
 
-def _change_form_data(client, job: Job) -> dict:
-    """The job's admin change form as the browser would post it back."""
-    response = client.get(reverse("admin:jobs_job_change", args=[job.pk]))
+def _form_data(client, url: str) -> dict:
+    """The admin page's job form and policy inline as the browser would post them back."""
+    response = client.get(url)
     assert response.status_code == 200
     form, inline = response.context["adminform"].form, response.context["inline_admin_formsets"][0].formset
     data = {name: form[name].value() for name in form.fields}
-    for name in ("knobs",):
-        data[name] = form[name].value()
     management = inline.management_form
     data.update({f"{management.prefix}-{k}": v for k, v in management.initial.items()})
     for sub in inline.forms:
@@ -175,6 +173,10 @@ def _change_form_data(client, job: Job) -> dict:
                 continue
             data[f"{sub.prefix}-{name}"] = value
     return {k: v for k, v in data.items() if v is not None}
+
+
+def _change_form_data(client, job: Job) -> dict:
+    return _form_data(client, reverse("admin:jobs_job_change", args=[job.pk]))
 
 
 def test_admin_internal_fields_are_read_only(client):
@@ -219,23 +221,34 @@ def test_huge_ttl_and_backoff_multiplier_are_refused_in_the_admin(client):
     assert (policy.proposal_ttl_s, policy.restart_backoff_multiplier) == (900.0, 2.0)
 
 
+KNOBS = '[{"knob": "p", "adjustable": true}]'
+
+
 @pytest.mark.parametrize("config, knobs", [
-    ("[1, 2]", "[]"), ('"x"', "[]"), ('{"cores": 1000000000}', "[]"), ('{"cores": 2.5}', "[]"),
-    ('{"cores": true}', "[]"), ('{"cores": 1, "p": -1}', "[]"), ('{"cores": 1}', '"x"'),
-    ('{"cores": 1}', "[1, 2]"), ('{"cores": 1}', '[{"knob": "p; rm", "adjustable": true}]'),
-    ('{"cores": 1, "p": 0}', '[{"knob": "p", "adjustable": true}]'),
+    ("[1, 2]", KNOBS), ('"x"', KNOBS), ('{"cores": 1000000000}', KNOBS), ('{"cores": 2.5}', KNOBS),
+    ('{"cores": true}', KNOBS), ('{"cores": 1, "q": -1}', KNOBS), ('{"cores": 1, "p": 0}', KNOBS),
+    ('{"cores": 1, "p": 1e9}', KNOBS), ('{"cores": 1}', '"x"'), ('{"cores": 1}', "[1, 2]"),
+    ('{"cores": 1}', '[{"knob": "p; rm", "adjustable": true}]'), ('{"cores": 1}', '[{"knob": "p", "adjustable": 3}]'),
 ])
 def test_a_new_job_config_and_knobs_are_validated(client, config, knobs):
     client = _admin_client(client)
-    response = client.get(reverse("admin:jobs_job_add"))
-    inline = response.context["inline_admin_formsets"][0].formset
-    management = {f"{inline.management_form.prefix}-{k}": v for k, v in inline.management_form.initial.items()}
-    response = client.post(reverse("admin:jobs_job_add"), {"name": "new", "config": config, "knobs": knobs,
-                                                            **management})
+    data = _form_data(client, reverse("admin:jobs_job_add"))
+    response = client.post(reverse("admin:jobs_job_add"), {**data, "name": "new", "config": config, "knobs": knobs})
     assert response.status_code == 200
     form = response.context["adminform"].form
     assert set(form.errors) & {"config", "knobs"}, form.errors
     assert not Job.objects.filter(name="new").exists()
+
+
+def test_a_valid_new_job_is_saved(client):
+    client = _admin_client(client)
+    data = _form_data(client, reverse("admin:jobs_job_add"))
+    response = client.post(reverse("admin:jobs_job_add"), {**data, "name": "new", "config": '{"cores": 2, "p": 4}',
+                                                            "knobs": KNOBS})
+    assert response.status_code == 302, (response.context["adminform"].form.errors,
+                                         response.context["inline_admin_formsets"][0].formset.errors)
+    job = Job.objects.get(name="new")
+    assert job.config == {"cores": 2, "p": 4} and job.health == "collecting"
 
 
 def test_algorithm_is_a_registry_name_and_a_dotted_path_is_never_imported(monkeypatch):

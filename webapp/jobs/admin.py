@@ -78,7 +78,8 @@ class JobForm(forms.ModelForm):
 class JobPolicyForm(forms.ModelForm):
     """``algorithm`` is a choice among the registry's names (``scaling.policies.names``)."""
 
-    algorithm = forms.ChoiceField(choices=(), help_text=JobPolicy._meta.get_field("algorithm").help_text)
+    algorithm = forms.ChoiceField(choices=(), initial=JobPolicy._meta.get_field("algorithm").default,
+                                  help_text=JobPolicy._meta.get_field("algorithm").help_text)
 
     class Meta:
         model = JobPolicy

@@ -84,7 +84,8 @@ def _env_example() -> dict[str, str]:
 
 
 def _manage(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY", "DJANGO_SETTINGS_MODULE")}
+    # A clean environment: nothing another test or the shell set leaks into the settings.
+    base = {k: os.environ[k] for k in ("PATH", "HOME", "PYTHONPATH", "LANG", "SPARKSCALER_VAR_DIR") if k in os.environ}
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=120, env={**base, "DJANGO_SETTINGS_MODULE": "webapp.settings", **env})
 

@@ -323,3 +323,45 @@ def test_the_database_refuses_a_second_execution_in_flight_for_a_job():
         Proposal.objects.create(job=pending.job, status="approved")
     other = make_job("other")
     Proposal.objects.create(job=other, status="approved")  # another job: fine
+
+
+# --- Redis unreachable: 503 and nothing changed (fast; the real outage is test_faults_redis_outage) --
+
+@pytest.fixture
+def redis_down(settings):
+    from sparkclient.redisproc import free_port
+    from tests.conftest import celery_use_broker
+    from webapp.celery import app
+    from webapp.jobs.redis import _client
+
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    previous = app.conf.broker_url
+    settings.REDIS_URL = url
+    _client.cache_clear()
+    celery_use_broker(url)
+    yield url
+    celery_use_broker(previous)
+    _client.cache_clear()
+
+
+def test_requests_that_need_redis_answer_503_and_change_nothing_while_it_is_down(client, redis_down):
+    pending = _pending()
+    done = make_succeeded(make_job("other"))
+    operator = make_user("olga", role="operator")
+    client.force_login(operator)
+    token = Token.objects.create(user=operator)
+    api = type(client)(HTTP_AUTHORIZATION=f"Token {token.key}")
+    events = AuditEvent.objects.count()
+    for response in (api.post(f"/api/proposals/{pending.pk}/approve/"),
+                     api.post(f"/api/proposals/{done.pk}/rollback/", {"reason": "x"})):
+        assert response.status_code == 503
+        assert "unreachable" in response.json()["detail"] and "nothing was changed" in response.json()["detail"]
+    page = client.post(f"/proposals/{pending.pk}/decide/", {"action": "approve"})
+    assert page.status_code == 503 and "try again when Redis is back" in page.content.decode()
+    rate = client.post(reverse("dashboard:set_rate", args=[pending.job_id]), {"rate": "10"})
+    assert rate.status_code == 503
+    assert Proposal.objects.get(pk=pending.pk).status == "pending"
+    assert Proposal.objects.get(pk=done.pk).status == "succeeded"
+    assert AuditEvent.objects.count() == events
+    # Reading pages needs no Redis.
+    assert client.get(f"/proposals/{pending.pk}/").status_code == 200

@@ -87,13 +87,12 @@ def policy_errors(policy: JobPolicy) -> dict[str, list[str]]:
     def add(field: str, message: str) -> None:
         errors.setdefault(field, []).append(message)
 
-    for name, message in bound_errors(policy).items():
+    out_of_bounds = bound_errors(policy)
+    for name, message in out_of_bounds.items():
         add(name, message)
     # Chosen from the registry by name; a dotted path typed by a person is never imported.
     if policy.algorithm not in names():
         add("algorithm", f"unknown algorithm {str(policy.algorithm)[:100]!r}: choose one of {', '.join(names())}")
-    if errors:
-        return errors
 
     for name in ("excluded_vertices", "excluded_periods", "guard_excluded_periods"):
         value = getattr(policy, name)
@@ -105,7 +104,7 @@ def policy_errors(policy: JobPolicy) -> dict[str, list[str]]:
                 parse_period(period)
             except PolicyError as exc:
                 add("guard_excluded_periods", str(exc).replace("excluded_periods", "guard_excluded_periods"))
-    if not errors.get("excluded_vertices") and not errors.get("excluded_periods"):
+    if not errors.get("excluded_vertices") and not errors.get("excluded_periods") and not out_of_bounds:
         try:
             scaling_policy(policy)
         except (PolicyError, TypeError) as exc:

@@ -221,14 +221,16 @@ def test_huge_ttl_and_backoff_multiplier_are_refused_in_the_admin(client):
     assert (policy.proposal_ttl_s, policy.restart_backoff_multiplier) == (900.0, 2.0)
 
 
-KNOBS = '[{"knob": "p", "adjustable": true}]'
+KNOBS = ('[{"name": "cores", "default": 1, "min": 1, "max": 8, "sets": "executors"}, '
+         '{"name": "p", "default": 2, "min": 1, "max": 64, "sets": "repartition"}]')
 
 
 @pytest.mark.parametrize("config, knobs", [
     ("[1, 2]", KNOBS), ('"x"', KNOBS), ('{"cores": 1000000000}', KNOBS), ('{"cores": 2.5}', KNOBS),
-    ('{"cores": true}', KNOBS), ('{"cores": 1, "q": -1}', KNOBS), ('{"cores": 1, "p": 0}', KNOBS),
+    ('{"cores": true}', KNOBS), ('{"cores": 1, "q": 1}', KNOBS), ('{"cores": 1, "p": 0}', KNOBS),
     ('{"cores": 1, "p": 1e9}', KNOBS), ('{"cores": 1}', '"x"'), ('{"cores": 1}', "[1, 2]"),
-    ('{"cores": 1}', '[{"knob": "p; rm", "adjustable": true}]'), ('{"cores": 1}', '[{"knob": "p", "adjustable": 3}]'),
+    ('{"cores": 1}', '[{"name": "p; rm", "default": 1, "min": 1, "max": 2}]'),
+    ('{"cores": 1}', '[{"name": "p", "default": 1, "min": 1, "max": 1e308}]'),
 ])
 def test_a_new_job_config_and_knobs_are_validated(client, config, knobs):
     client = _admin_client(client)

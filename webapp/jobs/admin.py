@@ -6,54 +6,36 @@ configuration and knobs are checked for their JSON shape."""
 
 from __future__ import annotations
 
-import math
-import re
-
 from django import forms
 from django.contrib import admin, messages
 
+from sparkclient.contract import Knob, KnobError, check_knob_set, validate_values
 from webapp.jobs.models import Evaluation, Job, JobPolicy, MetricSnapshot
 
-#: Upper bounds of a job configuration's numbers: cores, partitions of one stage, anything else.
-MAX_CORES, MAX_PARTITIONS, MAX_OTHER = 4096, 100_000, 1e9
-_KNOB_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
+def knobs_errors(knobs) -> list[str]:
+    """Why ``knobs`` is not a pipeline's knob declarations (empty when it is): a JSON list of
+    :class:`sparkclient.contract.Knob` objects, checked one by one and as a set."""
+    if not isinstance(knobs, list) or len(knobs) > 100:
+        return ['must be a JSON list (at most 100) of {"name", "default", "min", "max", "sets", "description"}']
+    try:
+        check_knob_set([Knob.from_dict(item) for item in knobs])
+    except KnobError as exc:
+        return [str(exc)]
+    return []
 
 
 def config_errors(config, knobs) -> list[str]:
-    """Why ``config`` is not a job configuration (empty when it is): a JSON object whose keys are
-    names and whose values are finite numbers from 0; ``cores`` and every knob's key an integer
-    from 1 (at most ``MAX_CORES`` / ``MAX_PARTITIONS``)."""
+    """Why ``config`` is not a running configuration of those knobs (empty when it is): a JSON object
+    ``{knob: integer}`` naming declared knobs only, each value inside its knob's bounds."""
     if not isinstance(config, dict):
-        return [f"must be a JSON object of name: number, e.g. {{\"cores\": 2}}, not {type(config).__name__}"]
-    knob_keys = {k.get("knob") for k in knobs if isinstance(k, dict)} if isinstance(knobs, list) else set()
-    errors = []
-    for key, value in config.items():
-        if not _KNOB_NAME.match(str(key)):
-            errors.append(f"{str(key)[:40]!r} is not a configuration name (letters, digits, _)")
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            errors.append(f"{key} must be a finite number, got {value!r}")
-        elif key == "cores" or key in knob_keys:
-            high = MAX_CORES if key == "cores" else MAX_PARTITIONS
-            if not isinstance(value, int) or not 1 <= value <= high:
-                errors.append(f"{key} must be an integer from 1 to {high}, got {value!r}")
-        elif not 0 <= value <= MAX_OTHER:
-            errors.append(f"{key} must be from 0 to {MAX_OTHER:g}, got {value!r}")
-    return errors
-
-
-def knobs_errors(knobs) -> list[str]:
-    """Why ``knobs`` is not a knob list (empty when it is): a JSON list, in stage order, of
-    ``{"knob": name, "adjustable": true|false}``."""
-    shape = 'a JSON list of {"knob": "<config key>", "adjustable": true|false}'
-    if not isinstance(knobs, list) or len(knobs) > 100:
-        return [f"must be {shape} (at most 100)"]
-    errors = []
-    for i, knob in enumerate(knobs):
-        if not isinstance(knob, dict) or set(knob) - {"knob", "adjustable"} or "knob" not in knob \
-                or not isinstance(knob.get("knob"), str) or not _KNOB_NAME.match(knob["knob"]) \
-                or not isinstance(knob.get("adjustable", True), bool):
-            errors.append(f"entry {i} must be {shape}, got {str(knob)[:80]}")
-    return errors
+        return [f'must be a JSON object {{"<knob>": <integer>}}, not {type(config).__name__}']
+    if knobs_errors(knobs):
+        return ["needs valid knobs to be checked against"]
+    try:
+        validate_values([Knob.from_dict(item) for item in knobs], config, partial=True)
+    except KnobError as exc:
+        return [str(exc)]
+    return []
 
 
 class JobForm(forms.ModelForm):

@@ -54,9 +54,9 @@ def test_no_heavy_module_is_imported_inside_a_task_function(path):
     assert offending == []
 
 
-def test_the_worker_loads_the_control_channel_client_with_its_tasks():
+def test_the_worker_loads_the_control_channel_and_the_collector_modules_with_its_tasks():
     code = ("import os, sys; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'tests.settings'); "
             "from webapp.celery import app; import django; django.setup(); app.loader.import_default_modules(); "
-            "print('sparkclient.runner' in sys.modules, 'webapp.proposals.tasks' in sys.modules)")
+            "print('sparkclient.control' in sys.modules, 'sparkclient.progress' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.stdout.strip().splitlines()[-1] == "True True", done.stderr

@@ -372,7 +372,9 @@ def proposal_approve(*, proposal: Proposal, actor, revision: int | None = None) 
         PermissionDenied: ``actor`` is not an operator.
         StaleRevisionError: ``revision`` is not the proposal's current revision (a 409 with it).
         TransitionError: the proposal is no longer pending (approved twice, rejected, superseded,
-            withdrawn), or the job's policy is ``advisor`` (proposals are never executed).
+            withdrawn), the job's policy is ``advisor`` (proposals are never executed), or another
+            proposal of the job is approved or executing (one execution per job, a database constraint).
+        ServiceUnavailable: Redis, the task broker, does not answer; nothing was changed.
     """
     _require_operator(actor)
     if JobPolicy.objects.filter(job_id=proposal.job_id).values_list("mode", flat=True).first() == "advisor":
@@ -595,7 +597,9 @@ def proposal_rollback(*, proposal: Proposal, actor, reason: str = "") -> Proposa
 
     Raises:
         PermissionDenied: ``actor`` is not an operator.
-        TransitionError: the proposal has not succeeded (or is already rolling back).
+        TransitionError: the proposal has not succeeded (or is already rolling back), or another
+            proposal of the job is approved or executing (one execution per job).
+        ServiceUnavailable: Redis, the task broker, does not answer; nothing was changed.
     """
     _require_operator(actor)
     broker_check(f"the rollback of proposal {proposal.pk}")

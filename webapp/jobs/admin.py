@@ -29,8 +29,6 @@ def config_errors(config, knobs) -> list[str]:
     ``{knob: integer}`` naming declared knobs only, each value inside its knob's bounds."""
     if not isinstance(config, dict):
         return [f'must be a JSON object {{"<knob>": <integer>}}, not {type(config).__name__}']
-    if knobs_errors(knobs):
-        return ["needs valid knobs to be checked against"]
     try:
         validate_values([Knob.from_dict(item) for item in knobs], config, partial=True)
     except KnobError as exc:
@@ -39,7 +37,8 @@ def config_errors(config, knobs) -> list[str]:
 
 
 class JobForm(forms.ModelForm):
-    """Checks the JSON shape of a new job's configuration and knobs."""
+    """Checks a new job's configuration against its knobs (the knobs themselves are checked by
+    ``Job.clean``)."""
 
     class Meta:
         model = Job
@@ -47,13 +46,11 @@ class JobForm(forms.ModelForm):
 
     def clean(self):
         data = super().clean()
-        if "knobs" in self.fields and "knobs" in data:
-            for error in knobs_errors(data["knobs"]):
-                self.add_error("knobs", error)
         if "config" in self.fields and "config" in data:
             knobs = data.get("knobs", self.instance.knobs if self.instance.pk else [])
-            for error in config_errors(data["config"], knobs):
-                self.add_error("config", error)
+            if not knobs_errors(knobs):  # invalid knobs: Job.clean names what is wrong with them
+                for error in config_errors(data["config"], knobs):
+                    self.add_error("config", error)
         return data
 
 

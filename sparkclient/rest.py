@@ -69,6 +69,13 @@ class _RetryableStatus(Exception):
         self.response = response
 
 
+def _body_summary(response: httpx.Response) -> str:
+    """What came back, without its text: the error ends up in ``Job.last_error``, shown to every
+    user, so a body (HTML, a proxy's page, anything the server chose) is never reflected."""
+    kind = response.headers.get("content-type", "").split(";")[0].strip() or "no content type"
+    return f"a {len(response.content)}-byte {kind} body"
+
+
 def _is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, (_RetryableStatus, httpx.TransportError))
 
@@ -191,7 +198,7 @@ class SparkRestClient:
         except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, or nested too deep
             raise SparkRestError(
                 f"GET {request_url} returned HTTP {response.status_code} but the body is not JSON "
-                f"({response.text[:200]!r}). Check that base_url points at the Spark UI root, "
+                f"({_body_summary(response)}). Check that base_url points at the Spark UI root, "
                 "not at a proxy or another service.",
                 url=request_url,
                 status=response.status_code,
@@ -203,11 +210,9 @@ class SparkRestClient:
 
     @staticmethod
     def _status_error(url: str, response: httpx.Response, attempts: int) -> SparkRestError:
-        body = response.text.strip().replace("\n", " ")[:200]
         return SparkRestError(
-            f"GET {url} failed with HTTP {response.status_code} after {attempts} attempt(s)"
-            + (f": {body}" if body else "")
-            + ". "
+            f"GET {url} failed with HTTP {response.status_code} after {attempts} attempt(s) "
+            f"({_body_summary(response)}). "
             + _hint(response.status_code),
             url=url,
             status=response.status_code,

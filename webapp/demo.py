@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "REDIS_URL": redis_server.url, "SPARKSCALER_REDIS_URL": redis_server.url,
            "PYSPARK_PYTHON": sys.executable,
            "SPARKSCALER_VAR_DIR": str(var), "SCALER_COLLECT_INTERVAL_S": str(args.collect_interval_s),
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1", "DEBUG": os.environ.get("DEBUG", "true")}  # a development run
     group = ProcessGroup(log_dir=run_dir / "logs", env=env)
     master, own_cluster = "local", None
     stopping = False
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         wait_http(f"http://127.0.0.1:{args.port}/accounts/login/", process=web.process)
         print(f"Logs: {group.log_dir}", flush=True)
         print(f"Dashboard: http://127.0.0.1:{args.port}/", flush=True)
-        print("Raise the load from the job page or with `.venv/bin/python manage.py demo_load --rate 600`. "
+        print("Raise the load from the job page or with `DEBUG=true .venv/bin/python manage.py demo_load --rate 600`. "
               "Ctrl-C stops everything.", flush=True)
         while not stopping:
             for child in group.dead():

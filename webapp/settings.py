@@ -1,13 +1,17 @@
 """Django settings. Everything comes from the environment through django-environ.
 
-The defaults run the demo (SQLite under ``var/``, Redis on 127.0.0.1:6379); production sets
-``DATABASE_URL``, ``REDIS_URL``, ``SECRET_KEY`` and ``DEBUG=false``.
+``DEBUG`` is off unless the environment turns it on (``make demo`` and the test suite do). With it
+off, ``SECRET_KEY`` is required and the security settings below are read from the environment; the
+production environment is documented in README.md ("Production") and in ``.env.example``, with which
+``manage.py check --deploy`` reports no warnings.
 """
 
+import ipaddress
 import os
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("SPARKSCALER_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -15,13 +19,35 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 (VAR_DIR / "staticfiles").mkdir(exist_ok=True)
 
 env = environ.Env(
-    DEBUG=(bool, True),
+    DEBUG=(bool, False),
     ALLOWED_HOSTS=(list, ["127.0.0.1", "localhost", "testserver"]),
 )
 
-SECRET_KEY = env("SECRET_KEY", default="insecure-demo-key-set-SECRET_KEY-in-production")
 DEBUG = env("DEBUG")
+SECRET_KEY = env("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set and DEBUG is off: set SECRET_KEY in the environment to a long random string "
+            "(python -c 'from django.core.management.utils import get_random_secret_key as k; print(k())'), "
+            "or set DEBUG=true for a development run")
+    SECRET_KEY = "insecure-development-key-DEBUG-is-on"  # noqa: S105 - development only (DEBUG on)
 ALLOWED_HOSTS = env("ALLOWED_HOSTS")
+# Behind a TLS-terminating proxy: CSRF_TRUSTED_ORIGINS=https://scaler.example.com, and
+# SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO,https when the proxy sets X-Forwarded-Proto.
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+_proxy_header = env.list("SECURE_PROXY_SSL_HEADER", default=[])
+if _proxy_header:
+    if len(_proxy_header) != 2:
+        raise ImproperlyConfigured(f"SECURE_PROXY_SSL_HEADER must be 'HEADER,value' "
+                                   f"(e.g. HTTP_X_FORWARDED_PROTO,https), not {','.join(_proxy_header)!r}")
+    SECURE_PROXY_SSL_HEADER = tuple(_proxy_header)
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=False)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=False)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -39,6 +65,7 @@ INSTALLED_APPS = [
     "webapp.proposals",
     "webapp.dashboard",
     "webapp.accounts",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -48,9 +75,31 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "webapp.accounts.access.RoleRequiredMiddleware",
+    "webapp.outage.RedisUnavailableMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last (django-axes): the lockout response
 ]
+
+# Login throttling (django-axes): after AXES_FAILURE_LIMIT failed logins for one username from one
+# address, that pair is locked out for AXES_COOLOFF_TIME hours (429), even with the right password.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_TIME", default=0.25)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+
+# /metrics without a token: client addresses or networks allowed to scrape (e.g. 10.0.0.0/8).
+METRICS_ALLOWED_IPS = env.list("METRICS_ALLOWED_IPS", default=[])
+for _entry in METRICS_ALLOWED_IPS:
+    try:
+        ipaddress.ip_network(_entry, strict=False)
+    except ValueError as _exc:
+        raise ImproperlyConfigured(f"METRICS_ALLOWED_IPS: {_entry!r} is not an address or network "
+                                   f"(e.g. 10.0.0.5 or 10.0.0.0/8): {_exc}") from None
+# The demo generator's rate control (operators): the highest rate accepted, events/s.
+DEMO_MAX_RATE = env.float("DEMO_MAX_RATE", default=20000.0)
 
 ROOT_URLCONF = "webapp.urls"
 WSGI_APPLICATION = "webapp.wsgi.application"
@@ -105,7 +154,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": ["webapp.accounts.access.HasRole"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -137,6 +186,17 @@ SCALER_RECONCILE_INTERVAL_S = env.float("SCALER_RECONCILE_INTERVAL_S", default=1
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=REDIS_URL)
 CELERY_TASK_ACKS_LATE = True
+# Redis outages (issue 15). kombu 5.7's Redis transport closes the consumer's channel twice when the
+# connection drops: the first close (in Connection.collect) stops at the dead socket, the second one
+# (in Connection.close) then restores the unacknowledged messages through a transport whose client
+# was already detached, and the AttributeError ('NoneType' ... 'hostname') from its ack-emulation QoS
+# ended the worker whenever a task was in flight. Without ack emulation kombu's plain QoS logs a
+# failed restore instead of raising, and the worker reconnects. Unacknowledged messages are then
+# not kept in Redis; the database is the record instead: the reconcile beat takes over executions
+# whose lease expired and re-enqueues approved proposals that never started.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"ack_emulation": False}
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # keep reconnecting however long Redis is away
+CELERY_BROKER_CONNECTION_TIMEOUT = 2.0  # seconds; a publish during an outage fails fast
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {

@@ -12,6 +12,7 @@ from rest_framework.authtoken.models import Token
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
 from tests.webapp.factories import make_job, make_snapshots
 from webapp.jobs.services import evaluation_run
+from webapp.proposals.models import Proposal
 
 pytestmark = pytest.mark.django_db
 
@@ -73,6 +74,11 @@ def test_approve_reject_rollback_actions(api, monkeypatch):
     assert api.post(f"/api/proposals/{pending['id']}/approve/").json()["status"] == "approved"
     assert api.post(f"/api/proposals/{pending['id']}/approve/").status_code == 409
     done = make_succeeded(job)
+    # One execution per job at a time (issue 15): no rollback while the approved proposal is queued.
+    busy = api.post(f"/api/proposals/{done.pk}/rollback/", {"reason": "latency got worse"})
+    assert busy.status_code == 409 and "one execution at a time" in busy.json()["detail"]
+    assert api.get(f"/api/proposals/{done.pk}/").json()["status"] == "succeeded"
+    Proposal.objects.filter(pk=pending["id"]).update(status="succeeded")
     response = api.post(f"/api/proposals/{done.pk}/rollback/", {"reason": "latency got worse"})
     from webapp.proposals import services
 

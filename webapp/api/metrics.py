@@ -3,8 +3,9 @@
 Per job and vertex, FLIP-271's "scaling metrics" as the newest evaluation computed them
 (utilization, true processing rate, target data rate, recommended parallelism), the job's latest
 snapshot (backlog, rates, batch ratio, cores), and counters of proposals and executions by outcome.
-A fixed number of queries, whatever the number of jobs. Requires a token (``Authorization: Token
-<key>``; Prometheus: ``authorization: {type: Token, credentials: <key>}``) or a session.
+A fixed number of queries, whatever the number of jobs. Requires a token of a user with a role
+(``Authorization: Token <key>``; Prometheus: ``authorization: {type: Token, credentials: <key>}``),
+a session of one, or a client address in ``METRICS_ALLOWED_IPS``.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from drf_spectacular.utils import extend_schema
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from rest_framework.decorators import api_view, permission_classes, renderer_classes
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import BaseRenderer
 
+from webapp.accounts.access import MetricsAccess
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.proposals.models import Execution, Proposal
 
@@ -125,7 +126,7 @@ class PrometheusRenderer(BaseRenderer):
 
 @extend_schema(exclude=True)
 @api_view(["GET"])
-@permission_classes([IsAuthenticated])
+@permission_classes([MetricsAccess])
 @renderer_classes([PrometheusRenderer])
 def metrics(request) -> HttpResponse:
     """The Prometheus exposition of :class:`ScalingCollector`."""

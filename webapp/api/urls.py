@@ -1,8 +1,8 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.routers import DefaultRouter
 
+from webapp.accounts.access import HasRole
 from webapp.api import views
 
 router = DefaultRouter()
@@ -13,7 +13,7 @@ router.register("proposals", views.ProposalViewSet, basename="proposal")
 router.register("executions", views.ExecutionViewSet, basename="execution")
 router.register("audit-events", views.AuditEventViewSet, basename="auditevent")
 urlpatterns = [
-    path("schema/", SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[IsAuthenticated]), name="swagger-ui"),
+    path("schema/", SpectacularAPIView.as_view(permission_classes=[HasRole]), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[HasRole]), name="swagger-ui"),
     *router.urls,
 ]

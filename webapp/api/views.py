@@ -11,6 +11,7 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from webapp.accounts.access import HasRole
 from webapp.api import serializers as s
 from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.jobs.services import RegistrationError, job_policy_update, job_register, job_update
@@ -79,7 +80,7 @@ class JobViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.Read
 
     lookup_value_regex = ID_PATTERN
     http_method_names = ["get", "post", "patch", "head", "options"]
-    permission_classes = [permissions.IsAuthenticated, CanEditJobs]
+    permission_classes = [HasRole, CanEditJobs]  # a role to read (issue 15), admin to edit
 
     queryset = Job.objects.select_related("policy").order_by("name")
     serializer_class = s.JobSerializer

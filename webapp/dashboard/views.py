@@ -10,11 +10,13 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
+from django.conf import settings
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -22,6 +24,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from sparkclient.generator import set_rate as generator_set_rate
 from webapp.dashboard.figures import dag_figure, parallelism_label, series_figure
 from webapp.dashboard.why import why_no_proposal
 from webapp.jobs.services import stage_bindings
@@ -273,6 +276,10 @@ def proposal_live(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "dashboard/_proposal_status.html", _proposal_context(request, proposal))
 
 
+#: The decide form's ``action`` values (anything else is a 400).
+DECIDE_ACTIONS = ("approve", "reject")
+
+
 def _back(request: HttpRequest, default: str) -> HttpResponse:
     target = request.POST.get("next", "")
     if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
@@ -286,8 +293,13 @@ def proposal_decide(request: HttpRequest, pk: int) -> HttpResponse:
     """Approve or reject a proposal (a comment is required to reject)."""
     _require_decider(request)
     proposal = get_object_or_404(Proposal.objects.select_related("job__policy"), pk=pk)
+    action = request.POST.get("action")
+    if action not in DECIDE_ACTIONS:
+        return HttpResponseBadRequest(f"action must be exactly one of {', '.join(DECIDE_ACTIONS)}, "
+                                      f"not {action!r}: nothing was changed",
+                                      content_type="text/plain; charset=utf-8")
     try:
-        if request.POST.get("action") == "approve":
+        if action == "approve":
             try:
                 revision = int(request.POST["revision"]) if request.POST.get("revision") else None
             except ValueError:
@@ -396,17 +408,31 @@ def history_live(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def set_rate(request: HttpRequest, pk: int) -> HttpResponse:
-    """Demo control: set the event generator's rate (events/s) for the job's topic."""
-    from sparkclient.generator import set_rate as generator_set_rate  # noqa: PLC0415
-
+    """Demo control: set the event generator's rate (events/s) for the job's topic. Operators and
+    admins only; the rate must be a finite number from 0 to ``settings.DEMO_MAX_RATE`` (else 400)."""
+    if not can_decide(request.user):
+        raise PermissionDenied("Your role may read but not change the demo load: that needs an operator.")
     job = get_object_or_404(Job, pk=pk)
     try:
-        rate = float(request.POST.get("rate", ""))
-        if rate < 0:
-            raise ValueError
-    except ValueError:
-        messages.error(request, "The rate must be a number of events per second, 0 or more.")
-    else:
-        generator_set_rate(get_redis(), job.topic, rate)
-        messages.success(request, f"Generator rate for {job.topic} set to {rate:g} events/s.")
+        rate = parse_rate(request.POST.get("rate", ""), maximum=settings.DEMO_MAX_RATE)
+    except ValueError as exc:
+        return HttpResponseBadRequest(f"{exc}; nothing was changed", content_type="text/plain; charset=utf-8")
+    generator_set_rate(get_redis(), job.topic, rate)
+    messages.success(request, f"Generator rate for {job.topic} set to {rate:g} events/s.")
     return redirect("dashboard:job", pk=pk)
+
+
+def parse_rate(text: str, *, maximum: float) -> float:
+    """The demo generator rate typed in the form, events/s.
+
+    Raises:
+        ValueError: not a number, not finite (nan, inf), negative, or above ``maximum``.
+    """
+    try:
+        rate = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"the rate must be a number of events per second, not {text[:40]!r}") from None
+    if not math.isfinite(rate) or not 0 <= rate <= maximum:
+        raise ValueError(f"the rate must be a finite number of events per second from 0 to {maximum:g}, "
+                         f"not {text[:40]!r}")
+    return rate

@@ -1,6 +1,74 @@
+"""Admin site for jobs and their policies. The job's internal state (health, the autoscaler's
+memory, the running configuration, the last error, when the configuration changed) is written by
+the collector and the executions only, so it is read-only here; the policy is validated as a whole
+(``JobPolicy.clean``: bounds of every number, the algorithm from the registry), and a new job's
+configuration and knobs are checked for their JSON shape."""
+
+from __future__ import annotations
+
+from django import forms
 from django.contrib import admin, messages
 
+from sparkclient.contract import Knob, KnobError, check_knob_set, validate_values
 from webapp.jobs.models import Evaluation, Job, JobPolicy, MetricSnapshot
+
+def knobs_errors(knobs) -> list[str]:
+    """Why ``knobs`` is not a pipeline's knob declarations (empty when it is): a JSON list of
+    :class:`sparkclient.contract.Knob` objects, checked one by one and as a set."""
+    if not isinstance(knobs, list) or len(knobs) > 100:
+        return ['must be a JSON list (at most 100) of {"name", "default", "min", "max", "sets", "description"}']
+    try:
+        check_knob_set([Knob.from_dict(item) for item in knobs])
+    except KnobError as exc:
+        return [str(exc)]
+    return []
+
+
+def config_errors(config, knobs) -> list[str]:
+    """Why ``config`` is not a running configuration of those knobs (empty when it is): a JSON object
+    ``{knob: integer}`` naming declared knobs only, each value inside its knob's bounds."""
+    if not isinstance(config, dict):
+        return [f'must be a JSON object {{"<knob>": <integer>}}, not {type(config).__name__}']
+    try:
+        validate_values([Knob.from_dict(item) for item in knobs], config, partial=True)
+    except KnobError as exc:
+        return [str(exc)]
+    return []
+
+
+class JobForm(forms.ModelForm):
+    """Checks a new job's configuration against its knobs (the knobs themselves are checked by
+    ``Job.clean``)."""
+
+    class Meta:
+        model = Job
+        fields = "__all__"
+
+    def clean(self):
+        data = super().clean()
+        if "config" in self.fields and "config" in data:
+            knobs = data.get("knobs", self.instance.knobs if self.instance.pk else [])
+            if not knobs_errors(knobs):  # invalid knobs: Job.clean names what is wrong with them
+                for error in config_errors(data["config"], knobs):
+                    self.add_error("config", error)
+        return data
+
+
+class JobPolicyForm(forms.ModelForm):
+    """``algorithm`` is a choice among the registry's names (``scaling.policies.names``)."""
+
+    algorithm = forms.ChoiceField(choices=(), initial=JobPolicy._meta.get_field("algorithm").default,
+                                  help_text=JobPolicy._meta.get_field("algorithm").help_text)
+
+    class Meta:
+        model = JobPolicy
+        fields = "__all__"
+
+    def __init__(self, *args, **kwargs):
+        from scaling.policies import names  # noqa: PLC0415
+
+        super().__init__(*args, **kwargs)
+        self.fields["algorithm"].choices = [(name, name) for name in names()]
 
 
 class JobPolicyInline(admin.StackedInline):
@@ -8,8 +76,10 @@ class JobPolicyInline(admin.StackedInline):
     is shown under it)."""
 
     model = JobPolicy
+    form = JobPolicyForm
     can_delete = False
-    readonly_fields = ["auto_approve_suspended_at"]
+    # Set by rollbacks and re-enabled by the "Re-enable auto-approval" action, with an audit event.
+    readonly_fields = ["auto_approve_suspended", "auto_approve_suspended_reason", "auto_approve_suspended_at"]
     fieldsets = [
         ("Mode", {"fields": ["mode"]}),
         ("Scaling algorithm", {"fields": [
@@ -32,6 +102,9 @@ class JobPolicyInline(admin.StackedInline):
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
+    form = JobForm
+    #: Written by the collector and the executions only.
+    internal_fields = ["health", "scaler_state", "last_error", "config_changed_at"]
     list_display = ["name", "health", "mode", "auto_approval", "query_name", "topic", "config_changed_at"]
     inlines = [JobPolicyInline]
     # Cleared on the job page by an operator, with an audit event (issue 13), never edited here.
@@ -43,6 +116,11 @@ class JobAdmin(admin.ModelAdmin):
         inline is not saved); the registration itself is validated by ``Job.clean``."""
         super().save_related(request, form, formsets, change)
         JobPolicy.objects.get_or_create(job=form.instance)
+
+    def get_readonly_fields(self, request, obj=None):
+        """The internal fields always; the running configuration once the job exists (it changes
+        through approved proposals, which the runner applies)."""
+        return [*self.readonly_fields, *self.internal_fields, *(["config"] if obj is not None else [])]
 
     @admin.display(description="mode")
     def mode(self, job: Job) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from scaling.policy import Policy, PolicyError
@@ -37,6 +38,40 @@ def scaling_policy(policy: JobPolicy) -> Policy:
                   excluded_periods=tuple(policy.excluded_periods or ()))
 
 
+#: Bounds of every numeric ``JobPolicy`` field, inclusive, in the field's unit (seconds, cores,
+#: partitions, shares 0..1, factors). A value outside, or not finite, is refused by ``clean()``: an
+#: unbounded value (1e308) overflowed every later date or back-off computation (issue 15).
+DAY_S, WEEK_S = 86_400.0, 604_800.0
+BOUNDS: dict[str, tuple[float, float]] = {
+    "utilization_target": (0.05, 1.0), "utilization_min": (0.0, 1.0), "utilization_max": (0.0, 1.0),
+    "catch_up_duration_s": (1.0, DAY_S), "restart_time_s": (0.0, DAY_S), "restart_time_limit_s": (0.0, DAY_S),
+    "metric_window_s": (1.0, DAY_S), "min_cores": (1, 4096), "max_cores": (1, 4096),
+    "vertex_min_parallelism": (1, 100_000), "vertex_max_parallelism": (1, 100_000),
+    "scale_up_max_factor": (0.0001, 100_000.0), "scale_down_max_factor": (0.0, 1.0),
+    "backlog_lag_threshold_s": (0.0, WEEK_S), "scale_down_interval_s": (0.0, WEEK_S),
+    "effectiveness_threshold": (0.0, 1.0), "batch_ratio_scale_up": (0.0, 100.0),
+    "batch_ratio_scale_down": (0.0, 100.0), "min_parallelism_increase": (1, 100_000),
+    "guard_max_change_factor": (1.0, 1000.0), "guard_max_executors": (1, 4096),
+    "proposal_ttl_s": (1.0, WEEK_S), "restart_attempts": (0, 100), "restart_delay_s": (0.0, DAY_S),
+    "restart_max_delay_s": (0.0, DAY_S), "restart_backoff_multiplier": (1.0, 100.0),
+    "failure_rate_max_failures": (1, 1000), "failure_rate_interval_s": (1.0, WEEK_S),
+    "verification_windows": (1, 1000), "verification_tolerance": (0.0, 1.0),
+}
+
+
+def bound_errors(policy: JobPolicy) -> dict[str, str]:
+    """The numeric fields of ``policy`` that are not finite or outside :data:`BOUNDS`, with why."""
+    errors = {}
+    for name, (low, high) in BOUNDS.items():
+        value = getattr(policy, name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not low <= value <= high:
+            errors[name] = f"{name} must be a finite number from {low:g} to {high:g}, got {value!r}"
+    return errors
+
+
 def _field_of(message: str) -> str:
     name = message.split(":", 1)[0].strip()
     return name if name in POLICY_FIELDS or name in ("excluded_vertices", "excluded_periods") else "__all__"
@@ -45,12 +80,19 @@ def _field_of(message: str) -> str:
 def policy_errors(policy: JobPolicy) -> dict[str, list[str]]:
     """Validation errors of a policy row, keyed by field (empty when valid)."""
     from scaling.periods import parse_period  # noqa: PLC0415
-    from scaling.policies import resolve  # noqa: PLC0415
+    from scaling.policies import names  # noqa: PLC0415
 
     errors: dict[str, list[str]] = {}
 
     def add(field: str, message: str) -> None:
         errors.setdefault(field, []).append(message)
+
+    out_of_bounds = bound_errors(policy)
+    for name, message in out_of_bounds.items():
+        add(name, message)
+    # Chosen from the registry by name; a dotted path typed by a person is never imported.
+    if policy.algorithm not in names():
+        add("algorithm", f"unknown algorithm {str(policy.algorithm)[:100]!r}: choose one of {', '.join(names())}")
 
     for name in ("excluded_vertices", "excluded_periods", "guard_excluded_periods"):
         value = getattr(policy, name)
@@ -62,16 +104,11 @@ def policy_errors(policy: JobPolicy) -> dict[str, list[str]]:
                 parse_period(period)
             except PolicyError as exc:
                 add("guard_excluded_periods", str(exc).replace("excluded_periods", "guard_excluded_periods"))
-    if not errors.get("excluded_vertices") and not errors.get("excluded_periods"):
+    if not errors.get("excluded_vertices") and not errors.get("excluded_periods") and not out_of_bounds:
         try:
             scaling_policy(policy)
         except (PolicyError, TypeError) as exc:
             add(_field_of(str(exc)), str(exc))
-        else:
-            try:
-                resolve(policy.algorithm)
-            except PolicyError as exc:
-                add("algorithm", str(exc))
     if policy.min_cores and policy.max_cores and policy.min_cores > policy.max_cores:
         add("min_cores", f"min_cores {policy.min_cores} is above max_cores {policy.max_cores}")
     if policy.restart_strategy == "exponential-delay" and policy.restart_max_delay_s < policy.restart_delay_s:

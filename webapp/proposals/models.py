@@ -32,6 +32,11 @@ class Proposal(models.Model):
         "rolling_back": "#7c3aed", "rolled_back": "#6b7280", "withdrawn": "#9ca3af",
     }
 
+    #: The statuses of a proposal whose execution is queued or running: at most one per job, enforced
+    #: by the database (constraint ``one_execution_in_flight_per_job``), so two decisions racing
+    #: (a rollback and an approval) never send two rescales.
+    IN_FLIGHT = (Status.APPROVED, Status.EXECUTING)
+
     class Kind(models.TextChoices):
         SCALE = "scale", "scale (from an evaluation)"
         ROLLBACK = "rollback", "rollback (restores an earlier configuration)"
@@ -84,6 +89,10 @@ class Proposal(models.Model):
     class Meta:
         ordering = ["-created_at"]
         permissions = [("decide_proposal", "Can approve, reject and roll back proposals")]
+        constraints = [models.UniqueConstraint(
+            fields=["job"], condition=models.Q(status__in=["approved", "executing"]),
+            name="one_execution_in_flight_per_job",
+            violation_error_message="another proposal of this job is approved or executing")]
 
     def __str__(self) -> str:
         return f"proposal {self.pk} for {self.job} ({self.status})"

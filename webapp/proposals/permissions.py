@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
+from webapp.accounts.access import has_role
+
 #: The permission behind approve, reject and roll back.
 DECIDE_PERMISSION = "proposals.decide_proposal"
 
@@ -15,12 +17,12 @@ def can_approve(user) -> bool:
 
 
 class CanDecideProposals(BasePermission):
-    """DRF: reads for any authenticated user; writes (approve, reject, roll back) for operators."""
+    """DRF: reads for any user with a role; writes (approve, reject, roll back) for operators."""
 
     message = "Your role may read but not decide proposals: approving, rejecting and rolling back need an operator."
 
     def has_permission(self, request, view) -> bool:
-        if not (request.user and request.user.is_authenticated):
+        if not has_role(request.user):
             return False
         return request.method in SAFE_METHODS or can_approve(request.user)
 

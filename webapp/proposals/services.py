@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -31,6 +31,7 @@ from scaling.state import applied_records, state_from_dict, state_to_dict
 from sparkclient import control
 from webapp.jobs.models import Evaluation, Job, JobPolicy
 from webapp.jobs.redis import get_redis
+from webapp.outage import REDIS_ERRORS, broker_check
 from webapp.proposals.backoff import RestartStrategy, next_retry
 from webapp.proposals.guardrails import Guardrails, violated_guardrail
 from webapp.proposals.models import AuditEvent, Execution, Proposal
@@ -102,8 +103,18 @@ def _transition(*, proposal: Proposal, target: str, actor: str, reason: str = ""
     """
     allowed = TRANSITIONS[target]
     source = tuple(s for s in (source or allowed) if s in allowed)
-    updated = Proposal.objects.filter(pk=proposal.pk, status__in=source, **(match or {})).update(status=target,
-                                                                                                **fields)
+    try:
+        with transaction.atomic():  # a savepoint: a refused UPDATE leaves the caller's transaction usable
+            updated = Proposal.objects.filter(pk=proposal.pk, status__in=source, **(match or {})).update(
+                status=target, **fields)
+    except IntegrityError as exc:
+        if target not in Proposal.IN_FLIGHT:
+            raise
+        busy = (Proposal.objects.filter(job_id=proposal.job_id, status__in=Proposal.IN_FLIGHT)
+                .exclude(pk=proposal.pk).values_list("pk", "status").first())
+        raise TransitionError(f"proposal {proposal.pk} cannot be {target}: proposal {busy[0] if busy else '?'} of "
+                              f"the same job is {busy[1] if busy else 'in flight'}, and a job runs one execution "
+                              f"at a time; wait until it finishes") from exc
     if updated == 0:
         current = Proposal.objects.filter(pk=proposal.pk).values_list("status", flat=True).first()
         raise TransitionError(f"proposal {proposal.pk} is {current}, not {' or '.join(source)}: "
@@ -120,10 +131,15 @@ def _enqueue_attempt(proposal_id: int, attempt: int, countdown_s: float = 0.0) -
     from webapp.proposals.tasks import proposal_execute  # noqa: PLC0415 - tasks import services
 
     def send() -> None:
-        if attempt == 1 and countdown_s <= 0:
-            proposal_execute.delay(proposal_id)
-        else:
-            proposal_execute.apply_async((proposal_id, attempt), countdown=max(0.0, countdown_s))
+        try:
+            if attempt == 1 and countdown_s <= 0:
+                proposal_execute.delay(proposal_id)
+            else:
+                proposal_execute.apply_async((proposal_id, attempt), countdown=max(0.0, countdown_s))
+        except REDIS_ERRORS as exc:
+            # Committed already: the reconcile beat enqueues it again once Redis is back.
+            logger.warning("proposal %s attempt %s: not enqueued (%s); the reconcile beat will retry it",
+                           proposal_id, attempt, exc)
 
     transaction.on_commit(send)
 
@@ -325,15 +341,19 @@ def _auto_approve(*, proposal: Proposal, policy: JobPolicy, now: datetime) -> Pr
     else:
         hold = violated_guardrail(job_guardrails(job=proposal.job, policy=policy), proposal.current_config,
                                   proposal.proposed_config, now.timestamp())
-    if hold:
-        Proposal.objects.filter(pk=proposal.pk).update(hold_reason=hold)
-        proposal.hold_reason = hold
-        audit(job=proposal.job, proposal=proposal, actor=_policy_actor(policy), action="auto_approve_held",
-              reason=hold)
-        return proposal
-    proposal = _transition(proposal=proposal, target=Status.APPROVED, actor=_policy_actor(policy),
-                           reason="auto mode: inside every guardrail", decided_at=now)
-    _enqueue_attempt(proposal.pk, 1)
+    if not hold:
+        try:
+            proposal = _transition(proposal=proposal, target=Status.APPROVED, actor=_policy_actor(policy),
+                                   reason="auto mode: inside every guardrail", decided_at=now)
+        except TransitionError as exc:  # another execution of the job is in flight
+            hold = str(exc)
+        else:
+            _enqueue_attempt(proposal.pk, 1)
+            return proposal
+    Proposal.objects.filter(pk=proposal.pk).update(hold_reason=hold)
+    proposal.hold_reason = hold
+    audit(job=proposal.job, proposal=proposal, actor=_policy_actor(policy), action="auto_approve_held",
+          reason=hold)
     return proposal
 
 
@@ -352,12 +372,15 @@ def proposal_approve(*, proposal: Proposal, actor, revision: int | None = None) 
         PermissionDenied: ``actor`` is not an operator.
         StaleRevisionError: ``revision`` is not the proposal's current revision (a 409 with it).
         TransitionError: the proposal is no longer pending (approved twice, rejected, superseded,
-            withdrawn), or the job's policy is ``advisor`` (proposals are never executed).
+            withdrawn), the job's policy is ``advisor`` (proposals are never executed), or another
+            proposal of the job is approved or executing (one execution per job, a database constraint).
+        ServiceUnavailable: Redis, the task broker, does not answer; nothing was changed.
     """
     _require_operator(actor)
     if JobPolicy.objects.filter(job_id=proposal.job_id).values_list("mode", flat=True).first() == "advisor":
         raise TransitionError("the job is in advisor mode: proposals are shown but never executed; "
                               "switch its policy to manual or auto to approve")
+    broker_check(f"the approval of proposal {proposal.pk}")
     if revision is None:
         revision = Proposal.objects.filter(pk=proposal.pk).values_list("revision", flat=True).first()
     with transaction.atomic():
@@ -574,9 +597,12 @@ def proposal_rollback(*, proposal: Proposal, actor, reason: str = "") -> Proposa
 
     Raises:
         PermissionDenied: ``actor`` is not an operator.
-        TransitionError: the proposal has not succeeded (or is already rolling back).
+        TransitionError: the proposal has not succeeded (or is already rolling back), or another
+            proposal of the job is approved or executing (one execution per job).
+        ServiceUnavailable: Redis, the task broker, does not answer; nothing was changed.
     """
     _require_operator(actor)
+    broker_check(f"the rollback of proposal {proposal.pk}")
     with transaction.atomic():
         return _start_rollback(proposal=proposal, config=proposal.current_config, actor=_actor_name(actor),
                                reason=reason.strip() or f"rolled back by {_actor_name(actor)}")

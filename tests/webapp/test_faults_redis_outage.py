@@ -1,0 +1,131 @@
+"""Issue 15, Faults: a real Celery worker (with its beat) and a real Redis that is stopped for 60 s
+with a task in flight, then started again (empty: no persistence, the harshest case).
+
+- the worker is alive throughout and afterwards (kombu's restore of unacknowledged messages used
+  to crash it: ``AttributeError: 'NoneType' object has no attribute 'hostname'``);
+- an approve during the outage answers 503 with a clear message and changes nothing;
+- no proposal is lost: the one in flight is taken over by the reconcile beat once Redis is back,
+  and the one refused during the outage can be approved and executes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from sparkclient.redisproc import free_port, start_redis
+from tests.conftest import celery_use_broker
+from tests.waiting import wait_for
+from tests.webapp.factories import make_job, make_snapshots, make_user
+from tests.webapp.fakerunner import FakeRunner
+from webapp.celery import app as celery_app
+from webapp.jobs.services import evaluation_run
+from webapp.processes import ProcessGroup
+from webapp.proposals.models import AuditEvent, Execution, Proposal
+from webapp.proposals.services import proposal_approve
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(400), pytest.mark.workflow]
+
+OUTAGE_S = 60.0
+
+
+@pytest.fixture
+def outage_redis(tmp_path, settings):
+    """A Redis server of this test only (it is stopped and restarted on the same port)."""
+    from webapp.jobs.redis import _client  # noqa: PLC0415
+
+    port = free_port()
+    server = {"now": start_redis(port=port, workdir=tmp_path / "redis")}
+    settings.REDIS_URL = server["now"].url
+    _client.cache_clear()
+    previous = celery_app.conf.broker_url
+    celery_use_broker(server["now"].url)
+    yield port, server
+    server["now"].stop()
+    celery_use_broker(previous)
+    _client.cache_clear()
+
+
+def test_the_worker_survives_a_60_s_redis_outage_with_a_task_in_flight(outage_redis, settings, tmp_path):
+    from django.db import connection  # noqa: PLC0415
+
+    port, server = outage_redis
+    url = server["now"].url
+    settings.SCALER_EXECUTION_TIMEOUT_S = 20
+    settings.SCALER_EXECUTION_LEASE_MARGIN_S = 2
+    env = {**os.environ, "REDIS_URL": url, "CELERY_BROKER_URL": url, "CELERY_RESULT_BACKEND": url,
+           "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}", "PYTHONUNBUFFERED": "1",
+           "SCALER_COLLECT_INTERVAL_S": "3600", "SCALER_RECONCILE_INTERVAL_S": "1",
+           "SCALER_EXECUTION_TIMEOUT_S": "20", "SCALER_EXECUTION_LEASE_MARGIN_S": "2", "SCALER_STABILIZATION_S": "0"}
+    group = ProcessGroup(log_dir=tmp_path / "logs", env=env)
+    in_flight_job, later_job = make_job("inflight", restart_strategy="fixed-delay", restart_attempts=3,
+                                        restart_delay_s=0.5), make_job("later")
+    for job in (in_flight_job, later_job):
+        make_snapshots(job)
+        evaluation_run(job=job)
+    first, second = in_flight_job.proposals.get(), later_job.proposals.get()
+    operator = make_user()
+    client = Client()
+    client.force_login(operator)
+    # The runner never answers the first command: the task waits for it while Redis goes away.
+    silent = FakeRunner(url, in_flight_job.name, answer=lambda command, i: None)
+    silent.start()
+    try:
+        worker = group.start("worker", ["python", "-m", "celery", "-A", "webapp", "worker", "-B", "-P", "threads",
+                                        "-c", "2", "--loglevel", "INFO", "-s", str(tmp_path / "beat-schedule")])
+        proposal_approve(proposal=first, actor=operator)
+        wait_for(lambda: silent.commands, timeout_s=60, what="the worker to send attempt 1", group=group,
+                 interval_s=0.2)
+        assert Execution.objects.get(proposal=first).attempt_state == "sent"
+        silent.stop()  # before Redis goes: its thread would die on the closed connection
+        server["now"].stop()
+        down_at = time.monotonic()
+
+        # During the outage: an approve answers 503, fast, and leaves the proposal pending.
+        started = time.monotonic()
+        response = client.post(f"/api/proposals/{second.pk}/approve/")
+        took = time.monotonic() - started
+        print(f"\napprove during the outage: {response.status_code} in {took:.1f} s")
+        assert response.status_code == 503, response.content
+        assert "Redis" in response.json()["detail"] and "try again" in response.json()["detail"]
+        assert Proposal.objects.get(pk=second.pk).status == "pending"
+        assert not AuditEvent.objects.filter(proposal=second, action="approved").exists()
+        page = client.post(f"/proposals/{second.pk}/decide/", {"action": "approve"})
+        assert page.status_code == 503 and Proposal.objects.get(pk=second.pk).status == "pending"
+
+        while time.monotonic() - down_at < OUTAGE_S:
+            assert worker.process.poll() is None, (f"the worker died during the outage:\n"
+                                                   f"{worker.log_path.read_text()[-4000:]}")
+            time.sleep(1.0)
+        server["now"] = start_redis(port=port, workdir=tmp_path / "redis")
+        back_at = timezone.now()
+        print(f"Redis down for {time.monotonic() - down_at:.1f} s")
+    finally:
+        silent.stop()
+    runner = FakeRunner(url, in_flight_job.name)
+    runner.start()
+    later_runner = FakeRunner(url, later_job.name)
+    later_runner.start()
+    try:
+        # No proposal lost: the in-flight one is taken over by the reconcile beat and executes.
+        wait_for(lambda: Proposal.objects.get(pk=first.pk).status == "succeeded", timeout_s=120,
+                 what="the in-flight proposal to succeed after the outage", group=group, interval_s=0.5)
+        # ... by the beat, which resumed: the takeover happened after Redis came back.
+        assert AuditEvent.objects.filter(proposal=first, action="reconciled", actor="system:reconcile",
+                                         at__gte=back_at).exists()
+        # The one refused during the outage is still there to approve, and runs.
+        response = client.post(f"/api/proposals/{second.pk}/approve/")
+        assert response.status_code == 200, response.content
+        wait_for(lambda: Proposal.objects.get(pk=second.pk).status == "succeeded", timeout_s=60,
+                 what="the proposal approved after the outage to succeed", group=group, interval_s=0.5)
+        assert worker.process.poll() is None
+        log = worker.log_path.read_text()
+        assert "Unrecoverable error" not in log, log[-4000:]
+    finally:
+        runner.stop()
+        later_runner.stop()
+        group.stop()

@@ -1,0 +1,84 @@
+"""Redis outages seen from a request: a clear 503, and nothing changed.
+
+A decision (approve, roll back) is written to the database and its execution is enqueued on the
+Celery broker (Redis) once the transaction commits. :func:`broker_check` runs first, so during an
+outage the request is refused with :class:`ServiceUnavailable` before anything is written. Should
+Redis go away between the check and the enqueue, the decision stands and the reconcile beat
+enqueues it again once Redis is back (``workflow_reconcile``: "approved but not started").
+
+:class:`RedisUnavailableMiddleware` turns :class:`ServiceUnavailable` and Redis connection errors
+raised by any view (pages and API) into a 503 with that message.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+
+import kombu.exceptions
+import redis
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+logger = logging.getLogger(__name__)
+
+#: The exceptions that mean "Redis is unreachable" (redis-py directly, or kombu publishing a task).
+REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, kombu.exceptions.OperationalError)
+#: Seconds a request waits for Redis to answer before it is refused.
+CHECK_TIMEOUT_S = 2.0
+
+
+class ServiceUnavailable(RuntimeError):
+    """Redis (the task broker and the runners' control channel) does not answer; nothing was changed."""
+
+    def __init__(self, what: str = "", cause: BaseException | None = None) -> None:
+        detail = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
+        super().__init__(f"Redis, the task broker, is unreachable{detail}: {what or 'the request'} was not "
+                         f"carried out and nothing was changed; try again when Redis is back.")
+
+
+@lru_cache(maxsize=4)
+def _ping_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_connect_timeout=CHECK_TIMEOUT_S, socket_timeout=CHECK_TIMEOUT_S)
+
+
+def broker_check(what: str) -> None:
+    """Ping the Celery broker when it is Redis (other brokers, e.g. the tests' in-memory one, pass).
+
+    Raises:
+        ServiceUnavailable: Redis did not answer within ``CHECK_TIMEOUT_S`` seconds.
+    """
+    from webapp.celery import app  # noqa: PLC0415 - the app reads the settings
+
+    url = str(app.conf.broker_url or "")
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        return
+    try:
+        _ping_client(url).ping()
+    except REDIS_ERRORS as exc:
+        raise ServiceUnavailable(what, exc) from exc
+
+
+class RedisUnavailableMiddleware:
+    """A view that raised :class:`ServiceUnavailable` or a Redis connection error answers 503:
+    ``{"detail": message}`` under ``/api/``, plain text elsewhere."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, ServiceUnavailable):
+            message = str(exception)
+        elif isinstance(exception, REDIS_ERRORS):
+            message = str(ServiceUnavailable(f"{request.method} {request.path}", exception))
+        else:
+            return None
+        logger.warning("503 for %s %s: %s", request.method, request.path, message)
+        if request.path.startswith("/api/"):
+            response = JsonResponse({"detail": message}, status=503)
+        else:
+            response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = "30"
+        return response

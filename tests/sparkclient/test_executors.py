@@ -214,7 +214,7 @@ def test_the_runner_changes_a_user_pipelines_executors_in_place(cluster, tmp_pat
         send_command(redis_client, job, RescaleCommand(id="down", knobs={**after.knobs, "cores": 1}))
         down = wait_result(redis_client, job, "down", timeout_s=240)
         print(f"in place, decommissioned: cores 2 -> 1 in {down.executor_change_s} s")
-        assert down.succeeded and down.path is RescalePath.IN_PLACE, down
+        assert down.succeeded and down.path is RescalePath.IN_PLACE, down.error
         assert read_status(redis_client, job).run_id == before.run_id
         mark = redis_client.xlen(f"ss:progress:{job}")
         wait_for(more_batches, timeout_s=120, interval_s=1, what="two more batches on one executor")

@@ -170,8 +170,9 @@ class JobPolicy(models.Model):
         default=False, help_text="job.autoscaler.restart.time-tracking.enabled: plan with the measured rescale "
                                  "downtimes instead of restart_time_s.")
     restart_time_limit_s = models.FloatField(
-        default=1800.0, validators=[MinValueValidator(0)],
-        help_text="job.autoscaler.restart.time-tracking.limit: cap on the tracked restart time, seconds.")
+        default=900.0, validators=[MinValueValidator(0)],
+        help_text="job.autoscaler.restart.time-tracking.limit: cap on the tracked restart time, seconds "
+                  "(Flink's default, 15 min).")
     metric_window_s = models.FloatField(default=45.0, validators=[MinValueValidator(1)],
                                         help_text="job.autoscaler.metrics.window: seconds of metrics per evaluation.")
     min_cores = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)],

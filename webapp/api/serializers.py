@@ -144,8 +144,8 @@ class ExecutionSerializer(serializers.ModelSerializer):
 
 
 class ProposalSerializer(serializers.ModelSerializer):
-    execution = ExecutionSerializer(read_only=True)
-    decided_by = serializers.CharField(source="decided_by.username", read_only=True, default=None)
+    execution = ExecutionSerializer(read_only=True, allow_null=True)
+    decided_by = serializers.CharField(source="decided_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta:
         model = Proposal
@@ -161,13 +161,27 @@ class ApproveSerializer(serializers.Serializer):
                                         help_text="The revision approved (409 with the current one when outdated).")
 
 
+#: Free text as the schema promises it: no NUL character (DRF refuses them) and, for a required
+#: text, at least one character that is not whitespace (DRF trims it; ``\S`` is Python's, as str.strip's).
+ANY_TEXT, NON_BLANK_TEXT = r"^[^\x00]*$", r"^[^\x00]*\S[^\x00]*$"
+
+
+class TextField(serializers.RegexField):
+    """A :class:`~rest_framework.serializers.RegexField` that takes only a JSON string: DRF's
+    CharField turns a number into text, which the schema (``type: string``) does not allow."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Not a valid string.", code="invalid")
+        return super().to_internal_value(data)
+
+
 class RejectSerializer(serializers.Serializer):
-    comment = serializers.CharField(allow_blank=False, trim_whitespace=True, max_length=2000)
+    comment = TextField(NON_BLANK_TEXT, allow_blank=False, trim_whitespace=True, max_length=2000)
 
 
 class RollbackSerializer(serializers.Serializer):
-    reason = serializers.CharField(required=False, allow_blank=True, trim_whitespace=True, max_length=2000,
-                                   default="")
+    reason = TextField(ANY_TEXT, required=False, allow_blank=True, trim_whitespace=True, max_length=2000, default="")
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
@@ -212,4 +226,5 @@ class ExecutionFilter(JobFilter):
 class AuditFilter(JobFilter):
     proposal = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
                                         help_text="Only events of this proposal (id).")
-    action = serializers.CharField(required=False, max_length=50, help_text="Only this action, e.g. approved.")
+    action = serializers.RegexField(r"^[a-z][a-z0-9_]*$", required=False, max_length=50,
+                                    help_text="Only this action (snake_case), e.g. approved.")

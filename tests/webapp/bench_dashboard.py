@@ -1,40 +1,56 @@
-"""Server time of the dashboard with 100 jobs × 24 h of 15 s snapshots (5,760 per job: 576,000
-snapshots and 1,728,000 vertex rows): the jobs overview and a job page each render in under 300 ms
-(median of 20 requests). Prints the figures."""
+"""Benchmark: server time of the dashboard with 100 jobs × 24 h of 15 s snapshots (5,760 per job:
+576,000 snapshots and 1,728,000 vertex rows). The target is 300 ms (median of 20 requests) for the
+jobs overview and a job page. Prints the figures; asserts nothing about time (a benchmark, not a test).
+
+Run it from the repository root (it builds the fleet in a temporary SQLite database)::
+
+    python -m tests.webapp.bench_dashboard [--jobs 100] [--requests 20]
+
+``tests/webapp/test_dashboard_fleet.py`` renders the same pages with the same fleet and checks what
+they show, without timing them."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import shutil
 import statistics
+import sys
+import tempfile
 import time
 from datetime import timedelta
-
-import pytest
-from django.db import connection
-from django.utils import timezone
-
-from tests.webapp.dashboard_factories import make_evaluation, make_role_user, make_succeeded
-from tests.webapp.factories import make_job
-from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
-
-pytestmark = [pytest.mark.perf, pytest.mark.django_db, pytest.mark.timeout(600)]
+from pathlib import Path
 
 JOBS = 100
 SNAPSHOTS_PER_JOB = 24 * 3600 // 15  # 5760
-BUDGET_S = 0.300
+TARGET_MS = 300.0
 REQUESTS = 20
+
+#: The pages timed: (name, URL with ``{job}`` for a job's id).
+PAGES = [("jobs overview", "/"), ("jobs overview (live rows)", "/jobs/live/"), ("job page", "/jobs/{job}/"),
+         ("job page, 24 h range", "/jobs/{job}/?range=24h"), ("job page (live JSON)", "/jobs/{job}/live/"),
+         ("history page", "/jobs/{job}/history/")]
 
 
 def _bulk_insert(table: str, columns: list[str], rows: list[tuple]) -> None:
+    from django.db import connection
+
     sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})"
     with connection.cursor() as cursor:
         for start in range(0, len(rows), 50_000):
             cursor.executemany(sql, rows[start:start + 50_000])
 
 
-def make_fleet(now) -> list[Job]:
-    """100 jobs with 24 h of snapshots each (raw multi-row inserts: the ORM would take minutes)."""
-    jobs = [make_job(f"job-{i:03d}", metric_window_s=45) for i in range(JOBS)]
+def make_fleet(now, jobs_count: int = JOBS) -> list:
+    """``jobs_count`` jobs with 24 h of snapshots each (raw multi-row inserts: the ORM would take minutes)."""
+    from django.db import connection
+
+    from tests.webapp.dashboard_factories import make_evaluation, make_succeeded
+    from tests.webapp.factories import make_job
+    from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
+
+    jobs = [make_job(f"job-{i:03d}", metric_window_s=45) for i in range(jobs_count)]
     adapt = connection.ops.adapt_datetimefield_value
     config = json.dumps(jobs[0].config)
     times = [adapt(now - timedelta(seconds=15 * (SNAPSHOTS_PER_JOB - 1 - k))) for k in range(SNAPSHOTS_PER_JOB)]
@@ -71,10 +87,11 @@ def make_fleet(now) -> list[Job]:
     return jobs
 
 
-def median_ms(client, url: str) -> float:
+def median_ms(client, url: str, requests: int = REQUESTS) -> float:
+    """The median server time of ``requests`` GETs of ``url`` after one warm-up, in ms."""
     client.get(url)  # warm caches (templates, query plans)
     samples = []
-    for _ in range(REQUESTS):
+    for _ in range(requests):
         started = time.perf_counter()
         response = client.get(url)
         samples.append(time.perf_counter() - started)
@@ -82,26 +99,44 @@ def median_ms(client, url: str) -> float:
     return statistics.median(samples) * 1000
 
 
-def test_overview_and_job_page_render_under_300_ms_with_100_jobs_of_24_h(client):
-    now = timezone.now()
-    started = time.perf_counter()
-    jobs = make_fleet(now)
-    built_s = time.perf_counter() - started
-    assert MetricSnapshot.objects.count() == JOBS * SNAPSHOTS_PER_JOB
-    client.force_login(make_role_user("perf"))
-    job = jobs[JOBS // 2]
-    figures = {
-        "jobs overview": median_ms(client, "/"),
-        "jobs overview (live rows)": median_ms(client, "/jobs/live/"),
-        "job page": median_ms(client, f"/jobs/{job.pk}/"),
-        "job page, 24 h range": median_ms(client, f"/jobs/{job.pk}/?range=24h"),
-        "job page (live JSON)": median_ms(client, f"/jobs/{job.pk}/live/"),
-        "history page": median_ms(client, f"/jobs/{job.pk}/history/"),
-    }
-    print(f"\n{JOBS} jobs x {SNAPSHOTS_PER_JOB} snapshots built in {built_s:.1f} s; "
-          f"server time, median of {REQUESTS}:")
-    for name, ms in figures.items():
-        print(f"  {name:28s} {ms:6.1f} ms")
-    assert figures["jobs overview"] < BUDGET_S * 1000, figures
-    assert figures["job page"] < BUDGET_S * 1000, figures
-    assert figures["job page, 24 h range"] < BUDGET_S * 1000, figures
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=JOBS)
+    parser.add_argument("--requests", type=int, default=REQUESTS)
+    args = parser.parse_args(argv)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-dashboard-"))
+    os.environ["DATABASE_URL"] = f"sqlite:///{workdir / 'bench.sqlite3'}"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    import django
+    from django.core.management import call_command
+    from django.test import Client
+    from django.test.utils import setup_test_environment
+    from django.utils import timezone
+
+    django.setup()
+    setup_test_environment()  # the test client's host, in-memory e-mail
+    call_command("migrate", verbosity=0)
+    from tests.webapp.dashboard_factories import make_role_user
+
+    from django.db import transaction
+
+    try:
+        started = time.perf_counter()
+        with transaction.atomic():  # one commit, not one per row
+            jobs = make_fleet(timezone.now(), args.jobs)
+        built_s = time.perf_counter() - started
+        client = Client()
+        client.force_login(make_role_user("bench"))
+        job = jobs[len(jobs) // 2]
+        print(f"{len(jobs)} jobs x {SNAPSHOTS_PER_JOB} snapshots built in {built_s:.1f} s (SQLite); server time, "
+              f"median of {args.requests} (target {TARGET_MS:.0f} ms for the overview and job pages):")
+        for name, url in PAGES:
+            ms = median_ms(client, url.format(job=job.pk), args.requests)
+            print(f"  {name:28s} {ms:7.1f} ms")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

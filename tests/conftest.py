@@ -91,6 +91,23 @@ def celery_broker(redis_server):
     celery_use_broker(*previous)
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(request):
+    """Users are created with a password in most web tests; PBKDF2's 1,000,000 rounds cost about a
+    second each on a busy 2-core machine. Password hashing strength is not what these tests check.
+    (Only for tests with the database: the model's tests never load Django.)"""
+    if request.node.get_closest_marker("django_db"):
+        request.getfixturevalue("settings").PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def pytest_collection_modifyitems(config, items):
+    """``slow``: tests that take more than about 10 s without starting Spark, a browser or worker
+    processes (kept out of the README's quick loop): the schemathesis run and the policy benchmark."""
+    for item in items:
+        if item.nodeid.startswith(("tests/webapp/test_api_fuzz.py", "tests/scaling/test_bench.py")):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _quiet_py4j_at_exit():
     """py4j logs at INFO when Spark's gateway closes at interpreter exit, after pytest has closed its

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sparkclient import keys
+from sparkclient import control, keys
 from tests.capture_paths import SPARK_4_3_0
 from tests.fakespark import APP, RUN_ID, fake_spark_ui
 from tests.webapp.factories import CONFIG, make_job
@@ -24,14 +24,14 @@ AFTER_LAST_BATCH = datetime.fromisoformat(PROGRESS[-1]["timestamp"].replace("Z",
 
 
 def report(redis, job: Job, **fields) -> None:
-    """What the runner writes to its status hash."""
+    """What the runner writes to its status hash (``sparkclient.control.RunnerStatus``)."""
     redis.delete(keys.runner(job.name))
-    redis.hset(keys.runner(job.name), mapping={k: v for k, v in fields.items() if v is not None})
+    control.write_status(redis, job.name, control.RunnerStatus(**fields))
 
 
 def running(redis, job: Job, ui_url: str, **extra) -> None:
     report(redis, job, **{"state": "running", "ui_url": ui_url, "app_id": APP, "run_id": RUN_ID,
-                          "config": json.dumps(CONFIG), **extra})
+                          "knobs": dict(CONFIG), **extra})
 
 
 def collect(job: Job, at_s: float = AFTER_LAST_BATCH):
@@ -43,7 +43,7 @@ def test_no_runner_marks_the_job_down_and_says_how_to_start_one(workflow_redis):
     assert services.snapshot_collect(job=job) is None
     job.refresh_from_db()
     assert job.health == Job.Health.DOWN
-    assert "python -m sparkclient.runner --job orders" in job.last_error
+    assert "python -m sparkclient run --pipeline MODULE:FUNCTION --job orders" in job.last_error
     assert not MetricSnapshot.objects.exists()
 
 
@@ -107,7 +107,7 @@ def test_published_progress_and_the_rest_api_become_a_snapshot_with_vertices(wor
     for progress in PROGRESS:
         workflow_redis.xadd(keys.progress(job.name), {"json": json.dumps(progress)})
     with fake_spark_ui() as ui:
-        running(workflow_redis, job, ui.url, config=json.dumps(dict(CONFIG, cores=2)))
+        running(workflow_redis, job, ui.url, knobs=dict(CONFIG, cores=2))
         snapshot = collect(job)
     job.refresh_from_db()
     assert snapshot is not None and snapshot.batches > 0, job.last_error

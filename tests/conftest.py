@@ -100,11 +100,18 @@ def _fast_password_hashing(request):
         request.getfixturevalue("settings").PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+#: Hypothesis tests with at least this many examples are fuzzers: ``slow``.
+FUZZER_EXAMPLES = 1000
+
+
 def pytest_collection_modifyitems(config, items):
     """``slow``: tests that take more than about 10 s without starting Spark, a browser or worker
-    processes (kept out of the README's quick loop): the schemathesis run and the policy benchmark."""
+    processes, kept out of the README's quick loop: the schemathesis run, the policy benchmark, and
+    every hypothesis fuzzer of ``FUZZER_EXAMPLES`` examples or more."""
     for item in items:
-        if item.nodeid.startswith(("tests/webapp/test_api_fuzz.py", "tests/scaling/test_bench.py")):
+        hypothesis_settings = getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", None)
+        if item.nodeid.startswith(("tests/webapp/test_api_fuzz.py", "tests/scaling/test_bench.py")) or (
+                hypothesis_settings is not None and hypothesis_settings.max_examples >= FUZZER_EXAMPLES):
             item.add_marker(pytest.mark.slow)
 
 

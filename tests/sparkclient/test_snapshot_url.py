@@ -48,9 +48,6 @@ def test_url_mode_reads_the_rest_api_and_prints_the_same_topology_as_the_capture
     assert shape(live_doc) == shape(offline_doc)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "scaling/planner.py plan_micro_batch divides by a true processing rate of 0 (ZeroDivisionError) when a "
-    "vertex has busy time but no records, as live mode without --redis-url reports (no published progress)"))
 def test_url_mode_output_pipes_into_scaling_evaluate(spark_ui):
     url, _ = spark_ui
     live = snapshot("--url", url, "--query", "ds2q", "--window-s", "1e9", "--timeout-s", "10")

@@ -30,6 +30,10 @@ def report(redis, job: Job, **fields) -> None:
 
 
 def running(redis, job: Job, ui_url: str, **extra) -> None:
+    """A running runner whose Spark UI is at ``ui_url``, registered on the job (the collector fetches
+    only a registered job's UI)."""
+    Job.objects.filter(pk=job.pk).update(spark_ui_url=ui_url)
+    job.refresh_from_db()
     report(redis, job, **{"state": "running", "ui_url": ui_url, "app_id": APP, "run_id": RUN_ID,
                           "knobs": dict(CONFIG), **extra})
 

@@ -66,13 +66,19 @@ class FiniteFloatField(serializers.FloatField):
         return value
 
 
+@extend_schema_field({"type": "array", "items": {"type": "string", "maxLength": 200}})
+class StringListField(serializers.JSONField):
+    """A JSON list of strings (vertex ids, excluded periods); its entries are validated by the model's
+    ``clean()``. The schema says ``array`` (so not null), which is what the model accepts."""
+
+
 class JobPolicySerializer(serializers.ModelSerializer):
     """A job's policy, mode included. Writes (PATCH, admin role) are validated by ``JobPolicy.full_clean``
     (``webapp.jobs.services.job_policy_update``), as in the admin. The suspension fields are read-only:
     an operator clears a suspension with the resume action."""
 
     serializer_field_mapping = {**serializers.ModelSerializer.serializer_field_mapping,
-                                models.FloatField: FiniteFloatField}
+                                models.FloatField: FiniteFloatField, models.JSONField: StringListField}
 
     class Meta:
         model = JobPolicy

@@ -7,6 +7,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.parsers import JSONParser
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -74,6 +75,9 @@ def _registration_error(exc: RegistrationError) -> ValidationError:
 class JobViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Streaming jobs with their health, running configuration, registration and policy mode. POST
     registers one, PATCH edits its registration, ``policy`` reads and edits its policy (admin role)."""
+
+    # JSON bodies only: the list and object fields (knobs, UI hosts, policy) have no form encoding.
+    parser_classes = [JSONParser]
 
     lookup_value_regex = ID_PATTERN
     http_method_names = ["get", "post", "patch", "head", "options"]

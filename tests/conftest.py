@@ -110,7 +110,8 @@ def pytest_collection_modifyitems(config, items):
     every hypothesis fuzzer of ``FUZZER_EXAMPLES`` examples or more."""
     for item in items:
         hypothesis_settings = getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", None)
-        if item.nodeid.startswith(("tests/webapp/test_api_fuzz.py", "tests/scaling/test_bench.py")) or (
+        if item.nodeid.startswith(("tests/webapp/test_api_fuzz.py", "tests/scaling/test_bench.py")) \
+                or "schemathesis" in item.name or (
                 hypothesis_settings is not None and hypothesis_settings.max_examples >= FUZZER_EXAMPLES):
             item.add_marker(pytest.mark.slow)
 

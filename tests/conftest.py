@@ -60,9 +60,9 @@ def _celery_in_memory():
     yield
 
 
-def celery_use_broker(url: str) -> None:
-    """Point this process's Celery app (what a view's ``.delay`` uses) at ``url`` for broker and
-    results. The app and kombu build connection pools on first use and kombu keeps them in a global
+def celery_use_broker(url: str, result_backend: str | None = None) -> None:
+    """Point this process's Celery app (what a view's ``.delay`` uses) at ``url`` for the broker and
+    ``result_backend`` (default: ``url``) for results. The app and kombu build connection pools on first use and kombu keeps them in a global
     registry keyed by URL, so changing the URL is not enough and closing one pool leaves a closed
     pool behind: reset the registry and the app's caches."""
     import kombu.pools
@@ -71,7 +71,7 @@ def celery_use_broker(url: str) -> None:
 
     kombu.pools.reset()
     celery_app.conf.broker_url = url
-    celery_app.conf.result_backend = url
+    celery_app.conf.result_backend = result_backend or url
     celery_app._pool = None
     if "amqp" in celery_app.__dict__:
         celery_app.amqp._producer_pool = None
@@ -81,13 +81,39 @@ def celery_use_broker(url: str) -> None:
 
 @pytest.fixture
 def celery_broker(redis_server):
-    """The session's Redis as this process's Celery broker for one test, restored afterwards."""
+    """The session's Redis as this process's Celery broker and result backend for one test; both
+    are restored afterwards."""
     from webapp.celery import app as celery_app
 
-    previous = celery_app.conf.broker_url
+    previous = celery_app.conf.broker_url, celery_app.conf.result_backend
     celery_use_broker(redis_server.url)
     yield redis_server.url
-    celery_use_broker(previous)
+    celery_use_broker(*previous)
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(request):
+    """Users are created with a password in most web tests; PBKDF2's 1,000,000 rounds cost about a
+    second each on a busy 2-core machine. Password hashing strength is not what these tests check.
+    (Only for tests with the database: the model's tests never load Django.)"""
+    if request.node.get_closest_marker("django_db"):
+        request.getfixturevalue("settings").PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+#: Hypothesis tests with at least this many examples are fuzzers: ``slow``.
+FUZZER_EXAMPLES = 1000
+
+
+def pytest_collection_modifyitems(config, items):
+    """``slow``: tests that take more than about 10 s without starting Spark, a browser or worker
+    processes, kept out of the README's quick loop: the schemathesis run, the policy benchmark, and
+    every hypothesis fuzzer of ``FUZZER_EXAMPLES`` examples or more."""
+    for item in items:
+        hypothesis_settings = getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", None)
+        if item.nodeid.startswith(("tests/webapp/test_api_fuzz.py", "tests/scaling/test_bench.py")) \
+                or "schemathesis" in item.name or (
+                hypothesis_settings is not None and hypothesis_settings.max_examples >= FUZZER_EXAMPLES):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True, scope="session")

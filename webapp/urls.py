@@ -11,3 +11,5 @@ urlpatterns = [
     path("metrics", metrics, name="metrics"),
     path("", include("webapp.dashboard.urls")),
 ]
+
+handler404 = "webapp.api.schema.not_found"

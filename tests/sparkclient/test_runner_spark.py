@@ -29,7 +29,7 @@ from sparkclient.control import RescaleCommand, RescalePath, read_status, send_c
 from sparkclient.sink import sink_total
 from tests.waiting import wait_for
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB, TOPIC = "t-demo", "t-nexmark"

@@ -10,19 +10,8 @@ from webapp.proposals.models import AuditEvent, Execution, Proposal
 
 
 def make_role_user(username: str = "operator", role: str = "operator"):
-    """A user with ``role`` (viewer, operator, admin) when the roles exist; else a plain user."""
-    user = make_user(username)
-    try:
-        from webapp.accounts.roles import user_set_role
-    except ImportError:  # before the roles (issue 5), every signed-in user may decide
-        if role != "viewer":
-            from django.contrib.auth.models import Permission
-
-            perm = Permission.objects.filter(content_type__app_label="proposals", codename="decide_proposal").first()
-            if perm is not None:
-                user.user_permissions.add(perm)
-        return user
-    return user_set_role(user=user, role=role)
+    """A user with ``role`` (viewer, operator, admin)."""
+    return make_user(username, role=role)
 
 
 def make_evaluation(job: Job, *, decision: str = "no-change", reasons=(), **plan) -> Evaluation:

@@ -80,15 +80,44 @@ def test_approve_reject_rollback_actions(api, monkeypatch):
     assert api.get(f"/api/proposals/{done.pk}/").json()["status"] == "succeeded"
     Proposal.objects.filter(pk=pending["id"]).update(status="succeeded")
     response = api.post(f"/api/proposals/{done.pk}/rollback/", {"reason": "latency got worse"})
-    from webapp.proposals import services
-
-    if getattr(services, "proposal_rollback", None) is None:
-        assert response.status_code == 409
-    else:
-        assert response.status_code == 200, response.content
-        assert response.json().get("kind", "rollback") == "rollback"
-        assert api.get(f"/api/proposals/{done.pk}/").json()["status"] == "rolling_back"
+    assert response.status_code == 200, response.content
+    rollback = response.json()
+    assert rollback["kind"] == "rollback" and rollback["rollback_of"] == done.pk
+    assert rollback["proposed_config"] == done.current_config
+    assert api.get(f"/api/proposals/{done.pk}/").json()["status"] == "rolling_back"
     assert api.post(f"/api/proposals/{pending['id']}/rollback/").status_code == 409  # not succeeded
+
+
+@pytest.mark.parametrize("query", [{"page": "0"}, {"page": "x"}, {"page": ""}, {"page": "last"}, {"status": ""},
+                                   {"job": ""}, {"action": ""}, {"action": "Approved!"}])
+def test_malformed_page_and_blank_filters_are_400(api, query):
+    """issue 15: ``page=`` and ``action=`` were accepted; a malformed page was an undocumented 404."""
+    url = "/api/audit-events/" if "action" in query else "/api/proposals/"
+    response = api.get(url, query)
+    assert response.status_code == 400, response.content
+    assert set(response.json()) == set(query)
+
+
+def test_api_404s_are_json_and_a_page_past_the_end_is_404(api):
+    assert api.get("/api/proposals/", {"page": "2"}).json() == {"detail": "Invalid page."}
+    for url in ("/api/jobs/abc/", "/api/jobs/1234567890123456789/", "/api/nowhere/"):
+        response = api.get(url)
+        assert response.status_code == 404 and response.json() == {"detail": "Not found."}, url
+
+
+def test_schema_documents_errors_nullable_fields_and_integer_ids(api):
+    """issue 15: 400/401/403/404 were undocumented; ``execution`` and ``decided_by`` are null until decided."""
+    schema = api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            success = "201" if method == "post" and not path.endswith("/{id}/") and "{id}" not in path else "200"
+            expected = {success, "401", "403", "404"} | ({"400"} if method != "get" or "{id}" not in path else set())
+            assert expected <= set(operation["responses"]), (method, path, operation["responses"].keys())
+            for parameter in operation.get("parameters", ()):
+                if parameter["in"] == "path":
+                    assert parameter["schema"]["type"] == "integer", (path, parameter)
+    proposal = schema["components"]["schemas"]["Proposal"]["properties"]
+    assert proposal["decided_by"]["nullable"] and proposal["execution"]["nullable"]
 
 
 def test_openapi_schema_validates_and_swagger_ui_is_served_locally(api):

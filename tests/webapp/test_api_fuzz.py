@@ -1,12 +1,17 @@
-"""Schemathesis against the live API with a valid token: every operation of the OpenAPI schema,
-examples, coverage and fuzzing phases, with malformed input too; no response may be a 5xx."""
+"""Schemathesis against the live API with a valid token: every operation of the OpenAPI schema, the
+examples, coverage and fuzzing phases, malformed input too, and ALL of schemathesis' checks (status
+codes, content types and bodies conform to the schema, bad input is rejected, good input accepted;
+issue 15 "OpenAPI conformance"). Every operation must get at least one 2xx (issue 18 finding 2): the
+test seeds objects and hands their ids to schemathesis (a dictionary per operation, used for half
+of the generated ids), so the detail endpoints, approve, reject and rollback reach real objects."""
 
 from __future__ import annotations
 
+import json
 import os
-import re
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -14,11 +19,21 @@ from rest_framework.authtoken.models import Token
 
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
 from tests.webapp.factories import make_job, make_snapshots
+from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.jobs.services import evaluation_run
+from webapp.proposals.models import AuditEvent, Execution, Proposal
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 
 ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts"))
+
+
+#: Known misses, reported on issue 15 (never a reason to loosen anything else): registering and editing
+#: a job or its policy is validated by the models' clean() with rules across fields (utilization_target
+#: inside (utilization_min, utilization_max), port ranges, host patterns) that the schema does not state,
+#: so a body valid per the schema can be a 400 (ST202). Every other check passes on these operations.
+KNOWN_MISSES = {("POST /api/jobs/", "ST202"), ("PATCH /api/jobs/{id}/", "ST202"),
+                ("PATCH /api/jobs/{id}/policy/", "ST202")}
 
 
 @pytest.fixture
@@ -34,23 +49,85 @@ def no_enqueue(monkeypatch):
             monkeypatch.setattr(task, "apply_async", lambda *a, **k: None)
 
 
-def test_schemathesis_finds_no_server_error(live_server, no_enqueue, tmp_path):
+def _seed() -> dict[str, list[int]]:
+    """Two jobs with snapshots, a pending proposal each and a succeeded one: the ids of each kind."""
     for name in ("alpha", "beta"):
         job = make_job(name, metric_window_s=45)
         make_snapshots(job, count=6)
         evaluation_run(job=job)
         make_succeeded(job)
-    token = Token.objects.create(user=make_role_user("fuzzer"))
+    pending = list(Proposal.objects.filter(status=Proposal.Status.PENDING).order_by("id").values_list("id", flat=True))
+    succeeded = list(Proposal.objects.filter(status=Proposal.Status.SUCCEEDED).values_list("id", flat=True))
+    assert len(pending) == 2 and len(succeeded) == 2, (pending, succeeded)
+    return {
+        "jobs": list(Job.objects.values_list("id", flat=True)),
+        "snapshots": list(MetricSnapshot.objects.values_list("id", flat=True)),
+        "vertices": list(VertexSnapshot.objects.values_list("id", flat=True)),
+        "proposals": list(Proposal.objects.values_list("id", flat=True)),
+        "executions": list(Execution.objects.values_list("id", flat=True)),
+        "audit-events": list(AuditEvent.objects.values_list("id", flat=True)),
+        # one pending proposal to approve, the other to reject, the succeeded ones to roll back
+        "approve": pending[:1], "reject": pending[1:], "rollback": succeeded,
+    }
+
+
+def _config(ids: dict[str, list[int]]) -> str:
+    """A schemathesis.toml: per operation, a dictionary of valid ids used for half of the ``id``s
+    (the other half stay generated, so malformed and unknown ids are still tried)."""
+    lines = []
+    for name, values in ids.items():
+        lines += [f"[dictionaries.{name}]", f"values = {json.dumps(values)}", ""]
+    paths = {name: f"/api/proposals/{{id}}/{name}/" if name in ("approve", "reject", "rollback")
+             else f"/api/{name}/{{id}}/" for name in ids}
+    for name, path in [*paths.items(), ("jobs", "/api/jobs/{id}/policy/")]:
+        lines += ["[[operations]]", f'include-path = "{path}"',
+                  f'parameters = {{ "path.id" = {{ dictionary = "{name}", probability = 0.5 }} }}', ""]
+    return "\n".join(lines)
+
+
+def _statuses(report: Path) -> dict[str, dict[str, set[int]]]:
+    """The response statuses per operation and phase, from schemathesis' NDJSON event stream."""
+    seen: dict[str, dict[str, set[int]]] = {}
+    for line in report.read_text().splitlines():
+        finished = json.loads(line).get("ScenarioFinished")
+        if not finished:
+            continue
+        by_phase = seen.setdefault(finished["recorder"]["label"], {})
+        for interaction in finished["recorder"].get("interactions", {}).values():
+            if interaction.get("response"):
+                by_phase.setdefault(finished["phase"], set()).add(interaction["response"]["status_code"])
+    return seen
+
+
+def test_schemathesis_conforms_and_reaches_every_operation(live_server, no_enqueue, tmp_path):
+    ids = _seed()
+    # The admin role: it may also register jobs and edit them and their policies (PATCH).
+    token = Token.objects.create(user=make_role_user("fuzzer", role="admin"))
+    (tmp_path / "schemathesis.toml").write_text(_config(ids))
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    report = ARTIFACTS / "schemathesis-junit.xml"
+    junit, events = ARTIFACTS / "schemathesis-junit.xml", ARTIFACTS / "schemathesis-events.ndjson"
     command = [str(Path(sys.executable).with_name("st")), "run", f"{live_server.url}/api/schema/",
                "--url", live_server.url, "--header", f"Authorization: Token {token.key}",
-               "--checks", "not_a_server_error", "--phases", "examples,coverage,fuzzing",
+               "--checks", "all", "--phases", "examples,coverage,fuzzing",
                "--max-examples", "15", "--workers", "1", "--seed", "271", "--request-timeout", "20",
-               "--generation-allow-x00", "true", "--report", "junit", "--report-junit-path", str(report)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=360, cwd=tmp_path,
+               "--generation-allow-x00", "true", "--report", "junit,ndjson",
+               "--report-junit-path", str(junit), "--report-ndjson-path", str(events)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=840, cwd=tmp_path,
                           env={**os.environ, "NO_COLOR": "1", "SCHEMATHESIS_HOOKS": ""})
     (ARTIFACTS / "schemathesis.log").write_text(done.stdout + done.stderr)
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-    assert "Server error" not in done.stdout
-    assert re.search(r"\d+ generated, \d+ passed", done.stdout), done.stdout[-3000:]
+    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    failures = {(case.get("name"), f.get("message")) for case in cases for f in case if f.tag in ("failure", "error")}
+    print(f"schemathesis failures: {sorted(failures)}")
+    assert not failures - KNOWN_MISSES, done.stdout[-8000:] + done.stderr[-2000:]
+    assert done.returncode == 0 or failures, done.stdout[-8000:] + done.stderr[-2000:]
+
+    operations = [case.get("name") for case in cases]
+    statuses = _statuses(events)
+    summary = {op: {phase: sorted(codes) for phase, codes in statuses.get(op, {}).items()} for op in operations}
+    (ARTIFACTS / "schemathesis-statuses.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps(summary, indent=1))
+    assert len(operations) >= 15, operations
+    without_2xx = [op for op, phases in summary.items()
+                   if not any(200 <= code < 300 for codes in phases.values() for code in codes)]
+    assert not without_2xx, f"operations that never got a 2xx: {without_2xx}\n{summary}"
+    assert any("examples" in phases for phases in summary.values()), "the examples phase ran no example"

@@ -274,7 +274,7 @@ def test_proposal_page_shows_vertices_executors_predictions_and_buttons(client, 
     assert re.search(r'id="utilization" class="predicted">\d+ % now → \d+ % predicted', forecast)
     assert re.search(r'id="batch-ratio" class="predicted">[\d.]+ now → [\d.]+ predicted', forecast)
     assert re.search(r'id="catch-up" class="predicted">[^<]*for [\d,]+ records', forecast)
-    assert "5.0 s (median of 2 measured restarts of this job)" in forecast
+    assert "4.0 s (median of 2 measured restarts of this job)" in forecast  # (3.0 + 5.0) / 2
     assert 'id="approve"' in html and 'id="reject-comment"' in html and "required" in html
     assert f'name="revision" value="{pending.revision}"' in html
 
@@ -301,10 +301,6 @@ def test_approve_from_the_proposal_page_then_live_status(client, operator, no_en
 def test_viewer_sees_no_buttons_and_cannot_decide(client, no_enqueue):
     job, pending = scaled_job()
     viewer = make_role_user("viewer", role="viewer")
-    from webapp.dashboard.views import can_decide
-
-    if can_decide(viewer):
-        pytest.skip("roles are not installed yet: every signed-in user decides")
     client.force_login(viewer)
     html = client.get(f"/proposals/{pending.pk}/").content.decode()
     assert 'id="approve"' not in html and "an operator approves" in html
@@ -319,21 +315,14 @@ def test_history_lists_executions_downtime_verification_and_audit(client, operat
     html = client.get(f"/jobs/{job.pk}/history/").content.decode()
     executions = re.search(r'<table class="grid" id="executions">(.*?)</table>', html, re.S).group(1)
     assert f"#{done.pk}" in executions and "1.7 s" in executions and "driver-restart" in executions
-    assert "not verified yet" in executions or "verified" in executions
+    assert "not verified yet" in executions
     audit = re.search(r'<table class="grid" id="audit">(.*?)</table>', html, re.S).group(1)
     assert audit.count('<td class="action">') == 4
-    from webapp.dashboard.views import proposal_rollback_service
-
-    if proposal_rollback_service() is not None:
-        assert f'id="rollback-{done.pk}"' in executions
+    assert f'id="rollback-{done.pk}"' in executions
     assert client.get(f"/jobs/{job.pk}/history/live/").status_code == 200
 
 
 def test_history_rollback_button_starts_a_rollback(client, operator, no_enqueue):
-    from webapp.dashboard.views import proposal_rollback_service
-
-    if proposal_rollback_service() is None:
-        pytest.skip("the workflow's rollback service is not there yet")
     job = make_job()
     done = make_succeeded(job)
     response = client.post(f"/proposals/{done.pk}/rollback/", {"next": f"/jobs/{job.pk}/history/"}, follow=True)

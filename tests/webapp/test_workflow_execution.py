@@ -18,7 +18,6 @@ import pytest
 from tests.webapp.factories import CONFIG, make_job, make_snapshots, make_user
 from tests.waiting import wait_for
 from tests.webapp.fakerunner import FakeRunner
-from webapp.celery import app as celery_app
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.services import evaluation_run
 from webapp.processes import ProcessGroup
@@ -31,15 +30,13 @@ TERMINAL = {"succeeded", "failed", "rolled_back", "rejected", "expired", "supers
 
 
 @pytest.fixture
-def processes(workflow_redis, redis_server, settings, tmp_path):
+def processes(workflow_redis, redis_server, celery_broker, settings, tmp_path):
     """A ProcessGroup whose children share the test's SQLite file and Redis; the test process
     enqueues on the same broker."""
     from django.db import connection
 
     settings.SCALER_EXECUTION_TIMEOUT_S = 3
     settings.SCALER_EXECUTION_LEASE_MARGIN_S = 1
-    previous = celery_app.conf.broker_url, celery_app.conf.result_backend
-    _use_broker(redis_server.url, redis_server.url)
     env = {**os.environ, "REDIS_URL": redis_server.url, "CELERY_BROKER_URL": redis_server.url,
            "CELERY_RESULT_BACKEND": redis_server.url,
            "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}", "PYTHONUNBUFFERED": "1",
@@ -48,18 +45,6 @@ def processes(workflow_redis, redis_server, settings, tmp_path):
     group = ProcessGroup(log_dir=tmp_path / "logs", env=env)
     yield group
     group.stop()
-    _use_broker(*previous)
-
-
-def _use_broker(broker_url: str, result_backend: str) -> None:
-    """Point the test process's Celery app at another broker, dropping connections to the old one
-    (the pools are built on first use, so changing the URL alone is not enough)."""
-    celery_app.conf.broker_url = broker_url
-    celery_app.conf.result_backend = result_backend
-    celery_app._pool = None  # kombu keeps pools per connection URL; the next publish picks the new one
-    celery_app.amqp._producer_pool = None
-    celery_app._backend_cache = None
-    celery_app._local.__dict__.pop("backend", None)
 
 
 def worker(group: ProcessGroup, name: str, *, beat: bool, tmp_path):

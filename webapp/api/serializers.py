@@ -66,13 +66,19 @@ class FiniteFloatField(serializers.FloatField):
         return value
 
 
+@extend_schema_field({"type": "array", "items": {"type": "string", "maxLength": 200}})
+class StringListField(serializers.JSONField):
+    """A JSON list of strings (vertex ids, excluded periods); its entries are validated by the model's
+    ``clean()``. The schema says ``array`` (so not null), which is what the model accepts."""
+
+
 class JobPolicySerializer(serializers.ModelSerializer):
     """A job's policy, mode included. Writes (PATCH, admin role) are validated by ``JobPolicy.full_clean``
     (``webapp.jobs.services.job_policy_update``), as in the admin. The suspension fields are read-only:
     an operator clears a suspension with the resume action."""
 
     serializer_field_mapping = {**serializers.ModelSerializer.serializer_field_mapping,
-                                models.FloatField: FiniteFloatField}
+                                models.FloatField: FiniteFloatField, models.JSONField: StringListField}
 
     class Meta:
         model = JobPolicy
@@ -144,8 +150,8 @@ class ExecutionSerializer(serializers.ModelSerializer):
 
 
 class ProposalSerializer(serializers.ModelSerializer):
-    execution = ExecutionSerializer(read_only=True)
-    decided_by = serializers.CharField(source="decided_by.username", read_only=True, default=None)
+    execution = ExecutionSerializer(read_only=True, allow_null=True)
+    decided_by = serializers.CharField(source="decided_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta:
         model = Proposal
@@ -161,13 +167,27 @@ class ApproveSerializer(serializers.Serializer):
                                         help_text="The revision approved (409 with the current one when outdated).")
 
 
+#: Free text as the schema promises it: no NUL character (DRF refuses them) and, for a required
+#: text, at least one character that is not whitespace (DRF trims it; ``\S`` is Python's, as str.strip's).
+ANY_TEXT, NON_BLANK_TEXT = r"^[^\x00]*$", r"^[^\x00]*\S[^\x00]*$"
+
+
+class TextField(serializers.RegexField):
+    """A :class:`~rest_framework.serializers.RegexField` that takes only a JSON string: DRF's
+    CharField turns a number into text, which the schema (``type: string``) does not allow."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Not a valid string.", code="invalid")
+        return super().to_internal_value(data)
+
+
 class RejectSerializer(serializers.Serializer):
-    comment = serializers.CharField(allow_blank=False, trim_whitespace=True, max_length=2000)
+    comment = TextField(NON_BLANK_TEXT, allow_blank=False, trim_whitespace=True, max_length=2000)
 
 
 class RollbackSerializer(serializers.Serializer):
-    reason = serializers.CharField(required=False, allow_blank=True, trim_whitespace=True, max_length=2000,
-                                   default="")
+    reason = TextField(ANY_TEXT, required=False, allow_blank=True, trim_whitespace=True, max_length=2000, default="")
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
@@ -212,4 +232,5 @@ class ExecutionFilter(JobFilter):
 class AuditFilter(JobFilter):
     proposal = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
                                         help_text="Only events of this proposal (id).")
-    action = serializers.CharField(required=False, max_length=50, help_text="Only this action, e.g. approved.")
+    action = serializers.RegexField(r"^[a-z][a-z0-9_]*$", required=False, max_length=50,
+                                    help_text="Only this action (snake_case), e.g. approved.")

@@ -4,9 +4,10 @@ are validated (a malformed one is a 400). Writes go through the workflow's servi
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.parsers import JSONParser
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -17,12 +18,8 @@ from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.jobs.services import RegistrationError, job_policy_update, job_register, job_update
 from webapp.proposals import services
 from webapp.proposals.models import AuditEvent, Execution, Proposal
+from webapp.proposals.permissions import CanDecideProposals
 from webapp.proposals.services import TransitionError
-
-try:  # roles (issue 5): reads for every signed-in user, decisions for operators
-    from webapp.proposals.permissions import CanDecideProposals
-except ImportError:  # pragma: no cover
-    CanDecideProposals = permissions.IsAuthenticated
 
 
 #: Object ids in URLs: digits that fit a 64-bit integer (anything else is a 404, not a database error).
@@ -30,8 +27,9 @@ ID_PATTERN = r"[0-9]{1,18}"
 
 
 def _filters(request: Request, serializer_class) -> dict:
-    """The validated query filters (only those given)."""
-    params = serializer_class(data=request.query_params)
+    """The validated query filters (only those given). A plain dict, not the QueryDict: DRF skips an
+    empty form value of an optional field, but ``?status=`` is a malformed filter (400), not no filter."""
+    params = serializer_class(data=request.query_params.dict())
     params.is_valid(raise_exception=True)
     return {k: v for k, v in params.validated_data.items() if v not in (None, "")}
 
@@ -77,6 +75,9 @@ def _registration_error(exc: RegistrationError) -> ValidationError:
 class JobViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Streaming jobs with their health, running configuration, registration and policy mode. POST
     registers one, PATCH edits its registration, ``policy`` reads and edits its policy (admin role)."""
+
+    # JSON bodies only: the list and object fields (knobs, UI hosts, policy) have no form encoding.
+    parser_classes = [JSONParser]
 
     lookup_value_regex = ID_PATTERN
     http_method_names = ["get", "post", "patch", "head", "options"]
@@ -162,9 +163,9 @@ class SnapshotViewSet(viewsets.ReadOnlyModelViewSet):
             "job": "job_id", "since": "collected_at__gte", "until": "collected_at__lte"})
 
 
-_DECISION_RESPONSES = {200: s.ProposalSerializer, 400: s.DetailSerializer, 403: s.DetailSerializer,
-                       404: s.DetailSerializer, 409: OpenApiResponse(s.DetailSerializer, "Not in a state that "
-                                                                     "allows it (e.g. no longer pending).")}
+#: 400, 401, 403 and 404 are added to every operation by ``webapp.api.schema.AutoSchema``.
+_DECISION_RESPONSES = {200: s.ProposalSerializer, 409: OpenApiResponse(s.DetailSerializer, "Not in a state that "
+                                                                       "allows it (e.g. no longer pending).")}
 
 
 @extend_schema_view(list=extend_schema(parameters=[s.ProposalFilter]))
@@ -219,7 +220,8 @@ class ProposalViewSet(viewsets.ReadOnlyModelViewSet):
         return self._decide(lambda: services.proposal_approve(proposal=proposal, actor=request.user,
                                                               revision=body.validated_data.get("revision")))
 
-    @extend_schema(request=s.RejectSerializer, responses=_DECISION_RESPONSES)
+    @extend_schema(request=s.RejectSerializer, responses=_DECISION_RESPONSES, examples=[
+        OpenApiExample("A reason", value={"comment": "Not during the nightly batch window."}, request_only=True)])
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str | None = None) -> Response:
         body = s.RejectSerializer(data=request.data)
@@ -228,7 +230,8 @@ class ProposalViewSet(viewsets.ReadOnlyModelViewSet):
         return self._decide(lambda: services.proposal_reject(proposal=proposal, actor=request.user,
                                                              comment=body.validated_data["comment"]))
 
-    @extend_schema(request=s.RollbackSerializer, responses=_DECISION_RESPONSES,
+    @extend_schema(request=s.RollbackSerializer, responses=_DECISION_RESPONSES, examples=[
+        OpenApiExample("A reason", value={"reason": "p99 latency doubled after the change."}, request_only=True)],
                    description="Roll back a succeeded proposal. Returns the rollback proposal, which restores "
                                "the configuration the proposal replaced.")
     @action(detail=True, methods=["post"])
@@ -236,11 +239,8 @@ class ProposalViewSet(viewsets.ReadOnlyModelViewSet):
         body = s.RollbackSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         proposal = self.get_object()
-        rollback = getattr(services, "proposal_rollback", None)
-        if rollback is None:
-            return Response({"detail": "rollback is not available in this version"}, status=status.HTTP_409_CONFLICT)
-        return self._decide(lambda: rollback(proposal=proposal, actor=request.user,
-                                             reason=body.validated_data.get("reason", "")))
+        return self._decide(lambda: services.proposal_rollback(proposal=proposal, actor=request.user,
+                                                               reason=body.validated_data.get("reason", "")))
 
 
 @extend_schema_view(list=extend_schema(parameters=[s.ExecutionFilter]))

@@ -32,28 +32,17 @@ from webapp.jobs import selectors
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis
 from webapp.proposals.models import Execution, Proposal
+from webapp.proposals.permissions import can_approve
 from webapp.proposals.services import (
     StaleRevisionError, TransitionError, held_scale_down, proposal_approve, proposal_reject, scale_down_apply_now,
     scale_up_block_clear,
 )
-
-try:  # roles (issue 5): operators decide, viewers read
-    from webapp.proposals.permissions import can_approve as _can_approve
-except ImportError:  # pragma: no cover - before the roles exist every signed-in user may decide
-    def _can_approve(user) -> bool:
-        return bool(user and user.is_authenticated)
-
-
-def proposal_rollback_service():
-    """The workflow's rollback service (``webapp.proposals.services.proposal_rollback``), or None
-    while it does not exist."""
-    from webapp.proposals import services  # noqa: PLC0415
-
-    return getattr(services, "proposal_rollback", None)
+from webapp.proposals.services import proposal_rollback as rollback_service
 
 
 def can_decide(user) -> bool:
-    return _can_approve(user)
+    """Whether ``user`` may approve, reject and roll back (operators and admins, issue 5)."""
+    return can_approve(user)
 
 
 def _require_decider(request: HttpRequest) -> None:
@@ -326,16 +315,11 @@ def proposal_rollback(request: HttpRequest, pk: int) -> HttpResponse:
     """Roll back a succeeded execution: restore the configuration it replaced (workflow service)."""
     _require_decider(request)
     proposal = get_object_or_404(Proposal.objects.select_related("job__policy"), pk=pk)
-    rollback = proposal_rollback_service()
-    if rollback is None:
-        messages.error(request, "Rollback is not available in this version.")
-    else:
-        try:
-            result = rollback(proposal=proposal, actor=request.user, reason=request.POST.get("reason", ""))
-            messages.success(request, f"Rolling back proposal {pk}"
-                                      + (f" (rollback #{result.pk})" if getattr(result, "pk", None) else "") + ".")
-        except (TransitionError, ValueError) as exc:
-            messages.error(request, str(exc))
+    try:
+        result = rollback_service(proposal=proposal, actor=request.user, reason=request.POST.get("reason", ""))
+        messages.success(request, f"Rolling back proposal {pk} (rollback #{result.pk}).")
+    except (TransitionError, ValueError) as exc:
+        messages.error(request, str(exc))
     return _back(request, reverse("dashboard:history", args=[proposal.job_id]))
 
 
@@ -375,7 +359,6 @@ def _history_context(request: HttpRequest, job: Job) -> dict:
                       .order_by("-started_at")[:50])
     events = Paginator(job.audit_events.select_related("proposal").order_by("-at", "-id"), 50)
     page = events.get_page(request.GET.get("page"))
-    has_rollback = proposal_rollback_service() is not None
     rows = []
     for execution in executions:
         p = execution.proposal
@@ -383,7 +366,7 @@ def _history_context(request: HttpRequest, job: Job) -> dict:
         rows.append({"execution": execution, "proposal": p, "verification": verification,
                      "verification_display": (p.get_verification_display() if verification and hasattr(
                          p, "get_verification_display") else verification) or "not verified yet",
-                     "can_roll_back": has_rollback and p.status == Proposal.Status.SUCCEEDED
+                     "can_roll_back": p.status == Proposal.Status.SUCCEEDED
                      and getattr(p, "kind", "scale") != "rollback"})
     return {"job": job, "policy": job.policy, "rows": rows, "events": page, "can_decide": can_decide(request.user),
             "suspended": getattr(job.policy, "auto_approve_suspended", False),

@@ -11,6 +11,7 @@ the job's capacity is ``cores × (1 − overhead) / c`` source records per secon
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -90,9 +91,9 @@ def predict(*, plan: dict, snapshot: MetricSnapshot | None, downtimes_s: Iterabl
     overhead = _number(plan.get("overhead_fraction")) or 0.0
     sources = {v.vertex_id for v in snapshot.vertices.all() if v.is_source} if snapshot else set()
     busy_at_target = demand_cores(plan)
-    downtimes = sorted(float(d) for d in downtimes_s)
+    downtimes = [float(d) for d in downtimes_s]
     if downtimes:
-        downtime_s, downtime_source = downtimes[len(downtimes) // 2], "measured"
+        downtime_s, downtime_source = statistics.median(downtimes), "measured"
     else:
         downtime_s, downtime_source = float(configured_restart_s), "configured"
     r_now = _number(plan.get("batch_ratio"))

@@ -15,7 +15,8 @@ class Command(BaseCommand):
     def handle(self, *args, rate: float, topic: str, **options):
         from sparkclient.generator import set_rate  # noqa: PLC0415
 
-        if rate < 0:
-            raise CommandError("--rate must be 0 or more events per second")
-        set_rate(get_redis(), topic, rate)
+        try:
+            set_rate(get_redis(), topic, rate)
+        except ValueError as exc:  # negative, NaN or infinite
+            raise CommandError(f"--rate: {exc}") from None
         self.stdout.write(f"Generator rate for {topic!r} set to {rate:g} events/s.")

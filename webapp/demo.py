@@ -91,10 +91,15 @@ def main(argv: list[str] | None = None) -> int:
                                "--loglevel", "INFO", "-s", str(run_dir / "celerybeat-schedule")])
         web = group.start("web", ["python", "manage.py", "runserver", f"127.0.0.1:{args.port}", "--noreload"])
         wait_http(f"http://127.0.0.1:{args.port}/accounts/login/", process=web.process)
+        env_file = run_dir / "env.sh"  # for manage.py and `python -m sparkclient run` in another shell
+        env_file.write_text(f"export REDIS_URL='{redis_server.url}' SPARKSCALER_REDIS_URL='{redis_server.url}' "
+                            "DEBUG=true\n")
+        env_file.chmod(0o600)
         print(f"Logs: {group.log_dir}", flush=True)
+        print(f"Control channel: Redis with this run's password; in another shell, `source {env_file}` first", flush=True)
         print(f"Dashboard: http://127.0.0.1:{args.port}/", flush=True)
-        print("Raise the load from the job page or with `DEBUG=true .venv/bin/python manage.py demo_load --rate 600`. "
-              "Ctrl-C stops everything.", flush=True)
+        print(f"Raise the load from the job page or with `source {env_file}; .venv/bin/python manage.py demo_load "
+              "--rate 600`. Ctrl-C stops everything.", flush=True)
         while not stopping:
             for child in group.dead():
                 print(f"{child.name} exited with code {child.process.returncode}; see {child.log_path}", flush=True)

@@ -337,12 +337,12 @@ def redis_down(settings):
     from webapp.jobs.redis import _client
 
     url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
-    previous = app.conf.broker_url
+    previous = app.conf.broker_url, app.conf.result_backend
     settings.REDIS_URL = url
     _client.cache_clear()
     celery_use_broker(url)
     yield url
-    celery_use_broker(previous)
+    celery_use_broker(*previous)  # the broker and the result backend
     _client.cache_clear()
 
 

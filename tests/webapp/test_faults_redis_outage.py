@@ -42,11 +42,11 @@ def outage_redis(tmp_path, settings):
     server = {"now": start_redis(port=port, workdir=tmp_path / "redis")}
     settings.REDIS_URL = server["now"].url
     _client.cache_clear()
-    previous = celery_app.conf.broker_url
+    previous = celery_app.conf.broker_url, celery_app.conf.result_backend
     celery_use_broker(server["now"].url)
     yield port, server
     server["now"].stop()
-    celery_use_broker(previous)
+    celery_use_broker(*previous)  # the broker and the result backend
     _client.cache_clear()
 
 

@@ -41,7 +41,8 @@ KNOBS = [
     Knob("state_partitions", default=2, min=1, max=64, sets=KnobTarget.STATE_PARTITIONS,
          description="tasks of the stateful stage: spark.sql.shuffle.partitions (RocksDB state)"),
     Knob("cost_us", default=500, min=0, max=100_000, description="CPU cost of scoring one click, µs"),
-    Knob("max_files_per_trigger", default=20, min=1, max=10_000, description="files read per batch at most"),
+    Knob("max_files_per_trigger", default=1000, min=1, max=10_000, description="files read per batch at most "
+         "(admission control: a low cap hides the load, since the file source reports no backlog)"),
     Knob("trigger_interval_s", default=2, min=1, max=600, description="processing-time trigger, seconds"),
 ]
 

@@ -128,30 +128,40 @@ def job_update(*, job: Job, changes: dict, actor: str) -> Job:
     Raises:
         RegistrationError: a field is invalid, or not a registration field; nothing is saved.
     """
-    from django.core.exceptions import ValidationError  # noqa: PLC0415
-
-    from webapp.proposals.models import AuditEvent  # noqa: PLC0415
-
     unknown = [f for f in changes if f not in REGISTRATION_FIELDS]
     if unknown:
         raise RegistrationError({f: ["not a registration field"] for f in unknown})
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
-        before = {f: getattr(job, f) for f in changes}
-        for field, value in changes.items():
-            setattr(job, field, value)
-        try:
-            job.full_clean(validate_unique=False)
-        except ValidationError as exc:
-            raise RegistrationError(_validation_errors(exc)) from None
-        job.save(update_fields=list(changes))
-        after = {f: getattr(job, f) for f in changes}
-        changed = [f for f in changes if before[f] != after[f]]
-        if changed:
-            AuditEvent.objects.create(job=job, actor=actor, action="job_changed",
-                                      before={f: before[f] for f in changed}, after={f: after[f] for f in changed},
-                                      reason="registration edited")
+        _edit_audited(job, job, changes, clean=lambda: job.full_clean(validate_unique=False), actor=actor,
+                      action="job_changed", reason="registration edited")
     return job
+
+
+def _edit_audited(job: Job, instance, changes: dict, *, clean, actor: str, action: str, reason: str) -> None:
+    """Set ``changes`` on ``instance``, validate with ``clean`` (the admin's checks), save those
+    fields, and record ``action`` in the audit trail with the fields that changed, before and after.
+
+    Raises:
+        RegistrationError: ``clean`` refused a value (errors keyed by field); nothing is saved.
+    """
+    from django.core.exceptions import ValidationError  # noqa: PLC0415
+
+    from webapp.proposals.models import AuditEvent  # noqa: PLC0415
+
+    before = {f: getattr(instance, f) for f in changes}
+    for field, value in changes.items():
+        setattr(instance, field, value)
+    try:
+        clean()
+    except ValidationError as exc:
+        raise RegistrationError(_validation_errors(exc)) from None
+    instance.save(update_fields=list(changes))
+    after = {f: getattr(instance, f) for f in changes}
+    changed = [f for f in changes if before[f] != after[f]]
+    if changed:
+        AuditEvent.objects.create(job=job, actor=actor, action=action, before={f: before[f] for f in changed},
+                                  after={f: after[f] for f in changed}, reason=reason)
 
 
 def job_policy_update(*, job: Job, changes: dict, actor: str) -> JobPolicy:
@@ -163,28 +173,12 @@ def job_policy_update(*, job: Job, changes: dict, actor: str) -> JobPolicy:
         RegistrationError: a value is invalid or the field is not a policy field (errors keyed by
             field); nothing is saved.
     """
-    from django.core.exceptions import ValidationError  # noqa: PLC0415
-
-    from webapp.proposals.models import AuditEvent  # noqa: PLC0415
-
     if errors := _unknown_policy_fields(changes):
         raise RegistrationError(errors)
     with transaction.atomic():
         policy = JobPolicy.objects.select_for_update().get(job=job)
-        before = {f: getattr(policy, f) for f in changes}
-        for field, value in changes.items():
-            setattr(policy, field, value)
-        try:
-            policy.full_clean(exclude=["job"])
-        except ValidationError as exc:
-            raise RegistrationError(_validation_errors(exc)) from None
-        policy.save(update_fields=list(changes))
-        after = {f: getattr(policy, f) for f in changes}
-        changed = [f for f in changes if before[f] != after[f]]
-        if changed:
-            AuditEvent.objects.create(job=job, actor=actor, action="policy_changed",
-                                      before={f: before[f] for f in changed}, after={f: after[f] for f in changed},
-                                      reason="policy edited")
+        _edit_audited(job, policy, changes, clean=lambda: policy.full_clean(exclude=["job"]), actor=actor,
+                      action="policy_changed", reason="policy edited")
     return policy
 
 

@@ -22,13 +22,6 @@ from webapp.proposals.models import AuditEvent, Proposal
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def enqueued(monkeypatch):
-    sent = []
-    monkeypatch.setattr("webapp.proposals.tasks.proposal_execute.delay", lambda *a: sent.append(a))
-    monkeypatch.setattr("webapp.proposals.tasks.proposal_execute.apply_async",
-                        lambda args, countdown=0: sent.append((*args, countdown)))
-    return sent
 
 
 def _pending(name="demo", **policy) -> Proposal:

@@ -68,13 +68,6 @@ def test_guardrails_name_what_they_refuse():
 pytestmark_db = pytest.mark.django_db
 
 
-@pytest.fixture
-def enqueued(monkeypatch):
-    sent = []
-    monkeypatch.setattr("webapp.proposals.tasks.proposal_execute.delay", lambda *a: sent.append(a))
-    monkeypatch.setattr("webapp.proposals.tasks.proposal_execute.apply_async",
-                        lambda args, countdown=0: sent.append((*args, countdown)))
-    return sent
 
 
 def _pending(**policy) -> Proposal:

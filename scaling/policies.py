@@ -64,11 +64,6 @@ def algorithm_names() -> tuple[str, ...]:
     return tuple(sorted(ALGORITHMS))
 
 
-def names() -> tuple[str, ...]:
-    """Registered policy names (alias of :func:`algorithm_names`)."""
-    return algorithm_names()
-
-
 def resolve(name: str) -> ScalingPolicy:
     """A new instance of the policy registered as ``name``.
 

@@ -6,7 +6,7 @@ import pytest
 
 from scaling import ClusterState, Policy, Topology, Vertex, VertexMetrics
 from scaling.policies import (
-    PlanRequest, algorithm_names, batch_ratio_executors, can_scale_up, evaluate, names, resolve,
+    PlanRequest, algorithm_names, batch_ratio_executors, can_scale_up, evaluate, resolve,
 )
 from scaling.policy import PolicyError
 from scaling.scenario import ScenarioError, evaluate_text
@@ -76,7 +76,6 @@ def test_registry_is_an_explicit_table_and_never_imports_input(monkeypatch):
     import sys
 
     assert algorithm_names() == ("batch-ratio", "ds2", "min-increase")
-    assert names() == algorithm_names()
     assert resolve("ds2").name == "ds2" and resolve("batch-ratio").name == "batch-ratio"
     imported = []
     real_import = importlib.import_module

@@ -80,7 +80,7 @@ def _field_of(message: str) -> str:
 def policy_errors(policy: JobPolicy) -> dict[str, list[str]]:
     """Validation errors of a policy row, keyed by field (empty when valid)."""
     from scaling.periods import parse_period  # noqa: PLC0415
-    from scaling.policies import names  # noqa: PLC0415
+    from scaling.policies import algorithm_names  # noqa: PLC0415
 
     errors: dict[str, list[str]] = {}
 
@@ -91,8 +91,8 @@ def policy_errors(policy: JobPolicy) -> dict[str, list[str]]:
     for name, message in out_of_bounds.items():
         add(name, message)
     # Chosen from the registry by name; a dotted path typed by a person is never imported.
-    if policy.algorithm not in names():
-        add("algorithm", f"unknown algorithm {str(policy.algorithm)[:100]!r}: choose one of {', '.join(names())}")
+    if policy.algorithm not in algorithm_names():
+        add("algorithm", f"unknown algorithm {str(policy.algorithm)[:100]!r}: choose one of {', '.join(algorithm_names())}")
 
     for name in ("excluded_vertices", "excluded_periods", "guard_excluded_periods"):
         value = getattr(policy, name)

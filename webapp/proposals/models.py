@@ -119,7 +119,17 @@ class Execution(models.Model):
     proposal = models.OneToOneField(Proposal, on_delete=models.CASCADE, related_name="execution")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
     path = models.CharField(max_length=30, blank=True, help_text="in-process or driver-restart")
-    downtime_s = models.FloatField(null=True, blank=True)
+    downtime_s = models.FloatField(null=True, blank=True,
+                                   help_text="Seconds from the stop command to the new query's first batch (runner).")
+    pause_s = models.FloatField(null=True, blank=True,
+                                help_text="Seconds from the old query's last batch end to the new query's first "
+                                          "batch start (0 for executors changed in place).")
+    added_lag_s = models.FloatField(null=True, blank=True,
+                                    help_text="Peak lag during the rescale minus the steady lag before it, seconds "
+                                              "(scaling.rescale_cost).")
+    catch_up_s = models.FloatField(null=True, blank=True,
+                                   help_text="Seconds from the rescale until the backlog was back to its level "
+                                             "before it; empty until it is (scaling.rescale_cost).")
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)

@@ -179,3 +179,45 @@ def test_a_pending_proposal_is_withdrawn_when_the_running_configuration_changes_
     assert "changed underneath it" in event.reason
     with pytest.raises(TransitionError, match="is withdrawn, not pending"):
         proposal_approve(proposal=proposal, actor=make_user())
+
+
+def test_an_execution_records_its_pause_added_lag_and_catch_up_from_the_snapshots(no_enqueue):
+    """Issue 12: pause_s from the runner; added_lag_s and catch_up_s from the backlog around the rescale."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from webapp.jobs.models import MetricSnapshot
+    from webapp.proposals.models import Execution
+    from webapp.proposals.rescale_cost import record_open_costs
+    from webapp.proposals.services import execution_record_result
+
+    job = make_job(metric_window_s=45)
+    make_snapshots(job)
+    evaluation_run(job=job)
+    proposal = job.proposals.get()
+    proposal_approve(proposal=proposal, actor=make_user())
+    Proposal.objects.filter(pk=proposal.pk).update(status=Proposal.Status.EXECUTING)
+    start = timezone.now()
+    execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")
+    Execution.objects.filter(pk=execution.pk).update(started_at=start)
+    execution_record_result(execution_id=execution.pk, attempt=1, now=start + timedelta(seconds=10),
+                            result={"status": "succeeded", "path": "in-process", "downtime_s": 3.0, "pause_s": 1.2,
+                                    "config": proposal.proposed_config})
+    MetricSnapshot.objects.filter(job=job).delete()
+
+    def snap(dt, backlog):
+        MetricSnapshot.objects.create(job=job, collected_at=start + timedelta(seconds=dt), window_s=15, batches=3,
+                                      backlog=backlog, arrival_rate_per_s=500.0, trigger_interval_s=2.0)
+
+    for dt, backlog in [(-30, 1000), (-15, 1000), (-1, 1000), (15, 6000), (30, 3000)]:
+        snap(dt, backlog)
+    assert record_open_costs(now=start + timedelta(seconds=31)) == 0
+    execution.refresh_from_db()
+    assert execution.pause_s == 1.2
+    assert execution.added_lag_s == pytest.approx(6000 / 500 - 1000 / 500)
+    assert execution.catch_up_s is None  # not back yet
+    snap(45, 1500)  # within one trigger interval of arrivals (1,000 records) of the steady 1,000
+    assert record_open_costs(now=start + timedelta(seconds=46)) == 1
+    execution.refresh_from_db()
+    assert execution.catch_up_s == pytest.approx(45.0, abs=0.01)

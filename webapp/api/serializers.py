@@ -145,7 +145,7 @@ class SnapshotSerializer(serializers.ModelSerializer):
 class ExecutionSerializer(serializers.ModelSerializer):
     class Meta:
         model = Execution
-        fields = ["id", "proposal", "status", "path", "downtime_s", "started_at", "finished_at", "error",
+        fields = ["id", "proposal", "status", "path", "downtime_s", "pause_s", "added_lag_s", "catch_up_s", "started_at", "finished_at", "error",
                   "result", *_present(Execution, ("attempts", "attempt_state", "attempt_log"))]
 
 

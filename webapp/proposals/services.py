@@ -37,6 +37,7 @@ from webapp.proposals.guardrails import Guardrails, violated_guardrail
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.permissions import can_approve
 from webapp.proposals.reasons import WithdrawReason, withdrawal_text
+from webapp.proposals.rescale_cost import record_open_costs
 
 logger = logging.getLogger(__name__)
 Status = Proposal.Status
@@ -730,7 +731,7 @@ def execution_record_result(*, execution_id: int, attempt: int, result: dict,
         if ok:
             if not in_flight.update(status=Execution.Status.SUCCEEDED, attempt_state=Attempt.DONE,
                                     path=result.get("path") or "", downtime_s=result.get("downtime_s"),
-                                    finished_at=now, error="", result=result, lease_expires_at=None,
+                                    pause_s=result.get("pause_s"), finished_at=now, error="", result=result, lease_expires_at=None,
                                     attempt_log=[*execution.attempt_log, entry]):
                 execution.refresh_from_db()
                 return execution
@@ -864,4 +865,5 @@ def workflow_reconcile(*, now: datetime | None = None) -> dict:
     for proposal in verification_due(now=now):
         if proposal_verify(proposal=proposal, now=now) is not None:
             counts["verified"] += 1
+    counts["costed"] = record_open_costs(now=now)
     return counts

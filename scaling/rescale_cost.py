@@ -1,0 +1,113 @@
+"""What a rescale cost the pipeline: the lag it added and how long the backlog took to drain.
+
+A rescale of a Structured Streaming query is a stop and a restart (or, for executors changed in
+place, none). Its *pause* is measured by the runner. What the operator pays for it is measured
+from the source's backlog around it:
+
+- **added lag** = peak lag during the rescale − steady lag before it, in seconds of input, where
+  ``lag = backlog / arrival rate`` (records ÷ records/s);
+- **catch-up time** = seconds from the start of the rescale until the backlog is back to its
+  level before it (within ``tolerance_records``; a source's backlog is only ever read at batch
+  boundaries, so one trigger interval's arrivals is the natural tolerance).
+
+These are the quantities issue 12 asks for and the ones FLIP-271's catch-up target
+(``job.autoscaler.catch-up.duration``, which includes the restart time) plans against.
+The web app and ``sparkclient bench-rescale`` both call :func:`rescale_cost`, so the formula is here once.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["LagSample", "RescaleCost", "lag_s", "rescale_cost"]
+
+
+@dataclass(frozen=True)
+class LagSample:
+    """One reading of a source's backlog.
+
+    Attributes:
+        t_s: when it was read, seconds on any clock shared with the rescale's start and finish.
+        backlog: records available at the source and not yet processed (≥ 0).
+        arrival_rate_per_s: records/s arriving at the source then (≥ 0).
+    """
+
+    t_s: float
+    backlog: float
+    arrival_rate_per_s: float
+
+
+@dataclass(frozen=True)
+class RescaleCost:
+    """What a rescale cost (see the module docstring).
+
+    Attributes:
+        steady_backlog: mean backlog before the rescale, records.
+        peak_backlog: highest backlog from the rescale's start until caught up (or the last sample), records.
+        added_lag_s: peak lag − steady lag, seconds of input (≥ 0); None without a sample before and after.
+        catch_up_s: seconds from the rescale's start until the backlog was back to its steady level;
+            None while it has not been (or without a sample before the rescale).
+    """
+
+    steady_backlog: float | None
+    peak_backlog: float | None
+    added_lag_s: float | None
+    catch_up_s: float | None
+
+
+def lag_s(sample: LagSample) -> float:
+    """The lag a backlog stands for, seconds of input: ``backlog / arrival rate``; 0 with no backlog,
+    and the backlog itself (as if 1 record/s) when nothing arrives, so that a stalled source still
+    shows its lag growing."""
+    if sample.backlog <= 0:
+        return 0.0
+    return sample.backlog / max(sample.arrival_rate_per_s, 1.0)
+
+
+def rescale_cost(samples: Sequence[LagSample], *, started_at_s: float, finished_at_s: float,
+                 steady_window_s: float, tolerance_records: float = 0.0) -> RescaleCost:
+    """The added lag and catch-up time of one rescale.
+
+    Args:
+        samples: backlog readings around the rescale, any order (times in seconds, as ``started_at_s``).
+        started_at_s: when the rescale began (the stop command, or the approval), seconds.
+        finished_at_s: when the runner reported it done, seconds (≥ ``started_at_s``).
+        steady_window_s: the readings in ``[started − steady_window_s, started]`` give the steady
+            backlog and lag before the rescale, seconds (> 0).
+        tolerance_records: the backlog counts as back to its steady level within this many records
+            (≥ 0); use the arrivals of one trigger interval.
+
+    Returns:
+        :class:`RescaleCost`; its fields are None where the samples cannot tell (no reading before
+        the rescale, none after it, or not caught up yet).
+
+    Raises:
+        ValueError: ``finished_at_s < started_at_s``, ``steady_window_s ≤ 0`` or a negative tolerance.
+    """
+    if finished_at_s < started_at_s:
+        raise ValueError(f"finished_at_s {finished_at_s} is before started_at_s {started_at_s}")
+    if steady_window_s <= 0:
+        raise ValueError(f"steady_window_s must be > 0, got {steady_window_s}")
+    if tolerance_records < 0:
+        raise ValueError(f"tolerance_records must be ≥ 0, got {tolerance_records}")
+    ordered = sorted(samples, key=lambda s: s.t_s)
+    before = [s for s in ordered if started_at_s - steady_window_s <= s.t_s <= started_at_s]
+    during = [s for s in ordered if s.t_s > started_at_s]
+    if not before:
+        return RescaleCost(None, None, None, None)
+    steady_backlog = statistics.fmean(s.backlog for s in before)
+    steady_lag = statistics.fmean(lag_s(s) for s in before)
+    caught_up = next((s for s in during if s.t_s >= finished_at_s
+                      and s.backlog <= steady_backlog + tolerance_records), None)
+    window = [s for s in during if caught_up is None or s.t_s <= caught_up.t_s]
+    if not window:
+        return RescaleCost(steady_backlog, None, None, None)
+    peak = max(window, key=lag_s)
+    return RescaleCost(
+        steady_backlog=steady_backlog,
+        peak_backlog=max(s.backlog for s in window),
+        added_lag_s=max(0.0, lag_s(peak) - steady_lag),
+        catch_up_s=None if caught_up is None else caught_up.t_s - started_at_s,
+    )

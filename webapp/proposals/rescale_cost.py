@@ -1,0 +1,57 @@
+"""Record what each rescale cost (``added_lag_s``, ``catch_up_s``) on its execution, from the job's
+metric snapshots; the formula is :func:`scaling.rescale_cost.rescale_cost`."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from scaling.rescale_cost import LagSample, rescale_cost
+from webapp.jobs.models import MetricSnapshot
+from webapp.proposals.models import Execution
+
+#: How long after an execution its catch-up is still looked for, seconds; past it, catch_up_s stays empty.
+FOLLOW_S = 3600.0
+
+
+def execution_record_cost(execution: Execution, *, now: datetime | None = None) -> Execution:
+    """Fill ``added_lag_s`` and ``catch_up_s`` of a succeeded execution from the snapshots around it
+    (only windows that completed a batch: a window without one read no backlog). The steady level is
+    the proposal's metric window before the execution started; the tolerance one trigger interval of
+    arrivals. Idempotent; ``catch_up_s`` stays None until the backlog is back. Returns the execution."""
+    now = now or timezone.now()
+    if execution.finished_at is None or execution.status != Execution.Status.SUCCEEDED:
+        return execution
+    job = execution.proposal.job
+    window_s = float(job.policy.metric_window_s)
+    # Clocks: started_at is the row's creation time, finished_at the runner's answer time as recorded.
+    started = min(execution.started_at, execution.finished_at)
+    rows = list(MetricSnapshot.objects.filter(
+        job=job, batches__gt=0, collected_at__gte=started - timedelta(seconds=window_s),
+        collected_at__lte=now).order_by("collected_at"))
+    if not rows:
+        return execution
+    before = [r for r in rows if r.collected_at <= started]
+    tolerance = (before[-1] if before else rows[0]).arrival_rate_per_s * (rows[-1].trigger_interval_s or 1.0)
+    cost = rescale_cost([LagSample(r.collected_at.timestamp(), float(r.backlog), r.arrival_rate_per_s) for r in rows],
+                        started_at_s=started.timestamp(), finished_at_s=execution.finished_at.timestamp(),
+                        steady_window_s=window_s, tolerance_records=tolerance)
+    fields = {k: None if v is None else round(v, 3)
+              for k, v in (("added_lag_s", cost.added_lag_s), ("catch_up_s", cost.catch_up_s))}
+    Execution.objects.filter(pk=execution.pk).update(**fields)
+    execution.refresh_from_db()
+    return execution
+
+
+def record_open_costs(*, now: datetime | None = None) -> int:
+    """Reconcile step: fill the cost of every succeeded execution of the last :data:`FOLLOW_S` whose
+    catch-up is not known yet. Returns how many now have one."""
+    now = now or timezone.now()
+    done = 0
+    for execution in Execution.objects.select_related("proposal__job__policy").filter(
+            status=Execution.Status.SUCCEEDED, catch_up_s__isnull=True,
+            finished_at__gte=now - timedelta(seconds=FOLLOW_S)):
+        if execution_record_cost(execution, now=now).catch_up_s is not None:
+            done += 1
+    return done

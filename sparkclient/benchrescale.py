@@ -16,8 +16,9 @@ Per run it records, from the runner's result and the backlog sampled every 0.25 
 
 - ``pause_s``: the runner's measure, from the last batch's end before the stop to the first batch's
   start after (0 in place);
-- ``added_lag_s``: (peak backlog during the rescale − mean backlog in the 10 s before) / rate, seconds of input;
-- ``catch_up_s``: from the command until the backlog is back to its level before (within one trigger's input);
+- ``added_lag_s`` and ``catch_up_s`` by :func:`scaling.rescale_cost.rescale_cost` (the web app's formula):
+  peak lag during the rescale − mean lag in the 10 s before, seconds of input; and seconds from the
+  command until the backlog is back to its level before (within one trigger interval's input);
 - exactly once: after the run the load pauses, the query drains, and the sink must hold every bid
   exactly once.
 
@@ -40,8 +41,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from scaling.rescale_cost import LagSample, rescale_cost
+
 PATHS = ("in-process", "handover", "in-place", "repartition")
 TOPIC, JOB = "bench", "bench"
+TRIGGER_S = 1  # the pipeline's trigger interval during the bench, seconds
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -58,6 +62,7 @@ class Run:
     catch_up_s: float
     exactly_once: bool
     same_run_id: bool
+    error: str = ""
 
 
 def _wait(predicate, timeout_s: float, what: str, interval_s: float = 0.25) -> Any:
@@ -88,7 +93,7 @@ class Bench:
              "--partitions", "2", "--rate", str(rate)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         cmd = [sys.executable, "-m", "sparkclient", "run", "--pipeline", "sparkclient.examples.nexmark:build",
                "--job", JOB, "--redis-url", self.redis.url, "--workdir", str(workdir / "job"), "--master", master,
-               "--ui-port", "4090", "--knob", "enrich_latency_ms=1", "--knob", "trigger_interval_s=1"]
+               "--ui-port", "4090", "--knob", "enrich_latency_ms=1", "--knob", f"trigger_interval_s={TRIGGER_S}"]
         if master_ui:
             cmd += ["--master-ui", master_ui]
         self.supervisor = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -107,40 +112,50 @@ class Bench:
         end = sources[0].get("endOffset") or {}
         return float(latest - sum(int(v) for v in end.values())) if isinstance(end, dict) else float(latest)
 
+    def sample(self) -> LagSample:
+        """The backlog now, as a :class:`~scaling.rescale_cost.LagSample` (arrivals at the generator's rate)."""
+        return LagSample(time.monotonic(), self.backlog(), self.rate)
+
     def rescale(self, path: str, command_id: str, knobs: dict[str, int]) -> Run:
+        """Send one rescale, sample the backlog every 0.25 s around it, and measure it
+        (``scaling.rescale_cost``: steady level over the 10 s before, tolerance one trigger's input)."""
         from sparkclient.control import RescaleCommand, read_status, send_command, wait_result  # noqa: PLC0415
 
-        before = []
+        samples = []
         for _ in range(40):  # 10 s of steady lag
-            before.append(self.backlog())
+            samples.append(self.sample())
             time.sleep(0.25)
-        steady = statistics.fmean(before)
         run_id = read_status(self.client, JOB).run_id
         sent = time.monotonic()
         send_command(self.client, JOB, RescaleCommand(id=command_id, knobs=knobs))
-        peak = steady
         result = None
         while result is None:
-            peak = max(peak, self.backlog())
+            samples.append(self.sample())
             if time.monotonic() - sent > 300:
                 raise TimeoutError(f"no result for {command_id}")
-            result = wait_result(self.client, JOB, command_id, timeout_s=0.25, poll_s=0.05) \
-                if self.client.exists(f"ss:control:{JOB}:result:{command_id}") else None
-            time.sleep(0.1)
-        one_trigger = self.rate * 1.0
-        catch_up_s = float("nan")
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            lag = self.backlog()
-            peak = max(peak, lag)
-            if lag <= steady + one_trigger:
-                catch_up_s = time.monotonic() - sent
-                break
+            if self.client.exists(f"ss:control:{JOB}:result:{command_id}"):
+                result = wait_result(self.client, JOB, command_id, timeout_s=0.25, poll_s=0.05)
             time.sleep(0.25)
+        finished = time.monotonic()
+
+        def measure():
+            return rescale_cost(samples, started_at_s=sent, finished_at_s=finished, steady_window_s=10.0,
+                                tolerance_records=self.rate * TRIGGER_S)
+
+        cost = measure()
+        deadline = time.monotonic() + 240
+        while cost.catch_up_s is None and time.monotonic() < deadline:
+            time.sleep(0.25)
+            samples.append(self.sample())
+            cost = measure()
         same_run = read_status(self.client, JOB).run_id == run_id
-        return Run(path=path, reported_path=result.path.value, succeeded=result.succeeded, pause_s=result.pause_s,
-                   downtime_s=result.downtime_s, added_lag_s=max(0.0, peak - steady) / self.rate,
-                   catch_up_s=catch_up_s, exactly_once=self.exactly_once(), same_run_id=same_run)
+        nan = float("nan")
+        return Run(path=path, reported_path=result.path.value, succeeded=result.succeeded,
+                   pause_s=nan if result.pause_s is None else result.pause_s,
+                   downtime_s=nan if result.downtime_s is None else result.downtime_s,
+                   added_lag_s=nan if cost.added_lag_s is None else cost.added_lag_s,
+                   catch_up_s=nan if cost.catch_up_s is None else cost.catch_up_s,
+                   exactly_once=self.exactly_once(), same_run_id=same_run, error=result.error or "")
 
     def exactly_once(self) -> bool:
         """Pause the load, let the query drain, compare the sink with the bids written; resume."""

@@ -32,9 +32,11 @@ import json
 import logging
 import os
 import queue
+import shutil
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,12 @@ HANDOVER_READY_TIMEOUT_S = 240.0
 BATCH_WAIT_TIMEOUT_S = 120.0
 #: How long a rescale waits for the first batch after the restart before failing, seconds.
 FIRST_BATCH_TIMEOUT_S = 180.0
+#: The standby's streaming warm-up gives up after this many seconds (it is only a speed-up).
+WARM_UP_TIMEOUT_S = 60.0
+#: Session settings of the warm-up query (restored after it): few shuffle partitions, RocksDB state.
+WARM_UP_CONF = {"spark.sql.shuffle.partitions": "2",
+                "spark.sql.streaming.stateStore.providerClass":
+                    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"}
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -495,14 +503,44 @@ class Driver:
         return False
 
     def _warm_up(self) -> None:
-        """Run a small job on the new JVM, so class loading and code generation are done before the
-        handover (``SPARK-FACTS.md``: a fresh JVM is slow on its first batch)."""
+        """Warm the new JVM before the handover (``SPARK-FACTS.md``: a fresh JVM is slow on its first
+        batch): a small batch job, then a throwaway streaming query of the usual kinds of operators
+        (``rate`` source → pandas UDF → stateful aggregation on RocksDB → ``noop`` sink, two
+        micro-batches, scratch checkpoint), so class loading, code generation, the Python workers and
+        the state store's native library are ready before the user's query starts. It never runs the
+        user's pipeline: its sink could be external. Session settings it changes are restored."""
         from pyspark.sql import functions as F  # noqa: PLC0415
 
         started = time.monotonic()
         frame = self.spark.range(0, 20_000, numPartitions=max(1, self.executors()))
         (frame.withColumn("k", F.col("id") % 10).groupBy("k").agg(F.count("*"), F.sum("id"))
          .repartition(2).collect())
+        scratch = self.workdir / "warm-up" / uuid.uuid4().hex
+        saved = {key: self.spark.conf.get(key, None) for key in WARM_UP_CONF}
+        try:
+            for key, value in WARM_UP_CONF.items():
+                self.spark.conf.set(key, value)
+            rows = (self.spark.readStream.format("rate").option("rowsPerSecond", 200)
+                    .option("numPartitions", max(1, self.executors())).load())
+            rows = rows.mapInPandas(lambda frames: frames, schema=rows.schema).repartition(2)
+            query = (rows.withWatermark("timestamp", "1 second").groupBy(F.window("timestamp", "1 second")).count()
+                     .writeStream.format("noop").outputMode("append").option("checkpointLocation", str(scratch))
+                     .trigger(processingTime="100 milliseconds").start())
+            try:
+                deadline = time.monotonic() + WARM_UP_TIMEOUT_S
+                while query.isActive and time.monotonic() < deadline and (_last_batch_id(query) or 0) < 2:
+                    time.sleep(0.05)
+            finally:
+                query.stop()
+        except Exception:  # noqa: BLE001 - a warm-up that fails costs speed, never the handover
+            log.exception("streaming warm-up failed; handing over without it")
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    self.spark.conf.unset(key)
+                else:
+                    self.spark.conf.set(key, value)
+            shutil.rmtree(scratch, ignore_errors=True)
         log.info("JVM warmed up in %.2f s", time.monotonic() - started)
 
     def _resume_pending(self) -> None:

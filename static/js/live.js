@@ -1,11 +1,15 @@
 // Live updates without a full reload (a small fetch loop in place of htmx polling):
 // - any element with data-live-url gets its inner HTML replaced by that URL's fragment every
 //   data-live-every ms (default 5000), unless the user is typing in a field inside it;
-// - the job page (#dag with data-job-live-url) redraws its Plotly figures and status panel.
+// - the job page (#dag with data-job-live-url) redraws its Plotly figures, stale badge and status panel;
+// - a form with data-confirm="question" asks in the page's <dialog id="confirm-dialog"> before it is
+//   sent (also for forms that a live refresh inserts later): Cancel sends nothing.
 (function () {
   const plotConfig = {displayModeBar: false, responsive: true};
 
   function busy(el) {
+    const dialog = document.getElementById("confirm-dialog");
+    if (dialog && dialog.open) return true;  // a question is open: keep the form it belongs to in place
     const active = document.activeElement;
     if (active && el.contains(active) && (active.tagName === "INPUT" || active.tagName === "TEXTAREA")) return true;
     return Array.from(el.querySelectorAll("input[type=text], input:not([type]), textarea")).some((i) => i.value);
@@ -56,6 +60,9 @@
         const data = await get(dag.dataset.jobLiveUrl, "application/json");
         draw("dag", data.dag);
         draw("series", data.series);
+        const stale = document.getElementById("dag-stale");
+        if (stale) stale.innerHTML = data.stale;
+        dag.classList.toggle("is-stale", Boolean(data.stale && data.stale.trim()));
         const panel = document.getElementById("panel");
         if (!busy(panel)) panel.innerHTML = data.panel;
       } catch (err) {
@@ -65,7 +72,31 @@
     setInterval(refresh, 5000);
   }
 
+  // Confirmation: one listener on the document (capture phase), so forms replaced by a live refresh
+  // are covered too. The submitter (e.g. the approve button's name=action value=approve) is kept.
+  function confirmForms() {
+    const dialog = document.getElementById("confirm-dialog");
+    if (!dialog) return;
+    document.addEventListener("submit", function (event) {
+      const form = event.target;
+      if (!(form instanceof HTMLFormElement) || !form.dataset.confirm || form.dataset.confirmed === "yes") return;
+      event.preventDefault();
+      const submitter = event.submitter || null;
+      document.getElementById("confirm-text").textContent = form.dataset.confirm;
+      dialog.returnValue = "";
+      dialog.addEventListener("close", function onClose() {
+        dialog.removeEventListener("close", onClose);
+        if (dialog.returnValue !== "ok") return;
+        form.dataset.confirmed = "yes";
+        form.requestSubmit(submitter && form.contains(submitter) ? submitter : undefined);
+      });
+      dialog.showModal();
+      document.getElementById("confirm-cancel").focus();
+    }, true);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    confirmForms();
     document.querySelectorAll("[data-live-url]").forEach(poll);
     const dag = document.querySelector("[data-job-live-url]");
     if (dag) jobPage(dag);

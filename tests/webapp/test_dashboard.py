@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from tests.webapp.dashboard_factories import make_evaluation, make_role_user, make_succeeded
 from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots
-from webapp.jobs.models import Evaluation, Job
+from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.jobs.services import evaluation_run
 from webapp.proposals.models import Proposal
 
@@ -94,28 +94,41 @@ def test_overview_query_count_does_not_grow_with_jobs(client, operator, django_a
 
 # --- job page ----------------------------------------------------------------------------------
 
+def _figure(html: str, name: str) -> dict:
+    return json.loads(re.search(rf'<script id="{name}" type="application/json">(.*?)</script>', html, re.S).group(1))
+
+
+def _nodes(dag: dict) -> list[dict]:
+    return [a for a in dag["layout"]["annotations"] if a.get("name", "").startswith("node:")]
+
+
 def test_job_page_draws_dag_and_charts_on_one_time_axis(client, operator):
     job, pending = scaled_job()
     make_succeeded(job, cores_from=1, cores_to=1, finished_at=timezone.now() - timedelta(seconds=20))
     html = client.get(f"/jobs/{job.pk}/").content.decode()
-    dag = json.loads(re.search(r'<script id="dag-figure" type="application/json">(.*?)</script>', html, re.S).group(1))
-    nodes = next(t for t in dag["data"] if t["name"] == "vertices")
-    assert len(nodes["x"]) == 3
-    assert nodes["marker"]["cmin"] == 0 and nodes["marker"]["cmax"] == 1 and nodes["marker"]["showscale"]
-    assert all(0 <= u <= 1 for u in nodes["marker"]["color"])
-    assert len(set(nodes["marker"]["size"])) > 1  # sized by parallelism (1, 1, 2 tasks)
-    assert any("1 → " in label for label in nodes["text"])
-    hover = nodes["hovertext"][1]
+    dag = _figure(html, "dag-figure")
+    scatter = next(t for t in dag["data"] if t["name"] == "vertices")
+    assert len(scatter["x"]) == 3
+    assert scatter["marker"]["cmin"] == 0 and scatter["marker"]["cmax"] == 1 and scatter["marker"]["showscale"]
+    assert all(0 <= u <= 1 for u in scatter["marker"]["color"])
+    nodes = _nodes(dag)
+    assert [n["text"].split("<br>")[0] for n in nodes] == ["<b>stage 0</b>", "<b>stage 1</b>", "<b>stage 2</b>"]
+    assert any("p 1 → " in n["text"] for n in nodes)  # the pending proposal's parallelism on the node
+    assert all("utilization" in n["text"] and "true rate" in n["text"] for n in nodes)
+    hover = nodes[1]["hovertext"]
     for words in ("true processing rate", "true output rate", "target data rate", "ideal parallelism", "selectivity"):
         assert words in hover
-    edge_labels = [a["text"] for a in dag["layout"]["annotations"] if a.get("text")]
+    edges = [a for a in dag["layout"]["annotations"] if a.get("name") == "edge"]
+    assert len(edges) == 2 and all(e["standoff"] > 0 and e["startstandoff"] > 0 for e in edges)
+    edge_labels = [a["text"] for a in dag["layout"]["annotations"] if a.get("name") == "edge-label"]
     assert len(edge_labels) == 2 and all(label.endswith("rec/s") for label in edge_labels)
-    series = json.loads(re.search(r'<script id="series-figure" type="application/json">(.*?)</script>', html,
-                                  re.S).group(1))
+    series = _figure(html, "series-figure")
     names = [t["name"] for t in series["data"]]
-    for name in ("input (arrival) rate", "processing rate", "backlog", "batch ratio R", "executors", "cores"):
+    for name in ("input (arrival) rate", "capacity (input rows ÷ busy time)", "backlog", "batch ratio R",
+                 "executors", "cores"):
         assert name in names
-    assert sum(1 for n in names if n.endswith("utilization")) == 3  # one per vertex
+    assert "processing rate" not in names and "processed" not in html
+    assert [n for n in names if n.endswith("utilization")] == [f"stage {i} utilization" for i in range(3)]
     assert {t.get("xaxis", "x") for t in series["data"]} == {"x"}  # one time axis
     assert len({t["yaxis"] for t in series["data"]}) == 5
     marker = next(t for t in series["data"] if t["name"] == "rescale")
@@ -131,13 +144,13 @@ def test_dag_marks_the_bottleneck_vertex(client, operator):
                                            for i in range(3)])
     assert evaluation.plan["bottleneck"] == "v1"
     live = client.get(f"/jobs/{job.pk}/live/").json()
-    nodes = next(t for t in live["dag"]["data"] if t["name"] == "vertices")
-    assert "bottleneck" in nodes["text"][1] and "bottleneck" not in nodes["text"][0]
-    assert nodes["marker"]["symbol"][1] == "diamond"
+    nodes = _nodes(live["dag"])
+    assert "bottleneck" in nodes[1]["text"] and "bottleneck" not in nodes[0]["text"]
+    assert nodes[1]["borderwidth"] > nodes[0]["borderwidth"]
 
 
 def test_chart_ranges_are_downsampled_and_bounded(client, operator):
-    from webapp.jobs.selectors import MAX_CHART_POINTS, chart_data
+    from webapp.dashboard.reads import MAX_CHART_POINTS, chart_data
 
     job = make_job()
     make_snapshots(job, count=MAX_CHART_POINTS + 200, window_s=15.0)
@@ -146,6 +159,50 @@ def test_chart_ranges_are_downsampled_and_bounded(client, operator):
     assert all(len(values) == len(chart.t) for _name, values in chart.utilization.values())
     assert client.get(f"/jobs/{job.pk}/?range=24h").status_code == 200
     assert client.get(f"/jobs/{job.pk}/?range=bogus").status_code == 200
+
+
+def test_windows_without_data_are_gaps_and_the_last_good_dag_stays_marked_stale(client, operator):
+    """Issue 16: during a restart the collector stores windows with no completed batch (rates and
+    backlog 0) and none at all while the runner is down; the page keeps the last good DAG and numbers
+    with a "stale since" badge, and the charts have gaps there, never zeros."""
+    from webapp.dashboard.reads import chart_data
+
+    job = make_job()
+    now = timezone.now()
+    good = make_snapshots(job, count=4, end=now - timedelta(minutes=3))
+    for i in range(2):  # Spark answers, no batch completes
+        MetricSnapshot.objects.create(job=job, collected_at=now - timedelta(seconds=150 - 15 * i), run_id="run-2",
+                                      config=job.config, window_s=15.0, batches=0)
+    # ... then nothing for two minutes (runner down), then one empty window again
+    MetricSnapshot.objects.create(job=job, collected_at=now, run_id="run-2", config=job.config, window_s=15.0,
+                                  batches=0)
+    Job.objects.filter(pk=job.pk).update(health=Job.Health.DEGRADED)
+    chart = chart_data(job=job, range_s=900)
+    for series in (chart.arrival_rate, chart.capacity_rate, chart.backlog, chart.batch_ratio):
+        assert all(v not in (None, 0) for v in series[:4]), series
+        assert series[4:] and all(v is None for v in series[4:]), series
+    assert all(v is None for _name, values in chart.utilization.values() for v in values[4:])
+    assert len(chart.t) >= 8  # the two empty windows, the gap and the newest one are points of their own
+    html = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert len(_nodes(_figure(html, "dag-figure"))) == 3  # still drawn
+    assert f"stale since {good[-1].collected_at:%H:%M:%S} (no micro-batch completed)" in html
+    assert f'id="backlog">{good[-1].backlog}<' in html  # the last measured backlog, not 0
+    series = _figure(html, "series-figure")
+    arrival = next(t for t in series["data"] if t["name"] == "input (arrival) rate")
+    assert 0 not in arrival["y"] and None in arrival["y"]
+
+
+def test_restarting_is_named_when_an_execution_runs(client, operator):
+    from webapp.proposals.models import Proposal
+
+    job = make_job()
+    make_snapshots(job, count=3, end=timezone.now() - timedelta(seconds=60))
+    MetricSnapshot.objects.create(job=job, collected_at=timezone.now(), run_id="run-2", config=job.config,
+                                  window_s=15.0, batches=0)
+    Proposal.objects.create(job=job, status=Proposal.Status.EXECUTING, current_config=job.config,
+                            proposed_config=dict(job.config, cores=2))
+    live = client.get(f"/jobs/{job.pk}/live/").json()
+    assert "(restarting)" in live["stale"] and live["dag"] is not None
 
 
 # --- "why no proposal?": every reason, produced and shown --------------------------------------

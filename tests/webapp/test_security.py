@@ -148,23 +148,18 @@ def _admin_client(client):
 
 
 def _form_data(client, url: str) -> dict:
-    """The admin page's job form and policy inline as the browser would post them back."""
+    """The admin page's form (the job's, or the policy's on its own page) as the browser would post it back."""
     response = client.get(url)
     assert response.status_code == 200
-    form, inline = response.context["adminform"].form, response.context["inline_admin_formsets"][0].formset
-    data = {name: form[name].value() for name in form.fields}
-    management = inline.management_form
-    data.update({f"{management.prefix}-{k}": v for k, v in management.initial.items()})
-    for sub in inline.forms:
-        for name in sub.fields:
-            value = sub[name].value()
-            if value is None:
-                continue
-            if isinstance(value, bool):
-                if value:
-                    data[f"{sub.prefix}-{name}"] = "on"
-                continue
-            data[f"{sub.prefix}-{name}"] = value
+    form = response.context["adminform"].form
+    data = {}
+    for name in form.fields:
+        value = form[name].value()
+        if isinstance(value, bool):
+            if value:
+                data[name] = "on"
+            continue
+        data[name] = value
     return {k: v for k, v in data.items() if v is not None}
 
 
@@ -204,14 +199,37 @@ def test_every_numeric_policy_field_is_bounded(field):
 def test_huge_ttl_and_backoff_multiplier_are_refused_in_the_admin(client):
     job = make_job()
     client = _admin_client(client)
+    url = reverse("admin:jobs_jobpolicy_change", args=[job.policy.pk])
     for field in ("proposal_ttl_s", "restart_backoff_multiplier"):
-        data = _change_form_data(client, job)
-        data[f"policy-0-{field}"] = "1e308"
-        response = client.post(reverse("admin:jobs_job_change", args=[job.pk]), data)
+        data = _form_data(client, url)
+        data[field] = "1e308"
+        response = client.post(url, data)
         assert response.status_code == 200, field  # the form again, with the error
-        assert field in response.context["inline_admin_formsets"][0].formset.forms[0].errors
+        assert field in response.context["adminform"].form.errors
     policy = JobPolicy.objects.get(job=job)
     assert (policy.proposal_ttl_s, policy.restart_backoff_multiplier) == (900.0, 2.0)
+
+
+def test_the_policy_has_its_own_admin_page_with_collapsed_sections_and_audited_edits(client):
+    from webapp.proposals.models import AuditEvent
+
+    job = make_job()
+    client = _admin_client(client)
+    url = reverse("admin:jobs_jobpolicy_change", args=[job.policy.pk])
+    page = client.get(url)
+    titles = [fieldset.name for fieldset in page.context["adminform"]]
+    assert titles == ["Mode", "Targets", "Bounds", "Delays", "Guardrails (auto mode)",
+                      "Back-off (failed executions)", "Other algorithms"]
+    assert all("collapse" in fieldset.classes for fieldset in list(page.context["adminform"])[1:])
+    assert url in client.get(reverse("admin:jobs_job_change", args=[job.pk])).content.decode()
+    form = page.context["adminform"].form
+    assert not {"auto_approve_suspended", "auto_approve_suspended_reason", "job"} & set(form.fields)
+    data = {**_form_data(client, url), "max_cores": "6", "auto_approve_suspended": "on"}
+    assert client.post(url, data).status_code == 302
+    job.policy.refresh_from_db()
+    assert job.policy.max_cores == 6 and not job.policy.auto_approve_suspended
+    event = AuditEvent.objects.get(job=job, action="policy_changed")
+    assert (event.before, event.after, event.actor) == ({"max_cores": 8}, {"max_cores": 6}, "ada")
 
 
 KNOBS = ('[{"name": "cores", "default": 1, "min": 1, "max": 8, "sets": "executors"}, '
@@ -240,8 +258,7 @@ def test_a_valid_new_job_is_saved(client):
     data = _form_data(client, reverse("admin:jobs_job_add"))
     response = client.post(reverse("admin:jobs_job_add"), {**data, "name": "new", "config": '{"cores": 2, "p": 4}',
                                                             "knobs": KNOBS})
-    assert response.status_code == 302, (response.context["adminform"].form.errors,
-                                         response.context["inline_admin_formsets"][0].formset.errors)
+    assert response.status_code == 302, response.context["adminform"].form.errors
     job = Job.objects.get(name="new")
     assert job.config == {"cores": 2, "p": 4} and job.health == "collecting"
 
@@ -268,8 +285,8 @@ def test_algorithm_is_a_registry_name_and_a_dotted_path_is_never_imported(monkey
 def test_the_admin_offers_the_algorithms_as_choices(client):
     job = make_job()
     client = _admin_client(client)
-    response = client.get(reverse("admin:jobs_job_change", args=[job.pk]))
-    field = response.context["inline_admin_formsets"][0].formset.forms[0].fields["algorithm"]
+    response = client.get(reverse("admin:jobs_jobpolicy_change", args=[job.policy.pk]))
+    field = response.context["adminform"].form.fields["algorithm"]
     assert [value for value, _ in field.choices] == ["batch-ratio", "ds2", "min-increase"]
 
 

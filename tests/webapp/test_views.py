@@ -31,8 +31,8 @@ def test_job_page_and_live_dag_have_one_node_per_vertex(client):
     assert nodes["marker"]["cmin"] == 0 and nodes["marker"]["cmax"] == 1
     assert all(0 <= u <= 1 for u in nodes["marker"]["color"])
     assert all(v["true_processing_rate"] != "inf" and v["true_processing_rate"] > 0 for v in live["vertices"])
-    # The pending proposal's parallelism shows as p -> p'.
-    assert any("1 → " in label for label in nodes["text"])
+    # The pending proposal's parallelism shows as p -> p' on the node.
+    assert any("p 1 → " in a["text"] for a in live["dag"]["layout"]["annotations"] if a["name"].startswith("node:"))
 
 
 def test_api_approve_then_conflict(client, monkeypatch):

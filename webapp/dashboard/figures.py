@@ -1,4 +1,5 @@
-"""Plotly figures of the job page: the DAG coloured by utilization, and the time-series charts.
+"""Plotly figures of the job page (the DAG coloured by utilization, the time-series charts) and of
+the rescales page (executors over time against the recommendation, min and max).
 
 Figures are plain Plotly JSON dicts (``{"data": [...], "layout": {...}}``) rather than
 ``plotly.graph_objects``: the same output without the per-property validation, which costs tens of
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from webapp.jobs.selectors import ChartData
+from webapp.dashboard.reads import ChartData
 
 #: One fixed utilization scale for every DAG: green (idle) to red (saturated), 0..1.
 UTILIZATION_SCALE = [[0.0, "#16a34a"], [0.5, "#facc15"], [0.8, "#f97316"], [1.0, "#dc2626"]]
@@ -17,7 +18,7 @@ RESCALE_COLOUR = "#7c3aed"
 
 
 def _layers(vertices: list[dict]) -> dict[str, int]:
-    """Longest-path layer of each vertex from the sources (a layered layout, sources left)."""
+    """Longest-path layer of each vertex from the sources (a layered layout, sources on top)."""
     layer: dict[str, int] = {}
     for v in sorted(vertices, key=lambda v: v["position"]):
         layer[v["id"]] = max((layer.get(u, 0) + 1 for u in v["upstream"] if u in layer), default=0)
@@ -33,99 +34,102 @@ def _rate(value) -> str:
 
 
 def parallelism_label(v: dict) -> str:
-    """``p → p'`` when a change is proposed, else ``p → p`` (no change)."""
+    """``p → p'`` when a change is proposed, else ``p``."""
     proposed = v.get("proposed")
-    return f"{v['tasks']} → {proposed if proposed is not None else v['tasks']}"
+    return f"{v['tasks']} → {proposed}" if proposed is not None and proposed != v["tasks"] else f"{v['tasks']}"
 
 
-#: Operators that say what a stage does, in the order they are preferred for its short label.
-_DEFINING_OPERATORS = ("Scan", "MicroBatchScan", "MapInPandas", "MapInArrow", "BatchEvalPython", "ArrowEvalPython",
-                       "FlatMapGroupsInPandas", "StreamingSymmetricHashJoin", "StateStoreSave", "SessionWindowStateStoreSave",
-                       "FlatMapGroupsWithState", "TransformWithState", "Window", "Sort", "SortMergeJoin",
-                       "BroadcastHashJoin", "HashAggregate", "Generate", "Expand")
+def _hex(colour: str) -> tuple[int, int, int]:
+    return int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16)
 
 
-def short_label(name: str, most: int = 2) -> str:
-    """A node label short enough not to collide with its neighbours: the stage's defining operators
-    (scan, Python UDF, stateful operator, join, aggregation), at most ``most`` of them, in plan
-    order; the full operator chain stays in the hover text.
+def utilization_colour(utilization: float) -> str:
+    """The colour of ``utilization`` (0..1) on :data:`UTILIZATION_SCALE`, linearly interpolated."""
+    u = min(1.0, max(0.0, utilization))
+    for (u0, c0), (u1, c1) in zip(UTILIZATION_SCALE, UTILIZATION_SCALE[1:]):
+        if u <= u1:
+            share = (u - u0) / (u1 - u0)
+            rgb = [round(a + (b - a) * share) for a, b in zip(_hex(c0), _hex(c1))]
+            return "#{:02x}{:02x}{:02x}".format(*rgb)
+    return UTILIZATION_SCALE[-1][1]
 
-    >>> short_label("HashAggregate → StateStoreRestore → HashAggregate → StateStoreSave → Scan ExistingRDD")
-    'HashAggregate → StateStoreSave'
-    """
-    operators = [op.strip() for op in name.split("→") if op.strip()]
-    if len(operators) <= most:
-        return " → ".join(operators) or name
-    defining = []
-    for op in operators:
-        head = op.split()[0]
-        if head in _DEFINING_OPERATORS and head not in defining and not op.startswith("Scan ExistingRDD"):
-            defining.append(head)
-    picked = defining[:most] or operators[:1]
-    return " → ".join(picked) + (" …" if len(picked) < len(operators) else "")
+
+def _ink(background: str) -> str:
+    r, g, b = _hex(background)
+    return "#111827" if 0.299 * r + 0.587 * g + 0.114 * b > 150 else "#ffffff"
+
+
+#: Vertical distance between two layers of the graph, px; a node box is about 80 px high.
+LAYER_PX = 150
+#: Half a node box's height plus a little air, px: arrows start and stop this far from a node's centre.
+NODE_HALF_PX = 46
 
 
 def dag_figure(vertices: list[dict]) -> dict:
-    """The job DAG. Each item of ``vertices``: id, name, position, upstream (ids), tasks,
-    proposed (or None), utilization (0..1), records_in_per_s, records_out_per_s, and when evaluated:
-    true_processing_rate, true_output_rate, target_data_rate, ideal_parallelism, selectivity,
-    bottleneck (bool). Node colour = utilization on one fixed scale; size = parallelism; each edge
-    is labelled with the records per second it carries."""
+    """The job DAG, sources on top. Each item of ``vertices``: id, stage (short name), name (Spark's
+    operator chain), position, upstream (ids), tasks, proposed (or None), utilization (0..1),
+    records_in_per_s, records_out_per_s, and when evaluated: true_processing_rate, true_output_rate,
+    target_data_rate, ideal_parallelism, selectivity, bottleneck (bool).
+
+    Each node is a box coloured by utilization on one fixed scale that carries the stage name,
+    parallelism ``p → p'``, utilization and true processing rate (records per busy second); the
+    whole operator chain is in its hover. Edges are arrows from box to box, labelled with the
+    records per second they carry. Nodes of one layer sit side by side, one unit apart."""
     layer = _layers(vertices)
     by_layer: dict[int, list[str]] = defaultdict(list)
     for v in sorted(vertices, key=lambda v: v["position"]):
         by_layer[layer[v["id"]]].append(v["id"])
-    pos = {vid: (x, (len(ids) - 1) / 2 - i) for x, ids in by_layer.items() for i, vid in enumerate(ids)}
+    pos = {vid: (i - (len(ids) - 1) / 2, -y) for y, ids in by_layer.items() for i, vid in enumerate(ids)}
     by_id = {v["id"]: v for v in vertices}
-    data: list[dict] = []
     annotations: list[dict] = []
-    edge_x: list = []
-    edge_y: list = []
     for v in vertices:
         for u in v["upstream"]:
             if u not in pos:
                 continue
             (x0, y0), (x1, y1) = pos[u], pos[v["id"]]
-            edge_x += [x0, x1, None]
-            edge_y += [y0, y1, None]
+            annotations.append({"x": x1, "y": y1, "ax": x0, "ay": y0, "xref": "x", "yref": "y", "axref": "x",
+                                "ayref": "y", "showarrow": True, "arrowhead": 2, "arrowsize": 1.2,
+                                "arrowwidth": 1.6, "arrowcolor": "#64748b", "standoff": NODE_HALF_PX,
+                                "startstandoff": NODE_HALF_PX, "text": "", "name": "edge"})
             rate = by_id[u].get("records_out_per_s") if len(v["upstream"]) > 1 else v.get("records_in_per_s")
-            annotations.append({"x": (x0 + x1) / 2, "y": (y0 + y1) / 2 + 0.1, "showarrow": False,
+            annotations.append({"x": (x0 + x1) / 2, "y": (y0 + y1) / 2, "xref": "x", "yref": "y",
+                                "showarrow": False, "xanchor": "left", "xshift": 8, "name": "edge-label",
                                 "text": f"{_rate(rate)} rec/s", "font": {"size": 11, "color": "#334155"}})
-            annotations.append({"x": x1 - 0.12, "y": y1 + (y0 - y1) * 0.12, "ax": x0 + 0.12,
-                                "ay": y0 + (y1 - y0) * 0.12, "xref": "x", "yref": "y", "axref": "x", "ayref": "y",
-                                "showarrow": True, "arrowhead": 2, "arrowcolor": "#94a3b8", "text": ""})
-    data.append({"type": "scatter", "x": edge_x, "y": edge_y, "mode": "lines", "hoverinfo": "skip",
-                 "line": {"color": "#94a3b8", "width": 2}, "showlegend": False, "name": "edges"})
-    labels, hovers = [], []
     for v in vertices:
-        arrow = parallelism_label(v)
-        mark = "<br><b>⚠ bottleneck</b>" if v.get("bottleneck") else ""
-        labels.append(f"<b>{short_label(v['name'])}</b><br>{arrow}{mark}")
-        hovers.append(
-            f"<b>{v['name']}</b> ({v['id']})<br>parallelism {arrow}<br>utilization {v['utilization']:.0%}"
-            f"<br>true processing rate {_rate(v.get('true_processing_rate'))} rec/s per core"
-            f"<br>true output rate {_rate(v.get('true_output_rate'))} rec/s per core"
-            f"<br>target data rate {_rate(v.get('target_data_rate'))} rec/s"
-            f"<br>ideal parallelism {v.get('ideal_parallelism', '–')}"
-            f"<br>selectivity {v.get('selectivity', '–')}"
-            + ("<br><b>bottleneck</b>" if v.get("bottleneck") else ""))
-    data.append({
-        "type": "scatter", "name": "vertices", "showlegend": False,
-        "x": [pos[v["id"]][0] for v in vertices], "y": [pos[v["id"]][1] for v in vertices],
-        "mode": "markers+text", "text": labels, "textposition": "bottom center",
-        "hovertext": hovers, "hoverinfo": "text", "customdata": [v["id"] for v in vertices],
-        "marker": {"size": [26 + 5 * min(v["tasks"], 14) for v in vertices],
-                   "color": [v["utilization"] for v in vertices], "cmin": 0, "cmax": 1,
-                   "colorscale": UTILIZATION_SCALE, "showscale": True,
-                   "colorbar": {"title": {"text": "utilization"}, "tickformat": ".0%", "thickness": 12},
-                   "line": {"color": ["#111827" if v.get("bottleneck") else "#ffffff" for v in vertices],
-                            "width": [4 if v.get("bottleneck") else 1 for v in vertices]},
-                   "symbol": ["diamond" if v.get("bottleneck") else "circle" for v in vertices]}})
-    rows = max((len(ids) for ids in by_layer.values()), default=1)
-    layout = {"height": 340 + 60 * max(0, rows - 2), "margin": {"l": 20, "r": 20, "t": 20, "b": 20},
-              "plot_bgcolor": "#ffffff", "annotations": annotations, "hovermode": "closest",
-              "xaxis": {"visible": False, "range": [-0.5, max(layer.values(), default=0) + 0.5]},
-              "yaxis": {"visible": False, "range": [-(rows - 1) / 2 - 0.8, (rows - 1) / 2 + 0.5]}}
+        colour = utilization_colour(v["utilization"])
+        lines = [f"<b>{v['stage']}</b>", f"p {parallelism_label(v)}",
+                 f"utilization {v['utilization']:.0%}",
+                 f"true rate {_rate(v.get('true_processing_rate'))} rec/s"]
+        if v.get("bottleneck"):
+            lines.append("<b>⚠ bottleneck</b>")
+        hover = (f"<b>{v['stage']}</b> ({v['id']})<br>{v['name']}<br>parallelism {parallelism_label(v)}"
+                 f"<br>utilization {v['utilization']:.0%}"
+                 f"<br>true processing rate {_rate(v.get('true_processing_rate'))} rec/s per busy second"
+                 f"<br>true output rate {_rate(v.get('true_output_rate'))} rec/s per busy second"
+                 f"<br>target data rate {_rate(v.get('target_data_rate'))} rec/s"
+                 f"<br>ideal parallelism {v.get('ideal_parallelism', '–')}<br>selectivity {v.get('selectivity', '–')}")
+        annotations.append({"x": pos[v["id"]][0], "y": pos[v["id"]][1], "xref": "x", "yref": "y",
+                            "showarrow": False, "text": "<br>".join(lines), "name": f"node:{v['id']}",
+                            "align": "center", "bgcolor": colour, "borderpad": 6,
+                            "bordercolor": "#111827" if v.get("bottleneck") else "#cbd5e1",
+                            "borderwidth": 3 if v.get("bottleneck") else 1,
+                            "font": {"size": 12, "color": _ink(colour)}, "hovertext": hover,
+                            "hoverlabel": {"bgcolor": "#ffffff", "font": {"color": "#111827"}}})
+    # The nodes as one (invisible) scatter trace too: Plotly's copy of the numbers and the colour bar.
+    data = [{"type": "scatter", "name": "vertices", "showlegend": False, "mode": "markers",
+             "x": [pos[v["id"]][0] for v in vertices], "y": [pos[v["id"]][1] for v in vertices],
+             "text": [v["stage"] for v in vertices], "customdata": [v["id"] for v in vertices],
+             "hoverinfo": "skip",
+             "marker": {"size": 2, "opacity": 0, "color": [v["utilization"] for v in vertices], "cmin": 0,
+                        "cmax": 1, "colorscale": UTILIZATION_SCALE, "showscale": True,
+                        "colorbar": {"title": {"text": "utilization"}, "tickformat": ".0%", "thickness": 12}}}]
+    layers = max(by_layer, default=0) + 1
+    widest = max((len(ids) for ids in by_layer.values()), default=1)
+    half_width = max(1.5, widest / 2 + 0.1)
+    layout = {"height": 40 + LAYER_PX * layers, "margin": {"l": 10, "r": 10, "t": 20, "b": 20},
+              "plot_bgcolor": "#ffffff", "annotations": annotations, "hovermode": "closest", "dragmode": False,
+              "xaxis": {"visible": False, "fixedrange": True, "range": [-half_width, half_width]},
+              "yaxis": {"visible": False, "fixedrange": True, "range": [-(layers - 1) - 0.5, 0.5]}}
     return {"data": data, "layout": layout}
 
 
@@ -135,8 +139,9 @@ SERIES_ROWS = [("records/s", 0.24), ("backlog (records)", 0.19), ("batch ratio R
 
 
 def series_figure(chart: ChartData, rescales: list[dict]) -> dict:
-    """Input rate against processing rate, backlog, batch ratio, executors and cores, and utilization
-    per vertex, on one shared time axis. ``rescales``: dicts with ``at`` (ISO time) and ``label``,
+    """Input (arrival) rate against capacity (input rows ÷ busy time: what the job could process,
+    not what it did), backlog, batch ratio, executors and cores, and utilization per stage, on one
+    shared time axis. ``None`` values are windows without data: gaps, never zeros. ``rescales``: dicts with ``at`` (ISO time) and ``label``,
     drawn as vertical lines across every row, with a hoverable marker showing the proposal."""
     gap = 0.03
     domains, top = [], 1.0
@@ -148,7 +153,8 @@ def series_figure(chart: ChartData, rescales: list[dict]) -> dict:
     t = chart.t
     data = [
         {"type": "scatter", "x": t, "y": chart.arrival_rate, "name": "input (arrival) rate", "yaxis": "y"},
-        {"type": "scatter", "x": t, "y": chart.processed_rate, "name": "processing rate", "yaxis": "y"},
+        {"type": "scatter", "x": t, "y": chart.capacity_rate, "name": "capacity (input rows ÷ busy time)",
+         "yaxis": "y"},
         {"type": "scatter", "x": t, "y": chart.backlog, "name": "backlog", "fill": "tozeroy", "yaxis": "y2"},
         {"type": "scatter", "x": t, "y": chart.batch_ratio, "name": "batch ratio R", "yaxis": "y3"},
         {"type": "scatter", "x": t, "y": chart.executors, "name": "executors", "yaxis": "y4",
@@ -173,4 +179,30 @@ def series_figure(chart: ChartData, rescales: list[dict]) -> dict:
         layout[key] = {"domain": domain, "title": {"text": title, "font": {"size": 11}}, "rangemode": "tozero"}
     layout["yaxis5"]["range"] = [0, 1.05]
     layout["yaxis5"]["tickformat"] = ".0%"
+    return {"data": data, "layout": layout}
+
+
+def executors_figure(points: dict, policy_min: int, policy_max: int) -> dict:
+    """The rescales page's chart, like Dataflow's autoscaling tab: the cores the job ran with over
+    time (a step line; gaps where nothing was measured), the cores each evaluation recommended, and
+    the policy's min and max. ``points``: ``{"t": [ISO], "cores": [int | None], "rec_t": [ISO],
+    "recommended": [int]}``."""
+    t = points["t"] or points["rec_t"]
+    span = [t[0], t[-1]] if t else []
+    data = [
+        {"type": "scatter", "name": "cores running", "x": points["t"], "y": points["cores"],
+         "line": {"shape": "hv", "width": 2.5, "color": "#2563eb"}, "connectgaps": False},
+        {"type": "scatter", "name": "recommended", "x": points["rec_t"], "y": points["recommended"],
+         "mode": "markers", "marker": {"symbol": "diamond", "size": 7, "color": "#d97706"}},
+    ]
+    if span:
+        data += [
+            {"type": "scatter", "name": f"min {policy_min}", "x": span, "y": [policy_min] * 2, "mode": "lines",
+             "line": {"dash": "dash", "color": "#6b7280", "width": 1}},
+            {"type": "scatter", "name": f"max {policy_max}", "x": span, "y": [policy_max] * 2, "mode": "lines",
+             "line": {"dash": "dash", "color": "#dc2626", "width": 1}},
+        ]
+    layout = {"height": 320, "margin": {"l": 50, "r": 20, "t": 10, "b": 40}, "hovermode": "x unified",
+              "legend": {"orientation": "h", "y": -0.2}, "xaxis": {"type": "date"},
+              "yaxis": {"title": {"text": "cores"}, "rangemode": "tozero", "dtick": 1}}
     return {"data": data, "layout": layout}

@@ -1,7 +1,7 @@
 """Dashboard views: thin; reads come from selectors, writes go through services.
 
-Pages: the jobs overview, the job page (DAG, charts, "why no proposal?"), the proposal page and the
-history page. Each page has a ``…/live/`` twin that the page polls (``static/js/live.js``) to refresh
+Pages: the jobs overview, the job page (DAG, charts, "why no proposal?"), the proposal page, the
+rescales page (Flink's Web UI "Rescales" and Dataflow's autoscaling tab) and the history page. Each page has a ``…/live/`` twin that the page polls (``static/js/live.js``) to refresh
 its numbers without a reload.
 """
 
@@ -21,21 +21,22 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
 from sparkclient.generator import set_rate as generator_set_rate
-from webapp.dashboard.figures import dag_figure, parallelism_label, series_figure
+from webapp.dashboard import present, reads
+from webapp.dashboard.figures import dag_figure, executors_figure, parallelism_label, series_figure
 from webapp.dashboard.why import why_no_proposal
 from webapp.jobs.services import stage_bindings
 from webapp.jobs import selectors
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis
-from webapp.proposals.models import Execution, Proposal
+from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.permissions import can_approve
 from webapp.proposals.services import (
-    StaleRevisionError, TransitionError, held_scale_down, proposal_approve, proposal_reject, scale_down_apply_now,
-    scale_up_block_clear,
+    StaleRevisionError, TransitionError, auto_approve_resume, held_scale_down, proposal_approve, proposal_reject,
+    scale_down_apply_now, scale_up_block_clear,
 )
 from webapp.proposals.services import proposal_rollback as rollback_service
 
@@ -74,22 +75,31 @@ def _busy_proposal(job: Job) -> Proposal | None:
 def _job_context(request: HttpRequest, job: Job) -> dict:
     pending = job.proposals.filter(status=Proposal.Status.PENDING).first()
     snapshot = selectors.latest_snapshot(job=job)
+    last_good = snapshot if snapshot is not None and snapshot.batches > 0 else reads.last_good_snapshot(job=job)
     evaluation = selectors.latest_evaluation(job=job)
-    context = {"job": job, "policy": job.policy, "snapshot": snapshot, "evaluation": evaluation,
+    busy = _busy_proposal(job)
+    stale = reads.staleness(job=job, newest=snapshot, last_good=last_good, busy=busy is not None)
+    shown = last_good if stale is not None and last_good is not None else snapshot
+    by_id = reads.stage_names_of(shown)
+    names = {v.position: by_id[v.vertex_id] for v in shown.vertices.all()} if shown else {}
+    stages = present.knob_stages(job=job, names=names)
+    context = {"job": job, "policy": job.policy, "snapshot": shown, "evaluation": evaluation, "stale": stale,
                "pending": pending, "proposals": list(job.proposals.select_related("execution", "decided_by")[:10]),
                "can_decide": can_decide(request.user), "why": [], "held": held_scale_down(job=job),
-               "scale_up_block": job.scale_up_block or None}
+               "scale_up_block": job.scale_up_block or None,
+               "config_rows": present.knob_rows(current=job.config,
+                                                proposed=pending.proposed_config if pending else None,
+                                                stages=stages)}
+    context["proposals_decided_by"] = [(p, present.decided_by(p)) for p in context["proposals"]]
     if context["held"] is not None:
         context["held_in_min"] = math.ceil(context["held"]["in_s"] / 60)
         context["held_interval_min"] = round(context["held"]["interval_s"] / 60)
     if pending is None:
-        context["why"] = why_no_proposal(job=job, snapshot=snapshot, evaluation=evaluation,
-                                         busy=_busy_proposal(job))
+        context["why"] = why_no_proposal(job=job, snapshot=snapshot, evaluation=evaluation, busy=busy)
     else:
         context["pending_changes"] = [(k, pending.current_config.get(k), v) for k, v in pending.proposed_config.items()
                                       if pending.current_config.get(k) != v]
     if snapshot is not None:
-        names = {v.position: v.name for v in snapshot.vertices.all()}
         context["binding_problems"] = [
             {"position": b.position, "status": b.status.value, "knob": b.knob or "",
              "text": binding_text(b, names.get(b.position, f"stage {b.position}"))}
@@ -116,12 +126,12 @@ def binding_text(binding, stage_name: str) -> str:
 
 def _chart_range(request: HttpRequest) -> str:
     wanted = request.GET.get("range", "1h")
-    return wanted if wanted in selectors.CHART_RANGES_S else "1h"
+    return wanted if wanted in reads.CHART_RANGES_S else "1h"
 
 
-def _figures(job: Job, pending: Proposal | None, range_key: str) -> dict:
-    vertices = selectors.dag_vertices(job=job, proposal_plan=pending.plan if pending else None)
-    chart = selectors.chart_data(job=job, range_s=selectors.CHART_RANGES_S[range_key])
+def _figures(job: Job, pending: Proposal | None, evaluation, range_key: str) -> dict:
+    vertices = reads.dag_vertices(job=job, proposal_plan=pending.plan if pending else None, evaluation=evaluation)
+    chart = reads.chart_data(job=job, range_s=reads.CHART_RANGES_S[range_key])
     since = datetime.fromisoformat(chart.t[0]) if chart.t else timezone.now() - timedelta(seconds=chart.range_s)
     markers = []
     for execution in selectors.rescales(job=job, since=since):
@@ -143,9 +153,10 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(Job.objects.select_related("policy"), pk=pk)
     context = _job_context(request, job)
     range_key = _chart_range(request)
-    figures = _figures(job, context["pending"], range_key)
-    context.update(figures=figures, range_key=range_key, ranges=list(selectors.CHART_RANGES_S),
-                   live_url=f"{reverse('dashboard:job_live', args=[job.pk])}?range={range_key}")
+    figures = _figures(job, context["pending"], context["evaluation"], range_key)
+    context.update(figures=figures, range_key=range_key, ranges=list(reads.CHART_RANGES_S),
+                   live_url=f"{reverse('dashboard:job_live', args=[job.pk])}?range={range_key}",
+                   spark_ui=present.spark_ui_link(job), generator_rate=present.generator_rate(job))
     return render(request, "dashboard/job.html", context)
 
 
@@ -154,9 +165,10 @@ def job_live(request: HttpRequest, pk: int) -> JsonResponse:
     """Live update of the job page: figures as Plotly JSON and the status panel as HTML."""
     job = get_object_or_404(Job.objects.select_related("policy"), pk=pk)
     context = _job_context(request, job)
-    figures = _figures(job, context["pending"], _chart_range(request))
+    figures = _figures(job, context["pending"], context["evaluation"], _chart_range(request))
     panel = render_to_string("dashboard/_job_panel.html", context, request=request)
-    return JsonResponse({"panel": panel, "dag": figures["dag"], "series": figures["series"],
+    stale = render_to_string("dashboard/_stale.html", context, request=request)
+    return JsonResponse({"panel": panel, "stale": stale, "dag": figures["dag"], "series": figures["series"],
                          "vertices": figures["vertices"]})
 
 
@@ -225,6 +237,7 @@ def _proposal_context(request: HttpRequest, proposal: Proposal, error: str = "")
     job = proposal.job
     plan = proposal.plan or {}
     cores_now, cores_new = plan_cores(plan)
+    names = reads.job_stage_names(job=job)
     rows = []
     for v in plan.get("vertices", []):
         tpr = v.get("true_processing_rate")
@@ -232,7 +245,8 @@ def _proposal_context(request: HttpRequest, proposal: Proposal, error: str = "")
         expected = v.get("expected_processing_rate")
         if not isinstance(expected, (int, float)) and isinstance(tpr, (int, float)):
             expected = tpr * min(v["proposed"], cores_new)
-        rows.append({"id": v["vertex_id"], "current": v["current"], "proposed": v["proposed"],
+        rows.append({"id": v["vertex_id"], "stage": names.get(v["vertex_id"], v["vertex_id"]),
+                     "current": v["current"], "proposed": v["proposed"],
                      "capacity_now": capacity_now, "capacity_expected": expected,
                      "target_data_rate": v.get("target_data_rate"), "catch_up_data_rate": v.get("catch_up_data_rate"),
                      "ideal_parallelism": v.get("ideal_parallelism"), "utilization": v.get("utilization"),
@@ -246,8 +260,11 @@ def _proposal_context(request: HttpRequest, proposal: Proposal, error: str = "")
             "execution": execution, "can_decide": can_decide(request.user), "error": error,
             "withdrawal_text": withdrawal_text(proposal.withdrawal) if proposal.withdrawal else "",
             "audit": list(proposal.audit_events.order_by("at", "id")[:50]),
-            "config_changes": [(k, proposal.current_config.get(k), v) for k, v in proposal.proposed_config.items()
-                               if proposal.current_config.get(k) != v]}
+            "decided_by": present.decided_by(proposal),
+            "config_rows": present.knob_rows(
+                current=proposal.current_config, proposed=proposal.proposed_config,
+                stages=present.knob_stages(job=job, names={i: n for i, n in enumerate(names.values())})),
+            "executors_knob": any(k.sets == "executors" for k in job.knob_specs())}
 
 
 @login_required
@@ -357,25 +374,39 @@ def scale_up_block_release(request: HttpRequest, pk: int) -> HttpResponse:
 def _history_context(request: HttpRequest, job: Job) -> dict:
     executions = list(Execution.objects.filter(proposal__job=job).select_related("proposal__decided_by")
                       .order_by("-started_at")[:50])
-    events = Paginator(job.audit_events.select_related("proposal").order_by("-at", "-id"), 50)
+    action, actor = request.GET.get("action", ""), request.GET.get("actor", "")
+    all_events = job.audit_events.select_related("proposal").order_by("-at", "-id")
+    filtered = all_events
+    if action:
+        filtered = filtered.filter(action=action)
+    if actor:
+        filtered = filtered.filter(actor=actor)
+    events = Paginator(filtered, 50)
     page = events.get_page(request.GET.get("page"))
     rows = []
     for execution in executions:
         p = execution.proposal
         verification = getattr(p, "verification", None) or execution.result.get("verification") or ""
         rows.append({"execution": execution, "proposal": p, "verification": verification,
+                     "decided_by": present.decided_by(p),
                      "verification_display": (p.get_verification_display() if verification and hasattr(
                          p, "get_verification_display") else verification) or "not verified yet",
                      "can_roll_back": p.status == Proposal.Status.SUCCEEDED
                      and getattr(p, "kind", "scale") != "rollback"})
+    query = urlencode({k: v for k, v in (("action", action), ("actor", actor)) if v})
     return {"job": job, "policy": job.policy, "rows": rows, "events": page, "can_decide": can_decide(request.user),
+            "event_rows": [(e, present.diff(e.before, e.after)) for e in page],
+            "actions": sorted(set(all_events.values_list("action", flat=True))),
+            "actors": sorted(set(all_events.values_list("actor", flat=True))),
+            "action": action, "actor": actor, "filter_query": query,
             "suspended": getattr(job.policy, "auto_approve_suspended", False),
             "suspended_reason": getattr(job.policy, "auto_approve_suspended_reason", "")}
 
 
 @login_required
 def history(request: HttpRequest, pk: int) -> HttpResponse:
-    """Executions with their measured downtime and verification, the audit events, and rollback."""
+    """Executions with their measured downtime and verification, the audit events (filtered by
+    ``?action=`` and ``?actor=``, each shown as the fields it changed), and rollback."""
     job = get_object_or_404(Job.objects.select_related("policy"), pk=pk)
     return render(request, "dashboard/history.html", _history_context(request, job))
 
@@ -384,6 +415,85 @@ def history(request: HttpRequest, pk: int) -> HttpResponse:
 def history_live(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(Job.objects.select_related("policy"), pk=pk)
     return render(request, "dashboard/_history_body.html", _history_context(request, job))
+
+
+# --- rescales page --------------------------------------------------------------------------------
+
+#: Execution statuses counted on the rescales page.
+RESCALE_COUNTS = ("succeeded", "failed", "rolled back")
+
+
+def _trigger(proposal: Proposal) -> str:
+    """What triggered a rescale, from structured fields: a rollback, a held scale-down applied by a
+    person, or the evaluation's direction."""
+    if proposal.kind == Proposal.Kind.ROLLBACK:
+        return "rollback"
+    evaluation = proposal.evaluation
+    if evaluation is None:
+        return "manual"
+    return f"{evaluation.get_direction_display()} ({evaluation.decision})"
+
+
+def _rescale_points(job: Job, since: datetime) -> dict:
+    """The rescales chart's series: cores per snapshot (None where no batch completed) and the cores
+    each evaluation recommended."""
+
+    snaps = list(job.snapshots.filter(collected_at__gte=since).order_by("collected_at")
+                 .values_list("collected_at", "cores", "batches"))
+    evaluations = list(job.evaluations.filter(created_at__gte=since).order_by("created_at")
+                       .values_list("created_at", "plan"))
+    rec_t, recommended = [], []
+    for at, plan in evaluations:
+        executors, per = (plan or {}).get("executors_proposed"), (plan or {}).get("cores_per_executor") or 1
+        if isinstance(executors, int):
+            rec_t.append(at.isoformat())
+            recommended.append(executors * per)
+    return {"t": [at.isoformat() for at, _c, _b in snaps], "cores": [c if b else None for _a, c, b in snaps],
+            "rec_t": rec_t, "recommended": recommended}
+
+
+@login_required
+def rescales(request: HttpRequest, pk: int) -> HttpResponse:
+    """The rescales page (Flink 2.3 Web UI "Rescales"; Dataflow's autoscaling tab): counts of
+    succeeded, failed and rolled-back executions; each execution with its trigger, who decided it,
+    path, pause, added lag, catch-up and predicted against realized; and the cores over time against
+    the recommendation and the policy's min and max."""
+    job = get_object_or_404(Job.objects.select_related("policy"), pk=pk)
+    executions = list(Execution.objects.filter(proposal__job=job)
+                      .select_related("proposal__decided_by", "proposal__evaluation").order_by("-started_at")[:100])
+    rows, counts = [], dict.fromkeys(RESCALE_COUNTS, 0)
+    for e in executions:
+        p = e.proposal
+        if p.status == Proposal.Status.ROLLED_BACK:
+            counts["rolled back"] += 1
+        elif e.status in ("succeeded", "failed"):
+            counts[e.status] += 1
+        realized = (p.verification_detail or {}).get("realized") or {}
+        rows.append({"e": e, "p": p, "trigger": _trigger(p), "decided_by": present.decided_by(p),
+                     "predicted_capacity": (p.prediction or {}).get("capacity_per_s"),
+                     "realized_capacity": realized.get("capacity_per_s"),
+                     "predicted_catch_up": (p.prediction or {}).get("catch_up_s")})
+    first = executions[-1].started_at if executions else timezone.now() - timedelta(hours=1)
+    since = min(first - timedelta(minutes=5), timezone.now() - timedelta(hours=1))
+    figure = executors_figure(_rescale_points(job, since), job.policy.min_cores, job.policy.max_cores)
+    return render(request, "dashboard/rescales.html", {"job": job, "policy": job.policy, "rows": rows,
+                                                       "counts": counts, "figure": figure,
+                                                       "can_decide": can_decide(request.user)})
+
+
+@login_required
+@require_POST
+def suspension_clear(request: HttpRequest, pk: int) -> HttpResponse:
+    """Turn auto-approval back on after a rollback suspended it (operators; audited as
+    ``auto_approve_resumed`` by ``webapp.proposals.services.auto_approve_resume``)."""
+    _require_decider(request)
+    job = get_object_or_404(Job.objects.select_related("policy"), pk=pk)
+    if not job.policy.auto_approve_suspended:
+        messages.info(request, "Auto-approval is not suspended for this job: nothing to clear.")
+    else:
+        auto_approve_resume(job=job, actor=request.user)
+        messages.success(request, "Auto-approval is on again for this job.")
+    return redirect("dashboard:job", pk=pk)
 
 
 # --- demo control -------------------------------------------------------------------------------

@@ -71,49 +71,84 @@ class JobPolicyForm(forms.ModelForm):
         self.fields["algorithm"].choices = [(name, name) for name in algorithm_names()]
 
 
-class JobPolicyInline(admin.StackedInline):
-    """The per-job policy, validated as a whole by ``JobPolicy.clean`` (every option's help text
-    is shown under it)."""
+#: The policy page's sections (issue 16), each collapsed but the first; every field appears once.
+POLICY_FIELDSETS = [
+    ("Mode", {"fields": ["job", "mode", "algorithm"]}),
+    ("Targets", {"classes": ["collapse"], "fields": [
+        "utilization_target", "utilization_min", "utilization_max", "catch_up_duration_s",
+        "backlog_lag_threshold_s", "metric_window_s"]}),
+    ("Bounds", {"classes": ["collapse"], "fields": [
+        "min_cores", "max_cores", "vertex_min_parallelism", "vertex_max_parallelism", "scale_up_max_factor",
+        "scale_down_max_factor", "scaling_sources_enabled", "excluded_vertices", "alignment"]}),
+    ("Delays", {"classes": ["collapse"], "fields": [
+        "scale_down_interval_s", "excluded_periods", "restart_time_s", "restart_time_tracking_enabled",
+        "restart_time_limit_s", "proposal_ttl_s", "revision_min_change", "withdraw_after_evaluations",
+        "verification_windows", "verification_tolerance", "effectiveness_detection_enabled",
+        "effectiveness_threshold"]}),
+    ("Guardrails (auto mode)", {"classes": ["collapse"], "fields": [
+        "guard_max_change_factor", "guard_max_executors", "guard_directions", "guard_excluded_periods",
+        "auto_approve_suspended", "auto_approve_suspended_reason", "auto_approve_suspended_at"]}),
+    ("Back-off (failed executions)", {"classes": ["collapse"], "fields": [
+        "restart_strategy", "restart_attempts", "restart_delay_s", "restart_max_delay_s",
+        "restart_backoff_multiplier", "failure_rate_max_failures", "failure_rate_interval_s"]}),
+    ("Other algorithms", {"classes": ["collapse"], "fields": [
+        "batch_ratio_scale_up", "batch_ratio_scale_down", "min_parallelism_increase"]}),
+]
 
-    model = JobPolicy
+
+@admin.register(JobPolicy)
+class JobPolicyAdmin(admin.ModelAdmin):
+    """A job's policy on its own page, validated as a whole by ``JobPolicy.clean`` (every option's help
+    text under it). Edits go through ``webapp.jobs.services.job_policy_update``, so each one is
+    audited (``policy_changed``) like an API edit."""
+
     form = JobPolicyForm
-    can_delete = False
-    # Set by rollbacks and re-enabled by the "Re-enable auto-approval" action, with an audit event.
-    readonly_fields = ["auto_approve_suspended", "auto_approve_suspended_reason", "auto_approve_suspended_at"]
-    fieldsets = [
-        ("Mode", {"fields": ["mode"]}),
-        ("Scaling algorithm", {"fields": [
-            "algorithm", "utilization_target", "utilization_min", "utilization_max", "metric_window_s",
-            "catch_up_duration_s", "restart_time_s", "restart_time_tracking_enabled", "restart_time_limit_s",
-            "min_cores", "max_cores", "vertex_min_parallelism", "vertex_max_parallelism", "scale_up_max_factor",
-            "scale_down_max_factor", "backlog_lag_threshold_s", "scale_down_interval_s", "scaling_sources_enabled",
-            "excluded_vertices", "excluded_periods", "alignment", "effectiveness_detection_enabled",
-            "effectiveness_threshold", "batch_ratio_scale_up", "batch_ratio_scale_down", "min_parallelism_increase"]}),
-        ("Auto-approval guardrails", {"fields": [
-            "guard_max_change_factor", "guard_max_executors", "guard_directions", "guard_excluded_periods",
-            "auto_approve_suspended", "auto_approve_suspended_reason", "auto_approve_suspended_at"]}),
-        ("Proposals, retries and verification", {"fields": [
-            "proposal_ttl_s", "revision_min_change", "withdraw_after_evaluations", "restart_strategy",
-            "restart_attempts", "restart_delay_s", "restart_max_delay_s",
-            "restart_backoff_multiplier", "failure_rate_max_failures", "failure_rate_interval_s",
-            "verification_windows", "verification_tolerance"]}),
-    ]
+    fieldsets = POLICY_FIELDSETS
+    list_display = ["job", "mode", "algorithm", "min_cores", "max_cores", "auto_approve_suspended"]
+    list_filter = ["mode", "auto_approve_suspended"]
+    # Set by rollbacks; cleared on the job page by an operator (audited), never edited here.
+    readonly_fields = ["job", "auto_approve_suspended", "auto_approve_suspended_reason", "auto_approve_suspended_at"]
+
+    def has_add_permission(self, request):
+        return False  # a policy is created with its job
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        from webapp.jobs.services import RegistrationError, job_policy_update  # noqa: PLC0415
+
+        changes = {field: form.cleaned_data[field] for field in form.changed_data}
+        if not changes:
+            return
+        try:
+            job_policy_update(job=obj.job, changes=changes, actor=request.user.get_username())
+        except RegistrationError as exc:  # pragma: no cover - the form ran the same clean() already
+            messages.error(request, f"Nothing was saved: {exc}")
 
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
     form = JobForm
-    #: Written by the collector and the executions only.
-    internal_fields = ["health", "scaler_state", "last_error", "config_changed_at"]
+    #: Written by the collector, the runner and the executions only.
+    internal_fields = ["health", "last_error", "health_reason", "scaler_state", "plan_stages", "capacity",
+                       "config_changed_at"]
     list_display = ["name", "health", "mode", "auto_approval", "query_name", "topic", "config_changed_at"]
-    inlines = [JobPolicyInline]
     # Cleared on the job page by an operator, with an audit event (issue 13), never edited here.
-    readonly_fields = ["scale_up_block"]
+    readonly_fields = ["policy_link", "scale_up_block"]
     actions = ["resume_auto_approval"]
+    fieldsets = [
+        (None, {"fields": ["name", "query_name", "topic", "policy_link"]}),
+        ("Spark UI", {"fields": ["spark_ui_url", "spark_ui_hosts", "spark_ui_ports"]}),
+        ("Knobs and running configuration", {"classes": ["collapse"], "fields": ["knobs", "config"]}),
+        ("Internal state (read-only)", {"classes": ["collapse"], "fields": [
+            "health", "last_error", "health_reason", "capacity", "config_changed_at", "scale_up_block",
+            "plan_stages", "scaler_state"]}),
+    ]
 
     def save_related(self, request, form, formsets, change):
-        """A job added with its policy left at the defaults still gets its policy row (an unchanged
-        inline is not saved); the registration itself is validated by ``Job.clean``."""
+        """A new job gets its policy row at the defaults (edited on the policy's own page); the
+        registration itself is validated by ``Job.clean``."""
         super().save_related(request, form, formsets, change)
         JobPolicy.objects.get_or_create(job=form.instance)
 
@@ -121,6 +156,18 @@ class JobAdmin(admin.ModelAdmin):
         """The internal fields always; the running configuration once the job exists (it changes
         through approved proposals, which the runner applies)."""
         return [*self.readonly_fields, *self.internal_fields, *(["config"] if obj is not None else [])]
+
+    @admin.display(description="policy")
+    def policy_link(self, job: Job) -> str:
+        from django.urls import reverse  # noqa: PLC0415
+        from django.utils.html import format_html  # noqa: PLC0415
+
+        policy = JobPolicy.objects.filter(job=job).first() if job.pk else None
+        if policy is None:
+            return "created with the job, at the defaults; edit it on its own page afterwards"
+        return format_html('<a href="{}">{} mode, {} to {} cores: edit the policy →</a>',
+                           reverse("admin:jobs_jobpolicy_change", args=[policy.pk]), policy.mode,
+                           policy.min_cores, policy.max_cores)
 
     @admin.display(description="mode")
     def mode(self, job: Job) -> str:

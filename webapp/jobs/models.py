@@ -204,11 +204,17 @@ class JobPolicy(models.Model):
         help_text='job.autoscaler.vertex.exclude.ids: vertex ids never rescaled, as a JSON list ["v1"].')
     excluded_periods = models.JSONField(
         default=list, blank=True,
-        help_text='job.autoscaler.excluded.periods: JSON list of daily "HH:MM-HH:MM" windows (UTC) or 5-field cron '
-                  "expressions; plans are computed but not executable inside them.")
+        help_text='job.autoscaler.excluded.periods (Flink CalendarUtils): JSON list of expressions, each a daily '
+                  'window "HH:mm[:ss]-HH:mm[:ss]" (UTC, may cross midnight, end exclusive), a Quartz cron expression '
+                  'of 6 or 7 fields ("sec min hour day-of-month month day-of-week [year]", ? allowed, no L/W/#), '
+                  'or both joined by "&&"; 5-field Unix cron is still accepted. Plans are computed but not '
+                  "executable inside them (scaling/periods.py).")
     alignment = models.CharField(
         max_length=20, choices=Alignment.choices, default=Alignment.BALANCED,
-        help_text="job.autoscaler.scaling.key-group.partitions.adjust.mode: how partitions align to the source's.")
+        help_text="job.autoscaler.scaling.parallelism-alignment.mode (FLIP-586, Flink's BuiltInAlignmentMode): how a "
+                  "stage's new parallelism aligns to its partitions or key groups. balanced: the first value that "
+                  "divides them evenly, or a load-reducing one; evenly_spread: only values that divide them evenly; "
+                  "off: no alignment. Alignment never vetoes a scaling: without an aligned value the target stays.")
     effectiveness_detection_enabled = models.BooleanField(
         default=False, help_text="job.autoscaler.scaling.effectiveness.detection.enabled: stop repeating "
                                  "scale-ups that did not raise the processing rate.")

@@ -80,8 +80,9 @@ def dag_vertices(*, job: Job, proposal_plan: dict | None = None, recent: int = 4
 
 # --- dashboard reads: bounded queries (a fixed number per page, whatever the number of jobs) ---
 
-#: Snapshots between the latest and the one the backlog trend compares with (15 s apart: 5 min).
-TREND_SNAPSHOTS = 20
+#: Snapshots between the latest and the one the backlog trend compares with (15 s apart: 1 min; a
+#: 5-min difference showed a backlog growing while it drained fast, issue 16).
+TREND_SNAPSHOTS = 4
 #: Most points a chart draws; longer ranges are averaged into this many buckets.
 MAX_CHART_POINTS = 360
 #: Chart ranges a job page offers, seconds.

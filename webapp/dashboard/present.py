@@ -1,0 +1,121 @@
+"""What the dashboard shows in place of raw dicts (issue 16): knob tables, audit diffs, "decided by",
+the Spark UI link and the demo generator's rate. Rendered from structured data; nothing parses text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+
+from webapp.jobs.models import Job
+
+
+@dataclass(frozen=True)
+class KnobRow:
+    """One row of a knob table: ``knob`` is ``current`` now and ``proposed`` after (None: no proposal);
+    ``stages`` are the short names of the stages it sets (``"all stages"`` for the executors knob)."""
+
+    knob: str
+    stages: str
+    current: object
+    proposed: object | None
+
+    @property
+    def changed(self) -> bool:
+        return self.proposed is not None and self.proposed != self.current
+
+
+def knob_stages(*, job: Job, names: dict[int, str]) -> dict[str, str]:
+    """``{knob: stage names}``: which stages each knob of ``job`` sets, from the runner's plan stages
+    (``sparkclient.binding``) and ``names`` (``{position: stage name}``)."""
+    from sparkclient.binding import bind_stages, plan_stages_from_json  # noqa: PLC0415
+    import json  # noqa: PLC0415
+
+    out: dict[str, list[str]] = {}
+    specs = job.knob_specs()
+    for spec in specs:
+        if spec.sets == "executors":
+            out[spec.name] = ["all stages (executors)"]
+    try:
+        plan = plan_stages_from_json(json.dumps(job.plan_stages)) if job.plan_stages else None
+    except ValueError:
+        plan = None
+    if plan is not None and names:
+        for binding in bind_stages(plan, specs, job.config, [1] * len(plan)):
+            if binding.knob:
+                out.setdefault(binding.knob, []).append(names.get(binding.position, f"stage {binding.position}"))
+    return {knob: ", ".join(stages) for knob, stages in out.items()}
+
+
+def knob_rows(*, current: dict, proposed: dict | None = None, stages: dict[str, str] | None = None) -> list[KnobRow]:
+    """The rows of a knob table: every knob of ``current`` (and any new one of ``proposed``), in order."""
+    stages = stages or {}
+    keys = list(current) + [k for k in (proposed or {}) if k not in current]
+    return [KnobRow(knob=k, stages=stages.get(k, ""), current=current.get(k, "–"),
+                    proposed=(proposed or {}).get(k) if proposed is not None else None) for k in keys]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One changed field of an audit event: ``key`` went from ``before`` to ``after`` (``"–"``: absent)."""
+
+    key: str
+    before: object
+    after: object
+
+
+def diff(before, after) -> list[Change]:
+    """The fields that differ between two audit snapshots (dicts); a non-dict pair is one change."""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return [] if before == after else [Change("value", before, after)]
+    keys = list(before) + [k for k in after if k not in before]
+    return [Change(k, before.get(k, "–"), after.get(k, "–")) for k in keys if before.get(k, "–") != after.get(k, "–")]
+
+
+#: Statuses of a proposal nobody decided on (it never ran).
+UNDECIDED = ("pending", "superseded", "expired", "withdrawn")
+
+
+def decided_by(proposal) -> str:
+    """Who decided ``proposal``: a person's name, ``"auto-approved"`` (the policy approved it), or
+    ``"rollback of #N"``; ``"–"`` while undecided."""
+    if proposal.kind == "rollback":
+        return f"rollback of #{proposal.rollback_of_id}" if proposal.rollback_of_id else "rollback"
+    if proposal.decided_by_id:
+        return proposal.decided_by.get_username()
+    if proposal.status in UNDECIDED:
+        return "–"
+    return "auto-approved"
+
+
+def spark_ui_link(job: Job) -> str | None:
+    """The Spark UI of ``job``: its fixed ``spark_ui_url``, else the URL its runner reported when it fits
+    the registration (``webapp.jobs.sparkui.ui_target``); None when unknown or refused."""
+    from sparkclient.control import ProtocolError  # noqa: PLC0415
+    from webapp.jobs.services import runner_status  # noqa: PLC0415
+    from webapp.jobs.sparkui import Refusal, ui_target  # noqa: PLC0415
+
+    if job.spark_ui_url:
+        return job.spark_ui_url.rstrip("/")
+    try:
+        status = runner_status(job=job)
+    except (ProtocolError, redis.RedisError):
+        return None
+    if not status.ui_url:
+        return None
+    target = ui_target(job.ui_rule(), ui_url=status.ui_url, app_id=status.app_id)
+    return None if isinstance(target, Refusal) else target.base_url
+
+
+def generator_rate(job: Job) -> float | None:
+    """The demo event generator's rate for the job's topic, events/s; None when the job has no
+    generator (no topic, or no rate was ever set for it, or Redis does not answer)."""
+    from sparkclient.generator import get_rate  # noqa: PLC0415
+    from webapp.jobs.redis import get_redis  # noqa: PLC0415
+
+    if not job.topic:
+        return None
+    try:
+        return get_rate(get_redis(), job.topic)
+    except redis.RedisError:
+        return None

@@ -1,0 +1,228 @@
+"""Dashboard reads that must tell the truth when Spark has nothing to say (issue 16).
+
+A window *without data* is a snapshot with no completed micro-batch (``batches == 0``: a restart, a
+stall, an overloaded trigger), or a stretch of time with no snapshot at all (the runner was down).
+Its rates and backlog are not measurements, so:
+
+- the DAG is drawn from the last snapshots *with* data (:func:`dag_vertices`), and the page says it
+  is stale (:func:`staleness`);
+- the charts hold ``None`` (a gap) there, never a zero (:func:`chart_data`).
+
+Bounded queries: a fixed number per page, whatever the length of the history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from django.conf import settings
+from django.db.models import Prefetch
+
+from webapp.dashboard.stages import stage_names
+from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
+
+#: Most points a chart draws; longer ranges are averaged into this many buckets.
+MAX_CHART_POINTS = 360
+#: Chart ranges a job page offers, seconds.
+CHART_RANGES_S = {"15m": 900, "1h": 3600, "6h": 6 * 3600, "24h": 24 * 3600}
+#: A gap between two snapshots longer than this many collect intervals is a window without data.
+GAP_INTERVALS = 3
+
+
+class StaleCause(StrEnum):
+    """Why the page shows older numbers than the newest collect."""
+
+    RESTARTING = "restarting"  # an approved or executing proposal: the query is being rescaled
+    DOWN = "down"  # the runner or Spark does not answer
+    NO_BATCH = "no-batch"  # Spark answers, but no micro-batch completed in the newest window
+
+
+STALE_TEXT = {StaleCause.RESTARTING: "restarting", StaleCause.DOWN: "runner or Spark down",
+              StaleCause.NO_BATCH: "no micro-batch completed"}
+
+
+@dataclass(frozen=True)
+class Staleness:
+    """The page's numbers are from ``since`` (the newest snapshot with data; None: there was never
+    one), not from now, because of ``cause``."""
+
+    since: datetime | None
+    cause: StaleCause
+
+    @property
+    def text(self) -> str:
+        return STALE_TEXT[self.cause]
+
+
+def last_good_snapshot(*, job: Job) -> MetricSnapshot | None:
+    """The newest snapshot of ``job`` in which a micro-batch completed, vertices prefetched; or None."""
+    return (job.snapshots.filter(batches__gt=0).order_by("-collected_at")
+            .prefetch_related(Prefetch("vertices", queryset=VertexSnapshot.objects.order_by("position")))
+            .first())
+
+
+def staleness(*, job: Job, newest: MetricSnapshot | None, last_good: MetricSnapshot | None,
+              busy: bool) -> Staleness | None:
+    """None when the newest collect has data and the job is healthy; else since when the page's
+    numbers are old and why. ``busy``: a proposal of the job is approved or executing."""
+    fresh = newest is not None and newest.batches > 0 and job.health in (Job.Health.RUNNING, Job.Health.COLLECTING)
+    if fresh:
+        return None
+    if newest is None and job.health == Job.Health.COLLECTING and not busy:
+        return None  # nothing collected yet: the page says "waiting for the first metrics"
+    since = last_good.collected_at if last_good is not None else None
+    if busy:
+        return Staleness(since, StaleCause.RESTARTING)
+    if job.health == Job.Health.DOWN:
+        return Staleness(since, StaleCause.DOWN)
+    return Staleness(since, StaleCause.NO_BATCH)
+
+
+def dag_vertices(*, job: Job, proposal_plan: dict | None = None, evaluation=None, recent: int = 4) -> list[dict]:
+    """Per-vertex numbers for the DAG, measured over the newest ``recent`` snapshots *with data* of the
+    newest run that had data (so a restart or a stall keeps the last good graph on the page).
+
+    Each row: id, name (Spark's operator chain), stage (the short stage name shown everywhere,
+    :func:`webapp.dashboard.stages.stage_names`), position, upstream (ids), tasks, proposed (from
+    ``proposal_plan``, or None), utilization (0..1, busy s per s per task slot), true_processing_rate
+    and true_output_rate (records per busy second, or ``"inf"``), records_in_per_s, records_out_per_s,
+    selectivity, bottleneck; and target_data_rate, ideal_parallelism from ``evaluation`` (an
+    :class:`~webapp.jobs.models.Evaluation`) when it planned the vertex."""
+    snapshots = list(job.snapshots.filter(batches__gt=0).order_by("-collected_at")
+                     .prefetch_related(Prefetch("vertices", queryset=VertexSnapshot.objects.order_by("position")))
+                     [:recent])
+    if not snapshots:
+        return []
+    latest = snapshots[0]
+    same_run = [s for s in snapshots if s.run_id == latest.run_id]
+    total_s = sum(s.window_s for s in same_run) or 1.0
+    sums: dict[str, list[float]] = {}
+    for snapshot in same_run:
+        for v in snapshot.vertices.all():
+            acc = sums.setdefault(v.vertex_id, [0.0, 0.0, 0.0])
+            acc[0] += v.busy_s
+            acc[1] += v.records_in
+            acc[2] += v.records_out
+    evaluated = {v["vertex_id"]: v for v in (evaluation.plan.get("vertices", []) if evaluation else [])}
+    proposed = {v["vertex_id"]: v["proposed"] for v in (proposal_plan or {}).get("vertices", [])}
+    bottleneck = (proposal_plan or (evaluation.plan if evaluation else {})).get("bottleneck")
+    vertices = list(latest.vertices.all())
+    names = stage_names((v.vertex_id, v.name) for v in vertices)
+    rows = []
+    for v in vertices:
+        busy_s, rec_in, rec_out = sums.get(v.vertex_id, [0.0, 0.0, 0.0])
+        slots = max(1, min(v.tasks, latest.cores))
+        row = {
+            "id": v.vertex_id, "name": v.name or v.vertex_id, "stage": names[v.vertex_id], "position": v.position,
+            "upstream": v.upstream, "tasks": v.tasks, "proposed": proposed.get(v.vertex_id),
+            "utilization": min(1.0, busy_s / total_s / slots),
+            "true_processing_rate": (rec_in / busy_s) if busy_s > 0 else "inf",
+            "true_output_rate": (rec_out / busy_s) if busy_s > 0 else "inf",
+            "records_in_per_s": rec_in / total_s, "records_out_per_s": rec_out / total_s,
+            "selectivity": round(rec_out / rec_in, 3) if rec_in else "–",
+            "bottleneck": bottleneck == v.vertex_id,
+        }
+        if v.vertex_id in evaluated:
+            plan_v = evaluated[v.vertex_id]
+            row.update(target_data_rate=plan_v.get("target_data_rate"),
+                       ideal_parallelism=plan_v.get("ideal_parallelism"))
+        rows.append(row)
+    return rows
+
+
+def stage_names_of(snapshot: MetricSnapshot | None) -> dict[str, str]:
+    """``{vertex_id: stage name}`` of the stages of ``snapshot`` (empty for None)."""
+    if snapshot is None:
+        return {}
+    return stage_names((v.vertex_id, v.name) for v in snapshot.vertices.all())
+
+
+def job_stage_names(*, job: Job) -> dict[str, str]:
+    """``{vertex_id: stage name}`` of the job's newest snapshot with data (empty when none)."""
+    return stage_names_of(last_good_snapshot(job=job))
+
+
+@dataclass(frozen=True)
+class ChartData:
+    """Downsampled series for the job page, aligned on ``t`` (ISO times, oldest first). ``None`` marks
+    a window without data (a gap in the chart, never a zero)."""
+
+    t: list[str]
+    arrival_rate: list[float | None]
+    capacity_rate: list[float | None]
+    backlog: list[float | None]
+    batch_ratio: list[float | None]
+    executors: list[float | None]
+    cores: list[float | None]
+    #: vertex id -> (stage name, utilization per point; None where the vertex did not run)
+    utilization: dict[str, tuple[str, list[float | None]]]
+    range_s: int
+    bucket_s: float
+
+
+def chart_data(*, job: Job, range_s: int = 3600, max_points: int = MAX_CHART_POINTS) -> ChartData:
+    """The job's series over the ``range_s`` seconds up to its newest snapshot, averaged into at most
+    ``max_points`` buckets over the snapshots *with data*. A bucket whose snapshots all lack data, and
+    a stretch longer than ``GAP_INTERVALS`` collect intervals with no snapshot, become a ``None`` point.
+    Two queries: the snapshot columns of the range, and the vertex rows of one snapshot per bucket."""
+    newest = job.snapshots.order_by("-collected_at").values_list("collected_at", flat=True).first()
+    empty = ChartData([], [], [], [], [], [], [], {}, range_s, 0.0)
+    if newest is None:
+        return empty
+    start = newest - timedelta(seconds=range_s)
+    rows = list(job.snapshots.filter(collected_at__gt=start, collected_at__lte=newest).order_by("collected_at")
+                .values_list("pk", "collected_at", "arrival_rate_per_s", "processed_rate_per_s", "backlog",
+                             "batch_ratio", "executors", "cores", "window_s", "batches"))
+    bucket_s = max(range_s / max_points, 1e-6)
+    gap_s = max(GAP_INTERVALS * settings.SCALER_COLLECT_INTERVAL_S, 2 * bucket_s)
+    buckets: list[list[tuple]] = []
+    edge = previous = None
+    for row in rows:
+        if previous is not None and (row[1] - previous).total_seconds() > gap_s:
+            buckets.append([("gap", previous + (row[1] - previous) / 2)])  # nothing was collected here
+            edge = None
+        if edge is None or (row[1] - edge).total_seconds() >= bucket_s:
+            buckets.append([])
+            edge = row[1]
+        buckets[-1].append(row)
+        previous = row[1]
+
+    def at(bucket) -> datetime:
+        return bucket[-1][1]
+
+    def good(bucket) -> list[tuple]:
+        return [r for r in bucket if r[0] != "gap" and r[9] > 0]
+
+    def mean(bucket, i):
+        rows_with_data = good(bucket)
+        return round(sum(r[i] for r in rows_with_data) / len(rows_with_data), 3) if rows_with_data else None
+
+    def last(bucket, i):
+        rows_with_data = good(bucket)
+        return rows_with_data[-1][i] if rows_with_data else None
+
+    picked = [good(b)[-1] if good(b) else None for b in buckets]  # newest snapshot with data per bucket
+    vertex_rows = (VertexSnapshot.objects.filter(snapshot_id__in=[p[0] for p in picked if p])
+                   .values_list("snapshot_id", "vertex_id", "name", "position", "tasks", "busy_s"))
+    index = {p[0]: i for i, p in enumerate(picked) if p}
+    window = {p[0]: (p[8], p[7]) for p in picked if p}
+    utilization: dict[str, list[float | None]] = {}
+    order: dict[str, int] = {}
+    raw_names: dict[str, str] = {}
+    for snapshot_id, vertex_id, name, position, tasks, busy_s in vertex_rows:
+        if vertex_id not in utilization:
+            utilization[vertex_id] = [None] * len(buckets)
+            order[vertex_id] = position
+            raw_names[vertex_id] = name
+        window_s, cores = window[snapshot_id]
+        slots = max(1, min(tasks, cores))
+        utilization[vertex_id][index[snapshot_id]] = round(min(1.0, busy_s / max(window_s, 1e-6) / slots), 3)
+    names = stage_names(raw_names.items())
+    by_stage = {vid: (names[vid], utilization[vid]) for vid in sorted(utilization, key=order.__getitem__)}
+    return ChartData(
+        t=[at(b).isoformat() for b in buckets], arrival_rate=[mean(b, 2) for b in buckets],
+        capacity_rate=[mean(b, 3) for b in buckets], backlog=[last(b, 4) for b in buckets],
+        batch_ratio=[mean(b, 5) for b in buckets], executors=[last(b, 6) for b in buckets],
+        cores=[last(b, 7) for b in buckets], utilization=by_stage, range_s=range_s, bucket_s=bucket_s)

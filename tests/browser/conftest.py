@@ -57,6 +57,15 @@ def page(chromium, live_server):
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.js_errors = errors
+    # Issue 16: no console error, page error or failed request (favicon included) on any page.
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on("console", lambda msg: msg.type == "error" and problems.append(f"console error: {msg.text}"))
+    page.on("response", lambda r: r.status >= 400 and problems.append(f"HTTP {r.status}: {r.url}"))
+    # A request the browser itself aborts (a poll in flight when the page navigates) is not a failure.
+    page.on("requestfailed", lambda r: "ERR_ABORTED" not in (r.failure or "") and
+            problems.append(f"request failed ({r.failure}): {r.url}"))
+    page.problems = problems
     yield page
     context.close()
 

@@ -46,24 +46,24 @@ def test_job_page_dag_has_one_node_per_vertex_coloured_by_utilization(page):
     screenshot(page, "jobs-overview")
 
     page.click("text=nexmark-bids")
-    page.wait_for_selector("#dag .scatterlayer .point")
+    page.wait_for_selector("#dag g.annotation")
     # Plotly's own copy of the figure: one node per vertex, colour = utilization on the fixed 0..1 scale.
     nodes = page.evaluate("""() => {
         const trace = document.getElementById('dag').data.find(t => t.name === 'vertices');
-        return {n: trace.x.length, colour: trace.marker.color, cmin: trace.marker.cmin, cmax: trace.marker.cmax,
-                text: trace.text};
+        return {n: trace.x.length, colour: trace.marker.color, cmin: trace.marker.cmin, cmax: trace.marker.cmax};
     }""")
     assert nodes["n"] == 3
     assert (nodes["cmin"], nodes["cmax"]) == (0, 1)
     assert all(0 <= u <= 1 for u in nodes["colour"])
-    # What is drawn: three circles whose fills follow the utilization (different loads, different colours).
-    node_layer = page.locator("#dag .scatterlayer .trace").last
-    fills = node_layer.locator(".point").evaluate_all("els => els.map(e => e.style.fill)")
+    # What is drawn: three boxes whose fills follow the utilization (different loads, different colours).
+    fills = page.evaluate("""() => Array.from(document.querySelectorAll('#dag g.annotation'))
+        .filter(g => g.textContent.includes('utilization'))
+        .map(g => ({text: g.textContent, fill: g.querySelector('rect.bg').style.fill}))""")
     assert len(fills) == 3
-    by_utilization = sorted(zip(nodes["colour"], fills))
+    by_utilization = sorted(zip(nodes["colour"], [f["fill"] for f in fills]))
     assert by_utilization[0][1] != by_utilization[-1][1], by_utilization
     assert page.locator("#dag .colorbar").count() == 1
-    assert any("1 → " in label for label in nodes["text"])
+    assert any("p 1 → " in f["text"] for f in fills)
     # The charts share one time axis and have a trace per vertex's utilization.
     page.wait_for_selector("#series .scatterlayer")
     names = page.evaluate("() => document.getElementById('series').data.map(t => t.name)")
@@ -85,6 +85,8 @@ def test_approve_a_proposal_and_watch_the_execution_succeed_without_reload(page,
     screenshot(page, "proposal-page")
 
     page.click("#approve")
+    with page.expect_navigation():
+        page.click("#confirm-ok")  # the confirmation dialog sends the form
     page.wait_for_url(f"**/proposals/{pending.pk}/")
     # From here on the page must update itself: mark the document, then wait for the live refresh.
     page.evaluate("() => { window.__sameDocument = 'yes'; }")
@@ -99,7 +101,8 @@ def test_approve_a_proposal_and_watch_the_execution_succeed_without_reload(page,
     assert not page.js_errors, page.js_errors
 
 
-def test_history_page_rolls_back_in_one_click(page, worker):
+def test_history_page_rolls_back_only_once_confirmed(page, worker):
+    """Issue 16, acceptance 5: rollback without confirming does nothing; with confirming, it rolls back."""
     make_role_user("operator")
     job = make_job("rollback-me", metric_window_s=45)
     make_snapshots(job, count=4)
@@ -109,8 +112,17 @@ def test_history_page_rolls_back_in_one_click(page, worker):
     page.goto(f"/jobs/{job.pk}/history/")
     row = page.locator(f"#executions tr[data-proposal='{done.pk}']")
     assert "1.5 s" in row.inner_text()
-    page.once("dialog", lambda dialog: dialog.accept())
     page.click(f"#rollback-{done.pk}")
+    page.wait_for_selector("#confirm-dialog[open]")
+    assert "Roll back proposal" in page.locator("#confirm-text").inner_text()
+    screenshot(page, "history-rollback-confirm")
+    page.click("#confirm-cancel")
+    page.wait_for_timeout(1500)
+    assert page.locator("#confirm-dialog[open]").count() == 0
+    assert job.proposals.count() == 1 and not runner.commands  # cancelled: nothing was sent
+    page.click(f"#rollback-{done.pk}")
+    with page.expect_navigation():
+        page.click("#confirm-ok")
     page.wait_for_url(f"**/jobs/{job.pk}/history/")
     page.evaluate("() => { window.__sameDocument = 'yes'; }")
     # The original proposal ends rolled back once the rollback's execution succeeds (live refresh).

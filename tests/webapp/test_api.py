@@ -161,3 +161,14 @@ def test_metrics_exposes_flip271_scaling_metrics_and_counters(api):
     executions = {(s.labels["outcome"], s.value) for s in families["sparkscaler_executions"].samples
                   if s.name.endswith("_total")}
     assert executions == {("succeeded", 1)}
+
+
+def test_vertices_carry_the_stage_name_the_dashboard_shows(api):
+    """Issue 16: one stage name in the graph, the proposal, the charts and the API."""
+    from webapp.dashboard.reads import job_stage_names
+
+    job = make_job()
+    make_snapshots(job, count=1)
+    rows = api.get("/api/vertices/", {"job": job.pk}).json()["results"]
+    assert {r["vertex_id"]: r["stage"] for r in rows} == job_stage_names(job=job) == \
+        {"v0": "stage 0", "v1": "stage 1", "v2": "stage 2"}

@@ -114,10 +114,26 @@ class JobUpdateSerializer(serializers.ModelSerializer):
         fields = _REGISTRATION
 
 
+class StageNameField(serializers.CharField):
+    """The stage's short name, as the dashboard's graph, proposal and charts show it
+    (``webapp.dashboard.stages.stage_name``; the dashboard appends the vertex id when two stages of
+    one job share a name)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, vertex) -> str:
+        from webapp.dashboard.stages import stage_name  # noqa: PLC0415
+
+        return stage_name(vertex.name, vertex.vertex_id)
+
+
 class VertexSnapshotSerializer(serializers.ModelSerializer):
+    stage = StageNameField(help_text="Short stage name, as the dashboard shows it.")
+
     class Meta:
         model = VertexSnapshot
-        fields = ["vertex_id", "name", "position", "is_source", "tasks", "busy_s", "records_in",
+        fields = ["vertex_id", "stage", "name", "position", "is_source", "tasks", "busy_s", "records_in",
                   "records_out", "spill_bytes", "upstream"]
 
 
@@ -127,10 +143,11 @@ class VertexSerializer(serializers.ModelSerializer):
     job = serializers.IntegerField(source="snapshot.job_id", read_only=True)
     collected_at = serializers.DateTimeField(source="snapshot.collected_at", read_only=True)
     window_s = serializers.FloatField(source="snapshot.window_s", read_only=True)
+    stage = StageNameField(help_text="Short stage name, as the dashboard shows it.")
 
     class Meta:
         model = VertexSnapshot
-        fields = ["id", "snapshot", "job", "collected_at", "window_s", "vertex_id", "name", "position",
+        fields = ["id", "snapshot", "job", "collected_at", "window_s", "vertex_id", "stage", "name", "position",
                   "is_source", "tasks", "busy_s", "records_in", "records_out", "spill_bytes", "upstream"]
 
 

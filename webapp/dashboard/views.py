@@ -436,18 +436,22 @@ def _trigger(proposal: Proposal) -> str:
 
 def _rescale_points(job: Job, since: datetime) -> dict:
     """The rescales chart's series: cores per snapshot (None where no batch completed) and the cores
-    each evaluation recommended."""
-
+    each evaluation recommended (its proposed configuration's executors knob; the plan's executors
+    when the job declares no such knob)."""
+    knob = next((k.name for k in job.knob_specs() if k.sets == "executors"), None)
     snaps = list(job.snapshots.filter(collected_at__gte=since).order_by("collected_at")
                  .values_list("collected_at", "cores", "batches"))
     evaluations = list(job.evaluations.filter(created_at__gte=since).order_by("created_at")
-                       .values_list("created_at", "plan"))
+                       .values_list("created_at", "proposed_config", "plan"))
     rec_t, recommended = [], []
-    for at, plan in evaluations:
-        executors, per = (plan or {}).get("executors_proposed"), (plan or {}).get("cores_per_executor") or 1
-        if isinstance(executors, int):
+    for at, proposed, plan in evaluations:
+        plan = plan or {}
+        value = (proposed or {}).get(knob) if knob else None
+        if value is None and isinstance(plan.get("executors_proposed"), int):
+            value = plan["executors_proposed"] * (plan.get("cores_per_executor") or 1)
+        if isinstance(value, int):
             rec_t.append(at.isoformat())
-            recommended.append(executors * per)
+            recommended.append(value)
     return {"t": [at.isoformat() for at, _c, _b in snaps], "cores": [c if b else None for _a, c, b in snaps],
             "rec_t": rec_t, "recommended": recommended}
 

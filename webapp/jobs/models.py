@@ -290,6 +290,9 @@ class JobPolicy(models.Model):
         help_text="Relative shortfall of the realized true processing rate against the prediction that still "
                   "counts as verified.")
 
+    class Meta:
+        verbose_name_plural = "job policies"
+
     def __str__(self) -> str:
         return f"policy of {self.job}"
 

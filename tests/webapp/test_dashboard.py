@@ -424,3 +424,62 @@ def test_without_a_published_plan_no_stage_is_bound(client, operator):
     assert all(v["proposed"] == v["current"] for v in evaluation.plan["vertices"])
     page = client.get(f"/jobs/{job.pk}/").content.decode()
     assert page.count('class="msg binding-unverified"') == 3
+
+
+# --- issue 16: rescales page, audit filters and diffs, suspension button, favicon -----------------
+
+def test_rescales_page_counts_and_lists_each_execution(client, operator):
+    from webapp.proposals.models import Execution
+
+    job, _pending = scaled_job()
+    done = make_succeeded(job, cores_from=1, cores_to=2)
+    Execution.objects.filter(proposal=done).update(pause_s=2.5)
+    failed = make_succeeded(job, cores_from=2, cores_to=3)
+    Proposal.objects.filter(pk=failed.pk).update(status="failed")
+    Execution.objects.filter(proposal=failed).update(status="failed", error="runner timed out")
+    html = client.get(f"/jobs/{job.pk}/rescales/").content.decode()
+    assert re.search(r'data-count="succeeded"><b>1</b>', html) and re.search(r'data-count="failed"><b>1</b>', html)
+    assert re.search(r'data-count="rolled back"><b>0</b>', html)
+    row = re.search(rf'<tr data-proposal="{done.pk}".*?</tr>', html, re.S).group(0)
+    assert "2.5 s" in row and "auto-approved" in row and "by hand" in row
+    assert row.count("<td class=\"added-lag\">–</td>") == 1  # not measured yet: a dash, not 0
+    figure = _figure(html, "executors-figure")
+    assert [t["name"] for t in figure["data"]] == ["cores running", "recommended", "min 1", "max 8"]
+
+
+def test_audit_trail_filters_by_action_and_actor_and_shows_diffs(client, operator):
+    from webapp.proposals.models import AuditEvent
+
+    job = make_job()
+    AuditEvent.objects.create(job=job, actor="ada", action="policy_changed", before={"max_cores": 8, "mode": "manual"},
+                              after={"max_cores": 6, "mode": "manual"})
+    AuditEvent.objects.create(job=job, actor="system", action="proposed")
+    html = client.get(f"/jobs/{job.pk}/history/", {"action": "policy_changed"}).content.decode()
+    audit = html[html.index('id="audit"'):]
+    assert 'data-action="policy_changed"' in audit and 'data-action="proposed"' not in audit
+    assert "<code>max_cores</code> 8 → <b>6</b>" in audit and "mode" not in audit.split("</table>")[0]
+    assert 'data-action="proposed"' in client.get(f"/jobs/{job.pk}/history/", {"actor": "system"}).content.decode()
+    assert 'data-action' not in client.get(f"/jobs/{job.pk}/history/", {"actor": "nobody"}).content.decode()
+
+
+def test_an_operator_clears_a_suspension_with_a_button_and_a_viewer_cannot(client, operator):
+    from webapp.jobs.models import JobPolicy
+    from webapp.proposals.models import AuditEvent
+
+    job = make_job()
+    JobPolicy.objects.filter(job=job).update(auto_approve_suspended=True, auto_approve_suspended_reason="rollback")
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert 'id="clear-suspension"' in page and "data-confirm=" in page
+    client.force_login(make_role_user("vera", role="viewer"))
+    assert 'id="clear-suspension"' not in client.get(f"/jobs/{job.pk}/").content.decode()
+    assert client.post(f"/jobs/{job.pk}/suspension/clear/").status_code == 403
+    assert JobPolicy.objects.get(job=job).auto_approve_suspended
+    client.force_login(operator)
+    assert client.post(f"/jobs/{job.pk}/suspension/clear/").status_code == 302
+    assert not JobPolicy.objects.get(job=job).auto_approve_suspended
+    assert AuditEvent.objects.get(job=job, action="auto_approve_resumed").actor == operator.username
+
+
+def test_favicon_is_served_not_404(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith("favicon.svg")

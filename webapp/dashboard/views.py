@@ -424,14 +424,18 @@ RESCALE_COUNTS = ("succeeded", "failed", "rolled back")
 
 
 def _trigger(proposal: Proposal) -> str:
-    """What triggered a rescale, from structured fields: a rollback, a held scale-down applied by a
-    person, or the evaluation's direction."""
+    """What triggered a rescale, from structured fields: a rollback, a person (no evaluation: a held
+    scale-down applied now, or made by hand), or the evaluation's direction with its load and band."""
     if proposal.kind == Proposal.Kind.ROLLBACK:
-        return "rollback"
+        return f"rollback of #{proposal.rollback_of_id}" if proposal.rollback_of_id else "rollback"
     evaluation = proposal.evaluation
     if evaluation is None:
-        return "manual"
-    return f"{evaluation.get_direction_display()} ({evaluation.decision})"
+        return "by hand"
+    load = (evaluation.plan or {}).get("load")
+    if isinstance(load, (int, float)):
+        low, high = selectors.policy_band(proposal.job.policy)
+        return f"{evaluation.get_direction_display()}: load {load:.2f}, band {low:g}–{high:g}"
+    return evaluation.get_direction_display()
 
 
 def _rescale_points(job: Job, since: datetime) -> dict:
@@ -464,7 +468,8 @@ def rescales(request: HttpRequest, pk: int) -> HttpResponse:
     the recommendation and the policy's min and max."""
     job = get_object_or_404(Job.objects.select_related("policy"), pk=pk)
     executions = list(Execution.objects.filter(proposal__job=job)
-                      .select_related("proposal__decided_by", "proposal__evaluation").order_by("-started_at")[:100])
+                      .select_related("proposal__decided_by", "proposal__evaluation", "proposal__job__policy")
+                      .order_by("-started_at")[:100])
     rows, counts = [], dict.fromkeys(RESCALE_COUNTS, 0)
     for e in executions:
         p = e.proposal

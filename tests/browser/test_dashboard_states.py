@@ -18,12 +18,18 @@ from django.utils import timezone
 from tests.browser.conftest import screenshot
 from tests.browser.test_dashboard_browser import job_with_pending_proposal, login
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
-from tests.webapp.factories import make_job, make_snapshots
-from webapp.jobs.models import Job, JobPolicy, MetricSnapshot
+from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots
+from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.jobs.services import evaluation_run
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
+
+#: Spark's operator chains of the demo pipeline's stages (their short names: MicroBatchScan, MapInPandas,
+#: StateStoreSave).
+SPARK_NAMES = {"v0": "MicroBatchScan → Filter → Project → Project",
+               "v1": "MapInPandas → Project → EventTimeWatermark → Filter → Project → HashAggregate",
+               "v2": "HashAggregate → StateStoreRestore → HashAggregate → StateStoreSave → HashAggregate"}
 
 #: Boxes (x, y, width, height) of the DAG's labels, with their text, as Chromium laid them out.
 DAG_LABELS_JS = """() => Array.from(document.querySelectorAll('#dag g.annotation'))
@@ -79,9 +85,17 @@ def test_healthy(page, redis_server, settings):
     make_role_user("operator")
     job = make_job("healthy", metric_window_s=45)
     Job.objects.filter(pk=job.pk).update(spark_ui_url="http://driver-host:4040")
-    make_snapshots(job, count=30, arrival=200.0, enrich_busy_s=9.0, backlog_step=0)
-    Job.objects.filter(pk=job.pk).update(health=Job.Health.RUNNING)
+    snapshots = make_snapshots(job, count=30, arrival=200.0, enrich_busy_s=3.0, backlog_step=0)
+    Job.objects.filter(pk=job.pk).update(health=Job.Health.RUNNING, plan_stages=[*PLAN_STAGES, {
+        "input": "shuffle", "partitions": 2, "stateful": False, "operators": ["BroadcastHashJoin"]}])
     evaluation_run(job=job)
+    assert not job.proposals.exists()  # healthy: inside the band, nothing to propose
+    # Spark's real operator chains, and a fourth stage beside the second (two nodes in one layer).
+    for vertex_id, name in SPARK_NAMES.items():
+        VertexSnapshot.objects.filter(snapshot__job=job, vertex_id=vertex_id).update(name=name)
+    VertexSnapshot.objects.bulk_create([
+        VertexSnapshot(snapshot=s, vertex_id="v3", name="BroadcastHashJoin → Project → Project", position=3,
+                       tasks=2, busy_s=2.0, records_in=1500, records_out=1500, upstream=["v0"]) for s in snapshots])
     done = make_succeeded(job, cores_from=1, cores_to=1, finished_at=timezone.now() - timedelta(seconds=30))
     Execution.objects.filter(proposal=done).update(pause_s=1.2, added_lag_s=3.4, catch_up_s=20.0)
     set_rate(get_redis(), job.topic, 200.0)
@@ -90,7 +104,10 @@ def test_healthy(page, redis_server, settings):
     login(page)
 
     visit(page, f"/jobs/{job.pk}/", "healthy-job", ready="#dag g.annotation")
-    assert_no_label_overlaps(page)
+    boxes = assert_no_label_overlaps(page)
+    nodes = {b["text"].split("p ")[0]: b for b in boxes if "utilization" in b["text"]}
+    assert set(nodes) == {"MicroBatchScan", "MapInPandas", "StateStoreSave", "BroadcastHashJoin"}, nodes
+    assert abs(nodes["MapInPandas"]["y"] - nodes["BroadcastHashJoin"]["y"]) < 1  # side by side, not overlapping
     assert page.locator("#stale").count() == 0
     assert page.locator("#demo-load").count() == 1 and page.locator("#generator-rate").inner_text() == "200"
     assert page.get_attribute("#spark-ui-link", "href").startswith("http://driver-host:4040/")

@@ -11,7 +11,7 @@ limits the job, as ``reasons.Limit`` codes with their numbers.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from scaling.evaluate import (
@@ -43,8 +43,9 @@ HELPS = 0.01
 @dataclass(frozen=True)
 class _Stage:
     """One stage's numbers: per-core true rates (records per busy core-second), busy cores, the
-    demand for the scale-up check (``need_up``: target + catch-up) and for the target
-    (``need_target``: + restart), in busy core-seconds per second, and the skew (max / mean busy)."""
+    demand at the target rate alone (``base``), for the scale-up check (``need_up``: target +
+    catch-up) and for the scale-down check (``need_target``: + restart), in busy core-seconds per
+    second, the sizing demand (``need_sized``, see ``sizing_demand``), and the skew (max / mean busy)."""
 
     tpr: float
     tor: float
@@ -54,6 +55,25 @@ class _Stage:
     need_up: float
     need_target: float
     skew: float
+    need_sized: float = 0.0
+
+
+def sizing_demand(base: float, extra: float, utilization_target: float) -> float:
+    """The demand a plan sizes cores for, in busy core-seconds per second scaled to the target:
+    ``base + u × extra``, so that ``U_sized(C) ≤ u`` ⇔ ``base / u + extra`` fits the cores.
+
+    Flink ``AutoScalerUtils.getTargetProcessingCapacity``: target capacity = catch-up rate + restart
+    catch-up rate + input rate / target utilization. Only the input rate (``base`` = λ / TPR) keeps
+    the utilization headroom; the catch-up and restart rates (``extra`` = (catch-up + restart) / TPR)
+    are transient and are added at full capacity. Dividing them by the target too over-provisions
+    every plan made with a backlog (issue 13 item 6, issue 14: core-hours vs the oracle).
+
+    Args:
+        base: busy core-seconds per second at the target rate (λ / TPR).
+        extra: busy core-seconds per second of the catch-up and restart rates.
+        utilization_target: the policy's target, 0 < u ≤ 1.
+    """
+    return base + utilization_target * extra
 
 
 def _tasks(topology: Topology, vertex_id: str, cores: int, policy: Policy) -> tuple[int, bool]:
@@ -73,17 +93,30 @@ def _tasks(topology: Topology, vertex_id: str, cores: int, policy: Policy) -> tu
     return tasks, tasks < cores
 
 
-def _utilization(stages: Mapping[str, _Stage], tasks: Mapping[str, int], cores: int, overhead: float,
-                 attr: str) -> float:
-    """Predicted share of the trigger interval the batch keeps busy: ``Σ_v need_v / min(tasks_v, C)
-    / (1 − overhead)`` (each stage runs on ``min(tasks, C)`` cores)."""
+def busy_share(demands: Iterable[tuple[float, int]], cores: int, overhead: float) -> float:
+    """Predicted share of the trigger interval a batch keeps busy (0..1 when it fits):
+    ``Σ_v need_v / min(tasks_v, C) / (1 − overhead)``, each stage running on ``min(tasks, C)`` cores.
+
+    The one utilization formula of the micro-batch model: the planner sizes with it and the web
+    app's frozen prediction (``webapp.proposals.predictions``) shows it.
+
+    Args:
+        demands: per stage, (need in busy core-seconds per second, tasks).
+        cores: task slots C.
+        overhead: the batch overhead's share of the trigger interval, 0 ≤ overhead < 1.
+    """
     total = 0.0
-    for vid, st in stages.items():
-        need = getattr(st, attr)
+    for need, tasks in demands:
         if need > 0:
-            slots = min(tasks[vid], cores)
+            slots = min(tasks, cores)
             total += need / slots if slots > 0 else INF
     return total / (1.0 - overhead)
+
+
+def _utilization(stages: Mapping[str, _Stage], tasks: Mapping[str, int], cores: int, overhead: float,
+                 attr: str) -> float:
+    """``busy_share`` of the demand ``attr`` of every stage with ``tasks``."""
+    return busy_share(((getattr(st, attr), tasks[vid]) for vid, st in stages.items()), cores, overhead)
 
 
 def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], cluster: ClusterState,
@@ -109,7 +142,11 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
           time when given (FLIP-271 MAX aggregation); no input → infinite (Flink);
         - ``need_v = (λ_v + catch-up_v [+ restart_v]) / TPR_v`` busy core-seconds per second;
         - predicted utilization ``U(C) = Σ_v need_v / min(tasks_v(C), C) / (1 − overhead)``;
+          ``JobPlan.predicted_utilization`` is ``U`` of the target rate alone (λ_v / TPR_v) on the
+          planned cores and tasks: the one formula the web app's frozen prediction shows;
         - cores = the smallest multiple of ``cores_per_executor`` with ``U(C) ≤ utilization_target``
+          for the sizing demand ``λ_v / TPR_v + u × (catch-up_v + restart_v) / TPR_v``
+          (``sizing_demand``; Flink ``AutoScalerUtils.getTargetProcessingCapacity``)
           within [min, max] executors; when none reaches it, the fewest cores reaching the lowest
           ``U`` (more would not help: a pinned, bounded or skewed stage limits the job);
         - the executor change is clamped to ``[1 − scale_down_max_factor, 1 + scale_up_max_factor]``
@@ -144,9 +181,10 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
         finite = 0 < tpr < INF
         mean_busy = m.busy_time_ms_per_s or 0.0
         skew = effective_busy_ms_per_s(m) / mean_busy if mean_busy > 0 else 1.0
-        stages[vid] = _Stage(tpr, tor, busy, lam, r.target_data_rate / tpr if finite else 0.0,
-                             lam / tpr if finite else 0.0,
-                             (lam + r.restart_data_rate) / tpr if finite else 0.0, skew)
+        base = r.target_data_rate / tpr if finite else 0.0
+        need_target = (lam + r.restart_data_rate) / tpr if finite else 0.0
+        stages[vid] = _Stage(tpr, tor, busy, lam, base, lam / tpr if finite else 0.0, need_target, skew,
+                             sizing_demand(base, need_target - base, target_u))
 
     tasks_now = {v.id: v.parallelism for v in topology.vertices}
     load = _utilization(stages, tasks_now, cores_now, overhead, "need_up")
@@ -165,26 +203,43 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     predicted: list[float] = []
     chosen = None
     total_need = sum(st.need_target for st in stages.values())
+    sized_need = sum(st.need_sized for st in stages.values())
     # No fewer cores can reach the target than Σ need / target / (1 − overhead) (every stage on all
     # cores), so the search starts there; it looks at most SEARCH_LIMIT executor counts.
     first = lo_exec
-    if 0 < total_need < INF:
-        first = min(hi_exec, max(lo_exec, ceil_exact(total_need / target_u / (1.0 - overhead) / cpe) - 1))
+    if 0 < sized_need < INF:
+        first = min(hi_exec, max(lo_exec, ceil_exact(sized_need / target_u / (1.0 - overhead) / cpe) - 1))
+
+    def at(cores: int, attr: str) -> float:
+        """``U(cores)`` of the demand ``attr`` with each stage's tasks at ``cores``, divided by the
+        observed scaling coefficient for more cores than now."""
+        u_at = _utilization(stages, {vid: _tasks(topology, vid, cores, policy)[0] for vid in stages}, cores,
+                            overhead, attr)
+        return u_at / alpha if cores > cores_now else u_at
+
     for executors in range(first, min(hi_exec, first + SEARCH_LIMIT) + 1):
-        cores = executors * cpe
-        u = _utilization(stages, {vid: _tasks(topology, vid, cores, policy)[0] for vid in stages}, cores,
-                         overhead, "need_target")
-        if cores > cores_now:
-            u /= alpha
+        u = at(executors * cpe, "need_sized")
         predicted.append(u)
         if u <= target_u:
             chosen = executors
             break
+    if chosen is not None and at(chosen * cpe, "base") < low:
+        # Issue 13 item 6 / acceptance 7: the catch-up and restart rates must not leave the target
+        # rate below the band (the next evaluation would scale down again). Fewer executors whose
+        # utilization at the target rate lies in [low, target] are taken instead: the catch-up then
+        # drains with the band's headroom. In backlog mode ``low`` is 0 and Flink's sizing stands.
+        for fewer in range(chosen - 1, lo_exec - 1, -1):
+            u_base = at(fewer * cpe, "base")
+            if u_base > target_u:
+                break
+            if u_base >= low:
+                chosen = fewer
+                break
     best_u = predicted[-1]
     best_exec = chosen if chosen is not None else first + next(
         k for k, u in enumerate(predicted) if u <= best_u + HELPS or u == best_u)
     executors = best_exec
-    cores_needed = max(1, ceil_exact(total_need / target_u / (1.0 - overhead))) if total_need < INF else \
+    cores_needed = max(1, ceil_exact(sized_need / target_u / (1.0 - overhead))) if sized_need < INF else \
         hi_exec * cpe
     # Flink ``JobVertexScaler``: the scale factor is clamped to [1 − down-max-factor, 1 + up-max-factor].
     floor_exec = max(lo_exec, ceil_exact(cluster.executors * (1.0 - policy.scale_down_max_factor)))
@@ -213,7 +268,15 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
             executors = cluster.executors
         else:
             target, target_outside = pend.max_in_window(now_s - interval)
-            executors = min(cluster.executors, target)
+            # FLINK-36863: the largest recommendation of the window applies. Our addition (issue 13
+            # item 6 and acceptance 7): not more executors than keep the current target rate inside
+            # the band (``U ≥ low``), so that the scale-down is not followed by another one an
+            # interval later (Flink would see the result below its scale-down threshold again).
+            recommended = executors
+            target = min(cluster.executors, target)
+            while target > recommended and at(target * cpe, "base") < low:
+                target -= 1
+            executors = target
             outside_band = outside_band or target_outside
     elif state is not None:
         pending.pop(EXECUTORS_KEY, None)
@@ -319,7 +382,9 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
                                                    job_rate, job_rate * executors / cluster.executors))
             next_state = next_state.with_records(records)
     return replace(plan, decision=decision, reasons=tuple(reasons), vertices=tuple(vertex_plans),
-                   executors_proposed=executors, executable=period is None, next_state=next_state)
+                   executors_proposed=executors, executable=period is None, next_state=next_state,
+                   utilization_now=_utilization(stages, tasks_now, cores_now, overhead, "base"),
+                   predicted_utilization=at(executors * cpe, "base"))
 
 
 def _job_rate(topology: Topology, rates: Mapping, load: float) -> float:

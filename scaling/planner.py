@@ -84,6 +84,10 @@ class JobPlan:
         next_state: the autoscaler state after this evaluation, when a state was given.
         held: the delayed scale-downs held now (structured: vertex, target, due time).
         limits: micro-batch: what limits the plan (``reasons.Limit`` codes with their numbers).
+        utilization_now / predicted_utilization: micro-batch: the busy share of each trigger
+            interval at the target rate alone (no catch-up, no restart), ``Σ_v λ_v / TPR_v /
+            min(tasks_v, C) / (1 − overhead)`` (0..1, ``microbatch._utilization``), on the running
+            cores and on the proposed cores and tasks. None in continuous mode.
     """
 
     decision: Decision
@@ -106,6 +110,8 @@ class JobPlan:
     next_state: ScalerState | None = None
     held: tuple[HeldScaleDown, ...] = ()
     limits: tuple[PlanLimit, ...] = ()
+    utilization_now: float | None = None
+    predicted_utilization: float | None = None
 
     def limit(self, code: Limit) -> PlanLimit | None:
         """The first limit with ``code``, or None."""

@@ -69,17 +69,18 @@ def rows_at(quick, setting):
 # Measured misses on the quick workloads (seed 7), reported, not hidden. The full bench prints the
 # same targets over all 64 workloads (see the lead's note for those numbers).
 MISSED = {
-    ("flink-defaults", "core_hours_median"): "ds2 median 1.443x the oracle: the band [0.4, 1.0] and the 1 h "
+    ("flink-defaults", "core_hours_median"): "ds2 median 1.376x the oracle: the band [0.4, 1.0] and the 1 h "
                                              "scale-down interval hold capacity the oracle releases each minute",
-    ("flink-defaults", "core_hours_max"): "ds2 1.867x the oracle on step/demo: after the step down it holds the "
-                                          "peak for the 1 h scale-down interval",
-    ("flink-defaults", "rescales"): "ds2 3 vs dhalion 2 (step/demo) and 2 vs batch-ratio 0 / dhalion 1 "
-                                    "(random-walk/two-branch, where the baselines never leave their start)",
-    ("tuned", "core_hours_median"): "ds2 median 1.257x the oracle",
-    ("tuned", "core_hours_max"): "ds2 1.951x the oracle on spikes/nexmark-q8: each spike triggers a scale-up "
+    ("flink-defaults", "core_hours_max"): "ds2 1.932x the oracle on spikes/nexmark-q8: each 30 s spike triggers a "
+                                          "scale-up that the 1 h scale-down interval holds",
+    ("flink-defaults", "rescales"): "ds2 2 vs dhalion 2 (step/demo: one up, one down, the fewest a step allows) "
+                                    "and 2 vs batch-ratio 0 / dhalion 1 (random-walk/two-branch, where the "
+                                    "baselines never leave their start)",
+    ("tuned", "core_hours_median"): "ds2 median 1.119x the oracle",
+    ("tuned", "core_hours_max"): "ds2 1.811x the oracle on spikes/nexmark-q8: each 30 s spike triggers a scale-up "
                                  "and the 15 min scale-down interval holds it",
-    ("tuned", "rescales"): "ds2 6 vs batch-ratio 6 (spikes/nexmark-q8), 4 vs batch-ratio 0 and dhalion 4 "
-                           "(random-walk/two-branch)",
+    ("tuned", "rescales"): "ds2 7 vs batch-ratio 6 (spikes/nexmark-q8), 2 vs batch-ratio 0 "
+                           "(random-walk/two-branch, where it never leaves its start)",
 }
 TARGETS = ("core_hours_median", "core_hours_max", "one_step", "two_steps", "lost", "slo", "rescales")
 

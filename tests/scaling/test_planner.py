@@ -151,3 +151,41 @@ def test_micro_batch_executor_scale_down_is_delayed_with_state():
     assert any("held until t=600 s" in r for r in first.reasons)
     due = plan_micro_batch(topology, metrics, cluster, policy, state=first.next_state, now_s=600)
     assert (due.decision, due.executors_proposed) == ("scale", 4)
+
+
+def _with_backlog(backlog: float) -> tuple[Topology, dict[str, VertexMetrics]]:
+    topology, metrics = three_stages(pinned_second=False)
+    metrics["scan"] = VertexMetrics(1000, 1000, 62.5, backlog=backlog, batch_overhead_s=0.1)
+    return topology, metrics
+
+
+BACKLOG_POLICY = dict(restart_time_s=0, catch_up_duration_s=300.0, backlog_lag_threshold_s=3600.0)
+
+
+def test_catch_up_is_sized_at_full_capacity_not_divided_by_the_utilization_target():
+    """Flink ``AutoScalerUtils.getTargetProcessingCapacity``: target = λ / u + catch-up (+ restart).
+    120,000 records of backlog over 300 s is 400 records/s more per stage: 0.2 + 0.8 + 0.1 = 1.1
+    busy cores; sized demand 2.75 + 0.7 × 1.1 = 3.52, C = ceil(3.52 / 0.7 / 0.9) = 6 (dividing the
+    catch-up by 0.7 too gave ceil(3.85 / 0.63) = 7). At 6 cores the target rate alone keeps
+    2.75 / 6 / 0.9 = 0.509 of each trigger interval busy: ``predicted_utilization``."""
+    topology, metrics = _with_backlog(120_000)
+    plan = plan_micro_batch(topology, metrics, ClusterState(executors=1, trigger_interval_s=1.0),
+                            Policy(**BACKLOG_POLICY))
+    assert plan.executors_proposed == 6 and plan.cores_needed == 6
+    assert plan.predicted_utilization == pytest.approx(2.75 / 6 / 0.9)
+    assert plan.utilization_now == pytest.approx(2.75 / 1 / 0.9)
+
+
+def test_a_catch_up_never_sizes_the_target_rate_below_the_band():
+    """600,000 records over 300 s: Flink's sizing wants ceil((2.75 + 0.7 × 5.5) / 0.63) = 11 cores,
+    where the arrivals alone fill 0.278 < 0.4 (the next evaluation would scale down again). The plan
+    takes the most cores whose utilization at the target rate is inside [0.4, 0.7]: 7 (0.437); in
+    backlog mode (lag above the threshold) Flink's sizing stands."""
+    topology, metrics = _with_backlog(600_000)
+    plan = plan_micro_batch(topology, metrics, ClusterState(executors=1, trigger_interval_s=1.0),
+                            Policy(**BACKLOG_POLICY))
+    assert plan.executors_proposed == 7
+    assert plan.predicted_utilization == pytest.approx(2.75 / 7 / 0.9) and 0.4 <= plan.predicted_utilization <= 0.7
+    backlog = plan_micro_batch(topology, metrics, ClusterState(executors=1, trigger_interval_s=1.0),
+                               Policy(**{**BACKLOG_POLICY, "backlog_lag_threshold_s": 60.0}))
+    assert backlog.backlog_mode and backlog.executors_proposed == 11

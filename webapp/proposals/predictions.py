@@ -15,6 +15,7 @@ import statistics
 from collections.abc import Iterable
 from datetime import datetime
 
+from scaling.microbatch import busy_share
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 
 #: Keys of a frozen prediction (``Proposal.prediction``) the page shows.
@@ -64,6 +65,20 @@ def capacity_per_s(plan: dict, cores: int, source_ids: set[str] | None = None) -
     return cores * (1.0 - (plan.get("overhead_fraction") or 0.0)) / cost
 
 
+def _utilization(plan: dict, cores_new: int) -> float | None:
+    """The busy share of the proposed cores at the target rate (0..1), from the micro-batch model's
+    one formula (``scaling.microbatch.busy_share``, issue 13 acceptance 7): the planner's own
+    ``JobPlan.predicted_utilization`` (it includes the observed scaling coefficient), or, for a plan
+    serialized without it, ``busy_share`` of the plan's per-vertex ``λ_v / TPR_v`` on its proposed
+    tasks and cores."""
+    value = _number(plan.get("predicted_utilization"))
+    if value is None and cores_new:
+        demands = [((_number(v.get("target_data_rate")) or 0.0) / tpr, int(v.get("proposed") or v.get("current") or 1))
+                   for v in plan.get("vertices", []) if (tpr := _number(v.get("true_processing_rate")))]
+        value = busy_share(demands, cores_new, _number(plan.get("overhead_fraction")) or 0.0)
+    return round(value, 4) if value is not None else None
+
+
 def measured_downtimes_s(*, job: Job, restart: bool, limit: int = 20) -> list[float]:
     """The job's measured downtimes of succeeded executions, newest first (seconds): driver restarts
     when ``restart`` (the cores change), otherwise in-process changes."""
@@ -100,7 +115,7 @@ def predict(*, plan: dict, snapshot: MetricSnapshot | None, downtimes_s: Iterabl
     prediction: dict = {
         "cores_now": cores_now, "cores_new": cores_new,
         "utilization_now": _number(plan.get("utilization")),
-        "utilization": round(busy_at_target / cores_new, 4) if cores_new else None,
+        "utilization": _utilization(plan, cores_new),
         "batch_ratio_now": r_now,
         "batch_ratio": (round(overhead + max(0.0, r_now - overhead) * cores_now / cores_new, 3)
                         if r_now is not None and cores_new else None),

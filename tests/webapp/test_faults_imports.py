@@ -6,6 +6,7 @@ Celery tasks run must be of a module that loads none of the heavy packages."""
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from functools import cache
@@ -34,17 +35,60 @@ def lazy_imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+#: Run in one fresh interpreter: start a worker (Django set up, the task modules imported), then
+#: import each module in a forked child of it, so each sees the worker's state and nothing else.
+_PROBE = """
+import json, os, sys
+os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'tests.settings')
+from webapp.celery import app
+import django
+django.setup()
+app.loader.import_default_modules()
+heavy, out = tuple(sys.argv[1].split(',')), {}
+for module in sys.argv[2:]:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        before = set(sys.modules)
+        __import__(module)
+        new = sorted(m for m in set(sys.modules) - before if m.split('.')[0] in heavy)[:5]
+        os.write(write, json.dumps(new).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        out[module] = json.loads(pipe.read() or 'null')
+    os.waitpid(pid, 0)
+print(json.dumps(out))
+"""
+
+
 @cache
-def heavy_loaded_by(module: str) -> tuple[str, ...]:
-    """The modules of the heavy packages that importing ``module`` loads in a worker that has just
-    started (Django set up, the task modules imported): what a task would import from its thread."""
-    code = ("import os, sys; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'tests.settings'); "
-            "from webapp.celery import app; import django; django.setup(); app.loader.import_default_modules(); "
-            f"before = set(sys.modules); import {module}; "
-            f"print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in {HEAVY!r})[:5])")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+def _heavy_by_module() -> dict[str, tuple[str, ...]]:
+    """For every module imported inside a function of the task modules: the modules of the heavy
+    packages that importing it loads in a worker that has just started (what a task would import
+    from its thread)."""
+    modules = sorted({module for path in TASK_MODULES for _, module in lazy_imports(path)})
+    done = subprocess.run([sys.executable, "-c", _PROBE, ",".join(HEAVY), *modules], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    return tuple(ast.literal_eval(done.stdout.strip().splitlines()[-1]))
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert None not in found.values(), f"a probe child failed: {found}"
+    return {module: tuple(heavy) for module, heavy in found.items()}
+
+
+def heavy_loaded_by(module: str) -> tuple[str, ...]:
+    """The heavy modules that importing ``module`` inside a task loads (see :func:`_heavy_by_module`)."""
+    return _heavy_by_module()[module]
+
+
+def test_the_probe_sees_a_heavy_import():
+    """The probe itself can fail: a module that loads pyspark is reported."""
+    done = subprocess.run([sys.executable, "-c", _PROBE, ",".join(HEAVY), "pandas", "json"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["json"] == []
+    assert "pandas" in found["pandas"], found
 
 
 @pytest.mark.parametrize("path", TASK_MODULES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -256,7 +256,7 @@ class Driver:
             if awaiting is None or progress.get("runId") == awaiting.get("old_run_id"):
                 return
             self._awaiting = None
-        from sparkclient.topology import progress_time_s  # noqa: PLC0415
+        from sparkclient.batchwindow import progress_time_s  # noqa: PLC0415
 
         first_end = batch_end_epoch_s(progress)
         try:

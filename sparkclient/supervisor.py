@@ -36,6 +36,7 @@ import psutil
 from sparkclient import control, keys
 from sparkclient.contract import KnobError, PipelineLoadError, load_pipeline, validate_values
 from sparkclient.control import FailureCode, RescalePath, RescaleResult, RunnerState
+from sparkclient.handover import HandoverState
 from sparkclient.lease import LeaseUnavailable
 
 log = logging.getLogger(__name__)
@@ -175,10 +176,10 @@ class Supervisor:
         exits before it took over (its exit code and log) so the running driver fails the command."""
         key = keys.handover(self.job)
         if self.standby is None:
-            if self.client.hget(key, "state") == "requested":
+            if self.client.hget(key, "state") == HandoverState.REQUESTED:
                 handover_id = self.client.hget(key, "id") or ""
                 self.standby = self._spawn(standby=handover_id)
-                self.client.hset(key, "state", "starting")
+                self.client.hset(key, "state", HandoverState.STARTING)
                 log.info("standby driver %d started for handover %s", self.standby.pid, handover_id)
             return
         code = self.standby.poll()
@@ -186,8 +187,9 @@ class Supervisor:
             from sparkclient.runner import EXIT_STANDBY_ABORTED  # noqa: PLC0415
 
             if code != EXIT_STANDBY_ABORTED:
-                self.client.hset(key, mapping={"state": "failed", "error": f"the standby driver exited with code "
-                                                                           f"{code}; see {self.workdir / 'driver.log'}"})
+                self.client.hset(key, mapping={"state": HandoverState.FAILED,
+                                               "error": f"the standby driver exited with code {code}; "
+                                                        f"see {self.workdir / 'driver.log'}"})
             self.reap_group(self.standby.pid, grace_s=2.0)
             self.standby = None
 
@@ -239,7 +241,7 @@ class Supervisor:
                 self.standby.wait(timeout=STOP_TIMEOUT_S)
                 self.reap_group(self.standby.pid, grace_s=2.0)
                 self.standby = None
-                self.client.hset(keys.handover(self.job), "state", "cancelled")
+                self.client.hset(keys.handover(self.job), "state", HandoverState.CANCELLED)
             if crashed:  # record it at once; reaping the JVM can take seconds
                 crashes = 1 if time.monotonic() - started > CRASH_RESET_S else crashes + 1
                 reported = self.client.hget(keys.runner(self.job), "error") or "no error reported"
@@ -349,9 +351,9 @@ def _run_driver(args: argparse.Namespace) -> int:
         return 2
     except Exception as exc:
         log.exception("driver of job %s failed", args.job)
-        if args.standby and driver.client.hget(keys.handover(args.job), "state") != "released":
+        if args.standby and driver.client.hget(keys.handover(args.job), "state") != HandoverState.RELEASED:
             # a standby that never took over: the running driver carries on; tell it why
-            driver.client.hset(keys.handover(args.job), mapping={"state": "failed",
+            driver.client.hset(keys.handover(args.job), mapping={"state": HandoverState.FAILED,
                                                                  "error": f"{type(exc).__name__}: {exc}"[:2000]})
             return 1
         driver._set_status(state=RunnerState.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])

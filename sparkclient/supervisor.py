@@ -31,13 +31,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 
 from sparkclient import control, keys
 from sparkclient.contract import KnobError, PipelineLoadError, load_pipeline, validate_values
 from sparkclient.control import FailureCode, RescalePath, RescaleResult, RunnerState
 from sparkclient.handover import HandoverState
 from sparkclient.lease import LeaseUnavailable
+from sparkclient.procgroup import end_process_group
 
 log = logging.getLogger(__name__)
 
@@ -156,20 +156,10 @@ class Supervisor:
     @staticmethod
     def reap_group(pid: int, grace_s: float = 10.0) -> None:
         """Make sure nothing of the exited driver's process group (its JVM, Python workers) survives:
-        whatever is left after ``grace_s`` s gets SIGTERM, then SIGKILL 5 s later (psutil)."""
-        members = [p for p in psutil.process_iter(["pid"]) if _pgid(p.pid) == pid]
-        _gone, alive = psutil.wait_procs(members, timeout=grace_s)
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            if not alive:
-                return
-            log.warning("process group %d outlived its driver: sending %s to %s", pid, sig.name,
-                        [p.pid for p in alive])
-            for proc in alive:
-                try:
-                    proc.send_signal(sig)
-                except psutil.NoSuchProcess:
-                    pass
-            _gone, alive = psutil.wait_procs(alive, timeout=5.0)
+        whatever is left after ``grace_s`` s gets SIGTERM, then SIGKILL 5 s later
+        (:func:`sparkclient.procgroup.end_process_group`)."""
+        end_process_group(pid, grace_s=grace_s, term_wait_s=5.0, kill_wait_s=5.0,
+                          what="the driver's process group")
 
     def _watch_handover(self) -> None:
         """Start a standby driver when the running one asks for a handover; report a standby that
@@ -280,13 +270,6 @@ class Supervisor:
                     command_id, FailureCode.DRIVER_CRASHED, f"the restarted driver kept failing: {error}",
                     path=RescalePath.DRIVER_RESTART))
             self.client.delete(keys.runner_pending(self.job))
-
-
-def _pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except (ProcessLookupError, PermissionError):
-        return None
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:

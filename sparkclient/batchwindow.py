@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sparkclient.sources import batch_cut_s, rate_creation_s
+from sparkclient.offsets import batch_cut_s, rate_creation_s
 from sparkclient.sparkjson import Problem, SparkDataError, as_dict, get_count, get_dict, get_float, get_list, get_str
 from sparkclient.stages import rest_time_s
 

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkclient.sparkjson import Problem, SparkDataError, dicts, get_str
 from sparkclient.batchwindow import batch_end_s, progress_time_s
+from sparkclient.offsets import flatten_offsets
 from sparkclient.sample import JobSample, RatesUnavailable
-from sparkclient.sources import flatten_offsets
+from sparkclient.sparkjson import Problem, SparkDataError, dicts, get_str
 from sparkclient.topology import sample_from_rest
 
 __all__ = [

@@ -68,9 +68,10 @@ from sparkclient.batchwindow import (
     query_progresses,
     window_batches,
 )
+from sparkclient.offsets import flatten_offsets, source_backlog
 from sparkclient.plan import stage_operators
 from sparkclient.sample import JobSample, RatesUnavailable, SampleError, VertexSample
-from sparkclient.sources import flatten_offsets, measure_sources, source_backlog
+from sparkclient.sources import measure_sources
 from sparkclient.sparkjson import as_dict, dicts, get_count, get_float, get_list
 from sparkclient.stages import (
     batch_jobs,

@@ -188,7 +188,8 @@ def measure_sources(
     first_time = progress_start_s(batches[0])
     baseline = None
     if first_time is not None:
-        earlier = [p for p in history if (t := progress_start_s(p)) is not None and t < first_time and progress_sources(p)]
+        earlier = [p for p in history
+                   if (t := progress_start_s(p)) is not None and t < first_time and progress_sources(p)]
         baseline = earlier[-1] if earlier else None
     backlog = 0.0
     arrival = 0.0

@@ -1,8 +1,9 @@
 """The jobs and stages of one micro-batch, from the REST API's ``/jobs`` and ``/stages`` JSON: which
 jobs ran batch ``N`` of a query run, its executed stages in vertex order, and the wall time they
-ran; and the executors and cores from ``/executors``. The rules are in :mod:`sparkclient.topology`'s docstring ("Jobs of a batch", "Stages of a
-batch", "Vertex = stage position", "Batch overhead"). Pure functions over JSON; a malformed
-payload raises :class:`sparkclient.sparkjson.SparkDataError` naming the field."""
+ran; and the executors and cores from ``/executors``. The rules are in :mod:`sparkclient.topology`'s
+docstring ("Jobs of a batch", "Stages of a batch", "Vertex = stage position", "Batch overhead").
+Pure functions over JSON; a malformed payload raises :class:`sparkclient.sparkjson.SparkDataError`
+naming the field."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from typing import Any
 
 from sparkclient.sparkjson import Problem, SparkDataError, dicts, get_count, get_list, get_str
 
-__all__ = ["batch_jobs", "batch_stages", "executors_and_cores", "rest_time_s", "stage_index", "stages_running_s", "vertex_id"]
+__all__ = ["batch_jobs", "batch_stages", "executors_and_cores", "rest_time_s", "stage_index", "stages_running_s",
+           "vertex_id"]
 
 Json = dict[str, Any]
 
@@ -84,7 +86,8 @@ def _stage_ids(job: Mapping[str, Any], where: str) -> list[int]:
     return sorted(out)
 
 
-def batch_stages(batch_job_list: Sequence[Json], stages: Mapping[int, Json] | Iterable[Json]) -> tuple[list[Json], list[int]]:
+def batch_stages(batch_job_list: Sequence[Json],
+                 stages: Mapping[int, Json] | Iterable[Json]) -> tuple[list[Json], list[int]]:
     """The executed stages of one batch in vertex order, and the stage ids missing from REST.
 
     ``batch_job_list``: the batch's jobs (from :func:`batch_jobs`); ``stages``: ``/stages``

@@ -30,7 +30,9 @@ cluster-stop:
 system-deps:
 	bash scripts/system-deps.sh
 
+# lint-imports: the import contracts in pyproject.toml ([tool.importlinter]) before the suite.
 test: $(STAMP) system-deps
+	$(VENV)/bin/lint-imports
 	PYSPARK_PYTHON=$(abspath $(VPY)) $(VPY) -m pytest
 
 clean:

@@ -37,7 +37,7 @@ def _snapshot(args: argparse.Namespace) -> int:
         source_progress = next((p for p in reversed(captures.progresses) if p.get("runId") == sample.run_id), None)
     else:
         from sparkclient.rest import SparkRestClient  # noqa: PLC0415
-        from sparkclient.topology import collect_sample  # noqa: PLC0415
+        from sparkclient.collect import collect_sample  # noqa: PLC0415
 
         with SparkRestClient(args.url, timeout_s=args.timeout_s) as client:
             app_id = args.app_id or client.applications()[0]["id"]

@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +22,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import httpx
+
+from sparkclient.procgroup import end_process_group
 
 log = logging.getLogger(__name__)
 
@@ -161,24 +162,10 @@ def load_cluster(workdir: str | os.PathLike[str]) -> StandaloneCluster | None:
 def stop_cluster(cluster: StandaloneCluster, timeout_s: float = 20.0) -> None:
     """End the worker, then the master, by their recorded PIDs: SIGTERM to each one's process group
     (it was started in a session of its own, so this reaches its JVM and nothing else), SIGKILL
-    after ``timeout_s`` seconds. Removes ``cluster.json``."""
+    after ``timeout_s`` seconds (:func:`sparkclient.procgroup.end_process_group`). Removes ``cluster.json``."""
     for pid in (cluster.worker_pid, cluster.master_pid):
-        if not _alive(pid):
-            continue
-        for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(pid, sig)
-            except ProcessLookupError:
-                break
-            deadline = time.monotonic() + wait_s
-            while time.monotonic() < deadline and _alive(pid):
-                try:  # reap it if it is our child
-                    os.waitpid(pid, os.WNOHANG)
-                except ChildProcessError:
-                    pass
-                time.sleep(0.1)
-            if not _alive(pid):
-                break
+        if _alive(pid):
+            end_process_group(pid, term_wait_s=timeout_s, kill_wait_s=5.0, what="the cluster's process group")
     state = Path(cluster.workdir) / STATE_FILE
     if state.is_file():
         state.unlink()

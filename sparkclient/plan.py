@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
 from sparkclient.metricstrings import stage_refs
@@ -228,34 +229,43 @@ def _segment_order(
         targets = {segment_of[n] for n in downstream[exchange] if n in segment_of} & wanted
         for source in sources:
             after[source] |= targets - {source}
-    indegree = {index: 0 for index in wanted}
-    for targets in after.values():
+    sorter: TopologicalSorter[int] = TopologicalSorter({index: set() for index in wanted})
+    for source, targets in after.items():
         for target in targets:
-            indegree[target] += 1
-    ready = [index for index in wanted if indegree[index] == 0]
+            sorter.add(target, source)
+    try:
+        sorter.prepare()
+    except CycleError:
+        return []
     order: list[int] = []
-    while len(ready) == 1:
-        index = ready.pop()
-        order.append(index)
-        for target in after[index]:
-            indegree[target] -= 1
-            if indegree[target] == 0:
-                ready.append(target)
-    return order if len(order) == len(wanted) else []
+    while sorter.is_active():
+        ready = sorter.get_ready()
+        if len(ready) != 1:
+            return []
+        order.append(ready[0])
+        sorter.done(ready[0])
+    return order
 
 
 def _topological(by_id: Mapping[int, Json], downstream: Mapping[int, list[int]], upstream: Mapping[int, list[int]]) -> list[int]:
-    indegree = {node_id: len(upstream[node_id]) for node_id in by_id}
-    heap = [-node_id for node_id, degree in indegree.items() if degree == 0]
+    """The plan's nodes in data-flow order (graphlib), the highest ``nodeId`` first among the nodes
+    ready at each step. A cycle (Spark's plans have none) leaves its nodes, and those after it, to
+    the end, by ``nodeId`` descending."""
+    sorter: TopologicalSorter[int] = TopologicalSorter({node_id: upstream[node_id] for node_id in by_id})
+    try:
+        sorter.prepare()
+    except CycleError:
+        pass  # get_ready() still gives every node the cycle does not hold up
+    heap = [-node_id for node_id in sorter.get_ready()]
     heapq.heapify(heap)
     order: list[int] = []
     while heap:
         node_id = -heapq.heappop(heap)
         order.append(node_id)
-        for nxt in downstream[node_id]:
-            indegree[nxt] -= 1
-            if indegree[nxt] == 0:
-                heapq.heappush(heap, -nxt)
-    if len(order) < len(by_id):  # a cycle should not happen; keep the rest by nodeId
-        order += sorted((n for n in by_id if n not in set(order)), reverse=True)
+        sorter.done(node_id)
+        for nxt in sorter.get_ready():
+            heapq.heappush(heap, -nxt)
+    if len(order) < len(by_id):
+        placed = set(order)
+        order += sorted((n for n in by_id if n not in placed), reverse=True)
     return order

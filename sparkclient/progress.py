@@ -25,9 +25,9 @@ PROGRESS_MAXLEN = 2000
 
 
 def batch_end_epoch_s(progress: dict[str, Any]) -> float:
-    """When the batch of ``progress`` completed, in epoch seconds (:func:`sparkclient.topology.batch_end_s`:
+    """When the batch of ``progress`` completed, in epoch seconds (:func:`sparkclient.batchwindow.batch_end_s`:
     ``timestamp + durationMs.triggerExecution``); the current time when it has no parsable timestamp."""
-    from sparkclient.topology import batch_end_s  # noqa: PLC0415 - keeps the listener's import light
+    from sparkclient.batchwindow import batch_end_s  # noqa: PLC0415 - keeps the listener's import light
 
     try:
         return batch_end_s(progress)
@@ -110,7 +110,7 @@ def parse_progress(text: str | bytes, where: str = "progress") -> dict[str, Any]
 
     Raises :class:`sparkclient.sparkjson.SparkDataError` naming ``where`` when the text is not a
     JSON object (truncated, not UTF-8, nested too deep, or another JSON type). The fields inside
-    are checked where they are read (:func:`sparkclient.topology.window_batches`).
+    are checked where they are read (:func:`sparkclient.batchwindow.window_batches`).
     """
     from sparkclient.sparkjson import Problem, SparkDataError  # noqa: PLC0415
 

@@ -4,7 +4,7 @@
 ``python -m sparkclient snapshot --url http://host:4040 --query NAME`` reads a live application.
 Either prints a scenario document that ``python -m scaling evaluate -`` accepts.
 
-Mapping of a :class:`sparkclient.topology.JobSample` onto the scenario:
+Mapping of a :class:`sparkclient.sample.JobSample` onto the scenario:
 
 - one vertex per stage position (``v0``, ``v1``, ...), named after its plan operators, with its
   tasks of the newest batch as ``parallelism``; ``v0`` is the source. A source with dict offsets
@@ -35,15 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sparkclient.batchwindow import batch_end_s, progress_time_s
+from sparkclient.offsets import flatten_offsets
+from sparkclient.sample import JobSample, RatesUnavailable
 from sparkclient.sparkjson import Problem, SparkDataError, dicts, get_str
-from sparkclient.topology import (
-    JobSample,
-    RatesUnavailable,
-    batch_end_s,
-    flatten_offsets,
-    progress_time_s,
-    sample_from_rest,
-)
+from sparkclient.topology import sample_from_rest
 
 __all__ = [
     "STATEFUL_OPERATORS",
@@ -285,7 +281,7 @@ def sample_from_captures(
     """The sample of the newest run in the captures, over the last ``window_s`` seconds before
     its newest batch completed (default: every batch of the run in the capture).
 
-    The batches and the time they span follow :func:`sparkclient.topology.window_batches`, the
+    The batches and the time they span follow :func:`sparkclient.batchwindow.window_batches`, the
     rule a live collect uses too. Raises ``ValueError`` (:class:`sparkclient.sparkjson.SparkDataError`
     for malformed captures, naming the field) when the captures hold no usable progress.
     """
@@ -317,12 +313,12 @@ def progresses_from_jobs(jobs: Sequence[Json], run_id: str, stages: Sequence[Jso
     ``numInputRows`` is the sum of the ``inputRecords`` of the batch's stages (``/stages``): only
     source scans read input. It is ``None`` (unknown, not 0) when no stage of the batch reports
     input records, e.g. Python data sources, or the stages are not in ``stages``; the sample then
-    says its rates are unavailable (:class:`sparkclient.topology.RatesUnavailable`).
+    says its rates are unavailable (:class:`sparkclient.sample.RatesUnavailable`).
     """
     from sparkclient.sparkjson import get_count  # noqa: PLC0415
-    from sparkclient.topology import _stage_index, batch_jobs, batch_stages, rest_time_s  # noqa: PLC0415
+    from sparkclient.stages import batch_jobs, batch_stages, rest_time_s, stage_index  # noqa: PLC0415
 
-    index = _stage_index(stages)
+    index = stage_index(stages)
     out: list[Json] = []
     for batch_id, job_list in sorted(batch_jobs(jobs, run_id).items()):
         if any(j.get("status") != "SUCCEEDED" or not j.get("completionTime") for j in job_list):

@@ -36,15 +36,24 @@ Where a source reports nothing usable, :class:`BacklogUnknown` says which source
 
 from __future__ import annotations
 
-import json
-import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from sparkclient.offsets import (
+    SourceKind,
+    batch_cut_s,
+    flatten_offsets,
+    offset_number,
+    offset_total,
+    progress_sources,
+    progress_start_s,
+    rate_creation_s,
+    rate_rows_per_s,
+    source_backlog,
+    source_kind,
+)
 from sparkclient.sparkjson import MAX_COUNT
 
 __all__ = [
@@ -61,20 +70,6 @@ __all__ = [
 ]
 
 Json = dict[str, Any]
-
-_RATE_RPS = re.compile(r"rowsPerSecond=(\d+(?:\.\d+)?)")
-
-
-class SourceKind(StrEnum):
-    """What a progress source is, as far as its backlog is concerned."""
-
-    RATE = "rate"
-    KAFKA = "kafka"
-    FILE = "file"
-    PARTITIONED_LOG = "partitioned-log"
-    NUMERIC = "numeric"
-    OTHER = "other"
-
 
 class BacklogUnknownReason(StrEnum):
     """Why the backlog of a source is not known."""
@@ -143,189 +138,18 @@ class SourcesReport:
     max_behind: int | None = None
 
 
-# -- offsets -------------------------------------------------------------------------------------
-
-
-def _number(value: Any) -> float | None:
-    """A finite number (numeric strings too) within ±2^53, else ``None``."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            return None
-    if isinstance(value, int):
-        return float(value) if abs(value) <= MAX_COUNT else None
-    if isinstance(value, float):
-        return value if math.isfinite(value) and abs(value) <= MAX_COUNT else None
-    return None
-
-
-def flatten_offsets(offset: Any) -> dict[str, float] | float | None:
-    """Normalise a source offset from a progress.
-
-    - ``{"p0": 123, "p1": 45}`` -> ``{"p0": 123.0, "p1": 45.0}``;
-    - Kafka ``{"topic": {"0": 123}}`` -> ``{"topic/0": 123.0}``;
-    - a JSON string of either is decoded first; a plain number (rate source) -> that float;
-    - ``None`` (first batch) or anything non-numeric, non-finite or beyond ±2^53 (e.g. Redis
-      stream ids) -> ``None``.
-    """
-    if isinstance(offset, str):
-        text = offset.strip()
-        if text.startswith("{"):
-            try:
-                offset = json.loads(text)
-            except (ValueError, RecursionError):
-                return None
-        else:
-            return _number(text)
-    if isinstance(offset, Mapping):
-        flat: dict[str, float] = {}
-
-        def walk(prefix: str, value: Any, depth: int) -> bool:
-            if isinstance(value, Mapping):
-                return depth < 4 and all(walk(f"{prefix}{key}/", inner, depth + 1) for key, inner in value.items())
-            number = _number(value)
-            if number is None:
-                return False
-            flat[prefix.rstrip("/")] = number
-            return True
-
-        return flat if walk("", offset, 0) else None
-    return _number(offset)
-
-
-def _offset_total(offset: dict[str, float] | float | None) -> float | None:
-    if offset is None:
-        return None
-    if isinstance(offset, dict):
-        return sum(value for value in offset.values() if value >= 0)
-    return offset
-
-
-def source_backlog(source: Mapping[str, Any]) -> float | None:
-    """``latestOffset − endOffset`` of one progress source, in offset units, or ``None``.
-
-    Dict offsets are paired by partition (partitions missing on either side are ignored,
-    negative per-partition differences count as 0); plain numbers are subtracted.
-    ``None`` when either offset is missing or not numeric, or the shapes differ.
-    """
-    latest = flatten_offsets(source.get("latestOffset"))
-    end = flatten_offsets(source.get("endOffset"))
-    if latest is None or end is None:
-        return None
-    if isinstance(latest, dict) and isinstance(end, dict):
-        common = [key for key in latest if key in end]
-        if not common and latest:
-            return None
-        return sum(max(0.0, latest[key] - end[key]) for key in common)
-    if isinstance(latest, float) and isinstance(end, float):
-        return max(0.0, latest - end)
-    return None
-
-
-def source_kind(source: Mapping[str, Any]) -> SourceKind:
-    """The :class:`SourceKind` of a progress source, from its description and offsets."""
-    description = source.get("description")
-    text = description if isinstance(description, str) else ""
-    if text.startswith(("RateStreamV2", "RateSource")):
-        return SourceKind.RATE
-    if text.startswith(("KafkaV2", "KafkaSource", "KafkaMicroBatchStream")):
-        return SourceKind.KAFKA
-    if text.startswith("FileStreamSource"):
-        return SourceKind.FILE
-    for key in ("endOffset", "latestOffset", "startOffset"):
-        flat = flatten_offsets(source.get(key))
-        if isinstance(flat, dict):
-            return SourceKind.KAFKA if any("/" in k for k in flat) else SourceKind.PARTITIONED_LOG
-        if isinstance(flat, float):
-            return SourceKind.NUMERIC
-    return SourceKind.OTHER
-
-
-def _sources(progress: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    sources = progress.get("sources")
-    if not isinstance(sources, list):
-        return []
-    return [s if isinstance(s, Mapping) else {} for s in sources]
-
-
-def _time_s(progress: Mapping[str, Any]) -> float | None:
-    stamp = progress.get("timestamp")
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def _trigger_s(progress: Mapping[str, Any]) -> float:
-    durations = progress.get("durationMs")
-    value = _number(durations.get("triggerExecution")) if isinstance(durations, Mapping) else None
-    return max(0.0, value or 0.0) / 1000.0
-
-
-# -- the rate source -----------------------------------------------------------------------------
-
-
-def rate_creation_s(progresses: Sequence[Mapping[str, Any]], index: int = 0) -> float | None:
-    """When the rate source ``index`` of these progresses was created, epoch seconds, or ``None``.
-
-    Its ``latestOffset`` ``L`` is ``floor(t_call − c)`` seconds, fetched at ``t_call`` within
-    ``[timestamp, timestamp + triggerExecution]``; so ``c`` lies in
-    ``(timestamp − L − 1, timestamp + triggerExecution − L]``. The estimate is the middle of the
-    intersection over all progresses; ``None`` when no progress has both or the bounds conflict.
-    """
-    low, high = -math.inf, math.inf
-    for progress in progresses:
-        sources = _sources(progress)
-        if index >= len(sources) or source_kind(sources[index]) is not SourceKind.RATE:
-            continue
-        latest = flatten_offsets(sources[index].get("latestOffset"))
-        start = _time_s(progress)
-        if not isinstance(latest, float) or start is None:
-            continue
-        low = max(low, start - latest - 1.0)
-        high = min(high, start + _trigger_s(progress) - latest)
-    if not (math.isfinite(low) and math.isfinite(high)) or low > high + 0.05:
-        return None
-    return (low + min(high, low + 1.0)) / 2.0 if high > low else low
-
-
-def batch_cut_s(progress: Mapping[str, Any], creation_s: float | None) -> float | None:
-    """The moment a batch's end offsets were fixed (the end of the data span it carries), epoch s.
-
-    For a query whose only source is the rate source with a known creation time ``creation_s``:
-    ``creation_s + endOffset`` (exact, its offsets are generation time). Otherwise the batch's
-    start (its ``timestamp``, where Spark fetches the latest offsets). ``None`` without a timestamp.
-    """
-    sources = _sources(progress)
-    if creation_s is not None and len(sources) == 1 and source_kind(sources[0]) is SourceKind.RATE:
-        end = flatten_offsets(sources[0].get("endOffset"))
-        if isinstance(end, float):
-            return creation_s + end
-    return _time_s(progress)
-
-
-def _rate_rows_per_s(description: Any) -> float | None:
-    match = _RATE_RPS.search(description) if isinstance(description, str) else None
-    return float(match.group(1)) if match else None
-
-
 # -- measuring -----------------------------------------------------------------------------------
 
 
 def _records_per_unit(batches: Sequence[Mapping[str, Any]], index: int) -> float | None:
     rows = units = 0.0
     for progress in batches:
-        sources = _sources(progress)
+        sources = progress_sources(progress)
         if index >= len(sources):
             continue
         start = flatten_offsets(sources[index].get("startOffset"))
         end = flatten_offsets(sources[index].get("endOffset"))
-        count = _number(sources[index].get("numInputRows"))
+        count = offset_number(sources[index].get("numInputRows"))
         if isinstance(start, float) and isinstance(end, float) and end > start and count is not None and count >= 0:
             rows += count
             units += end - start
@@ -336,7 +160,7 @@ def _metric(source: Mapping[str, Any], name: str) -> float | None:
     metrics = source.get("metrics")
     if not isinstance(metrics, Mapping):
         return None
-    value = _number(metrics.get(name))
+    value = offset_number(metrics.get(name))
     return value if value is not None and value >= 0 else None
 
 
@@ -357,28 +181,29 @@ def measure_sources(
         newest = history[-1] if history else None
         unknown = tuple(
             BacklogUnknown(i, _describe(s), source_kind(s), BacklogUnknownReason.NO_BATCH)
-            for i, s in enumerate(_sources(newest) if newest else ())
+            for i, s in enumerate(progress_sources(newest) if newest else ())
         )
         return SourcesReport(backlog=0, arrival_per_s=None, unknown=unknown)
     newest = batches[-1]
-    first_time = _time_s(batches[0])
+    first_time = progress_start_s(batches[0])
     baseline = None
     if first_time is not None:
-        earlier = [p for p in history if (t := _time_s(p)) is not None and t < first_time and _sources(p)]
+        earlier = [p for p in history
+                   if (t := progress_start_s(p)) is not None and t < first_time and progress_sources(p)]
         baseline = earlier[-1] if earlier else None
     backlog = 0.0
     arrival = 0.0
     arrival_known = True
     unknown: list[BacklogUnknown] = []
     max_behind: int | None = None
-    for index, source in enumerate(_sources(newest)):
+    for index, source in enumerate(progress_sources(newest)):
         kind = source_kind(source)
         per_unit = _records_per_unit(batches, index)
         lag: float | None = None
         reason: BacklogUnknownReason | None = None
         rate: float | None = None
         if kind is SourceKind.RATE:
-            rows_per_s = per_unit or _rate_rows_per_s(source.get("description"))
+            rows_per_s = per_unit or rate_rows_per_s(source.get("description"))
             creation = rate_creation_s(history, index)
             end = flatten_offsets(source.get("endOffset"))
             rate = rows_per_s
@@ -414,7 +239,7 @@ def measure_sources(
         else:
             arrival += rate
     return SourcesReport(backlog=int(round(min(backlog, MAX_COUNT))),
-                         arrival_per_s=arrival if arrival_known and _sources(newest) else None,
+                         arrival_per_s=arrival if arrival_known and progress_sources(newest) else None,
                          unknown=tuple(unknown), max_behind=max_behind)
 
 
@@ -446,12 +271,12 @@ def _latest_total(source: Mapping[str, Any]) -> float | None:
     kind = source_kind(source)
     if kind is SourceKind.FILE:
         return None
-    total = _offset_total(flatten_offsets(source.get("latestOffset")))
+    total = offset_total(flatten_offsets(source.get("latestOffset")))
     if total is None and kind is SourceKind.KAFKA:
         end = flatten_offsets(source.get("endOffset"))
         avg = _metric(source, "avgOffsetsBehindLatest")
         if isinstance(end, dict) and end and avg is not None:
-            total = _offset_total(end) + avg * len(end)
+            total = offset_total(end) + avg * len(end)
     return total
 
 
@@ -462,8 +287,8 @@ def _offsets_growth_per_s(baseline: Mapping[str, Any] | None, batches: Sequence[
     points = ([baseline] if baseline is not None else []) + list(batches)
     readings: list[tuple[float, float]] = []
     for progress in points:
-        sources = _sources(progress)
-        when = _time_s(progress)
+        sources = progress_sources(progress)
+        when = progress_start_s(progress)
         if index >= len(sources) or when is None:
             continue
         total = _latest_total(sources[index])

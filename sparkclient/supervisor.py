@@ -31,12 +31,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 
 from sparkclient import control, keys
 from sparkclient.contract import KnobError, PipelineLoadError, load_pipeline, validate_values
 from sparkclient.control import FailureCode, RescalePath, RescaleResult, RunnerState
+from sparkclient.handover import HandoverState
 from sparkclient.lease import LeaseUnavailable
+from sparkclient.procgroup import end_process_group
 
 log = logging.getLogger(__name__)
 
@@ -155,30 +156,20 @@ class Supervisor:
     @staticmethod
     def reap_group(pid: int, grace_s: float = 10.0) -> None:
         """Make sure nothing of the exited driver's process group (its JVM, Python workers) survives:
-        whatever is left after ``grace_s`` s gets SIGTERM, then SIGKILL 5 s later (psutil)."""
-        members = [p for p in psutil.process_iter(["pid"]) if _pgid(p.pid) == pid]
-        _gone, alive = psutil.wait_procs(members, timeout=grace_s)
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            if not alive:
-                return
-            log.warning("process group %d outlived its driver: sending %s to %s", pid, sig.name,
-                        [p.pid for p in alive])
-            for proc in alive:
-                try:
-                    proc.send_signal(sig)
-                except psutil.NoSuchProcess:
-                    pass
-            _gone, alive = psutil.wait_procs(alive, timeout=5.0)
+        whatever is left after ``grace_s`` s gets SIGTERM, then SIGKILL 5 s later
+        (:func:`sparkclient.procgroup.end_process_group`)."""
+        end_process_group(pid, grace_s=grace_s, term_wait_s=5.0, kill_wait_s=5.0,
+                          what="the driver's process group")
 
     def _watch_handover(self) -> None:
         """Start a standby driver when the running one asks for a handover; report a standby that
         exits before it took over (its exit code and log) so the running driver fails the command."""
         key = keys.handover(self.job)
         if self.standby is None:
-            if self.client.hget(key, "state") == "requested":
+            if self.client.hget(key, "state") == HandoverState.REQUESTED:
                 handover_id = self.client.hget(key, "id") or ""
                 self.standby = self._spawn(standby=handover_id)
-                self.client.hset(key, "state", "starting")
+                self.client.hset(key, "state", HandoverState.STARTING)
                 log.info("standby driver %d started for handover %s", self.standby.pid, handover_id)
             return
         code = self.standby.poll()
@@ -186,8 +177,9 @@ class Supervisor:
             from sparkclient.runner import EXIT_STANDBY_ABORTED  # noqa: PLC0415
 
             if code != EXIT_STANDBY_ABORTED:
-                self.client.hset(key, mapping={"state": "failed", "error": f"the standby driver exited with code "
-                                                                           f"{code}; see {self.workdir / 'driver.log'}"})
+                self.client.hset(key, mapping={"state": HandoverState.FAILED,
+                                               "error": f"the standby driver exited with code {code}; "
+                                                        f"see {self.workdir / 'driver.log'}"})
             self.reap_group(self.standby.pid, grace_s=2.0)
             self.standby = None
 
@@ -239,7 +231,7 @@ class Supervisor:
                 self.standby.wait(timeout=STOP_TIMEOUT_S)
                 self.reap_group(self.standby.pid, grace_s=2.0)
                 self.standby = None
-                self.client.hset(keys.handover(self.job), "state", "cancelled")
+                self.client.hset(keys.handover(self.job), "state", HandoverState.CANCELLED)
             if crashed:  # record it at once; reaping the JVM can take seconds
                 crashes = 1 if time.monotonic() - started > CRASH_RESET_S else crashes + 1
                 reported = self.client.hget(keys.runner(self.job), "error") or "no error reported"
@@ -278,13 +270,6 @@ class Supervisor:
                     command_id, FailureCode.DRIVER_CRASHED, f"the restarted driver kept failing: {error}",
                     path=RescalePath.DRIVER_RESTART))
             self.client.delete(keys.runner_pending(self.job))
-
-
-def _pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except (ProcessLookupError, PermissionError):
-        return None
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -349,9 +334,9 @@ def _run_driver(args: argparse.Namespace) -> int:
         return 2
     except Exception as exc:
         log.exception("driver of job %s failed", args.job)
-        if args.standby and driver.client.hget(keys.handover(args.job), "state") != "released":
+        if args.standby and driver.client.hget(keys.handover(args.job), "state") != HandoverState.RELEASED:
             # a standby that never took over: the running driver carries on; tell it why
-            driver.client.hset(keys.handover(args.job), mapping={"state": "failed",
+            driver.client.hset(keys.handover(args.job), mapping={"state": HandoverState.FAILED,
                                                                  "error": f"{type(exc).__name__}: {exc}"[:2000]})
             return 1
         driver._set_status(state=RunnerState.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])

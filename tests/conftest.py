@@ -102,18 +102,26 @@ def _fast_password_hashing(request):
 
 #: Hypothesis tests with at least this many examples are fuzzers: ``slow``.
 FUZZER_EXAMPLES = 1000
+#: The hang guard of a ``slow`` test that sets none of its own, seconds. The default 120 s is for
+#: tests of a few seconds; a fuzzer of 10,000 examples takes about 100 s on an idle 2-core machine,
+#: so 120 s failed it on a loaded one (issue 17, finding 8). This only stops a hung test.
+SLOW_TIMEOUT_S = 900
 
 
 def pytest_collection_modifyitems(config, items):
     """``slow``: tests that take more than about 10 s without starting Spark, a browser or worker
     processes, kept out of the README's quick loop: the schemathesis run, the policy benchmark, and
-    every hypothesis fuzzer of ``FUZZER_EXAMPLES`` examples or more."""
+    every hypothesis fuzzer of ``FUZZER_EXAMPLES`` examples or more. They and the ``fuzz`` tests
+    get a hang guard of ``SLOW_TIMEOUT_S`` unless they set their own."""
     for item in items:
         hypothesis_settings = getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", None)
         if item.nodeid.startswith(("tests/webapp/test_api_fuzz.py", "tests/scaling/test_bench.py")) \
                 or "schemathesis" in item.name or (
                 hypothesis_settings is not None and hypothesis_settings.max_examples >= FUZZER_EXAMPLES):
             item.add_marker(pytest.mark.slow)
+        if (item.get_closest_marker("slow") or item.get_closest_marker("fuzz")) \
+                and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -7,7 +7,6 @@ Each child runs in its own session (process group), so stopping it also stops wh
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from sparkclient.procgroup import end_process_group
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -66,24 +67,12 @@ class ProcessGroup:
         return [c for c in self.children if c.process.poll() is not None]
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Stop every child, newest first: SIGTERM to its process group, SIGKILL after ``timeout_s``."""
+        """Stop every child, newest first: SIGTERM to its process group, SIGKILL to what is left
+        after ``timeout_s`` (:func:`sparkclient.procgroup.end_process_group`)."""
         for child in reversed(self.children):
-            _signal_group(child.process, signal.SIGTERM)
-            try:
-                child.process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                _signal_group(child.process, signal.SIGKILL)
-                child.process.wait()
-            # Whatever the child left in its group (a JVM, pool workers) goes too.
-            _signal_group(child.process, signal.SIGKILL)
+            end_process_group(child.process.pid, term_wait_s=timeout_s, kill_wait_s=5.0, what=child.name)
+            child.process.poll()
         self.children.clear()
-
-
-def _signal_group(process: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(process.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def wait_http(url: str, *, timeout_s: float = 60.0, process: subprocess.Popen | None = None) -> None:

@@ -1,11 +1,14 @@
-"""The discrete-time simulator of a streaming job, in both modes.
+"""The discrete-time simulator of a streaming job, in both modes: what they share (configurations,
+samples, controllers, rescales, the result). Each mode's engine is a module of its own:
 
-- ``continuous``: every vertex has its own slots; each step a vertex processes what its capacity,
-  its input and the free space in its downstream buffers allow, in reverse topological order, so a
-  full buffer backpressures its upstream vertex and, in the end, the source.
-- ``micro-batch``: batch by batch. A batch reads everything the sources hold; its stages run one
-  after another on the shared cores (``ceil(tasks / cores)`` waves each), after a fixed per-batch
-  overhead; the next batch starts at the next trigger, or at once when the batch overran it.
+- ``continuous`` (:mod:`scaling.sim.continuous_engine`): every vertex has its own slots; each step a
+  vertex processes what its capacity, its input and the free space in its downstream buffers allow,
+  in reverse topological order, so a full buffer backpressures its upstream vertex and, in the end,
+  the source.
+- ``micro-batch`` (:mod:`scaling.sim.micro_batch_engine`): batch by batch. A batch reads everything
+  the sources hold; its stages run one after another on the shared cores (``ceil(tasks / cores)``
+  waves each), after a fixed per-batch overhead; the next batch starts at the next trigger, or at
+  once when the batch overran it.
 
 Sources keep a backlog in a log with a retention limit: records older than ``retention_s`` that were
 not read are lost. A rescale stops processing for a downtime (the micro-batch job first finishes the
@@ -23,7 +26,6 @@ from __future__ import annotations
 import math
 import random
 import zlib
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -32,12 +34,16 @@ from scaling.metrics import ClusterState, MetricWindow, VertexMetrics
 from scaling.planner import JobPlan
 from scaling.policies import PlanRequest, ScalingPolicy, resolve
 from scaling.policy import Policy
-from scaling.sim.model import SimJob, SimSettings, SimVertex
+from scaling.sim.continuous_engine import ContinuousEngine, capacity_continuous
+from scaling.sim.micro_batch_engine import MicroBatchEngine, capacity_micro_batch
+from scaling.sim.model import SimJob, SimSettings
+from scaling.sim.sourcelog import EPSILON_RECORDS, Accumulator, SourceLog
 from scaling.sim.workloads import Trace
 from scaling.state import ScalerState
 from scaling.topology import Topology
 
-EPSILON_RECORDS = 1e-6
+__all__ = ["EPSILON_RECORDS", "Config", "Controller", "Observation", "PolicyController", "Rescale", "RunResult",
+           "Simulation", "capacity_per_s", "derive_seed", "simulate"]
 
 
 def derive_seed(*parts: object) -> int:
@@ -153,87 +159,11 @@ class RunResult:
     duration_s: float = 0.0
 
 
-class _Log:
-    """A source's partitioned log, as chunks ``[arrival_time_s, records]`` oldest first."""
-
-    __slots__ = ("chunks", "total", "lost")
-
-    def __init__(self) -> None:
-        self.chunks: deque[list[float]] = deque()
-        self.total = 0.0
-        self.lost = 0.0
-
-    def append(self, at_s: float, records: float) -> None:
-        if records > 0:
-            self.chunks.append([at_s, records])
-            self.total += records
-
-    def expire(self, now_s: float, retention_s: float) -> None:
-        cutoff = now_s - retention_s
-        while self.chunks and self.chunks[0][0] < cutoff:
-            self.lost += self.chunks[0][1]
-            self.total -= self.chunks.popleft()[1]
-        if not self.chunks:
-            self.total = 0.0
-
-    def take(self, records: float) -> float:
-        """Remove up to ``records`` oldest records; returns the arrival time of the oldest taken."""
-        oldest = self.chunks[0][0] if self.chunks else math.inf
-        left = records
-        while left > EPSILON_RECORDS and self.chunks:
-            chunk = self.chunks[0]
-            if chunk[1] <= left:
-                left -= chunk[1]
-                self.chunks.popleft()
-            else:
-                chunk[1] -= left
-                left = 0.0
-        self.total = max(0.0, self.total - (records - left)) if self.chunks else 0.0
-        return oldest
-
-    def oldest_s(self) -> float:
-        return self.chunks[0][0] if self.chunks and self.total > EPSILON_RECORDS else math.inf
-
-
-@dataclass
-class _Acc:
-    records_in: float = 0.0
-    records_out: float = 0.0
-    busy_core_s: float = 0.0
-    arrived: float = 0.0
-    unmet: float = 0.0
-
-
-def _capacity_micro_batch(job: SimJob, config: Config, settings: SimSettings) -> float:
-    """Arrival rate (records/s) whose batches take exactly one trigger interval with this config."""
-    cores = config.cores or 1
-    per_record = fixed = 0.0
-    for vid in job.order:
-        v = job.by_id[vid]
-        tasks = config.parallelism[vid]
-        waves_per_task = math.ceil(tasks / cores) / v.effective_tasks(tasks)
-        per_record += waves_per_task * job.unit_rates[vid] * v.curve.cost_s_per_record(tasks)
-        fixed += waves_per_task * v.curve.fixed_core_s(tasks)
-    room = settings.trigger_interval_s - settings.batch_overhead_s - fixed
-    return max(0.0, room) / (per_record * settings.trigger_interval_s)
-
-
-def _capacity_continuous(job: SimJob, config: Config) -> float:
-    """Arrival rate (records/s) the slowest vertex sustains: ``min_v capacity_v / unit rate_v``."""
-    return min(_vertex_capacity_per_s(job.by_id[vid], config.parallelism[vid]) / job.unit_rates[vid]
-               for vid in job.order if job.unit_rates[vid] > 0)
-
-
-def _vertex_capacity_per_s(vertex: SimVertex, tasks: int) -> float:
-    """Records/s a continuous vertex sustains, its busiest task (partition skew) setting the pace."""
-    return vertex.curve.continuous_capacity_per_s(tasks) * vertex.effective_tasks(tasks) / tasks
-
-
 def capacity_per_s(job: SimJob, config: Config, settings: SimSettings) -> float:
     """The arrival rate a configuration sustains, records/s."""
     if settings.mode == "micro-batch":
-        return _capacity_micro_batch(job, config, settings)
-    return _capacity_continuous(job, config)
+        return capacity_micro_batch(job, config, settings)
+    return capacity_continuous(job, config)
 
 
 class Simulation:
@@ -249,11 +179,12 @@ class Simulation:
         # and every collect draws the same number of values whatever the configuration.
         self.noise_rng = random.Random(derive_seed(seed, job.name, trace.kind, "noise"))
         self.downtime_rng = random.Random(derive_seed(seed, job.name, trace.kind, "downtime"))
-        self.logs = {v.id: _Log() for v in job.vertices if v.source}
+        self.logs = {v.id: SourceLog() for v in job.vertices if v.source}
         self.result = RunResult(job.name, controller.name, settings.mode)
         self.samples: list[tuple[float, dict[str, VertexMetrics], tuple[float, ...]]] = []
         self.active_since_s = 0.0
         self.down_until_s = 0.0
+        self.engine = MicroBatchEngine(self) if settings.mode == "micro-batch" else ContinuousEngine(self)
 
     # -- shared ----------------------------------------------------------------------------------
     def _cluster(self) -> ClusterState | None:
@@ -264,7 +195,7 @@ class Simulation:
                             cores_per_executor=s.cores_per_executor, min_executors=s.min_executors,
                             max_executors=s.max_executors, trigger_interval_s=s.trigger_interval_s)
 
-    def _sample(self, now_s: float, acc: Mapping[str, _Acc], batch_durations_s: tuple[float, ...], batches: int) -> None:
+    def _sample(self, now_s: float, acc: Mapping[str, Accumulator], batch_durations_s: tuple[float, ...], batches: int) -> None:
         """One collect: metrics per vertex over the last collect interval, with noise."""
         window_s = self.settings.collect_interval_s
         metrics = {}
@@ -350,178 +281,23 @@ class Simulation:
                 or any(new.parallelism.get(k, v) != v for k, v in self.config.parallelism.items()))
 
     def run(self) -> RunResult:
-        if self.settings.mode == "micro-batch":
-            self._run_micro_batch()
-        else:
-            self._run_continuous()
+        """Run the mode's engine over the whole trace; the totals at the end."""
+        self.engine.run()
         self.result.records_lost = sum(log.lost for log in self.logs.values())
         self.result.records_arrived = sum(self.trace.rates_per_s) * self.trace.step_s
         self.result.duration_s = self.trace.duration_s
         return self.result
 
-    # -- continuous ------------------------------------------------------------------------------
-    def _run_continuous(self) -> None:
-        job, s, dt = self.job, self.settings, self.trace.step_s
-        order = job.order
-        reverse = tuple(reversed(order))
-        queue = {vid: 0.0 for vid in order}
-        steps_per_collect = max(1, round(s.collect_interval_s / dt))
-        acc = {vid: _Acc() for vid in order}
-        for i, rate in enumerate(self.trace.rates_per_s):
-            t = i * dt
-            for vid, log in self.logs.items():
-                share = job.by_id[vid].source_share
-                if job.by_id[vid].generator:
-                    acc[vid].arrived += rate * share * dt
-                    log.append(t + dt / 2, rate * share * dt)
-                else:
-                    log.append(t + dt / 2, rate * share * dt)
-                    acc[vid].arrived += rate * share * dt
-                    log.expire(t, s.retention_s)
-            if t >= self.down_until_s:
-                self._step_continuous(reverse, queue, acc, dt)
-            for vid, log in self.logs.items():
-                if job.by_id[vid].generator:  # a throttled spout produces nothing it could not emit
-                    acc[vid].unmet += log.total
-                    log.take(log.total)
-            if (i + 1) % steps_per_collect == 0:
-                now = (i + 1) * dt
-                self._sample(now, acc, (), 0)
-                acc = {vid: _Acc() for vid in order}
-                self._tick(now)
-
-    def _step_continuous(self, reverse: tuple[str, ...], queue: dict[str, float], acc: dict[str, _Acc],
-                         dt: float) -> None:
-        job = self.job
-        p = self.config.parallelism
-        for vid in reverse:
-            v = job.by_id[vid]
-            tasks = p[vid]
-            capacity = _vertex_capacity_per_s(v, tasks) * dt
-            available = self.logs[vid].total if v.source else queue[vid]
-            limit = math.inf
-            if v.selectivity > 0:
-                for w in job.outputs[vid]:
-                    w_buffer = self.settings.buffer_steps * job.by_id[w].curve.continuous_capacity_per_s(p[w]) * dt
-                    limit = min(limit, max(0.0, w_buffer - queue[w]) / v.selectivity)
-            n = min(available, capacity, limit)
-            if n <= 0:
-                acc[vid].busy_core_s += v.curve.fixed_core_s(tasks) * dt
-                continue
-            if v.source:
-                self.logs[vid].take(n)
-            else:
-                queue[vid] -= n
-            for w in job.outputs[vid]:
-                queue[w] += n * v.selectivity
-            a = acc[vid]
-            a.records_in += n
-            a.records_out += n * v.selectivity
-            a.busy_core_s += v.curve.busy_core_s(n, tasks, dt)
-
-    # -- micro-batch -----------------------------------------------------------------------------
-    def _run_micro_batch(self) -> None:
-        job, s, trace = self.job, self.settings, self.trace
-        order = job.order
-        dt = trace.step_s
-        fed = 0
-        next_start = 0.0
-        self._batches: deque[tuple[float, float, dict[str, float]]] = deque()  # (complete, oldest, read/source)
-        completed: list[tuple[float, float, dict[str, tuple[float, float, float]]]] = []
-        arrived = {vid: 0.0 for vid in self.logs}
-        ticks = int(trace.duration_s // s.collect_interval_s)
-        self._last_complete = 0.0
-
-        def feed(until_s: float) -> None:
-            nonlocal fed
-            while fed < len(trace.rates_per_s) and (fed + 1) * dt <= until_s + 1e-9:
-                for vid, log in self.logs.items():
-                    records = trace.rates_per_s[fed] * job.by_id[vid].source_share * dt
-                    log.append(fed * dt + dt / 2, records)
-                    arrived[vid] += records
-                fed += 1
-
-        for k in range(1, ticks + 1):
-            tick = k * s.collect_interval_s
-            while True:
-                start = max(next_start, self.down_until_s)
-                if start >= tick - 1e-9:
-                    break
-                feed(start)
-                for log in self.logs.values():
-                    log.expire(start, s.retention_s)
-                read = {vid: log.total for vid, log in self.logs.items()}
-                if sum(read.values()) <= EPSILON_RECORDS:
-                    next_start = start + s.trigger_interval_s
-                    continue
-                oldest = min(log.take(read[vid]) for vid, log in self.logs.items())
-                stages, duration = self._batch(order, read)
-                complete = start + duration
-                self._batches.append((complete, oldest, read))
-                completed.append((complete, duration, stages))
-                self._last_complete = complete
-                next_start = max(start + s.trigger_interval_s, complete)
-            feed(tick)
-            for log in self.logs.values():
-                log.expire(tick, s.retention_s)
-            while self._batches and self._batches[0][0] <= tick:
-                self._batches.popleft()
-            acc = {vid: _Acc() for vid in order}
-            durations = []
-            remaining = []
-            for complete, duration, stages in completed:
-                if complete <= tick:
-                    durations.append(duration)
-                    for vid, (rin, rout, busy) in stages.items():
-                        a = acc[vid]
-                        a.records_in += rin
-                        a.records_out += rout
-                        a.busy_core_s += busy
-                else:
-                    remaining.append((complete, duration, stages))
-            completed = remaining
-            for vid in self.logs:
-                acc[vid].arrived = arrived[vid]
-                arrived[vid] = 0.0
-            self._sample(tick, acc, tuple(durations), len(durations))
-            self._tick(tick)
-            if self.down_until_s > next_start:
-                next_start = self.down_until_s
-
-    def _batch(self, order: tuple[str, ...], read: Mapping[str, float]
-               ) -> tuple[dict[str, tuple[float, float, float]], float]:
-        """Run one batch: per stage (records in, records out, busy core-seconds), and its duration."""
-        job, p, cores = self.job, self.config.parallelism, self.config.cores or 1
-        records: dict[str, float] = {}
-        stages = {}
-        wall = self.settings.batch_overhead_s
-        for vid in order:
-            v = job.by_id[vid]
-            if v.source:
-                n = read[vid]
-            else:
-                n = sum(records[u] * job.by_id[u].selectivity for u in job.inputs[vid])
-            records[vid] = n
-            tasks = p[vid]
-            busy = v.curve.busy_core_s(n, tasks, 1.0)
-            wall += math.ceil(tasks / cores) * busy / v.effective_tasks(tasks)
-            stages[vid] = (n, n * v.selectivity, busy)
-        return stages, wall
-
     def _in_flight(self, vid: str, now_s: float) -> float:
         """Records of ``vid`` read by a batch still running at ``now_s`` (micro-batch)."""
-        batches = getattr(self, "_batches", ())
-        return sum(read.get(vid, 0.0) for complete, _, read in batches if complete > now_s)
+        return self.engine.in_flight(vid, now_s)
 
     def _in_flight_oldest(self, now_s: float) -> float:
-        batches = getattr(self, "_batches", ())
-        return min((oldest for complete, oldest, _ in batches if complete > now_s), default=math.inf)
+        return self.engine.in_flight_oldest(now_s)
 
     def _restart_at(self, now_s: float) -> float:
         """A micro-batch job restarts after its batch in flight; a continuous one at once."""
-        if self.settings.mode == "micro-batch":
-            return max(now_s, getattr(self, "_last_complete", now_s))
-        return now_s
+        return self.engine.restart_at(now_s)
 
 
 def simulate(job: SimJob, trace: Trace, settings: SimSettings, controller: Controller, start: Config,

@@ -1,0 +1,158 @@
+"""The micro-batch engine of the simulator (:mod:`scaling.sim.engine`): batch by batch. A batch reads
+everything the sources hold; its stages run one after another on the shared cores
+(``ceil(tasks / cores)`` waves each), after a fixed per-batch overhead; the next batch starts at the
+next trigger, or at once when the batch overran it. A rescale waits for the batch in flight."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from scaling.sim.model import SimJob, SimSettings
+from scaling.sim.sourcelog import EPSILON_RECORDS, Accumulator
+
+if TYPE_CHECKING:
+    from scaling.sim.engine import Config, Simulation
+
+__all__ = ["MicroBatchEngine", "capacity_micro_batch"]
+
+#: Per stage of a batch: (records in, records out, busy core-seconds).
+StageSums = dict[str, tuple[float, float, float]]
+
+
+def capacity_micro_batch(job: SimJob, config: Config, settings: SimSettings) -> float:
+    """Arrival rate (records/s) whose batches take exactly one trigger interval with this config."""
+    cores = config.cores or 1
+    per_record = fixed = 0.0
+    for vid in job.order:
+        v = job.by_id[vid]
+        tasks = config.parallelism[vid]
+        waves_per_task = math.ceil(tasks / cores) / v.effective_tasks(tasks)
+        per_record += waves_per_task * job.unit_rates[vid] * v.curve.cost_s_per_record(tasks)
+        fixed += waves_per_task * v.curve.fixed_core_s(tasks)
+    room = settings.trigger_interval_s - settings.batch_overhead_s - fixed
+    return max(0.0, room) / (per_record * settings.trigger_interval_s)
+
+
+class MicroBatchEngine:
+    """Runs ``sim`` batch by batch; calls back ``sim._sample`` and ``sim._tick`` at each collect.
+
+    ``batches``: the batches not yet complete at the last collect, as (complete_s, oldest record's
+    arrival_s, records read per source); ``last_complete``: when the newest batch completes, seconds.
+    """
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.batches: deque[tuple[float, float, dict[str, float]]] = deque()
+        self.last_complete: float | None = None
+
+    def run(self) -> None:
+        """Feed the trace, run the batches and collect, to the end of the trace."""
+        sim = self.sim
+        job, s, trace = sim.job, sim.settings, sim.trace
+        order = job.order
+        dt = trace.step_s
+        fed = 0
+        next_start = 0.0
+        self.batches = deque()
+        completed: list[tuple[float, float, StageSums]] = []
+        arrived = {vid: 0.0 for vid in sim.logs}
+        ticks = int(trace.duration_s // s.collect_interval_s)
+        self.last_complete = 0.0
+
+        def feed(until_s: float) -> None:
+            nonlocal fed
+            while fed < len(trace.rates_per_s) and (fed + 1) * dt <= until_s + 1e-9:
+                for vid, log in sim.logs.items():
+                    records = trace.rates_per_s[fed] * job.by_id[vid].source_share * dt
+                    log.append(fed * dt + dt / 2, records)
+                    arrived[vid] += records
+                fed += 1
+
+        for k in range(1, ticks + 1):
+            tick = k * s.collect_interval_s
+            while True:
+                start = max(next_start, sim.down_until_s)
+                if start >= tick - 1e-9:
+                    break
+                feed(start)
+                for log in sim.logs.values():
+                    log.expire(start, s.retention_s)
+                read = {vid: log.total for vid, log in sim.logs.items()}
+                if sum(read.values()) <= EPSILON_RECORDS:
+                    next_start = start + s.trigger_interval_s
+                    continue
+                oldest = min(log.take(read[vid]) for vid, log in sim.logs.items())
+                stages, duration = self._batch(order, read)
+                complete = start + duration
+                self.batches.append((complete, oldest, read))
+                completed.append((complete, duration, stages))
+                self.last_complete = complete
+                next_start = max(start + s.trigger_interval_s, complete)
+            feed(tick)
+            for log in sim.logs.values():
+                log.expire(tick, s.retention_s)
+            while self.batches and self.batches[0][0] <= tick:
+                self.batches.popleft()
+            acc, durations, completed = _collect(order, completed, tick)
+            for vid in sim.logs:
+                acc[vid].arrived = arrived[vid]
+                arrived[vid] = 0.0
+            sim._sample(tick, acc, tuple(durations), len(durations))
+            sim._tick(tick)
+            if sim.down_until_s > next_start:
+                next_start = sim.down_until_s
+
+    def _batch(self, order: tuple[str, ...], read: Mapping[str, float]) -> tuple[StageSums, float]:
+        """Run one batch: per stage (records in, records out, busy core-seconds), and its duration."""
+        sim = self.sim
+        job, p, cores = sim.job, sim.config.parallelism, sim.config.cores or 1
+        records: dict[str, float] = {}
+        stages = {}
+        wall = sim.settings.batch_overhead_s
+        for vid in order:
+            v = job.by_id[vid]
+            if v.source:
+                n = read[vid]
+            else:
+                n = sum(records[u] * job.by_id[u].selectivity for u in job.inputs[vid])
+            records[vid] = n
+            tasks = p[vid]
+            busy = v.curve.busy_core_s(n, tasks, 1.0)
+            wall += math.ceil(tasks / cores) * busy / v.effective_tasks(tasks)
+            stages[vid] = (n, n * v.selectivity, busy)
+        return stages, wall
+
+    def in_flight(self, vid: str, now_s: float) -> float:
+        """Records of ``vid`` read by a batch still running at ``now_s``."""
+        return sum(read.get(vid, 0.0) for complete, _, read in self.batches if complete > now_s)
+
+    def in_flight_oldest(self, now_s: float) -> float:
+        """Arrival time of the oldest record read by a batch still running at ``now_s``; ``inf`` if none."""
+        return min((oldest for complete, oldest, _ in self.batches if complete > now_s), default=math.inf)
+
+    def restart_at(self, now_s: float) -> float:
+        """A micro-batch job restarts after its batch in flight."""
+        return now_s if self.last_complete is None else max(now_s, self.last_complete)
+
+
+def _collect(order: tuple[str, ...], completed: list[tuple[float, float, StageSums]], tick: float
+             ) -> tuple[dict[str, Accumulator], list[float], list[tuple[float, float, StageSums]]]:
+    """The sums per vertex and the durations of the batches complete by ``tick``, and the batches
+    still running."""
+    acc = {vid: Accumulator() for vid in order}
+    durations = []
+    remaining = []
+    for complete, duration, stages in completed:
+        if complete <= tick:
+            durations.append(duration)
+            for vid, (rin, rout, busy) in stages.items():
+                a = acc[vid]
+                a.records_in += rin
+                a.records_out += rout
+                a.busy_core_s += busy
+        else:
+            remaining.append((complete, duration, stages))
+    return acc, durations, remaining

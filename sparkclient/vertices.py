@@ -1,0 +1,126 @@
+"""The DS2 vertices of a window: per stage position, the task-seconds, records in and out and
+spill summed over the window's batches, the operator names from the SQL plan, and the edges.
+The rules are in :mod:`sparkclient.topology`'s docstring ("Vertex name", "Edges")."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sparkclient.batchwindow import BatchWindow, progress_where
+from sparkclient.plan import stage_operators
+from sparkclient.sample import VertexSample
+from sparkclient.sparkjson import Problem, SparkDataError, dicts, get_count, get_dict, get_float, get_list
+from sparkclient.stages import vertex_id
+
+__all__ = ["window_vertices"]
+
+Json = dict[str, Any]
+
+
+def window_vertices(executed: Sequence[tuple[Json, list[Json]]], window: BatchWindow, sql: Sequence[Json] | None,
+                    jobs: Sequence[Json], errors: list[str]) -> tuple[VertexSample, ...]:
+    """The vertices aggregated over the executed batches that ran as many stages as the newest one
+    (the others get a note in ``errors``), named from the SQL plan when it is usable."""
+    if not executed:
+        return ()
+    reference = len(executed[-1][1])
+    kept = []
+    for progress, ordered in executed:
+        if len(ordered) != reference:
+            errors.append(
+                f"batch {progress['batchId']}: ran {len(ordered)} stage(s) where the newest batch ran "
+                f"{reference}; left out of the vertices"
+            )
+        else:
+            kept.append((progress, ordered))
+    try:
+        operators = stage_operators(dicts(sql or [], "sql"), jobs)
+    except SparkDataError as exc:
+        operators = {}
+        errors.append(f"SQL plan not usable ({exc}); vertex names fall back")
+    span_s = window.span_of(int(p["batchId"]) for p, _stages in kept)
+    return _aggregate_vertices(kept, operators, span_s=span_s)
+
+
+
+def _aggregate_vertices(
+    batches: Sequence[tuple[Json, list[Json]]], operators: Mapping[int, list[str]], *, span_s: float = 0.0
+) -> tuple[VertexSample, ...]:
+    if not batches:
+        return ()
+    newest_stages = batches[-1][1]
+    count = len(newest_stages)
+    busy_ms = [0.0] * count
+    rec_in = [0] * count
+    rec_out = [0] * count
+    spill = [0] * count
+    for progress, ordered in batches:
+        batch_where = progress_where(progress)
+        sink_rows = get_count(get_dict(progress, "sink", batch_where), "numOutputRows", f"{batch_where}.sink",
+                              default=-1, minimum=-1)
+        for position, stage in enumerate(ordered):
+            where = f"stage {stage.get('stageId')}"
+            busy_ms[position] += get_float(stage, "executorRunTime", where)
+            spill[position] += (get_count(stage, "memoryBytesSpilled", where)
+                                + get_count(stage, "diskBytesSpilled", where))
+            if position == 0:
+                records_in = get_count(stage, "inputRecords", where) or get_count(progress, "numInputRows", batch_where)
+            else:
+                records_in = get_count(stage, "shuffleReadRecords", where)
+            rec_in[position] += records_in
+            if position < count - 1:
+                rec_out[position] += get_count(stage, "shuffleWriteRecords", where)
+            elif sink_rows >= 0:
+                rec_out[position] += sink_rows
+            else:
+                rec_out[position] += get_count(stage, "outputRecords", where) or records_in
+
+    names: list[str] = []
+    for position in range(count):
+        name = f"stage {position}"
+        for _progress, ordered in reversed(batches):
+            ops = operators.get(get_count(ordered[position], "stageId", "stage"))
+            if ops:
+                name = " → ".join(ops)
+                break
+        names.append(name)
+
+    upstream = _upstream(newest_stages)
+    return tuple(
+        VertexSample(
+            vertex_id=vertex_id(position),
+            name=names[position],
+            position=position,
+            is_source=position == 0,
+            tasks=get_count(newest_stages[position], "numTasks", f"stage {newest_stages[position].get('stageId')}"),
+            busy_s=busy_ms[position] / 1000.0,
+            records_in=rec_in[position],
+            records_out=rec_out[position],
+            spill_bytes=spill[position],
+            upstream=upstream[position],
+            span_s=span_s,
+        )
+        for position in range(count)
+    )
+
+
+def _upstream(ordered: Sequence[Json]) -> list[tuple[str, ...]]:
+    position_of = {get_count(stage, "stageId", "stage"): position for position, stage in enumerate(ordered)}
+    parents = [_stage_parent_ids(stage) for stage in ordered]
+    if any(parents):
+        return [
+            tuple(vertex_id(position_of[parent]) for parent in sorted(ids) if parent in position_of)
+            for ids in parents
+        ]
+    return [() if position == 0 else (vertex_id(position - 1),) for position in range(len(ordered))]
+
+
+def _stage_parent_ids(stage: Mapping[str, Any]) -> list[int]:
+    where = f"stage {stage.get('stageId')}"
+    out = []
+    for position, value in enumerate(get_list(stage, "parentIds", where)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SparkDataError(f"{where}.parentIds[{position}]", Problem.WRONG_TYPE, "a stage id", value)
+        out.append(value)
+    return out

@@ -99,7 +99,8 @@ def worker(redis_server, celery_broker, live_server, settings, tmp_path):
     redis.Redis.from_url(redis_server.url).flushdb()
     env = {**os.environ, "REDIS_URL": redis_server.url, "CELERY_BROKER_URL": redis_server.url,
            "CELERY_RESULT_BACKEND": redis_server.url, "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
-           "PYTHONUNBUFFERED": "1", "SCALER_EXECUTION_TIMEOUT_S": "30"}
+           "PYTHONUNBUFFERED": "1", "SCALER_EXECUTION_TIMEOUT_S": "30",
+           "SCALER_COLLECT_INTERVAL_S": "3600", "SCALER_RECONCILE_INTERVAL_S": "0.5"}
     group = ProcessGroup(log_dir=tmp_path / "logs", env=env)
     runners: list[FakeRunner] = []
 
@@ -109,8 +110,10 @@ def worker(redis_server, celery_broker, live_server, settings, tmp_path):
         runners.append(runner)
         return runner
 
-    group.start("celery", [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-P", "threads", "-c", "2",
-                           "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"])
+    # With its beat: an execution sends and returns, the reconcile beat records the runner's answer.
+    group.start("celery", [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-B", "-P", "threads", "-c", "2",
+                           "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
+                           "-s", str(tmp_path / "celerybeat-schedule")])
     try:
         yield runner_for
     finally:

@@ -13,7 +13,6 @@ def enqueued(monkeypatch):
     """Executions the services enqueue, recorded instead of sent: ``(proposal id,)`` or
     ``(proposal id, attempt, countdown)``."""
     sent = []
-    monkeypatch.setattr("webapp.proposals.tasks.proposal_execute.delay", lambda *a: sent.append(a))
-    monkeypatch.setattr("webapp.proposals.tasks.proposal_execute.apply_async",
-                        lambda args, countdown=0: sent.append((*args, countdown)))
+    monkeypatch.setattr("webapp.proposals.dispatch.send", lambda proposal_id, attempt, countdown_s: sent.append(
+        (proposal_id,) if attempt == 1 and countdown_s <= 0 else (proposal_id, attempt, countdown_s)))
     return sent

@@ -60,3 +60,21 @@ class FakeRunner(threading.Thread):
     def stop(self) -> None:
         self.stop_event.set()
         self.join(timeout=5)
+
+
+def record_answers(timeout_s: float = 10.0, poll_s: float = 0.05) -> dict:
+    """Run the reconcile beat (in-process) until no execution attempt waits for its runner, as the
+    beat does every ``SCALER_RECONCILE_INTERVAL_S``; returns the beat's summed counts. An execution
+    attempt sends and returns, the beat records the runner's answer (issue 17)."""
+    from webapp.proposals.execution import workflow_reconcile  # noqa: PLC0415 - needs Django set up
+    from webapp.proposals.models import Execution  # noqa: PLC0415
+
+    deadline = time.monotonic() + timeout_s
+    totals: dict[str, int] = {}
+    while True:
+        for key, count in workflow_reconcile().items():
+            totals[key] = totals.get(key, 0) + count
+        waiting = Execution.objects.filter(status="running", attempt_state="sent").exists()
+        if not waiting or time.monotonic() > deadline:
+            return totals
+        time.sleep(poll_s)

@@ -9,7 +9,7 @@ Every collect interval of the simulated job:
 3. **evaluate → propose** (``evaluation_run`` → ``proposal_create``), unless a proposal executes;
 4. **decide**: the test's actions (a person approving, clearing a block, ...), then auto mode's
    approvals, already made by the services;
-5. **execute**: each enqueued attempt runs ``proposal_execute``; its command goes to
+5. **execute**: each enqueued attempt runs ``attempt_send``; its command goes to
    :class:`SimRunner`, which applies the configuration to the simulation with the simulated
    downtime (a new run id: a driver restart) and answers like the runner;
 6. **verify**: the next reconcile beats verify the execution against the new configuration.
@@ -38,8 +38,9 @@ from scaling.sim.model import Downtime, SimJob, SimSettings
 from scaling.sim.workloads import Trace
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.jobs.services import evaluation_run, job_register
-from webapp.proposals.models import Proposal
-from webapp.proposals.services import proposal_execute, workflow_reconcile
+from webapp.proposals.models import Execution, Proposal
+from webapp.proposals.execution import attempt_send, execution_poll, workflow_reconcile
+
 
 EPOCH = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
 TRIGGER_INTERVAL_S = 2
@@ -131,11 +132,8 @@ class SimRunner:
             downtime_s=downtime, pause_s=downtime, knobs=knobs,
             completed_at=(EPOCH + timedelta(seconds=sim.down_until_s)).timestamp())
 
-    def wait_result(self, client, job: str, command_id: str, timeout_s: float, poll_s: float = 0.2
-                    ) -> control.RescaleResult:
-        # The runner answers once the query runs again: the clock moves to the end of the downtime.
-        self.harness.now_s = max(self.harness.now_s, self.harness.sim.down_until_s)
-        return self.results[command_id]
+    def get_result(self, client, job: str, command_id: str) -> control.RescaleResult | None:
+        return self.results.get(command_id)
 
 
 @dataclass
@@ -177,6 +175,14 @@ class LoopHarness:
 
     def enqueue(self, proposal_id: int, attempt: int, countdown_s: float = 0.0) -> None:
         self.queue.append((proposal_id, attempt))
+
+    def record_answers(self) -> None:
+        """The reconcile beat reads the runner's answer once the query runs again: the clock moves
+        to the end of the downtime and the answers of the attempts in flight are recorded."""
+        self.now_s = max(self.now_s, self.sim.down_until_s)
+        for execution in Execution.objects.select_related("proposal__job").filter(
+                status=Execution.Status.RUNNING, attempt_state=Execution.AttemptState.SENT):
+            execution_poll(execution=execution, now=self.now)
 
     def run(self) -> LoopHarness:
         """Run the whole trace."""
@@ -225,7 +231,8 @@ class LoopHarness:
             action(self)
         while self.queue:
             proposal_id, attempt = self.queue.pop(0)
-            proposal_execute(proposal_id=proposal_id, attempt=attempt)
+            attempt_send(proposal_id=proposal_id, attempt=attempt)
+            self.record_answers()
         self.job.refresh_from_db()
         pending = list(self.job.proposals.filter(status=Proposal.Status.PENDING))
         self.timeline.append({
@@ -265,9 +272,9 @@ def make_harness(monkeypatch, *, trace: Trace, start_cores: int = 1, policy: dic
     harness = LoopHarness(sim_job=sim_job, job=job, trace=trace, settings=settings, host_cores=host_cores,
                           warmup_s=warmup_s, warmup_factor=warmup_factor, seed=seed)
     monkeypatch.setattr(timezone, "now", lambda: harness.now)
-    monkeypatch.setattr("webapp.proposals.services._enqueue_attempt", harness.enqueue)
+    monkeypatch.setattr("webapp.proposals.dispatch.enqueue_attempt", harness.enqueue)
     monkeypatch.setattr(control, "send_command", harness.runner.send_command)
-    monkeypatch.setattr(control, "wait_result", harness.runner.wait_result)
+    monkeypatch.setattr(control, "get_result", harness.runner.get_result)
     random.seed(seed)
     return harness
 

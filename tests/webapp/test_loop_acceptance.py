@@ -21,7 +21,9 @@ from webapp.jobs.models import Evaluation, MetricSnapshot
 from webapp.jobs.selectors import policy_band
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.reasons import EvaluationHold, WithdrawReason
-from webapp.proposals.services import TransitionError, config_direction, proposal_approve
+from webapp.proposals.holds import config_direction
+from webapp.proposals.lifecycle import TransitionError
+from webapp.proposals.services import proposal_approve
 
 pytestmark = [pytest.mark.django_db]
 

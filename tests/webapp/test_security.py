@@ -311,7 +311,9 @@ def test_a_rollback_and_an_approval_of_the_same_job_make_exactly_one_execution(e
                                                                              django_capture_on_commit_callbacks):
     """The race: a succeeded proposal is rolled back while another pending proposal of the same job
     is approved. Whichever comes first wins; the other is refused (409 in the API), so one rescale."""
-    from webapp.proposals.services import TransitionError, proposal_approve, proposal_rollback
+    from webapp.proposals.lifecycle import TransitionError
+    from webapp.proposals.rollback import proposal_rollback
+    from webapp.proposals.services import proposal_approve
 
     pending = _pending()
     done = make_succeeded(pending.job)

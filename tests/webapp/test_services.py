@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 def no_enqueue(monkeypatch):
     """Record enqueued executions instead of sending them to a broker."""
     sent = []
-    monkeypatch.setattr("webapp.proposals.tasks.proposal_execute.delay", lambda pk: sent.append(pk))
+    monkeypatch.setattr("webapp.proposals.dispatch.send", lambda pk, attempt, countdown_s: sent.append(pk))
     return sent
 
 
@@ -143,7 +143,7 @@ def test_a_successful_execution_records_the_scaling_and_its_downtime(no_enqueue)
     """Ineffective scale-up detection and restart-time tracking learn from what was executed."""
     from webapp.jobs.models import Job
     from webapp.proposals.models import Execution
-    from webapp.proposals.services import execution_record_result
+    from webapp.proposals.execution import execution_record_result
 
     job = make_job(metric_window_s=45)
     make_snapshots(job)
@@ -190,7 +190,7 @@ def test_an_execution_records_its_pause_added_lag_and_catch_up_from_the_snapshot
     from webapp.jobs.models import MetricSnapshot
     from webapp.proposals.models import Execution
     from webapp.proposals.rescale_cost import record_open_costs
-    from webapp.proposals.services import execution_record_result
+    from webapp.proposals.execution import execution_record_result
 
     job = make_job(metric_window_s=45)
     make_snapshots(job)

@@ -36,7 +36,7 @@ def test_job_page_and_live_dag_have_one_node_per_vertex(client):
 
 
 def test_api_approve_then_conflict(client, monkeypatch):
-    monkeypatch.setattr("webapp.proposals.tasks.proposal_execute.delay", lambda pk: None)
+    monkeypatch.setattr("webapp.proposals.dispatch.send", lambda *args: None)
     job = make_job(metric_window_s=45)
     make_snapshots(job)
     evaluation_run(job=job)

@@ -5,6 +5,9 @@ database with the test, a real Redis, and a fake runner on the control channel i
    the execution is completed (or rolled back), never stuck, and the audit trail says what happened.
 3. The runner refuses the configuration: back-off retries, automatic rollback, suspension of
    auto-approval, and the audit events, in order.
+
+And issue 17 acceptance 5: a worker is free while an execution waits for its runner (the execute
+task sends and returns; the reconcile beat records the answer).
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.services import evaluation_run
 from webapp.processes import ProcessGroup
 from webapp.proposals.models import AuditEvent, Execution, Proposal
+from sparkclient.control import RescalePath, RescaleResult, ResultStatus, write_result
 from webapp.proposals.services import auto_approve_resume, proposal_approve
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
+RECONCILE_TASK = "webapp.proposals.tasks.workflow_reconcile"
 TERMINAL = {"succeeded", "failed", "rolled_back", "rejected", "expired", "superseded"}
 
 
@@ -40,25 +45,69 @@ def processes(workflow_redis, redis_server, celery_broker, settings, tmp_path):
     env = {**os.environ, "REDIS_URL": redis_server.url, "CELERY_BROKER_URL": redis_server.url,
            "CELERY_RESULT_BACKEND": redis_server.url,
            "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}", "PYTHONUNBUFFERED": "1",
-           "SCALER_COLLECT_INTERVAL_S": "3600", "SCALER_RECONCILE_INTERVAL_S": "1",
+           "SCALER_COLLECT_INTERVAL_S": "3600", "SCALER_RECONCILE_INTERVAL_S": "0.2",
            "SCALER_EXECUTION_TIMEOUT_S": "3", "SCALER_EXECUTION_LEASE_MARGIN_S": "1", "SCALER_STABILIZATION_S": "0"}
     group = ProcessGroup(log_dir=tmp_path / "logs", env=env)
     yield group
     group.stop()
 
 
-def worker(group: ProcessGroup, name: str, *, beat: bool, tmp_path):
-    args = ["python", "-m", "celery", "-A", "webapp", "worker", "-P", "threads", "-c", "2", "--loglevel", "INFO",
+def worker(group: ProcessGroup, name: str, *, beat: bool, tmp_path, concurrency: int = 2,
+           extra_env: dict[str, str] | None = None):
+    args = ["python", "-m", "celery", "-A", "webapp", "worker", "-P", "threads", "-c", str(concurrency),
+            "--loglevel", "INFO",
             "-n", f"{name}@%h"]
     if beat:
         args += ["-B", "-s", str(tmp_path / f"{name}-beat-schedule")]
-    return group.start(name, args)
+    return group.start(name, args, extra_env=extra_env)
 
 
 
 
 def trail(job: Job) -> list[tuple[int | None, str, str]]:
     return list(AuditEvent.objects.filter(job=job).order_by("at", "id").values_list("proposal_id", "action", "actor"))
+
+
+@pytest.mark.workflow
+def test_a_worker_is_free_while_an_execution_waits_for_its_runner(processes, redis_server, celery_broker,
+                                                                   settings, tmp_path):
+    """One worker with one slot and no beat: it sends the attempt, returns, and runs the next task
+    (a reconcile beat) while the runner has not answered; once it answers, a beat records it."""
+    from webapp.celery import app as celery_app
+
+    # A runner that takes long (the 240 s default): the lease outlives the test.
+    settings.SCALER_EXECUTION_TIMEOUT_S = 300
+    job = make_job(metric_window_s=45)
+    make_snapshots(job)
+    evaluation_run(job=job)
+    proposal = job.proposals.get()
+    runner = FakeRunner(redis_server.url, job.name, answer=lambda command, i: None)  # silent until told
+    runner.start()
+    try:
+        worker(processes, "single", beat=False, tmp_path=tmp_path, concurrency=1,
+               extra_env={"SCALER_EXECUTION_TIMEOUT_S": "300"})
+        proposal_approve(proposal=proposal, actor=make_user())
+        wait_for(lambda: runner.commands, timeout_s=60, what="the worker to send attempt 1", group=processes,
+                 interval_s=0.2)
+        # The runner has not answered, and the worker's only slot is free: it runs another task.
+        counts = celery_app.send_task(RECONCILE_TASK).get(timeout=60)
+        assert counts["recorded"] == 0 and counts["reconciled"] == 0  # nothing to record yet
+        execution = Execution.objects.get(proposal=proposal)
+        assert execution.status == "running" and execution.attempt_state == "sent"
+        assert Proposal.objects.get(pk=proposal.pk).status == "executing"
+        # The runner answers; the next beat records it.
+        command = runner.commands[0]
+        write_result(runner.client, job.name, RescaleResult(
+            id=command["id"], status=ResultStatus.SUCCEEDED, path=RescalePath.IN_PROCESS, downtime_s=0.4,
+            knobs=command["knobs"]))
+        counts = celery_app.send_task(RECONCILE_TASK).get(timeout=60)
+    finally:
+        runner.stop()
+    assert counts["recorded"] == 1
+    assert Proposal.objects.get(pk=proposal.pk).status == "succeeded"
+    execution.refresh_from_db()
+    assert execution.status == "succeeded" and execution.path == "in-process" and execution.attempts == 1
+    assert Job.objects.get(pk=job.pk).config == proposal.proposed_config
 
 
 @pytest.mark.workflow
@@ -76,7 +125,7 @@ def test_a_worker_killed_during_an_execution_is_reconciled_by_the_next_beat(proc
         proposal_approve(proposal=proposal, actor=make_user())
         wait_for(lambda: runner.commands, timeout_s=60, what="worker A to send attempt 1", group=processes, interval_s=0.2)
         assert Execution.objects.get(proposal=proposal).attempt_state == "sent"
-        os.killpg(first.process.pid, signal.SIGKILL)  # mid-execution: it is waiting for the runner
+        os.killpg(first.process.pid, signal.SIGKILL)  # mid-execution: attempt 1 is unanswered
         first.process.wait(timeout=10)
         processes.children.remove(first)
         killed_at = time.monotonic()
@@ -100,7 +149,7 @@ def test_a_worker_killed_during_an_execution_is_reconciled_by_the_next_beat(proc
         ("reconciled", "system:reconcile"), ("attempt_failed", "system"), ("attempt_started", "system"),
         ("config_changed", "system"), ("succeeded", "system")]
     reconciled = AuditEvent.objects.get(proposal=proposal, action="reconciled")
-    assert "without an answer from the runner (worker lost)" in reconciled.reason
+    assert "without an answer from the runner within 4 s" in reconciled.reason
     assert Job.objects.get(pk=job.pk).config["cores"] == proposal.proposed_config["cores"]
 
 

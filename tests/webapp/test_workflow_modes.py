@@ -18,15 +18,22 @@ from webapp.celery import app as celery_app
 from webapp.jobs.models import Job
 from webapp.jobs.services import evaluation_run
 from webapp.proposals.models import AuditEvent, Execution, Proposal
-from webapp.proposals.services import TransitionError, proposal_approve, proposal_execute, workflow_reconcile
+from tests.webapp.fakerunner import record_answers
+from webapp.proposals.execution import attempt_send, workflow_reconcile
+from webapp.proposals.lifecycle import TransitionError
+from webapp.proposals.services import proposal_approve
 
 pytestmark = [pytest.mark.django_db, pytest.mark.workflow]
 
 
 @pytest.fixture
-def runner(workflow_redis, redis_server, settings):
-    """A fake runner answering every command with success; Celery tasks run eagerly, in-process."""
+def runner(workflow_redis, redis_server, settings, monkeypatch):
+    """A fake runner answering every command with success; execution tasks run in-process."""
+    from webapp.proposals.tasks import execute_attempt
+
     settings.SCALER_EXECUTION_TIMEOUT_S = 5
+    monkeypatch.setattr("webapp.proposals.dispatch.send",
+                        lambda proposal_id, attempt, countdown_s: execute_attempt.apply((proposal_id, attempt)))
     celery_app.conf.task_always_eager = True
     fake = FakeRunner(redis_server.url, "demo")
     fake.start()
@@ -39,6 +46,7 @@ def _evaluate(job: Job, capture) -> Proposal:
     make_snapshots(job)
     with capture(execute=True):
         evaluation_run(job=job)
+    record_answers()
     return job.proposals.get()
 
 
@@ -55,7 +63,7 @@ def test_advisor_mode_never_executes_and_says_so(runner, client, django_capture_
     # Even a forged "approved" row is not executed in advisor mode.
     Proposal.objects.filter(pk=proposal.pk).update(status=Proposal.Status.APPROVED)
     with pytest.raises(TransitionError, match="advisor mode"):
-        proposal_execute(proposal_id=proposal.pk)
+        attempt_send(proposal_id=proposal.pk)
     workflow_reconcile()
     time.sleep(0.5)
     assert runner.commands == [] and not Execution.objects.exists()
@@ -101,6 +109,7 @@ def test_auto_mode_holds_a_proposal_outside_the_guardrails_for_a_person(
     # A person approves it: then it executes.
     with django_capture_on_commit_callbacks(execute=True):
         proposal_approve(proposal=proposal, actor=make_user("person"))
+    record_answers()
     proposal.refresh_from_db()
     assert proposal.status == Proposal.Status.SUCCEEDED and proposal.decided_by.username == "person"
     assert len(runner.commands) == 1

@@ -51,7 +51,7 @@ def test_20_concurrent_approvals_make_one_approval_one_execution_19_refusals(pos
                                                                               redis_client, tmp_path):
     env = {**os.environ, "DATABASE_URL": postgres_server.url, "REDIS_URL": redis_server.url,
            "CELERY_BROKER_URL": redis_server.url, "CELERY_RESULT_BACKEND": redis_server.url,
-           "SCALER_EXECUTION_TIMEOUT_S": "20", "SCALER_COLLECT_INTERVAL_S": "3600", "SCALER_STABILIZATION_S": "0", "PYTHONUNBUFFERED": "1",
+           "SCALER_EXECUTION_TIMEOUT_S": "20", "SCALER_COLLECT_INTERVAL_S": "3600", "SCALER_RECONCILE_INTERVAL_S": "0.5", "SCALER_STABILIZATION_S": "0", "PYTHONUNBUFFERED": "1",
            "CONN_MAX_AGE": "0"}
     env.pop("TEST_DATABASE_PATH", None)
     group = ProcessGroup(log_dir=tmp_path / "logs", env=env)
@@ -61,8 +61,8 @@ def test_20_concurrent_approvals_make_one_approval_one_execution_19_refusals(pos
         seeded = json.loads(group.run("seed", ["python", "manage.py", "shell", "-c", SEED]).strip().splitlines()[-1])
         port = _free_port()
         web = group.start("web", ["python", "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"])
-        group.start("celery", ["python", "-m", "celery", "-A", "webapp", "worker", "-P", "threads", "-c", "2",
-                               "--loglevel", "INFO"])
+        group.start("celery", ["python", "-m", "celery", "-A", "webapp", "worker", "-B", "-P", "threads", "-c", "2",
+                               "--loglevel", "INFO", "-s", str(tmp_path / "celerybeat-schedule")])
         runner.start()
         base = f"http://127.0.0.1:{port}"
         wait_http(f"{base}/api/", timeout_s=60, process=web.process)

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db  # the three tests of acceptance 4 also carry
 
 @pytest.fixture
 def pending(monkeypatch):
-    monkeypatch.setattr("webapp.proposals.tasks.proposal_execute.delay", lambda *args: None)
+    monkeypatch.setattr("webapp.proposals.dispatch.send", lambda *args: None)
     job = make_job(metric_window_s=45)
     make_snapshots(job)
     evaluation_run(job=job)

@@ -17,8 +17,10 @@ from webapp.jobs.services import evaluation_run
 from webapp.proposals.backoff import RestartStrategy, next_retry
 from webapp.proposals.guardrails import Guardrails, direction, violated_guardrail
 from webapp.proposals.models import AuditEvent, Execution, Proposal
-from webapp.proposals.services import (TransitionError, proposal_approve, proposal_reject, proposal_rollback,
-                                       workflow_reconcile)
+from webapp.proposals.execution import attempt_send, workflow_reconcile
+from webapp.proposals.lifecycle import TransitionError
+from webapp.proposals.rollback import proposal_rollback
+from webapp.proposals.services import proposal_approve, proposal_reject
 from webapp.proposals.verification import proposal_verify
 
 
@@ -201,9 +203,7 @@ def test_a_late_answer_to_a_timed_out_attempt_is_the_outcome(workflow_redis, enq
     workflow_redis.set(keys.control_result(proposal.job.name, execution.exec_id(1)),
                        RescaleResult(id=execution.exec_id(1), status=ResultStatus.SUCCEEDED,
                                      path=RescalePath.DRIVER_RESTART, downtime_s=14.0).to_json())
-    from webapp.proposals.services import proposal_execute
-
-    execution = proposal_execute(proposal_id=proposal.pk, attempt=2)
+    execution = attempt_send(proposal_id=proposal.pk, attempt=2)
     assert execution.status == "succeeded" and execution.path == "driver-restart" and execution.downtime_s == 14.0
     assert workflow_redis.xlen(keys.control(proposal.job.name)) == 0  # nothing sent again
     assert AuditEvent.objects.filter(proposal=proposal, action="late_answer").exists()

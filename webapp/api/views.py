@@ -16,10 +16,10 @@ from webapp.accounts.access import HasRole
 from webapp.api import serializers as s
 from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.jobs.services import RegistrationError, job_policy_update, job_register, job_update
-from webapp.proposals import services
+from webapp.proposals import rollback, services
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.permissions import CanDecideProposals
-from webapp.proposals.services import TransitionError
+from webapp.proposals.lifecycle import StaleRevisionError, TransitionError
 
 
 #: Object ids in URLs: digits that fit a 64-bit integer (anything else is a 404, not a database error).
@@ -196,7 +196,7 @@ class ProposalViewSet(viewsets.ReadOnlyModelViewSet):
     def _decide(self, call) -> Response:
         try:
             proposal = call()
-        except services.StaleRevisionError as exc:
+        except StaleRevisionError as exc:
             current = Proposal.objects.get(pk=exc.proposal_id)
             return Response({"detail": str(exc), "current_revision": exc.current_revision,
                              "proposal": self.get_serializer(current).data}, status=status.HTTP_409_CONFLICT)
@@ -239,7 +239,7 @@ class ProposalViewSet(viewsets.ReadOnlyModelViewSet):
         body = s.RollbackSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         proposal = self.get_object()
-        return self._decide(lambda: services.proposal_rollback(proposal=proposal, actor=request.user,
+        return self._decide(lambda: rollback.proposal_rollback(proposal=proposal, actor=request.user,
                                                                reason=body.validated_data.get("reason", "")))
 
 

@@ -34,11 +34,10 @@ from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.permissions import can_approve
-from webapp.proposals.services import (
-    StaleRevisionError, TransitionError, auto_approve_resume, held_scale_down, proposal_approve, proposal_reject,
-    scale_down_apply_now, scale_up_block_clear,
-)
-from webapp.proposals.services import proposal_rollback as rollback_service
+from webapp.proposals.holds import held_scale_down, scale_up_block_clear
+from webapp.proposals.lifecycle import StaleRevisionError, TransitionError
+from webapp.proposals.rollback import proposal_rollback as rollback_service
+from webapp.proposals.services import auto_approve_resume, proposal_approve, proposal_reject, scale_down_apply_now
 
 
 def can_decide(user) -> bool:

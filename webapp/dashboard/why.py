@@ -82,7 +82,7 @@ def why_no_proposal(*, job: Job, snapshot: MetricSnapshot | None, evaluation: Ev
 def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime) -> list[Reason]:
     from scaling.periods import active_period  # noqa: PLC0415
     from webapp.proposals.reasons import hold_text  # noqa: PLC0415
-    from webapp.proposals.services import held_scale_down  # noqa: PLC0415
+    from webapp.proposals.holds import held_scale_down  # noqa: PLC0415
 
     plan = evaluation.plan or {}
     out: list[Reason] = []

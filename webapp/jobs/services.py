@@ -539,7 +539,7 @@ def _evaluation_direction(*, job: Job, plan: JobPlan, proposed_config: dict) -> 
     """Where an evaluation points: the direction of its change when it scales, else up when the load
     is above the utilization band, down when below it (``VertexPlan.outside_bounds`` is the band
     test of the micro-batch planner), none inside it."""
-    from webapp.proposals.services import config_direction  # noqa: PLC0415
+    from webapp.proposals.holds import config_direction  # noqa: PLC0415
 
     if plan.decision == "scale" and proposed_config != job.config:
         way = config_direction(job=job, current=job.config, proposed=proposed_config)
@@ -557,7 +557,7 @@ def _scale_up_hold(*, job: Job, plan: dict, proposed_config: dict, now: datetime
     ``("", {})`` when none applies."""
     from webapp.proposals.reasons import EvaluationHold  # noqa: PLC0415
     from webapp.proposals.restart import restart_hold  # noqa: PLC0415
-    from webapp.proposals.services import blocked_knobs  # noqa: PLC0415
+    from webapp.proposals.holds import blocked_knobs  # noqa: PLC0415
 
     blocked = blocked_knobs(job=job, current=job.config, proposed=proposed_config)
     if blocked:

@@ -6,36 +6,17 @@ from django.conf import settings
 from django.db import models
 
 from webapp.jobs.models import Evaluation, Job
+from webapp.proposals import lifecycle
 
 
 class Proposal(models.Model):
     """A proposed new configuration for a job. Every status change is one conditional UPDATE
-    in ``webapp.proposals.services``; see ARCHITECTURE.md for the state machine."""
+    in ``webapp.proposals.lifecycle`` (statuses, colours, the transition table)."""
 
-    class Status(models.TextChoices):
-        PENDING = "pending", "pending"
-        APPROVED = "approved", "approved"
-        REJECTED = "rejected", "rejected"
-        SUPERSEDED = "superseded", "superseded"
-        EXPIRED = "expired", "expired"
-        EXECUTING = "executing", "executing"
-        SUCCEEDED = "succeeded", "succeeded"
-        FAILED = "failed", "failed"
-        ROLLING_BACK = "rolling_back", "rolling back"
-        ROLLED_BACK = "rolled_back", "rolled back"
-        WITHDRAWN = "withdrawn", "withdrawn"
-
-    #: Display colour per status (NetBox ChoiceSet style): templates never hard-code one.
-    COLOURS = {
-        "pending": "#d97706", "approved": "#2563eb", "rejected": "#6b7280", "superseded": "#9ca3af",
-        "expired": "#9ca3af", "executing": "#7c3aed", "succeeded": "#059669", "failed": "#dc2626",
-        "rolling_back": "#7c3aed", "rolled_back": "#6b7280", "withdrawn": "#9ca3af",
-    }
-
-    #: The statuses of a proposal whose execution is queued or running: at most one per job, enforced
-    #: by the database (constraint ``one_execution_in_flight_per_job``), so two decisions racing
-    #: (a rollback and an approval) never send two rescales.
-    IN_FLIGHT = (Status.APPROVED, Status.EXECUTING)
+    Status = lifecycle.ProposalStatus
+    #: Display colour per status (``lifecycle.COLOURS``).
+    COLOURS = lifecycle.COLOURS
+    IN_FLIGHT = lifecycle.IN_FLIGHT
 
     class Kind(models.TextChoices):
         SCALE = "scale", "scale (from an evaluation)"
@@ -105,16 +86,8 @@ class Proposal(models.Model):
 class Execution(models.Model):
     """The one execution of an approved proposal (at most one per proposal)."""
 
-    class Status(models.TextChoices):
-        RUNNING = "running", "running"
-        SUCCEEDED = "succeeded", "succeeded"
-        FAILED = "failed", "failed"
-
-    class AttemptState(models.TextChoices):
-        PENDING = "pending", "no attempt claimed yet"
-        SENT = "sent", "attempt claimed and sent to the runner"
-        WAITING_RETRY = "waiting_retry", "attempt failed, waiting for the back-off"
-        DONE = "done", "finished"
+    Status = lifecycle.ExecutionStatus
+    AttemptState = lifecycle.AttemptState
 
     proposal = models.OneToOneField(Proposal, on_delete=models.CASCADE, related_name="execution")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)

@@ -1,21 +1,28 @@
-"""Celery tasks for proposals: thin, take ids, call one service."""
+"""Celery tasks for proposals: thin, take ids, call one service.
+
+No task retries on its own (no ``autoretry_for``): a lost or failed attempt is the reconcile beat's
+business (``webapp.proposals.execution``), which re-enqueues it under the job's restart strategy.
+"""
 
 from celery import shared_task
 
-from webapp.proposals import services
+from webapp.proposals import execution
+from webapp.proposals.dispatch import EXECUTE_TASK
 
 
-@shared_task(bind=True, acks_late=True, max_retries=3, retry_backoff=True)
-def proposal_execute(self, proposal_id: int, attempt: int = 1) -> dict | None:
-    """Run one execution attempt of an approved proposal. Idempotent: the attempt is claimed with a
-    conditional UPDATE, so a second delivery finds it claimed and does nothing."""
-    execution = services.proposal_execute(proposal_id=proposal_id, attempt=attempt)
-    if execution is None:
+@shared_task(name=EXECUTE_TASK, acks_late=True)
+def execute_attempt(proposal_id: int, attempt: int = 1) -> dict | None:
+    """Send one execution attempt of an approved proposal to its runner, and return (the reconcile
+    beat records the answer). Idempotent: the attempt is claimed with a conditional UPDATE, so a
+    second delivery finds it claimed and does nothing."""
+    sent = execution.attempt_send(proposal_id=proposal_id, attempt=attempt)
+    if sent is None:
         return None
-    return {"execution": execution.pk, "status": execution.status, "attempts": execution.attempts}
+    return {"execution": sent.pk, "status": sent.status, "attempts": sent.attempts}
 
 
-@shared_task(bind=True, acks_late=True, max_retries=0)
-def workflow_reconcile(self) -> dict:
-    """Beat: expire proposals, take over executions past their lease, verify finished ones."""
-    return services.workflow_reconcile()
+@shared_task(acks_late=True)
+def workflow_reconcile() -> dict:
+    """Beat: expire proposals, record the runners' answers, take over executions past their lease,
+    verify finished ones."""
+    return execution.workflow_reconcile()

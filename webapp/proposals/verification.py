@@ -21,6 +21,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from webapp.jobs.models import MetricSnapshot, VertexSnapshot
+from webapp.proposals.holds import scale_up_block_set
+from webapp.proposals.lifecycle import audit
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import realized
 from webapp.proposals.restart import verification_delay_s
@@ -101,10 +103,6 @@ def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[Metr
 def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Proposal | None:
     """Record ``verified``, ``ineffective`` or ``inconclusive`` for a succeeded scale proposal
     (once: a conditional UPDATE on ``verification``). Returns None when it was already recorded."""
-    from webapp.proposals.services import audit  # noqa: PLC0415
-
-    from webapp.proposals.services import scale_up_block_set  # noqa: PLC0415
-
     now = now or timezone.now()
     execution: Execution = proposal.execution
     policy = proposal.job.policy

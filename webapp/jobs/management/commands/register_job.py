@@ -13,8 +13,7 @@ from django.utils import timezone
 
 from webapp.jobs.models import JobPolicy
 from webapp.jobs.services import RegistrationError, job_register
-from webapp.proposals.models import Proposal
-from webapp.proposals.services import audit
+from webapp.proposals.lifecycle import expire_pending
 
 
 def _json(value: str, what: str):
@@ -79,9 +78,5 @@ class Command(BaseCommand):
                                policy=policy_values or None)
         except RegistrationError as exc:
             raise CommandError(f"job {name!r} was not registered:\n  " + "\n  ".join(_flatten(exc.errors))) from None
-        for proposal in job.proposals.filter(status=Proposal.Status.PENDING):
-            if Proposal.objects.filter(pk=proposal.pk, status=Proposal.Status.PENDING).update(
-                    status=Proposal.Status.EXPIRED, decided_at=timezone.now()):
-                audit(job=job, proposal=proposal, actor="system", action="expired",
-                      before={"status": "pending"}, after={"status": "expired"}, reason="the job was re-registered")
+        expire_pending(job=job, actor="system", reason="the job was re-registered", now=timezone.now())
         self.stdout.write(f"Job {job.name!r} registered (id {job.pk}); Spark UI: {job.ui_rule().describe()}.")

@@ -1,0 +1,324 @@
+"""Execution of an approved proposal: send each attempt to the runner and return; the reconcile beat
+records the runner's answer (no worker waits on a runner).
+
+An attempt is claimed with a conditional UPDATE on the execution row (``lifecycle.attempt_transition``)
+right before the configuration goes to the runner, so a second delivery of the same task, or a
+racing reconcile, never sends it twice. While an attempt is in flight the row holds a lease of
+``SCALER_EXECUTION_TIMEOUT_S`` plus a margin. Each reconcile beat reads the runner's answer of every
+attempt in flight and records it; an attempt still unanswered when its lease expires counts as
+failed. Failed attempts are retried under the job's restart strategy (``backoff``); when the retries
+are spent the job rolls back to its last configuration that succeeded (``rollback``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from scaling.state import applied_records, state_from_dict, state_to_dict
+from sparkclient import control
+from webapp.jobs.models import Job, JobPolicy
+from webapp.jobs.redis import get_redis
+from webapp.proposals import dispatch
+from webapp.proposals.backoff import RestartStrategy, next_retry
+from webapp.proposals.lifecycle import AttemptState, ExecutionStatus, Status, TransitionError, attempt_transition, \
+    audit, transition
+from webapp.proposals.models import Execution, Proposal
+from webapp.proposals.rescale_cost import record_open_costs
+from webapp.proposals.rollback import last_good_config, start_rollback
+from webapp.proposals.services import proposals_expire
+from webapp.proposals.verification import proposal_verify, verification_due
+
+logger = logging.getLogger(__name__)
+
+
+def lease_s() -> float:
+    """Seconds an attempt may stay unanswered before it counts as failed."""
+    return settings.SCALER_EXECUTION_TIMEOUT_S + settings.SCALER_EXECUTION_LEASE_MARGIN_S
+
+
+def _restart_strategy(policy: JobPolicy) -> RestartStrategy:
+    return RestartStrategy(kind=policy.restart_strategy, attempts=policy.restart_attempts,
+                           delay_s=policy.restart_delay_s, max_delay_s=policy.restart_max_delay_s,
+                           multiplier=policy.restart_backoff_multiplier,
+                           max_failures_per_interval=policy.failure_rate_max_failures,
+                           interval_s=policy.failure_rate_interval_s)
+
+
+def result_as_dict(result: control.RescaleResult) -> dict:
+    """A runner's :class:`~sparkclient.control.RescaleResult` as the JSON stored on the execution
+    (``config`` = the knob values running after it)."""
+    return {"id": result.id, "status": result.status.value, "path": result.path.value,
+            "downtime_s": result.downtime_s, "pause_s": result.pause_s, "error": result.error,
+            "code": result.code.value if result.code else None,
+            "config": result.knobs, "completed_at": result.completed_at,
+            "executor_change_s": result.executor_change_s}
+
+
+def runner_result(redis, job_name: str, command_id: str) -> dict | None:
+    """The runner's stored answer to ``command_id`` as a dict, None when there is none; a malformed one
+    counts as a failure naming the field."""
+    try:
+        result = control.get_result(redis, job_name, command_id)
+    except control.ProtocolError as exc:
+        return {"status": "failed", "path": "none", "error": f"malformed runner result: {exc}"}
+    return result_as_dict(result) if result is not None else None
+
+
+# --- send ----------------------------------------------------------------------------------------
+
+def _start(proposal: Proposal) -> None:
+    """approved → executing, and the proposal's one execution row (a second delivery finds it)."""
+    if proposal.kind == Proposal.Kind.SCALE and proposal.job.policy.mode == JobPolicy.Mode.ADVISOR:
+        raise TransitionError(f"proposal {proposal.pk}: the job is in advisor mode, nothing is executed")
+    with transaction.atomic():
+        try:
+            transition(proposal=proposal, target=Status.EXECUTING, actor="system",
+                       reason=f"execution of {proposal.kind} proposal")
+            Execution.objects.create(proposal=proposal, lease_expires_at=timezone.now() + timedelta(seconds=lease_s()))
+        except TransitionError:
+            pass  # another delivery started it; the claim decides
+
+
+def _claim(execution: Execution, attempt: int) -> bool:
+    """Claim attempt ``attempt`` (pending or waiting_retry → sent), with a fresh lease."""
+    return attempt_transition(execution_id=execution.pk, attempts=attempt - 1, target=AttemptState.SENT,
+                              match={"proposal__status": Status.EXECUTING}, next_attempt_at=None,
+                              lease_expires_at=timezone.now() + timedelta(seconds=lease_s()))
+
+
+def attempt_send(*, proposal_id: int, attempt: int = 1) -> Execution | None:
+    """Send attempt ``attempt`` of an approved proposal's execution to its runner, and return: the
+    reconcile beat records the answer (:func:`executions_poll`). Steps: start the execution (first
+    attempt), claim the attempt, take a late answer of the previous attempt as the outcome, send.
+
+    Idempotent: an attempt already claimed, or a proposal no longer executing, returns the
+    execution without sending anything.
+
+    Raises:
+        TransitionError: attempt 1 of a proposal that is neither approved nor executed, or of an
+            advisor-mode job's scale proposal.
+    """
+    proposal = Proposal.objects.select_related("job", "job__policy").get(pk=proposal_id)
+    if proposal.status == Status.APPROVED:
+        _start(proposal)
+    execution = Execution.objects.filter(proposal_id=proposal_id).first()
+    if execution is None:
+        raise TransitionError(f"proposal {proposal_id} is {proposal.status}, not approved: nothing to execute")
+    if not _claim(execution, attempt):
+        logger.info("proposal %s attempt %s: already claimed or finished; nothing to do", proposal_id, attempt)
+        execution.refresh_from_db()
+        return execution
+    execution.refresh_from_db()
+    job, redis = proposal.job, get_redis()
+    if attempt > 1:
+        # The previous attempt may have timed out while the runner went on and applied it: its
+        # late answer is the outcome (with the real path and downtime); send nothing again.
+        late = runner_result(redis, job.name, execution.exec_id(attempt - 1))
+        if late is not None and late.get("status") == "succeeded":
+            audit(job=job, proposal=proposal, actor="system", action="late_answer",
+                  after={"attempt": attempt - 1, "path": late.get("path")},
+                  reason=f"attempt {attempt - 1} succeeded after it had timed out: not sending attempt {attempt}")
+            return execution_record_result(execution_id=execution.pk, attempt=attempt, result=late)
+    exec_id = execution.exec_id(attempt)
+    audit(job=job, proposal=proposal, actor="system", action="attempt_started",
+          after={"attempt": attempt, "exec_id": exec_id, "config": proposal.proposed_config},
+          reason=f"attempt {attempt}: sent to the runner of {job.name}")
+    try:
+        control.send_command(redis, job.name, control.RescaleCommand(id=exec_id, knobs=proposal.proposed_config))
+    except (OSError, ValueError) as exc:
+        return execution_record_result(execution_id=execution.pk, attempt=attempt,
+                                       result={"status": "failed", "error": str(exc), "path": "none"})
+    return execution
+
+
+# --- record --------------------------------------------------------------------------------------
+
+def _attempt_entry(execution: Execution, attempt: int, result: dict, now: datetime) -> dict:
+    ok = result.get("status") == "succeeded"
+    return {"attempt": attempt, "exec_id": execution.exec_id(attempt), "finished_at": now.isoformat(),
+            "status": "succeeded" if ok else "failed", "error": result.get("error") or "",
+            "path": result.get("path") or ""}
+
+
+def execution_record_result(*, execution_id: int, attempt: int, result: dict,
+                            now: datetime | None = None) -> Execution | None:
+    """Record the runner's answer to attempt ``attempt``: success finishes the proposal and updates
+    the job's configuration; a failure schedules a retry under the restart strategy, or, with the
+    retries spent, fails the proposal and rolls the job back to its last good configuration.
+
+    Idempotent: the outcome is recorded only while that attempt is the one in flight (conditional
+    UPDATE); otherwise returns the execution unchanged.
+    """
+    now = now or timezone.now()
+    execution = Execution.objects.select_related("proposal", "proposal__job", "proposal__job__policy").get(
+        pk=execution_id)
+    entry = _attempt_entry(execution, attempt, result, now)
+    with transaction.atomic():
+        if entry["status"] == "succeeded":
+            _record_success(execution, attempt, result, entry, now)
+        else:
+            _record_failure(execution, attempt, result, entry, now)
+    execution.refresh_from_db()
+    return execution
+
+
+def _record_success(execution: Execution, attempt: int, result: dict, entry: dict, now: datetime) -> None:
+    """sent → done (succeeded); the job runs the applied configuration; the proposal succeeded."""
+    proposal, job = execution.proposal, execution.proposal.job
+    if not attempt_transition(execution_id=execution.pk, attempts=attempt, target=AttemptState.DONE,
+                              status=ExecutionStatus.SUCCEEDED, path=result.get("path") or "",
+                              downtime_s=result.get("downtime_s"), pause_s=result.get("pause_s"), finished_at=now, error="", result=result,
+                              lease_expires_at=None, attempt_log=[*execution.attempt_log, entry]):
+        return
+    applied = result.get("config") or proposal.proposed_config
+    before = Job.objects.filter(pk=job.pk).values_list("config", flat=True).first()
+    # The job's memory (FLIP-271 state store): the applied scalings, for ineffective scale-up
+    # detection, and the measured downtime, for restart-time tracking; pending scale-downs clear.
+    state = state_from_dict(Job.objects.filter(pk=job.pk).values_list("scaler_state", flat=True).first())
+    state = state.with_records(applied_records(proposal.plan.get("vertices", []), now.timestamp()))
+    if isinstance(result.get("downtime_s"), (int, float)):
+        state = state.with_restart_time(result["downtime_s"])
+    Job.objects.filter(pk=job.pk).update(config=applied, config_changed_at=now, scaler_state=state_to_dict(state))
+    audit(job=job, proposal=proposal, actor="system", action="config_changed", before=before,
+          after=applied, reason=f"attempt {attempt}: {result.get('path')} restart, downtime "
+                                f"{result.get('downtime_s')} s")
+    transition(proposal=proposal, target=Status.SUCCEEDED, actor="system", reason=f"attempt {attempt} succeeded")
+    if proposal.kind == Proposal.Kind.ROLLBACK and proposal.rollback_of_id:
+        transition(proposal=Proposal.objects.get(pk=proposal.rollback_of_id), target=Status.ROLLED_BACK,
+                   actor="system", reason=f"configuration restored by proposal {proposal.pk}")
+
+
+def _record_failure(execution: Execution, attempt: int, result: dict, entry: dict, now: datetime) -> None:
+    """sent → waiting_retry (the back-off allows another attempt), else sent → done (failed) and
+    the job rolls back."""
+    proposal, job = execution.proposal, execution.proposal.job
+    failures = [e for e in execution.attempt_log if e.get("status") == "failed"] + [entry]
+    failure_times = [datetime.fromisoformat(e["finished_at"]).timestamp() for e in failures]
+    decision = next_retry(_restart_strategy(job.policy), failure_times, now.timestamp())
+    entry["retry"] = asdict(decision)
+    log = [*execution.attempt_log, entry]
+    if decision.retry:
+        next_at = now + timedelta(seconds=decision.delay_s)
+        if not attempt_transition(execution_id=execution.pk, attempts=attempt, target=AttemptState.WAITING_RETRY,
+                                  next_attempt_at=next_at, error=entry["error"], attempt_log=log,
+                                  lease_expires_at=next_at + timedelta(seconds=lease_s())):
+            return
+        audit(job=job, proposal=proposal, actor="system", action="attempt_failed",
+              after={"attempt": attempt, "retry_in_s": decision.delay_s},
+              reason=f"{entry['error'] or 'failed'}; {decision.reason}")
+        dispatch.enqueue_attempt(proposal.pk, attempt + 1, countdown_s=decision.delay_s)
+        return
+    if not attempt_transition(execution_id=execution.pk, attempts=attempt, target=AttemptState.DONE,
+                              status=ExecutionStatus.FAILED, path=result.get("path") or "", finished_at=now,
+                              error=entry["error"], result=result, lease_expires_at=None, attempt_log=log):
+        return
+    audit(job=job, proposal=proposal, actor="system", action="attempt_failed",
+          after={"attempt": attempt, "retry_in_s": None}, reason=f"{entry['error'] or 'failed'}; {decision.reason}")
+    transition(proposal=proposal, target=Status.FAILED, actor="system",
+               reason=f"{attempt} attempt(s) failed, last: {entry['error']}")
+    proposal.refresh_from_db()
+    if proposal.kind == Proposal.Kind.SCALE:
+        start_rollback(proposal=proposal, config=last_good_config(job=job, before=proposal), actor="system",
+                       reason=f"execution failed after {attempt} attempt(s): {entry['error']}")
+    elif proposal.rollback_of_id:
+        original = Proposal.objects.get(pk=proposal.rollback_of_id)
+        transition(proposal=original, target=Status.FAILED, source=(Status.ROLLING_BACK,), actor="system",
+                   reason=f"rollback proposal {proposal.pk} failed: {entry['error']}")
+        Job.objects.filter(pk=job.pk).update(health=Job.Health.DOWN,
+                                             last_error=f"rollback failed: {entry['error']}; needs a person")
+
+
+# --- reconcile beat ------------------------------------------------------------------------------
+
+def execution_poll(*, execution: Execution, now: datetime | None = None) -> str | None:
+    """Record the runner's answer to the attempt in flight, if it has one; count the attempt as
+    failed when its lease expired without one. Returns what was done (None: still waiting)."""
+    now = now or timezone.now()
+    proposal = execution.proposal
+    result = runner_result(get_redis(), proposal.job.name, execution.exec_id())
+    expired = execution.lease_expires_at is not None and execution.lease_expires_at < now
+    if result is None and not expired:
+        return None
+    if result is None:
+        what = (f"lease expired during attempt {execution.attempts} without an answer from the runner "
+                f"within {lease_s():.0f} s: counting the attempt as failed")
+        result = {"status": "failed", "path": "none",
+                  "error": f"no answer from the runner to {execution.exec_id()} before the lease expired"}
+    elif expired:
+        what = (f"lease expired during attempt {execution.attempts}; the runner had answered "
+                f"{result.get('status')}: recording it")
+    else:
+        what = f"the runner answered attempt {execution.attempts}: {result.get('status')}"
+    if expired:
+        audit(job=proposal.job, proposal=proposal, actor="system:reconcile", action="reconciled",
+              before={"attempt": execution.attempts, "attempt_state": execution.attempt_state}, reason=what)
+    execution_record_result(execution_id=execution.pk, attempt=execution.attempts, result=result, now=now)
+    return what
+
+
+def execution_requeue(*, execution: Execution, now: datetime | None = None) -> str:
+    """An attempt that never ran (pending, or a retry whose back-off passed) past its lease: enqueue
+    it again (the claim makes a late duplicate a no-op), pushing the lease so the next beat does
+    not enqueue it twice. Returns what was done."""
+    now = now or timezone.now()
+    proposal = execution.proposal
+    updated = Execution.objects.filter(pk=execution.pk, attempts=execution.attempts,
+                                       attempt_state=execution.attempt_state,
+                                       lease_expires_at=execution.lease_expires_at).update(
+        lease_expires_at=now + timedelta(seconds=lease_s()))
+    if not updated:
+        return "changed meanwhile"
+    what = f"lease expired before attempt {execution.attempts + 1} started: enqueued it again"
+    with transaction.atomic():
+        audit(job=proposal.job, proposal=proposal, actor="system:reconcile", action="reconciled",
+              before={"attempt": execution.attempts, "attempt_state": execution.attempt_state}, reason=what)
+        dispatch.enqueue_attempt(proposal.pk, execution.attempts + 1)
+    return what
+
+
+def _restart_lost_approvals(now: datetime) -> int:
+    """Approved proposals whose first attempt was never started within a lease: enqueue it again."""
+    restarted = 0
+    stale = now - timedelta(seconds=lease_s())
+    for proposal in Proposal.objects.select_related("job").filter(
+            status=Status.APPROVED, execution__isnull=True).filter(
+            Q(decided_at__lt=stale) | Q(decided_at__isnull=True, created_at__lt=stale)):
+        with transaction.atomic():
+            if Proposal.objects.filter(pk=proposal.pk, status=Status.APPROVED).update(decided_at=now):
+                audit(job=proposal.job, proposal=proposal, actor="system:reconcile", action="reconciled",
+                      reason="approved but not started within the lease: enqueued its execution again")
+                dispatch.enqueue_attempt(proposal.pk, 1)
+                restarted += 1
+    return restarted
+
+
+def workflow_reconcile(*, now: datetime | None = None) -> dict:
+    """The reconcile beat: expire pending proposals, record the runners' answers (and fail attempts
+    past their lease), re-enqueue attempts whose message was lost, and verify executions that ran
+    long enough. Returns counts per kind of work: ``expired``, ``recorded`` (answers recorded in
+    time), ``reconciled`` (executions taken over past their lease), ``restarted``, ``verified``, ``costed``
+    (executions whose rescale cost was recorded)."""
+    now = now or timezone.now()
+    counts = {"expired": proposals_expire(now=now), "recorded": 0, "reconciled": 0, "restarted": 0, "verified": 0}
+    for execution in Execution.objects.select_related("proposal__job").filter(
+            status=ExecutionStatus.RUNNING, attempt_state=AttemptState.SENT):
+        expired = execution.lease_expires_at is not None and execution.lease_expires_at < now
+        if execution_poll(execution=execution, now=now) is not None:
+            counts["reconciled" if expired else "recorded"] += 1
+    for execution in Execution.objects.select_related("proposal__job").filter(
+            status=ExecutionStatus.RUNNING, lease_expires_at__lt=now).exclude(attempt_state=AttemptState.SENT):
+        execution_requeue(execution=execution, now=now)
+        counts["reconciled"] += 1
+    counts["restarted"] = _restart_lost_approvals(now)
+    for proposal in verification_due(now=now):
+        if proposal_verify(proposal=proposal, now=now) is not None:
+            counts["verified"] += 1
+    counts["costed"] = record_open_costs(now=now)
+    return counts

@@ -235,3 +235,31 @@ def change_point(series: Sequence[float], *, threshold: float = CHANGE_THRESHOLD
 def mean(values: Sequence[float]) -> float:
     """Arithmetic mean; 0.0 for no values."""
     return sum(values) / len(values) if values else 0.0
+
+
+# --- the per-stage formulas every reader of measured sums uses (one definition each) ---------------
+
+def busy_time_ms_per_s(busy_s: float, span_s: float, tasks: int) -> float:
+    """Busy task time per task, ms per second (0..1000): ``busy_s × 1000 / span_s / tasks``, capped at
+    1000 (a batch longer than the window reports all its busy time at its end). ``busy_s`` is the
+    summed task busy time (seconds) over ``span_s`` seconds; Flink's ``busyTimeMsPerSecond``."""
+    return min(1000.0, busy_s * 1000.0 / max(span_s, 1e-9) / max(1, tasks))
+
+
+def true_processing_rate(records: float, busy_s: float) -> float:
+    """DS2 Eq. 1: records per busy task-second (records/s), ``records / busy_s``; ``inf`` when the
+    stage was never busy (no input: an idle stage)."""
+    return records / busy_s if busy_s > 0 else math.inf
+
+
+def stage_utilization(busy_s: float, window_s: float, tasks: int, cores: int) -> float:
+    """Busy share of the slots a stage can use, 0..1: ``busy_s / window_s / min(tasks, cores)`` (a
+    stage of ``tasks`` tasks runs at most ``min(tasks, cores)`` at once on ``cores`` cores)."""
+    slots = max(1, min(tasks, cores))
+    return min(1.0, busy_s / max(window_s, 1e-9) / slots)
+
+
+def job_utilization(busy_core_s_per_s: float, cores: int) -> float:
+    """Busy share of the job's cores, ``Σ busy / cores`` (busy core-seconds per second over cores;
+    above 1 when the stages need more than the cores give)."""
+    return busy_core_s_per_s / max(1, cores)

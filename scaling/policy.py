@@ -23,6 +23,15 @@ def _number(name: str, value: object) -> float:
     return float(value)
 
 
+def utilization_band(target: float, minimum: float | None = None, maximum: float | None = None
+                     ) -> tuple[float, float]:
+    """The utilization band (min, max), 0..1: FLIP-271 ``utilization.min`` / ``utilization.max``,
+    each defaulting to ``target ∓ 0.3`` clipped to [0, 1]."""
+    low = minimum if minimum is not None else max(0.0, target - 0.3)
+    high = maximum if maximum is not None else min(1.0, target + 0.3)
+    return (round(low, 10), round(high, 10))
+
+
 @dataclass(frozen=True)
 class Policy:
     """Options of the DS2 / FLIP-271 policy (SCENARIO.md ``policy``) and of the other policies.
@@ -173,6 +182,4 @@ class Policy:
     @property
     def band(self) -> tuple[float, float]:
         """The utilization band (min, max): FLIP-271 ``utilization.min`` / ``utilization.max``."""
-        low = self.utilization_min if self.utilization_min is not None else max(0.0, self.utilization_target - 0.3)
-        high = self.utilization_max if self.utilization_max is not None else min(1.0, self.utilization_target + 0.3)
-        return (round(low, 10), round(high, 10))
+        return utilization_band(self.utilization_target, self.utilization_min, self.utilization_max)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scaling.metrics import busy_time_ms_per_s
 from sparkclient.batchwindow import batch_end_s, progress_time_s
 from sparkclient.offsets import flatten_offsets
 from sparkclient.sample import JobSample, RatesUnavailable
@@ -150,7 +151,7 @@ def sample_to_scenario(
         vertices.append(vertex)
         edges.extend({"from": up, "to": v.vertex_id, "ship": "hash"} for up in v.upstream)
         span_s = v.span_s or window_s
-        busy = min(1000.0, v.busy_s * 1000.0 / span_s / max(1, v.tasks))
+        busy = busy_time_ms_per_s(v.busy_s, span_s, v.tasks)
         m: Json = {
             "records_in_per_s": round(v.records_in / span_s, 6),
             "records_out_per_s": round(v.records_out / span_s, 6),

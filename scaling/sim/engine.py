@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from scaling.metrics import ClusterState, MetricWindow, VertexMetrics
+from scaling.metrics import ClusterState, MetricWindow, VertexMetrics, busy_time_ms_per_s
 from scaling.planner import JobPlan
 from scaling.policies import PlanRequest, ScalingPolicy, resolve
 from scaling.policy import Policy
@@ -215,7 +215,7 @@ class Simulation:
                 kwargs["batch_overhead_s"] = self.settings.batch_overhead_s
             metrics[vid] = VertexMetrics(
                 records_in_per_s=records_in, records_out_per_s=a.records_out / window_s * f_records,
-                busy_time_ms_per_s=min(1000.0, a.busy_core_s / window_s / tasks * 1000.0 * f_busy), **kwargs)
+                busy_time_ms_per_s=busy_time_ms_per_s(a.busy_core_s * f_busy, window_s, tasks), **kwargs)
         if now_s - window_s >= self.active_since_s + self.settings.stabilization_s - 1e-9:
             self.samples.append((now_s, metrics, batch_durations_s))
 

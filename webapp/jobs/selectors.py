@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import Prefetch
 from django.utils import timezone
 
+from scaling.metrics import stage_utilization, true_processing_rate
+from scaling.policy import utilization_band
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot, VertexSnapshot
 
 
@@ -59,13 +62,12 @@ def dag_vertices(*, job: Job, proposal_plan: dict | None = None, recent: int = 4
     rows = []
     for v in latest.vertices.all():
         busy_s, rec_in, rec_out = sums.get(v.vertex_id, [0.0, 0.0, 0.0])
-        slots = max(1, min(v.tasks, latest.cores))
         row = {
             "id": v.vertex_id, "name": v.name or v.vertex_id, "position": v.position, "upstream": v.upstream,
             "tasks": v.tasks, "proposed": proposed.get(v.vertex_id),
-            "utilization": min(1.0, busy_s / total_s / slots),
-            "true_processing_rate": (rec_in / busy_s) if busy_s > 0 else "inf",
-            "true_output_rate": (rec_out / busy_s) if busy_s > 0 else "inf",
+            "utilization": stage_utilization(busy_s, total_s, v.tasks, latest.cores),
+            "true_processing_rate": _finite_or_inf(true_processing_rate(rec_in, busy_s)),
+            "true_output_rate": _finite_or_inf(true_processing_rate(rec_out, busy_s)),
             "records_in_per_s": rec_in / total_s, "records_out_per_s": rec_out / total_s,
             "selectivity": round(rec_out / rec_in, 3) if rec_in else "–",
             "bottleneck": bottleneck == v.vertex_id,
@@ -90,10 +92,12 @@ CHART_RANGES_S = {"15m": 900, "1h": 3600, "6h": 6 * 3600, "24h": 24 * 3600}
 
 
 def policy_band(policy) -> tuple[float, float]:
-    """The utilization band of a JobPolicy row (same defaults as ``scaling.Policy.band``)."""
-    low = policy.utilization_min if policy.utilization_min is not None else max(0.0, policy.utilization_target - 0.3)
-    high = policy.utilization_max if policy.utilization_max is not None else min(1.0, policy.utilization_target + 0.3)
-    return round(low, 3), round(high, 3)
+    """The utilization band of a JobPolicy row (``scaling.policy.utilization_band``, as ``Policy.band``)."""
+    return utilization_band(policy.utilization_target, policy.utilization_min, policy.utilization_max)
+
+
+def _finite_or_inf(rate: float) -> float | str:
+    return rate if math.isfinite(rate) else "inf"
 
 
 def window_coverage(*, jobs: list[Job], now: datetime | None = None) -> dict[int, float]:
@@ -223,8 +227,7 @@ def chart_data(*, job: Job, range_s: int = 3600, max_points: int = MAX_CHART_POI
             utilization[vertex_id] = (name or vertex_id, [None] * len(picked))
             order[vertex_id] = position
         window_s, cores = window[snapshot_id]
-        slots = max(1, min(tasks, cores))
-        utilization[vertex_id][1][index[snapshot_id]] = round(min(1.0, busy_s / max(window_s, 1e-6) / slots), 3)
+        utilization[vertex_id][1][index[snapshot_id]] = round(stage_utilization(busy_s, window_s, tasks, cores), 3)
     utilization = dict(sorted(utilization.items(), key=lambda kv: order[kv[0]]))
     return ChartData(
         t=[b[-1][1].isoformat() for b in buckets], arrival_rate=[mean(b, 2) for b in buckets],

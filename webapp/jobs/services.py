@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scaling import ClusterState, Edge, JobPlan, PlanRequest, Policy, Topology, Vertex, VertexMetrics, evaluate
+from scaling.metrics import busy_time_ms_per_s, true_processing_rate
 from scaling.state import state_from_dict, state_to_dict
 from sparkclient import control
 from webapp.jobs.models import Evaluation, Job, JobPolicy, MetricSnapshot, VertexSnapshot
@@ -379,14 +380,14 @@ def window_inputs(*, job: Job, snapshots: list[MetricSnapshot]
         edges.extend(Edge(source=u, target=v.vertex_id) for u in v.upstream)
         acc = sums.get(v.vertex_id, {"busy_s": 0.0, "in": 0.0, "out": 0.0})
         records_in_per_s = acc["in"] / total_s
-        busy_ms_per_s = acc["busy_s"] * 1000.0 / total_s / max(1, v.tasks)
         # A batch longer than the window reports all its busy time at its end: more than 1000 ms per
         # second per task. The rate is still records over busy time (DS2 Eq. 1), given directly.
-        tpr = acc["in"] * max(1, v.tasks) / acc["busy_s"] if busy_ms_per_s > 1000.0 and acc["in"] > 0 else None
+        overfull = acc["busy_s"] > total_s * max(1, v.tasks) and acc["in"] > 0
+        tpr = true_processing_rate(acc["in"], acc["busy_s"]) * max(1, v.tasks) if overfull else None
         growth = (arrival - records_in_per_s) if v.is_source else 0.0
         metrics[v.vertex_id] = VertexMetrics(
             records_in_per_s=records_in_per_s, records_out_per_s=acc["out"] / total_s,
-            busy_time_ms_per_s=min(1000.0, busy_ms_per_s), backlog=float(latest.backlog) if v.is_source else 0.0,
+            busy_time_ms_per_s=busy_time_ms_per_s(acc["busy_s"], total_s, v.tasks), backlog=float(latest.backlog) if v.is_source else 0.0,
             backlog_growth_per_s=growth, batch_overhead_s=overhead, true_processing_rate=tpr)
     policy = job.policy
     ceiling = executors_ceiling(job=job)

@@ -4,9 +4,7 @@ The proposal page shows the stored prediction, never a live recomputation: the a
 stay the numbers the approval was given on. After the execution, :func:`realized` measures the same
 quantities from the snapshots of the new configuration; verification stores them beside the verdict.
 
-Micro-batch model (ARCHITECTURE.md): stages share the cores, so the core-seconds one source record
-costs add up over the vertices, ``c = Σ_v λ_v / TPR_v / Σ_sources λ_s`` (core-seconds per record);
-the job's capacity is ``cores × (1 − overhead) / c`` source records per second.
+The formulas are ``scaling.forecast``'s; this module reads them off serialized plans and snapshots.
 """
 
 from __future__ import annotations
@@ -15,6 +13,8 @@ import statistics
 from collections.abc import Iterable
 from datetime import datetime
 
+from scaling import forecast
+from scaling.metrics import job_utilization
 from scaling.microbatch import busy_share
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 
@@ -39,21 +39,20 @@ def cost_core_s_per_record(plan: dict, source_ids: set[str] | None = None) -> fl
     (seconds), from a serialized plan; None when the plan has no rate to go by."""
     vertices = plan.get("vertices", [])
     sources = source_ids or ({vertices[0]["vertex_id"]} if vertices else set())
-    busy = source_rate = 0.0
-    for v in vertices:
-        tpr, target = _number(v.get("true_processing_rate")), _number(v.get("target_data_rate")) or 0.0
-        if tpr:
-            busy += target / tpr
-        if v["vertex_id"] in sources:
-            source_rate += target
-    return busy / source_rate if busy > 0 and source_rate > 0 else None
+    source_rate = sum(_number(v.get("target_data_rate")) or 0.0 for v in vertices if v["vertex_id"] in sources)
+    return forecast.cost_core_s_per_record(_stage_rates(plan), source_rate)
+
+
+def _stage_rates(plan: dict) -> list[tuple[float, float]]:
+    """(target rate, true processing rate) per vertex of a serialized plan (records/s; 0 unknown)."""
+    return [(_number(v.get("target_data_rate")) or 0.0, _number(v.get("true_processing_rate")) or 0.0)
+            for v in plan.get("vertices", [])]
 
 
 def demand_cores(plan: dict) -> float:
     """Busy cores the plan's target rates need, ``Σ_v λ_v / TPR_v`` (cores; the catch-up rate is not
     in it): what a recommendation answers, apart from draining the backlog."""
-    return sum((_number(v.get("target_data_rate")) or 0.0) / tpr
-               for v in plan.get("vertices", []) if (tpr := _number(v.get("true_processing_rate"))))
+    return forecast.demand_cores(_stage_rates(plan))
 
 
 def capacity_per_s(plan: dict, cores: int, source_ids: set[str] | None = None) -> float | None:
@@ -62,7 +61,7 @@ def capacity_per_s(plan: dict, cores: int, source_ids: set[str] | None = None) -
     cost = cost_core_s_per_record(plan, source_ids)
     if cost is None:
         return None
-    return cores * (1.0 - (plan.get("overhead_fraction") or 0.0)) / cost
+    return forecast.capacity_per_s(cores, plan.get("overhead_fraction") or 0.0, cost)
 
 
 def _utilization(plan: dict, cores_new: int) -> float | None:
@@ -117,7 +116,7 @@ def predict(*, plan: dict, snapshot: MetricSnapshot | None, downtimes_s: Iterabl
         "utilization_now": _number(plan.get("utilization")),
         "utilization": _utilization(plan, cores_new),
         "batch_ratio_now": r_now,
-        "batch_ratio": (round(overhead + max(0.0, r_now - overhead) * cores_now / cores_new, 3)
+        "batch_ratio": (round(forecast.predicted_batch_ratio(r_now, overhead, cores_now, cores_new), 3)
                         if r_now is not None and cores_new else None),
         "capacity_per_s": None, "catch_up_s": None, "restart_backlog": None,
         "downtime_s": round(downtime_s, 3), "downtime_source": downtime_source,
@@ -138,15 +137,10 @@ def predict(*, plan: dict, snapshot: MetricSnapshot | None, downtimes_s: Iterabl
     capacity = capacity_per_s(plan, cores_new, sources)
     if capacity is not None and snapshot is not None:
         prediction["capacity_per_s"] = round(capacity, 3)
-        # FLIP-271 (AutoScalerUtils.getTargetProcessingCapacity): the restart adds arrival × restart
-        # time to the backlog the catch-up must drain.
-        backlog = max(0.0, float(snapshot.backlog)) + snapshot.arrival_rate_per_s * downtime_s
+        backlog = forecast.restart_backlog(float(snapshot.backlog), snapshot.arrival_rate_per_s, downtime_s)
         prediction["restart_backlog"] = round(backlog)
-        spare = capacity - snapshot.arrival_rate_per_s
-        if backlog <= 0:
-            prediction["catch_up_s"] = 0.0
-        elif spare > 0:
-            prediction["catch_up_s"] = round(backlog / spare, 3)
+        catch_up = forecast.catch_up_s(backlog, capacity, snapshot.arrival_rate_per_s)
+        prediction["catch_up_s"] = round(catch_up, 3) if catch_up is not None else None
     return prediction
 
 
@@ -169,15 +163,16 @@ def realized(*, plan: dict, after: list[MetricSnapshot], finished_at: datetime, 
     batches = sum(s.batches for s in after)
     overhead = sum(s.batch_overhead_s * s.batches for s in after) / batches if batches else 0.0
     trigger = after[-1].trigger_interval_s or 1.0
-    if busy > 0 and source_in > 0:
-        out["capacity_per_s"] = round(cores * (1.0 - min(0.9, overhead / trigger)) / (busy / source_in), 3)
-    out["utilization"] = round(busy / (window_s * cores), 4)
+    capacity = forecast.realized_capacity_per_s(cores=cores, overhead_s=overhead, trigger_interval_s=trigger,
+                                                busy_s=busy, source_records=source_in)
+    if capacity is not None:
+        out["capacity_per_s"] = round(capacity, 3)
+    out["utilization"] = round(job_utilization(busy / window_s, cores), 4)
     if batches:
         out["batch_ratio"] = round(sum(s.batch_duration_s * s.batches for s in after) / batches / trigger, 3)
     for s in after:
-        # Caught up: what is left is about two batches' worth of arrivals (a batch runs one trigger
-        # interval, or longer when it overruns it).
-        if s.backlog <= 2 * max(trigger, s.batch_duration_s) * max(1.0, s.arrival_rate_per_s):
+        if forecast.caught_up(backlog=s.backlog, trigger_interval_s=trigger, batch_duration_s=s.batch_duration_s,
+                              arrival_per_s=s.arrival_rate_per_s):
             out["catch_up_s"] = round((s.collected_at - finished_at).total_seconds(), 3)
             break
     return out

@@ -10,6 +10,8 @@ carry the restart's warm-up); the catch-up time is measured from the end of the 
 - **ineffective**: a stage fell short of its predicted rate, or the backlog kept growing;
 - **inconclusive**: too few completed batches, or the arrival rate moved so much (more than
   ±50 %) that the prediction no longer applies.
+
+The judgement is ``scaling.forecast.verify``; this module reads the windows and stores the verdict.
 """
 
 from __future__ import annotations
@@ -20,16 +22,15 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from scaling import forecast
+from scaling.forecast import VerdictReason
+from scaling.metrics import true_processing_rate
 from webapp.jobs.models import MetricSnapshot, VertexSnapshot
 from webapp.proposals.holds import scale_up_block_set
 from webapp.proposals.lifecycle import audit
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import realized
 from webapp.proposals.restart import verification_delay_s
-
-#: Relative change of the arrival rate beyond which the prediction is not comparable.
-ARRIVAL_SHIFT_LIMIT = 0.5
-
 
 def verification_due(*, now: datetime) -> list[Proposal]:
     """Succeeded scale proposals not verified yet whose configuration ran long enough."""
@@ -43,21 +44,30 @@ def verification_due(*, now: datetime) -> list[Proposal]:
     return due
 
 
-def _backlog_slope_per_s(snapshots: list[MetricSnapshot]) -> float:
-    """Least-squares slope of the backlog over time, records per second."""
-    if len(snapshots) < 2:
-        return 0.0
-    t0 = snapshots[0].collected_at
-    xs = [(s.collected_at - t0).total_seconds() for s in snapshots]
-    ys = [float(s.backlog) for s in snapshots]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    var = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var if var else 0.0
+def _verdict_text(check: forecast.Verification) -> str:
+    """The sentence for a verification's reason code."""
+    data = check.data
+    if check.reason == VerdictReason.NO_BATCHES:
+        return "no micro-batch completed since the change"
+    if check.reason == VerdictReason.ARRIVAL_SHIFT:
+        return (f"arrival rate moved {data['arrival_before']:.0f} → {data['arrival_after']:.0f} rec/s: the "
+                f"prediction does not apply")
+    if check.reason == VerdictReason.RATE_SHORT:
+        names = ", ".join(f"{s.vertex_id} {round(s.realized_tpr, 3):g} vs {round(s.predicted_tpr, 3):g}"
+                          for s in data["short"])
+        return f"true processing rate below the prediction: {names}"
+    if check.reason == VerdictReason.BACKLOG_GROWING:
+        return f"the backlog still grows by {data['slope']:.0f} rec/s after the change"
+    if check.reason == VerdictReason.NO_RATES:
+        return "the plan has no stage rate to compare with"
+    return (f"every stage within {data['tolerance']:.0%} of its predicted rate; backlog trend "
+            f"{data['slope']:+.0f} rec/s")
 
 
 def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[MetricSnapshot],
            tolerance: float) -> tuple[str, dict, str]:
-    """Compare the window ``after`` the change with the plan. Returns (result, detail, reason)."""
+    """Compare the window ``after`` the change with the plan (``scaling.forecast.verify``).
+    Returns (result, detail, reason)."""
     batches = sum(s.batches for s in after)
     if batches == 0:
         return Proposal.Verification.INCONCLUSIVE, {"batches": 0}, "no micro-batch completed since the change"
@@ -65,39 +75,30 @@ def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[Metr
     arrival_after = sum(s.arrival_rate_per_s * s.window_s for s in after) / window_s
     before_s = sum(s.window_s for s in before)
     arrival_before = sum(s.arrival_rate_per_s * s.window_s for s in before) / before_s if before_s else None
-    slope = _backlog_slope_per_s(after)
+    t0 = after[0].collected_at
+    slope = forecast.backlog_slope_per_s([(s.collected_at - t0).total_seconds() for s in after],
+                                         [float(s.backlog) for s in after])
     sums: dict[str, list[float]] = {}
     for v in VertexSnapshot.objects.filter(snapshot__in=after):
         acc = sums.setdefault(v.vertex_id, [0.0, 0.0])
         acc[0] += v.records_in
         acc[1] += v.busy_s
-    vertices = []
+    stages = []
     for vp in proposal.plan.get("vertices", []):
         predicted = vp.get("true_processing_rate")
         records_in, busy_s = sums.get(vp["vertex_id"], (0.0, 0.0))
         if not isinstance(predicted, (int, float)) or predicted <= 0 or busy_s <= 0:
             continue
-        realized = records_in / busy_s  # DS2 Eq. 1: records per busy core-second
-        vertices.append({"vertex_id": vp["vertex_id"], "predicted_tpr": round(predicted, 3),
-                         "realized_tpr": round(realized, 3), "ratio": round(realized / predicted, 3)})
+        stages.append(forecast.StageRate(vp["vertex_id"], predicted, true_processing_rate(records_in, busy_s)))
     detail = {"batches": batches, "arrival_before_per_s": arrival_before and round(arrival_before, 3),
               "arrival_after_per_s": round(arrival_after, 3), "backlog_slope_per_s": round(slope, 3),
-              "latest_backlog": after[-1].backlog, "vertices": vertices}
-    if arrival_before and abs(arrival_after - arrival_before) > ARRIVAL_SHIFT_LIMIT * arrival_before:
-        return (Proposal.Verification.INCONCLUSIVE, detail,
-                f"arrival rate moved {arrival_before:.0f} → {arrival_after:.0f} rec/s: the prediction does not apply")
-    short = [v for v in vertices if v["ratio"] < 1 - tolerance]
-    growing = slope > tolerance * max(arrival_after, 1.0) and after[-1].backlog > 0
-    if short:
-        names = ", ".join(f"{v['vertex_id']} {v['realized_tpr']:g} vs {v['predicted_tpr']:g}" for v in short)
-        return Proposal.Verification.INEFFECTIVE, detail, f"true processing rate below the prediction: {names}"
-    if growing:
-        return (Proposal.Verification.INEFFECTIVE, detail,
-                f"the backlog still grows by {slope:.0f} rec/s after the change")
-    if not vertices:
-        return Proposal.Verification.INCONCLUSIVE, detail, "the plan has no stage rate to compare with"
-    return (Proposal.Verification.VERIFIED, detail,
-            f"every stage within {tolerance:.0%} of its predicted rate; backlog trend {slope:+.0f} rec/s")
+              "latest_backlog": after[-1].backlog,
+              "vertices": [{"vertex_id": s.vertex_id, "predicted_tpr": round(s.predicted_tpr, 3),
+                            "realized_tpr": round(s.realized_tpr, 3), "ratio": round(s.ratio, 3)} for s in stages]}
+    check = forecast.verify(batches=batches, arrival_before=arrival_before, arrival_after=arrival_after,
+                            slope_per_s=slope, latest_backlog=after[-1].backlog, stages=stages, tolerance=tolerance)
+    detail["reason"] = str(check.reason)
+    return Proposal.Verification(str(check.verdict)), detail, _verdict_text(check)
 
 
 def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Proposal | None:

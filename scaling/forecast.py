@@ -1,0 +1,144 @@
+"""What a micro-batch plan predicts, and how a realized window is judged against it (the web app's
+frozen predictions and its verification after an execution call these; nothing else computes them).
+
+Micro-batch model (ARCHITECTURE.md): stages share the cores, so the core-seconds one source record
+costs add up over the stages, ``c = Σ_v λ_v / TPR_v / Σ_sources λ_s`` (core-seconds per record); the
+job's capacity is ``cores × (1 − overhead) / c`` source records per second.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+#: Relative change of the arrival rate beyond which a prediction is not comparable (±50 %).
+ARRIVAL_SHIFT_LIMIT = 0.5
+
+
+def demand_cores(stages: Iterable[tuple[float, float]]) -> float:
+    """Busy cores the target rates need, ``Σ_v λ_v / TPR_v`` (cores), from ``(target rate, true
+    processing rate)`` pairs in records/s; a stage without a rate (0 or None) adds nothing."""
+    return sum(target / tpr for target, tpr in stages if tpr)
+
+
+def cost_core_s_per_record(stages: Iterable[tuple[float, float]], source_rate_per_s: float) -> float | None:
+    """Core-seconds one source record costs over all stages, ``Σ_v λ_v / TPR_v / Σ_sources λ_s``
+    (seconds); None when there is no rate to go by."""
+    busy = demand_cores(stages)
+    return busy / source_rate_per_s if busy > 0 and source_rate_per_s > 0 else None
+
+
+def capacity_per_s(cores: float, overhead_fraction: float, cost_s: float) -> float:
+    """Source records per second ``cores`` sustain: ``cores × (1 − overhead) / c`` (records/s)."""
+    return cores * (1.0 - overhead_fraction) / cost_s
+
+
+def predicted_batch_ratio(ratio_now: float, overhead_fraction: float, cores_now: int, cores_new: int) -> float:
+    """SPARK-12133's batch ratio R after a change of cores: the task part shrinks with the cores, the
+    overhead part does not, ``R' = o + (R − o) × cores_now / cores_new``."""
+    return overhead_fraction + max(0.0, ratio_now - overhead_fraction) * cores_now / cores_new
+
+
+def restart_backlog(backlog: float, arrival_per_s: float, downtime_s: float) -> float:
+    """Records to drain after a restart: the backlog now plus what arrives during the downtime
+    (FLIP-271 ``AutoScalerUtils.getTargetProcessingCapacity``)."""
+    return max(0.0, backlog) + arrival_per_s * downtime_s
+
+
+def catch_up_s(backlog: float, capacity: float, arrival_per_s: float) -> float | None:
+    """Seconds to drain ``backlog`` records with the spare capacity ``capacity − arrival`` (records/s);
+    0 for no backlog, None when it never drains."""
+    if backlog <= 0:
+        return 0.0
+    spare = capacity - arrival_per_s
+    return backlog / spare if spare > 0 else None
+
+
+def realized_capacity_per_s(*, cores: int, overhead_s: float, trigger_interval_s: float, busy_s: float,
+                            source_records: float) -> float | None:
+    """Source records per second measured: ``cores × (1 − overhead) / (busy_s / source_records)``,
+    with the overhead share ``overhead_s / trigger_interval_s`` capped at 0.9; None without busy time
+    or source records."""
+    if busy_s <= 0 or source_records <= 0:
+        return None
+    overhead = min(0.9, overhead_s / (trigger_interval_s or 1.0))
+    return cores * (1.0 - overhead) / (busy_s / source_records)
+
+
+def caught_up(*, backlog: float, trigger_interval_s: float, batch_duration_s: float, arrival_per_s: float) -> bool:
+    """Whether what is left is about two batches' worth of arrivals (a batch runs one trigger
+    interval, or longer when it overruns it)."""
+    return backlog <= 2 * max(trigger_interval_s, batch_duration_s) * max(1.0, arrival_per_s)
+
+
+def backlog_slope_per_s(times_s: Sequence[float], backlogs: Sequence[float]) -> float:
+    """Least-squares slope of the backlog over time (records per second); 0 for fewer than two
+    points or no spread in time."""
+    if len(times_s) < 2 or len(set(times_s)) < 2:
+        return 0.0
+    return statistics.linear_regression(times_s, backlogs).slope
+
+
+class Verdict(StrEnum):
+    """Outcome of a verification (Argo Rollouts' analysis)."""
+
+    VERIFIED = "verified"
+    INEFFECTIVE = "ineffective"
+    INCONCLUSIVE = "inconclusive"
+
+
+class VerdictReason(StrEnum):
+    """Why a verification reached its verdict (data in ``Verification.data``)."""
+
+    NO_BATCHES = "no-batches"              # no micro-batch completed since the change
+    ARRIVAL_SHIFT = "arrival-shift"        # data: arrival_before, arrival_after
+    RATE_SHORT = "rate-short"              # data: short (stage rates below the prediction)
+    BACKLOG_GROWING = "backlog-growing"    # data: slope
+    NO_RATES = "no-rates"                  # the plan has no stage rate to compare with
+    WITHIN_TOLERANCE = "within-tolerance"  # data: tolerance, slope
+
+
+@dataclass(frozen=True)
+class StageRate:
+    """One stage's predicted and realized true processing rates (records per busy second)."""
+
+    vertex_id: str
+    predicted_tpr: float
+    realized_tpr: float
+
+    @property
+    def ratio(self) -> float:
+        return self.realized_tpr / self.predicted_tpr
+
+
+@dataclass(frozen=True)
+class Verification:
+    """A verdict, why, and its numbers."""
+
+    verdict: Verdict
+    reason: VerdictReason
+    data: dict = field(default_factory=dict)
+
+
+def verify(*, batches: int, arrival_before: float | None, arrival_after: float, slope_per_s: float,
+           latest_backlog: float, stages: Sequence[StageRate], tolerance: float) -> Verification:
+    """Judge the window after a change against the plan: ``inconclusive`` without batches or when the
+    arrival rate moved more than :data:`ARRIVAL_SHIFT_LIMIT`; ``ineffective`` when a stage's realized
+    rate is below ``1 − tolerance`` of its prediction, or the backlog grows faster than ``tolerance ×
+    arrival``; ``verified`` when every stage is within ``tolerance``."""
+    if batches == 0:
+        return Verification(Verdict.INCONCLUSIVE, VerdictReason.NO_BATCHES)
+    if arrival_before and abs(arrival_after - arrival_before) > ARRIVAL_SHIFT_LIMIT * arrival_before:
+        return Verification(Verdict.INCONCLUSIVE, VerdictReason.ARRIVAL_SHIFT,
+                            {"arrival_before": arrival_before, "arrival_after": arrival_after})
+    short = [s for s in stages if s.ratio < 1 - tolerance]
+    if short:
+        return Verification(Verdict.INEFFECTIVE, VerdictReason.RATE_SHORT, {"short": short})
+    if slope_per_s > tolerance * max(arrival_after, 1.0) and latest_backlog > 0:
+        return Verification(Verdict.INEFFECTIVE, VerdictReason.BACKLOG_GROWING, {"slope": slope_per_s})
+    if not stages:
+        return Verification(Verdict.INCONCLUSIVE, VerdictReason.NO_RATES)
+    return Verification(Verdict.VERIFIED, VerdictReason.WITHIN_TOLERANCE, {"tolerance": tolerance,
+                                                                           "slope": slope_per_s})

@@ -1,0 +1,65 @@
+"""The prediction and verification formulas (scaling.forecast) and the per-stage metric formulas."""
+
+import math
+
+import pytest
+
+from scaling import forecast
+from scaling.forecast import StageRate, Verdict, VerdictReason
+from scaling.metrics import busy_time_ms_per_s, job_utilization, stage_utilization, true_processing_rate
+from scaling.policy import Policy, utilization_band
+
+
+def test_busy_time_is_per_task_and_capped_at_1000_ms_per_s():
+    assert busy_time_ms_per_s(busy_s=6.0, span_s=3.0, tasks=4) == pytest.approx(500.0)
+    assert busy_time_ms_per_s(busy_s=30.0, span_s=3.0, tasks=4) == 1000.0  # a batch longer than the window
+
+
+def test_true_processing_rate_is_records_per_busy_second_and_infinite_when_idle():
+    assert true_processing_rate(1200.0, 4.0) == 300.0
+    assert true_processing_rate(0.0, 0.0) == math.inf
+
+
+def test_stage_utilization_uses_the_slots_the_stage_can_use():
+    assert stage_utilization(busy_s=15.0, window_s=15.0, tasks=2, cores=4) == pytest.approx(0.5)
+    assert stage_utilization(busy_s=15.0, window_s=15.0, tasks=8, cores=2) == pytest.approx(0.5)
+    assert job_utilization(1.5, 3) == pytest.approx(0.5)
+
+
+def test_the_band_of_a_policy_is_the_band_function():
+    assert Policy(utilization_target=0.7).band == utilization_band(0.7) == (0.4, 1.0)
+    assert utilization_band(0.5, 0.45, None) == (0.45, 0.8)
+
+
+def test_catch_up_drains_the_restart_backlog_with_the_spare_capacity():
+    backlog = forecast.restart_backlog(1000.0, arrival_per_s=100.0, downtime_s=10.0)
+    assert backlog == 2000.0
+    assert forecast.catch_up_s(backlog, capacity=300.0, arrival_per_s=100.0) == pytest.approx(10.0)
+    assert forecast.catch_up_s(backlog, capacity=100.0, arrival_per_s=100.0) is None
+    assert forecast.catch_up_s(0.0, capacity=1.0, arrival_per_s=5.0) == 0.0
+
+
+def test_capacity_from_the_cost_per_source_record():
+    cost = forecast.cost_core_s_per_record([(100.0, 200.0), (100.0, 400.0)], source_rate_per_s=100.0)
+    assert cost == pytest.approx(0.0075)
+    assert forecast.capacity_per_s(cores=3, overhead_fraction=0.25, cost_s=cost) == pytest.approx(300.0)
+
+
+def test_backlog_slope_is_the_least_squares_slope():
+    assert forecast.backlog_slope_per_s([0, 15, 30], [100, 250, 400]) == pytest.approx(10.0)
+    assert forecast.backlog_slope_per_s([0], [5]) == 0.0
+
+
+@pytest.mark.parametrize("kwargs, verdict, reason", [
+    ({"batches": 0}, Verdict.INCONCLUSIVE, VerdictReason.NO_BATCHES),
+    ({"arrival_before": 100.0, "arrival_after": 200.0}, Verdict.INCONCLUSIVE, VerdictReason.ARRIVAL_SHIFT),
+    ({"stages": [StageRate("v1", 100.0, 70.0)]}, Verdict.INEFFECTIVE, VerdictReason.RATE_SHORT),
+    ({"slope_per_s": 50.0}, Verdict.INEFFECTIVE, VerdictReason.BACKLOG_GROWING),
+    ({"stages": []}, Verdict.INCONCLUSIVE, VerdictReason.NO_RATES),
+    ({}, Verdict.VERIFIED, VerdictReason.WITHIN_TOLERANCE),
+])
+def test_verify_judges_the_realized_window(kwargs, verdict, reason):
+    args = {"batches": 5, "arrival_before": 100.0, "arrival_after": 110.0, "slope_per_s": 0.0,
+            "latest_backlog": 10.0, "stages": [StageRate("v1", 100.0, 95.0)], "tolerance": 0.2, **kwargs}
+    check = forecast.verify(**args)
+    assert (check.verdict, check.reason) == (verdict, reason)

@@ -19,7 +19,8 @@ from typing import Protocol
 from scaling.metrics import ClusterState, VertexMetrics
 from scaling.planner import JobPlan, plan_job, plan_micro_batch
 from scaling.policy import Policy, PolicyError
-from scaling.reasons import Decision
+from scaling.periods import active_period
+from scaling.reasons import Decision, excluded_period_text
 from scaling.state import ScalerState
 from scaling.topology import Topology
 from scaling.vertex_scaler import align_parallelism, alignment_base, parallelism_bounds, pinned_reason
@@ -152,7 +153,10 @@ class BatchRatioPolicy:
         if decision == Decision.SCALE and not base.executable:
             decision = Decision.BLOCKED
             executors = cluster.executors
-        extra = tuple(r for r in base.reasons if r.startswith("excluded period"))
+        # Inside an excluded period the plan is not executable: say which period (from the value, not
+        # from the micro-batch plan's sentences).
+        period = None if base.executable else active_period(policy.excluded_periods, request.now_s)
+        extra = (excluded_period_text(period),) if period is not None else ()
         plan = _with_executors(base, executors, (reason, *extra), decision)
         return replace(plan, algorithm=self.name, next_state=request.state)
 

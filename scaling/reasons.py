@@ -87,3 +87,8 @@ class HeldScaleDown:
     def as_json(self) -> dict:
         return {"vertex_id": self.vertex_id, "current": self.current, "target": self.target,
                 "first_at_s": self.first_at_s, "due_s": self.due_s}
+
+
+def excluded_period_text(period: str) -> str:
+    """The sentence of a plan computed inside the excluded period ``period`` (``JobPlan.executable`` False)."""
+    return f"excluded period {period!r}: the plan is computed but not executable"

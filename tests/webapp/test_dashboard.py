@@ -223,6 +223,7 @@ def test_why_every_vertex_within_bounds_shows_the_band(client, operator):
     why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
     assert why["bounds"].startswith("every vertex is within its bounds: load ")
     assert "inside the utilization band [0.30, 0.90]" in why["bounds"]
+    assert why["bounds"].count("band") == 1  # stated once: the model's sentence is not appended again
 
 
 def test_why_below_the_band_at_the_minimum_says_so(client, operator):
@@ -255,7 +256,9 @@ def test_why_scale_down_delayed_says_until_when(client, operator):
     Evaluation.objects.filter(pk=evaluation.pk).update(held_scale_down={"executors": 1, "cores": 1,
                                                                         "config": dict(job.config), "plan": {}})
     why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
-    assert why["delayed"].startswith("a scale-down to 1 core is delayed until 2030-03-17 17:46:40 UTC (FLINK-36018")
+    # Stated once, in local time (TIME_ZONE, with the date when it is not today) and "in N": no epoch seconds.
+    assert why["delayed"].startswith("a scale-down to 1 core is delayed until 2030-03-17 17:46:40 UTC (in ")
+    assert "days; FLINK-36018 scale-down interval 60 min)" in why["delayed"] and "1900000000" not in why["delayed"]
 
 
 def test_why_excluded_period_names_it(client, operator):

@@ -1,4 +1,6 @@
-""""Why no proposal?": the reasons a job has no pending proposal, in words an operator can act on.
+""""Why no proposal?": the reasons a job has no pending proposal, as codes with data; the words an
+operator reads are rendered from them here (once each, with local times and "in N min"), and nothing
+parses a sentence the model wrote.
 
 Derived from what is stored: the job's health and last error, its policy, the newest snapshot and
 the newest evaluation (``Evaluation.plan`` is the serialized ``scaling.JobPlan``).
@@ -6,30 +8,37 @@ the newest evaluation (``Evaluation.plan`` is the serialized ``scaling.JobPlan``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime, timezone as dt_timezone
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
 
 from django.conf import settings
 from django.utils import timezone
 
+from scaling.periods import active_period
+from scaling.reasons import Decision
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.jobs.selectors import policy_band, window_coverage
+from webapp.proposals.holds import held_scale_down
+from webapp.proposals.reasons import hold_text
 
 #: A snapshot older than this many collect intervals is stale.
 STALE_INTERVALS = 4
 
 
+class Why(StrEnum):
+    """Why a job has no pending proposal (``Reason.code``; stable for tests and the API)."""
 
-@dataclass(frozen=True)
-class Reason:
-    """One reason: ``code`` is stable (tests, API), ``text`` is what the page shows."""
-
-    code: str  # window | bounds | delayed | excluded | advisor | missing | stale | busy | other
-    text: str
-
-
-def _clock(epoch_s: float) -> str:
-    return datetime.fromtimestamp(epoch_s, tz=dt_timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    ADVISOR = "advisor"      # advisor mode: proposals are never executed
+    BUSY = "busy"            # data: proposal, status (an execution is under way)
+    MISSING = "missing"      # data: error (no snapshot yet), or errors (of the last snapshot)
+    STALE = "stale"          # data: age_s, collected_at, error
+    WINDOW = "window"        # data: covered_s, window_s, left_s
+    DELAYED = "delayed"      # data: cores, due_at, in_s, interval_s (FLINK-36018)
+    HELD = "held"            # data: hold, detail (webapp.proposals.reasons.EvaluationHold)
+    EXCLUDED = "excluded"    # data: period
+    BOUNDS = "bounds"        # data: load, low, high
+    OTHER = "other"          # data: decision, reasons (the model's own sentences, shown as they are)
 
 
 def _duration(seconds: float) -> str:
@@ -37,8 +46,82 @@ def _duration(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds} s"
     if seconds < 7200:
-        return f"{seconds // 60} min {seconds % 60} s"
+        return f"{seconds // 60} min {seconds % 60} s" if seconds % 60 else f"{seconds // 60} min"
     return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+def _in(seconds: float) -> str:
+    """"in N min" (or seconds, or hours) from now."""
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"in {seconds:.0f} s"
+    if seconds < 7200:
+        return f"in {seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"in {seconds / 3600:.0f} h"
+    return f"in {seconds / 86400:.0f} days"
+
+
+def _clock(at: datetime) -> str:
+    """A time in the server's local time zone (``TIME_ZONE``) with the zone's name; the date only
+    when it is not today."""
+    local = timezone.localtime(at)
+    day = "" if local.date() == timezone.localdate() else f"{local:%Y-%m-%d} "
+    return f"{day}{local:%H:%M:%S} {local.tzname()}"
+
+
+def _cores(n) -> str:
+    return f"{n} core{'s' if n != 1 else ''}"
+
+
+def render(code: Why, data: dict) -> str:
+    """The sentence for one reason."""
+    if code == Why.ADVISOR:
+        return "advisor mode: the autoscaler only advises; proposals are shown but never executed, and none is pending now"
+    if code == Why.BUSY:
+        return f"proposal #{data['proposal']} is {data['status']}: evaluation pauses until its execution finishes"
+    said = f": {data['error']}" if data.get("error") else ""
+    if code == Why.MISSING:
+        if "errors" in data:
+            return "metrics are missing from the last snapshot: " + "; ".join(data["errors"])
+        return f"metrics are missing: no snapshot was collected yet{said}"
+    if code == Why.STALE:
+        return (f"metrics are stale: the last snapshot is {_duration(data['age_s'])} old "
+                f"(collected at {_clock(data['collected_at'])}){said}")
+    if code == Why.WINDOW:
+        return (f"the metric window is not yet full: {data['covered_s']:.0f} of {data['window_s']:.0f} s collected, "
+                f"about {_duration(data['left_s'])} left")
+    if code == Why.DELAYED:
+        return (f"a scale-down to {_cores(data['cores'])} is delayed until {_clock(data['due_at'])} "
+                f"({_in(data['in_s'])}; FLINK-36018 scale-down interval {_duration(data['interval_s'])}); "
+                f"an operator can apply it now")
+    if code == Why.HELD:
+        return hold_text(data["hold"], data["detail"])
+    if code == Why.EXCLUDED:
+        named = f": {data['period']}" if data.get("period") else ""
+        return f"an excluded period is in force{named}; the plan is computed but not executed"
+    if code == Why.BOUNDS:
+        band, load = f"[{data['low']:.2f}, {data['high']:.2f}]", data.get("load")
+        if isinstance(load, (int, float)) and not data["low"] <= load <= data["high"]:
+            # Outside the band, yet nothing to change: the plan is already the running configuration.
+            side = "below" if load < data["low"] else "above"
+            return (f"load {load:.2f} is {side} the utilization band {band}, but the plan equals the running "
+                    f"configuration (already at a bound of the policy)")
+        load_text = f"load {load:.2f}" if isinstance(load, (int, float)) else "the load"
+        return f"every vertex is within its bounds: {load_text} is inside the utilization band {band}"
+    return f"last evaluation ({data['decision']}): " + "; ".join(data.get("reasons") or ())
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One reason: ``code`` is stable (tests, API), ``data`` its numbers; ``text`` is what the page shows."""
+
+    code: Why
+    data: dict = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return render(self.code, self.data)
 
 
 def why_no_proposal(*, job: Job, snapshot: MetricSnapshot | None, evaluation: Evaluation | None,
@@ -49,71 +132,47 @@ def why_no_proposal(*, job: Job, snapshot: MetricSnapshot | None, evaluation: Ev
     policy = job.policy
     reasons: list[Reason] = []
     if policy.mode == "advisor":
-        reasons.append(Reason("advisor", "advisor mode: the autoscaler only advises; proposals are shown "
-                                         "but never executed, and none is pending now"))
+        reasons.append(Reason(Why.ADVISOR))
     if busy is not None:
-        reasons.append(Reason("busy", f"proposal #{busy.pk} is {busy.get_status_display()}: evaluation "
-                                      f"pauses until its execution finishes"))
+        reasons.append(Reason(Why.BUSY, {"proposal": busy.pk, "status": busy.get_status_display()}))
     stale_after_s = STALE_INTERVALS * settings.SCALER_COLLECT_INTERVAL_S
-    spark_said = f": {job.last_error}" if job.last_error else ""
     if snapshot is None:
-        reasons.append(Reason("missing", f"metrics are missing: no snapshot was collected yet{spark_said}"))
+        reasons.append(Reason(Why.MISSING, {"error": job.last_error}))
         return reasons
     age_s = (now - snapshot.collected_at).total_seconds()
     if age_s > stale_after_s or job.health == Job.Health.DOWN:
-        reasons.append(Reason("stale", f"metrics are stale: the last snapshot is {_duration(age_s)} old "
-                                       f"(collected {snapshot.collected_at:%H:%M:%S}){spark_said}"))
+        reasons.append(Reason(Why.STALE, {"age_s": age_s, "collected_at": snapshot.collected_at,
+                                          "error": job.last_error}))
     if snapshot.errors:
-        reasons.append(Reason("missing", "metrics are missing from the last snapshot: "
-                                         + "; ".join(str(e) for e in snapshot.errors)))
+        reasons.append(Reason(Why.MISSING, {"errors": [str(e) for e in snapshot.errors]}))
     window_s = policy.metric_window_s
     covered_s = window_coverage(jobs=[job], now=now)[job.pk]
     if covered_s < 0.9 * window_s and age_s <= stale_after_s:
-        left_s = 0.9 * window_s - covered_s
-        reasons.append(Reason("window", f"the metric window is not yet full: {covered_s:.0f} of {window_s:.0f} s "
-                                        f"collected, about {_duration(left_s)} left"))
+        reasons.append(Reason(Why.WINDOW, {"covered_s": covered_s, "window_s": window_s,
+                                           "left_s": 0.9 * window_s - covered_s}))
     if evaluation is not None and not (job.config_changed_at and evaluation.created_at < job.config_changed_at):
         reasons.extend(_evaluation_reasons(job, evaluation, now))
     if not reasons:
-        reasons.append(Reason("other", "no evaluation has run yet for the current configuration"))
+        reasons.append(Reason(Why.OTHER, {"decision": "none", "reasons": ["no evaluation has run yet for the "
+                                                                          "current configuration"]}))
     return reasons
 
 
 def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime) -> list[Reason]:
-    from scaling.periods import active_period  # noqa: PLC0415
-    from webapp.proposals.reasons import hold_text  # noqa: PLC0415
-    from webapp.proposals.holds import held_scale_down  # noqa: PLC0415
-
     plan = evaluation.plan or {}
     out: list[Reason] = []
-    texts = list(evaluation.reasons or plan.get("reasons") or [])
     held = held_scale_down(job=job, now=now)
     if held is not None:
-        cores = f"{held['cores']} core{'s' if held['cores'] != 1 else ''}"
-        out.append(Reason("delayed", f"a scale-down to {cores} is delayed until "
-                                     f"{held['due_at']:%Y-%m-%d %H:%M:%S} UTC (FLINK-36018 scale-down interval "
-                                     f"{_duration(held['interval_s'])}); an operator can apply it now"))
+        out.append(Reason(Why.DELAYED, {"cores": held["cores"], "due_at": held["due_at"], "in_s": held["in_s"],
+                                        "interval_s": held["interval_s"]}))
     if evaluation.hold:
-        out.append(Reason("held", hold_text(evaluation.hold, evaluation.hold_detail)))
+        out.append(Reason(Why.HELD, {"hold": evaluation.hold, "detail": evaluation.hold_detail}))
     if plan.get("executable") is False:
-        period = active_period(tuple(job.policy.excluded_periods or ()), now.timestamp())
-        named = f": {period}" if period else ""
-        out.append(Reason("excluded", f"an excluded period is in force{named}; the plan is computed but not executed"))
-    if evaluation.decision == "no-change" and not out:
+        out.append(Reason(Why.EXCLUDED, {"period": active_period(tuple(job.policy.excluded_periods or ()),
+                                                                 now.timestamp())}))
+    if evaluation.decision == Decision.NO_CHANGE and not out:
         low, high = policy_band(job.policy)
-        load = plan.get("load")
-        detail = "; ".join(texts)
-        band = f"[{low:.2f}, {high:.2f}]"
-        if isinstance(load, (int, float)) and not low <= load <= high:
-            # Outside the band, yet nothing to change: the plan is already the running configuration
-            # (for example at the minimum cores, or at a bound of the policy).
-            side = "below" if load < low else "above"
-            text = (f"load {load:.2f} is {side} the utilization band {band}, but the plan equals the running "
-                    f"configuration (already at a bound of the policy)")
-        else:
-            load_text = f"load {load:.2f}" if isinstance(load, (int, float)) else "the load"
-            text = f"every vertex is within its bounds: {load_text} is inside the utilization band {band}"
-        out.append(Reason("bounds", text + (f" ({detail})" if detail else "")))
-    elif not out and texts:
-        out.append(Reason("other", f"last evaluation ({evaluation.decision}): " + "; ".join(texts)))
+        out.append(Reason(Why.BOUNDS, {"load": plan.get("load"), "low": low, "high": high}))
+    elif not out and (texts := list(evaluation.reasons or plan.get("reasons") or [])):
+        out.append(Reason(Why.OTHER, {"decision": evaluation.decision, "reasons": texts}))
     return out

@@ -498,7 +498,7 @@ def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | Non
     if not snapshots or covered_s < 0.9 * policy.metric_window_s or not snapshots[-1].vertices.exists():
         if job.health == Job.Health.RUNNING:
             _mark(job, Job.Health.COLLECTING,
-                  f"collecting metrics: {covered_s:.0f} of {policy.metric_window_s:.0f} s in the window")
+                  f"{covered_s:.0f} of {policy.metric_window_s:.0f} s of metrics in the window")
         return None
     if not any(s.batches for s in snapshots):
         # No micro-batch completed in the window (a batch longer than the window, or a stalled

@@ -139,7 +139,7 @@ def test_openapi_schema_validates_and_swagger_ui_is_served_locally(api):
     assert api.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js").status_code == 200
 
 
-def test_metrics_exposes_flip271_scaling_metrics_and_counters(api):
+def test_metrics_exposes_flip271_scaling_metrics_and_status_gauges(api):
     job = make_job(metric_window_s=45)
     make_snapshots(job)
     evaluation_run(job=job)
@@ -155,11 +155,11 @@ def test_metrics_exposes_flip271_scaling_metrics_and_counters(api):
     assert set(utilization) == {"v0", "v1", "v2"} and all(0 <= u for u in utilization.values())
     backlog = families["sparkscaler_job_backlog_records"].samples[0]
     assert backlog.labels == {"job": "demo"} and backlog.value == 8000
-    proposals = {(s.labels["status"], s.value) for s in families["sparkscaler_proposals"].samples
-                 if s.name.endswith("_total")}
+    # Counts of the current status go down as proposals move on: gauges, not counters.
+    assert families["sparkscaler_proposals"].type == "gauge" and families["sparkscaler_executions"].type == "gauge"
+    proposals = {(s.labels["status"], s.value) for s in families["sparkscaler_proposals"].samples}
     assert ("pending", 1) in proposals and ("succeeded", 1) in proposals
-    executions = {(s.labels["outcome"], s.value) for s in families["sparkscaler_executions"].samples
-                  if s.name.endswith("_total")}
+    executions = {(s.labels["outcome"], s.value) for s in families["sparkscaler_executions"].samples}
     assert executions == {("succeeded", 1)}
 
 

@@ -2,7 +2,7 @@
 
 Per job and vertex, FLIP-271's "scaling metrics" as the newest evaluation computed them
 (utilization, true processing rate, target data rate, recommended parallelism), the job's latest
-snapshot (backlog, rates, batch ratio, cores), and counters of proposals and executions by outcome.
+snapshot (backlog, rates, batch ratio, cores), and gauges of proposals by status and executions by outcome.
 A fixed number of queries, whatever the number of jobs. Requires a token of a user with a role
 (``Authorization: Token <key>``; Prometheus: ``authorization: {type: Token, credentials: <key>}``),
 a session of one, or a client address in ``METRICS_ALLOWED_IPS``.
@@ -15,7 +15,7 @@ from django.http import HttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily
 from rest_framework.decorators import api_view, permission_classes, renderer_classes
 from rest_framework.renderers import BaseRenderer
 
@@ -80,7 +80,7 @@ class ScalingCollector:
                          for name, _field, text in VERTEX_GAUGES}
         for job in jobs:
             health.add_metric([job.name, job.health], 1)
-            mode.add_metric([job.name, job.policy.mode if hasattr(job, "policy") else ""], 1)
+            mode.add_metric([job.name, job.policy.mode], 1)
             snapshot = snapshots.get(job.snapshot_id)
             if snapshot is not None:
                 age.add_metric([job.name], (now - snapshot.collected_at).total_seconds())
@@ -103,13 +103,14 @@ class ScalingCollector:
         yield from (health, mode, age, *job_gauges.values(), job_util, job_load, cores_needed,
                     *vertex_gauges.values())
 
-        proposals = CounterMetricFamily("sparkscaler_proposals", "Proposals by job and current status.",
-                                        labels=["job", "status"])
+        # Gauges: a count of proposals in a status goes down when they leave it (a counter never does).
+        proposals = GaugeMetricFamily("sparkscaler_proposals", "Proposals by job and current status.",
+                                      labels=["job", "status"])
         for row in Proposal.objects.values("job__name", "status").annotate(n=Count("id")).order_by():
             proposals.add_metric([row["job__name"], row["status"]], row["n"])
         yield proposals
-        executions = CounterMetricFamily("sparkscaler_executions", "Executions by job and outcome.",
-                                         labels=["job", "outcome"])
+        executions = GaugeMetricFamily("sparkscaler_executions", "Executions by job and current outcome "
+                                       "(running ones become succeeded or failed).", labels=["job", "outcome"])
         for row in Execution.objects.values("proposal__job__name", "status").annotate(n=Count("id")).order_by():
             executions.add_metric([row["proposal__job__name"], row["status"]], row["n"])
         yield executions

@@ -1,4 +1,7 @@
-"""Celery tasks for jobs: the collect beat. Collections of one job never overlap (Redis lock)."""
+"""Celery tasks for jobs: the collect beat. Collections of one job never overlap (Redis lock).
+
+No retries (no ``autoretry_for``): the next beat collects again, and the collector records what
+went wrong on the job (health, last error)."""
 
 from __future__ import annotations
 
@@ -28,8 +31,8 @@ def collect_all() -> int:
     return len(ids)
 
 
-@shared_task(bind=True, acks_late=True, max_retries=2, retry_backoff=True)
-def collect_job(self, job_id: int) -> bool:
+@shared_task(acks_late=True)
+def collect_job(job_id: int) -> bool:
     """Collect and evaluate one job, unless another collect of it still holds the lock."""
     lock = get_redis().lock(f"ss:lock:collect:{job_id}", timeout=4 * settings.SCALER_COLLECT_INTERVAL_S)
     if not lock.acquire(blocking=False):

@@ -11,7 +11,7 @@ from rest_framework.authtoken.models import Token
 
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
 from tests.webapp.factories import make_job, make_snapshots
-from webapp.jobs.services import evaluation_run
+from webapp.jobs.evaluation import evaluation_run
 from webapp.proposals.models import Proposal
 
 pytestmark = pytest.mark.django_db

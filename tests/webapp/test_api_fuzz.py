@@ -20,7 +20,7 @@ from rest_framework.authtoken.models import Token
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
 from tests.webapp.factories import make_job, make_snapshots
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
-from webapp.jobs.services import evaluation_run
+from webapp.jobs.evaluation import evaluation_run
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]

@@ -1,4 +1,4 @@
-"""Metric collection (``webapp.jobs.services.snapshot_collect``) and its beat task: every way it can
+"""Metric collection (``webapp.jobs.collect.snapshot_collect``) and its beat task: every way it can
 fail, against a real Redis and a fake Spark UI serving the Spark 4.3.0 captures, and the lock that
 keeps two collections of one job from overlapping (issue 18 finding 5)."""
 
@@ -13,7 +13,8 @@ from sparkclient import control, keys
 from tests.capture_paths import SPARK_4_3_0
 from tests.fakespark import APP, RUN_ID, fake_spark_ui
 from tests.webapp.factories import CONFIG, make_job
-from webapp.jobs import services, tasks
+from webapp.jobs import collect as collector
+from webapp.jobs import evaluation, tasks
 from webapp.jobs.models import Job, MetricSnapshot
 
 pytestmark = pytest.mark.django_db
@@ -39,12 +40,12 @@ def running(redis, job: Job, ui_url: str, **extra) -> None:
 
 
 def collect(job: Job, at_s: float = AFTER_LAST_BATCH):
-    return services.snapshot_collect(job=job, now=datetime.fromtimestamp(at_s, tz=UTC))
+    return collector.snapshot_collect(job=job, now=datetime.fromtimestamp(at_s, tz=UTC))
 
 
 def test_no_runner_marks_the_job_down_and_says_how_to_start_one(workflow_redis):
     job = make_job("orders")
-    assert services.snapshot_collect(job=job) is None
+    assert collector.snapshot_collect(job=job) is None
     job.refresh_from_db()
     assert job.health == Job.Health.DOWN
     assert "python -m sparkclient run --pipeline MODULE:FUNCTION --job orders" in job.last_error
@@ -60,7 +61,7 @@ def test_no_runner_marks_the_job_down_and_says_how_to_start_one(workflow_redis):
 def test_a_runner_that_is_not_running_or_has_no_ui_marks_the_job_down(workflow_redis, fields, expected):
     job = make_job()
     report(workflow_redis, job, **fields)
-    assert services.snapshot_collect(job=job) is None
+    assert collector.snapshot_collect(job=job) is None
     job.refresh_from_db()
     assert (job.health, job.last_error) == (Job.Health.DOWN, expected)
     assert not MetricSnapshot.objects.exists()
@@ -123,7 +124,7 @@ def test_published_progress_and_the_rest_api_become_a_snapshot_with_vertices(wor
 def test_collect_job_skips_while_another_collect_of_the_job_holds_the_lock(workflow_redis, monkeypatch):
     job = make_job()
     calls = []
-    monkeypatch.setattr(services, "collect_and_evaluate", lambda *, job: calls.append(job.pk))
+    monkeypatch.setattr(evaluation, "collect_and_evaluate", lambda *, job: calls.append(job.pk))
     holder = workflow_redis.lock(f"ss:lock:collect:{job.pk}", timeout=60)
     assert holder.acquire(blocking=False)
     assert tasks.collect_job(job.pk) is False and calls == []
@@ -138,7 +139,7 @@ def test_collect_job_releases_the_lock_when_the_collect_raises(workflow_redis, m
     def boom(*, job):
         raise RuntimeError("collector crashed")
 
-    monkeypatch.setattr(services, "collect_and_evaluate", boom)
+    monkeypatch.setattr(evaluation, "collect_and_evaluate", boom)
     with pytest.raises(RuntimeError, match="collector crashed"):
         tasks.collect_job(job.pk)
     assert not workflow_redis.exists(f"ss:lock:collect:{job.pk}")

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from tests.webapp.dashboard_factories import make_evaluation, make_role_user, make_succeeded
 from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots
+from webapp.jobs.evaluation import evaluation_run
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
-from webapp.jobs.services import evaluation_run
 from webapp.proposals.models import Proposal
 
 pytestmark = pytest.mark.django_db

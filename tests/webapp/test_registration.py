@@ -19,7 +19,8 @@ from tests.webapp.factories import make_user
 from sparkclient.contract import KnobTarget
 from webapp.jobs.knobs import KnobListError, parse_knobs
 from webapp.jobs.models import Job, JobPolicy
-from webapp.jobs.services import job_register, snapshot_collect
+from webapp.jobs.collect import snapshot_collect
+from webapp.jobs.services import job_register
 from webapp.jobs.sparkui import (
     Refusal, RefusalCode, SparkUiError, UiRule, UiTarget, parse_host_pattern, parse_origin, parse_port_range,
     ui_target,
@@ -444,7 +445,7 @@ def test_a_runner_cannot_widen_the_registered_knob_bounds(workflow_redis):
     from sparkclient import keys
     from sparkclient.contract import Knob, KnobTarget, knobs_to_json
     from tests.webapp.factories import KNOBS, make_job
-    from webapp.jobs.services import snapshot_collect
+    from webapp.jobs.collect import snapshot_collect
 
     redis_client = workflow_redis
     job = make_job(name="bounded")

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job
-from webapp.jobs.services import evaluation_run
+from webapp.jobs.evaluation import evaluation_run
 from webapp.proposals.models import AuditEvent, Proposal
 from webapp.proposals.services import TransitionError, proposal_approve, proposal_reject
 

@@ -22,7 +22,7 @@ from tests.webapp.factories import CONFIG, make_job, make_snapshots, make_user
 from tests.waiting import wait_for
 from tests.webapp.fakerunner import FakeRunner
 from webapp.jobs.models import Job, JobPolicy
-from webapp.jobs.services import evaluation_run
+from webapp.jobs.evaluation import evaluation_run
 from webapp.processes import ProcessGroup
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from sparkclient.control import RescalePath, RescaleResult, ResultStatus, write_result

@@ -16,7 +16,7 @@ from tests.webapp.factories import make_job, make_snapshots, make_user
 from tests.webapp.fakerunner import FakeRunner
 from webapp.celery import app as celery_app
 from webapp.jobs.models import Job
-from webapp.jobs.services import evaluation_run
+from webapp.jobs.evaluation import evaluation_run
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from tests.webapp.fakerunner import record_answers
 from webapp.proposals.execution import attempt_send, workflow_reconcile

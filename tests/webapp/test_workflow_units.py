@@ -13,7 +13,7 @@ from sparkclient import keys
 from sparkclient.control import RescalePath, RescaleResult, ResultStatus
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job, JobPolicy
-from webapp.jobs.services import evaluation_run
+from webapp.jobs.evaluation import evaluation_run
 from webapp.proposals.backoff import RestartStrategy, next_retry
 from webapp.proposals.guardrails import Guardrails, direction, violated_guardrail
 from webapp.proposals.models import AuditEvent, Execution, Proposal

@@ -28,7 +28,7 @@ from sparkclient.generator import set_rate as generator_set_rate
 from webapp.dashboard import present, reads
 from webapp.dashboard.figures import dag_figure, executors_figure, parallelism_label, series_figure
 from webapp.dashboard.why import why_no_proposal
-from webapp.jobs.services import stage_bindings
+from webapp.jobs.evaluation import stage_bindings
 from webapp.jobs import selectors
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis

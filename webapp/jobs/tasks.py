@@ -8,7 +8,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-# What the collector (webapp.jobs.services) imports inside its functions, loaded here with the
+# What the collector (webapp.jobs.collect) imports inside its functions, loaded here with the
 # tasks when the worker starts: a first import of pyspark (sparkclient.progress defines a
 # StreamingQueryListener) from several worker threads at once deadlocked a worker (issue 15).
 import sparkclient.binding  # noqa: F401
@@ -17,7 +17,7 @@ import sparkclient.progress  # noqa: F401
 import sparkclient.rest  # noqa: F401
 import sparkclient.snapshot  # noqa: F401
 import sparkclient.topology  # noqa: F401
-from webapp.jobs import services
+from webapp.jobs import evaluation
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis
 
@@ -39,7 +39,7 @@ def collect_job(job_id: int) -> bool:
         return False
     try:
         job = Job.objects.select_related("policy").get(pk=job_id)
-        services.collect_and_evaluate(job=job)
+        evaluation.collect_and_evaluate(job=job)
         return True
     finally:
         lock.release()

@@ -1,0 +1,181 @@
+"""Metric collection: the runner's status, the progress it published and the Spark REST API, read
+into one ``MetricSnapshot`` per collect interval with a ``VertexSnapshot`` per stage."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from sparkclient import control
+from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
+from webapp.jobs.redis import get_redis
+from webapp.jobs.sparkui import Refusal, ui_target
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a collect window ends before "now": the listener publishes a batch's progress just after it.
+PUBLISH_LAG_S = 1.0
+
+
+def runner_status(*, job: Job) -> control.RunnerStatus:
+    """The runner's parsed status hash ``ss:runner:{job}`` (all fields empty when no runner reported).
+
+    Raises:
+        sparkclient.control.ProtocolError: a malformed field (Redis contents are input).
+    """
+    return control.read_status(get_redis(), job.name)
+
+
+class KnobsDiffer(ValueError):
+    """The runner declares other knobs (names, targets or bounds) than the job's registration."""
+
+
+def _sync_runner_state(job: Job, status: control.RunnerStatus) -> None:
+    """Adopt the runner's knob values, plan stages and capacity (the runner is the source of truth for
+    what runs). Knob declarations are adopted only while the job has none registered (first use);
+    after that a runner declaring others is refused, so whoever can write Redis cannot widen the
+    bounds the autoscaler respects: re-register the job's knobs to change them.
+
+    Raises:
+        KnobsDiffer: the declarations differ from the registered ones (nothing is adopted).
+        sparkclient.contract.KnobError / ValueError: malformed declarations, values or plan stages.
+    """
+    from sparkclient.contract import validate_values  # noqa: PLC0415
+
+    from sparkclient.binding import plan_stages_from_json  # noqa: PLC0415
+    from sparkclient.contract import knobs_from_json  # noqa: PLC0415
+
+    updates: dict = {}
+    if status.knob_specs:
+        declared = knobs_from_json(status.knob_specs)
+        registered = job.knob_specs()
+        if registered and [k.to_dict() for k in declared] != [k.to_dict() for k in registered]:
+            differ = sorted({k.name for k in declared} ^ {k.name for k in registered}
+                            | {a.name for a in declared for b in registered if a.name == b.name and a != b})
+            raise KnobsDiffer(f"the runner declares other knobs than the job's registration ({', '.join(differ)}): "
+                              "re-register the job's knobs (admin, API or register_job) to accept them")
+        if not registered:
+            updates["knobs"] = [k.to_dict() for k in declared]
+    if status.knobs and status.knobs != job.config:
+        validate_values(job.knob_specs() or knobs_from_json(status.knob_specs or "[]"), status.knobs)
+        updates["config"] = status.knobs
+        updates["config_changed_at"] = timezone.now()
+    stages = plan_stages_from_json(status.plan_stages)
+    stage_dicts = json.loads(status.plan_stages) if stages is not None else []
+    if stage_dicts != job.plan_stages:
+        updates["plan_stages"] = stage_dicts
+    if status.capacity != job.capacity:
+        updates["capacity"] = status.capacity
+    if status.query_name and not job.query_name:
+        updates["query_name"] = status.query_name
+    if updates:
+        Job.objects.filter(pk=job.pk).update(**updates)
+        for field, value in updates.items():
+            setattr(job, field, value)
+
+
+def mark_health(job: Job, health: str, error: str = "", reason: dict | None = None) -> None:
+    Job.objects.filter(pk=job.pk).update(health=health, last_error=error, health_reason=reason or {})
+    job.health, job.last_error, job.health_reason = health, error, reason or {}
+
+
+def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot | None:
+    """Read the runner status, the progress published since the previous collect and the Spark REST
+    API, and store one MetricSnapshot with a VertexSnapshot per stage.
+
+    The window runs from the previous snapshot (or ``SCALER_COLLECT_INTERVAL_S`` ago) to now, and
+    holds the batches that completed in it, so consecutive windows count every batch once.
+
+    Returns None, with the job marked ``down`` and the reason in ``last_error``, when the runner is
+    not running or Spark does not answer, and marked ``degraded`` with the reason when Spark's data
+    or the published progress is malformed (``SparkDataError``, naming the field) or the sample
+    holds a non-finite or negative value (``SampleError``): nothing is stored then.
+    """
+    from django.conf import settings  # noqa: PLC0415
+
+    from sparkclient.progress import read_progress  # noqa: PLC0415
+    from sparkclient.rest import SparkRestClient, SparkRestError  # noqa: PLC0415
+    from sparkclient.sparkjson import SparkDataError  # noqa: PLC0415
+    from sparkclient.topology import SampleError, collect_sample  # noqa: PLC0415
+
+    # The window ends a moment ago, so the progress of a batch that just completed is published.
+    now = now or timezone.now() - timedelta(seconds=PUBLISH_LAG_S)
+    from sparkclient.contract import KnobError  # noqa: PLC0415
+
+    try:
+        status = runner_status(job=job)
+        if status.state:
+            _sync_runner_state(job, status)
+    except KnobsDiffer as exc:
+        mark_health(job, Job.Health.DOWN, str(exc))
+        return None
+    except (control.ProtocolError, KnobError, ValueError) as exc:
+        mark_health(job, Job.Health.DOWN, f"the runner's status in Redis is malformed: {exc}")
+        return None
+    if not status.state:
+        mark_health(job, Job.Health.DOWN, "no runner has reported for this job: start it with "
+                                    f"`python -m sparkclient run --pipeline MODULE:FUNCTION --job {job.name}`")
+        return None
+    if not status.running or not status.ui_url:
+        mark_health(job, Job.Health.DOWN, f"runner state is {status.state!r}"
+                                    f"{': ' + status.error if status.error else ''}")
+        return None
+    # Redis is not trusted with the URL to fetch: the reported UI URL and app id must fit the job's
+    # registration, else nothing is fetched (webapp.jobs.sparkui).
+    target = ui_target(job.ui_rule(), ui_url=status.ui_url, app_id=status.app_id)
+    if isinstance(target, Refusal):
+        mark_health(job, Job.Health.DOWN, target.text(), reason=target.to_json())
+        return None
+    previous = job.snapshots.order_by("-collected_at").values_list("collected_at", flat=True).first()
+    window_start = previous if previous and (now - previous).total_seconds() < 10 * settings.SCALER_COLLECT_INTERVAL_S \
+        else now - timedelta(seconds=settings.SCALER_COLLECT_INTERVAL_S)
+    window_s = max(0.001, (now - window_start).total_seconds())
+    # From a little before the window: the last progress before it is the arrival rate's baseline.
+    baseline_s = max(60.0, 4 * settings.SCALER_COLLECT_INTERVAL_S)
+    # Every run's progress: the previous run's last batch gives a catch-up batch its span (topology.window_batches).
+    from sparkclient.snapshot import infer_trigger_interval_s  # noqa: PLC0415
+
+    try:
+        progresses = read_progress(get_redis(), job.name,
+                                   since_ms=int((window_start.timestamp() - baseline_s) * 1000))
+        trigger_interval_s = status.trigger_interval_s or infer_trigger_interval_s(
+            [p for p in progresses if p.get("runId") == status.run_id]) or 1.0
+    except SparkDataError as exc:
+        mark_health(job, Job.Health.DEGRADED, f"published progress: {exc}")
+        return None
+    config = job.config
+    client = SparkRestClient(target.base_url)
+    try:
+        sample = collect_sample(client, target.app_id, progresses, run_id=status.run_id,
+                                trigger_interval_s=trigger_interval_s, window_s=window_s,
+                                now_s=now.timestamp())
+    except SparkRestError as exc:
+        mark_health(job, Job.Health.DOWN, f"Spark REST API: {exc}")
+        return None
+    except (SparkDataError, SampleError) as exc:
+        mark_health(job, Job.Health.DEGRADED, str(exc))
+        return None
+    finally:
+        client.close()
+    with transaction.atomic():
+        snapshot = MetricSnapshot.objects.create(
+            job=job, collected_at=now, run_id=sample.run_id, config=config,
+            window_s=sample.window_s if sample.batches else window_s,
+            batches=sample.batches, backlog=sample.backlog, arrival_rate_per_s=sample.arrival_rate_per_s,
+            input_rate_per_s=sample.input_rate_per_s, processed_rate_per_s=sample.processed_rate_per_s,
+            batch_duration_s=sample.batch_duration_s, trigger_interval_s=sample.trigger_interval_s,
+            batch_overhead_s=sample.batch_overhead_s, batch_ratio=sample.batch_ratio,
+            executors=sample.executors, cores=sample.cores, state_rows=sample.state_rows,
+            state_bytes=sample.state_bytes, errors=list(sample.errors))
+        VertexSnapshot.objects.bulk_create([
+            VertexSnapshot(snapshot=snapshot, vertex_id=v.vertex_id, name=v.name, position=v.position,
+                           is_source=v.is_source, tasks=v.tasks, busy_s=v.busy_s, records_in=v.records_in,
+                           records_out=v.records_out, spill_bytes=v.spill_bytes, upstream=list(v.upstream))
+            for v in sample.vertices])
+    mark_health(job, Job.Health.RUNNING if sample.batches else Job.Health.DEGRADED,
+          "" if sample.batches else "no micro-batch completed in the last window")
+    return snapshot

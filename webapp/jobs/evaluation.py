@@ -1,0 +1,279 @@
+"""Evaluation: a job's metric window through the scaling model (``scaling.evaluate``), stored as an
+``Evaluation``, and handed to the proposals; and the beat step for one job (collect, then evaluate)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, replace
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from scaling import ClusterState, Edge, JobPlan, PlanRequest, Policy, Topology, Vertex, VertexMetrics, evaluate
+from scaling.metrics import busy_time_ms_per_s, true_processing_rate
+from scaling.state import state_from_dict, state_to_dict
+from webapp.jobs.collect import mark_health, snapshot_collect
+from webapp.jobs.models import Evaluation, Job, JobPolicy, MetricSnapshot
+from webapp.jobs.selectors import snapshots_in_window
+
+logger = logging.getLogger(__name__)
+
+
+def scaling_policy(policy: JobPolicy) -> Policy:
+    """The ``scaling.Policy`` of a job's policy row (every option, see ``webapp.jobs.policy``)."""
+    from webapp.jobs.policy import scaling_policy as build  # noqa: PLC0415
+
+    return build(policy)
+
+
+def window_inputs(*, job: Job, snapshots: list[MetricSnapshot]
+                  ) -> tuple[Topology, dict[str, VertexMetrics], ClusterState, float]:
+    """Aggregate a window of snapshots into the planner's inputs (sums over the window, so a
+    snapshot without a completed batch weighs in correctly).
+
+    Returns (topology, metrics per vertex id, cluster, mean batch duration in seconds).
+    A stage is adjustable only when its binding to a knob is confirmed (:func:`stage_bindings`);
+    the executors go up to the least of the policy's ``max_cores``, the executors knob's max and the
+    cluster's capacity.
+    """
+    latest = snapshots[-1]
+    total_s = sum(s.window_s for s in snapshots)
+    sums: dict[str, dict[str, float]] = {}
+    for snapshot in snapshots:
+        for v in snapshot.vertices.all():
+            acc = sums.setdefault(v.vertex_id, {"busy_s": 0.0, "in": 0.0, "out": 0.0})
+            acc["busy_s"] += v.busy_s
+            acc["in"] += v.records_in
+            acc["out"] += v.records_out
+    arrival = sum(s.arrival_rate_per_s * s.window_s for s in snapshots) / total_s
+    overhead = sum(s.batch_overhead_s * s.batches for s in snapshots) / max(1, sum(s.batches for s in snapshots))
+    vertices, metrics, edges = [], {}, []
+    bindings = stage_bindings(job=job, snapshot=latest)
+    for v in latest.vertices.all():
+        binding = bindings[v.position] if v.position < len(bindings) else None
+        vertices.append(Vertex(id=v.vertex_id, name=v.name, parallelism=max(1, v.tasks), source=v.is_source,
+                               adjustable=bool(binding and binding.adjustable)))
+        edges.extend(Edge(source=u, target=v.vertex_id) for u in v.upstream)
+        acc = sums.get(v.vertex_id, {"busy_s": 0.0, "in": 0.0, "out": 0.0})
+        records_in_per_s = acc["in"] / total_s
+        # A batch longer than the window reports all its busy time at its end: more than 1000 ms per
+        # second per task. The rate is still records over busy time (DS2 Eq. 1), given directly.
+        overfull = acc["busy_s"] > total_s * max(1, v.tasks) and acc["in"] > 0
+        tpr = true_processing_rate(acc["in"], acc["busy_s"]) * max(1, v.tasks) if overfull else None
+        growth = (arrival - records_in_per_s) if v.is_source else 0.0
+        metrics[v.vertex_id] = VertexMetrics(
+            records_in_per_s=records_in_per_s, records_out_per_s=acc["out"] / total_s,
+            busy_time_ms_per_s=busy_time_ms_per_s(acc["busy_s"], total_s, v.tasks), backlog=float(latest.backlog) if v.is_source else 0.0,
+            backlog_growth_per_s=growth, batch_overhead_s=overhead, true_processing_rate=tpr)
+    policy = job.policy
+    ceiling = executors_ceiling(job=job)
+    cluster = ClusterState(executors=max(1, latest.cores), cores_per_executor=1,
+                           min_executors=min(policy.min_cores, ceiling), max_executors=ceiling,
+                           trigger_interval_s=latest.trigger_interval_s or 1.0)
+    batches = sum(s.batches for s in snapshots)
+    mean_batch_s = sum(s.batch_duration_s * s.batches for s in snapshots) / batches if batches else 0.0
+    return Topology(tuple(vertices), tuple(edges)), metrics, cluster, mean_batch_s
+
+
+def executors_ceiling(*, job: Job) -> int:
+    """The most executors a plan may ask for: the least of the policy's ``max_cores``, the executors
+    knob's ``max`` and the cluster's capacity (when known); never below 1."""
+    policy = job.policy
+    limits = [max(policy.min_cores, policy.max_cores)]
+    executors = next((k for k in job.knob_specs() if k.sets == "executors"), None)
+    if executors is not None:
+        limits.append(executors.max)
+    if job.capacity:
+        limits.append(job.capacity)
+    return max(1, min(limits))
+
+
+def stage_bindings(*, job: Job, snapshot: MetricSnapshot) -> tuple:
+    """Each stage of ``snapshot``'s newest batch bound to its knob (:func:`sparkclient.binding.bind_stages`),
+    from the runner's plan stages and the tasks Spark ran; in stage order."""
+    from sparkclient.binding import bind_stages, plan_stages_from_json  # noqa: PLC0415
+
+    try:
+        plan = plan_stages_from_json(json.dumps(job.plan_stages)) if job.plan_stages else None
+    except ValueError:
+        plan = None
+    tasks = [v.tasks for v in sorted(snapshot.vertices.all(), key=lambda v: v.position)]
+    return bind_stages(plan, job.knob_specs(), job.config, tasks)
+
+
+def plan_to_config(*, job: Job, plan: JobPlan) -> dict:
+    """The knob values a plan asks for: the executors knob, and each bound stage's knob set to the
+    stage's proposed parallelism (a knob bound to several stages takes the largest)."""
+    config = dict(job.config)
+    specs = job.knob_specs()
+    executors = next((k for k in specs if k.sets == "executors"), None)
+    if executors is not None:
+        config[executors.name] = plan.executors_proposed * plan.cores_per_executor
+    snapshot = job.snapshots.order_by("-collected_at").first()
+    bindings = stage_bindings(job=job, snapshot=snapshot) if snapshot is not None else ()
+    positions = {v.vertex_id: v.position for v in snapshot.vertices.all()} if snapshot is not None else {}
+    proposed: dict[str, int] = {}
+    for vertex_plan in plan.vertices:
+        position = positions.get(vertex_plan.vertex_id, -1)
+        binding = bindings[position] if 0 <= position < len(bindings) else None
+        if binding is not None and binding.adjustable and binding.knob:
+            proposed[binding.knob] = max(proposed.get(binding.knob, 0), vertex_plan.proposed)
+    config.update(proposed)
+    return config
+
+
+def plan_as_json(plan: JobPlan) -> dict:
+    """A JobPlan as JSON (infinite rates as the string ``"inf"``, as in SCENARIO.md)."""
+    def clean(value):
+        if isinstance(value, float):
+            return "inf" if value == float("inf") else round(value, 3)
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v) for v in value]
+        return value
+    data = asdict(plan)
+    data.pop("next_state", None)  # the job's state is stored on the job, not in every plan
+    return clean(data)
+
+
+def stable_snapshots(*, job: Job, snapshots: list[MetricSnapshot]) -> list[MetricSnapshot]:
+    """The snapshots of the current query run, without its first ``SCALER_STABILIZATION_S`` seconds.
+
+    FLIP-271's ``job.autoscaler.stabilization.interval``: right after a (re)start, a cold JVM, Python
+    workers and state store loading make the first batches slow, and a catch-up batch carries the
+    backlog; metrics from then say nothing about the steady state. A new ``run_id`` marks a restart.
+    The run started at most one collect interval before its first snapshot (whose window may reach
+    back over the downtime to the previous run's last batch, :func:`sparkclient.topology.window_batches`).
+    """
+    from django.conf import settings  # noqa: PLC0415
+
+    if not snapshots:
+        return []
+    run_id = snapshots[-1].run_id
+    first = job.snapshots.filter(run_id=run_id).order_by("collected_at").first()
+    started = first.collected_at - timedelta(seconds=min(first.window_s, settings.SCALER_COLLECT_INTERVAL_S))
+    stable_from = started + timedelta(seconds=settings.SCALER_STABILIZATION_S)
+    return [s for s in snapshots if s.run_id == run_id and s.collected_at - timedelta(seconds=s.window_s) >= stable_from]
+
+
+def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | None:
+    """Evaluate the metric window of ``job`` with the micro-batch planner and store the result.
+
+    Returns None while the window is not yet full (the job stays ``collecting``). Every evaluation
+    goes to ``proposal_create``, which creates, revises, keeps or withdraws the pending proposal; a
+    scale-up held by the live loop's rules (ineffective-scale-up block, restart awareness) carries
+    the rule in ``Evaluation.hold`` and proposes nothing.
+    """
+    from webapp.proposals.services import proposal_create  # noqa: PLC0415 - apps depend one way at import
+
+    policy = job.policy
+    snapshots = stable_snapshots(job=job, snapshots=snapshots_in_window(job=job, window_s=policy.metric_window_s,
+                                                                        now=now))
+    covered_s = sum(s.window_s for s in snapshots)
+    if not snapshots or covered_s < 0.9 * policy.metric_window_s or not snapshots[-1].vertices.exists():
+        if job.health == Job.Health.RUNNING:
+            mark_health(job, Job.Health.COLLECTING,
+                  f"{covered_s:.0f} of {policy.metric_window_s:.0f} s of metrics in the window")
+        return None
+    if not any(s.batches for s in snapshots):
+        # No micro-batch completed in the window (a batch longer than the window, or a stalled
+        # query): its busy time is not reported yet, so the window says nothing about the load.
+        mark_health(job, Job.Health.DEGRADED, f"no micro-batch completed in the last {covered_s:.0f} s: not evaluated")
+        return None
+    topology, metrics, cluster, mean_batch_s = window_inputs(job=job, snapshots=snapshots)
+    durations = tuple(s.batch_duration_s for s in snapshots if s.batches) or ((mean_batch_s,) if mean_batch_s else ())
+    # The algorithm the policy names (scaling/policies.py registry), with the job's memory: pending
+    # delayed scale-downs (FLINK-36018), applied scalings, measured restart times.
+    state = state_from_dict(job.scaler_state)
+    plan = evaluate(PlanRequest(topology=topology, metrics=metrics, policy=scaling_policy(policy), mode="micro-batch",
+                                cluster=cluster, state=state, now_s=(now or timezone.now()).timestamp(),
+                                batch_durations_s=durations))
+    if plan.next_state is not None:
+        # Only the pending scale-downs carry over from an evaluation: a scaling enters the history
+        # when its execution succeeds (webapp.proposals.services), not when it is proposed.
+        kept = replace(state, pending_scale_downs=plan.next_state.pending_scale_downs)
+        if kept != state:
+            Job.objects.filter(pk=job.pk).update(scaler_state=state_to_dict(kept))
+            job.scaler_state = state_to_dict(kept)
+    proposed_config = plan_to_config(job=job, plan=plan)
+    now = now or timezone.now()
+    plan_json = plan_as_json(plan)
+    direction = _evaluation_direction(job=job, plan=plan, proposed_config=proposed_config)
+    hold, hold_detail = "", {}
+    if plan.decision == "scale" and direction == Evaluation.Direction.UP and proposed_config != job.config:
+        hold, hold_detail = _scale_up_hold(job=job, plan=plan_json, proposed_config=proposed_config, now=now)
+    evaluation = Evaluation.objects.create(
+        job=job, decision=plan.decision, reasons=list(plan.reasons), plan=plan_json,
+        proposed_config=proposed_config, window_s=covered_s, direction=direction, hold=hold, hold_detail=hold_detail,
+        held_scale_down=_held_scale_down(job=job, plan=plan))
+    # Every evaluation goes to the proposals: it may create, revise, keep or withdraw the pending one.
+    proposal_create(evaluation=evaluation, now=now)
+    return evaluation
+
+
+def _evaluation_direction(*, job: Job, plan: JobPlan, proposed_config: dict) -> str:
+    """Where an evaluation points: the direction of its change when it scales, else up when the load
+    is above the utilization band, down when below it (``VertexPlan.outside_bounds`` is the band
+    test of the micro-batch planner), none inside it."""
+    from webapp.proposals.holds import config_direction  # noqa: PLC0415
+
+    if plan.decision == "scale" and proposed_config != job.config:
+        way = config_direction(job=job, current=job.config, proposed=proposed_config)
+        if way in (Evaluation.Direction.UP, Evaluation.Direction.DOWN):
+            return way
+    if not any(v.outside_bounds for v in plan.vertices):
+        return Evaluation.Direction.NONE
+    high = scaling_policy(job.policy).band[1]
+    return Evaluation.Direction.UP if (plan.load or 0.0) > high else Evaluation.Direction.DOWN
+
+
+def _scale_up_hold(*, job: Job, plan: dict, proposed_config: dict, now: datetime) -> tuple[str, dict]:
+    """The live loop's rules that keep a scale-up from becoming a proposal: the ineffective-scale-up
+    block, then restart awareness (``webapp.proposals.restart``). Returns ``(hold, detail)``, or
+    ``("", {})`` when none applies."""
+    from webapp.proposals.reasons import EvaluationHold  # noqa: PLC0415
+    from webapp.proposals.restart import restart_hold  # noqa: PLC0415
+    from webapp.proposals.holds import blocked_knobs  # noqa: PLC0415
+
+    blocked = blocked_knobs(job=job, current=job.config, proposed=proposed_config)
+    if blocked:
+        return EvaluationHold.SCALE_UP_BLOCKED, {"knobs": blocked, "proposal": job.scale_up_block.get("proposal")}
+    held = restart_hold(job=job, plan=plan, now=now)
+    return (str(held[0]), held[1]) if held else ("", {})
+
+
+def _held_scale_down(*, job: Job, plan: JobPlan) -> dict:
+    """While the planner holds a scale-down of the executors (FLINK-36018), the plan as it would
+    run: ``{executors, cores, config, plan}``; else ``{}``."""
+    from scaling.planner import EXECUTORS_KEY  # noqa: PLC0415
+
+    pending = plan.next_state.pending(EXECUTORS_KEY) if plan.next_state is not None else None
+    if pending is None or plan.decision == "scale" or plan.executors_current is None:
+        return {}
+    executors = min(plan.executors_current, pending.max_recommended)
+    if executors >= plan.executors_current:
+        return {}
+    held = replace(plan, decision="scale", executors_proposed=executors, next_state=None,
+                   vertices=tuple(replace(v, proposed=v.recommended if v.recommended is not None else v.proposed)
+                                  for v in plan.vertices))
+    config = plan_to_config(job=job, plan=held)
+    return {"executors": executors, "cores": executors * (plan.cores_per_executor or 1), "config": config,
+            "plan": plan_as_json(held)}
+
+
+def collect_and_evaluate(*, job: Job) -> None:
+    """One beat for one job: collect a snapshot, then evaluate unless a proposal is executing."""
+    from webapp.proposals.models import Proposal  # noqa: PLC0415
+
+    started = time.monotonic()
+    snapshot = snapshot_collect(job=job)
+    if snapshot is None:
+        return
+    busy = job.proposals.filter(status__in=[Proposal.Status.APPROVED, Proposal.Status.EXECUTING,
+                                            Proposal.Status.ROLLING_BACK]).exists()
+    if not busy:
+        evaluation_run(job=job)
+    logger.info("collected %s in %.2f s (%d batches)", job.name, time.monotonic() - started, snapshot.batches)

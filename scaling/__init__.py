@@ -8,7 +8,7 @@ described in ARCHITECTURE.md. ``python -m scaling evaluate FILE.json`` runs SCEN
 
 from scaling.metrics import ClusterState, MetricWindow, VertexMetrics, VertexSamples
 from scaling.planner import JobPlan, VertexPlan, plan_job, plan_micro_batch
-from scaling.policies import PlanRequest, evaluate
+from scaling.algorithms import PlanRequest, evaluate
 from scaling.policy import Policy
 from scaling.state import ScalerState
 from scaling.topology import Edge, Topology, Vertex

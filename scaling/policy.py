@@ -64,7 +64,7 @@ class Policy:
         excluded_vertices: ``job.autoscaler.vertex.exclude.ids``.
         excluded_periods: ``job.autoscaler.excluded.periods``: daily ``HH:MM-HH:MM`` windows (UTC)
             or 5-field cron expressions; the plan is computed but not executable inside them.
-        algorithm: a name in the registry (``scaling.policies.algorithm_names()``): ``ds2``
+        algorithm: a name in the registry (``scaling.algorithms.algorithm_names()``): ``ds2``
             (default), ``batch-ratio`` or ``min-increase``. Never imported as a module.
         batch_ratio_scale_up / batch_ratio_scale_down: SPARK-12133's
             ``spark.streaming.dynamicAllocation.scalingUpRatio`` (0.9) / ``scalingDownRatio`` (0.3).

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from scaling.metrics import ClusterState, VertexMetrics
 from scaling.planner import JobPlan
-from scaling.policies import PlanRequest, resolve
+from scaling.algorithms import PlanRequest, resolve
 from scaling.policy import Policy
 from scaling.state import ScalerState
 from scaling.topology import Topology

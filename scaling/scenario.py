@@ -24,7 +24,7 @@ from typing import Any
 
 from scaling.metrics import ClusterState, MetricsError, VertexMetrics
 from scaling.planner import JobPlan
-from scaling.policies import PlanRequest, evaluate
+from scaling.algorithms import PlanRequest, evaluate
 from scaling.policy import Policy, PolicyError
 from scaling.state import ScalerState
 from scaling.topology import Edge, Topology, TopologyError, Vertex
@@ -326,7 +326,7 @@ def load_scenario(doc: Any) -> Scenario:
     cluster = _cluster(doc) if mode == "micro-batch" else None
     if mode != "micro-batch" and ("cluster" in doc or "trigger_interval_s" in doc):
         raise _fail("cluster" if "cluster" in doc else "trigger_interval_s", "only in micro-batch mode")
-    from scaling.policies import resolve  # noqa: PLC0415
+    from scaling.algorithms import resolve  # noqa: PLC0415
 
     try:
         implementation = resolve(policy.algorithm)

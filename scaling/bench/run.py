@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from scaling.policies import resolve
+from scaling.algorithms import resolve
 from scaling.policy import Policy
 from scaling.sim import workloads
 from scaling.sim.baselines import DhalionPolicy, ScheduleController, UniformPolicy, oracle_configs, peak_config

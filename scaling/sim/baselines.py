@@ -13,7 +13,7 @@
 - ``oracle_configs`` / ``ScheduleController``: the hindsight-optimal oracle and static provisioning
   for the peak, which know the whole load trace and the true capacity curves.
 
-The two policies follow ``scaling.policies.ScalingPolicy`` (``plan(request) -> JobPlan``); the bench
+The two policies follow ``scaling.algorithms.ScalingPolicy`` (``plan(request) -> JobPlan``); the bench
 instantiates them directly (they are not in the production registry). They read only the metrics
 the collector produces.
 """
@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from scaling.metrics import VertexMetrics
 from scaling.planner import JobPlan, plan_job, plan_micro_batch
-from scaling.policies import PlanRequest
+from scaling.algorithms import PlanRequest
 from scaling.reasons import Decision
 from scaling.policy import Policy
 from scaling.sim.engine import Config, Observation, capacity_per_s

@@ -18,7 +18,7 @@ Every ``collect_interval_s`` the simulator takes one metric sample per vertex, i
 the collector produces (``scaling.VertexMetrics``: records in/out per second, busy ms per second per
 task, backlog, backlog growth, batch overhead). Every ``policy_interval_s`` a controller sees the
 window of samples taken since the running configuration started, and may return a new one. A
-``PolicyController`` runs a real registered policy (``scaling.policies``) on that window, unchanged.
+``PolicyController`` runs a real registered policy (``scaling.algorithms``) on that window, unchanged.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Protocol
 
 from scaling.metrics import ClusterState, MetricWindow, VertexMetrics, busy_time_ms_per_s
 from scaling.planner import JobPlan
-from scaling.policies import PlanRequest, ScalingPolicy, resolve
+from scaling.algorithms import PlanRequest, ScalingPolicy, resolve
 from scaling.policy import Policy
 from scaling.sim.continuous_engine import ContinuousEngine, capacity_continuous
 from scaling.sim.micro_batch_engine import MicroBatchEngine, capacity_micro_batch
@@ -89,7 +89,7 @@ class Controller(Protocol):
 
 @dataclass
 class PolicyController:
-    """Runs a ``scaling.policies`` policy on the simulated metrics, carrying its ``ScalerState``."""
+    """Runs a ``scaling.algorithms`` policy on the simulated metrics, carrying its ``ScalerState``."""
 
     policy: Policy
     name: str = ""

@@ -165,7 +165,7 @@ def test_real_policies_run_unchanged():
 
 def test_uniform_policy_holds_within_its_tolerance_and_acts_outside():
     """HPA's 10 % tolerance: utilization 0.75 against 0.7 (ratio 1.07) is no change; 0.9 (1.29) scales."""
-    from scaling.policies import PlanRequest
+    from scaling.algorithms import PlanRequest
 
     uniform = UniformPolicy()
     topology = Topology((Vertex("a", parallelism=4, source=True),))
@@ -206,7 +206,7 @@ def test_uniform_policy_scales_down_to_the_highest_recommendation_of_its_window(
     """HPA's scale-down stabilization (``horizontal.go``): recommendations of the last 300 s are kept
     and a scale-down goes to the highest of them at once. It used to keep only recommendations newer
     than 300 s and then require the oldest to be 300 s old, so it never scaled down."""
-    from scaling.policies import PlanRequest
+    from scaling.algorithms import PlanRequest
     from scaling.state import ScalerState
 
     uniform = UniformPolicy()
@@ -234,7 +234,7 @@ def test_dhalion_scales_by_heron_scale_up_resolver_capped_at_4x_and_waits_180_s(
     assert d.scale_up_factor(0.5) == pytest.approx(2.0)
     assert d.scale_up_factor(0.2) == pytest.approx(1.25)
     assert d.scale_up_factor(0.9) == 4.0 and d.wait_s == 180.0
-    from scaling.policies import PlanRequest
+    from scaling.algorithms import PlanRequest
 
     topology = Topology((Vertex("src", parallelism=2, source=True), Vertex("map", parallelism=4)),
                         (Edge("src", "map"),))

@@ -15,7 +15,7 @@ from sparkclient.rest import SparkRestClient, SparkRestError
 from tests.webapp.dashboard_factories import make_succeeded
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job, JobPolicy
-from webapp.jobs.policy import BOUNDS
+from webapp.jobs.policy_mapping import BOUNDS
 from webapp.jobs.evaluation import evaluation_run
 from webapp.proposals.models import AuditEvent, Proposal
 
@@ -272,7 +272,7 @@ def test_algorithm_is_a_registry_name_and_a_dotted_path_is_never_imported(monkey
     real = importlib.import_module
     monkeypatch.setattr(importlib, "import_module", lambda name, *a: imported.append(name) or real(name, *a))
     policy = JobPolicy.objects.get(job=make_job())
-    for bad in ("this:x", "os:system", "scaling.policies:DS2Policy", "DS2"):
+    for bad in ("this:x", "os:system", "scaling.algorithms:DS2Policy", "DS2"):
         policy.algorithm = bad
         with pytest.raises(ValidationError) as error:
             policy.full_clean()

@@ -55,7 +55,7 @@ class JobForm(forms.ModelForm):
 
 
 class JobPolicyForm(forms.ModelForm):
-    """``algorithm`` is a choice among the registry's names (``scaling.policies.algorithm_names``)."""
+    """``algorithm`` is a choice among the registry's names (``scaling.algorithms.algorithm_names``)."""
 
     algorithm = forms.ChoiceField(choices=(), initial=JobPolicy._meta.get_field("algorithm").default,
                                   help_text=JobPolicy._meta.get_field("algorithm").help_text)
@@ -65,7 +65,7 @@ class JobPolicyForm(forms.ModelForm):
         fields = "__all__"
 
     def __init__(self, *args, **kwargs):
-        from scaling.policies import algorithm_names  # noqa: PLC0415
+        from scaling.algorithms import algorithm_names  # noqa: PLC0415
 
         super().__init__(*args, **kwargs)
         self.fields["algorithm"].choices = [(name, name) for name in algorithm_names()]

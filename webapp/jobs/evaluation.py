@@ -22,8 +22,8 @@ logger = logging.getLogger(__name__)
 
 
 def scaling_policy(policy: JobPolicy) -> Policy:
-    """The ``scaling.Policy`` of a job's policy row (every option, see ``webapp.jobs.policy``)."""
-    from webapp.jobs.policy import scaling_policy as build  # noqa: PLC0415
+    """The ``scaling.Policy`` of a job's policy row (every option, see ``webapp.jobs.policy_mapping``)."""
+    from webapp.jobs.policy_mapping import scaling_policy as build  # noqa: PLC0415
 
     return build(policy)
 
@@ -185,7 +185,7 @@ def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | Non
         return None
     topology, metrics, cluster, mean_batch_s = window_inputs(job=job, snapshots=snapshots)
     durations = tuple(s.batch_duration_s for s in snapshots if s.batches) or ((mean_batch_s,) if mean_batch_s else ())
-    # The algorithm the policy names (scaling/policies.py registry), with the job's memory: pending
+    # The algorithm the policy names (scaling/algorithms.py registry), with the job's memory: pending
     # delayed scale-downs (FLINK-36018), applied scalings, measured restart times.
     state = state_from_dict(job.scaler_state)
     plan = evaluate(PlanRequest(topology=topology, metrics=metrics, policy=scaling_policy(policy), mode="micro-batch",

@@ -300,7 +300,7 @@ class JobPolicy(models.Model):
         """Validate the options together (``scaling.Policy`` and the guardrails); errors name the field."""
         from django.core.exceptions import ValidationError  # noqa: PLC0415
 
-        from webapp.jobs.policy import policy_errors  # noqa: PLC0415
+        from webapp.jobs.policy_mapping import policy_errors  # noqa: PLC0415
 
         errors = policy_errors(self)
         if errors:

@@ -1,4 +1,5 @@
-"""The registry of scaling policies, selectable per job by name (``Policy.algorithm``).
+"""The scaling algorithms (ds2, batch-ratio, min-increase) in one registry, selectable per job by name
+(``Policy.algorithm``; the options themselves are ``scaling.policy.Policy``).
 
 - ``ds2`` (default): FLIP-271 / DS2, ``planner.plan_job`` or ``planner.plan_micro_batch`` by mode.
 - ``batch-ratio``: SPARK-12133 as Spark implemented it (``streaming.scheduler.ExecutorAllocationManager``).

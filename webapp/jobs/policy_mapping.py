@@ -1,4 +1,5 @@
-"""A job's policy row as ``scaling`` values, and its validation (the admin form calls ``clean()``)."""
+"""A job's policy row (``JobPolicy``) mapped to ``scaling.Policy`` values, and its validation (the admin
+form calls ``clean()``)."""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def _field_of(message: str) -> str:
 def policy_errors(policy: JobPolicy) -> dict[str, list[str]]:
     """Validation errors of a policy row, keyed by field (empty when valid)."""
     from scaling.periods import parse_period  # noqa: PLC0415
-    from scaling.policies import algorithm_names  # noqa: PLC0415
+    from scaling.algorithms import algorithm_names  # noqa: PLC0415
 
     errors: dict[str, list[str]] = {}
 

@@ -1,0 +1,9 @@
+"""Streaming jobs, their per-job policy, metric snapshots and evaluations (one module per job of the
+models: ``job``, ``job_policy``, ``samples``)."""
+
+from webapp.jobs.models.job import Job, _default_ui_hosts
+from webapp.jobs.models.job_policy import JobPolicy
+from webapp.jobs.models.samples import Evaluation, MetricSnapshot, SampleRefused, VertexSnapshot, refuse_bad_numbers
+
+__all__ = ["Evaluation", "Job", "JobPolicy", "MetricSnapshot", "SampleRefused", "VertexSnapshot", "_default_ui_hosts",
+           "refuse_bad_numbers"]

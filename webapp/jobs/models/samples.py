@@ -1,0 +1,135 @@
+"""What the collector stores (``MetricSnapshot`` with its ``VertexSnapshot`` rows, refusing bad numbers)
+and what the evaluator stores (``Evaluation``)."""
+
+from __future__ import annotations
+
+import math
+
+from django.db import models
+
+from webapp.jobs.models.job import Job
+
+
+class SampleRefused(ValueError):
+    """A metric row holds a non-finite or negative number; it is not stored (``field``, ``value``)."""
+
+    def __init__(self, model: str, field: str, value: object) -> None:
+        self.field = field
+        self.value = value
+        super().__init__(f"{model} refused: {field} must be a finite number >= 0, got {value!r}")
+
+
+def refuse_bad_numbers(row: models.Model) -> None:
+    """Raise :class:`SampleRefused` when a numeric field of ``row`` is NaN, infinite or negative.
+
+    The collector's ``sparkclient.topology.JobSample`` refuses such values already; this guard keeps
+    any other writer from storing them, since one ``inf`` breaks the JSON of the API and the pages.
+    """
+    for field in row._meta.concrete_fields:
+        if field.primary_key or field.is_relation or not isinstance(field, (models.FloatField, models.IntegerField)):
+            continue
+        value = getattr(row, field.attname)
+        if value is None or isinstance(value, bool):
+            continue
+        if not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)) or value < 0:
+            raise SampleRefused(type(row).__name__, field.name, value)
+
+
+class _CheckedRows(models.QuerySet):
+    def bulk_create(self, objs, *args, **kwargs):  # type: ignore[no-untyped-def]
+        objs = list(objs)
+        for obj in objs:
+            refuse_bad_numbers(obj)
+        return super().bulk_create(objs, *args, **kwargs)
+
+
+class MetricSnapshot(models.Model):
+    """One collect: job-level metrics over ``window_s`` seconds ending at ``collected_at``.
+
+    Refuses (:class:`SampleRefused`) a non-finite or negative number on save and bulk create."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="snapshots")
+    collected_at = models.DateTimeField(db_index=True)
+    run_id = models.CharField(max_length=64, blank=True)
+    config = models.JSONField(default=dict)
+    window_s = models.FloatField()
+    batches = models.PositiveIntegerField(default=0)
+    backlog = models.BigIntegerField(default=0)
+    arrival_rate_per_s = models.FloatField(default=0.0)
+    input_rate_per_s = models.FloatField(default=0.0)
+    processed_rate_per_s = models.FloatField(default=0.0)
+    batch_duration_s = models.FloatField(default=0.0)
+    trigger_interval_s = models.FloatField(default=1.0)
+    batch_overhead_s = models.FloatField(default=0.0)
+    batch_ratio = models.FloatField(default=0.0)
+    executors = models.PositiveIntegerField(default=1)
+    cores = models.PositiveIntegerField(default=1)
+    state_rows = models.BigIntegerField(default=0)
+    state_bytes = models.BigIntegerField(default=0)
+    errors = models.JSONField(default=list)
+
+    objects = _CheckedRows.as_manager()
+
+    class Meta:
+        ordering = ["-collected_at"]
+        indexes = [models.Index(fields=["job", "-collected_at"])]
+
+    def save(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        refuse_bad_numbers(self)
+        super().save(*args, **kwargs)
+
+
+class VertexSnapshot(models.Model):
+    """Raw sums of one vertex (stage) over the snapshot's window."""
+
+    snapshot = models.ForeignKey(MetricSnapshot, on_delete=models.CASCADE, related_name="vertices")
+    vertex_id = models.CharField(max_length=200)
+    name = models.CharField(max_length=500, blank=True)
+    position = models.PositiveIntegerField(default=0)
+    is_source = models.BooleanField(default=False)
+    tasks = models.PositiveIntegerField(default=1)
+    busy_s = models.FloatField(default=0.0, help_text="Σ executorRunTime, task-seconds.")
+    records_in = models.BigIntegerField(default=0)
+    records_out = models.BigIntegerField(default=0)
+    spill_bytes = models.BigIntegerField(default=0)
+    upstream = models.JSONField(default=list)
+
+    objects = _CheckedRows.as_manager()
+
+    class Meta:
+        ordering = ["position"]
+
+    def save(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        refuse_bad_numbers(self)
+        super().save(*args, **kwargs)
+
+
+class Evaluation(models.Model):
+    """One run of the planner over the metric window; ``plan`` is the serialized JobPlan.
+
+    ``direction`` is where the load points (up: above the band, down: below it, none: inside it).
+    ``hold`` names the rule of the live loop that kept a ``scale`` decision from becoming a proposal
+    (``webapp.proposals.reasons.EvaluationHold``), with its data in ``hold_detail``. ``held_scale_down``
+    is a delayed scale-down (FLINK-36018) while it is held: ``{executors, config, plan}``, the plan as
+    it would run (what "apply now" proposes).
+    """
+
+    class Direction(models.TextChoices):
+        UP = "up", "scale-up"
+        DOWN = "down", "scale-down"
+        NONE = "none", "inside the band"
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="evaluations")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    decision = models.CharField(max_length=20)
+    reasons = models.JSONField(default=list)
+    plan = models.JSONField(default=dict)
+    proposed_config = models.JSONField(default=dict)
+    window_s = models.FloatField(default=0.0)
+    direction = models.CharField(max_length=10, choices=Direction.choices, default=Direction.NONE)
+    hold = models.CharField(max_length=40, blank=True, default="")
+    hold_detail = models.JSONField(default=dict, blank=True)
+    held_scale_down = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]

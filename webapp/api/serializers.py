@@ -11,11 +11,6 @@ from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 
 
-def _present(model, names: tuple[str, ...]) -> list[str]:
-    """The fields of ``names`` that ``model`` has (the workflow adds some as it grows)."""
-    return [name for name in names if hasattr(model, name)]
-
-
 @extend_schema_field({
     "type": "array", "items": {
         "type": "object", "additionalProperties": False, "required": ["name", "default", "min", "max"],
@@ -163,7 +158,7 @@ class ExecutionSerializer(serializers.ModelSerializer):
     class Meta:
         model = Execution
         fields = ["id", "proposal", "status", "path", "downtime_s", "pause_s", "added_lag_s", "catch_up_s", "started_at", "finished_at", "error",
-                  "result", *_present(Execution, ("attempts", "attempt_state", "attempt_log"))]
+                  "result", "attempts", "attempt_state", "attempt_log"]
 
 
 class ProposalSerializer(serializers.ModelSerializer):
@@ -174,9 +169,8 @@ class ProposalSerializer(serializers.ModelSerializer):
         model = Proposal
         fields = ["id", "job", "status", "current_config", "proposed_config", "reasons", "plan", "created_at",
                   "decided_at", "decided_by", "comment", "execution",
-                  *_present(Proposal, ("kind", "rollback_of", "expires_at", "hold_reason", "verification",
-                                       "verification_detail", "verified_at", "revision", "revisions", "prediction",
-                                       "withdrawal"))]
+                  "kind", "rollback_of", "expires_at", "hold_reason", "verification", "verification_detail",
+                  "verified_at", "revision", "revisions", "prediction", "withdrawal"]
 
 
 class ApproveSerializer(serializers.Serializer):

@@ -32,6 +32,7 @@ from webapp.jobs.evaluation import stage_bindings
 from webapp.jobs import selectors
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis
+from webapp.proposals import selectors as proposal_selectors
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.permissions import can_approve
 from webapp.proposals.holds import held_scale_down, scale_up_block_clear
@@ -371,8 +372,6 @@ def scale_up_block_release(request: HttpRequest, pk: int) -> HttpResponse:
 # --- history page -------------------------------------------------------------------------------
 
 def _history_context(request: HttpRequest, job: Job) -> dict:
-    executions = list(Execution.objects.filter(proposal__job=job).select_related("proposal__decided_by")
-                      .order_by("-started_at")[:50])
     action, actor = request.GET.get("action", ""), request.GET.get("actor", "")
     all_events = job.audit_events.select_related("proposal").order_by("-at", "-id")
     filtered = all_events
@@ -382,24 +381,16 @@ def _history_context(request: HttpRequest, job: Job) -> dict:
         filtered = filtered.filter(actor=actor)
     events = Paginator(filtered, 50)
     page = events.get_page(request.GET.get("page"))
-    rows = []
-    for execution in executions:
-        p = execution.proposal
-        verification = getattr(p, "verification", None) or execution.result.get("verification") or ""
-        rows.append({"execution": execution, "proposal": p, "verification": verification,
-                     "decided_by": present.decided_by(p),
-                     "verification_display": (p.get_verification_display() if verification and hasattr(
-                         p, "get_verification_display") else verification) or "not verified yet",
-                     "can_roll_back": p.status == Proposal.Status.SUCCEEDED
-                     and getattr(p, "kind", "scale") != "rollback"})
+    rows = [{**row, "decided_by": present.decided_by(row["proposal"])}
+            for row in proposal_selectors.execution_rows(job=job)]
     query = urlencode({k: v for k, v in (("action", action), ("actor", actor)) if v})
     return {"job": job, "policy": job.policy, "rows": rows, "events": page, "can_decide": can_decide(request.user),
             "event_rows": [(e, present.diff(e.before, e.after)) for e in page],
             "actions": sorted(set(all_events.values_list("action", flat=True))),
             "actors": sorted(set(all_events.values_list("actor", flat=True))),
             "action": action, "actor": actor, "filter_query": query,
-            "suspended": getattr(job.policy, "auto_approve_suspended", False),
-            "suspended_reason": getattr(job.policy, "auto_approve_suspended_reason", "")}
+            "suspended": job.policy.auto_approve_suspended,
+            "suspended_reason": job.policy.auto_approve_suspended_reason}
 
 
 @login_required

@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "django_filters",
     "drf_spectacular_sidecar",  # Swagger UI as static files (no CDN)
     "webapp.jobs",
     "webapp.proposals",

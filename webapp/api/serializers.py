@@ -211,37 +211,3 @@ class DetailSerializer(serializers.Serializer):
     """An error body: ``{"detail": "..."}``."""
 
     detail = serializers.CharField()
-
-
-# --- query filters (validated: a malformed filter is a 400, never a 500) ---------------------------
-
-#: Largest id a filter accepts (a 64-bit signed integer: SQLite and PostgreSQL bigint).
-MAX_ID = 2**63 - 1
-
-
-class JobFilter(serializers.Serializer):
-    job = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="Only this job (id).")
-
-
-class TimeFilter(JobFilter):
-    since = serializers.DateTimeField(required=False, help_text="Collected at or after this ISO 8601 time.")
-    until = serializers.DateTimeField(required=False, help_text="Collected at or before this ISO 8601 time.")
-
-
-class VertexFilter(TimeFilter):
-    vertex_id = serializers.CharField(required=False, max_length=200, help_text="Only this vertex id.")
-
-
-class ProposalFilter(JobFilter):
-    status = serializers.ChoiceField(choices=Proposal.Status.choices, required=False)
-
-
-class ExecutionFilter(JobFilter):
-    status = serializers.ChoiceField(choices=Execution.Status.choices, required=False)
-
-
-class AuditFilter(JobFilter):
-    proposal = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID,
-                                        help_text="Only events of this proposal (id).")
-    action = serializers.RegexField(r"^[a-z][a-z0-9_]*$", required=False, max_length=50,
-                                    help_text="Only this action (snake_case), e.g. approved.")

@@ -4,6 +4,7 @@ are validated (a malformed one is a 400). Writes go through the workflow's servi
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
@@ -13,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from webapp.accounts.access import HasRole
+from webapp.api import filters
 from webapp.api import serializers as s
 from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.jobs.services import RegistrationError, job_policy_update, job_register, job_update
@@ -24,20 +26,6 @@ from webapp.proposals.lifecycle import StaleRevisionError, TransitionError
 
 #: Object ids in URLs: digits that fit a 64-bit integer (anything else is a 404, not a database error).
 ID_PATTERN = r"[0-9]{1,18}"
-
-
-def _filters(request: Request, serializer_class) -> dict:
-    """The validated query filters (only those given). A plain dict, not the QueryDict: DRF skips an
-    empty form value of an optional field, but ``?status=`` is a malformed filter (400), not no filter."""
-    params = serializer_class(data=request.query_params.dict())
-    params.is_valid(raise_exception=True)
-    return {k: v for k, v in params.validated_data.items() if v not in (None, "")}
-
-
-def _filtered(qs, wanted: dict, lookups: dict[str, str]):
-    """``qs`` narrowed by the validated filters in ``wanted``; ``lookups`` maps a filter's name to
-    its ORM lookup (filters without a lookup are not this queryset's)."""
-    return qs.filter(**{lookups[name]: value for name, value in wanted.items() if name in lookups})
 
 
 class CanEditJobs(permissions.BasePermission):
@@ -130,37 +118,26 @@ class JobViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.Read
         return Response(s.JobPolicySerializer(policy).data)
 
 
-@extend_schema_view(list=extend_schema(parameters=[s.VertexFilter]))
 class VertexViewSet(viewsets.ReadOnlyModelViewSet):
     """Per-vertex (stage) raw sums of each snapshot; filter by job, vertex and time, newest first."""
 
     lookup_value_regex = ID_PATTERN
 
     serializer_class = s.VertexSerializer
-
-    def get_queryset(self):
-        qs = VertexSnapshot.objects.select_related("snapshot").order_by("-snapshot_id", "position")
-        if self.action != "list":
-            return qs
-        return _filtered(qs, _filters(self.request, s.VertexFilter), {
-            "job": "snapshot__job_id", "vertex_id": "vertex_id", "since": "snapshot__collected_at__gte",
-            "until": "snapshot__collected_at__lte"})
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = filters.VertexFilter
+    queryset = VertexSnapshot.objects.select_related("snapshot").order_by("-snapshot_id", "position")
 
 
-@extend_schema_view(list=extend_schema(parameters=[s.TimeFilter]))
 class SnapshotViewSet(viewsets.ReadOnlyModelViewSet):
     """Metric snapshots with their vertices; filter by job and time (``since``, ``until``), newest first."""
 
     lookup_value_regex = ID_PATTERN
 
     serializer_class = s.SnapshotSerializer
-
-    def get_queryset(self):
-        qs = MetricSnapshot.objects.prefetch_related("vertices").order_by("-collected_at", "-id")
-        if self.action != "list":
-            return qs
-        return _filtered(qs, _filters(self.request, s.TimeFilter), {
-            "job": "job_id", "since": "collected_at__gte", "until": "collected_at__lte"})
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = filters.SnapshotFilter
+    queryset = MetricSnapshot.objects.prefetch_related("vertices").order_by("-collected_at", "-id")
 
 
 #: 400, 401, 403 and 404 are added to every operation by ``webapp.api.schema.AutoSchema``.
@@ -168,7 +145,6 @@ _DECISION_RESPONSES = {200: s.ProposalSerializer, 409: OpenApiResponse(s.DetailS
                                                                        "allows it (e.g. no longer pending).")}
 
 
-@extend_schema_view(list=extend_schema(parameters=[s.ProposalFilter]))
 class ProposalViewSet(viewsets.ReadOnlyModelViewSet):
     """Proposals; filter by job and status. POST ``approve``, ``reject`` (comment required) or
     ``rollback`` (a succeeded one: restores the configuration it replaced)."""
@@ -182,16 +158,9 @@ class ProposalViewSet(viewsets.ReadOnlyModelViewSet):
             return [permissions.IsAuthenticated(), CanDecideProposals()]
         return super().get_permissions()
 
-    def get_queryset(self):
-        qs = Proposal.objects.select_related("execution", "decided_by", "job__policy").order_by("-created_at", "-id")
-        if self.action != "list":
-            return qs
-        wanted = _filters(self.request, s.ProposalFilter)
-        if "job" in wanted:
-            qs = qs.filter(job_id=wanted["job"])
-        if "status" in wanted:
-            qs = qs.filter(status=wanted["status"])
-        return qs
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = filters.ProposalFilter
+    queryset = Proposal.objects.select_related("execution", "decided_by", "job__policy").order_by("-created_at", "-id")
 
     def _decide(self, call) -> Response:
         try:
@@ -243,7 +212,6 @@ class ProposalViewSet(viewsets.ReadOnlyModelViewSet):
                                                                reason=body.validated_data.get("reason", "")))
 
 
-@extend_schema_view(list=extend_schema(parameters=[s.ExecutionFilter]))
 class ExecutionViewSet(viewsets.ReadOnlyModelViewSet):
     """Executions of approved proposals, with the measured downtime; filter by job and status."""
 
@@ -251,19 +219,11 @@ class ExecutionViewSet(viewsets.ReadOnlyModelViewSet):
 
     serializer_class = s.ExecutionSerializer
 
-    def get_queryset(self):
-        qs = Execution.objects.order_by("-started_at", "-id")
-        if self.action != "list":
-            return qs
-        wanted = _filters(self.request, s.ExecutionFilter)
-        if "job" in wanted:
-            qs = qs.filter(proposal__job_id=wanted["job"])
-        if "status" in wanted:
-            qs = qs.filter(status=wanted["status"])
-        return qs
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = filters.ExecutionFilter
+    queryset = Execution.objects.order_by("-started_at", "-id")
 
 
-@extend_schema_view(list=extend_schema(parameters=[s.AuditFilter]))
 class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
     """The append-only audit trail; filter by job, proposal and action, newest first."""
 
@@ -271,12 +231,6 @@ class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
 
     serializer_class = s.AuditEventSerializer
 
-    def get_queryset(self):
-        qs = AuditEvent.objects.order_by("-at", "-id")
-        if self.action != "list":
-            return qs
-        wanted = _filters(self.request, s.AuditFilter)
-        for field in ("job", "proposal", "action"):
-            if field in wanted:
-                qs = qs.filter(**{f"{field}_id" if field != "action" else field: wanted[field]})
-        return qs
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = filters.AuditFilter
+    queryset = AuditEvent.objects.order_by("-at", "-id")

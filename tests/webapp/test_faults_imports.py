@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("pyspark", "py4j", "pandas", "pyarrow", "plotly")
 #: The modules Celery tasks run (webapp/*/tasks.py and what they call).
 TASK_MODULES = sorted([*(ROOT / "webapp" / "proposals").glob("*.py"), ROOT / "webapp" / "jobs" / "tasks.py",
-                       ROOT / "webapp" / "jobs" / "services.py", ROOT / "webapp" / "jobs" / "policy.py",
+                       ROOT / "webapp" / "jobs" / "services.py", ROOT / "webapp" / "jobs" / "collect.py",
+                       ROOT / "webapp" / "jobs" / "evaluation.py", ROOT / "webapp" / "jobs" / "policy_mapping.py",
                        ROOT / "webapp" / "outage.py"])
 
 

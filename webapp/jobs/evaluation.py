@@ -162,56 +162,76 @@ def stable_snapshots(*, job: Job, snapshots: list[MetricSnapshot]) -> list[Metri
 def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | None:
     """Evaluate the metric window of ``job`` with the micro-batch planner and store the result.
 
-    Returns None while the window is not yet full (the job stays ``collecting``). Every evaluation
-    goes to ``proposal_create``, which creates, revises, keeps or withdraws the pending proposal; a
-    scale-up held by the live loop's rules (ineffective-scale-up block, restart awareness) carries
-    the rule in ``Evaluation.hold`` and proposes nothing.
+    Steps: the window (None while it is not full or holds no batch), the plan (``scaling.evaluate``),
+    the job's memory kept, the evaluation stored (with a live-loop hold of a scale-up), handed to the
+    proposals (``proposal_create`` creates, revises, keeps or withdraws the pending proposal).
     """
     from webapp.proposals.services import proposal_create  # noqa: PLC0415 - apps depend one way at import
 
-    policy = job.policy
-    snapshots = stable_snapshots(job=job, snapshots=snapshots_in_window(job=job, window_s=policy.metric_window_s,
-                                                                        now=now))
+    now = now or timezone.now()
+    snapshots = _evaluable_window(job, now)
+    if snapshots is None:
+        return None
+    plan = _plan(job, snapshots, now)
+    _keep_pending_scale_downs(job, plan)
+    evaluation = _store(job, plan, window_s=sum(s.window_s for s in snapshots), now=now)
+    proposal_create(evaluation=evaluation, now=now)
+    return evaluation
+
+
+def _evaluable_window(job: Job, now: datetime) -> list[MetricSnapshot] | None:
+    """The stable snapshots of the job's metric window, or None (with the job's health saying why)
+    while the window is not full or no micro-batch completed in it."""
+    window_s = job.policy.metric_window_s
+    snapshots = stable_snapshots(job=job, snapshots=snapshots_in_window(job=job, window_s=window_s, now=now))
     covered_s = sum(s.window_s for s in snapshots)
-    if not snapshots or covered_s < 0.9 * policy.metric_window_s or not snapshots[-1].vertices.exists():
+    if not snapshots or covered_s < 0.9 * window_s or not snapshots[-1].vertices.exists():
         if job.health == Job.Health.RUNNING:
-            mark_health(job, Job.Health.COLLECTING,
-                  f"{covered_s:.0f} of {policy.metric_window_s:.0f} s of metrics in the window")
+            mark_health(job, Job.Health.COLLECTING, f"{covered_s:.0f} of {window_s:.0f} s of metrics in the window")
         return None
     if not any(s.batches for s in snapshots):
         # No micro-batch completed in the window (a batch longer than the window, or a stalled
         # query): its busy time is not reported yet, so the window says nothing about the load.
         mark_health(job, Job.Health.DEGRADED, f"no micro-batch completed in the last {covered_s:.0f} s: not evaluated")
         return None
+    return snapshots
+
+
+def _plan(job: Job, snapshots: list[MetricSnapshot], now: datetime) -> JobPlan:
+    """The algorithm the policy names (scaling/algorithms.py registry) on the window, with the job's
+    memory: pending delayed scale-downs (FLINK-36018), applied scalings, measured restart times."""
     topology, metrics, cluster, mean_batch_s = window_inputs(job=job, snapshots=snapshots)
     durations = tuple(s.batch_duration_s for s in snapshots if s.batches) or ((mean_batch_s,) if mean_batch_s else ())
-    # The algorithm the policy names (scaling/algorithms.py registry), with the job's memory: pending
-    # delayed scale-downs (FLINK-36018), applied scalings, measured restart times.
+    return evaluate(PlanRequest(topology=topology, metrics=metrics, policy=scaling_policy(job.policy),
+                                mode="micro-batch", cluster=cluster, state=state_from_dict(job.scaler_state),
+                                now_s=now.timestamp(), batch_durations_s=durations))
+
+
+def _keep_pending_scale_downs(job: Job, plan: JobPlan) -> None:
+    """Only the pending scale-downs carry over from an evaluation: a scaling enters the history when
+    its execution succeeds (webapp.proposals.execution), not when it is proposed."""
+    if plan.next_state is None:
+        return
     state = state_from_dict(job.scaler_state)
-    plan = evaluate(PlanRequest(topology=topology, metrics=metrics, policy=scaling_policy(policy), mode="micro-batch",
-                                cluster=cluster, state=state, now_s=(now or timezone.now()).timestamp(),
-                                batch_durations_s=durations))
-    if plan.next_state is not None:
-        # Only the pending scale-downs carry over from an evaluation: a scaling enters the history
-        # when its execution succeeds (webapp.proposals.services), not when it is proposed.
-        kept = replace(state, pending_scale_downs=plan.next_state.pending_scale_downs)
-        if kept != state:
-            Job.objects.filter(pk=job.pk).update(scaler_state=state_to_dict(kept))
-            job.scaler_state = state_to_dict(kept)
+    kept = replace(state, pending_scale_downs=plan.next_state.pending_scale_downs)
+    if kept != state:
+        Job.objects.filter(pk=job.pk).update(scaler_state=state_to_dict(kept))
+        job.scaler_state = state_to_dict(kept)
+
+
+def _store(job: Job, plan: JobPlan, *, window_s: float, now: datetime) -> Evaluation:
+    """The evaluation row: the plan, the configuration it maps to, its direction, and the live
+    loop's hold of a scale-up (ineffective-scale-up block, restart awareness), if any."""
     proposed_config = plan_to_config(job=job, plan=plan)
-    now = now or timezone.now()
     plan_json = plan_as_json(plan)
     direction = _evaluation_direction(job=job, plan=plan, proposed_config=proposed_config)
     hold, hold_detail = "", {}
     if plan.decision == "scale" and direction == Evaluation.Direction.UP and proposed_config != job.config:
         hold, hold_detail = _scale_up_hold(job=job, plan=plan_json, proposed_config=proposed_config, now=now)
-    evaluation = Evaluation.objects.create(
+    return Evaluation.objects.create(
         job=job, decision=plan.decision, reasons=list(plan.reasons), plan=plan_json,
-        proposed_config=proposed_config, window_s=covered_s, direction=direction, hold=hold, hold_detail=hold_detail,
+        proposed_config=proposed_config, window_s=window_s, direction=direction, hold=hold, hold_detail=hold_detail,
         held_scale_down=_held_scale_down(job=job, plan=plan))
-    # Every evaluation goes to the proposals: it may create, revise, keep or withdraw the pending one.
-    proposal_create(evaluation=evaluation, now=now)
-    return evaluation
 
 
 def _evaluation_direction(*, job: Job, plan: JobPlan, proposed_config: dict) -> str:

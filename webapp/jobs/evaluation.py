@@ -286,14 +286,13 @@ def _held_scale_down(*, job: Job, plan: JobPlan) -> dict:
 
 def collect_and_evaluate(*, job: Job) -> None:
     """One beat for one job: collect a snapshot, then evaluate unless a proposal is executing."""
-    from webapp.proposals.models import Proposal  # noqa: PLC0415
+    from webapp.proposals.lifecycle import BUSY  # noqa: PLC0415
 
     started = time.monotonic()
     snapshot = snapshot_collect(job=job)
     if snapshot is None:
         return
-    busy = job.proposals.filter(status__in=[Proposal.Status.APPROVED, Proposal.Status.EXECUTING,
-                                            Proposal.Status.ROLLING_BACK]).exists()
+    busy = job.proposals.filter(status__in=BUSY).exists()
     if not busy:
         evaluation_run(job=job)
     logger.info("collected %s in %.2f s (%d batches)", job.name, time.monotonic() - started, snapshot.batches)

@@ -17,7 +17,7 @@ from webapp.outage import broker_check
 from webapp.proposals import dispatch
 from webapp.proposals.guardrails import violated_guardrail
 from webapp.proposals.holds import blocked_knobs, config_direction, held_scale_down, job_guardrails
-from webapp.proposals.lifecycle import StaleRevisionError, Status, TransitionError, audit, transition
+from webapp.proposals.lifecycle import BUSY, StaleRevisionError, Status, TransitionError, audit, transition
 from webapp.proposals.models import Proposal
 from webapp.proposals.permissions import actor_name, require_operator
 from webapp.proposals.predictions import demand_cores, measured_downtimes_s, plan_cores, predict
@@ -309,7 +309,7 @@ def scale_down_apply_now(*, job: Job, actor, now: datetime | None = None) -> Pro
         held = held_scale_down(job=job, now=now)
         if held is None or not held["config"] or held["config"] == job.config:
             raise TransitionError(f"job {job.name} holds no scale-down to apply")
-        if job.proposals.filter(status__in=[Status.APPROVED, Status.EXECUTING, Status.ROLLING_BACK]).exists():
+        if job.proposals.filter(status__in=BUSY).exists():
             raise TransitionError(f"job {job.name} has a proposal being executed: apply the scale-down after it")
         for old in job.proposals.select_for_update().filter(status=Status.PENDING, kind=Proposal.Kind.SCALE):
             transition(proposal=old, target=Status.SUPERSEDED, actor=actor_name(actor),

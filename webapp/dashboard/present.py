@@ -92,7 +92,7 @@ def spark_ui_link(job: Job) -> str | None:
     """The Spark UI of ``job``: its fixed ``spark_ui_url``, else the URL its runner reported when it fits
     the registration (``webapp.jobs.sparkui.ui_target``); None when unknown or refused."""
     from sparkclient.control import ProtocolError  # noqa: PLC0415
-    from webapp.jobs.services import runner_status  # noqa: PLC0415
+    from webapp.jobs.collect import runner_status  # noqa: PLC0415
     from webapp.jobs.sparkui import Refusal, ui_target  # noqa: PLC0415
 
     if job.spark_ui_url:

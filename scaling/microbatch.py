@@ -11,8 +11,8 @@ limits the job, as ``reasons.Limit`` codes with their numbers.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import replace
 
 from scaling.evaluate import (
     CEIL_MAX, INF, ceil_exact, effective_busy_ms_per_s, is_processing_backlog, propagate_target_rates, selectivity,
@@ -24,99 +24,12 @@ from scaling.policy import Policy
 from scaling.reasons import Decision, HeldScaleDown, Limit, PlanLimit
 from scaling.state import PendingScaleDown, ScalerState, ScalingRecord
 from scaling.topology import Topology
-from scaling.vertex_scaler import (
-    _num, align_parallelism, alignment_base, observed_scaling_coefficient, parallelism_bounds, pinned_reason,
+from scaling.vertex_scaler import _num, observed_scaling_coefficient, pinned_reason
+
+from scaling.microbatch_sizing import (
+    EXECUTORS_KEY, HELPS, MAX_OVERHEAD_FRACTION, NO_GAIN, RETENTION_WARNING_FRACTION, SEARCH_LIMIT, _Stage, _tasks, _utilization,
+    sizing_demand,
 )
-
-MAX_OVERHEAD_FRACTION = 0.9
-EXECUTORS_KEY = "executors"
-"""The key of the executor count's pending scale-down and records in ``ScalerState``."""
-RETENTION_WARNING_FRACTION = 0.8
-"""Warn when the backlog's age reaches this share of a source's retention."""
-NO_GAIN = 1e-9
-SEARCH_LIMIT = 4096
-HELPS = 0.01
-"""When the target is out of reach, cores that lower the predicted utilization by less than this
-(one point of the trigger interval) in total are not added: they cannot help."""
-
-
-@dataclass(frozen=True)
-class _Stage:
-    """One stage's numbers: per-core true rates (records per busy core-second), busy cores, the
-    demand at the target rate alone (``base``), for the scale-up check (``need_up``: target +
-    catch-up) and for the scale-down check (``need_target``: + restart), in busy core-seconds per
-    second, the sizing demand (``need_sized``, see ``sizing_demand``), and the skew (max / mean busy)."""
-
-    tpr: float
-    tor: float
-    busy: float
-    lam: float
-    base: float
-    need_up: float
-    need_target: float
-    skew: float
-    need_sized: float = 0.0
-
-
-def sizing_demand(base: float, extra: float, utilization_target: float) -> float:
-    """The demand a plan sizes cores for, in busy core-seconds per second scaled to the target:
-    ``base + u × extra``, so that ``U_sized(C) ≤ u`` ⇔ ``base / u + extra`` fits the cores.
-
-    Flink ``AutoScalerUtils.getTargetProcessingCapacity``: target capacity = catch-up rate + restart
-    catch-up rate + input rate / target utilization. Only the input rate (``base`` = λ / TPR) keeps
-    the utilization headroom; the catch-up and restart rates (``extra`` = (catch-up + restart) / TPR)
-    are transient and are added at full capacity. Dividing them by the target too over-provisions
-    every plan made with a backlog (issue 13 item 6, issue 14: core-hours vs the oracle).
-
-    Args:
-        base: busy core-seconds per second at the target rate (λ / TPR).
-        extra: busy core-seconds per second of the catch-up and restart rates.
-        utilization_target: the policy's target, 0 < u ≤ 1.
-    """
-    return base + utilization_target * extra
-
-
-def _tasks(topology: Topology, vertex_id: str, cores: int, policy: Policy) -> tuple[int, bool]:
-    """The tasks a stage runs with ``cores`` cores: one per core for an adjustable stage (bounded by
-    its partitions / max parallelism, aligned to a source's partitions within the cores), else its
-    current tasks. Returns (tasks, capped): ``capped`` when the bound keeps it below the cores."""
-    vertex = topology.vertex(vertex_id)
-    if pinned_reason(topology, vertex, policy) is not None:
-        return vertex.parallelism, vertex.parallelism < cores
-    lower, upper = parallelism_bounds(vertex, policy, vertex.parallelism)
-    tasks = max(lower, min(upper, cores))
-    base = alignment_base(topology, vertex)
-    if base is not None and base[1] == "partitions":
-        mode, legacy = policy.alignment_mode
-        tasks, _ = align_parallelism(vertex.parallelism, tasks, n=base[0], lower=lower,
-                                     upper=max(lower, min(upper, cores)), mode=mode, legacy=legacy)
-    return tasks, tasks < cores
-
-
-def busy_share(demands: Iterable[tuple[float, int]], cores: int, overhead: float) -> float:
-    """Predicted share of the trigger interval a batch keeps busy (0..1 when it fits):
-    ``Σ_v need_v / min(tasks_v, C) / (1 − overhead)``, each stage running on ``min(tasks, C)`` cores.
-
-    The one utilization formula of the micro-batch model: the planner sizes with it and the web
-    app's frozen prediction (``webapp.proposals.predictions``) shows it.
-
-    Args:
-        demands: per stage, (need in busy core-seconds per second, tasks).
-        cores: task slots C.
-        overhead: the batch overhead's share of the trigger interval, 0 ≤ overhead < 1.
-    """
-    total = 0.0
-    for need, tasks in demands:
-        if need > 0:
-            slots = min(tasks, cores)
-            total += need / slots if slots > 0 else INF
-    return total / (1.0 - overhead)
-
-
-def _utilization(stages: Mapping[str, _Stage], tasks: Mapping[str, int], cores: int, overhead: float,
-                 attr: str) -> float:
-    """``busy_share`` of the demand ``attr`` of every stage with ``tasks``."""
-    return busy_share(((getattr(st, attr), tasks[vid]) for vid, st in stages.items()), cores, overhead)
 
 
 def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], cluster: ClusterState,

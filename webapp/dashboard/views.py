@@ -2,7 +2,7 @@
 
 Pages: the jobs overview, the job page (DAG, charts, "why no proposal?"), the proposal page, the
 rescales page (Flink's Web UI "Rescales" and Dataflow's autoscaling tab) and the history page. Each page has a ``…/live/`` twin that the page polls (``static/js/live.js``) to refresh
-its numbers without a reload.
+its numbers without a reload. The POST actions (approve, reject, roll back, …) are in ``actions.py``.
 """
 
 from __future__ import annotations
@@ -10,35 +10,27 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
-from django.conf import settings
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.http import url_has_allowed_host_and_scheme, urlencode
-from django.views.decorators.http import require_POST
+from django.utils.http import urlencode
 
-from sparkclient.generator import set_rate as generator_set_rate
 from webapp.dashboard import present, reads
 from webapp.dashboard.figures import dag_figure, executors_figure, parallelism_label, series_figure
 from webapp.dashboard.why import why_no_proposal
 from webapp.jobs.evaluation import stage_bindings
 from webapp.jobs import selectors
 from webapp.jobs.models import Job
-from webapp.jobs.redis import get_redis
 from webapp.proposals import selectors as proposal_selectors
-from webapp.proposals.models import AuditEvent, Execution, Proposal
+from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.permissions import can_approve
-from webapp.proposals.holds import held_scale_down, scale_up_block_clear
-from webapp.proposals.lifecycle import StaleRevisionError, TransitionError
-from webapp.proposals.rollback import proposal_rollback as rollback_service
-from webapp.proposals.services import auto_approve_resume, proposal_approve, proposal_reject, scale_down_apply_now
+from webapp.proposals.holds import held_scale_down
 
 
 def can_decide(user) -> bool:
@@ -286,90 +278,6 @@ def proposal_live(request: HttpRequest, pk: int) -> HttpResponse:
 DECIDE_ACTIONS = ("approve", "reject")
 
 
-def _back(request: HttpRequest, default: str) -> HttpResponse:
-    target = request.POST.get("next", "")
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
-        return redirect(target)
-    return redirect(default)
-
-
-@login_required
-@require_POST
-def proposal_decide(request: HttpRequest, pk: int) -> HttpResponse:
-    """Approve or reject a proposal (a comment is required to reject)."""
-    _require_decider(request)
-    proposal = get_object_or_404(Proposal.objects.select_related("job__policy"), pk=pk)
-    action = request.POST.get("action")
-    if action not in DECIDE_ACTIONS:
-        return HttpResponseBadRequest(f"action must be exactly one of {', '.join(DECIDE_ACTIONS)}, "
-                                      f"not {action!r}: nothing was changed",
-                                      content_type="text/plain; charset=utf-8")
-    try:
-        if action == "approve":
-            try:
-                revision = int(request.POST["revision"]) if request.POST.get("revision") else None
-            except ValueError:
-                messages.error(request, "The revision to approve must be a whole number.")
-                return _back(request, reverse("dashboard:proposal", args=[pk]))
-            proposal_approve(proposal=proposal, actor=request.user, revision=revision)
-            messages.success(request, f"Proposal {pk} revision {revision or proposal.revision} approved; executing.")
-        else:
-            proposal_reject(proposal=proposal, actor=request.user, comment=request.POST.get("comment", ""))
-            messages.info(request, f"Proposal {pk} rejected.")
-    except StaleRevisionError as exc:
-        # 409 with the current revision: the page shows it, so the operator reviews what they approve.
-        proposal.refresh_from_db()
-        return render(request, "dashboard/proposal.html", _proposal_context(request, proposal, error=str(exc)),
-                      status=409)
-    except (TransitionError, ValueError) as exc:
-        messages.error(request, str(exc))
-    return _back(request, reverse("dashboard:proposal", args=[pk]))
-
-
-@login_required
-@require_POST
-def proposal_rollback(request: HttpRequest, pk: int) -> HttpResponse:
-    """Roll back a succeeded execution: restore the configuration it replaced (workflow service)."""
-    _require_decider(request)
-    proposal = get_object_or_404(Proposal.objects.select_related("job__policy"), pk=pk)
-    try:
-        result = rollback_service(proposal=proposal, actor=request.user, reason=request.POST.get("reason", ""))
-        messages.success(request, f"Rolling back proposal {pk} (rollback #{result.pk}).")
-    except (TransitionError, ValueError) as exc:
-        messages.error(request, str(exc))
-    return _back(request, reverse("dashboard:history", args=[proposal.job_id]))
-
-
-@login_required
-@require_POST
-def scale_down_apply(request: HttpRequest, pk: int) -> HttpResponse:
-    """Apply a held scale-down now: creates a pending proposal for it (the operator approves it next)."""
-    _require_decider(request)
-    job = get_object_or_404(Job.objects.select_related("policy"), pk=pk)
-    try:
-        proposal = scale_down_apply_now(job=job, actor=request.user)
-    except TransitionError as exc:
-        messages.error(request, str(exc))
-        return redirect("dashboard:job", pk=pk)
-    messages.success(request, f"Proposal {proposal.pk} created for the held scale-down; review and approve it.")
-    return redirect("dashboard:proposal", pk=proposal.pk)
-
-
-@login_required
-@require_POST
-def scale_up_block_release(request: HttpRequest, pk: int) -> HttpResponse:
-    """Clear the ineffective-scale-up block of a job (audited)."""
-    _require_decider(request)
-    job = get_object_or_404(Job, pk=pk)
-    try:
-        scale_up_block_clear(job=job, actor=request.user, comment=request.POST.get("comment", ""))
-        messages.success(request, "Scale-up block cleared: scale-ups may be proposed again.")
-    except TransitionError as exc:
-        messages.error(request, str(exc))
-    return redirect("dashboard:job", pk=pk)
-
-
-# --- history page -------------------------------------------------------------------------------
 
 def _history_context(request: HttpRequest, job: Job) -> dict:
     action, actor = request.GET.get("action", ""), request.GET.get("actor", "")
@@ -478,53 +386,3 @@ def rescales(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "dashboard/rescales.html", {"job": job, "policy": job.policy, "rows": rows,
                                                        "counts": counts, "figure": figure,
                                                        "can_decide": can_decide(request.user)})
-
-
-@login_required
-@require_POST
-def suspension_clear(request: HttpRequest, pk: int) -> HttpResponse:
-    """Turn auto-approval back on after a rollback suspended it (operators; audited as
-    ``auto_approve_resumed`` by ``webapp.proposals.services.auto_approve_resume``)."""
-    _require_decider(request)
-    job = get_object_or_404(Job.objects.select_related("policy"), pk=pk)
-    if not job.policy.auto_approve_suspended:
-        messages.info(request, "Auto-approval is not suspended for this job: nothing to clear.")
-    else:
-        auto_approve_resume(job=job, actor=request.user)
-        messages.success(request, "Auto-approval is on again for this job.")
-    return redirect("dashboard:job", pk=pk)
-
-
-# --- demo control -------------------------------------------------------------------------------
-
-@login_required
-@require_POST
-def set_rate(request: HttpRequest, pk: int) -> HttpResponse:
-    """Demo control: set the event generator's rate (events/s) for the job's topic. Operators and
-    admins only; the rate must be a finite number from 0 to ``settings.DEMO_MAX_RATE`` (else 400)."""
-    if not can_decide(request.user):
-        raise PermissionDenied("Your role may read but not change the demo load: that needs an operator.")
-    job = get_object_or_404(Job, pk=pk)
-    try:
-        rate = parse_rate(request.POST.get("rate", ""), maximum=settings.DEMO_MAX_RATE)
-    except ValueError as exc:
-        return HttpResponseBadRequest(f"{exc}; nothing was changed", content_type="text/plain; charset=utf-8")
-    generator_set_rate(get_redis(), job.topic, rate)
-    messages.success(request, f"Generator rate for {job.topic} set to {rate:g} events/s.")
-    return redirect("dashboard:job", pk=pk)
-
-
-def parse_rate(text: str, *, maximum: float) -> float:
-    """The demo generator rate typed in the form, events/s.
-
-    Raises:
-        ValueError: not a number, not finite (nan, inf), negative, or above ``maximum``.
-    """
-    try:
-        rate = float(text)
-    except (TypeError, ValueError):
-        raise ValueError(f"the rate must be a number of events per second, not {text[:40]!r}") from None
-    if not math.isfinite(rate) or not 0 <= rate <= maximum:
-        raise ValueError(f"the rate must be a finite number of events per second from 0 to {maximum:g}, "
-                         f"not {text[:40]!r}")
-    return rate

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from scaling import forecast
 from scaling.metrics import job_utilization
-from scaling.microbatch import busy_share
+from scaling.microbatch_sizing import busy_share
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 
 #: Keys of a frozen prediction (``Proposal.prediction``) the page shows.
@@ -66,7 +66,7 @@ def capacity_per_s(plan: dict, cores: int, source_ids: set[str] | None = None) -
 
 def _utilization(plan: dict, cores_new: int) -> float | None:
     """The busy share of the proposed cores at the target rate (0..1), from the micro-batch model's
-    one formula (``scaling.microbatch.busy_share``, issue 13 acceptance 7): the planner's own
+    one formula (``scaling.microbatch_sizing.busy_share``, issue 13 acceptance 7): the planner's own
     ``JobPlan.predicted_utilization`` (it includes the observed scaling coefficient), or, for a plan
     serialized without it, ``busy_share`` of the plan's per-vertex ``λ_v / TPR_v`` on its proposed
     tasks and cores."""

@@ -18,7 +18,7 @@ from scaling.evaluate import (
     CEIL_MAX, INF, ceil_exact, effective_busy_ms_per_s, is_processing_backlog, propagate_target_rates, selectivity,
     vertex_true_rates,
 )
-from scaling.metrics import ClusterState, VertexMetrics
+from scaling.metrics import ClusterState, VertexMetrics, job_utilization
 from scaling.periods import active_period
 from scaling.policy import Policy
 from scaling.reasons import Decision, HeldScaleDown, Limit, PlanLimit
@@ -259,7 +259,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     plan = JobPlan(
         decision=Decision.NO_CHANGE, reasons=(), vertices=tuple(vertex_plans), executors_current=cluster.executors,
         executors_proposed=executors, cores_per_executor=cpe, cores_needed=cores_needed,
-        load=load, utilization=busy_total / cores_now, overhead_fraction=overhead, bottleneck=bottleneck,
+        load=load, utilization=job_utilization(busy_total, cores_now), overhead_fraction=overhead, bottleneck=bottleneck,
         batch_ratio=(batch_duration_s / cluster.trigger_interval_s) if batch_duration_s is not None else None,
         mode="micro-batch", backlog_mode=backlog_mode, restart_time_s=restart_s, held=held, limits=tuple(limits))
     period = active_period(policy.excluded_periods, now_s) if policy.excluded_periods else None

@@ -247,10 +247,10 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     if load > high:
         reasons.append(f"load {load:.2f} above the utilization band [{low}, {high}]: the job needs "
                        f"{sum(s.need_up for s in stages.values()):.2f} busy cores per second for its target and "
-                       f"catch-up rate on {cores_now} cores ({overhead:.0%} batch overhead)")
+                       f"catch-up rate on {_cores(cores_now)} ({overhead:.0%} batch overhead)")
     elif load_down < low:
         reasons.append(f"load {load_down:.2f} below the utilization band [{low}, {high}]: {total_need:.2f} busy "
-                       f"cores per second needed on {cores_now} cores")
+                       f"cores per second needed on {_cores(cores_now)}")
     for item in limits:
         reasons.append(_limit_text(item))
     if backlog_mode:
@@ -332,6 +332,11 @@ def _catch_up_s_at_max(topology: Topology, metrics: Mapping[str, VertexMetrics],
     else:
         seconds = backlog / ((1.0 / u_base - 1.0) * arrival) if u_base > 0 else 0.0
     return seconds if seconds > policy.catch_up_duration_s else None
+
+
+def _cores(n: int) -> str:
+    """``n`` cores in words: "1 core", "3 cores"."""
+    return f"{n} core" if n == 1 else f"{n} cores"
 
 
 def _limit_text(item: PlanLimit) -> str:

@@ -20,8 +20,10 @@ from enum import StrEnum
 from django.conf import settings
 from django.db.models import Prefetch
 
+from scaling.metrics import stage_utilization, true_processing_rate
 from webapp.dashboard.stages import stage_names
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
+from webapp.jobs.selectors import finite_or_inf
 
 #: Most points a chart draws; longer ranges are averaged into this many buckets.
 MAX_CHART_POINTS = 360
@@ -113,13 +115,12 @@ def dag_vertices(*, job: Job, proposal_plan: dict | None = None, evaluation=None
     rows = []
     for v in vertices:
         busy_s, rec_in, rec_out = sums.get(v.vertex_id, [0.0, 0.0, 0.0])
-        slots = max(1, min(v.tasks, latest.cores))
         row = {
             "id": v.vertex_id, "name": v.name or v.vertex_id, "stage": names[v.vertex_id], "position": v.position,
             "upstream": v.upstream, "tasks": v.tasks, "proposed": proposed.get(v.vertex_id),
-            "utilization": min(1.0, busy_s / total_s / slots),
-            "true_processing_rate": (rec_in / busy_s) if busy_s > 0 else "inf",
-            "true_output_rate": (rec_out / busy_s) if busy_s > 0 else "inf",
+            "utilization": stage_utilization(busy_s, total_s, v.tasks, latest.cores),
+            "true_processing_rate": finite_or_inf(true_processing_rate(rec_in, busy_s)),
+            "true_output_rate": finite_or_inf(true_processing_rate(rec_out, busy_s)),
             "records_in_per_s": rec_in / total_s, "records_out_per_s": rec_out / total_s,
             "selectivity": round(rec_out / rec_in, 3) if rec_in else "–",
             "bottleneck": bottleneck == v.vertex_id,
@@ -217,8 +218,7 @@ def chart_data(*, job: Job, range_s: int = 3600, max_points: int = MAX_CHART_POI
             order[vertex_id] = position
             raw_names[vertex_id] = name
         window_s, cores = window[snapshot_id]
-        slots = max(1, min(tasks, cores))
-        utilization[vertex_id][index[snapshot_id]] = round(min(1.0, busy_s / max(window_s, 1e-6) / slots), 3)
+        utilization[vertex_id][index[snapshot_id]] = round(stage_utilization(busy_s, window_s, tasks, cores), 3)
     names = stage_names(raw_names.items())
     by_stage = {vid: (names[vid], utilization[vid]) for vid in sorted(utilization, key=order.__getitem__)}
     return ChartData(

@@ -139,18 +139,24 @@ def test_delayed_scale_down_is_held_across_evaluations_then_applied():
     assert proposal.proposed_config["cores"] < 6
 
 
-def test_a_successful_execution_records_the_scaling_and_its_downtime(no_enqueue):
-    """Ineffective scale-up detection and restart-time tracking learn from what was executed."""
-    from webapp.jobs.models import Job
-    from webapp.proposals.models import Execution
-    from webapp.proposals.execution import execution_record_result
-
+def _executing_proposal():
+    """A job with a proposal approved and executing (its attempt not yet recorded)."""
     job = make_job(metric_window_s=45)
     make_snapshots(job)
     evaluation_run(job=job)
     proposal = job.proposals.get()
     proposal_approve(proposal=proposal, actor=make_user())
     Proposal.objects.filter(pk=proposal.pk).update(status=Proposal.Status.EXECUTING)
+    return job, proposal
+
+
+def test_a_successful_execution_records_the_scaling_and_its_downtime(no_enqueue):
+    """Ineffective scale-up detection and restart-time tracking learn from what was executed."""
+    from webapp.jobs.models import Job
+    from webapp.proposals.models import Execution
+    from webapp.proposals.execution import execution_record_result
+
+    job, proposal = _executing_proposal()
     execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")
     execution_record_result(execution_id=execution.pk, attempt=1,
                             result={"status": "succeeded", "path": "driver-restart", "downtime_s": 27.5,
@@ -192,12 +198,7 @@ def test_an_execution_records_its_pause_added_lag_and_catch_up_from_the_snapshot
     from webapp.proposals.rescale_cost import record_open_costs
     from webapp.proposals.execution import execution_record_result
 
-    job = make_job(metric_window_s=45)
-    make_snapshots(job)
-    evaluation_run(job=job)
-    proposal = job.proposals.get()
-    proposal_approve(proposal=proposal, actor=make_user())
-    Proposal.objects.filter(pk=proposal.pk).update(status=Proposal.Status.EXECUTING)
+    job, proposal = _executing_proposal()
     start = timezone.now()
     execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")
     Execution.objects.filter(pk=execution.pk).update(started_at=start)

@@ -55,7 +55,7 @@ from sparkclient.handover import HANDOVER_READY_TIMEOUT_S, read_pending, wait_fo
 from sparkclient.lease import LEASE_TTL_S, CheckpointLease
 from sparkclient.rescale import EXIT_HANDED_OVER, RescalePaths
 from sparkclient.session import BATCH_WAIT_TIMEOUT_S, PROJECT_ROOT, build_session, checkpoint_has_state, \
-    start_query, warm_up
+    prepare_query, start_query, warm_up
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +126,8 @@ class Driver(RescalePaths):
         self.checkpoint: Path | None = None
         self.executor_scaler: Any = None
         self.lease_lost = False
+        self._prepared: Any = None  # a standby's prepared start (sparkclient.session.prepare_query)
+        self._listening = False
 
     # status ---------------------------------------------------------------------------------
 
@@ -153,7 +155,8 @@ class Driver(RescalePaths):
                              capacity=self.capacity, spark_conf=self.spark_conf, session_conf=self._session_conf())
 
     def _start_query(self) -> Any:
-        started = start_query(self.spark, self.spec, self.values, self._session_conf())
+        prepared, self._prepared = self._prepared, None
+        started = start_query(self.spark, self.spec, self.values, self._session_conf(), prepared=prepared)
         query, self.checkpoint = started.query, started.checkpoint
         self._set_status(state=RunnerState.RUNNING, query_name=query.name or "", query_id=query.id,
                          run_id=query.runId, knobs=json.dumps(self.values, sort_keys=True), error="",
@@ -275,7 +278,11 @@ class Driver(RescalePaths):
         the checkpoint. Returns False (Spark stopped) when the handover was called off."""
         self.spark = self._build_session()
         warm_up(self.spark, self.executors(), self.workdir)
-        log.info("standby for handover %s ready", self.standby)
+        # Before the pause: the query's analysis, and the progress listener (py4j's callback server).
+        self._prepared = prepare_query(self.spark, self.spec, self.values, self._session_conf())
+        self._add_listener()
+        log.info("standby for handover %s ready (query %s)", self.standby,
+                 "prepared" if self._prepared else "to be built")
         if wait_for_release(self.client, self.job, self.standby, self.stop_event):
             return True
         self.spark.stop()
@@ -294,18 +301,25 @@ class Driver(RescalePaths):
                          lease_token=self.lease.token)
         self._resume_pending()
 
+    def _add_listener(self) -> None:
+        """Register the progress listener once (it publishes to Redis and calls ``_on_progress``)."""
+        from sparkclient.progress import RedisProgressListener  # noqa: PLC0415
+
+        if not self._listening:
+            self.spark.streams.addListener(RedisProgressListener(self.redis_url, self.job,
+                                                                 on_progress=self._on_progress))
+            self._listening = True
+
     def _start(self) -> None:
         """Start Spark (unless a standby has it), the executors in place, the progress listener, the
         query and the control thread."""
-        from sparkclient.progress import RedisProgressListener  # noqa: PLC0415
-
         if self.spark is None:
             self.spark = self._build_session()
         sc = self.spark.sparkContext
         self._set_status(ui_url=sc.uiWebUrl or "", app_id=sc.applicationId)
         if self.in_place:
             self._start_executor_scaler()
-        self.spark.streams.addListener(RedisProgressListener(self.redis_url, self.job, on_progress=self._on_progress))
+        self._add_listener()
         self.query = self._start_query()
         threading.Thread(target=self._control_loop, name="control", daemon=True).start()
 

@@ -13,6 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from sparkclient.contract import ENV_JOB, ENV_WORKDIR, PipelineSpec
@@ -20,7 +21,7 @@ from sparkclient.contract import ENV_JOB, ENV_WORKDIR, PipelineSpec
 log = logging.getLogger(__name__)
 
 __all__ = ["BATCH_WAIT_TIMEOUT_S", "PROJECT_ROOT", "WARM_UP_CONF", "WARM_UP_TIMEOUT_S", "StartedQuery",
-           "build_session", "checkpoint_has_state", "last_batch_end", "progress_dict", "start_query",
+           "build_session", "checkpoint_has_state", "last_batch_end", "prepare_query", "progress_dict", "start_query",
            "stop_between_batches", "warm_up"]
 
 #: How long a rescale waits for the batch in flight, seconds.
@@ -102,16 +103,76 @@ class StartedQuery:
     trigger_interval_s: float
 
 
+class _StartCaptured(Exception):
+    """Raised inside a pipeline's build function by a captured ``start()``/``toTable()``."""
+
+
+def prepare_query(spark: Any, spec: PipelineSpec, values: dict[str, int],
+                  session_conf: tuple[str, int] | None) -> Callable[[], Any] | None:
+    """Run ``spec.build(spark, values)`` up to its writer's ``start()`` (or ``toTable()``) without
+    starting anything, and return the call that starts it; a standby driver does this before it
+    owns the checkpoint, so the plan's analysis (a Python data source's schema, the reader
+    options) is done before the pause (issue 12). The build function runs once: a standby starts
+    the query with the returned call, not by building again.
+
+    Returns None (the caller builds as usual) when the build did not reach exactly one start, or
+    failed; a query that the build started by another path is stopped at once (logged as an error).
+    """
+    from pyspark.sql.streaming.readwriter import DataStreamWriter  # noqa: PLC0415
+
+    captured: list[tuple[Any, Any, tuple, dict]] = []
+    originals = {"start": DataStreamWriter.start, "toTable": DataStreamWriter.toTable}
+
+    def capturing(name: str) -> Callable[..., Any]:
+        def capture(writer: Any, *args: Any, **kwargs: Any) -> Any:
+            captured.append((originals[name], writer, args, kwargs))
+            raise _StartCaptured
+        return capture
+
+    if session_conf is not None:
+        spark.conf.set(session_conf[0], str(session_conf[1]))
+    for name in originals:
+        setattr(DataStreamWriter, name, capturing(name))
+    try:
+        spec.build(spark, dict(values))
+    except _StartCaptured:
+        pass
+    except Exception:  # noqa: BLE001 - preparing is only a speed-up: the normal start reports the error
+        log.exception("preparing %s failed; it will be built after the handover", spec.ref)
+        return None
+    finally:
+        for name, method in originals.items():
+            setattr(DataStreamWriter, name, method)
+    if spark.streams.active:
+        log.error("%s started a query without DataStreamWriter.start/toTable while it was prepared; stopped it",
+                  spec.ref)
+        for query in spark.streams.active:
+            query.stop()
+        return None
+    if len(captured) != 1:
+        return None
+    method, writer, args, kwargs = captured[0]
+    return lambda: method(writer, *args, **kwargs)
+
+
 def start_query(spark: Any, spec: PipelineSpec, values: dict[str, int],
-                session_conf: tuple[str, int] | None) -> StartedQuery:
-    """Set the shuffle knob's session conf, then ``spec.build(spark, values)``.
+                session_conf: tuple[str, int] | None, prepared: Callable[[], Any] | None = None) -> StartedQuery:
+    """Set the shuffle knob's session conf, then ``spec.build(spark, values)``; or, with ``prepared``
+    (from :func:`prepare_query`), start the query it captured (building as usual if that fails).
 
     Raises:
         TypeError: the pipeline did not return a started ``StreamingQuery``.
     """
-    if session_conf is not None:
-        spark.conf.set(session_conf[0], str(session_conf[1]))
-    query = spec.build(spark, dict(values))
+    query = None
+    if prepared is not None:
+        try:
+            query = prepared()
+        except Exception:  # noqa: BLE001 - fall back to a fresh build, which reports a real error
+            log.exception("starting the prepared query of %s failed; building it again", spec.ref)
+    if query is None:
+        if session_conf is not None:
+            spark.conf.set(session_conf[0], str(session_conf[1]))
+        query = spec.build(spark, dict(values))
     if not all(hasattr(query, attr) for attr in ("runId", "isActive", "stop")):
         raise TypeError(f"{spec.ref} returned {type(query).__name__}, not a started StreamingQuery")
     execution = query._jsq.streamingQuery()

@@ -22,6 +22,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 
 from webapp.dashboard import present, reads
+from webapp.dashboard.templatetags.knobs import knob_changes
 from webapp.dashboard.figures import dag_figure, executors_figure, parallelism_label, series_figure
 from webapp.dashboard.why import why_no_proposal
 from webapp.jobs.evaluation import stage_bindings
@@ -128,8 +129,7 @@ def _figures(job: Job, pending: Proposal | None, evaluation, range_key: str) -> 
     markers = []
     for execution in selectors.rescales(job=job, since=since):
         p = execution.proposal
-        changes = ", ".join(f"{k} {p.current_config.get(k)} → {v}" for k, v in p.proposed_config.items()
-                            if p.current_config.get(k) != v) or "no change"
+        changes = knob_changes(p)
         downtime = f"{execution.downtime_s:.1f} s" if execution.downtime_s is not None else "–"
         markers.append({"at": execution.finished_at.isoformat(),
                         "label": f"proposal #{p.pk} ({execution.status}): {changes}; downtime {downtime}"})

@@ -6,7 +6,7 @@ clock value). Follows FLIP-271 (the Flink Kubernetes operator autoscaler) and th
 described in ARCHITECTURE.md. ``python -m scaling evaluate FILE.json`` runs SCENARIO.md scenarios.
 """
 
-from scaling.metrics import ClusterState, MetricWindow, VertexMetrics, VertexSamples
+from scaling.metrics import ClusterState, MetricWindow, VertexMeasurement, VertexMetrics, VertexSamples
 from scaling.planner import JobPlan, VertexPlan, plan_job, plan_micro_batch
 from scaling.algorithms import PlanRequest, evaluate
 from scaling.policy import Policy
@@ -15,5 +15,5 @@ from scaling.topology import Edge, Topology, Vertex
 
 __all__ = [
     "ClusterState", "Edge", "JobPlan", "MetricWindow", "PlanRequest", "Policy", "ScalerState", "Topology", "Vertex",
-    "VertexMetrics", "VertexPlan", "VertexSamples", "evaluate", "plan_job", "plan_micro_batch",
+    "VertexMeasurement", "VertexMetrics", "VertexPlan", "VertexSamples", "evaluate", "plan_job", "plan_micro_batch",
 ]

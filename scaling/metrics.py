@@ -75,10 +75,55 @@ class VertexMetrics:
 
 
 @dataclass(frozen=True)
+class VertexMeasurement:
+    """One vertex's measured sums over one collect (one sample of the metric window), before they
+    become per-second rates: what a Spark collect or a simulator tick counts.
+
+    Attributes:
+        span_s: seconds the counts cover (> 0; the sample's weight in the window).
+        tasks: tasks (subtasks) of the vertex, >= 1.
+        busy_s: summed task busy time, task-seconds (Σ executorRunTime). It may exceed
+            ``span_s × tasks`` when a batch longer than the collect reports all its busy time at its end.
+        records_in / records_out: records consumed / emitted over the span.
+        backlog: records waiting at a source at the span's end.
+        backlog_growth_per_s: arrival rate − input rate at a source, records/s.
+        batch_overhead_s: micro-batch mode: mean seconds of a batch spent outside tasks.
+        batches: micro-batches completed in the span (the weight of ``batch_overhead_s``).
+
+    Raises ``MetricsError`` for a negative or non-finite count.
+    """
+
+    span_s: float
+    tasks: int
+    busy_s: float
+    records_in: float
+    records_out: float
+    backlog: float = 0.0
+    backlog_growth_per_s: float = 0.0
+    batch_overhead_s: float = 0.0
+    batches: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("span_s", "busy_s", "records_in", "records_out", "backlog", "batch_overhead_s", "batches"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise MetricsError(f"{name}: must be a finite number >= 0, got {value}")
+        growth = self.backlog_growth_per_s
+        if isinstance(growth, bool) or not isinstance(growth, (int, float)) or not math.isfinite(growth):
+            raise MetricsError(f"backlog_growth_per_s: must be a finite number, got {growth}")
+        if self.tasks < 1:
+            raise MetricsError(f"tasks: must be >= 1, got {self.tasks}")
+
+
+@dataclass(frozen=True)
 class VertexSamples:
     """The samples of one vertex in the metric window, one per collect, as columns (fast to reduce).
 
-    Each tuple holds one value per sample, oldest first, in the units of ``VertexMetrics``.
+    Each tuple holds one value per sample, oldest first, in the units of ``VertexMetrics``, except
+    that ``busy_time_ms_per_s`` is not capped at 1000 (a batch longer than the collect reports all
+    its busy time at its end). ``span_s`` (seconds each sample covers) weighs the samples; empty means
+    equal weights. ``batches`` (micro-batches completed per sample) weighs ``batch_overhead_s``;
+    empty means the span weights.
     """
 
     records_in_per_s: tuple[float, ...]
@@ -87,34 +132,52 @@ class VertexSamples:
     backlog: tuple[float, ...] = ()
     backlog_growth_per_s: tuple[float, ...] = ()
     batch_overhead_s: tuple[float, ...] = ()
+    span_s: tuple[float, ...] = ()
+    batches: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.records_in_per_s:
             raise MetricsError("samples: a vertex needs at least one sample")
         n = len(self.records_in_per_s)
-        for name in ("records_out_per_s", "busy_time_ms_per_s", "backlog", "backlog_growth_per_s",
-                     "batch_overhead_s"):
+        for name in _SAMPLE_COLUMNS[1:]:
             count = len(getattr(self, name))
             if count not in (0, n) or (count == 0 and name in ("records_out_per_s", "busy_time_ms_per_s")):
                 raise MetricsError(f"samples.{name}: expected {n} values, got {count}")
 
     def tail(self, start: int) -> VertexSamples:
         """The samples from index ``start`` on."""
-        return VertexSamples(**{name: getattr(self, name)[start:] for name in (
-            "records_in_per_s", "records_out_per_s", "busy_time_ms_per_s", "backlog", "backlog_growth_per_s",
-            "batch_overhead_s")})
+        return VertexSamples(**{name: getattr(self, name)[start:] for name in _SAMPLE_COLUMNS})
 
     def aggregate(self) -> VertexMetrics:
-        """Window averages (FLIP-271: rates and busy time are averaged over the metric window;
-        the backlog is the latest value, as Flink's ``LAG`` uses the current lag)."""
+        """Window averages, each sample weighted by its span (FLIP-271: rates and busy time are averaged
+        over the metric window; the backlog is the latest value, as Flink's ``LAG`` uses the current lag).
+
+        A mean busy time above 1000 ms/s (batches longer than the window) is reported as 1000 with the
+        true processing rate given directly: records over busy time, ``records_in_per_s × 1000 / busy``
+        (DS2 Eq. 1, vertex total).
+        """
         n = len(self.records_in_per_s)
+        weights = self.span_s if self.span_s and sum(self.span_s) > 0 else (1.0,) * n
+
+        def avg(column: tuple[float, ...], by: tuple[float, ...] = weights) -> float:
+            total = sum(by)
+            return sum(x * w for x, w in zip(column, by)) / total if column and total > 0 else 0.0
+
+        records_in = avg(self.records_in_per_s)
+        busy = avg(self.busy_time_ms_per_s)
+        overfull = busy > 1000.0 and records_in > 0
         return VertexMetrics(
-            records_in_per_s=sum(self.records_in_per_s) / n,
-            records_out_per_s=sum(self.records_out_per_s) / n,
-            busy_time_ms_per_s=min(1000.0, sum(self.busy_time_ms_per_s) / n),
+            records_in_per_s=records_in,
+            records_out_per_s=avg(self.records_out_per_s),
+            busy_time_ms_per_s=min(1000.0, busy),
             backlog=self.backlog[-1] if self.backlog else 0.0,
-            backlog_growth_per_s=sum(self.backlog_growth_per_s) / n if self.backlog_growth_per_s else 0.0,
-            batch_overhead_s=sum(self.batch_overhead_s) / n if self.batch_overhead_s else 0.0)
+            backlog_growth_per_s=avg(self.backlog_growth_per_s),
+            batch_overhead_s=avg(self.batch_overhead_s, self.batches if any(self.batches) else weights),
+            true_processing_rate=records_in * 1000.0 / busy if overfull else None)
+
+
+_SAMPLE_COLUMNS = ("records_in_per_s", "records_out_per_s", "busy_time_ms_per_s", "backlog", "backlog_growth_per_s",
+                   "batch_overhead_s", "span_s", "batches")
 
 
 @dataclass(frozen=True)
@@ -125,15 +188,45 @@ class MetricWindow:
 
     @classmethod
     def from_metrics(cls, rows: Iterable[Mapping[str, VertexMetrics]]) -> MetricWindow:
-        """Build a window from one ``{vertex_id: VertexMetrics}`` mapping per collect."""
+        """Build a window from one ``{vertex_id: VertexMetrics}`` mapping per collect (equal weights)."""
         columns: dict[str, dict[str, list[float]]] = {}
-        names = ("records_in_per_s", "records_out_per_s", "busy_time_ms_per_s", "backlog",
-                 "backlog_growth_per_s", "batch_overhead_s")
+        names = _SAMPLE_COLUMNS[:6]
         for row in rows:
             for vertex_id, m in row.items():
                 col = columns.setdefault(vertex_id, {n: [] for n in names})
                 for n in names:
                     col[n].append(getattr(m, n) or 0.0)
+        return cls({v: VertexSamples(**{n: tuple(c) for n, c in col.items()}) for v, col in columns.items()})
+
+    @classmethod
+    def from_measurements(cls, rows: Iterable[Mapping[str, VertexMeasurement]]) -> MetricWindow:
+        """Build a window from one ``{vertex_id: VertexMeasurement}`` mapping per collect, oldest first.
+
+        Each sample's counts become per-second rates over its span (busy time through
+        :func:`busy_time_ms_per_s`, uncapped) and the span weighs it, so the window's averages are
+        its totals over its total time: Σ records / Σ span, Σ busy / Σ span / tasks. Every row must
+        name the same vertices (a collect without a batch counts zeros over its span). Raises
+        ``MetricsError`` when a row names other vertices than the first.
+        """
+        columns: dict[str, dict[str, list[float]]] = {}
+        vertices: tuple[str, ...] | None = None
+        for row in rows:
+            if vertices is None:
+                vertices = tuple(row)
+            elif set(row) != set(vertices):
+                raise MetricsError(f"window: a sample names vertices {sorted(row)}, the first {sorted(vertices)}")
+            for vertex_id, m in row.items():
+                col = columns.setdefault(vertex_id, {n: [] for n in _SAMPLE_COLUMNS})
+                span = m.span_s
+                col["records_in_per_s"].append(m.records_in / span if span > 0 else 0.0)
+                col["records_out_per_s"].append(m.records_out / span if span > 0 else 0.0)
+                col["busy_time_ms_per_s"].append(
+                    busy_time_ms_per_s(m.busy_s, span, m.tasks, cap=False) if span > 0 else 0.0)
+                col["backlog"].append(m.backlog)
+                col["backlog_growth_per_s"].append(m.backlog_growth_per_s)
+                col["batch_overhead_s"].append(m.batch_overhead_s)
+                col["span_s"].append(span)
+                col["batches"].append(float(m.batches))
         return cls({v: VertexSamples(**{n: tuple(c) for n, c in col.items()}) for v, col in columns.items()})
 
     def aggregate(self, sources: Sequence[str] = (), *, after_change: bool = False) -> dict[str, VertexMetrics]:
@@ -239,11 +332,13 @@ def mean(values: Sequence[float]) -> float:
 
 # --- the per-stage formulas every reader of measured sums uses (one definition each) ---------------
 
-def busy_time_ms_per_s(busy_s: float, span_s: float, tasks: int) -> float:
+def busy_time_ms_per_s(busy_s: float, span_s: float, tasks: int, *, cap: bool = True) -> float:
     """Busy task time per task, ms per second (0..1000): ``busy_s × 1000 / span_s / tasks``, capped at
-    1000 (a batch longer than the window reports all its busy time at its end). ``busy_s`` is the
-    summed task busy time (seconds) over ``span_s`` seconds; Flink's ``busyTimeMsPerSecond``."""
-    return min(1000.0, busy_s * 1000.0 / max(span_s, 1e-9) / max(1, tasks))
+    1000 unless ``cap`` is False (a batch longer than the window reports all its busy time at its end;
+    the metric window averages uncapped samples). ``busy_s`` is the summed task busy time (seconds)
+    over ``span_s`` seconds; Flink's ``busyTimeMsPerSecond``."""
+    value = busy_s * 1000.0 / max(span_s, 1e-9) / max(1, tasks)
+    return min(1000.0, value) if cap else value
 
 
 def true_processing_rate(records: float, busy_s: float) -> float:

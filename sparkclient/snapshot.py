@@ -4,23 +4,12 @@
 ``python -m sparkclient snapshot --url http://host:4040 --query NAME`` reads a live application.
 Either prints a scenario document that ``python -m scaling evaluate -`` accepts.
 
-Mapping of a :class:`sparkclient.sample.JobSample` onto the scenario:
-
-- one vertex per stage position (``v0``, ``v1``, ...), named after its plan operators, with its
-  tasks of the newest batch as ``parallelism``; ``v0`` is the source. A source with dict offsets
-  gives its partition count as ``partitions``.
-- a vertex running a stateful operator (``StateStoreSave``, ``StreamingDeduplicate``, joins,
-  ``TransformWithState`` ...) is ``adjustable: false``: its partitions are pinned by the
-  checkpoint (offline state repartition is a separate, explicit step; see
-  :mod:`sparkclient.staterepartition`). Without operator names, the last vertex of a query that
-  reports ``stateOperators`` is taken as the stateful one.
-- edges from the vertex upstream lists, ``ship: hash`` (stages are separated by exchanges).
-- metrics per vertex are per-second averages over the window: ``records_in_per_s``,
-  ``records_out_per_s``, ``busy_time_ms_per_s`` (busy task time per task, 0..1000) and
-  ``batch_overhead_s``; the source adds ``backlog`` and ``backlog_growth_per_s``
-  (arrival rate − input rate, both from the progress of the window).
-- ``cluster``: executors and cores per executor from ``/executors`` (local mode: one executor with
-  the driver's cores); ``trigger_interval_s`` from the query.
+The sample becomes the model's inputs through :mod:`sparkclient.model_inputs` (the Spark → model
+mapping the webapp's evaluation uses too: vertices per stage position, stateful stages pinned,
+per-second metrics over the window, the source's backlog and growth, the cluster), written here as
+the scenario's ``vertices``, ``edges``, ``cluster`` and one ``steps`` entry. A source with dict
+offsets gives its partition count as ``partitions``; a source whose backlog is unknown writes no
+``backlog``.
 """
 
 from __future__ import annotations
@@ -35,15 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scaling.metrics import busy_time_ms_per_s
 from sparkclient.batchwindow import batch_end_s, progress_time_s
+from sparkclient.model_inputs import model_inputs
+from sparkclient.model_inputs import stateful_positions as detect_stateful
 from sparkclient.offsets import flatten_offsets
 from sparkclient.sample import JobSample, RatesUnavailable
 from sparkclient.sparkjson import Problem, SparkDataError, dicts, get_str
 from sparkclient.topology import sample_from_rest
 
 __all__ = [
-    "STATEFUL_OPERATORS",
     "Captures",
     "RatesUnavailableError",
     "infer_trigger_interval_s",
@@ -53,27 +42,6 @@ __all__ = [
 ]
 
 Json = dict[str, Any]
-
-#: Plan node names of stateful streaming operators (Spark 4.x).
-STATEFUL_OPERATORS = (
-    "StateStoreSave",
-    "StateStoreRestore",
-    "SessionWindowStateStoreSave",
-    "SessionWindowStateStoreRestore",
-    "StreamingDeduplicate",
-    "StreamingDeduplicateWithinWatermark",
-    "StreamingSymmetricHashJoin",
-    "FlatMapGroupsWithState",
-    "TransformWithState",
-    "TransformWithStateInPandas",
-    "FlatMapGroupsInPandasWithState",
-)
-
-
-def _is_stateful_name(name: str) -> bool:
-    operators = {part.strip() for part in name.split("→")}
-    return any(op in operators for op in STATEFUL_OPERATORS)
-
 
 def _source_partitions(progress: Mapping[str, Any] | None) -> int | None:
     """Partitions of the first source of a progress, when its offsets are dicts."""
@@ -113,8 +81,9 @@ def sample_to_scenario(
     """The ``micro-batch`` scenario document of one sample (see the module docstring).
 
     ``source_progress``: a progress of the same run, for the source's partition count;
-    ``stateful_positions``: stage positions to pin (default: detected from operator names, else
-    the last vertex when the query has state). Raises ``ValueError`` when the sample has no vertex
+    ``stateful_positions``: stage positions to pin (default:
+    :func:`sparkclient.model_inputs.stateful_positions`). The mapping is
+    :func:`sparkclient.model_inputs.model_inputs`, the one the webapp's evaluation uses. Raises ``ValueError`` when the sample has no vertex
     (no completed batch of the run in the window, or its jobs are not in REST any more).
     """
     if not sample.vertices:
@@ -125,63 +94,55 @@ def sample_to_scenario(
         )
     if sample.rates_unavailable is not None:
         raise RatesUnavailableError(sample.rates_unavailable, sample.run_id)
-    window_s = sample.window_s
-    if not window_s > 0:
-        raise ValueError(f"the sample of run {sample.run_id} spans no time (window_s={window_s}); widen the window")
+    if not sample.window_s > 0:
+        raise ValueError(f"the sample of run {sample.run_id} spans no time (window_s={sample.window_s}); widen the window")
     sources = len({u.index for u in sample.backlog_unknown})
     all_unknown = bool(sample.backlog_unknown) and sample.backlog == 0 and sources >= 1
-    if stateful_positions is None:
-        pinned = {v.position for v in sample.vertices if _is_stateful_name(v.name)}
-        if not pinned and (sample.state_rows or sample.state_bytes) and len(sample.vertices) > 1:
-            pinned = {sample.vertices[-1].position}
-    else:
-        pinned = set(stateful_positions)
-    partitions = _source_partitions(source_progress)
+    pinned = detect_stateful(sample) if stateful_positions is None else frozenset(stateful_positions)
+    inputs = model_inputs([sample], adjustable=lambda v: v.position not in pinned,
+                          source_partitions=_source_partitions(source_progress),
+                          min_executors=min_executors, max_executors=max(max_executors, sample.executors))
     vertices: list[Json] = []
-    metrics: dict[str, Json] = {}
-    edges: list[Json] = []
-    for v in sample.vertices:
-        vertex: Json = {"id": v.vertex_id, "name": v.name, "parallelism": max(1, v.tasks)}
-        if v.is_source:
+    for v in inputs.topology.vertices:
+        vertex: Json = {"id": v.id, "name": v.name, "parallelism": v.parallelism}
+        if v.source:
             vertex["source"] = True
-            if partitions:
-                vertex["partitions"] = partitions
-        if v.position in pinned:
+            if v.partitions:
+                vertex["partitions"] = v.partitions
+        if not v.adjustable:
             vertex["adjustable"] = False
         vertices.append(vertex)
-        edges.extend({"from": up, "to": v.vertex_id, "ship": "hash"} for up in v.upstream)
-        span_s = v.span_s or window_s
-        busy = busy_time_ms_per_s(v.busy_s, span_s, v.tasks)
-        m: Json = {
-            "records_in_per_s": round(v.records_in / span_s, 6),
-            "records_out_per_s": round(v.records_out / span_s, 6),
-            "busy_time_ms_per_s": round(busy, 6),
-            "batch_overhead_s": round(sample.batch_overhead_s, 6),
-        }
-        if v.is_source:
+    metrics: dict[str, Json] = {}
+    for v in inputs.topology.vertices:
+        m = inputs.metrics[v.id]
+        row: Json = {"records_in_per_s": round(m.records_in_per_s or 0.0, 6),
+                     "records_out_per_s": round(m.records_out_per_s or 0.0, 6),
+                     "busy_time_ms_per_s": round(m.busy_time_ms_per_s or 0.0, 6),
+                     "batch_overhead_s": round(m.batch_overhead_s, 6)}
+        if m.true_processing_rate is not None:
+            row["true_processing_rate"] = round(m.true_processing_rate, 6)
+        if v.source:
             if not all_unknown:
-                m["backlog"] = sample.backlog
-            m["backlog_growth_per_s"] = round(sample.arrival_rate_per_s - sample.input_rate_per_s, 6)
-        metrics[v.vertex_id] = m
-    executors = max(1, sample.executors)
-    cores_per_executor = max(1, sample.cores // executors) if sample.cores else 1
-    max_executors = max(max_executors, executors, min_executors)
+                row["backlog"] = m.backlog
+            row["backlog_growth_per_s"] = round(m.backlog_growth_per_s, 6)
+        metrics[v.id] = row
+    cluster = inputs.cluster
     doc: Json = {
         "format": 1,
         "mode": "micro-batch",
         "cluster": {
-            "executors": executors,
-            "cores_per_executor": cores_per_executor,
-            "min_executors": min(min_executors, max_executors),
-            "max_executors": max_executors,
+            "executors": cluster.executors,
+            "cores_per_executor": cluster.cores_per_executor,
+            "min_executors": cluster.min_executors,
+            "max_executors": cluster.max_executors,
         },
-        "trigger_interval_s": sample.trigger_interval_s if sample.trigger_interval_s > 0 else 1.0,
+        "trigger_interval_s": cluster.trigger_interval_s,
         "vertices": vertices,
-        "edges": edges,
-        "steps": [{"at_s": round(sample.collected_at, 3), "metrics": metrics, "executors": executors}],
+        "edges": [{"from": e.source, "to": e.target, "ship": "hash"} for e in inputs.topology.edges],
+        "steps": [{"at_s": round(sample.collected_at, 3), "metrics": metrics, "executors": cluster.executors}],
     }
-    if sample.batches:
-        doc["steps"][0]["batch_durations_s"] = [round(sample.batch_duration_s, 6)]
+    if inputs.batch_durations_s:
+        doc["steps"][0]["batch_durations_s"] = [round(d, 6) for d in inputs.batch_durations_s]
     if policy:
         doc["policy"] = dict(policy)
     return doc

@@ -143,3 +143,39 @@ def test_collect_job_releases_the_lock_when_the_collect_raises(workflow_redis, m
     with pytest.raises(RuntimeError, match="collector crashed"):
         tasks.collect_job(job.pk)
     assert not workflow_redis.exists(f"ss:lock:collect:{job.pk}")
+
+
+def test_the_webapp_and_the_snapshot_cli_map_one_sample_to_the_same_model_inputs(workflow_redis, settings,
+                                                                                  monkeypatch):
+    """Issue 17 acceptance 4, the one Spark → model mapping: a collected snapshot, stored and read back
+    (``evaluation.window_inputs``), gives the metrics, topology and cluster that the snapshot CLI writes
+    for the very sample the collector built (``sparkclient.snapshot.sample_to_scenario``)."""
+    from scaling.scenario import parse
+    from sparkclient import topology
+    from sparkclient.snapshot import sample_to_scenario
+
+    settings.SCALER_COLLECT_INTERVAL_S = 15
+    built = []
+    real = topology.collect_sample
+    monkeypatch.setattr(topology, "collect_sample", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
+    job = make_job()
+    for progress in PROGRESS:
+        workflow_redis.xadd(keys.progress(job.name), {"json": json.dumps(progress)})
+    with fake_spark_ui() as ui:
+        running(workflow_redis, job, ui.url, knobs=dict(CONFIG, cores=2))
+        snapshot = collect(job)
+    assert snapshot is not None and snapshot.batches > 0 and len(built) == 1
+    sample = built[0]
+    assert evaluation.snapshot_sample(snapshot).vertices == sample.vertices  # stored, nothing lost
+    topo, metrics, cluster, _ = evaluation.window_inputs(job=job, snapshots=[snapshot])
+    scenario = parse(json.dumps(sample_to_scenario(sample)))
+    cli = scenario.steps[0].metrics
+    assert set(metrics) == set(cli) and len(metrics) >= 2
+    for vertex_id, m in metrics.items():
+        for field in ("records_in_per_s", "records_out_per_s", "busy_time_ms_per_s", "backlog",
+                      "backlog_growth_per_s", "batch_overhead_s"):
+            assert getattr(m, field) == pytest.approx(getattr(cli[vertex_id], field), abs=1e-5), (vertex_id, field)
+    assert [(v.id, v.parallelism, v.source) for v in topo.vertices] == [
+        (v.id, v.parallelism, v.source) for v in scenario.topology.vertices]
+    assert topo.edges == scenario.topology.edges
+    assert cluster.cores == scenario.cluster.cores == sample.cores

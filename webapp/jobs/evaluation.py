@@ -11,8 +11,7 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from scaling import ClusterState, Edge, JobPlan, PlanRequest, Policy, Topology, Vertex, VertexMetrics, evaluate
-from scaling.metrics import busy_time_ms_per_s, true_processing_rate
+from scaling import ClusterState, JobPlan, PlanRequest, Policy, Topology, VertexMetrics, evaluate
 from scaling.state import state_from_dict, state_to_dict
 from webapp.jobs.collect import mark_health, snapshot_collect
 from webapp.jobs.models import Evaluation, Job, JobPolicy, MetricSnapshot
@@ -30,51 +29,48 @@ def scaling_policy(policy: JobPolicy) -> Policy:
 
 def window_inputs(*, job: Job, snapshots: list[MetricSnapshot]
                   ) -> tuple[Topology, dict[str, VertexMetrics], ClusterState, float]:
-    """Aggregate a window of snapshots into the planner's inputs (sums over the window, so a
-    snapshot without a completed batch weighs in correctly).
+    """The planner's inputs for a window of stored snapshots, through the one Spark → model mapping
+    (:func:`sparkclient.model_inputs.model_inputs`, the one the snapshot CLI uses): each snapshot
+    becomes a ``JobSample`` again (:func:`snapshot_sample`), the samples a ``scaling.MetricWindow``
+    weighted by their spans, so a snapshot without a completed batch weighs in with its time.
 
     Returns (topology, metrics per vertex id, cluster, mean batch duration in seconds).
     A stage is adjustable only when its binding to a knob is confirmed (:func:`stage_bindings`);
-    the executors go up to the least of the policy's ``max_cores``, the executors knob's max and the
-    cluster's capacity.
+    the executors knob counts cores (executors of one core), up to the least of the policy's
+    ``max_cores``, the executors knob's max and the cluster's capacity (:func:`executors_ceiling`).
     """
-    latest = snapshots[-1]
-    total_s = sum(s.window_s for s in snapshots)
-    sums: dict[str, dict[str, float]] = {}
-    for snapshot in snapshots:
-        for v in snapshot.vertices.all():
-            acc = sums.setdefault(v.vertex_id, {"busy_s": 0.0, "in": 0.0, "out": 0.0})
-            acc["busy_s"] += v.busy_s
-            acc["in"] += v.records_in
-            acc["out"] += v.records_out
-    arrival = sum(s.arrival_rate_per_s * s.window_s for s in snapshots) / total_s
-    overhead = sum(s.batch_overhead_s * s.batches for s in snapshots) / max(1, sum(s.batches for s in snapshots))
-    vertices, metrics, edges = [], {}, []
-    bindings = stage_bindings(job=job, snapshot=latest)
-    for v in latest.vertices.all():
-        binding = bindings[v.position] if v.position < len(bindings) else None
-        vertices.append(Vertex(id=v.vertex_id, name=v.name, parallelism=max(1, v.tasks), source=v.is_source,
-                               adjustable=bool(binding and binding.adjustable)))
-        edges.extend(Edge(source=u, target=v.vertex_id) for u in v.upstream)
-        acc = sums.get(v.vertex_id, {"busy_s": 0.0, "in": 0.0, "out": 0.0})
-        records_in_per_s = acc["in"] / total_s
-        # A batch longer than the window reports all its busy time at its end: more than 1000 ms per
-        # second per task. The rate is still records over busy time (DS2 Eq. 1), given directly.
-        overfull = acc["busy_s"] > total_s * max(1, v.tasks) and acc["in"] > 0
-        tpr = true_processing_rate(acc["in"], acc["busy_s"]) * max(1, v.tasks) if overfull else None
-        growth = (arrival - records_in_per_s) if v.is_source else 0.0
-        metrics[v.vertex_id] = VertexMetrics(
-            records_in_per_s=records_in_per_s, records_out_per_s=acc["out"] / total_s,
-            busy_time_ms_per_s=busy_time_ms_per_s(acc["busy_s"], total_s, v.tasks), backlog=float(latest.backlog) if v.is_source else 0.0,
-            backlog_growth_per_s=growth, batch_overhead_s=overhead, true_processing_rate=tpr)
-    policy = job.policy
+    from sparkclient.model_inputs import model_inputs  # noqa: PLC0415
+
+    bindings = stage_bindings(job=job, snapshot=snapshots[-1])
+
+    def adjustable(vertex) -> bool:
+        binding = bindings[vertex.position] if vertex.position < len(bindings) else None
+        return bool(binding and binding.adjustable)
+
     ceiling = executors_ceiling(job=job)
-    cluster = ClusterState(executors=max(1, latest.cores), cores_per_executor=1,
-                           min_executors=min(policy.min_cores, ceiling), max_executors=ceiling,
-                           trigger_interval_s=latest.trigger_interval_s or 1.0)
-    batches = sum(s.batches for s in snapshots)
-    mean_batch_s = sum(s.batch_duration_s * s.batches for s in snapshots) / batches if batches else 0.0
-    return Topology(tuple(vertices), tuple(edges)), metrics, cluster, mean_batch_s
+    inputs = model_inputs([snapshot_sample(s) for s in snapshots], adjustable=adjustable, cores_per_executor=1,
+                          min_executors=min(job.policy.min_cores, ceiling), max_executors=ceiling)
+    return inputs.topology, inputs.metrics, inputs.cluster, inputs.mean_batch_s
+
+
+def snapshot_sample(snapshot: MetricSnapshot):
+    """A stored snapshot as the collector's ``sparkclient.sample.JobSample`` again (the fields the
+    mapping reads; ids and names it does not store are empty)."""
+    from sparkclient.sample import JobSample, VertexSample  # noqa: PLC0415
+
+    vertices = tuple(VertexSample(
+        vertex_id=v.vertex_id, name=v.name, position=v.position, is_source=v.is_source, tasks=v.tasks,
+        busy_s=v.busy_s, records_in=v.records_in, records_out=v.records_out, spill_bytes=v.spill_bytes,
+        upstream=tuple(v.upstream), span_s=v.span_s) for v in snapshot.vertices.all())
+    return JobSample(
+        run_id=snapshot.run_id, query_name=None, app_id="", window_s=snapshot.window_s, batches=snapshot.batches,
+        first_batch_id=None, last_batch_id=None, vertices=vertices, backlog=snapshot.backlog,
+        arrival_rate_per_s=snapshot.arrival_rate_per_s, input_rate_per_s=snapshot.input_rate_per_s,
+        processed_rate_per_s=snapshot.processed_rate_per_s, batch_duration_s=snapshot.batch_duration_s,
+        trigger_interval_s=snapshot.trigger_interval_s, batch_overhead_s=snapshot.batch_overhead_s,
+        batch_ratio=snapshot.batch_ratio, executors=snapshot.executors, cores=snapshot.cores,
+        state_rows=snapshot.state_rows, state_bytes=snapshot.state_bytes,
+        collected_at=snapshot.collected_at.timestamp(), errors=tuple(snapshot.errors))
 
 
 def executors_ceiling(*, job: Job) -> int:

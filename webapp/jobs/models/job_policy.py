@@ -42,8 +42,9 @@ class JobPolicy(models.Model):
     # --- the scaling algorithm and its options (scaling.Policy) ---------------------------------
     algorithm = models.CharField(
         max_length=200, default="ds2",
-        help_text="The scaling policy in the registry (scaling/policies.py): ds2 (FLIP-271 / DS2, default), "
-                  "batch-ratio (SPARK-12133), min-increase (FLIP-160), or a dotted path package.module:Class.")
+        help_text="The scaling policy, by its name in the registry (scaling/algorithms.py): ds2 (FLIP-271 / "
+                  "DS2, default), batch-ratio (SPARK-12133) or min-increase (FLIP-160). Any other name is "
+                  "refused; nothing named here is imported.")
     utilization_target = models.FloatField(
         default=0.7, validators=[MinValueValidator(0.05), MaxValueValidator(1.0)],
         help_text="job.autoscaler.utilization.target: the share of each core the plan aims to keep busy.")

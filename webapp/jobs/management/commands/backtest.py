@@ -34,8 +34,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--job", required=True, help="The job's id (or name).")
-        parser.add_argument("--policy", default="ds2", help="A registered policy (ds2, batch-ratio, min-increase) "
-                                                            "or a dotted path.")
+        parser.add_argument("--policy", default="ds2", help="A registered policy: ds2, batch-ratio or "
+                                                            "min-increase.")
         parser.add_argument("--since", default="24h", help="How far back: 24h, 90m, 3600s, 2d.")
         parser.add_argument("--all", dest="show_all", action="store_true", help="Print every evaluation, not only proposals.")
         parser.add_argument("--json", dest="as_json", action="store_true", help="Print the decisions as JSON.")

@@ -21,7 +21,7 @@ from scaling.evaluate import (
 from scaling.metrics import ClusterState, VertexMetrics, job_utilization
 from scaling.periods import active_period
 from scaling.policy import Policy
-from scaling.reasons import Decision, HeldScaleDown, Limit, PlanLimit
+from scaling.reasons import Decision, HeldScaleDown, Limit, PlanLimit, excluded_period_text
 from scaling.state import PendingScaleDown, ScalerState, ScalingRecord
 from scaling.topology import Topology
 from scaling.vertex_scaler import _num, observed_scaling_coefficient, pinned_reason
@@ -282,7 +282,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
                                 * min(vp.current, cores_now)) for vp in vertex_plans]
         executors = cluster.executors
     if period is not None:
-        reasons.append(f"excluded period {period!r}: the plan is computed but not executable")
+        reasons.append(excluded_period_text(period))
     next_state = None
     if state is not None:
         next_state = replace(state, pending_scale_downs=tuple(pending.values()))

@@ -15,7 +15,7 @@ from scaling.evaluate import CEIL_MAX, INF, ceil_exact, edge_output_ratio, evalu
 from scaling.metrics import VertexMetrics
 from scaling.periods import active_period
 from scaling.policy import Policy
-from scaling.reasons import Decision, HeldScaleDown, Limit, PlanLimit, VertexReason
+from scaling.reasons import Decision, HeldScaleDown, Limit, PlanLimit, VertexReason, excluded_period_text
 from scaling.state import ScalerState, ScalingRecord
 from scaling.topology import Topology
 from scaling.vertex_scaler import BLOCKED, HELD, REQUIRED, _num, decide_vertex
@@ -212,7 +212,7 @@ def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: P
                        f"no scale-downs")
     executable = period is None
     if period is not None:
-        reasons.append(f"excluded period {period!r}: the plan is computed but not executable")
+        reasons.append(excluded_period_text(period))
         if decision == Decision.SCALE:
             decision = Decision.BLOCKED
     blocked_by_period = period is not None and bool(applied)

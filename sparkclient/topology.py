@@ -216,30 +216,49 @@ def _executed_batches(batches: Sequence[Json], jobs: Sequence[Json], stages: Seq
     stages_by_id = stage_index(stages)
     executed: list[tuple[Json, list[Json]]] = []
     stage_overheads_s: list[float] = []
+    no_jobs: list[int] = []
+    missing_stages: dict[int, list[int]] = {}
     for progress in batches:
         batch_id = int(progress["batchId"])
         batch_job_list = jobs_by_batch.get(batch_id)
         if not batch_job_list:
             if get_count(progress, "numInputRows", progress_where(progress)) > 0:
-                errors.append(
-                    f"batch {batch_id}: no job with jobGroup {run_id} and 'batch = {batch_id}' in /jobs "
-                    "(not yet listed, or dropped past spark.ui.retainedJobs); left out of the vertices"
-                )
+                no_jobs.append(batch_id)
             continue
         ordered, missing = batch_stages(batch_job_list, stages_by_id)
-        if not missing:
-            running_s = stages_running_s(ordered)
-            if running_s is not None:
-                stage_overheads_s.append(max(0.0, duration_s(progress, "triggerExecution") - running_s))
         if missing:
-            errors.append(
-                f"batch {batch_id}: stages {missing} missing from /stages (still running, or dropped "
-                "past spark.ui.retainedStages); left out of the vertices"
-            )
+            missing_stages[batch_id] = list(missing)
             continue
+        running_s = stages_running_s(ordered)
+        if running_s is not None:
+            stage_overheads_s.append(max(0.0, duration_s(progress, "triggerExecution") - running_s))
         if ordered:
             executed.append((progress, ordered))
+    # One note per kind, naming every batch, not one line per batch (a query without a trigger runs
+    # many short batches, and a collect can leave out dozens while their stages still run).
+    if no_jobs:
+        errors.append(
+            f"{_batches_text(no_jobs)}: no job with jobGroup {run_id} and 'batch = N' in /jobs "
+            "(not yet listed, or dropped past spark.ui.retainedJobs); left out of the vertices"
+        )
+    if missing_stages:
+        stage_ids = sorted({i for ids in missing_stages.values() for i in ids})
+        errors.append(
+            f"{_batches_text(list(missing_stages))}: stages {_ids_text(stage_ids)} missing from /stages (still "
+            "running, or dropped past spark.ui.retainedStages); left out of the vertices"
+        )
     return executed, stage_overheads_s
+
+
+def _ids_text(ids: Sequence[int], shown: int = 6) -> str:
+    """``[3, 4, 5]``, or the first ``shown`` ids and how many more: ``[3, 4, 5, 6, 7, 8, … 12 more]``."""
+    head = ", ".join(str(i) for i in ids[:shown])
+    return f"[{head}{f', … {len(ids) - shown} more' if len(ids) > shown else ''}]"
+
+
+def _batches_text(batch_ids: Sequence[int]) -> str:
+    """``batch 7``, or ``3 batches [7, 8, 9]`` (see :func:`_ids_text`)."""
+    return f"batch {batch_ids[0]}" if len(batch_ids) == 1 else f"{len(batch_ids)} batches {_ids_text(batch_ids)}"
 
 
 def _rates_unavailable(batches: Sequence[Json], vertices: Sequence[VertexSample],

@@ -592,3 +592,15 @@ def test_arrival_rate_of_a_window_with_one_batch_uses_the_progress_before_it():
                              window_start_s=start, window_end_s=end)
     # without the baseline the rate source's offsets still measure it: they are generation seconds
     assert alone.arrival_rate_per_s == pytest.approx(2000.0)
+
+
+def test_batches_left_out_for_missing_stages_get_one_note_naming_them() -> None:
+    """A query without a trigger runs many short batches; a collect that finds their stages still
+    running says so once, naming the batches, not once per batch."""
+    start, end = _window_for(1, 14)
+    sample = sample_from_rest(load("p1_app_jobs.json"), [], load("p1_recentProgress.json"),
+                              load("p1_app_executors.json"), run_id=RUN_ID, trigger_interval_s=2.0,
+                              window_start_s=start, window_end_s=end, app_id="local-1795257202448")
+    notes = [e for e in sample.errors if "missing from /stages" in e]
+    assert len(notes) == 1 and not sample.vertices
+    assert notes[0].startswith(f"{sample.batches} batches [") and "more]" in notes[0]

@@ -95,6 +95,17 @@ def test_the_demo_rate_is_operator_only_bounded_and_finite(client, workflow_redi
     assert float(workflow_redis.get(keys.gen_rate(job.topic))) == 250.0
 
 
+def test_a_job_without_a_topic_has_no_demo_rate_to_set(client, workflow_redis):
+    """An operator's own pipeline reads its own source: no generator key is written for it."""
+    job = make_job(name="clicks")
+    job.topic = ""
+    job.save(update_fields=["topic"])
+    client.force_login(make_user("olga", role="operator"))
+    response = client.post(reverse("dashboard:set_rate", args=[job.pk]), {"rate": "250"})
+    assert response.status_code == 409 and "nothing was changed" in response.content.decode()
+    assert workflow_redis.keys(keys.gen_rate("*")) == []
+
+
 # --- login throttling (django-axes) ---------------------------------------------------------------
 
 def test_forty_wrong_passwords_lock_the_account_out_even_with_the_right_one(client):

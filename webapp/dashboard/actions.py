@@ -135,10 +135,15 @@ def suspension_clear(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def set_rate(request: HttpRequest, pk: int) -> HttpResponse:
     """Demo control: set the event generator's rate (events/s) for the job's topic. Operators and
-    admins only; the rate must be a finite number from 0 to ``settings.DEMO_MAX_RATE`` (else 400)."""
+    admins only; the rate must be a finite number from 0 to ``settings.DEMO_MAX_RATE`` (else 400); a
+    job without a topic has no generator to set (409)."""
     if not can_decide(request.user):
         raise PermissionDenied("Your role may read but not change the demo load: that needs an operator.")
     job = get_object_or_404(Job, pk=pk)
+    if not job.topic:
+        return HttpResponse(f"job {job.name} reads no topic, so no demo event generator feeds it: its load comes "
+                            "from its own source; nothing was changed", status=409,
+                            content_type="text/plain; charset=utf-8")
     try:
         rate = parse_rate(request.POST.get("rate", ""), maximum=settings.DEMO_MAX_RATE)
     except ValueError as exc:

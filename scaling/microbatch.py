@@ -198,9 +198,11 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     limits: list[PlanLimit] = []
     if chosen is None:
         if best_exec >= min(hi_exec, first + SEARCH_LIMIT):  # cores still helped at the maximum
-            limits.append(PlanLimit(Limit.MAX_EXECUTORS, None, {"cores_needed": cores_needed,
-                                                                 "cores_max": hi_exec * cpe,
-                                                                 "predicted_utilization": best_u}))
+            # Both utilizations at the maximum: at the target rate (what ``predicted_utilization`` and
+            # the proposal page show) and with the catch-up and restart rates (what the sizing needs).
+            limits.append(PlanLimit(Limit.MAX_EXECUTORS, None, {
+                "cores_needed": cores_needed, "cores_max": hi_exec * cpe,
+                "predicted_utilization": at(best_exec * cpe, "base"), "utilization_with_catch_up": best_u}))
     vertex_plans = []
     bottleneck: str | None = None
     worst_fill = 0.0
@@ -343,8 +345,9 @@ def _limit_text(item: PlanLimit) -> str:
     """Words for a limit (rendered from the code and its numbers)."""
     d = item.data
     if item.code == Limit.MAX_EXECUTORS:
-        return (f"max-executors: {_num(d['cores_needed'])} cores needed, {_num(d['cores_max'])} allowed; predicted "
-                f"utilization {d['predicted_utilization']:.2f} at the maximum")
+        return (f"max-executors: {_num(d['cores_needed'])} cores needed, {_num(d['cores_max'])} allowed; at the "
+                f"maximum the predicted utilization is {d['predicted_utilization']:.2f} at the target rate, "
+                f"{d['utilization_with_catch_up']:.2f} with the catch-up")
     if item.code == Limit.CATCH_UP_UNREACHABLE:
         return (f"catch-up-unreachable: draining the backlog takes {_num(d['catch_up_s'])} s even at "
                 f"{_num(d['cores_max'])} cores, above catch_up_duration_s {_num(d['catch_up_duration_s'])} s")

@@ -192,6 +192,20 @@ def test_plan_says_when_catch_up_cannot_finish_at_max_executors():
     assert any(r.startswith("catch-up-unreachable:") for r in plan.reasons)
 
 
+def test_max_executors_says_the_utilization_at_the_target_rate_the_page_shows_and_with_the_catch_up():
+    """At the maximum (4 cores) the arrivals alone fill 0.25 of each core: the same number as the
+    plan's ``predicted_utilization`` on the proposal page; the catch-up needs more."""
+    topology = Topology((Vertex("scan", parallelism=4, source=True),))
+    metrics = {"scan": VertexMetrics(1000, 1000, 250, backlog=10**7)}
+    cluster = ClusterState(executors=2, max_executors=4, trigger_interval_s=1.0)
+    plan = plan_micro_batch(topology, metrics, cluster, Policy(restart_time_s=0))
+    limit = plan.limit(Limit.MAX_EXECUTORS)
+    assert plan.executors_proposed == 4
+    assert limit.data["predicted_utilization"] == pytest.approx(plan.predicted_utilization) == pytest.approx(0.25)
+    assert limit.data["utilization_with_catch_up"] > limit.data["predicted_utilization"]
+    assert any("the predicted utilization is 0.25 at the target rate" in r for r in plan.reasons)
+
+
 def test_plan_warns_when_the_backlog_nears_the_sources_retention():
     topology = Topology((Vertex("scan", parallelism=4, source=True, retention_s=3600),))
     metrics = {"scan": VertexMetrics(1000, 1000, 500, backlog=3_000_000)}   # 3,000 s old

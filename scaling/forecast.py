@@ -63,8 +63,33 @@ def realized_capacity_per_s(*, cores: int, overhead_s: float, trigger_interval_s
     or source records."""
     if busy_s <= 0 or source_records <= 0:
         return None
-    overhead = min(0.9, overhead_s / (trigger_interval_s or 1.0))
-    return cores * (1.0 - overhead) / (busy_s / source_records)
+    return cores * (1.0 - overhead_share(overhead_s, trigger_interval_s)) / (busy_s / source_records)
+
+
+def overhead_share(overhead_s: float, trigger_interval_s: float) -> float:
+    """The batch overhead's share of the trigger interval, ``overhead_s / trigger_interval_s``, capped
+    at 0.9 (a batch of nothing but overhead would leave no capacity to compare)."""
+    return min(0.9, overhead_s / (trigger_interval_s or 1.0))
+
+
+def realized_utilization_at(*, stages: Iterable[tuple[float, int]], source_per_s: float, rate_per_s: float,
+                            cores: int, overhead_s: float, trigger_interval_s: float) -> float | None:
+    """The measured busy share of the trigger interval rescaled to ``rate_per_s`` source records/s,
+    the realized counterpart of the plan's ``predicted_utilization`` "at the target rate" (0..1 when
+    it fits; None without source records).
+
+    ``stages``: per stage, (measured busy core-seconds per second, tasks) while the sources took
+    ``source_per_s`` records/s. Busy time scales with the source rate (DS2's constant cost per record,
+    §3.2), so right after a restart the catch-up's extra load is taken out; then the one utilization
+    formula, ``scaling.microbatch_sizing.busy_share``, with the measured overhead share.
+    """
+    from scaling.microbatch_sizing import busy_share  # noqa: PLC0415 - forecast stays importable alone
+
+    if source_per_s <= 0:
+        return None
+    scale = rate_per_s / source_per_s
+    return busy_share(((busy * scale, tasks) for busy, tasks in stages), cores,
+                      overhead_share(overhead_s, trigger_interval_s))
 
 
 def caught_up(*, backlog: float, trigger_interval_s: float, batch_duration_s: float, arrival_per_s: float) -> bool:

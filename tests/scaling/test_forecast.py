@@ -63,3 +63,16 @@ def test_verify_judges_the_realized_window(kwargs, verdict, reason):
             "latest_backlog": 10.0, "stages": [StageRate("v1", 100.0, 95.0)], "tolerance": 0.2, **kwargs}
     check = forecast.verify(**args)
     assert (check.verdict, check.reason) == (verdict, reason)
+
+
+def test_realized_utilization_takes_the_catch_up_out_of_the_measured_busy_time():
+    """Right after a restart the sources take 1,200 records/s (600 arriving plus the backlog): the
+    stages are busy 1.2 and 0.4 core-s per s on 2 cores. At the arrival rate that is half of it, and
+    with 10 % overhead the share is (0.6 + 0.2) / 2 / 0.9."""
+    from scaling.forecast import realized_utilization_at
+
+    u = realized_utilization_at(stages=[(1.2, 2), (0.4, 4)], source_per_s=1200, rate_per_s=600, cores=2,
+                                overhead_s=0.5, trigger_interval_s=5)
+    assert u == pytest.approx((0.6 + 0.2) / 2 / 0.9)
+    assert realized_utilization_at(stages=[(1.0, 1)], source_per_s=0, rate_per_s=600, cores=1, overhead_s=0,
+                                   trigger_interval_s=1) is None

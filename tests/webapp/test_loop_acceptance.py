@@ -294,7 +294,10 @@ def test_6_the_proposal_page_shows_the_stored_prediction_beside_the_realized_val
     assert cell(html, "realized-capacity") == f"{realized['capacity_per_s']:,.0f} rec/s"
     assert cell(html, "utilization").endswith(
         f"→ {predicted['utilization'] * 100:.0f} % predicted at the target rate")
-    assert cell(html, "realized-utilization") == f"{realized['utilization'] * 100:.0f} %"
+    assert cell(html, "realized-utilization").startswith(f"{realized['utilization'] * 100:.0f} %")
+    # Realized as predicted (the harness's capacity is the model's): at the arrival rate the realized
+    # utilization is the predicted one, though the measured busy share still carries the catch-up.
+    assert realized["utilization"] == pytest.approx(predicted["utilization"], abs=0.1)
     assert cell(html, "batch-ratio").endswith(f"→ {predicted['batch_ratio']:.2f} predicted")
     assert cell(html, "realized-batch-ratio") == f"{realized['batch_ratio']:.2f}"
     assert cell(html, "catch-up").startswith(f"{round(predicted['catch_up_s'])} s for {predicted['restart_backlog']:,}")

@@ -210,7 +210,7 @@ def _prediction_rows(prediction: dict, realized: dict | None) -> list[dict]:
          "realized": rate(r.get("capacity_per_s"))},
         {"key": "utilization", "label": "Utilization",
          "predicted": f"{_percent(p.get('utilization_now'))} now → {_percent(p.get('utilization'))} predicted at the "
-                      f"target rate", "realized": _percent(r.get("utilization"))},
+                      f"target rate", "realized": _realized_utilization(r)},
         {"key": "batch-ratio", "label": "Batch ratio R",
          "predicted": (f"{p['batch_ratio_now']:.2f} now → {p['batch_ratio']:.2f} predicted"
                        if p.get("batch_ratio_now") is not None and p.get("batch_ratio") is not None else "–"),
@@ -220,6 +220,15 @@ def _prediction_rows(prediction: dict, realized: dict | None) -> list[dict]:
         {"key": "downtime", "label": "Expected downtime", "predicted": downtime,
          "realized": f"{r['downtime_s']:.1f} s" if r.get("downtime_s") is not None else "–"},
     ]
+
+
+def _realized_utilization(r: dict) -> str:
+    """The realized utilization at the arrival rate (comparable with the prediction), and the measured
+    busy share beside it when it differs (a catch-up still running adds to it)."""
+    at_arrival, measured = r.get("utilization"), r.get("busy_share")
+    if at_arrival is None or measured is None or round(at_arrival * 100) == round(measured * 100):
+        return _percent(at_arrival if at_arrival is not None else measured)
+    return f"{_percent(at_arrival)} at the arrival rate ({_percent(measured)} busy, with the catch-up)"
 
 
 def _proposal_context(request: HttpRequest, proposal: Proposal, error: str = "") -> dict:

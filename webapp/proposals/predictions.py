@@ -148,12 +148,14 @@ def realized(*, plan: dict, after: list[MetricSnapshot], finished_at: datetime, 
              vertices: list[VertexSnapshot]) -> dict:
     """The same quantities as :func:`predict`, measured on the snapshots ``after`` the change (oldest
     first) and their ``vertices``: capacity (records/s, from the realized busy time per source
-    record), utilization (Σ busy / (window × cores)), batch ratio, the catch-up time (seconds from
-    the end of the execution to the first snapshot whose backlog fits in two batches of arrivals;
-    None while it has not), and the measured downtime."""
+    record); utilization at the arrival rate (``scaling.forecast.realized_utilization_at``: the measured
+    busy time rescaled to the arrivals, comparable with the prediction "at the target rate"), and the
+    measured busy share ``busy_share`` (Σ busy / (window × cores), which includes any catch-up); batch
+    ratio; the catch-up time (seconds from the end of the execution to the first snapshot whose
+    backlog fits in two batches of arrivals; None while it has not), and the measured downtime."""
     window_s = sum(s.window_s for s in after)
-    out: dict = {"capacity_per_s": None, "utilization": None, "batch_ratio": None, "catch_up_s": None,
-                 "downtime_s": downtime_s, "window_s": round(window_s, 3)}
+    out: dict = {"capacity_per_s": None, "utilization": None, "busy_share": None, "batch_ratio": None,
+                 "catch_up_s": None, "downtime_s": downtime_s, "window_s": round(window_s, 3)}
     if not after or window_s <= 0:
         return out
     cores = after[-1].cores or 1
@@ -167,7 +169,18 @@ def realized(*, plan: dict, after: list[MetricSnapshot], finished_at: datetime, 
                                                 busy_s=busy, source_records=source_in)
     if capacity is not None:
         out["capacity_per_s"] = round(capacity, 3)
-    out["utilization"] = round(job_utilization(busy / window_s, cores), 4)
+    out["busy_share"] = round(job_utilization(busy / window_s, cores), 4)
+    stages: dict[str, list] = {}
+    for v in vertices:
+        stage = stages.setdefault(v.vertex_id, [0.0, v.tasks])
+        stage[0] += v.busy_s / window_s
+        stage[1] = v.tasks
+    arrival = sum(s.arrival_rate_per_s * s.window_s for s in after) / window_s
+    at_arrival = forecast.realized_utilization_at(
+        stages=[(b, t) for b, t in stages.values()], source_per_s=source_in / window_s, rate_per_s=arrival,
+        cores=cores, overhead_s=overhead, trigger_interval_s=trigger)
+    if at_arrival is not None:
+        out["utilization"] = round(at_arrival, 4)
     if batches:
         out["batch_ratio"] = round(sum(s.batch_duration_s * s.batches for s in after) / batches / trigger, 3)
     for s in after:

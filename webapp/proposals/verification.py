@@ -127,7 +127,7 @@ def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Propo
                                   vertices=list(VertexSnapshot.objects.filter(snapshot__in=after)))
     stable = realized(plan=proposal.plan, after=after, finished_at=execution.finished_at,
                       downtime_s=execution.downtime_s, vertices=list(VertexSnapshot.objects.filter(snapshot__in=after)))
-    detail["realized"].update({k: stable[k] for k in ("capacity_per_s", "utilization", "batch_ratio")})
+    detail["realized"].update({k: stable[k] for k in ("capacity_per_s", "utilization", "busy_share", "batch_ratio")})
     with transaction.atomic():
         updated = Proposal.objects.filter(pk=proposal.pk, verification=Proposal.Verification.NONE).update(
             verification=result, verification_detail=detail, verified_at=now)

@@ -93,7 +93,7 @@ class VertexSnapshot(models.Model):
     records_out = models.BigIntegerField(default=0)
     spill_bytes = models.BigIntegerField(default=0)
     upstream = models.JSONField(default=list)
-    span_s = models.FloatField(default=0.0, help_text="Seconds spanned by the batches counted here; 0: the "
+    span_s = models.FloatField(default=0.0, db_default=0.0, help_text="Seconds spanned by the batches counted here; 0: the "
                                                       "snapshot's window_s (sparkclient.sample.VertexSample.span_s).")
 
     objects = _CheckedRows.as_manager()

@@ -16,6 +16,10 @@ of the policy), the same downtime draws, and the same starting configuration (th
 micro-batch rescale that changes only the executors is done in place, without a restart (Spark
 dynamic allocation, SPARK-12133's path), for every policy; one that changes partitions restarts.
 
+ds2 gets one option more than the shared ones (``DS2_OPTIONS``, printed in each table's header):
+DS2's activation time of 2 evaluations (Kalavri et al., OSDI 2018, §4). Its inputs, noise draws,
+start and restart costs are those of every other policy.
+
 The bench runs at two settings (``SETTINGS``): Flink's defaults (utilization 0.7 ± 0.3, scale-down
 interval 1 h) and the tuned band (0.7 within [0.55, 0.85], scale-down interval 15 min); both are
 printed with their table.

@@ -143,3 +143,17 @@ def test_a_spike_shorter_than_a_policy_interval_is_not_taken_for_a_new_load_leve
     assert without.rescales >= 1
     assert (with_activation.rescales, with_activation.slo_violation_s, with_activation.records_lost) == (0, 0, 0)
     assert with_activation.core_hours < without.core_hours
+
+
+def test_a_scenario_sets_the_option_and_its_output_says_what_waits():
+    from scaling.scenario import evaluate_text
+
+    step = {"metrics": {"src": {"records_in_per_s": 1000.0, "records_out_per_s": 1000.0, "busy_time_ms_per_s": 1000.0,
+                                "backlog_growth_per_s": 500.0}}}
+    doc = {"format": 1, "mode": "continuous", "policy": {"restart_time_s": 0, "activation_evaluations": 2},
+           "vertices": [{"id": "src", "parallelism": 2, "source": True}],
+           "steps": [{"at_s": 0, **step}, {"at_s": 60, **step}]}
+    first, second = evaluate_text(json.dumps(doc))["steps"]
+    assert first["decision"] == "blocked"
+    assert first["awaiting_activation"] == {"direction": "up", "count": 1, "required": 2}
+    assert second["decision"] == "scale" and "awaiting_activation" not in second

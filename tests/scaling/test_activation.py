@@ -115,8 +115,9 @@ def test_the_streak_survives_the_state_document_and_the_option_is_validated():
         Policy(activation_evaluations=0)
 
 
-def test_the_bench_gives_activation_to_ds2_alone_and_prints_it():
-    from scaling.bench.run import DS2_OPTIONS, _controller, bench_policy, describe_setting
+def test_the_bench_gives_activation_to_ds2_alone_and_prints_it(tmp_path):
+    from scaling.bench.report import write_report
+    from scaling.bench.run import DS2_OPTIONS, Workload, _controller, bench_policy, describe_setting, run_bench
 
     policy = bench_policy("flink-defaults")
     assert policy.activation_evaluations == 1
@@ -124,6 +125,8 @@ def test_the_bench_gives_activation_to_ds2_alone_and_prints_it():
     assert _controller("batch-ratio", "micro-batch", policy, [], 60.0).policy == policy
     assert DS2_OPTIONS == {"activation_evaluations": 2}
     assert describe_setting("tuned").endswith("ds2 only: activation_evaluations 2")
+    result = run_bench(workloads_=(Workload("step", "demo", "micro-batch", 0.5),), setting="tuned")
+    assert "ds2 only: activation_evaluations 2" in write_report(result, tmp_path / "report.html").read_text()
 
 
 def test_a_spike_shorter_than_a_policy_interval_is_not_taken_for_a_new_load_level(monkeypatch):

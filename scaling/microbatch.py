@@ -21,8 +21,10 @@ from scaling.evaluate import (
 from scaling.metrics import ClusterState, VertexMetrics, job_utilization
 from scaling.periods import active_period
 from scaling.policy import Policy
-from scaling.reasons import Decision, HeldScaleDown, Limit, PlanLimit, excluded_period_text
-from scaling.state import PendingScaleDown, ScalerState, ScalingRecord
+from scaling.reasons import (
+    AwaitingActivation, Decision, Direction, HeldScaleDown, Limit, PlanLimit, activation_text, excluded_period_text,
+)
+from scaling.state import PendingScaleDown, ScalerState, ScalingRecord, activation
 from scaling.topology import Topology
 from scaling.vertex_scaler import _num, observed_scaling_coefficient, pinned_reason
 
@@ -266,12 +268,26 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
         mode="micro-batch", backlog_mode=backlog_mode, restart_time_s=restart_s, held=held, limits=tuple(limits))
     period = active_period(policy.excluded_periods, now_s) if policy.excluded_periods else None
     changes = plan.changes
-    if outside_band and changes and period is None and not held_note:
+    # DS2's activation time (Kalavri et al., OSDI 2018, §4; ``Policy.activation_evaluations``): a
+    # rescale applies only once that many consecutive evaluations recommended one in its direction
+    # (a held scale-down counts as a scale-down recommendation).
+    direction = 0
+    if held_note:
+        direction = -1
+    elif outside_band and changes:
+        direction = 1 if executors > cluster.executors or any(vp.proposed > vp.current for vp in vertex_plans) else -1
+    activated, streak = activation(state, policy, direction)
+    waiting = None if activated or held_note else AwaitingActivation(
+        Direction.UP if direction > 0 else Direction.DOWN, abs(streak), policy.activation_evaluations)
+    if outside_band and changes and period is None and not held_note and waiting is None:
         decision = Decision.SCALE
     else:
         if held_note:
             decision = Decision.BLOCKED
             reasons.append(held_note)
+        elif waiting is not None:
+            decision = Decision.BLOCKED
+            reasons.append(activation_text(waiting))
         elif outside_band and changes:
             decision = Decision.BLOCKED
         else:
@@ -287,7 +303,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
         reasons.append(excluded_period_text(period))
     next_state = None
     if state is not None:
-        next_state = replace(state, pending_scale_downs=tuple(pending.values()))
+        next_state = replace(state, pending_scale_downs=tuple(pending.values()), activation_streak=streak)
         if decision == Decision.SCALE:
             job_rate = _job_rate(topology, rates, _utilization(stages, tasks_now, cores_now, overhead, "base"))
             records = tuple(ScalingRecord(now_s, vp.vertex_id, vp.current, vp.proposed, vp.true_processing_rate,
@@ -299,7 +315,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     return replace(plan, decision=decision, reasons=tuple(reasons), vertices=tuple(vertex_plans),
                    executors_proposed=executors, executable=period is None, next_state=next_state,
                    utilization_now=_utilization(stages, tasks_now, cores_now, overhead, "base"),
-                   predicted_utilization=at(executors * cpe, "base"))
+                   predicted_utilization=at(executors * cpe, "base"), awaiting_activation=waiting)
 
 
 def _job_rate(topology: Topology, rates: Mapping, load: float) -> float:

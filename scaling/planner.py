@@ -15,8 +15,11 @@ from scaling.evaluate import CEIL_MAX, INF, ceil_exact, edge_output_ratio, evalu
 from scaling.metrics import VertexMetrics
 from scaling.periods import active_period
 from scaling.policy import Policy
-from scaling.reasons import Decision, HeldScaleDown, Limit, PlanLimit, VertexReason, excluded_period_text
-from scaling.state import ScalerState, ScalingRecord
+from scaling.reasons import (
+    AwaitingActivation, Decision, Direction, HeldScaleDown, Limit, PlanLimit, VertexReason, activation_text,
+    excluded_period_text,
+)
+from scaling.state import ScalerState, ScalingRecord, activation
 from scaling.topology import Topology
 from scaling.vertex_scaler import BLOCKED, HELD, REQUIRED, _num, decide_vertex
 
@@ -88,6 +91,8 @@ class JobPlan:
             interval at the target rate alone (no catch-up, no restart), ``Σ_v λ_v / TPR_v /
             min(tasks_v, C) / (1 − overhead)`` (0..1, ``microbatch._utilization``), on the running
             cores and on the proposed cores and tasks. None in continuous mode.
+        awaiting_activation: a recommended rescale not applied yet: fewer consecutive evaluations
+            than ``Policy.activation_evaluations`` recommended it (DS2's activation time).
     """
 
     decision: Decision
@@ -112,6 +117,7 @@ class JobPlan:
     limits: tuple[PlanLimit, ...] = ()
     utilization_now: float | None = None
     predicted_utilization: float | None = None
+    awaiting_activation: AwaitingActivation | None = None
 
     def limit(self, code: Limit) -> PlanLimit | None:
         """The first limit with ``code``, or None."""
@@ -167,6 +173,7 @@ def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: P
         state: the autoscaler's memory (history, pending scale-downs, restart times); default: new job.
         now_s: the clock, seconds since the Unix epoch (UTC for excluded periods).
     """
+    remembered = state
     state = state if state is not None else ScalerState()
     evaluation = evaluate_job(topology, metrics, policy, restart_time_s=state.restart_time_s(policy))
     decisions = {v.id: decide_vertex(topology, v, evaluation.vertices[v.id], policy, state, now_s,
@@ -188,6 +195,7 @@ def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: P
 
     reasons: list[str] = []
     applied: dict[str, int] = {}
+    direction = 0
     if triggering:
         for vid in triggering:
             e = evaluation.vertices[vid]
@@ -195,18 +203,31 @@ def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: P
         applied = {vid: d.proposed for vid, d in decisions.items()
                    if d.kind == REQUIRED and d.proposed != d.current}
         decision = Decision.SCALE
+        direction = (0 if not applied else 1 if any(new > decisions[vid].current for vid, new in applied.items())
+                     else -1)
     elif held:
         for vid in held:
             e = evaluation.vertices[vid]
             reasons.append(f"{_threshold_reason(vid, e.true_processing_rate, e.scale_up_threshold, e.scale_down_threshold)}"
                            f"; {decisions[vid].note}")
         decision = Decision.BLOCKED
+        direction = -1 if any(decisions[vid].kind == HELD for vid in held) else 0
     else:
         decision = Decision.NO_CHANGE
         if any(outside.values()):
             reasons.append("no vertex outside its bounds has a parallelism to change")
         else:
             reasons.append("every vertex is within its bounds")
+    # DS2's activation time (Kalavri et al., OSDI 2018, §4; ``Policy.activation_evaluations``): a
+    # rescale applies only once that many consecutive evaluations recommended one in its direction
+    # (a held scale-down counts as a scale-down recommendation).
+    activated, streak = activation(remembered, policy, direction)
+    waiting = None
+    if not activated and decision == Decision.SCALE:
+        waiting = AwaitingActivation(Direction.UP if streak > 0 else Direction.DOWN, abs(streak),
+                                     policy.activation_evaluations)
+        reasons.append(activation_text(waiting))
+        decision = Decision.BLOCKED
     if evaluation.backlog_mode:
         reasons.append(f"backlog mode: a source's lag is above {_num(policy.backlog_lag_threshold_s)} s, "
                        f"no scale-downs")
@@ -226,6 +247,9 @@ def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: P
         if blocked_by_period and vid in applied:
             note = f"not executable in excluded period {period!r}: computed {vertex.parallelism} -> {proposed}; {note}"
             proposed = vertex.parallelism
+        elif waiting is not None and vid in applied:
+            note = f"awaiting activation: computed {vertex.parallelism} -> {proposed}; {note}"
+            proposed = vertex.parallelism
         elif not triggering and d.kind == REQUIRED:
             note = f"within bounds: {note} not needed"
         tpr = e.true_processing_rate
@@ -240,7 +264,7 @@ def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: P
             expected_processing_rate=tpr * proposed / vertex.parallelism, outside_bounds=e.outside_bounds,
             recommended=d.recommended, reason=d.reason, reason_data=dict(d.data)))
 
-    next_state = replace(state, pending_scale_downs=tuple(pending.values()))
+    next_state = replace(state, pending_scale_downs=tuple(pending.values()), activation_streak=streak)
     if decision == Decision.SCALE:
         records = tuple(ScalingRecord(now_s, vid, decisions[vid].current, new,
                                       evaluation.vertices[vid].true_processing_rate,
@@ -251,7 +275,8 @@ def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: P
                                       float(d.data["due_s"])) for vid, d in decisions.items() if d.kind == HELD)
     return JobPlan(decision=decision, reasons=tuple(reasons), vertices=tuple(vertex_plans), mode="continuous",
                    executable=executable, backlog_mode=evaluation.backlog_mode,
-                   restart_time_s=evaluation.restart_time_s, next_state=next_state, held=held_values)
+                   restart_time_s=evaluation.restart_time_s, next_state=next_state, held=held_values,
+                   awaiting_activation=waiting)
 
 
 from scaling.microbatch import EXECUTORS_KEY, MAX_OVERHEAD_FRACTION, plan_micro_batch  # noqa: E402,F401 - re-exported

@@ -73,6 +73,10 @@ class Policy:
             observed_scalability_coefficient_min: ``job.autoscaler.observed-scalability.*``
             (FLINK-30571 follow-up, Flink ``JobVertexScaler.calculateObservedScalingCoefficient``):
             divide the scale factor by a scaling coefficient fitted to the job's own history.
+        activation_evaluations: DS2's activation time (Kalavri et al., OSDI 2018, §4; the DS2
+            controller's ``scaling_manager.activation_time``, default 1): the number of consecutive
+            evaluations (policy decisions) that must recommend a rescale in the same direction before
+            it is applied. 1 acts on the first recommendation (Flink's behaviour). Not a Flink option.
     """
 
     utilization_target: float = 0.7
@@ -102,6 +106,7 @@ class Policy:
     observed_scalability_enabled: bool = False
     observed_scalability_min_observations: int = 3
     observed_scalability_coefficient_min: float = 0.5
+    activation_evaluations: int = 1
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -149,6 +154,9 @@ class Policy:
         if not 0 < self.observed_scalability_coefficient_min <= 1:
             raise PolicyError(f"observed_scalability_coefficient_min: must be within (0, 1], "
                               f"got {self.observed_scalability_coefficient_min}")
+        if self.activation_evaluations < 1:
+            raise PolicyError(f"activation_evaluations: must be >= 1 (1 acts on the first recommendation), "
+                              f"got {self.activation_evaluations}")
         if not 0 <= self.effectiveness_threshold <= 1:
             raise PolicyError(f"effectiveness_threshold: must be within [0, 1], got {self.effectiveness_threshold}")
         if not 0 <= self.batch_ratio_scale_down < self.batch_ratio_scale_up:

@@ -89,6 +89,33 @@ class HeldScaleDown:
                 "first_at_s": self.first_at_s, "due_s": self.due_s}
 
 
+class Direction(StrEnum):
+    """The direction of a recommended rescale."""
+
+    UP = "up"
+    DOWN = "down"
+
+
+@dataclass(frozen=True)
+class AwaitingActivation:
+    """A rescale recommended by ``count`` consecutive evaluations, fewer than the ``required``
+    ``Policy.activation_evaluations`` (DS2's activation time, Kalavri et al., OSDI 2018, §4): it is
+    not applied yet."""
+
+    direction: Direction
+    count: int
+    required: int
+
+    def as_json(self) -> dict:
+        return {"direction": str(self.direction), "count": self.count, "required": self.required}
+
+
+def activation_text(wait: AwaitingActivation) -> str:
+    """The sentence of a plan held by DS2's activation time."""
+    return (f"activation time: scale-{wait.direction} recommended by {wait.count} of {wait.required} consecutive "
+            f"evaluations; it applies when {wait.required} agree (DS2)")
+
+
 def excluded_period_text(period: str) -> str:
     """The sentence of a plan computed inside the excluded period ``period`` (``JobPlan.executable`` False)."""
     return f"excluded period {period!r}: the plan is computed but not executable"

@@ -1,6 +1,6 @@
 """The output document of ``python -m scaling evaluate`` (docs/SCENARIO.md "Output"), rendered from
-the plans: rates rounded to 3 decimals, infinity as ``"inf"``, the structured limits and held
-scale-downs as JSON objects."""
+the plans: rates rounded to 3 decimals, infinity as ``"inf"``, the structured limits, held
+scale-downs and a rescale awaiting DS2's activation time as JSON objects."""
 
 from __future__ import annotations
 
@@ -52,5 +52,7 @@ def render_steps(mode: str, results: list) -> list[dict]:
                     "vertices": vertices, "executors": executors}
         if plan.held:
             out_step["held"] = [item.as_json() for item in plan.held]
+        if plan.awaiting_activation is not None:
+            out_step["awaiting_activation"] = plan.awaiting_activation.as_json()
         steps.append(out_step)
     return steps

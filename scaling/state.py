@@ -72,11 +72,17 @@ class PendingScaleDown:
 
 @dataclass(frozen=True)
 class ScalerState:
-    """The autoscaler's memory for one job. ``ScalerState()`` is the state of a new job."""
+    """The autoscaler's memory for one job. ``ScalerState()`` is the state of a new job.
+
+    ``activation_streak``: DS2's activation time (``Policy.activation_evaluations``): how many
+    consecutive evaluations recommended a rescale not yet applied, positive for scale-ups, negative
+    for scale-downs, 0 for none (always 0 with ``activation_evaluations`` 1).
+    """
 
     history: tuple[ScalingRecord, ...] = ()
     pending_scale_downs: tuple[PendingScaleDown, ...] = ()
     restart_times_s: tuple[float, ...] = ()
+    activation_streak: int = 0
 
     def last_record(self, vertex_id: str) -> ScalingRecord | None:
         """The latest applied scaling of ``vertex_id``, or None."""
@@ -116,15 +122,43 @@ class ScalerState:
         return replace(self, history=tuple(reversed(kept)), pending_scale_downs=())
 
 
+def activation(state: ScalerState | None, policy: Policy, direction: int) -> tuple[bool, int]:
+    """DS2's activation time (Kalavri et al., OSDI 2018, §4; ``scaling_manager.activation_time`` of
+    the DS2 controller, strymon-system/ds2): a rescale is applied only when ``policy.
+    activation_evaluations`` consecutive evaluations recommended one in the same direction; the
+    latest evaluation's plan is the one applied.
+
+    Args:
+        state: the memory before this evaluation; None (a stateless evaluation) acts at once.
+        direction: this evaluation's recommendation: +1 scale up, -1 scale down, 0 none.
+
+    Returns:
+        ``(activated, streak)``: whether a recommendation in ``direction`` may act now, and the
+        ``ScalerState.activation_streak`` to remember (0 once it acts or with no recommendation).
+    """
+    required = policy.activation_evaluations
+    if direction == 0 or state is None or required <= 1:
+        return True, 0
+    previous = state.activation_streak
+    count = (abs(previous) if previous * direction > 0 else 0) + 1
+    if count >= required:
+        return True, 0
+    return False, count if direction > 0 else -count
+
+
 def state_to_dict(state: ScalerState) -> dict:
-    """``state`` as plain JSON types, for a store outside this package (the web app keeps it per job)."""
-    return {
+    """``state`` as plain JSON types, for a store outside this package (the web app keeps it per job);
+    ``activation_streak`` only when not 0."""
+    data = {
         "history": [vars(r).copy() for r in state.history],
         "pending_scale_downs": [{"vertex_id": p.vertex_id, "first_at_s": p.first_at_s,
                                  "recommendations": [list(r) for r in p.recommendations]}
                                 for p in state.pending_scale_downs],
         "restart_times_s": list(state.restart_times_s),
     }
+    if state.activation_streak:
+        data["activation_streak"] = state.activation_streak
+    return data
 
 
 def state_from_dict(data: dict | None) -> ScalerState:
@@ -142,6 +176,7 @@ def state_from_dict(data: dict | None) -> ScalerState:
                                                          for r in p["recommendations"]))
                                   for p in data.get("pending_scale_downs", ())),
         restart_times_s=tuple(float(t) for t in data.get("restart_times_s", ())),
+        activation_streak=int(data.get("activation_streak", 0)),
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from scaling.bench.run import ROW_KEYS, BenchResult, Run
+from scaling.bench.run import DS2_OPTIONS, ROW_KEYS, BenchResult, Run
 
 MAX_POINTS = 400
 COLOURS = {"ds2": "#1f77b4", "batch-ratio": "#ff7f0e", "dhalion": "#2ca02c", "uniform": "#d62728",
@@ -72,6 +72,8 @@ td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}} section.panel{{m
 <p>Every policy runs on the same seeded load, noise and downtimes. Policy options shared by all:
 utilization target {policy.utilization_target}, band {list(policy.band)}, catch-up {policy.catch_up_duration_s:g} s,
 restart time {policy.restart_time_s:g} s (tracked), scale-down delay {policy.scale_down_interval_s:g} s.
+ds2 only: {html.escape(", ".join(f"{k} {v}" for k, v in DS2_OPTIONS.items()))} (DS2's activation time,
+Kalavri et al., OSDI 2018).
 The oracle is hindsight at the same utilization target, rescaling at no cost. Setting: {html.escape(result.setting)}.</p>
 <h2>Acceptance notes (ds2, micro-batch)</h2><ul id="notes">{notes_html}</ul>
 {_table(result)}

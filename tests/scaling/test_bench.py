@@ -66,21 +66,25 @@ def rows_at(quick, setting):
             for r in quick["rows"] if r["setting"] == setting]
 
 
-# Measured misses on the quick workloads (seed 7), reported, not hidden. The full bench prints the
-# same targets over all 64 workloads (see the lead's note for those numbers).
+# Measured misses on the quick workloads (seed 7; ds2 with DS2's activation time 2, printed in each
+# table's header), reported, not hidden. The full bench prints the same targets over all 64
+# workloads (see the lead's note for those numbers).
 MISSED = {
-    ("flink-defaults", "core_hours_median"): "ds2 median 1.376x the oracle: the band [0.4, 1.0] and the 1 h "
-                                             "scale-down interval hold capacity the oracle releases each minute",
-    ("flink-defaults", "core_hours_max"): "ds2 1.932x the oracle on spikes/nexmark-q8: each 30 s spike triggers a "
-                                          "scale-up that the 1 h scale-down interval holds",
-    ("flink-defaults", "rescales"): "ds2 2 vs dhalion 2 (step/demo: one up, one down, the fewest a step allows) "
-                                    "and 2 vs batch-ratio 0 / dhalion 1 (random-walk/two-branch, where the "
-                                    "baselines never leave their start)",
-    ("tuned", "core_hours_median"): "ds2 median 1.119x the oracle",
-    ("tuned", "core_hours_max"): "ds2 1.811x the oracle on spikes/nexmark-q8: each 30 s spike triggers a scale-up "
-                                 "and the 15 min scale-down interval holds it",
-    ("tuned", "rescales"): "ds2 7 vs batch-ratio 6 (spikes/nexmark-q8), 2 vs batch-ratio 0 "
-                           "(random-walk/two-branch, where it never leaves its start)",
+    ("flink-defaults", "core_hours_median"): "ds2 median 1.179x the oracle (step/demo 1.512, random-walk/two-branch "
+                                             "1.364): Flink's band [0.4, 1.0] keeps any utilization down to 0.4 "
+                                             "and the 1 h scale-down interval holds a step's capacity, where the "
+                                             "oracle stays at 0.7 each minute",
+    ("flink-defaults", "core_hours_max"): "ds2 1.512x the oracle on step/demo: the scale-up sizes for the step's "
+                                          "backlog (catch-up 300 s), then the band [0.4, 1.0] keeps the result and "
+                                          "the 1 h scale-down interval holds it past the step down",
+    ("flink-defaults", "rescales"): "ds2 2 vs dhalion 2 on step/demo (one up, one down: the fewest a step allows) "
+                                    "and 2 vs batch-ratio 0 / dhalion 1 on random-walk/two-branch (the baselines "
+                                    "never or once leave their start; fewer than 0 is impossible)",
+    ("tuned", "core_hours_median"): "ds2 median 1.115x the oracle (random-walk/two-branch 1.110, spikes/nexmark-q8 "
+                                    "1.121: the catch-up of one spike's backlog at the second evaluation crosses "
+                                    "the band's 0.85 and the scale-up stays inside the band)",
+    ("tuned", "rescales"): "ds2 2 vs batch-ratio 0 on random-walk/two-branch: batch-ratio never leaves its start, "
+                           "which no policy that rescales at all can beat",
 }
 TARGETS = ("core_hours_median", "core_hours_max", "one_step", "two_steps", "lost", "slo", "rescales")
 

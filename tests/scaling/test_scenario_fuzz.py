@@ -38,7 +38,7 @@ policy = st.fixed_dictionaries({}, optional={
     "alignment": maybe(st.sampled_from(["balanced", "evenly_spread", "off"])),
     "key_group_partitions_adjust_mode": maybe(st.sampled_from(["evenly_spread", "maximize_utilisation"])),
     "algorithm": maybe(st.sampled_from(["ds2", "batch-ratio", "min-increase", "this:x"])),
-    "observed_scalability_enabled": maybe(st.booleans()),
+    "observed_scalability_enabled": maybe(st.booleans()), "activation_evaluations": maybe(st.integers(0, 3)),
     "excluded_periods": maybe(st.lists(st.sampled_from(["9:00-10:00", "* * 9-11 ? * 2-6", "1:00:00-2:00:00 && * * * ? * *"]),
                                        max_size=2))})
 

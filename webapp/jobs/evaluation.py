@@ -204,12 +204,14 @@ def _plan(job: Job, snapshots: list[MetricSnapshot], now: datetime) -> JobPlan:
 
 
 def _keep_pending_scale_downs(job: Job, plan: JobPlan) -> None:
-    """Only the pending scale-downs carry over from an evaluation: a scaling enters the history when
-    its execution succeeds (webapp.proposals.execution), not when it is proposed."""
+    """Only the pending scale-downs and the activation streak (DS2's activation time) carry over from
+    an evaluation: a scaling enters the history when its execution succeeds
+    (webapp.proposals.execution), not when it is proposed."""
     if plan.next_state is None:
         return
     state = state_from_dict(job.scaler_state)
-    kept = replace(state, pending_scale_downs=plan.next_state.pending_scale_downs)
+    kept = replace(state, pending_scale_downs=plan.next_state.pending_scale_downs,
+                   activation_streak=plan.next_state.activation_streak)
     if kept != state:
         Job.objects.filter(pk=job.pk).update(scaler_state=state_to_dict(kept))
         job.scaler_state = state_to_dict(kept)

@@ -18,7 +18,7 @@ POLICY_FIELDS = (
     "backlog_lag_threshold_s", "scale_down_interval_s", "scaling_sources_enabled", "alignment",
     "effectiveness_detection_enabled", "effectiveness_threshold", "restart_time_tracking_enabled",
     "restart_time_limit_s", "algorithm", "batch_ratio_scale_up", "batch_ratio_scale_down",
-    "min_parallelism_increase",
+    "min_parallelism_increase", "activation_evaluations",
 )
 
 
@@ -52,6 +52,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "backlog_lag_threshold_s": (0.0, WEEK_S), "scale_down_interval_s": (0.0, WEEK_S),
     "effectiveness_threshold": (0.0, 1.0), "batch_ratio_scale_up": (0.0, 100.0),
     "batch_ratio_scale_down": (0.0, 100.0), "min_parallelism_increase": (1, 100_000),
+    "activation_evaluations": (1, 100),
     "guard_max_change_factor": (1.0, 1000.0), "guard_max_executors": (1, 4096),
     "proposal_ttl_s": (1.0, WEEK_S), "restart_attempts": (0, 100), "restart_delay_s": (0.0, DAY_S),
     "restart_max_delay_s": (0.0, DAY_S), "restart_backoff_multiplier": (1.0, 100.0),

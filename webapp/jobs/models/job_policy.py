@@ -87,6 +87,11 @@ class JobPolicy(models.Model):
     scale_down_interval_s = models.FloatField(
         default=3600.0, validators=[MinValueValidator(0)],
         help_text="job.autoscaler.scale-down.interval (FLINK-36018): how long a scale-down is held, seconds.")
+    activation_evaluations = models.PositiveIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="DS2's activation time (not a Flink option): how many evaluations in a row must recommend a "
+                  "rescale in the same direction before it is proposed. 1 proposes on the first (Flink's "
+                  "behaviour); 2 lets a short spike pass.")
     scaling_sources_enabled = models.BooleanField(
         default=True, help_text="job.autoscaler.scaling.sources.enabled: whether source stages may be rescaled.")
     excluded_vertices = models.JSONField(

@@ -106,14 +106,20 @@ def test_no_batch_in_the_window_stores_a_snapshot_and_marks_the_job_degraded(wor
     assert (job.health, job.last_error) == (Job.Health.DEGRADED, "no micro-batch completed in the last window")
 
 
-def test_published_progress_and_the_rest_api_become_a_snapshot_with_vertices(workflow_redis, settings):
+def collect_captured_query(redis, settings) -> tuple[Job, MetricSnapshot | None]:
+    """A job whose runner published the captured query's progress, collected once (15 s interval)."""
     settings.SCALER_COLLECT_INTERVAL_S = 15
     job = make_job()
     for progress in PROGRESS:
-        workflow_redis.xadd(keys.progress(job.name), {"json": json.dumps(progress)})
+        redis.xadd(keys.progress(job.name), {"json": json.dumps(progress)})
     with fake_spark_ui() as ui:
-        running(workflow_redis, job, ui.url, knobs=dict(CONFIG, cores=2))
+        running(redis, job, ui.url, knobs=dict(CONFIG, cores=2))
         snapshot = collect(job)
+    return job, snapshot
+
+
+def test_published_progress_and_the_rest_api_become_a_snapshot_with_vertices(workflow_redis, settings):
+    job, snapshot = collect_captured_query(workflow_redis, settings)
     job.refresh_from_db()
     assert snapshot is not None and snapshot.batches > 0, job.last_error
     assert (job.health, job.last_error) == (Job.Health.RUNNING, "")
@@ -154,16 +160,10 @@ def test_the_webapp_and_the_snapshot_cli_map_one_sample_to_the_same_model_inputs
     from sparkclient import topology
     from sparkclient.snapshot import sample_to_scenario
 
-    settings.SCALER_COLLECT_INTERVAL_S = 15
     built = []
     real = topology.collect_sample
     monkeypatch.setattr(topology, "collect_sample", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
-    job = make_job()
-    for progress in PROGRESS:
-        workflow_redis.xadd(keys.progress(job.name), {"json": json.dumps(progress)})
-    with fake_spark_ui() as ui:
-        running(workflow_redis, job, ui.url, knobs=dict(CONFIG, cores=2))
-        snapshot = collect(job)
+    job, snapshot = collect_captured_query(workflow_redis, settings)
     assert snapshot is not None and snapshot.batches > 0 and len(built) == 1
     sample = built[0]
     assert evaluation.snapshot_sample(snapshot).vertices == sample.vertices  # stored, nothing lost

@@ -63,8 +63,9 @@ def prediction_rows(prediction: dict, realized: dict | None) -> list[dict]:
 
 def _realized_utilization(r: dict) -> str:
     """The realized utilization at the arrival rate (comparable with the prediction), and the measured
-    busy share beside it when it differs (a catch-up still running adds to it)."""
+    busy share beside it when it differs (a catch-up still running raises it; batches that took fewer
+    records than arrived lower it)."""
     at_arrival, measured = r.get("utilization"), r.get("busy_share")
     if at_arrival is None or measured is None or round(at_arrival * 100) == round(measured * 100):
         return _percent(at_arrival if at_arrival is not None else measured)
-    return f"{_percent(at_arrival)} at the arrival rate ({_percent(measured)} busy, with the catch-up)"
+    return f"{_percent(at_arrival)} at the arrival rate (measured busy share {_percent(measured)})"

@@ -79,13 +79,17 @@ def _utilization(plan: dict, cores_new: int) -> float | None:
 
 
 def measured_downtimes_s(*, job: Job, restart: bool, limit: int = 20) -> list[float]:
-    """The job's measured downtimes of succeeded executions, newest first (seconds): driver restarts
-    when ``restart`` (the cores change), otherwise in-process changes."""
+    """The job's measured downtimes of succeeded executions, newest first (seconds): those of cores
+    changes when ``restart`` (a driver restart or handover, or executors in place: whatever path the
+    job's runner took for its cores), otherwise those of in-process changes (the query restarted in
+    the same driver), the only path a change without a cores change takes."""
+    from sparkclient.control import RescalePath  # noqa: PLC0415
     from webapp.proposals.models import Execution  # noqa: PLC0415
 
     downtimes = Execution.objects.filter(proposal__job=job, status=Execution.Status.SUCCEEDED,
                                          downtime_s__isnull=False)
-    downtimes = downtimes.exclude(path="in-process") if restart else downtimes.exclude(path="driver-restart")
+    in_process = str(RescalePath.IN_PROCESS)
+    downtimes = downtimes.exclude(path=in_process) if restart else downtimes.filter(path=in_process)
     return list(downtimes.order_by("-finished_at").values_list("downtime_s", flat=True)[:limit])
 
 

@@ -211,7 +211,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     for vid in topology.order:
         vertex, m, st, r = topology.vertex(vid), metrics[vid], stages[vid], rates[vid]
         ideal = (0 if st.lam <= 0 else 1 if st.tpr == INF else CEIL_MAX if st.tpr <= 0
-                 else ceil_exact(st.lam / (st.tpr * target_u)))
+                 else ceil_exact(st.lam / st.tpr / target_u))  # divided in turn: tpr × u can underflow
         reason = pinned_reason(topology, vertex, policy)
         proposed, capped = _tasks(topology, vid, cores_planned, policy)
         note = reason or ""
@@ -348,7 +348,9 @@ def _catch_up_s_at_max(topology: Topology, metrics: Mapping[str, VertexMetrics],
     if u_base >= 1.0 or arrival <= 0:
         seconds = INF if u_base >= 1.0 else 0.0
     else:
-        seconds = backlog / ((1.0 / u_base - 1.0) * arrival) if u_base > 0 else 0.0
+        # The spare capacity drains the backlog; a product that underflows (denormal rates) drains nothing.
+        drain = (1.0 / u_base - 1.0) * arrival if u_base > 0 else INF
+        seconds = backlog / drain if drain > 0 else INF
     return seconds if seconds > policy.catch_up_duration_s else None
 
 

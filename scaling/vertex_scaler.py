@@ -176,7 +176,7 @@ def observed_scaling_coefficient(history: tuple[ScalingRecord, ...], policy: Pol
     squared = sum(p * p for p, _ in observations)
     if baseline <= 0 or squared == 0:
         return 1.0
-    alpha = sum(p * r for p, r in observations) / (squared * baseline)
+    alpha = sum(p * r for p, r in observations) / squared / baseline  # in turn: the product can underflow
     alpha = max(policy.observed_scalability_coefficient_min, min(1.0, alpha))
     return math.ceil(round(alpha * 100, 9)) / 100
 

@@ -344,3 +344,16 @@ def test_flink_max_recommended_parallelism_equal_to_current_is_no_change():
     injected = PendingScaleDown("b", 5.0, ()).record(5.0, 100, True)
     d = _flink_vertex(100, 800, 1000, policy, ScalerState(pending_scale_downs=(injected,)), 65)
     assert (d.proposed, d.kind) == (100, "none")
+
+
+def test_denormal_rates_give_a_plan_not_a_division_by_zero():
+    """Found by the 10,000-scenario fuzzer in CI: a source at 5e-324 records/s, busy 667 ms/s,
+    made ``tpr × utilization target`` underflow to 0 in the ideal parallelism."""
+    topology = Topology((Vertex("v0", parallelism=1, source=True), Vertex("v1", parallelism=1)),
+                        (Edge("v0", "v1"),))
+    tiny = 5e-324
+    metrics = {"v0": VertexMetrics(tiny, tiny, 667.0, backlog=10.0), "v1": VertexMetrics(tiny, tiny, 500.0)}
+    cluster = ClusterState(executors=1, max_executors=30, trigger_interval_s=1.0)
+    plan = plan_micro_batch(topology, metrics, cluster, Policy(utilization_target=0.5))
+    assert 1 <= plan.executors_proposed <= 30
+    assert all(v.proposed >= 1 for v in plan.vertices)

@@ -23,7 +23,9 @@ def maybe(valid):
     return st.integers(0, 59).flatmap(lambda k: junk if k == 0 else valid)
 
 
-rate = maybe(st.floats(0, 1e6, allow_nan=False))
+#: Subnormal rates (5e-324 records/s) once made ``tpr × target`` underflow to 0 in the planner: drawn
+#: on purpose, not left to the float strategy's luck (CI found it under load, an idle run did not).
+rate = maybe(st.one_of(st.floats(0, 1e6, allow_nan=False), st.sampled_from([5e-324, 1e-310, 1e-300])))
 busy = maybe(st.floats(0, 1000, allow_nan=False))
 count = maybe(st.integers(1, 64))
 

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from scaling.microbatch_sizing import busy_share, overhead_share
+
 #: Relative change of the arrival rate beyond which a prediction is not comparable (±50 %).
 ARRIVAL_SHIFT_LIMIT = 0.5
 
@@ -66,12 +68,6 @@ def realized_capacity_per_s(*, cores: int, overhead_s: float, trigger_interval_s
     return cores * (1.0 - overhead_share(overhead_s, trigger_interval_s)) / (busy_s / source_records)
 
 
-def overhead_share(overhead_s: float, trigger_interval_s: float) -> float:
-    """The batch overhead's share of the trigger interval, ``overhead_s / trigger_interval_s``, capped
-    at 0.9 (a batch of nothing but overhead would leave no capacity to compare)."""
-    return min(0.9, overhead_s / (trigger_interval_s or 1.0))
-
-
 def realized_utilization_at(*, stages: Iterable[tuple[float, int]], source_per_s: float, rate_per_s: float,
                             cores: int, overhead_s: float, trigger_interval_s: float) -> float | None:
     """The measured busy share of the trigger interval rescaled to ``rate_per_s`` source records/s,
@@ -83,8 +79,6 @@ def realized_utilization_at(*, stages: Iterable[tuple[float, int]], source_per_s
     §3.2), so right after a restart the catch-up's extra load is taken out; then the one utilization
     formula, ``scaling.microbatch_sizing.busy_share``, with the measured overhead share.
     """
-    from scaling.microbatch_sizing import busy_share  # noqa: PLC0415 - forecast stays importable alone
-
     if source_per_s <= 0:
         return None
     scale = rate_per_s / source_per_s

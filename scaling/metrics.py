@@ -20,6 +20,11 @@ def _check_rate(name: str, value: float | None) -> None:
         raise MetricsError(f"{name}: must be a number >= 0, got {value}")
 
 
+def _check_finite(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise MetricsError(f"{name}: must be a finite number, got {value}")
+
+
 @dataclass(frozen=True)
 class VertexMetrics:
     """One vertex's metrics averaged over the window.
@@ -64,9 +69,7 @@ class VertexMetrics:
             if busy is not None and (isinstance(busy, bool) or not isinstance(busy, (int, float))
                                      or not 0 <= busy <= 1000):
                 raise MetricsError(f"{name}: must be within 0..1000, got {busy}")
-        growth = self.backlog_growth_per_s
-        if isinstance(growth, bool) or not isinstance(growth, (int, float)) or not math.isfinite(growth):
-            raise MetricsError(f"backlog_growth_per_s: must be a finite number, got {growth}")
+        _check_finite("backlog_growth_per_s", self.backlog_growth_per_s)
         if self.true_processing_rate is None and (self.busy_time_ms_per_s is None or self.records_in_per_s is None):
             missing = "busy_time_ms_per_s" if self.busy_time_ms_per_s is None else "records_in_per_s"
             raise MetricsError(f"{missing}: required unless true_processing_rate is given")
@@ -105,12 +108,9 @@ class VertexMeasurement:
 
     def __post_init__(self) -> None:
         for name in ("span_s", "busy_s", "records_in", "records_out", "backlog", "batch_overhead_s", "batches"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise MetricsError(f"{name}: must be a finite number >= 0, got {value}")
-        growth = self.backlog_growth_per_s
-        if isinstance(growth, bool) or not isinstance(growth, (int, float)) or not math.isfinite(growth):
-            raise MetricsError(f"backlog_growth_per_s: must be a finite number, got {growth}")
+            _check_finite(name, getattr(self, name))
+            _check_rate(name, getattr(self, name))
+        _check_finite("backlog_growth_per_s", self.backlog_growth_per_s)
         if self.tasks < 1:
             raise MetricsError(f"tasks: must be >= 1, got {self.tasks}")
 

@@ -30,7 +30,7 @@ from scaling.vertex_scaler import _num, observed_scaling_coefficient, pinned_rea
 
 from scaling.microbatch_sizing import (
     EXECUTORS_KEY, HELPS, MAX_OVERHEAD_FRACTION, NO_GAIN, RETENTION_WARNING_FRACTION, SEARCH_LIMIT, _Stage, _tasks, _utilization,
-    sizing_demand,
+    overhead_share, sizing_demand,
 )
 
 
@@ -79,7 +79,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     cores_now = cluster.cores
     cpe = cluster.cores_per_executor
     overhead_s = max((m.batch_overhead_s for m in metrics.values()), default=0.0)
-    overhead = min(MAX_OVERHEAD_FRACTION, overhead_s / cluster.trigger_interval_s)
+    overhead = overhead_share(overhead_s, cluster.trigger_interval_s)
     target_u = policy.utilization_target
     low, high = (0.0, 1.0) if backlog_mode else policy.band
 

@@ -79,6 +79,13 @@ def _tasks(topology: Topology, vertex_id: str, cores: int, policy: Policy) -> tu
     return tasks, tasks < cores
 
 
+def overhead_share(overhead_s: float, trigger_interval_s: float) -> float:
+    """The batch overhead's share of the trigger interval, ``overhead_s / trigger_interval_s`` (seconds
+    over seconds), capped at ``MAX_OVERHEAD_FRACTION`` (a batch of nothing but overhead would leave no
+    capacity to size or compare with); a trigger interval of 0 counts as 1 s."""
+    return min(MAX_OVERHEAD_FRACTION, overhead_s / (trigger_interval_s or 1.0))
+
+
 def busy_share(demands: Iterable[tuple[float, int]], cores: int, overhead: float) -> float:
     """Predicted share of the trigger interval a batch keeps busy (0..1 when it fits):
     ``Σ_v need_v / min(tasks_v, C) / (1 − overhead)``, each stage running on ``min(tasks, C)`` cores.

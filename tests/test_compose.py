@@ -101,6 +101,16 @@ def test_check_deploy_with_the_documented_production_environment_gives_no_warnin
     assert "System check identified no issues (0 silenced)." in done.stdout
 
 
+def test_a_secret_key_starting_with_a_dollar_sign_is_taken_as_it_is():
+    """Django's ``get_random_secret_key()`` draws from 50 characters including "$"; django-environ
+    would read "$abc" as the value of the variable ``abc`` (so a generated key failed once in 50)."""
+    key = "$" + "k" * 59
+    shown = _manage(["shell", "-c", "from django.conf import settings; print(settings.SECRET_KEY)"],
+                    {"SECRET_KEY": key})
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip().splitlines()[-1] == key
+
+
 def test_debug_is_off_by_default_and_a_secret_key_is_then_required():
     done = _manage(["check"], {})
     assert done.returncode != 0

@@ -24,7 +24,9 @@ env = environ.Env(
 )
 
 DEBUG = env("DEBUG")
-SECRET_KEY = env("SECRET_KEY", default="")
+# Read as is: django-environ takes a value starting with "$" for the name of another variable, and
+# Django's get_random_secret_key() starts a key with "$" once in 50.
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(

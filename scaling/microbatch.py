@@ -60,9 +60,10 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
           ``JobPlan.predicted_utilization`` is ``U`` of the target rate alone (λ_v / TPR_v) on the
           planned cores and tasks: the one formula the web app's frozen prediction shows;
         - cores = the smallest multiple of ``cores_per_executor`` with ``U(C) ≤ utilization_target``
-          for the sizing demand ``λ_v / TPR_v + u × (catch-up_v + restart_v) / TPR_v``
-          (``sizing_demand``; Flink ``AutoScalerUtils.getTargetProcessingCapacity``)
-          within [min, max] executors; when none reaches it, the fewest cores reaching the lowest
+          for the sizing demand ``max(λ_v, u × (λ_v + catch-up_v + restart_v)) / TPR_v``
+          (``sizing_demand``: the target rate at ``u`` and the backlog drained within the catch-up
+          duration at full capacity; Flink's ``AutoScalerUtils.getTargetProcessingCapacity`` adds
+          the catch-up on top of the headroom instead) within [min, max] executors; when none reaches it, the fewest cores reaching the lowest
           ``U`` (more would not help: a pinned, bounded or skewed stage limits the job);
         - the executor change is clamped to ``[1 − scale_down_max_factor, 1 + scale_up_max_factor]``
           × current (Flink ``JobVertexScaler``), and no scale-down in backlog mode;

@@ -46,20 +46,28 @@ class _Stage:
 
 def sizing_demand(base: float, extra: float, utilization_target: float) -> float:
     """The demand a plan sizes cores for, in busy core-seconds per second scaled to the target:
-    ``base + u × extra``, so that ``U_sized(C) ≤ u`` ⇔ ``base / u + extra`` fits the cores.
+    ``max(base, u × (base + extra))``, so that ``U_sized(C) ≤ u`` ⇔ the target rate alone fits at
+    utilization ``u`` *and* the target, catch-up and restart rates together fit at full capacity.
 
-    Flink ``AutoScalerUtils.getTargetProcessingCapacity``: target capacity = catch-up rate + restart
-    catch-up rate + input rate / target utilization. Only the input rate (``base`` = λ / TPR) keeps
-    the utilization headroom; the catch-up and restart rates (``extra`` = (catch-up + restart) / TPR)
-    are transient and are added at full capacity. Dividing them by the target too over-provisions
-    every plan made with a backlog (issue 13 item 6, issue 14: core-hours vs the oracle).
+    ``job.autoscaler.catch-up.duration`` is "the target duration for fully processing any backlog
+    after a scaling operation" (Flink ``AutoScalerOptions.CATCH_UP_DURATION``): a configuration
+    meets it when its spare capacity drains the backlog and the restart's pile-up within it. Flink's
+    ``AutoScalerUtils.getTargetProcessingCapacity`` sizes a vertex for ``catch-up + restart + λ / u``,
+    which adds the catch-up on top of the utilization headroom; the headroom ``λ / u − λ`` drains
+    backlog too, so on a load step that sizing leaves the job well below the target once the backlog
+    is gone (issue 14: a step-up of nexmark-q5 to 28 cores where 21 keep it at 0.7; issue 13 item 6:
+    the least resources that meet the target). Micro-batch mode takes the larger of the two needs;
+    the continuous vertex scaler keeps Flink's formula (``evaluate.target_processing_capacity``).
+    The catch-up and restart rates are those of ``evaluate.propagate_target_rates`` (FLIP-271).
+    Per stage the catch-up is proportional to the target rate (both propagate on the same edges),
+    so the per-stage maximum is the job's.
 
     Args:
-        base: busy core-seconds per second at the target rate (λ / TPR).
-        extra: busy core-seconds per second of the catch-up and restart rates.
+        base: busy core-seconds per second at the target rate (λ / TPR), ≥ 0.
+        extra: busy core-seconds per second of the catch-up and restart rates, ≥ 0.
         utilization_target: the policy's target, 0 < u ≤ 1.
     """
-    return base + utilization_target * extra
+    return max(base, utilization_target * (base + extra))
 
 
 def _tasks(topology: Topology, vertex_id: str, cores: int, policy: Policy) -> tuple[int, bool]:

@@ -67,24 +67,25 @@ def rows_at(quick, setting):
 
 
 # Measured misses on the quick workloads (seed 7; ds2 with DS2's activation time 2, printed in each
-# table's header), reported, not hidden. The full bench prints the same targets over all 64
-# workloads (see the lead's note for those numbers).
+# table's header), reported, not hidden. The full bench prints the same targets over all 32
+# micro-batch workloads (see the lead's note for those numbers: there, only flink-defaults' max and
+# both settings' rescales miss).
 MISSED = {
-    ("flink-defaults", "core_hours_median"): "ds2 median 1.179x the oracle (step/demo 1.512, random-walk/two-branch "
-                                             "1.364): Flink's band [0.4, 1.0] keeps any utilization down to 0.4 "
-                                             "and the 1 h scale-down interval holds a step's capacity, where the "
-                                             "oracle stays at 0.7 each minute",
-    ("flink-defaults", "core_hours_max"): "ds2 1.512x the oracle on step/demo: the scale-up sizes for the step's "
-                                          "backlog (catch-up 300 s), then the band [0.4, 1.0] keeps the result and "
-                                          "the 1 h scale-down interval holds it past the step down",
+    ("flink-defaults", "core_hours_median"): "ds2 median 1.132x the oracle over the quick four (step/demo 1.479, "
+                                             "random-walk/two-branch 1.327; the full bench's median is 0.993): "
+                                             "Flink's 1 h scale-down interval and band [0.4, 1.0] keep capacity "
+                                             "the oracle gives back each minute",
+    ("flink-defaults", "core_hours_max"): "ds2 1.479x the oracle on step/demo: the step-up takes the oracle's 21 "
+                                          "cores, and Flink's 1 h scale-down interval holds them from the first "
+                                          "scale-down recommendation after the step down (t = 5,520 s) to "
+                                          "t = 9,120 s: 14 cores for 1 h, 14 of the oracle's 31.4 core-hours, so "
+                                          "any policy that keeps the interval is >= 1.44x",
     ("flink-defaults", "rescales"): "ds2 2 vs dhalion 2 on step/demo (one up, one down: the fewest a step allows) "
                                     "and 2 vs batch-ratio 0 / dhalion 1 on random-walk/two-branch (the baselines "
                                     "never or once leave their start; fewer than 0 is impossible)",
-    ("tuned", "core_hours_median"): "ds2 median 1.115x the oracle (random-walk/two-branch 1.110, spikes/nexmark-q8 "
-                                    "1.121: the catch-up of one spike's backlog at the second evaluation crosses "
-                                    "the band's 0.85 and the scale-up stays inside the band)",
-    ("tuned", "rescales"): "ds2 2 vs batch-ratio 0 on random-walk/two-branch: batch-ratio never leaves its start, "
-                           "which no policy that rescales at all can beat",
+    ("tuned", "rescales"): "ds2 2 vs batch-ratio 0 on random-walk/two-branch: batch-ratio never leaves its start "
+                           "(1.520x the oracle's core-hours where ds2 uses 1.096x), which no policy that "
+                           "rescales at all can beat",
 }
 TARGETS = ("core_hours_median", "core_hours_max", "one_step", "two_steps", "lost", "slo", "rescales")
 

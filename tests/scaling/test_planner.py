@@ -162,25 +162,27 @@ def _with_backlog(backlog: float) -> tuple[Topology, dict[str, VertexMetrics]]:
 BACKLOG_POLICY = dict(restart_time_s=0, catch_up_duration_s=300.0, backlog_lag_threshold_s=3600.0)
 
 
-def test_catch_up_is_sized_at_full_capacity_not_divided_by_the_utilization_target():
-    """Flink ``AutoScalerUtils.getTargetProcessingCapacity``: target = λ / u + catch-up (+ restart).
-    120,000 records of backlog over 300 s is 400 records/s more per stage: 0.2 + 0.8 + 0.1 = 1.1
-    busy cores; sized demand 2.75 + 0.7 × 1.1 = 3.52, C = ceil(3.52 / 0.7 / 0.9) = 6 (dividing the
-    catch-up by 0.7 too gave ceil(3.85 / 0.63) = 7). At 6 cores the target rate alone keeps
-    2.75 / 6 / 0.9 = 0.509 of each trigger interval busy: ``predicted_utilization``."""
+def test_catch_up_is_drained_with_the_utilization_headroom_not_added_on_top_of_it():
+    """``microbatch_sizing.sizing_demand``: the target rate at the utilization target, and target +
+    catch-up + restart at full capacity. 120,000 records of backlog over 300 s is 400 records/s more
+    per stage: 0.2 + 0.8 + 0.1 = 1.1 busy cores on top of the 2.75 of the target rate. At 5 cores
+    the target rate fills 2.75 / 5 / 0.9 = 0.611 <= 0.7 of each trigger interval and everything
+    3.85 / 5 / 0.9 = 0.856 <= 1 (the backlog drains within the catch-up duration); 4 cores would be
+    1.07. Flink's ``getTargetProcessingCapacity`` (λ / u + catch-up) gave ceil(3.52 / 0.63) = 6."""
     topology, metrics = _with_backlog(120_000)
     plan = plan_micro_batch(topology, metrics, ClusterState(executors=1, trigger_interval_s=1.0),
                             Policy(**BACKLOG_POLICY))
-    assert plan.executors_proposed == 6 and plan.cores_needed == 6
-    assert plan.predicted_utilization == pytest.approx(2.75 / 6 / 0.9)
+    assert plan.executors_proposed == 5 and plan.cores_needed == 5
+    assert plan.predicted_utilization == pytest.approx(2.75 / 5 / 0.9)
     assert plan.utilization_now == pytest.approx(2.75 / 1 / 0.9)
 
 
 def test_a_catch_up_never_sizes_the_target_rate_below_the_band():
-    """600,000 records over 300 s: Flink's sizing wants ceil((2.75 + 0.7 × 5.5) / 0.63) = 11 cores,
-    where the arrivals alone fill 0.278 < 0.4 (the next evaluation would scale down again). The plan
-    takes the most cores whose utilization at the target rate is inside [0.4, 0.7]: 7 (0.437); in
-    backlog mode (lag above the threshold) Flink's sizing stands."""
+    """600,000 records over 300 s: draining them within the catch-up duration needs
+    ceil((2.75 + 5.5) / 0.9) = 10 cores, where the arrivals alone fill 0.306 < 0.4 (the next
+    evaluation would scale down again). The plan takes the most cores whose utilization at the target
+    rate is inside [0.4, 0.7]: 7 (0.437); in backlog mode (lag above the threshold) the drain sizing
+    stands."""
     topology, metrics = _with_backlog(600_000)
     plan = plan_micro_batch(topology, metrics, ClusterState(executors=1, trigger_interval_s=1.0),
                             Policy(**BACKLOG_POLICY))
@@ -188,4 +190,4 @@ def test_a_catch_up_never_sizes_the_target_rate_below_the_band():
     assert plan.predicted_utilization == pytest.approx(2.75 / 7 / 0.9) and 0.4 <= plan.predicted_utilization <= 0.7
     backlog = plan_micro_batch(topology, metrics, ClusterState(executors=1, trigger_interval_s=1.0),
                                Policy(**{**BACKLOG_POLICY, "backlog_lag_threshold_s": 60.0}))
-    assert backlog.backlog_mode and backlog.executors_proposed == 11
+    assert backlog.backlog_mode and backlog.executors_proposed == 10

@@ -121,15 +121,33 @@ class VerdictReason(StrEnum):
 
 @dataclass(frozen=True)
 class StageRate:
-    """One stage's predicted and realized true processing rates (records per busy second)."""
+    """One stage's predicted and realized true processing rates (records per busy second), and its
+    realized busy time in the window (seconds), which weighs it in the verdict."""
 
     vertex_id: str
     predicted_tpr: float
     realized_tpr: float
+    busy_s: float = 1.0
 
     @property
     def ratio(self) -> float:
         return self.realized_tpr / self.predicted_tpr
+
+
+def capacity_ratio(stages: Sequence[StageRate]) -> float | None:
+    """Realized over predicted capacity of a micro-batch job whose stages share the cores: the
+    stages' rate ratios weighted by their realized busy time, ``Σ busy_v × ratio_v / Σ busy_v``.
+
+    A source record costs ``Σ_v q_v / tpr_v`` busy seconds (``q_v`` records at stage ``v`` per
+    source record); the realized cost ``R`` is proportional to the busy times and the predicted one is
+    ``Σ busy_v × ratio_v`` in the same units, so capacity ∝ 1 / cost gives the ratio above. A stage
+    that keeps 1 % of the cores busy and runs at half its predicted rate costs the job 1 % of its
+    capacity, not the verdict. None without busy time.
+    """
+    total = sum(s.busy_s for s in stages)
+    if total <= 0:
+        return None
+    return sum(s.busy_s * s.ratio for s in stages) / total
 
 
 @dataclass(frozen=True)
@@ -144,20 +162,23 @@ class Verification:
 def verify(*, batches: int, arrival_before: float | None, arrival_after: float, slope_per_s: float,
            latest_backlog: float, stages: Sequence[StageRate], tolerance: float) -> Verification:
     """Judge the window after a change against the plan: ``inconclusive`` without batches or when the
-    arrival rate moved more than :data:`ARRIVAL_SHIFT_LIMIT`; ``ineffective`` when a stage's realized
-    rate is below ``1 − tolerance`` of its prediction, or the backlog grows faster than ``tolerance ×
-    arrival``; ``verified`` when every stage is within ``tolerance``."""
+    arrival rate moved more than :data:`ARRIVAL_SHIFT_LIMIT`; ``ineffective`` when the realized
+    capacity (``capacity_ratio``: the stages' rate ratios weighted by their busy time) is below
+    ``1 − tolerance`` of the prediction, or the backlog grows faster than ``tolerance × arrival``;
+    ``verified`` otherwise. A stage with little busy time that runs slower than predicted (per-task
+    overhead dominates its rate) does not make an effective scale-up ineffective."""
     if batches == 0:
         return Verification(Verdict.INCONCLUSIVE, VerdictReason.NO_BATCHES)
     if arrival_before and abs(arrival_after - arrival_before) > ARRIVAL_SHIFT_LIMIT * arrival_before:
         return Verification(Verdict.INCONCLUSIVE, VerdictReason.ARRIVAL_SHIFT,
                             {"arrival_before": arrival_before, "arrival_after": arrival_after})
-    short = [s for s in stages if s.ratio < 1 - tolerance]
-    if short:
-        return Verification(Verdict.INEFFECTIVE, VerdictReason.RATE_SHORT, {"short": short})
+    ratio = capacity_ratio(stages)
+    if ratio is not None and ratio < 1 - tolerance:
+        short = [s for s in stages if s.ratio < 1 - tolerance]
+        return Verification(Verdict.INEFFECTIVE, VerdictReason.RATE_SHORT, {"short": short, "capacity_ratio": ratio})
     if slope_per_s > tolerance * max(arrival_after, 1.0) and latest_backlog > 0:
         return Verification(Verdict.INEFFECTIVE, VerdictReason.BACKLOG_GROWING, {"slope": slope_per_s})
-    if not stages:
+    if ratio is None:
         return Verification(Verdict.INCONCLUSIVE, VerdictReason.NO_RATES)
-    return Verification(Verdict.VERIFIED, VerdictReason.WITHIN_TOLERANCE, {"tolerance": tolerance,
-                                                                           "slope": slope_per_s})
+    return Verification(Verdict.VERIFIED, VerdictReason.WITHIN_TOLERANCE, {"tolerance": tolerance, "slope": slope_per_s,
+                                                                           "capacity_ratio": ratio})

@@ -65,6 +65,27 @@ def test_verify_judges_the_realized_window(kwargs, verdict, reason):
     assert (check.verdict, check.reason) == (verdict, reason)
 
 
+def test_a_slow_stage_with_little_busy_time_does_not_make_an_effective_scale_up_ineffective():
+    """The demo's proposal 6 (1 -> 2 cores, 600 events/s): the Python UDF stage, busy 95 % of the
+    time, realized 0.977 of its predicted rate; the scan and the state store, 1-2 % busy, 0.48 and
+    0.585 (per-task overhead dominates their rates). The job's capacity is the busy-weighted ratio,
+    0.956 -- verified, not ineffective. Were the busy stage short, the job is."""
+    stages = [StageRate("v0", 43795.6, 21029.2, busy_s=1.5), StageRate("v1", 497.7, 486.4, busy_s=95.0),
+              StageRate("v2", 115.6, 67.6, busy_s=3.5)]
+    assert forecast.capacity_ratio(stages) == pytest.approx((1.5 * 0.4802 + 95 * 0.9773 + 3.5 * 0.5848) / 100,
+                                                            abs=1e-3)
+    args = {"batches": 6, "arrival_before": 600.1, "arrival_after": 599.3, "slope_per_s": 0.0, "latest_backlog": 0.0,
+            "tolerance": 0.2}
+    check = forecast.verify(stages=stages, **args)
+    assert (check.verdict, check.reason) == (Verdict.VERIFIED, VerdictReason.WITHIN_TOLERANCE)
+    short = [StageRate("v0", 43795.6, 43000.0, busy_s=1.5), StageRate("v1", 497.7, 300.0, busy_s=95.0),
+             StageRate("v2", 115.6, 115.0, busy_s=3.5)]
+    check = forecast.verify(stages=short, **args)
+    assert (check.verdict, check.reason) == (Verdict.INEFFECTIVE, VerdictReason.RATE_SHORT)
+    assert [s.vertex_id for s in check.data["short"]] == ["v1"]
+    assert forecast.capacity_ratio([StageRate("v", 1.0, 1.0, busy_s=0.0)]) is None
+
+
 def test_realized_utilization_takes_the_catch_up_out_of_the_measured_busy_time():
     """Right after a restart the sources take 1,200 records/s (600 arriving plus the backlog): the
     stages are busy 1.2 and 0.4 core-s per s on 2 cores. At the arrival rate that is half of it, and

@@ -4,10 +4,10 @@ for ``verification_windows`` metric windows, compare what happened with what the
 The rates are those of the latest metric window (the stabilization interval and the first windows
 carry the restart's warm-up); the catch-up time is measured from the end of the execution.
 
-- **verified**: every stage's realized true processing rate (records per busy core-second, DS2's
-  useful-time rate) is within ``verification_tolerance`` of the plan's, and the backlog is not
-  growing (or is empty);
-- **ineffective**: a stage fell short of its predicted rate, or the backlog kept growing;
+- **verified**: the realized capacity, from each stage's realized true processing rate (records per
+  busy core-second, DS2's useful-time rate) weighted by its busy time (``forecast.capacity_ratio``),
+  is within ``verification_tolerance`` of the plan's, and the backlog is not growing (or is empty);
+- **ineffective**: the capacity fell short of the prediction, or the backlog kept growing;
 - **inconclusive**: too few completed batches, or the arrival rate moved so much (more than
   ±50 %) that the prediction no longer applies.
 
@@ -55,13 +55,14 @@ def _verdict_text(check: forecast.Verification) -> str:
     if check.reason == VerdictReason.RATE_SHORT:
         names = ", ".join(f"{s.vertex_id} {round(s.realized_tpr, 3):g} vs {round(s.predicted_tpr, 3):g}"
                           for s in data["short"])
-        return f"true processing rate below the prediction: {names}"
+        return (f"capacity {data['capacity_ratio']:.0%} of the prediction; true processing rate below the "
+                f"prediction: {names}")
     if check.reason == VerdictReason.BACKLOG_GROWING:
         return f"the backlog still grows by {data['slope']:.0f} rec/s after the change"
     if check.reason == VerdictReason.NO_RATES:
         return "the plan has no stage rate to compare with"
-    return (f"every stage within {data['tolerance']:.0%} of its predicted rate; backlog trend "
-            f"{data['slope']:+.0f} rec/s")
+    return (f"capacity {data['capacity_ratio']:.0%} of the prediction (tolerance {data['tolerance']:.0%}); "
+            f"backlog trend {data['slope']:+.0f} rec/s")
 
 
 def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[MetricSnapshot],
@@ -89,15 +90,18 @@ def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[Metr
         records_in, busy_s = sums.get(vp["vertex_id"], (0.0, 0.0))
         if not isinstance(predicted, (int, float)) or predicted <= 0 or busy_s <= 0:
             continue
-        stages.append(forecast.StageRate(vp["vertex_id"], predicted, true_processing_rate(records_in, busy_s)))
+        stages.append(forecast.StageRate(vp["vertex_id"], predicted, true_processing_rate(records_in, busy_s), busy_s))
     detail = {"batches": batches, "arrival_before_per_s": arrival_before and round(arrival_before, 3),
               "arrival_after_per_s": round(arrival_after, 3), "backlog_slope_per_s": round(slope, 3),
               "latest_backlog": after[-1].backlog,
               "vertices": [{"vertex_id": s.vertex_id, "predicted_tpr": round(s.predicted_tpr, 3),
-                            "realized_tpr": round(s.realized_tpr, 3), "ratio": round(s.ratio, 3)} for s in stages]}
+                            "realized_tpr": round(s.realized_tpr, 3), "ratio": round(s.ratio, 3),
+                            "busy_s": round(s.busy_s, 3)} for s in stages]}
     check = forecast.verify(batches=batches, arrival_before=arrival_before, arrival_after=arrival_after,
                             slope_per_s=slope, latest_backlog=after[-1].backlog, stages=stages, tolerance=tolerance)
     detail["reason"] = str(check.reason)
+    if check.data.get("capacity_ratio") is not None:
+        detail["capacity_ratio"] = round(check.data["capacity_ratio"], 3)
     return Proposal.Verification(str(check.verdict)), detail, _verdict_text(check)
 
 

@@ -111,7 +111,8 @@ class ScalerState:
 
     def with_records(self, records: tuple[ScalingRecord, ...]) -> ScalerState:
         """Append applied scalings; keep ``HISTORY_MAX_COUNT`` per vertex. Applying a scaling
-        clears every pending scale-down (FLINK-36018 ``clearAll``)."""
+        clears every pending scale-down (FLINK-36018 ``clearAll``) and starts DS2's activation time
+        over (``activation_streak`` 0)."""
         history = list(self.history) + list(records)
         kept: list[ScalingRecord] = []
         counts: dict[str, int] = {}
@@ -119,7 +120,7 @@ class ScalerState:
             counts[record.vertex_id] = counts.get(record.vertex_id, 0) + 1
             if counts[record.vertex_id] <= HISTORY_MAX_COUNT:
                 kept.append(record)
-        return replace(self, history=tuple(reversed(kept)), pending_scale_downs=())
+        return replace(self, history=tuple(reversed(kept)), pending_scale_downs=(), activation_streak=0)
 
 
 def activation(state: ScalerState | None, policy: Policy, direction: int) -> tuple[bool, int]:
@@ -144,6 +145,21 @@ def activation(state: ScalerState | None, policy: Policy, direction: int) -> tup
     if count >= required:
         return True, 0
     return False, count if direction > 0 else -count
+
+
+def activated_streak(policy: Policy, direction: int) -> int:
+    """The ``activation_streak`` of a rescale that ``activation`` let through but that is not applied
+    yet (the web app proposes it and waits for a decision): full, ``±policy.activation_evaluations``,
+    so the next evaluation in the same direction is activated too, and one in the other direction
+    starts over. ``ScalerState.with_records`` resets it once the rescale is applied.
+
+    Args:
+        direction: +1 scale up, -1 scale down.
+    """
+    required = policy.activation_evaluations
+    if required <= 1 or direction == 0:
+        return 0
+    return required if direction > 0 else -required
 
 
 def state_to_dict(state: ScalerState) -> dict:

@@ -26,8 +26,27 @@ def test_a_step_up_is_proposed_after_the_required_evaluations_in_a_row(monkeypat
     trace = steps((600.0, 100), (1200.0, 600))
     h = make_harness(monkeypatch, trace=trace, policy={"activation_evaluations": required}).run()
     _, waiting = first_proposal_at(h)
+    first = h.job.proposals.filter(kind=Proposal.Kind.SCALE).order_by("created_at").first()
     assert len(waiting) == required - 1
     for i, evaluation in enumerate(waiting, start=1):
         assert evaluation.decision == "blocked"
         assert any(f"recommended by {i} of {required} consecutive evaluations" in r for r in evaluation.reasons)
-    assert h.job.scaler_state.get("activation_streak", 0) == 0  # reset once the rescale was proposed
+    # While the proposal waits for a decision, the evaluations that go on recommending the same
+    # scale-up stay activated: none of them starts the activation time over.
+    after = list(h.job.evaluations.filter(created_at__gt=first.created_at).order_by("created_at"))
+    assert after and all(e.direction == Evaluation.Direction.UP for e in after)
+    assert [e for e in after if any("consecutive evaluations" in r for r in e.reasons)] == []
+    assert h.job.scaler_state.get("activation_streak", 0) == (required if required > 1 else 0)
+    assert h.job.proposals.filter(kind=Proposal.Kind.SCALE).count() == 1
+
+
+def test_an_executed_rescale_starts_the_activation_time_over():
+    """``ScalerState.with_records`` (the execution's record of the applied scaling) resets the streak."""
+    from scaling.policy import Policy
+    from scaling.state import ScalerState, ScalingRecord, activated_streak
+
+    state = ScalerState(activation_streak=activated_streak(Policy(activation_evaluations=3), 1))
+    assert state.activation_streak == 3
+    assert state.with_records((ScalingRecord(0.0, "executors", 1, 2, 10.0, 10.0),)).activation_streak == 0
+    assert activated_streak(Policy(activation_evaluations=1), 1) == 0
+    assert activated_streak(Policy(activation_evaluations=2), -1) == -2

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from scaling import ClusterState, JobPlan, PlanRequest, Policy, Topology, VertexMetrics, evaluate
-from scaling.state import state_from_dict, state_to_dict
+from scaling.state import activated_streak, state_from_dict, state_to_dict
 from webapp.jobs.collect import mark_health, snapshot_collect
 from webapp.jobs.models import Evaluation, Job, JobPolicy, MetricSnapshot
 from webapp.jobs.selectors import snapshots_in_window
@@ -169,8 +169,11 @@ def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | Non
     if snapshots is None:
         return None
     plan = _plan(job, snapshots, now)
-    _keep_pending_scale_downs(job, plan)
-    evaluation = _store(job, plan, window_s=sum(s.window_s for s in snapshots), now=now)
+    proposed_config = plan_to_config(job=job, plan=plan)
+    direction = _evaluation_direction(job=job, plan=plan, proposed_config=proposed_config)
+    _keep_pending_scale_downs(job, plan, direction=direction)
+    evaluation = _store(job, plan, window_s=sum(s.window_s for s in snapshots), now=now,
+                        proposed_config=proposed_config, direction=direction)
     proposal_create(evaluation=evaluation, now=now)
     return evaluation
 
@@ -203,26 +206,32 @@ def _plan(job: Job, snapshots: list[MetricSnapshot], now: datetime) -> JobPlan:
                                 now_s=now.timestamp(), batch_durations_s=durations))
 
 
-def _keep_pending_scale_downs(job: Job, plan: JobPlan) -> None:
+def _keep_pending_scale_downs(job: Job, plan: JobPlan, *, direction: str) -> None:
     """Only the pending scale-downs and the activation streak (DS2's activation time) carry over from
     an evaluation: a scaling enters the history when its execution succeeds
-    (webapp.proposals.execution), not when it is proposed."""
+    (webapp.proposals.execution), not when it is proposed.
+
+    A rescale the planner activated is not applied here: it becomes a proposal that waits for its
+    decision. Its streak stays full (``scaling.state.activated_streak``), so the evaluations that go
+    on recommending it while it waits keep it activated instead of starting the activation time over
+    every other evaluation; the execution resets it (``ScalerState.with_records``)."""
     if plan.next_state is None:
         return
     state = state_from_dict(job.scaler_state)
-    kept = replace(state, pending_scale_downs=plan.next_state.pending_scale_downs,
-                   activation_streak=plan.next_state.activation_streak)
+    streak = plan.next_state.activation_streak
+    if plan.decision == "scale" and direction in (Evaluation.Direction.UP, Evaluation.Direction.DOWN):
+        streak = activated_streak(scaling_policy(job.policy), 1 if direction == Evaluation.Direction.UP else -1)
+    kept = replace(state, pending_scale_downs=plan.next_state.pending_scale_downs, activation_streak=streak)
     if kept != state:
         Job.objects.filter(pk=job.pk).update(scaler_state=state_to_dict(kept))
         job.scaler_state = state_to_dict(kept)
 
 
-def _store(job: Job, plan: JobPlan, *, window_s: float, now: datetime) -> Evaluation:
+def _store(job: Job, plan: JobPlan, *, window_s: float, now: datetime, proposed_config: dict,
+           direction: str) -> Evaluation:
     """The evaluation row: the plan, the configuration it maps to, its direction, and the live
     loop's hold of a scale-up (ineffective-scale-up block, restart awareness), if any."""
-    proposed_config = plan_to_config(job=job, plan=plan)
     plan_json = plan_as_json(plan)
-    direction = _evaluation_direction(job=job, plan=plan, proposed_config=proposed_config)
     hold, hold_detail = "", {}
     if plan.decision == "scale" and direction == Evaluation.Direction.UP and proposed_config != job.config:
         hold, hold_detail = _scale_up_hold(job=job, plan=plan_json, proposed_config=proposed_config, now=now)

@@ -29,7 +29,7 @@ from scaling.topology import Topology
 from scaling.vertex_scaler import _num, observed_scaling_coefficient, pinned_reason
 
 from scaling.microbatch_sizing import (
-    EXECUTORS_KEY, HELPS, MAX_OVERHEAD_FRACTION, NO_GAIN, RETENTION_WARNING_FRACTION, SEARCH_LIMIT, _Stage, _tasks, _utilization,
+    EXECUTORS_KEY, HELPS, NO_GAIN, RETENTION_WARNING_FRACTION, SEARCH_LIMIT, _Stage, _tasks, _utilization,
     overhead_share, sizing_demand,
 )
 
@@ -63,8 +63,9 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
           for the sizing demand ``max(λ_v, u × (λ_v + catch-up_v + restart_v)) / TPR_v``
           (``sizing_demand``: the target rate at ``u`` and the backlog drained within the catch-up
           duration at full capacity; Flink's ``AutoScalerUtils.getTargetProcessingCapacity`` adds
-          the catch-up on top of the headroom instead) within [min, max] executors; when none reaches it, the fewest cores reaching the lowest
-          ``U`` (more would not help: a pinned, bounded or skewed stage limits the job);
+          the catch-up on top of the headroom instead) within [min, max] executors; when none
+          reaches it, the fewest cores reaching the lowest ``U`` (more would not help: a pinned,
+          bounded or skewed stage limits the job);
         - the executor change is clamped to ``[1 − scale_down_max_factor, 1 + scale_up_max_factor]``
           × current (Flink ``JobVertexScaler``), and no scale-down in backlog mode;
         - the job acts only when the current load leaves the utilization band (FLIP-271 thresholds).

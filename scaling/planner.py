@@ -279,4 +279,5 @@ def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: P
                    awaiting_activation=waiting)
 
 
-from scaling.microbatch import EXECUTORS_KEY, MAX_OVERHEAD_FRACTION, plan_micro_batch  # noqa: E402,F401 - re-exported
+from scaling.microbatch import EXECUTORS_KEY, plan_micro_batch  # noqa: E402,F401 - re-exported
+from scaling.microbatch_sizing import MAX_OVERHEAD_FRACTION  # noqa: E402,F401 - re-exported

@@ -1,0 +1,220 @@
+"""Ports of Flink's executor-level autoscaler tests (apache/flink-kubernetes-operator, module
+flink-autoscaler, main): ``ScalingExecutorTest``, ``DelayedScaleDownTest``,
+``DelayedScaleDownEndToEndTest``, ``alignment.AlignmentModeTest`` and ``utils.CalendarUtilsTest``.
+
+Each test is named after the Flink test it ports and is driven, where the scenario format can say
+it, through a scenario document evaluated by ``scaling.scenario`` (the path of ``python -m scaling
+evaluate``); multi-step scenarios carry the autoscaler state (delayed scale-downs, history) between
+steps as a running autoscaler does. Flink's ``EvaluatedMetrics`` (target data rate, true processing
+rate) are written as DS2's directly given rates: ``true_processing_rate`` per vertex, and
+``records_out_per_s`` of the upstream vertex chosen so the propagated target data rate is Flink's.
+Tests of things this model does not have (memory tuning, resource checks and quotas, GC pressure,
+scaling events, custom executor plugins, custom alignment modes) are not ported.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+
+import pytest
+
+from scaling.scenario import evaluate_text, parse, render, run_scenario
+
+# --------------------------------------------------------------------------------------------------
+# DelayedScaleDownEndToEndTest
+# --------------------------------------------------------------------------------------------------
+
+E2E_SOURCE_P = 200
+E2E_SINK_P = 1000
+E2E_TARGET = 0.8
+E2E_INTERVAL_S = 3600 - 1      # Duration.ofMinutes(60).minus(Duration.ofSeconds(1))
+
+
+def _e2e_run(source_busy, sink_busy, records_per_minute=4_800_000):
+    """Flink ``DelayedScaleDownEndToEndTest``: source p200 -> (rebalance) sink p1000, max parallelism
+    4000, utilization 0.8 in [0.7, 0.9], scale-down interval 59:59, catch-up and restart 0, scale
+    factors unbounded. Each busy value holds for 10 one-minute collections; the 10-minute metric
+    window first fills at minute 10, and every later minute evaluates the mean busy time of the last
+    10 collections (the window the Flink test's oracle averages).
+
+    Returns ``[(minute, output step, plan)]`` from minute 10 on.
+    """
+    assert len(source_busy) == len(sink_busy)
+    rate = records_per_minute / 60
+    minutes = 10 * len(source_busy)
+    per_minute = [(source_busy[m // 10], sink_busy[m // 10]) for m in range(minutes)]   # minute m + 1
+    steps = []
+    for minute in range(10, minutes + 1):
+        window = per_minute[minute - 10:minute]
+        src = sum(b for b, _ in window) / 10
+        snk = sum(b for _, b in window) / 10
+        steps.append({"at_s": minute * 60, "metrics": {
+            "source": {"records_in_per_s": rate, "records_out_per_s": rate, "busy_time_ms_per_s": src},
+            "sink": {"records_in_per_s": rate, "records_out_per_s": rate, "busy_time_ms_per_s": snk}}})
+    doc = {"format": 1, "mode": "continuous",
+           "policy": {"utilization_target": E2E_TARGET, "utilization_min": E2E_TARGET - 0.1,
+                      "utilization_max": E2E_TARGET + 0.1, "restart_time_s": 0, "catch_up_duration_s": 0,
+                      "vertex_max_parallelism": 10000, "scale_down_max_factor": 1.0,
+                      "scale_up_max_factor": float(2**31 - 1), "scale_down_interval_s": E2E_INTERVAL_S},
+           "vertices": [{"id": "source", "parallelism": E2E_SOURCE_P, "max_parallelism": 4000, "source": True},
+                        {"id": "sink", "parallelism": E2E_SINK_P, "max_parallelism": 4000}],
+           "edges": [{"from": "source", "to": "sink", "ship": "rebalance"}],
+           "steps": steps}
+    scenario = parse(json.dumps(doc))
+    results = run_scenario(scenario)
+    rendered = render(scenario, results)["steps"]
+    assert rendered == evaluate_text(json.dumps(doc))["steps"]   # the same path as ``python -m scaling evaluate``
+    return [(10 + i, out, plan) for i, (out, (_, plan)) in enumerate(zip(rendered, results))]
+
+
+def _expected_parallelism(busy, current):
+    """The Flink test's ``getExpectedParallelism(busyTime, currentParallelism)``."""
+    return math.ceil(current * (busy / 1000) / E2E_TARGET)
+
+
+def _expected_from_list(busy_list, current):
+    """``getExpectedParallelism(taskBusyList, current)``: the largest busy time of the last 6 windows."""
+    return _expected_parallelism(max(busy_list[-6:]), current)
+
+
+def _proposed(out):
+    return out["vertices"]["source"]["proposed"], out["vertices"]["sink"]["proposed"]
+
+
+def _pending(plan):
+    return {p.vertex_id for p in plan.next_state.pending_scale_downs}
+
+
+def _assert_no_scaling(minute, out):
+    assert out["decision"] != "scale" and _proposed(out) == (E2E_SOURCE_P, E2E_SINK_P), (minute, out)
+
+
+def test_delayed_scale_down_happen_in_last_metric_window():
+    """Flink ``DelayedScaleDownEndToEndTest.testDelayedScaleDownHappenInLastMetricWindow``: the sink's
+    scale-down (first recommended at minute 10) waits for the full 59:59 interval and happens at
+    minute 70 with the largest recommendation of the window (busy 400 -> 500), not the latest
+    (busy 100 -> 125)."""
+    source_busy = [800] * 7
+    sink_busy = [350, 300, 150, 200, 400, 250, 100]
+    runs = _e2e_run(source_busy, sink_busy)
+    for minute, out, _ in runs[:-1]:
+        _assert_no_scaling(minute, out)
+    minute, out, _ = runs[-1]
+    assert minute == 70 and out["decision"] == "scale"
+    assert _proposed(out) == (_expected_from_list(source_busy, E2E_SOURCE_P),
+                              _expected_from_list(sink_busy, E2E_SINK_P)) == (200, 500)
+
+
+@pytest.mark.parametrize("sink_busy", [
+    [700, 690, 690, 690, 690, 690] * 5 + [700],
+    [700, 690] * 7 + [700],
+    [790, 200, 200, 200, 200, 200] * 5 + [790],
+    [790, 200] * 7 + [790],
+])
+def test_scale_down_never_happen_when_max_recommended_parallelism_within_utilization_boundary(sink_busy):
+    """Flink ``DelayedScaleDownEndToEndTest.testScaleDownNeverHappenWhenMaxRecommendedParallelismWithin
+    UtilizationBoundary``: the largest recommendation of every 59:59 window comes from a busy time
+    inside [0.7, 0.9], so the due scale-down is not outside the utilization bounds and never runs."""
+    runs = _e2e_run([800] * len(sink_busy), sink_busy)
+    for minute, out, plan in runs:
+        _assert_no_scaling(minute, out)
+    assert "sink" in _pending(runs[-1][2])
+
+
+@pytest.mark.parametrize(("source_busy", "sink_busy"), [
+    ([780] * 17, [800, 790, 780, 770, 760, 750, 740, 730, 720, 710, 700, 690, 680, 670, 660, 660, 660]),
+    ([780] * 17, [700] * 11 + [690, 680, 670, 660, 660, 660]),
+    ([780] * 18, [800] + [790] * 10 + [690, 680, 670, 660, 660, 660, 660]),
+    ([780] * 17, [800, 790, 780, 770, 760, 750, 740, 730, 720, 710, 700, 100, 100, 100, 100, 100, 100]),
+    ([780] * 23, [800, 790, 780, 770, 760, 750, 740, 730, 720, 710, 700, 200, 200, 200, 200, 200, 700,
+                  100, 100, 100, 100, 100, 100]),
+])
+def test_scale_down_utilization_boundary_from_within_to_outside(source_busy, sink_busy):
+    """Flink ``DelayedScaleDownEndToEndTest.testScaleDownUtilizationBoundaryFromWithinToOutside``: the
+    scale-downs recommended inside the utilization band do not run; the job scales once the sink's
+    recommendations have been outside the band for a whole interval (60 evaluations), to the largest
+    recommendation of that stretch for both vertices (the Flink test's oracle, ported as is)."""
+    runs = _e2e_run(source_busy, sink_busy)
+    per_minute = [(source_busy[m // 10], sink_busy[m // 10]) for m in range(10 * len(source_busy))]
+    source_recs, sink_recs = [], []
+    scaled = False
+    for minute, out, _ in runs:
+        window = per_minute[minute - 10:minute]
+        source_avg = sum(b for b, _ in window) / 10
+        sink_avg = sum(b for _, b in window) / 10
+        if sink_avg < 700:
+            source_recs.append(_expected_parallelism(source_avg, E2E_SOURCE_P))
+            sink_recs.append(_expected_parallelism(sink_avg, E2E_SINK_P))
+        else:
+            source_recs.clear()
+            sink_recs.clear()
+        if len(sink_recs) >= 60:
+            assert out["decision"] == "scale", (minute, out)
+            assert _proposed(out) == (max(source_recs), max(sink_recs)), minute
+            scaled = True
+            break
+        _assert_no_scaling(minute, out)
+    assert scaled
+
+
+def test_delayed_scale_down_is_reset_when_another_task_scale_up():
+    """Flink ``DelayedScaleDownEndToEndTest.testDelayedScaleDownIsResetWhenAnotherTaskScaleUp``: the
+    source scales up (window mean busy > 900) while the sink's scale-down is still held; the held
+    scale-down does not join (FLINK-36535), and the scaling clears every delayed scale-down."""
+    source_busy = [800, 800, 800, 800, 950]
+    sink_busy = [200] * 5
+    runs = _e2e_run(source_busy, sink_busy)
+    per_minute = [b for b in source_busy for _ in range(10)]
+    for minute, out, plan in runs:
+        busy_avg = sum(per_minute[minute - 10:minute]) / 10
+        if busy_avg > 900:
+            assert out["decision"] == "scale", (minute, out)
+            assert _proposed(out) == (math.ceil(E2E_SOURCE_P * busy_avg / 1000 / E2E_TARGET), E2E_SINK_P)
+            assert _pending(plan) == set()
+            break
+        _assert_no_scaling(minute, out)
+        assert _pending(plan) != set()
+    else:
+        pytest.fail("the source never scaled up")
+
+
+def test_delayed_scale_down_is_reset_when_another_task_scale_down():
+    """Flink ``DelayedScaleDownEndToEndTest.testDelayedScaleDownIsResetWhenAnotherTaskScaleDown``: the
+    source's scale-down (first at minute 10) is due at minute 70 and runs alone (busy 200 -> 50);
+    the sink's, first recommended at minute 21, is still held, does not join, and is cleared."""
+    source_busy = [200] * 7
+    sink_busy = [800, 800, 200, 200, 200, 200, 200]
+    runs = _e2e_run(source_busy, sink_busy)
+    for minute, out, plan in runs[:-1]:
+        _assert_no_scaling(minute, out)
+        assert _pending(plan) != set()
+    minute, out, plan = runs[-1]
+    assert minute == 70 and out["decision"] == "scale"
+    assert _proposed(out) == (_expected_from_list(source_busy, E2E_SOURCE_P), E2E_SINK_P) == (50, 1000)
+    assert _pending(plan) == set()
+
+
+@pytest.mark.parametrize("sink_busy", [
+    [200, 200, 200, 200, 800], [700, 700, 700, 700, 800], [780, 780, 780, 780, 800], [790, 800], [760, 800],
+    [750, 800], [350, 800],
+    [200, 200, 200, 200, 850], [700, 700, 700, 700, 850], [780, 780, 780, 780, 850], [790, 850], [760, 850],
+    [750, 850], [350, 850],
+    [200, 200, 200, 200, 900], [700, 700, 700, 700, 900], [780, 780, 780, 780, 900], [790, 900], [760, 900],
+    [750, 900], [350, 900],
+])
+def test_delayed_scale_down_is_canceled_when_recommended_parallelism_is_greater_or_equal(sink_busy):
+    """Flink ``DelayedScaleDownEndToEndTest.testDelayedScaleDownIsCanceledWhenRecommendedParallelismIs
+    GreaterOrEqual`` (480M records per minute): the sink's delayed scale-down is dropped as soon as
+    its recommendation reaches the current parallelism (window mean busy >= 800); nothing scales."""
+    runs = _e2e_run([800] * len(sink_busy), sink_busy, records_per_minute=480_000_000)
+    per_minute = [b for b in sink_busy for _ in range(10)]
+    for minute, out, plan in runs:
+        _assert_no_scaling(minute, out)
+        if sum(per_minute[minute - 10:minute]) / 10 >= 800:
+            assert _pending(plan) == set()
+            break
+        assert _pending(plan) == {"sink"}
+    else:
+        pytest.fail("the sink's busy time never reached 800")

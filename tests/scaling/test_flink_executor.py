@@ -218,3 +218,171 @@ def test_delayed_scale_down_is_canceled_when_recommended_parallelism_is_greater_
         assert _pending(plan) == {"sink"}
     else:
         pytest.fail("the sink's busy time never reached 800")
+
+
+# --------------------------------------------------------------------------------------------------
+# ScalingExecutorTest
+# --------------------------------------------------------------------------------------------------
+
+MAX_PARALLELISM = 720
+EXECUTOR_POLICY = {"scale_down_max_factor": 1.0, "scale_up_max_factor": float(2**31 - 1), "catch_up_duration_s": 0}
+"""``ScalingExecutorTest.setup``: max scale-down factor 1, max scale-up factor Integer.MAX_VALUE, catch-up 0."""
+AT_S = datetime(2026, 3, 2, 10, 0, 0, tzinfo=timezone.utc).timestamp()   # a Monday, 10:00:00 UTC
+
+
+def _executor_doc(policy, vertices, edges=(), *, at_s=AT_S):
+    """A one-step scenario from Flink ``ScalingExecutorTest.evaluated(parallelism, target,
+    trueProcessingRate[, catchUpRate])`` per vertex: ``vertices`` is ``[(id, parallelism, target,
+    tpr[, catch_up])]`` (max parallelism 720), ``edges`` ``[(from, to, ship)]``. Every vertex takes
+    ``target`` in and out, so each edge carries its downstream vertex's own target data rate; a
+    source's catch-up rate is written as a backlog drained in a 1 s catch-up duration (no restart
+    rate: restart time 0), so catch-up 0 elsewhere still means no catch-up."""
+    policy = {**EXECUTOR_POLICY, **policy}
+    metrics, spec = {}, []
+    for vid, parallelism, target, tpr, *catch_up in vertices:
+        m = {"records_in_per_s": target, "records_out_per_s": target, "true_processing_rate": tpr}
+        if catch_up and catch_up[0]:
+            m["backlog"] = catch_up[0]
+            policy = {**policy, "catch_up_duration_s": 1, "restart_time_s": 0}
+        metrics[vid] = m
+        spec.append({"id": vid, "parallelism": parallelism, "max_parallelism": MAX_PARALLELISM,
+                     "source": not any(e[1] == vid for e in edges)})
+    return {"format": 1, "mode": "continuous", "policy": policy, "vertices": spec,
+            "edges": [{"from": a, "to": b, "ship": ship} for a, b, ship in edges],
+            "steps": [{"at_s": at_s, "metrics": metrics}]}
+
+
+def _evaluate(doc):
+    return evaluate_text(json.dumps(doc))["steps"][0]
+
+
+def _scaling_summary(doc):
+    """Flink ``ScalingExecutor.computeScalingSummary``'s keys: the vertices that change when the job
+    scales (a vertex outside its utilization bounds), else none."""
+    out = _evaluate(doc)
+    if out["decision"] != "scale":
+        return set()
+    return {vid for vid, v in out["vertices"].items() if v["proposed"] != v["current"]}
+
+
+SOURCE_SINK = (("source", "sink", "hash"),)
+
+
+def test_utilization_boundaries():
+    """Flink ``ScalingExecutorTest.testUtilizationBoundaries`` (restart 0, catch-up 0, scale-down
+    interval 0): the job scales only when some vertex's true processing rate lies outside the
+    thresholds of [utilization.min, utilization.max]; then every changed vertex joins."""
+    def summary(band, source, sink):
+        return _scaling_summary(_executor_doc(
+            {"restart_time_s": 0, "scale_down_interval_s": 0, "utilization_target": 0.6,
+             "utilization_min": band[0], "utilization_max": band[1]},
+            [("source", 10, *source), ("sink", 10, *sink)], SOURCE_SINK))
+
+    # 0.7 is outside [0.6, 0.6]: the source scales 10 -> 12; the sink's round(60 / 0.6) = 100 keeps 10.
+    assert summary((0.6, 0.6), (70, 100), (60, 100)) == {"source"}
+    # 0.7 and 0.6 are within [0.4, 0.8].
+    assert summary((0.4, 0.8), (70, 100), (60, 100)) == set()
+    # 0.85 is outside [0.4, 0.8]: both change.
+    assert summary((0.4, 0.8), (70, 100), (85, 100)) == {"source", "sink"}
+    assert summary((0.4, 0.8), (70, 100), (70, 100)) == set()
+    # Backlog: a catch-up rate of 15 puts the source below round(15 + 70 / 0.8) = 103.
+    assert summary((0.4, 0.8), (70, 100, 15), (70, 100)) == {"source", "sink"}
+
+
+def test_no_scale_down_on_zero_lower_utilization_boundary():
+    """Flink ``ScalingExecutorTest.testNoScaleDownOnZeroLowerUtilizationBoundary``: utilization.min 0
+    makes the scale-down threshold infinite, so even an infinite true processing rate (p100, target
+    1000/s, recommendation 1) is within bounds and nothing scales. (Flink sets utilization.max 1.2,
+    which its capacity formula clamps to 1.0 and its validator refuses; 1.0 here.)"""
+    doc = _executor_doc({"utilization_target": 0.6, "utilization_max": 1.0, "utilization_min": 0.0},
+                        [("vertex", 100, 1000, "inf")])
+    out = _evaluate(doc)
+    vertex = out["vertices"]["vertex"]
+    assert vertex["scale_down_threshold"] == "inf" and vertex["outside_bounds"] is False
+    assert out["decision"] != "scale" and vertex["proposed"] == 100
+    # With the scale-down interval off the vertex would go to 1 if it counted as outside its bounds.
+    out = _evaluate(_executor_doc({"utilization_target": 0.6, "utilization_max": 1.0, "utilization_min": 0.0,
+                                   "scale_down_interval_s": 0}, [("vertex", 100, 1000, "inf")]))
+    assert out["decision"] == "no-change" and out["vertices"]["vertex"]["proposed"] == 100
+
+
+def test_utilization_boundaries_and_utilization_min_max_compatibility():
+    """Flink ``ScalingExecutorTest.testUtilizationBoundariesAndUtilizationMinMaxCompatibility`` (restart
+    0, catch-up 0, scale-down interval 0). The deprecated ``target.utilization.boundary`` is not
+    modelled; each case gives the band Flink derives from it explicitly (target ± boundary, and
+    utilization.min / .max prevail when set)."""
+    def summary(target, band, source, sink):
+        return _scaling_summary(_executor_doc(
+            {"restart_time_s": 0, "scale_down_interval_s": 0, "utilization_target": target,
+             "utilization_min": band[0], "utilization_max": band[1]},
+            [("source", 10, *source), ("sink", 10, *sink)], SOURCE_SINK))
+
+    # target 0.6, boundary 0.1 -> [0.5, 0.7]; and the same band given as min / max.
+    assert summary(0.6, (0.5, 0.7), (70, 100), (85, 100)) == {"source", "sink"}
+    # boundary 1 with min 0.3 / max 0.7 set: min / max prevail.
+    assert summary(0.6, (0.3, 0.7), (60, 100), (85, 100)) == {"sink"}
+    # target 0.5, boundary 1, max 0.6: min = max(0, 0.5 - 1) = 0.
+    assert summary(0.5, (0.0, 0.6), (100, 99999), (80, 99999)) == set()
+    assert summary(0.5, (0.0, 0.6), (50, 100), (85, 100)) == {"sink"}
+    # target 0.5, boundary 1, min 0.3: max = min(1, 0.5 + 1) = 1.
+    assert summary(0.5, (0.3, 1.0), (80, 81), (100, 101)) == set()
+    assert summary(0.5, (0.3, 1.0), (80, 79), (100, 101)) == {"source", "sink"}
+
+
+def test_vertexes_exclusion_for_scaling():
+    """Flink ``ScalingExecutorTest.testVertexesExclusionForScaling``: the filter (busy 0.3 at target
+    0.8) is the only vertex outside its bounds; listed in ``vertex.exclude.ids`` it is ignored and
+    the job does not scale; unlisted it scales 10 -> 4."""
+    def doc(excluded):
+        return _executor_doc({"scale_down_interval_s": 0, "utilization_target": 0.8, "excluded_vertices": excluded},
+                             [("source", 10, 80, 100), ("filter", 10, 30, 100), ("sink", 10, 80, 100)],
+                             (("source", "filter", "hash"), ("filter", "sink", "hash")))
+
+    excluded = _evaluate(doc(["filter"]))
+    assert excluded["decision"] != "scale"
+    assert all(v["proposed"] == v["current"] for v in excluded["vertices"].values())
+    included = _evaluate(doc([]))
+    assert included["decision"] == "scale" and included["vertices"]["filter"]["proposed"] == 4
+    assert _scaling_summary(doc([])) == {"filter"}
+
+
+def test_excluded_periods_for_scaling():
+    """Flink ``ScalingExecutorTest.testExcludedPeriodsForScaling``: a scale-up (both vertices at TPR
+    100 for a target of 110) is not executed inside the daily window ``now-(now + 300 s)``, and is
+    outside ``(now + 100 s)-(now + 300 s)``."""
+    def doc(period):
+        return _executor_doc({"excluded_periods": [period]}, [("source", 10, 110, 100), ("sink", 10, 110, 100)],
+                             SOURCE_SINK)
+
+    inside = _evaluate(doc("10:00:00-10:05:00"))
+    assert inside["decision"] == "blocked"
+    assert all(v["proposed"] == v["current"] for v in inside["vertices"].values())
+    assert any("excluded period" in r for r in inside["reasons"])
+    outside = _evaluate(doc("10:01:40-10:05:00"))
+    assert outside["decision"] == "scale"
+    assert all(v["proposed"] > v["current"] for v in outside["vertices"].values())
+
+
+def test_scaling_events():
+    """Flink ``ScalingExecutorTest.testScalingEvents`` (run by ``testScalingEventsWith0IntervalConfig``,
+    ``...WithIntervalConfig`` and ``...WithDefaultIntervalConfig``), its model part: the scaling
+    summary entry of a vertex at p1, TPR 100, target 110 is ``1 -> 2``, expected rate 200, target
+    110. The events, their interval and ``scaling.enabled`` are not modelled."""
+    out = _evaluate(_executor_doc({}, [("vertex", 1, 110, 100)]))
+    vertex = out["vertices"]["vertex"]
+    assert out["decision"] == "scale"
+    assert (vertex["current"], vertex["proposed"], vertex["true_processing_rate"], vertex["expected_processing_rate"],
+            vertex["target_data_rate"]) == (1, 2, 100.0, 200.0, 110.0)
+    # The second evaluation (TPR 101) scales the same way.
+    assert _evaluate(_executor_doc({}, [("vertex", 1, 110, 101)]))["vertices"]["vertex"]["proposed"] == 2
+
+
+def test_adjust_by_max_parallelism():
+    """Flink ``ScalingExecutorTest.testAdjustByMaxParallelism``: source -> (rebalance) filter -> (hash)
+    sink, p2, max parallelism 720, target utilization 1, TPR 20 for a target of 70: each computes 7;
+    only the keyed sink is aligned to the key groups (balanced: 720 // 8 < 720 // 7 -> 8)."""
+    out = _evaluate(_executor_doc({"utilization_target": 1.0},
+                                  [("source", 2, 70, 20), ("filter", 2, 70, 20), ("sink", 2, 70, 20)],
+                                  (("source", "filter", "rebalance"), ("filter", "sink", "hash"))))
+    assert out["decision"] == "scale"
+    assert {vid: v["proposed"] for vid, v in out["vertices"].items()} == {"source": 7, "filter": 7, "sink": 8}

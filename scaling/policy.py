@@ -120,6 +120,13 @@ class Policy:
                 raise PolicyError(f"{f.name}: must be an integer, got {value!r}")
             if f.type == "bool" and not isinstance(value, bool):
                 raise PolicyError(f"{f.name}: must be true or false, got {value!r}")
+        # Flink spells the modes as enum names: ``scaling.parallelism-alignment.mode: EVENLY_SPREAD``
+        # (``alignment.ParallelismAligner.resolveByName`` matches ``BuiltInAlignmentMode.name()``) and
+        # the legacy ``KeyGroupOrPartitionsAdjustMode`` parses case-insensitively; accept those too.
+        for name, known in (("alignment", ALIGNMENT_MODES), ("key_group_partitions_adjust_mode", LEGACY_ADJUST_MODES)):
+            value = getattr(self, name)
+            if isinstance(value, str) and value not in known and value.lower() in known:
+                object.__setattr__(self, name, value.lower())
         if not 0 < self.utilization_target <= 1:
             raise PolicyError(f"utilization_target: must be within (0, 1], got {self.utilization_target}")
         for name in ("utilization_min", "utilization_max"):

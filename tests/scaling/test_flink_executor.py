@@ -386,3 +386,124 @@ def test_adjust_by_max_parallelism():
                                   (("source", "filter", "rebalance"), ("filter", "sink", "hash"))))
     assert out["decision"] == "scale"
     assert {vid: v["proposed"] for vid, v in out["vertices"].items()} == {"source": 7, "filter": 7, "sink": 8}
+
+
+# --------------------------------------------------------------------------------------------------
+# alignment.AlignmentModeTest
+# --------------------------------------------------------------------------------------------------
+
+
+def _aligned(current, target, *, partitions=0, max_parallelism=128, lower=1, upper=None, ship="hash", **policy):
+    """Flink ``AlignmentModeTest.ctx(current, newParallelism, numSourcePartitions, maxParallelism[,
+    parallelismLowerLimit, parallelismUpperLimit, inputShipStrategies])`` as a scenario, returning
+    the proposed parallelism: with ``partitions`` a source with that many partitions, else a vertex
+    behind a ``ship`` edge; metrics that compute exactly ``target`` (utilization target 1, TPR
+    ``current`` × 1000 for a target rate of ``target`` × 1000); the limits are
+    ``vertex_min_parallelism`` / ``vertex_max_parallelism`` (Flink's ``Integer.MAX_VALUE`` upper
+    limit: the largest ours, 32768)."""
+    rate, tpr = target * 1000, current * 1000
+    policy = {"utilization_target": 1.0, "catch_up_duration_s": 0, "restart_time_s": 0,
+              "scale_up_max_factor": 1000.0, "vertex_min_parallelism": lower,
+              "vertex_max_parallelism": 32768 if upper is None else upper, **policy}
+    vertex = {"id": "v", "parallelism": current, "max_parallelism": max_parallelism}
+    metrics = {"v": {"records_in_per_s": rate, "records_out_per_s": rate, "true_processing_rate": tpr}}
+    if partitions:
+        vertices, edges = [{**vertex, "partitions": partitions, "source": True}], []
+    else:
+        vertices = [{"id": "up", "parallelism": 1, "source": True}, vertex]
+        edges = [{"from": "up", "to": "v", "ship": ship}]
+        metrics["up"] = {"records_in_per_s": rate, "records_out_per_s": rate, "true_processing_rate": 1e12}
+    doc = {"format": 1, "mode": "continuous", "policy": policy, "vertices": vertices, "edges": edges,
+           "steps": [{"at_s": 0, "metrics": metrics}]}
+    out = _evaluate(doc)
+    assert out["decision"] == "scale" or out["vertices"]["v"]["proposed"] == current, out
+    return out["vertices"]["v"]["proposed"]
+
+
+def test_balanced_reduces_load_and_never_emits():
+    """Flink ``AlignmentModeTest.balancedReducesLoadAndNeverEmits``: N=128, 16 -> 24: BALANCED accepts
+    26 (128 // 26 = 4 < 128 // 24 = 5), EVENLY_SPREAD snaps to 32."""
+    assert _aligned(16, 24, alignment="balanced") == 26
+    assert _aligned(16, 24, alignment="evenly_spread") == 32
+    assert _aligned(16, 24) == 26   # unset: balanced
+
+
+def test_off_returns_computed_target():
+    """Flink ``AlignmentModeTest.offReturnsComputedTarget``."""
+    assert _aligned(16, 24, alignment="off") == 24
+
+
+def test_built_in_modes_fall_back_to_target_instead_of_blocking():
+    """Flink ``AlignmentModeTest.builtInModesFallBackToTargetInsteadOfBlocking``: 22 -> 25 on 35
+    source partitions, limits [20, 30]: no aligned value in [25, 30]; the built-in modes keep 25."""
+    for mode in ("evenly_spread", "balanced"):
+        assert _aligned(22, 25, partitions=35, lower=20, upper=30, alignment=mode) == 25
+
+
+def test_built_in_modes_search_one_region_and_do_not_relax_below_target():
+    """Flink ``AlignmentModeTest.builtInModesSearchOneRegionAndDoNotRelaxBelowTarget``: 12 partitions,
+    5 -> 7 with the region capped at 8 (max parallelism): no divisor in [7, 8]; the built-in mode
+    keeps 7, the legacy mode relaxes below the target to the divisor 6."""
+    assert _aligned(5, 7, partitions=12, max_parallelism=8, alignment="evenly_spread") == 7
+    assert _aligned(5, 7, partitions=12, max_parallelism=8, key_group_partitions_adjust_mode="evenly_spread") == 6
+
+
+def test_legacy_modes_block_and_emit():
+    """Flink ``AlignmentModeTest.legacyModesBlockAndEmit``: the case above under the deprecated
+    ``scaling.key-group.partitions.adjust.mode`` keeps the current 22 (the fallback 20 would reverse
+    the scale-up); Flink's ``SCALING_LIMITED`` event is the vertex's note here."""
+    assert _aligned(22, 25, partitions=35, lower=20, upper=30, key_group_partitions_adjust_mode="evenly_spread") == 22
+    policy = {"utilization_target": 1.0, "catch_up_duration_s": 0, "restart_time_s": 0, "vertex_min_parallelism": 20,
+              "vertex_max_parallelism": 30, "key_group_partitions_adjust_mode": "evenly_spread"}
+    out = _evaluate({"format": 1, "policy": policy,
+                     "vertices": [{"id": "v", "parallelism": 22, "max_parallelism": 128, "partitions": 35,
+                                   "source": True}],
+                     "steps": [{"metrics": {"v": {"records_in_per_s": 25000, "true_processing_rate": 22000}}}]})
+    assert "blocked" in out["vertices"]["v"]["note"] and out["decision"] != "scale"
+
+
+def test_modes_do_not_apply_to_non_source_non_hash_vertices():
+    """Flink ``AlignmentModeTest.modesDoNotApplyToNonSourceNonHashVertices``: a vertex behind a
+    rebalance edge is not aligned; a keyBy (hash) vertex is."""
+    for mode in ("balanced", "evenly_spread", "off"):
+        assert _aligned(16, 24, ship="rebalance", alignment=mode) == 24
+        assert _aligned(16, 24, ship="forward", alignment=mode) == 24
+    assert _aligned(16, 24, ship="hash", alignment="balanced") == 26
+
+
+def test_resolve_selects_built_in_by_name():
+    """Flink ``AlignmentModeTest.resolveSelectsBuiltInByName`` (``ParallelismAligner.resolve``): Flink's
+    value is the enum name ``EVENLY_SPREAD``; the scenario's lower-case name means the same."""
+    from scaling.policy import Policy
+
+    assert Policy(alignment="EVENLY_SPREAD").alignment_mode == ("evenly_spread", False)
+    assert Policy(alignment="evenly_spread").alignment_mode == ("evenly_spread", False)
+    assert _aligned(16, 24, alignment="EVENLY_SPREAD") == 32
+    assert _aligned(16, 24, alignment="OFF") == 24
+
+
+def test_resolve_defaults_to_balanced():
+    """Flink ``AlignmentModeTest.resolveDefaultsToBalanced``."""
+    from scaling.policy import Policy
+
+    assert Policy().alignment_mode == ("balanced", False)
+
+
+def test_resolve_honors_deprecated_key():
+    """Flink ``AlignmentModeTest.resolveHonorsDeprecatedKey``: with only the deprecated key set, its
+    mode applies with the legacy behaviour; 16 -> 24 on 128 key groups under MAXIMIZE_UTILISATION
+    takes the first load-reducing value, 26."""
+    from scaling.policy import Policy
+
+    assert Policy(key_group_partitions_adjust_mode="MAXIMIZE_UTILISATION").alignment_mode == \
+        ("maximize_utilisation", True)
+    assert _aligned(16, 24, key_group_partitions_adjust_mode="maximize_utilisation") == 26
+
+
+def test_new_key_takes_precedence_over_deprecated_key():
+    """Flink ``AlignmentModeTest.newKeyTakesPrecedenceOverDeprecatedKey``: OFF with the deprecated
+    EVENLY_SPREAD also set is OFF."""
+    from scaling.policy import Policy
+
+    assert Policy(alignment="OFF", key_group_partitions_adjust_mode="EVENLY_SPREAD").alignment_mode == ("off", False)
+    assert _aligned(16, 24, alignment="off", key_group_partitions_adjust_mode="evenly_spread") == 24

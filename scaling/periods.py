@@ -7,8 +7,9 @@ kind), each either:
 - a daily window ``HH:mm[:ss]-HH:mm[:ss]`` (UTC; it may cross midnight; start inclusive, end
   exclusive), as Flink's ``DailyCalendar``;
 - a Quartz cron expression of 6 or 7 fields (``sec min hour day-of-month month day-of-week
-  [year]``, ``?`` allowed, day-of-week 1-7 = SUN-SAT or names), as Flink's ``CronCalendar``; the
-  special characters ``L``, ``W`` and ``#`` are refused with a clear error;
+  [year]``, ``?`` in exactly one of day-of-month and day-of-week, day-of-week 1-7 = SUN-SAT or
+  names), as Flink's ``CronCalendar``; the special characters ``L``, ``W`` and ``#`` are refused
+  with a clear error;
 - a 5-field Unix cron expression (``croniter``; this project's earlier syntax, kept).
 
 Times are seconds since the Unix epoch, UTC. Anything else raises ``PolicyError`` naming
@@ -151,6 +152,11 @@ def parse_period(text: str) -> Period:
         if cron is not None or quartz is not None:
             raise _error(text, "joins two cron expressions with &&; join a daily window and a cron expression")
         if count in (6, 7):
+            # Quartz ``CronExpression.buildExpression`` (Flink ``CalendarUtils.interpretAsCron``): exactly
+            # one of day-of-month and day-of-week is ``?``; both given (or neither) is a ParseException.
+            if (part.split()[3] == "?") == (part.split()[5] == "?"):
+                raise _error(text, "must have '?' in exactly one of day-of-month and day-of-week (Quartz), "
+                                   "e.g. '* * 9-17 ? * 2-6'")
             quartz = Quartz(tuple(_quartz_field(f, low, high, text)
                                   for f, (low, high) in zip(part.split(), _QUARTZ_RANGES)))
         elif count == 5 and croniter.is_valid(part):

@@ -123,7 +123,8 @@ class Policy:
         # Flink spells the modes as enum names: ``scaling.parallelism-alignment.mode: EVENLY_SPREAD``
         # (``alignment.ParallelismAligner.resolveByName`` matches ``BuiltInAlignmentMode.name()``) and
         # the legacy ``KeyGroupOrPartitionsAdjustMode`` parses case-insensitively; accept those too.
-        for name, known in (("alignment", ALIGNMENT_MODES), ("key_group_partitions_adjust_mode", LEGACY_ADJUST_MODES)):
+        for name, known in (("alignment", ALIGNMENT_MODES),
+                            ("key_group_partitions_adjust_mode", LEGACY_ADJUST_MODES)):
             value = getattr(self, name)
             if isinstance(value, str) and value not in known and value.lower() in known:
                 object.__setattr__(self, name, value.lower())

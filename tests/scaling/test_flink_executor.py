@@ -6,10 +6,11 @@ Each test is named after the Flink test it ports and is driven, where the scenar
 it, through a scenario document evaluated by ``scaling.scenario`` (the path of ``python -m scaling
 evaluate``); multi-step scenarios carry the autoscaler state (delayed scale-downs, history) between
 steps as a running autoscaler does. Flink's ``EvaluatedMetrics`` (target data rate, true processing
-rate) are written as DS2's directly given rates: ``true_processing_rate`` per vertex, and
-``records_out_per_s`` of the upstream vertex chosen so the propagated target data rate is Flink's.
-Tests of things this model does not have (memory tuning, resource checks and quotas, GC pressure,
-scaling events, custom executor plugins, custom alignment modes) are not ported.
+rate) are written as DS2's directly given rates: ``true_processing_rate`` per vertex, and each
+vertex's ``records_in_per_s`` is its Flink target data rate, so the propagated target data rate is
+Flink's. Tests of things this model does not have (memory tuning, resource checks and quotas, GC
+pressure, scaling events and ``scaling.enabled``, custom executor plugins, custom alignment modes)
+are not ported.
 """
 
 from __future__ import annotations
@@ -488,6 +489,7 @@ def test_resolve_defaults_to_balanced():
     from scaling.policy import Policy
 
     assert Policy().alignment_mode == ("balanced", False)
+    assert _aligned(16, 24) == 26
 
 
 def test_resolve_honors_deprecated_key():

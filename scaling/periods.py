@@ -4,8 +4,11 @@ is active the plan is computed but not executable.
 An expression is one or two sub-expressions joined by ``&&`` (both must hold; at most one of each
 kind), each either:
 
-- a daily window ``HH:mm[:ss]-HH:mm[:ss]`` (UTC; it may cross midnight; start inclusive, end
-  exclusive), as Flink's ``DailyCalendar``;
+- a daily window ``HH:mm[:ss[:SSS]]-HH:mm[:ss[:SSS]]`` (UTC; both ends inclusive, to the
+  millisecond), as Flink's ``DailyCalendar`` with ``invertTimeRange``. Quartz's ``DailyCalendar``
+  refuses a window whose start is not before its end (``setTimeRange``: "Invalid time range") and
+  an hour above 23, so a window across midnight is two periods, e.g. ``22:00-23:59:59:999`` and
+  ``00:00-06:00``;
 - a Quartz cron expression of 6 or 7 fields (``sec min hour day-of-month month day-of-week
   [year]``, ``?`` in exactly one of day-of-month and day-of-week, day-of-week 1-7 = SUN-SAT or
   names), as Flink's ``CronCalendar``; the special characters ``L``, ``W`` and ``#`` are refused
@@ -26,7 +29,8 @@ from croniter import croniter
 
 from scaling.policy import PolicyError
 
-_DAILY = re.compile(r"^\s*(\d{1,2}):(\d{2})(?::(\d{2}))?\s*-\s*(\d{1,2}):(\d{2})(?::(\d{2}))?\s*$")
+_TIME = r"(\d{1,2}):(\d{1,2})(?::(\d{1,2})(?::(\d{1,3}))?)?"
+_DAILY = re.compile(rf"^\s*{_TIME}\s*-\s*{_TIME}\s*$")
 _NAMES = {"MON": 2, "TUE": 3, "WED": 4, "THU": 5, "FRI": 6, "SAT": 7, "SUN": 1,
           "JAN": 1, "FEB": 2, "MAR": 3, "APR": 4, "MAY": 5, "JUN": 6, "JUL": 7, "AUG": 8, "SEP": 9,
           "OCT": 10, "NOV": 11, "DEC": 12}
@@ -88,46 +92,46 @@ class Quartz:
 
 @dataclass(frozen=True)
 class Period:
-    """A parsed excluded period: daily windows (seconds of the day) and/or cron expressions, all of
+    """A parsed excluded period: a daily window (milliseconds of the day) and/or cron expressions, all of
     which must contain an instant for the period to contain it (Flink's ``&&``)."""
 
     text: str
-    start_second: int | None = None
-    end_second: int | None = None
+    start_ms: int | None = None
+    end_ms: int | None = None
     cron: str | None = None
     quartz: Quartz | None = None
 
-    @property
-    def start_minute(self) -> int | None:
-        return None if self.start_second is None else self.start_second // 60
-
-    @property
-    def end_minute(self) -> int | None:
-        return None if self.end_second is None else self.end_second // 60
-
     def contains(self, now_s: float) -> bool:
-        """Whether the instant ``now_s`` (Unix seconds, UTC) lies in the period."""
+        """Whether the instant ``now_s`` (Unix seconds, UTC) lies in the period. A daily window holds
+        from its start to its end, both inclusive, at millisecond precision (Quartz
+        ``DailyCalendar.isTimeIncluded`` with ``invertTimeRange``)."""
         moment = datetime.fromtimestamp(now_s, tz=timezone.utc)
         if self.cron is not None and not croniter.match(self.cron, moment.replace(second=0, microsecond=0)):
             return False
         if self.quartz is not None and not self.quartz.matches(moment):
             return False
-        if self.start_second is not None and self.end_second is not None:
-            second = moment.hour * 3600 + moment.minute * 60 + moment.second
-            if self.start_second <= self.end_second:
-                return self.start_second <= second < self.end_second
-            return second >= self.start_second or second < self.end_second
+        if self.start_ms is not None and self.end_ms is not None:
+            of_day = ((moment.hour * 60 + moment.minute) * 60 + moment.second) * 1000 + moment.microsecond // 1000
+            return self.start_ms <= of_day <= self.end_ms
         return True
 
 
 def _daily(text: str, part: str) -> tuple[int, int] | None:
+    """A daily window's start and end in milliseconds of the day, or None when ``part`` is not
+    one. Raises PolicyError for a bad time of day or a start not before the end (Quartz
+    ``DailyCalendar.validate`` / ``setTimeRange``)."""
     match = _DAILY.match(part)
     if not match:
         return None
-    h1, m1, s1, h2, m2, s2 = (int(g) if g is not None else 0 for g in match.groups())
-    if h1 > 23 or h2 > 24 or m1 > 59 or m2 > 59 or s1 > 59 or s2 > 59 or (h2 == 24 and (m2 or s2)):
-        raise _error(text, "has a bad time of day")
-    return h1 * 3600 + m1 * 60 + s1, h2 * 3600 + m2 * 60 + s2
+    h1, m1, s1, ms1, h2, m2, s2, ms2 = (int(g) if g is not None else 0 for g in match.groups())
+    if h1 > 23 or h2 > 23 or m1 > 59 or m2 > 59 or s1 > 59 or s2 > 59:
+        raise _error(text, "has a bad time of day (hours 0-23, minutes and seconds 0-59)")
+    start, end = (((h * 60 + m) * 60 + sec) * 1000 + ms for h, m, sec, ms in ((h1, m1, s1, ms1), (h2, m2, s2, ms2)))
+    if start >= end:
+        raise _error(text, "is a daily window whose start is not before its end, which Flink's DailyCalendar "
+                           "refuses; for a window across midnight give two periods, e.g. "
+                           "'22:00-23:59:59:999' and '00:00-06:00'")
+    return start, end
 
 
 def parse_period(text: str) -> Period:
@@ -164,7 +168,7 @@ def parse_period(text: str) -> Period:
         else:
             raise _error(text, "is neither HH:mm[:ss]-HH:mm[:ss] nor a cron expression (Quartz 6/7 fields or "
                                "Unix 5 fields)")
-    return Period(text, start_second=daily[0] if daily else None, end_second=daily[1] if daily else None,
+    return Period(text, start_ms=daily[0] if daily else None, end_ms=daily[1] if daily else None,
                   cron=cron, quartz=quartz)
 
 

@@ -64,8 +64,12 @@ class PendingScaleDown:
     def max_in_window(self, window_start_s: float) -> tuple[int, bool]:
         """Flink ``getMaxRecommendedParallelism(windowStart)`` (FLINK-36863): the largest
         recommendation made at or after ``window_start_s`` and whether it was outside the
-        utilization bounds. Falls back to the latest recommendation when all are older."""
-        inside = [r for r in self.recommendations if r[0] >= window_start_s] or [self.recommendations[-1]]
+        utilization bounds. Raises ValueError when none was made in the window, as Flink's
+        ``DelayedScaleDown.RecommendedParallelisms`` throws IllegalStateException (the scalers record
+        the current recommendation first, so their window always holds one)."""
+        inside = [r for r in self.recommendations if r[0] >= window_start_s]
+        if not inside:
+            raise ValueError(f"no recommendation for {self.vertex_id} at or after t={window_start_s} s")
         best = inside[0]
         return int(best[1]), bool(best[2]) if len(best) > 2 else True
 

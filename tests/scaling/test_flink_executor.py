@@ -516,12 +516,6 @@ def test_new_key_takes_precedence_over_deprecated_key():
 # utils.CalendarUtilsTest
 # --------------------------------------------------------------------------------------------------
 
-CROSSES_MIDNIGHT = pytest.mark.xfail(strict=True, reason=(
-    "documented deviation (docs/SCENARIO.md 'it may cross midnight', tests/scaling/test_scenario.py and "
-    "test_flink_semantics.py): Flink's DailyCalendar refuses a window whose start is not before its end "
-    "(Quartz setTimeRange 'Invalid time range'); ours reads it as crossing midnight and exits 0"))
-
-
 def _valid(periods):
     """Flink ``CalendarUtils.validateExcludedPeriods(conf).isEmpty()`` through the scenario parser:
     an invalid ``excluded.periods`` is exit 2 with ``policy.excluded_periods`` named."""
@@ -535,13 +529,13 @@ def _valid(periods):
 
 
 @pytest.mark.parametrize(("periods", "valid"), [
-    pytest.param(["09:13:17-08:15:18"], False, marks=CROSSES_MIDNIGHT),
+    (["09:13:17-08:15:18"], False),
     (["09:13:17-25:15:18"], False),
-    pytest.param(["09:13:17-11:15:18", "18:01:20-16:00:00"], False, marks=CROSSES_MIDNIGHT),
+    (["09:13:17-11:15:18", "18:01:20-16:00:00"], False),
     (["09:13:17-11:15:18 && 12:01:20-16:00:00"], False),
     (["09:13:17-11:15:18", "14:01:20-16:00:00"], True),
     (["* * * ? * 2,5555"], False),
-    pytest.param(["* * * ? * 2,5 && 18:01:20-16:00:00"], False, marks=CROSSES_MIDNIGHT),
+    (["* * * ? * 2,5 && 18:01:20-16:00:00"], False),
     (["* * * ? * 2,5 && * * 11-13 * * ?"], False),
     (["* * * ? * 2,5 && 14:01:20-16:00:00"], True),
     # Quartz ``CronExpression``: '?' in exactly one of day-of-month and day-of-week.
@@ -576,10 +570,6 @@ def test_excluded_periods(periods, at_s, excluded):
     assert out["decision"] == ("blocked" if excluded else "scale")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "documented deviation (docs/SCENARIO.md 'end exclusive', test_flink_semantics.py asserts 10:50:20 is "
-    "outside '9:30:30-10:50:20'): Flink's DailyCalendar with invertTimeRange includes its end instant "
-    "(Quartz isTimeIncluded: start <= t <= end, to the millisecond); ours excludes it"))
 def test_excluded_periods_daily_window_includes_its_end():
     """Not a Flink test: Quartz ``DailyCalendar.isTimeIncluded`` (Flink ``CalendarUtils.interpretAsDaily``
     sets ``invertTimeRange``) includes both ends: at exactly 16:00:00 '14:01:20-16:00:00' holds."""
@@ -602,10 +592,6 @@ def _window_max(info, window_start):
     return first
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=(
-    "documented deviation (PendingScaleDown.max_in_window: 'Falls back to the latest recommendation when all "
-    "are older'): Flink throws IllegalStateException for a window with no recommendation, a programming-error "
-    "check; the scaler never asks for such a window (the current recommendation is always in it)"))
 def test_wrong_window_start_time():
     """Flink ``DelayedScaleDownTest.testWrongWindowStartTime``."""
     info = PendingScaleDown("v", 0.0, ()).record(0, 5, True)

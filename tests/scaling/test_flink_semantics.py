@@ -123,7 +123,9 @@ def test_observed_scalability_scales_further_on_a_sub_linear_vertex():
 @pytest.mark.parametrize(("text", "at", "inside"), [
     ("9:30:30-10:50:20", datetime(2026, 3, 2, 9, 30, 30), True),
     ("9:30:30-10:50:20", datetime(2026, 3, 2, 9, 30, 29), False),
-    ("9:30:30-10:50:20", datetime(2026, 3, 2, 10, 50, 20), False),
+    ("9:30:30-10:50:20", datetime(2026, 3, 2, 10, 50, 20), True),     # Quartz: both ends inclusive
+    ("9:30:30-10:50:20", datetime(2026, 3, 2, 10, 50, 20, 1000), False),
+    ("22:00-23:59:59:999", datetime(2026, 3, 4, 23, 59, 59, 999000), True),
     ("* * 9-11,14-16 * * ?", datetime(2026, 3, 2, 11, 59, 59), True),
     ("* * 9-11,14-16 * * ?", datetime(2026, 3, 2, 12, 0, 0), False),
     ("* * * ? * 2-6", datetime(2026, 3, 2, 3, 0), True),      # a Monday (Quartz 2)
@@ -132,7 +134,6 @@ def test_observed_scalability_scales_further_on_a_sub_linear_vertex():
     ("* * * ? * MON-FRI 2027", datetime(2026, 3, 2, 3, 0), False),
     ("9:30:30-10:50:20 && * * * ? * 2,5", datetime(2026, 3, 5, 10, 0), True),   # Thursday
     ("9:30:30-10:50:20 && * * * ? * 2,5", datetime(2026, 3, 4, 10, 0), False),  # Wednesday
-    ("22:00-06:00", datetime(2026, 3, 4, 23, 0), True),
     ("* 9-17 * * 1-5", datetime(2026, 3, 2, 10, 0), True),    # 5-field Unix cron still works
 ])
 def test_excluded_periods_accept_flinks_syntax(text, at, inside):
@@ -148,6 +149,9 @@ def test_excluded_periods_accept_flinks_syntax(text, at, inside):
     ("* * * L * ?", "L, W or #"),
     ("0 0 25 * * ?", "outside 0-23"),
     ("every tuesday", "neither"),
+    ("22:00-06:00", "start is not before its end"),   # Quartz DailyCalendar.setTimeRange
+    ("10:00-10:00", "start is not before its end"),
+    ("09:00-24:00", "bad time of day"),                # Quartz DailyCalendar.validate: hour 0-23
 ])
 def test_excluded_periods_refuse_what_they_cannot_read(text, why):
     with pytest.raises(PolicyError, match=f"^excluded_periods: .*{why}"):

@@ -338,8 +338,8 @@ def test_excluded_vertices_and_sources_switch_keep_parallelism():
 
 
 @pytest.mark.parametrize(("periods", "at_s", "executable"), [
-    (["22:00-06:00"], 23 * 3600, False),      # 23:00 UTC, inside a window crossing midnight
-    (["22:00-06:00"], 12 * 3600, True),
+    (["22:00-23:59:59:999", "00:00-06:00"], 23 * 3600, False),  # 23:00 UTC; across midnight is two windows
+    (["22:00-23:59:59:999", "00:00-06:00"], 12 * 3600, True),
     (["* 9-17 * * 1-5"], 4 * 86400 + 10 * 3600, False),  # 1970-01-05 was a Monday, 10:00
     (["* 9-17 * * 1-5"], 3 * 86400 + 10 * 3600, True),   # Sunday
 ])

@@ -100,7 +100,8 @@ class JobPolicy(models.Model):
     excluded_periods = models.JSONField(
         default=list, blank=True,
         help_text='job.autoscaler.excluded.periods (Flink CalendarUtils): JSON list of expressions, each a daily '
-                  'window "HH:mm[:ss]-HH:mm[:ss]" (UTC, may cross midnight, end exclusive), a Quartz cron expression '
+                  'window "HH:mm[:ss[:SSS]]-HH:mm[:ss[:SSS]]" (UTC, both ends inclusive, start before end: across '
+                  'midnight is two windows, "22:00-23:59:59:999" and "00:00-06:00"), a Quartz cron expression '
                   'of 6 or 7 fields ("sec min hour day-of-month month day-of-week [year]", ? allowed, no L/W/#), '
                   'or both joined by "&&"; 5-field Unix cron is still accepted. Plans are computed but not '
                   "executable inside them (scaling/periods.py).")
@@ -139,7 +140,8 @@ class JobPolicy(models.Model):
         help_text="Which directions may be auto-approved, e.g. scale-ups only.")
     guard_excluded_periods = models.JSONField(
         default=list, blank=True,
-        help_text='Change windows closed to auto-approval: JSON list of "HH:MM-HH:MM" (UTC) or cron expressions. '
+        help_text='Change windows closed to auto-approval: JSON list in the syntax of excluded_periods '
+                  '(daily "HH:mm[:ss]-HH:mm[:ss]" windows in UTC, start before end, or cron expressions). '
                   "Proposals made inside one wait for a person.")
     auto_approve_suspended = models.BooleanField(
         default=False, help_text="Set after any rollback: auto-approval stays off until a person turns it back on.")

@@ -215,11 +215,14 @@ def target_processing_capacity(rates: TargetRates, utilization: float, *, with_r
     return java_round(rates.catch_up_data_rate + restart + rates.target_data_rate / min(1.0, utilization))
 
 
-def vertex_utilization(m: VertexMetrics, tpr: float, target_data_rate: float) -> float:
-    """Fraction of time the vertex is busy: ``busy_time_ms_per_s / 1000`` (FLIP-271), or, for DS2's
-    directly given rates, observed input / true processing rate."""
+def vertex_utilization(m: VertexMetrics, tpr: float, target_data_rate: float, *, busiest: bool = True) -> float:
+    """Fraction of time the vertex is busy (Flink's evaluated ``LOAD``): busy time / 1000, the busy
+    time aggregated as for the true processing rate: the busiest task's when given (Flink's default
+    ``metrics.busy-time.aggregator`` MAX, ``ScalingMetricsTest.testLoadMetrics``: max 200, avg 150 ->
+    0.2), else the mean. ``busiest=False`` always takes the mean (busy core-seconds of the vertex).
+    For DS2's directly given rates: observed input / true processing rate."""
     if m.busy_time_ms_per_s is not None and m.true_processing_rate is None:
-        return m.busy_time_ms_per_s / 1000.0
+        return (effective_busy_ms_per_s(m) if busiest else m.busy_time_ms_per_s) / 1000.0
     observed = m.records_in_per_s if m.records_in_per_s is not None else target_data_rate
     return observed / tpr if 0 < tpr < INF else 0.0
 

@@ -113,12 +113,16 @@ def edge_output_ratio(topology: Topology, metrics: Mapping[str, VertexMetrics], 
 
     The edge's data rate is, most reliable first: the target's input rate when this is its only
     input; its input rate minus the output of its other single-output inputs; the source's full
-    output (also when the target gives no ``records_in_per_s``, as in DS2).
+    output (also when the target gives no ``records_in_per_s``, as in DS2). As in Flink's
+    ``computeEdgeOutputRatio`` (FLINK-34266), a source with no input ("we also need to flatten the
+    output rate") or an edge whose data rate is not positive has ratio 0.
     """
     m_source = metrics[source]
     full = selectivity(m_source)
     m_target = metrics[target]
     records_in = m_source.records_in_per_s
+    if records_in is not None and records_in <= 0:
+        return 0.0
     if m_target.records_in_per_s is None or not records_in:
         return full
     inputs = topology.inputs(target)
@@ -132,9 +136,7 @@ def edge_output_ratio(topology: Topology, metrics: Mapping[str, VertexMetrics], 
         if len(topology.outputs(edge.source)) != 1 or upstream.records_out_per_s is None:
             return full
         others += upstream.records_out_per_s
-    if m_target.records_in_per_s >= others:
-        return (m_target.records_in_per_s - others) / records_in
-    return full
+    return max(0.0, m_target.records_in_per_s - others) / records_in
 
 
 @dataclass(frozen=True)

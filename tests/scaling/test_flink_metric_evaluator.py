@@ -224,6 +224,16 @@ def test_computable_output_ratios():
     assert edge_output_ratio(topology, typed, "source1", "op1") == 2
     assert edge_output_ratio(topology, typed, "source2", "op1") == 0.5
     assert edge_output_ratio(topology, typed, "op1", "sink1") == 0.2
+    # Flink's main code (computeEdgeOutputRatio, FLINK-34266): an upstream vertex with no input, or an
+    # edge whose data rate is not positive (op1 in 40/s, less than source2's 50/s), has ratio 0.
+    assert edge_output_ratio(topology, {**typed, "source1": VertexMetrics(0, 0, 0)}, "source1", "op1") == 0
+    assert edge_output_ratio(topology, {**typed, "op1": VertexMetrics(40, 40, 500)}, "source1", "op1") == 0
+    stalled = {"source": {"records_in_per_s": 0, "records_out_per_s": 0, "busy_time_ms_per_s": 0, "backlog": 1000,
+                          "backlog_growth_per_s": 50},
+               "sink": {"records_in_per_s": 0, "busy_time_ms_per_s": 0}}
+    out = run(scenario({"catch_up_duration_s": 2}, SOURCE_SINK, [step(0, stalled)], REBALANCE))[0]["vertices"]
+    assert (out["source"]["target_data_rate"], out["source"]["catch_up_data_rate"]) == (50, 500)
+    assert (out["sink"]["target_data_rate"], out["sink"]["catch_up_data_rate"]) == (0, 0)
 
 
 def test_output_ratio_fallback_to_out_per_second():
@@ -305,7 +315,8 @@ def test_backlog_based_scaling():
         == (1000, "inf")
     assert (out[3]["vertices"]["source"]["scale_up_threshold"], out[3]["vertices"]["source"]["scale_down_threshold"]) \
         == (733, 979)
-    assert out[4]["vertices"]["source"]["scale_down_threshold"] == 825 and out[4]["vertices"]["source"]["outside_bounds"]
+    last = out[4]["vertices"]["source"]
+    assert last["scale_down_threshold"] == 825 and last["outside_bounds"]
 
 
 def test_should_track_restart_duration_correctly():
@@ -315,7 +326,8 @@ def test_should_track_restart_duration_correctly():
     in a scenario); with tracking on, the measured downtime replaces the configured restart time."""
     steps = [step(1, _pair(500, 850, 2000, 0, sink_in=100))]
     out = run(scenario(BACKLOG_POLICY, BACKLOG_VERTICES, steps, REBALANCE))[0]
-    assert (out["decision"], out["vertices"]["source"]["proposed"], out["vertices"]["sink"]["proposed"]) == ("scale", 4, 4)
+    assert (out["decision"], out["vertices"]["source"]["proposed"], out["vertices"]["sink"]["proposed"]) \
+        == ("scale", 4, 4)
     # After the rescale at p4: 1800/s, no lag; the tracked 9 s restart adds 1800 × 9 / 2 to the scale-down threshold.
     policy = {**BACKLOG_POLICY, "restart_time_tracking_enabled": True}
     steps.append(step(12, _pair(1800, 500, 0, 0), measured_restart_time_s=9))

@@ -137,6 +137,8 @@ def test_utilization_boundary_computation_with_restart_times_tracking():
     assert _thresholds(700, 0, policy, **tracked) == (778, 4500)
     assert _thresholds(700, 350, policy, catching_up=True, **tracked) == (1050, float("inf"))
     assert _thresholds(700, 0, policy, catching_up=True, **tracked) == (700, float("inf"))
+    # A tracked restart above ``restart.time-tracking.limit`` (15 min) is capped at it: 350 + 700 × 900 / 60 + 1000.
+    assert _thresholds(700, 350, policy, measured_restart_times_s=(180, 1200)) == (1128, 11850)
     # Without tracking the configured 10 min apply: 350 + 700 × 600 / 60 + 1000.
     assert _thresholds(700, 350, {**policy, "restart_time_tracking_enabled": False}, **tracked) == (1128, 8350)
 

@@ -113,12 +113,16 @@ def edge_output_ratio(topology: Topology, metrics: Mapping[str, VertexMetrics], 
 
     The edge's data rate is, most reliable first: the target's input rate when this is its only
     input; its input rate minus the output of its other single-output inputs; the source's full
-    output (also when the target gives no ``records_in_per_s``, as in DS2).
+    output (also when the target gives no ``records_in_per_s``, as in DS2). As in Flink's
+    ``computeEdgeOutputRatio`` (FLINK-34266), a source with no input ("we also need to flatten the
+    output rate") or an edge whose data rate is not positive has ratio 0.
     """
     m_source = metrics[source]
     full = selectivity(m_source)
     m_target = metrics[target]
     records_in = m_source.records_in_per_s
+    if records_in is not None and records_in <= 0:
+        return 0.0
     if m_target.records_in_per_s is None or not records_in:
         return full
     inputs = topology.inputs(target)
@@ -132,9 +136,7 @@ def edge_output_ratio(topology: Topology, metrics: Mapping[str, VertexMetrics], 
         if len(topology.outputs(edge.source)) != 1 or upstream.records_out_per_s is None:
             return full
         others += upstream.records_out_per_s
-    if m_target.records_in_per_s >= others:
-        return (m_target.records_in_per_s - others) / records_in
-    return full
+    return max(0.0, m_target.records_in_per_s - others) / records_in
 
 
 @dataclass(frozen=True)
@@ -215,11 +217,14 @@ def target_processing_capacity(rates: TargetRates, utilization: float, *, with_r
     return java_round(rates.catch_up_data_rate + restart + rates.target_data_rate / min(1.0, utilization))
 
 
-def vertex_utilization(m: VertexMetrics, tpr: float, target_data_rate: float) -> float:
-    """Fraction of time the vertex is busy: ``busy_time_ms_per_s / 1000`` (FLIP-271), or, for DS2's
-    directly given rates, observed input / true processing rate."""
+def vertex_utilization(m: VertexMetrics, tpr: float, target_data_rate: float, *, busiest: bool = True) -> float:
+    """Fraction of time the vertex is busy (Flink's evaluated ``LOAD``): busy time / 1000, the busy
+    time aggregated as for the true processing rate: the busiest task's when given (Flink's default
+    ``metrics.busy-time.aggregator`` MAX, ``ScalingMetricsTest.testLoadMetrics``: max 200, avg 150 ->
+    0.2), else the mean. ``busiest=False`` always takes the mean (busy core-seconds of the vertex).
+    For DS2's directly given rates: observed input / true processing rate."""
     if m.busy_time_ms_per_s is not None and m.true_processing_rate is None:
-        return m.busy_time_ms_per_s / 1000.0
+        return (effective_busy_ms_per_s(m) if busiest else m.busy_time_ms_per_s) / 1000.0
     observed = m.records_in_per_s if m.records_in_per_s is not None else target_data_rate
     return observed / tpr if 0 < tpr < INF else 0.0
 

@@ -11,7 +11,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from scaling.evaluate import CEIL_MAX, INF, ceil_exact, edge_output_ratio, evaluate_job, selectivity
+from scaling.evaluate import (CEIL_MAX, INF, ceil_exact, edge_output_ratio, evaluate_job, selectivity,
+                              vertex_utilization)
 from scaling.metrics import VertexMetrics
 from scaling.periods import active_period
 from scaling.policy import Policy
@@ -259,7 +260,8 @@ def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: P
             vertex_id=vid, current=vertex.parallelism, proposed=proposed, true_processing_rate=tpr,
             true_output_rate=e.true_output_rate, selectivity=selectivity(m), target_data_rate=e.target_data_rate,
             catch_up_data_rate=e.catch_up_data_rate, ideal_parallelism=ideal, utilization=e.utilization,
-            busy_core_s_per_s=e.utilization * vertex.parallelism, adjustable=vertex.adjustable, note=note,
+            busy_core_s_per_s=vertex_utilization(m, tpr, e.target_data_rate, busiest=False) * vertex.parallelism,
+            adjustable=vertex.adjustable, note=note,
             scale_up_threshold=e.scale_up_threshold, scale_down_threshold=e.scale_down_threshold,
             expected_processing_rate=tpr * proposed / vertex.parallelism, outside_bounds=e.outside_bounds,
             recommended=d.recommended, reason=d.reason, reason_data=dict(d.data)))

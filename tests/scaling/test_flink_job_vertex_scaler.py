@@ -10,8 +10,9 @@ How a Flink call maps to a scenario:
 - ``evaluated(parallelism, targetDataRate, trueProcessingRate)`` is vertex ``b`` with
   ``records_in_per_s = targetDataRate`` and ``true_processing_rate`` given directly (max parallelism
   720, no catch-up). Its input ship strategies are an edge from a quiet source ``a`` (infinite TPR,
-  parallelism 1, never changes): ``rebalance`` for ``NOT_ADJUST_INPUTS``, ``hash`` for the
-  ``adjustmentInputsProvider`` lists (both contain ``HASH``). ``List.of()`` inputs with source
+  parallelism 1, never changes): ``rebalance`` for ``NOT_ADJUST_INPUTS``; for the two
+  ``adjustmentInputsProvider`` lists a ``hash`` edge, and a ``rebalance`` edge from ``a`` plus a
+  ``hash`` edge from ``a2`` (``MIXED``). ``List.of()`` inputs with source
   partitions make ``b`` itself a source with ``partitions``.
 - ``ParallelismChange.build(new, current, outsideUtilizationBound)``: ``b.outside_bounds`` is the flag;
   on its own, ``b`` scales to ``new`` only when the flag is set (Flink ``ScalingExecutor.
@@ -36,6 +37,11 @@ import pytest
 from scaling.scenario import ScenarioError, evaluate_text
 
 MAX_INT = 2**31 - 1
+MIXED = "rebalance+hash"
+"""Flink's second ``adjustmentInputsProvider`` list (REBALANCE, HASH, RESCALE): ``b`` has a
+rebalance input from ``a`` and a hash input from ``a2``, each carrying half the target rate."""
+ADJUSTMENT_INPUTS = pytest.mark.parametrize("ship", ["hash", MIXED])
+"""Flink ``JobVertexScalerTest.adjustmentInputsProvider``: inputs that contain HASH."""
 FLINK_SETUP = {"scale_down_max_factor": 1.0, "scale_up_max_factor": float(MAX_INT), "catch_up_duration_s": 0,
                "key_group_partitions_adjust_mode": "evenly_spread"}
 
@@ -65,10 +71,16 @@ class FlinkVertex:
                    "t": {"records_in_per_s": 1000, "records_out_per_s": 1000,
                          "true_processing_rate": 100 if trigger else "inf"}}
         running = {"b": parallelism, "t": 1}
-        if self.ship is not None:
-            metrics["a"] = {"records_in_per_s": target, "records_out_per_s": target, "true_processing_rate": "inf"}
-            running["a"] = 1
+        for source in self.sources:
+            share = target / len(self.sources)
+            metrics[source] = {"records_in_per_s": share, "records_out_per_s": share, "true_processing_rate": "inf"}
+            running[source] = 1
         return {"at_s": at_s, "parallelism": running, "metrics": metrics}
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The quiet sources feeding ``b``: ``a`` (and ``a2`` for mixed inputs)."""
+        return () if self.ship is None else ("a", "a2") if self.ship == MIXED else ("a",)
 
     def document(self, steps: list[dict], parallelism: int) -> dict:
         b = {"id": "b", "parallelism": parallelism, "max_parallelism": self.max_parallelism}
@@ -76,9 +88,10 @@ class FlinkVertex:
             b.update(partitions=self.partitions, source=True)
         vertices = [b, {"id": "t", "parallelism": 1, "source": True}]
         edges = []
-        if self.ship is not None:
-            vertices.insert(0, {"id": "a", "parallelism": 1, "source": True})
-            edges.append({"from": "a", "to": "b", "ship": self.ship})
+        ships = ("rebalance", "hash") if self.ship == MIXED else (self.ship,)
+        for source, ship in zip(self.sources, ships):
+            vertices.insert(0, {"id": source, "parallelism": 1, "source": True})
+            edges.append({"from": source, "to": "b", "ship": ship})
         return {"format": 1, "mode": "continuous", "policy": self.policy, "vertices": vertices, "edges": edges,
                 "steps": steps}
 
@@ -121,13 +134,14 @@ def change_of(alone: dict, joined: dict | None = None) -> tuple:
 # testParallelismScaling
 
 
-def test_parallelism_scaling():
+@ADJUSTMENT_INPUTS
+def test_parallelism_scaling(ship):
     """Flink ``JobVertexScalerTest.testParallelismScaling`` (hash inputs, 720 key groups, legacy
     EVENLY_SPREAD, scale-down interval 0). E.g. utilization 0.8, target 50, TPR 100: round(62.5) = 63,
     ceil(0.63 × 10) = 7, aligned to 8 (a divisor of 720 in [7, 10]); TPR 100 is inside
     [round(50 / 1.0), round(50 / 0.5)] = [50, 100], so the change is not outside the bounds."""
     def at(policy):
-        return FlinkVertex({"scale_down_interval_s": 0, **policy}, ship="hash")
+        return FlinkVertex({"scale_down_interval_s": 0, **policy}, ship=ship)
 
     assert at({"utilization_target": 1.0}).change(10, 50, 100) == build(5, 10, True)
     assert at({"utilization_target": 0.8}).change(10, 50, 100) == build(8, 10, False)
@@ -164,7 +178,7 @@ def test_parallelism_computation():
     assert v.scale(200, MAX_INT, 1) == 720       # Integer.MAX_VALUE, capped at 720 key groups
 
 
-@pytest.mark.parametrize("ship", ["hash"])
+@ADJUSTMENT_INPUTS
 def test_parallelism_computation_with_adjustment(ship):
     """Flink ``JobVertexScalerTest.testParallelismComputationWithAdjustment`` (hash inputs): the
     target is aligned to a divisor of the key groups; ``MAXIMIZE_UTILISATION`` also takes the first
@@ -179,7 +193,8 @@ def test_parallelism_computation_with_adjustment(ship):
     assert maximize.scale(10, 250, 100) == 26
 
 
-def test_parallelism_computation_with_limit():
+@ADJUSTMENT_INPUTS
+def test_parallelism_computation_with_limit(ship):
     """Flink ``JobVertexScalerTest.testParallelismComputationWithLimit`` (hash inputs, legacy
     EVENLY_SPREAD): ``vertex.min/max-parallelism`` bound the target before alignment; when no
     divisor lies in [target, upper] the legacy mode falls back below the target (300 -> 240,
@@ -190,7 +205,7 @@ def test_parallelism_computation_with_limit():
     vertex.min-parallelism)`` = 16, so ``vertex_min_parallelism`` 60 at p16 gives 32 (24 aligned),
     which is what Flink does; the same limit does apply when the vertex runs above it (p100,
     factor 0.24: 24 -> 60 -> 64)."""
-    hashed = {"ship": "hash"}
+    hashed = {"ship": ship}
     assert _scale({"vertex_max_parallelism": 700}, **hashed).scale(6, 80, 100) == 5
     assert _scale({"vertex_min_parallelism": 8, "vertex_max_parallelism": 700}, **hashed).scale(8, 80, 100) == 8
     assert _scale(max_parallelism=128, **hashed).scale(16, 150, 100) == 32
@@ -369,18 +384,19 @@ def test_expected_processing_rate_computation():
     assert change_of(out) == build(15, 10, True) and out["vertices"]["b"]["expected_processing_rate"] == 150
 
 
-def test_sending_ineffective_scaling_events():
+@ADJUSTMENT_INPUTS
+def test_sending_ineffective_scaling_events(ship):
     """Flink ``JobVertexScalerTest.testSendingIneffectiveScalingEvents`` (hash inputs): the
     parallelism decisions (5 -> 10, 10 -> 20, then TPR 95 at p20, 5 / 90 of the expected gain:
     blocked, and again with TPR 95.01; with detection off 20 -> 40). The event texts, counts and
     ``scaling.event.interval`` are Flink's event handler, which we do not model."""
     policy = {"utilization_target": 1.0, "scale_down_interval_s": 0}
-    v = FlinkVertex({**policy, "effectiveness_detection_enabled": True}, ship="hash")
+    v = FlinkVertex({**policy, "effectiveness_detection_enabled": True}, ship=ship)
     rows = [(5, 100, 50), (10, 180, 90), (20, 180, 95), (20, 180, 95.01)]
     out = v.run([v.step(i, p, target, tpr) for i, (p, target, tpr) in enumerate(rows)])
     assert [change_of(s) for s in out] == [build(10, 5, True), build(20, 10, True), no_change(20), no_change(20)]
     assert out[2]["decision"] == "blocked"
-    off = FlinkVertex(policy, ship="hash")
+    off = FlinkVertex(policy, ship=ship)
     out = off.run([off.step(i, p, target, tpr) for i, (p, target, tpr) in enumerate(rows[:3])])
     assert change_of(out[2]) == build(40, 20, True)
 
@@ -443,11 +459,12 @@ def test_calculate_scaling_coefficient():
     assert _coefficient([(2, 80), (4, 160)], min_observations=1) == _probe(1.0)
 
 
-def test_parallelism_scaling_with_observed_scaling_coefficient():
+@ADJUSTMENT_INPUTS
+def test_parallelism_scaling_with_observed_scaling_coefficient(ship):
     """Flink ``JobVertexScalerTest.testParallelismScalingWithObservedScalingCoefficient`` (hash
     inputs, utilization 0.5, observed scalability on): p2, target 100, TPR 40: factor 5 -> 10 with
     the linear history; 5 / 0.69 -> ceil(14.49) = 15 with the diminishing one."""
     for history, expected in ((LINEAR, 10), (DIMINISHING, 15)):
-        v = FlinkVertex({"utilization_target": 0.5, "observed_scalability_enabled": True}, ship="hash")
+        v = FlinkVertex({"utilization_target": 0.5, "observed_scalability_enabled": True}, ship=ship)
         out = v.run([*_history_steps(v, history), v.step(len(history), 2, 100, 40)])
         assert change_of(out[-1]) == build(expected, 2, True)

@@ -190,7 +190,8 @@ def propagate_target_rates(topology: Topology, metrics: Mapping[str, VertexMetri
 
 def is_processing_backlog(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: Policy) -> bool:
     """Backlog mode (FLIP-271 ``isProcessingBacklog``): some source's lag in seconds,
-    ``backlog / records_in_per_s``, is above ``backlog_lag_threshold_s``. No scale-downs then."""
+    ``backlog / records_in_per_s``, is above ``backlog_lag_threshold_s``. The band is then [0, 1]:
+    no scale-down triggers a scaling."""
     for vertex_id in topology.order:
         if not topology.is_source(vertex_id):
             continue

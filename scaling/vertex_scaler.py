@@ -269,11 +269,14 @@ def decide_vertex(topology: Topology, vertex: Vertex, evaluation: VertexEvaluati
     - equal to current: no change, and the vertex's pending scale-down is cleared;
     - scale-up: at once (clears the pending scale-down), unless the last scale-up of this vertex was
       ineffective and ``effectiveness_detection_enabled`` blocks it;
-    - scale-down: none in backlog mode; with ``scale_down_interval_s ≤ 0`` at once; otherwise every
+    - scale-down (also in backlog mode, where it cannot be outside the bounds and so only joins
+      another vertex's scaling, as in Flink): with ``scale_down_interval_s ≤ 0`` at once; otherwise every
       recommendation is recorded (FLINK-36018) and the vertex does not change until
       ``scale_down_interval_s`` after the first one (``held``: it does not join another vertex's
       scaling, FLINK-36535); then it goes to the largest recommendation of the last
       ``scale_down_interval_s`` (the sliding window of FLINK-36863).
+
+    ``backlog_mode`` is accepted for callers and no longer changes the decision (see above).
     """
     current = vertex.parallelism
     outside = evaluation.outside_bounds
@@ -310,11 +313,10 @@ def decide_vertex(topology: Topology, vertex: Vertex, evaluation: VertexEvaluati
                                   reason=VertexReason.INEFFECTIVE_WARNING, data=data, outside_bounds=outside)
         return VertexDecision(vertex.id, current, recommended, recommended, REQUIRED, note, reason=rec.reason,
                               data=rec.data, outside_bounds=outside)
-    # Scale-down.
-    if backlog_mode:
-        return VertexDecision(vertex.id, current, recommended, current, NO_CHANGE,
-                              f"backlog mode: no scale-down ({current} -> {recommended} not applied)",
-                              reason=VertexReason.BACKLOG_NO_SCALE_DOWN, data={"recommended": recommended})
+    # Scale-down. Backlog mode does not veto it here: Flink's ``JobVertexScaler`` has no backlog
+    # check; backlog processing only makes the scale-down threshold infinite (``ScalingMetricEvaluator.
+    # computeProcessingRateThresholds``), so a scale-down never triggers a scaling but joins one
+    # (``ScalingExecutor.computeScalingSummary``) and is recorded as a delayed scale-down.
     note = note or f"scale down {current} -> {recommended}"
     interval = policy.scale_down_interval_s
     if interval <= 0:

@@ -468,3 +468,37 @@ def test_parallelism_scaling_with_observed_scaling_coefficient(ship):
         v = FlinkVertex({"utilization_target": 0.5, "observed_scalability_enabled": True}, ship=ship)
         out = v.run([*_history_steps(v, history), v.step(len(history), 2, 100, 40)])
         assert change_of(out[-1]) == build(expected, 2, True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Found while auditing JobVertexScaler (not a JobVertexScalerTest case)
+
+
+def test_backlog_mode_scale_down_joins_a_scaling_as_in_flink():
+    """Flink ``JobVertexScaler`` has no backlog check: processing backlog only sets the band to [0, 1]
+    (``ScalingMetricEvaluator.computeProcessingRateThresholds``), so a scale-down cannot trigger a
+    scaling but joins one (``ScalingExecutor.computeScalingSummary``), and with a scale-down
+    interval it is recorded as a delayed scale-down. Lag 600 s > 300 s; the source (busy 1000 ms/s)
+    scales up; the sink (TPR 20,000, target capacity round(333.3 + 1000 / 0.7) = 1762) goes 8 -> 4
+    (factor clamped to 1 − 0.6). It used to stay at 8 ("backlog mode: no scale-down")."""
+    def doc(interval, src_busy):
+        return {"format": 1, "mode": "continuous",
+                "policy": {"scale_down_interval_s": interval, "restart_time_s": 0, "alignment": "off"},
+                "vertices": [{"id": "src", "parallelism": 4, "source": True}, {"id": "sink", "parallelism": 8}],
+                "edges": [{"from": "src", "to": "sink", "ship": "rebalance"}],
+                "steps": [{"at_s": 0, "metrics": {
+                    "src": {"records_in_per_s": 1000, "records_out_per_s": 1000, "busy_time_ms_per_s": src_busy,
+                            "backlog": 600_000},
+                    "sink": {"records_in_per_s": 1000, "records_out_per_s": 0, "busy_time_ms_per_s": 50}}}]}
+
+    out = evaluate_text(json.dumps(doc(0, 1000)))["steps"][0]
+    assert out["decision"] == "scale"
+    assert out["vertices"]["sink"]["scale_down_threshold"] == "inf"
+    assert (out["vertices"]["src"]["proposed"], out["vertices"]["sink"]["proposed"]) == (8, 4)
+    # Alone (the source within its bounds at 250 ms/s: TPR 4000 >= 1334), the scale-down triggers nothing.
+    alone = evaluate_text(json.dumps(doc(0, 250)))["steps"][0]
+    assert alone["decision"] == "no-change" and alone["vertices"]["sink"]["proposed"] == 8
+    # With an interval it is held (recorded), not dropped, and does not join the source's scaling.
+    held = evaluate_text(json.dumps(doc(3600, 1000)))["steps"][0]
+    assert held["vertices"]["sink"]["proposed"] == 8
+    assert held["held"] == [{"vertex_id": "sink", "current": 8, "target": 4, "first_at_s": 0, "due_s": 3600}]

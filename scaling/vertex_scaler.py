@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from scaling.evaluate import INF, VertexEvaluation, ceil_exact
 from scaling.policy import Policy
 from scaling.reasons import VertexChange, VertexReason
-from scaling.state import PendingScaleDown, ScalerState, ScalingRecord
+from scaling.state import HISTORY_MAX_AGE_S, PendingScaleDown, ScalerState, ScalingRecord
 from scaling.topology import Topology, Vertex
 
 NO_CHANGE = VertexChange.NONE
@@ -285,7 +285,9 @@ def decide_vertex(topology: Topology, vertex: Vertex, evaluation: VertexEvaluati
         code = (VertexReason.EXCLUDED if vertex.id in policy.excluded_vertices else VertexReason.PINNED
                 if not vertex.adjustable else VertexReason.SOURCE_SCALING_DISABLED)
         return VertexDecision(vertex.id, current, current, current, NO_CHANGE, reason, reason=code)
-    history = tuple(r for r in state.history if r.vertex_id == vertex.id)
+    # Flink passes the vertex's history trimmed to ``history.max.age`` (``ScalingHistoryUtils.
+    # trimScalingHistory``): older scalings neither fit the coefficient nor block a scale-up.
+    history = tuple(r for r in state.history if r.vertex_id == vertex.id and r.at_s >= now_s - HISTORY_MAX_AGE_S)
     coefficient = observed_scaling_coefficient(history, policy) if policy.observed_scalability_enabled else 1.0
     rec = compute_parallelism(topology, vertex, evaluation, policy, coefficient)
     recommended, note = rec.parallelism, rec.note
@@ -295,7 +297,7 @@ def decide_vertex(topology: Topology, vertex: Vertex, evaluation: VertexEvaluati
                               reason=rec.reason, data=rec.data)
     if recommended > current:
         note = note or f"scale up {current} -> {recommended}"
-        record = state.last_record(vertex.id)
+        record = history[-1] if history else None
         if record is not None and record.scaled_up and record.new_parallelism == current and is_ineffective(
                 record.true_processing_rate, record.expected_processing_rate, evaluation.true_processing_rate,
                 policy.effectiveness_threshold):

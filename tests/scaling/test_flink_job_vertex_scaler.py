@@ -502,3 +502,16 @@ def test_backlog_mode_scale_down_joins_a_scaling_as_in_flink():
     held = evaluate_text(json.dumps(doc(3600, 1000)))["steps"][0]
     assert held["vertices"]["sink"]["proposed"] == 8
     assert held["held"] == [{"vertex_id": "sink", "current": 8, "target": 4, "first_at_s": 0, "due_s": 3600}]
+
+
+def test_scaling_history_older_than_24_hours_is_not_used():
+    """Flink hands ``computeScaleTargetParallelism`` the vertex's history trimmed to
+    ``job.autoscaler.history.max.age`` (24 h, ``ScalingHistoryUtils.trimScalingHistory``): the
+    ineffective 10 -> 20 of ``testIneffectiveScalingDetection`` (TPR 90 -> 94) blocks a scale-up
+    24 h after it, but not once it is older: then 20 -> ceil(180 / 94 × 20) = 39."""
+    v = FlinkVertex({"utilization_target": 1.0, "scale_down_interval_s": 0, "effectiveness_detection_enabled": True})
+    first = [v.step(0, 5, 100, 50), v.step(1, 10, 180, 90)]
+    within = v.run([*first, v.step(1 + 24 * 3600, 20, 180, 94)])
+    assert change_of(within[2]) == no_change(20) and within[2]["decision"] == "blocked"
+    after = v.run([*first, v.step(2 + 24 * 3600, 20, 180, 94)])
+    assert change_of(after[2]) == build(39, 20, True)

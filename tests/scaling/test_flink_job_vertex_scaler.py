@@ -515,3 +515,19 @@ def test_scaling_history_older_than_24_hours_is_not_used():
     assert change_of(within[2]) == no_change(20) and within[2]["decision"] == "blocked"
     after = v.run([*first, v.step(2 + 24 * 3600, 20, 180, 94)])
     assert change_of(after[2]) == build(39, 20, True)
+
+
+def test_true_processing_rate_from_busy_time_is_computed_in_flinks_order():
+    """Flink ``ScalingMetricEvaluator.computeTprFromBusyTime``: ``rate / (busyMsPerSecond / 1000)``.
+    350.1 records/s at 700.2 ms/s is exactly 500.0 that way (``rate × 1000 / busy`` gives
+    499.99999999999994), so it is not below a scale-up threshold of round(350.1 / 0.7002) = 500 and
+    the vertex is within its bounds, as in Flink's ``JobVertexScaler.outsideUtilizationBound``."""
+    doc = {"format": 1, "mode": "continuous",
+           "policy": {"utilization_target": 0.7, "utilization_max": 0.7002, "catch_up_duration_s": 0,
+                      "alignment": "off"},
+           "vertices": [{"id": "src", "parallelism": 1, "source": True}],
+           "steps": [{"at_s": 0, "metrics": {"src": {"records_in_per_s": 350.1, "records_out_per_s": 350.1,
+                                                     "busy_time_ms_per_s": 700.2}}}]}
+    src = evaluate_text(json.dumps(doc))["steps"][0]["vertices"]["src"]
+    assert (src["true_processing_rate"], src["scale_up_threshold"]) == (500.0, 500.0)
+    assert src["outside_bounds"] is False

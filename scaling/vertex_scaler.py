@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, Decimal
 
 from scaling.evaluate import INF, VertexEvaluation, ceil_exact
 from scaling.policy import Policy
@@ -159,9 +160,9 @@ def observed_scaling_coefficient(history: tuple[ScalingRecord, ...], policy: Pol
     FLINK-30571's follow-up): fit ``R_i = β · α · P_i`` by least squares over the vertex's past
     scalings (``P_i`` the parallelism the TPR ``R_i`` was measured at), ``β`` the TPR per task at the
     latest smallest parallelism; ``α`` clamped to ``[coefficient_min, 1]``, rounded up to 2 decimals.
-    1.0 (linear) with fewer than ``observed_scalability_min_observations`` records."""
-    observations = [(float(r.old_parallelism), r.true_processing_rate) for r in history
-                    if r.old_parallelism > 0 and math.isfinite(r.true_processing_rate)]
+    1.0 (linear) with fewer than ``observed_scalability_min_observations`` records; 1.0 as well when a
+    past TPR is infinite (Flink's α is then infinite and clamped)."""
+    observations = [(float(r.old_parallelism), r.true_processing_rate) for r in history if r.old_parallelism > 0]
     if not observations or len(observations) < policy.observed_scalability_min_observations:
         return 1.0
     smallest = None
@@ -174,11 +175,16 @@ def observed_scaling_coefficient(history: tuple[ScalingRecord, ...], policy: Pol
     assert smallest is not None
     baseline = smallest[1] / smallest[0]
     squared = sum(p * p for p, _ in observations)
-    if baseline <= 0 or squared == 0:
-        return 1.0
-    alpha = sum(p * r for p, r in observations) / squared / baseline  # in turn: the product can underflow
+    if not 0 < baseline < INF or squared == 0:
+        return 1.0   # Flink: 1.0 for a NaN baseline; an infinite one makes its α NaN (it throws there)
+    total = sum(p * r for p, r in observations)
+    # Flink ``optimizeLinearScalingCoefficient``: ``sum / (squaredSum * baseline)`` in that order; a
+    # past TPR of infinity (an idle vertex) or an underflowing product gives α = ∞, clamped to 1.
+    denominator = squared * baseline
+    alpha = total / denominator if denominator > 0 and math.isfinite(total) else INF
     alpha = max(policy.observed_scalability_coefficient_min, min(1.0, alpha))
-    return math.ceil(round(alpha * 100, 9)) / 100
+    # ``BigDecimal.valueOf(α).setScale(2, RoundingMode.CEILING)``: rounded up on α's shortest decimal form.
+    return float(Decimal(repr(alpha)).quantize(Decimal("0.01"), rounding=ROUND_CEILING))
 
 
 @dataclass(frozen=True)

@@ -531,3 +531,17 @@ def test_true_processing_rate_from_busy_time_is_computed_in_flinks_order():
     src = evaluate_text(json.dumps(doc))["steps"][0]["vertices"]["src"]
     assert (src["true_processing_rate"], src["scale_up_threshold"]) == (500.0, 500.0)
     assert src["outside_bounds"] is False
+
+
+def test_observed_scaling_coefficient_with_an_idle_vertex_in_the_history_is_one():
+    """Flink ``calculateObservedScalingCoefficient`` fits every record of the history: an idle
+    vertex's past scaling (TPR infinite, p10 -> 1) makes ``Σ P·R`` infinite, α = min(1, ∞) = 1. The
+    records (2, 80), (4, 100) alone would give 560 / 800 = 0.70 (the probe: 143 instead of 101)."""
+    v = FlinkVertex({"utilization_target": 1.0, "scale_down_interval_s": 0, "alignment": "off",
+                     "observed_scalability_enabled": True, "observed_scalability_min_observations": 2},
+                    max_parallelism=32768)
+    out = v.run([v.step(0, 10, 100, "inf"),
+                 v.step(1, 2, 320, 80), v.step(2, 4, 400, 100), v.step(3, 100, 10_000, 9_999)])
+    assert [s["decision"] for s in out] == ["scale"] * 4
+    assert out[0]["vertices"]["b"]["proposed"] == 1
+    assert out[-1]["vertices"]["b"]["proposed"] == _probe(1.0) == 101

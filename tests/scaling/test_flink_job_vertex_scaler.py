@@ -545,3 +545,32 @@ def test_observed_scaling_coefficient_with_an_idle_vertex_in_the_history_is_one(
     assert [s["decision"] for s in out] == ["scale"] * 4
     assert out[0]["vertices"]["b"]["proposed"] == 1
     assert out[-1]["vertices"]["b"]["proposed"] == _probe(1.0) == 101
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "Deliberate, left for the alignment owner: our parallelism_bounds (shared by the micro-batch planner, "
+    "the algorithms and the bench baselines) caps a source at its partitions; Flink main caps "
+    "JobVertexScaler.scale at min(maxParallelism, upper limit) only, and BALANCED's region "
+    "[20, min(15, ...)] is empty, so it keeps the target 20. Measured: ours 15, Flink 20."))
+def test_balanced_alignment_keeps_a_target_above_the_source_partitions():
+    """Flink main (FLIP-586, ``ParallelismAligner.firstAlignedInRegion`` / ``BuiltInAlignmentMode``):
+    the number of source partitions bounds only the alignment region, not the parallelism; with the
+    default ``balanced`` mode a source with 15 partitions at p10 and factor 2 goes to 20 (the legacy
+    ``evenly_spread`` of ``testExpectedProcessingRateComputation`` falls back to 15)."""
+    v = FlinkVertex({"utilization_target": 1.0, "scale_down_interval_s": 0, "key_group_partitions_adjust_mode": None},
+                    ship=None, partitions=15)
+    assert change_of(v.run([v.step(0, 10, 200, 100)])[0]) == build(20, 10, True)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "Deliberate: compute_parallelism takes ceil_exact (floating-point noise below 1e-9 ignored), "
+    "Flink Math.ceil(scaleFactor * currentParallelism): 1.1 x 100 = 110.00000000000001 -> Flink 111, ours 110. "
+    "Java's ceil on 2,000,000 random (rate, TPR, p) draws differed from ceil_exact in 167 (1 in 12,000), "
+    "and such a case breaks DS2's one-step convergence (tests/scaling/test_properties.py): utilization 0.6, "
+    "424,881 records/s, 2,777 per task, p124 -> 256 with Java's ceil, then 256 -> 255 at the linear rate."))
+def test_scale_factor_ceil_keeps_javas_floating_point_noise():
+    """Flink ``JobVertexScaler.scale``: ``(int) Math.min(Math.ceil(scaleFactor * currentParallelism),
+    Integer.MAX_VALUE)`` in doubles: scale-up max factor 0.1 from p100 is ceil(1.1 × 100) = 111."""
+    v = FlinkVertex({"utilization_target": 1.0, "scale_down_interval_s": 0, "scale_up_max_factor": 0.1},
+                    max_parallelism=32768)
+    assert change_of(v.run([v.step(0, 100, 1000, 10)])[0]) == build(111, 100, True)

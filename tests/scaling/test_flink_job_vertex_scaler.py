@@ -31,6 +31,7 @@ How a Flink call maps to a scenario:
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -220,7 +221,8 @@ def test_ensure_min_parallelism_does_not_exceed_max():
     lower limit above the upper one (``IllegalArgumentException``). Here such a policy is bad input:
     exit 2 with the field named, before any evaluation."""
     v = _scale({"vertex_min_parallelism": 500, "vertex_max_parallelism": 499})
-    with pytest.raises(ScenarioError, match=r"^policy\.vertex_min_parallelism: 500 is above vertex_max_parallelism 499"):
+    with pytest.raises(ScenarioError,
+                       match=r"^policy\.vertex_min_parallelism: 500 is above vertex_max_parallelism 499"):
         v.scale(200, MAX_INT, 1)
 
 
@@ -273,7 +275,8 @@ DELAYED = {"utilization_target": 1.0, "scale_down_interval_s": 60}
 
 def test_disable_scale_down_interval():
     """Flink ``JobVertexScalerTest.testDisableScaleDownInterval``: interval 0 scales down at once."""
-    assert FlinkVertex({"utilization_target": 1.0, "scale_down_interval_s": 0}).change(10, 50, 100) == build(5, 10, True)
+    v = FlinkVertex({"utilization_target": 1.0, "scale_down_interval_s": 0})
+    assert v.change(10, 50, 100) == build(5, 10, True)
 
 
 def test_scale_down_after_interval():
@@ -437,8 +440,7 @@ def _coefficient(history: list[tuple[int, float]], min_observations: int = 3) ->
 
 
 def _probe(alpha: float) -> int:
-    import math
-
+    """The probe's parallelism for a coefficient ``alpha``: ceil(100 × 10000 / 9999 / α)."""
     return math.ceil(round(100 * 10_000 / 9_999 / alpha, 9))
 
 

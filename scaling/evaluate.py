@@ -83,9 +83,13 @@ def vertex_true_rates(m: VertexMetrics) -> tuple[float, float]:
     busy = effective_busy_ms_per_s(m)
     records_in = m.records_in_per_s or 0.0
     records_out = m.records_out_per_s if m.records_out_per_s is not None else records_in
-    if busy <= 0 or records_in <= 0:
+    # Flink ``ScalingMetricEvaluator.computeTprFromBusyTime``: ``rate / (busyMsPerSecond / 1000)``, in
+    # that order, so the factor (and its ceil in ``JobVertexScaler.scale``) agrees with Flink to the bit
+    # (a denormal busy time that underflows to 0 s gives infinity, as Java's division does).
+    busy_s = busy / 1000.0
+    if busy_s <= 0 or records_in <= 0:
         return INF, INF
-    return records_in * 1000.0 / busy, records_out * 1000.0 / busy
+    return records_in / busy_s, records_out / busy_s
 
 
 def effective_busy_ms_per_s(m: VertexMetrics) -> float:
@@ -192,7 +196,8 @@ def propagate_target_rates(topology: Topology, metrics: Mapping[str, VertexMetri
 
 def is_processing_backlog(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: Policy) -> bool:
     """Backlog mode (FLIP-271 ``isProcessingBacklog``): some source's lag in seconds,
-    ``backlog / records_in_per_s``, is above ``backlog_lag_threshold_s``. No scale-downs then."""
+    ``backlog / records_in_per_s``, is above ``backlog_lag_threshold_s``. The band is then [0, 1]:
+    no scale-down triggers a scaling."""
     for vertex_id in topology.order:
         if not topology.is_source(vertex_id):
             continue

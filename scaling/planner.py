@@ -82,7 +82,8 @@ class JobPlan:
         bottleneck: a vertex that cannot reach its share, e.g. pinned partitions, or None.
         batch_ratio: SPARK-12133's R = batch duration / trigger interval, shown beside the plan.
         executable: False inside an excluded period: the plan is computed but must not run.
-        backlog_mode: FLIP-271 backlog processing (lag above the threshold): no scale-downs.
+        backlog_mode: FLIP-271 backlog processing (lag above the threshold): utilization band
+            [0, 1], so a scale-down never triggers a scaling (it may join one, as in Flink).
         restart_time_s: the restart time the plan used (configured or tracked), seconds.
         algorithm: the policy in the registry that produced the plan.
         next_state: the autoscaler state after this evaluation, when a state was given.
@@ -231,7 +232,7 @@ def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: P
         decision = Decision.BLOCKED
     if evaluation.backlog_mode:
         reasons.append(f"backlog mode: a source's lag is above {_num(policy.backlog_lag_threshold_s)} s, "
-                       f"no scale-downs")
+                       f"scale-downs do not trigger a scaling")
     executable = period is None
     if period is not None:
         reasons.append(excluded_period_text(period))

@@ -12,6 +12,9 @@ from scaling.policy import Policy
 
 HISTORY_MAX_COUNT = 3
 """Records kept per vertex and restart measurements kept (Flink ``job.autoscaler.history.max.count``)."""
+HISTORY_MAX_AGE_S = 24 * 3600.0
+"""Scaling records older than this, seconds, are not used by the vertex scaler (Flink
+``job.autoscaler.history.max.age``, 24 h, ``ScalingHistoryUtils.trimScalingHistory``)."""
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, Decimal
 
 from scaling.evaluate import INF, VertexEvaluation, ceil_exact
 from scaling.policy import Policy
 from scaling.reasons import VertexChange, VertexReason
-from scaling.state import PendingScaleDown, ScalerState, ScalingRecord
+from scaling.state import HISTORY_MAX_AGE_S, PendingScaleDown, ScalerState, ScalingRecord
 from scaling.topology import Topology, Vertex
 
 NO_CHANGE = VertexChange.NONE
@@ -159,9 +160,9 @@ def observed_scaling_coefficient(history: tuple[ScalingRecord, ...], policy: Pol
     FLINK-30571's follow-up): fit ``R_i = β · α · P_i`` by least squares over the vertex's past
     scalings (``P_i`` the parallelism the TPR ``R_i`` was measured at), ``β`` the TPR per task at the
     latest smallest parallelism; ``α`` clamped to ``[coefficient_min, 1]``, rounded up to 2 decimals.
-    1.0 (linear) with fewer than ``observed_scalability_min_observations`` records."""
-    observations = [(float(r.old_parallelism), r.true_processing_rate) for r in history
-                    if r.old_parallelism > 0 and math.isfinite(r.true_processing_rate)]
+    1.0 (linear) with fewer than ``observed_scalability_min_observations`` records; 1.0 as well when a
+    past TPR is infinite (Flink's α is then infinite and clamped)."""
+    observations = [(float(r.old_parallelism), r.true_processing_rate) for r in history if r.old_parallelism > 0]
     if not observations or len(observations) < policy.observed_scalability_min_observations:
         return 1.0
     smallest = None
@@ -174,11 +175,16 @@ def observed_scaling_coefficient(history: tuple[ScalingRecord, ...], policy: Pol
     assert smallest is not None
     baseline = smallest[1] / smallest[0]
     squared = sum(p * p for p, _ in observations)
-    if baseline <= 0 or squared == 0:
-        return 1.0
-    alpha = sum(p * r for p, r in observations) / squared / baseline  # in turn: the product can underflow
+    if not 0 < baseline < INF or squared == 0:
+        return 1.0   # Flink: 1.0 for a NaN baseline; an infinite one makes its α NaN (it throws there)
+    total = sum(p * r for p, r in observations)
+    # Flink ``optimizeLinearScalingCoefficient``: ``sum / (squaredSum * baseline)`` in that order; a
+    # past TPR of infinity (an idle vertex) or an underflowing product gives α = ∞, clamped to 1.
+    denominator = squared * baseline
+    alpha = total / denominator if denominator > 0 and math.isfinite(total) else INF
     alpha = max(policy.observed_scalability_coefficient_min, min(1.0, alpha))
-    return math.ceil(round(alpha * 100, 9)) / 100
+    # ``BigDecimal.valueOf(α).setScale(2, RoundingMode.CEILING)``: rounded up on α's shortest decimal form.
+    return float(Decimal(repr(alpha)).quantize(Decimal("0.01"), rounding=ROUND_CEILING))
 
 
 @dataclass(frozen=True)
@@ -269,11 +275,14 @@ def decide_vertex(topology: Topology, vertex: Vertex, evaluation: VertexEvaluati
     - equal to current: no change, and the vertex's pending scale-down is cleared;
     - scale-up: at once (clears the pending scale-down), unless the last scale-up of this vertex was
       ineffective and ``effectiveness_detection_enabled`` blocks it;
-    - scale-down: none in backlog mode; with ``scale_down_interval_s ≤ 0`` at once; otherwise every
+    - scale-down (also in backlog mode, where it cannot be outside the bounds and so only joins
+      another vertex's scaling, as in Flink): with ``scale_down_interval_s ≤ 0`` at once; otherwise every
       recommendation is recorded (FLINK-36018) and the vertex does not change until
       ``scale_down_interval_s`` after the first one (``held``: it does not join another vertex's
       scaling, FLINK-36535); then it goes to the largest recommendation of the last
       ``scale_down_interval_s`` (the sliding window of FLINK-36863).
+
+    ``backlog_mode`` is accepted for callers and no longer changes the decision (see above).
     """
     current = vertex.parallelism
     outside = evaluation.outside_bounds
@@ -282,7 +291,9 @@ def decide_vertex(topology: Topology, vertex: Vertex, evaluation: VertexEvaluati
         code = (VertexReason.EXCLUDED if vertex.id in policy.excluded_vertices else VertexReason.PINNED
                 if not vertex.adjustable else VertexReason.SOURCE_SCALING_DISABLED)
         return VertexDecision(vertex.id, current, current, current, NO_CHANGE, reason, reason=code)
-    history = tuple(r for r in state.history if r.vertex_id == vertex.id)
+    # Flink passes the vertex's history trimmed to ``history.max.age`` (``ScalingHistoryUtils.
+    # trimScalingHistory``): older scalings neither fit the coefficient nor block a scale-up.
+    history = tuple(r for r in state.history if r.vertex_id == vertex.id and r.at_s >= now_s - HISTORY_MAX_AGE_S)
     coefficient = observed_scaling_coefficient(history, policy) if policy.observed_scalability_enabled else 1.0
     rec = compute_parallelism(topology, vertex, evaluation, policy, coefficient)
     recommended, note = rec.parallelism, rec.note
@@ -292,7 +303,7 @@ def decide_vertex(topology: Topology, vertex: Vertex, evaluation: VertexEvaluati
                               reason=rec.reason, data=rec.data)
     if recommended > current:
         note = note or f"scale up {current} -> {recommended}"
-        record = state.last_record(vertex.id)
+        record = history[-1] if history else None
         if record is not None and record.scaled_up and record.new_parallelism == current and is_ineffective(
                 record.true_processing_rate, record.expected_processing_rate, evaluation.true_processing_rate,
                 policy.effectiveness_threshold):
@@ -310,11 +321,10 @@ def decide_vertex(topology: Topology, vertex: Vertex, evaluation: VertexEvaluati
                                   reason=VertexReason.INEFFECTIVE_WARNING, data=data, outside_bounds=outside)
         return VertexDecision(vertex.id, current, recommended, recommended, REQUIRED, note, reason=rec.reason,
                               data=rec.data, outside_bounds=outside)
-    # Scale-down.
-    if backlog_mode:
-        return VertexDecision(vertex.id, current, recommended, current, NO_CHANGE,
-                              f"backlog mode: no scale-down ({current} -> {recommended} not applied)",
-                              reason=VertexReason.BACKLOG_NO_SCALE_DOWN, data={"recommended": recommended})
+    # Scale-down. Backlog mode does not veto it here: Flink's ``JobVertexScaler`` has no backlog
+    # check; backlog processing only makes the scale-down threshold infinite (``ScalingMetricEvaluator.
+    # computeProcessingRateThresholds``), so a scale-down never triggers a scaling but joins one
+    # (``ScalingExecutor.computeScalingSummary``) and is recorded as a delayed scale-down.
     note = note or f"scale down {current} -> {recommended}"
     interval = policy.scale_down_interval_s
     if interval <= 0:

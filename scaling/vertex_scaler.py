@@ -56,18 +56,22 @@ class VertexDecision:
     outside_bounds: bool = False
 
 
-def parallelism_bounds(vertex: Vertex, policy: Policy, current: int | None = None) -> tuple[int, int]:
+def parallelism_bounds(vertex: Vertex, policy: Policy, current: int | None = None, *,
+                       cap_at_partitions: bool = True) -> tuple[int, int]:
     """``[lower, upper]`` for a vertex running ``current`` tasks (default its parallelism).
 
     Flink ``JobVertexScaler.computeScaleTargetParallelism``: ``[min(current, vertex.min-parallelism),
     max(current, vertex.max-parallelism)]``, so a bound never forces a change in the direction
     opposite to the one the load asks for; the upper end is capped by the vertex's max parallelism
-    (key groups) and, for a source, its partitions.
+    (key groups) and, with ``cap_at_partitions``, a source's partitions (a micro-batch runs one task
+    per partition). Flink main's ``JobVertexScaler.scale`` caps at ``min(maxParallelism, upper
+    limit)`` only and leaves the partitions to the alignment (FLIP-586), so the continuous vertex
+    scaler passes ``cap_at_partitions=False``.
     """
     current = vertex.parallelism if current is None else current
     lower = min(current, policy.vertex_min_parallelism)
     upper = min(max(current, policy.vertex_max_parallelism), vertex.max_parallelism)
-    if vertex.partitions:
+    if vertex.partitions and cap_at_partitions:
         upper = min(upper, vertex.partitions)
     return min(lower, upper), upper
 
@@ -209,7 +213,9 @@ def compute_parallelism(topology: Topology, vertex: Vertex, evaluation: VertexEv
     2 → 1; p10 → 4). Units: target capacity and TPR in records/s.
     """
     current = vertex.parallelism
-    lower, upper = parallelism_bounds(vertex, policy, current)
+    # Flink main ``JobVertexScaler.scale``: partitions only bound the alignment's search region
+    # (``ParallelismAligner.upperBoundForAlignment``); BALANCED keeps a target above them.
+    lower, upper = parallelism_bounds(vertex, policy, current, cap_at_partitions=False)
     tpr = evaluation.true_processing_rate
     capacity = evaluation.target_capacity
     if tpr == INF or capacity <= 0:

@@ -549,11 +549,6 @@ def test_observed_scaling_coefficient_with_an_idle_vertex_in_the_history_is_one(
     assert out[-1]["vertices"]["b"]["proposed"] == _probe(1.0) == 101
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Deliberate, left for the alignment owner: our parallelism_bounds (shared by the micro-batch planner, "
-    "the algorithms and the bench baselines) caps a source at its partitions; Flink main caps "
-    "JobVertexScaler.scale at min(maxParallelism, upper limit) only, and BALANCED's region "
-    "[20, min(15, ...)] is empty, so it keeps the target 20. Measured: ours 15, Flink 20."))
 def test_balanced_alignment_keeps_a_target_above_the_source_partitions():
     """Flink main (FLIP-586, ``ParallelismAligner.firstAlignedInRegion`` / ``BuiltInAlignmentMode``):
     the number of source partitions bounds only the alignment region, not the parallelism; with the

@@ -20,6 +20,10 @@ migration = importlib.import_module("webapp.jobs.migrations.0012_excluded_period
     ("18:00-24:00", ["18:00-23:59:59:999"]),
     ("09:00-17:00", ["09:00-17:00"]),
     ("* 9-17 * * 1-5", ["* 9-17 * * 1-5"]),
+    ("* * * * * *", ["* * * * * ?"]),
+    ("0 0 9 * * MON", ["0 0 9 ? * MON"]),
+    ("* * * ? * ?", ["* * * ? * *"]),
+    ("0 0 9 * * MON && 09:00-10:00", ["0 0 9 ? * MON && 09:00-10:00"]),
 ])
 def test_refused_daily_windows_are_rewritten_to_what_they_meant(old, new):
     assert migration._rewrite(old) == new

@@ -7,15 +7,35 @@ from django.db import migrations, models
 # Daily windows this project accepted before and Flink's DailyCalendar (Quartz) refuses: one that
 # crosses midnight ("22:00-06:00") and one that ends at "24:00". Each is rewritten to what it meant,
 # so no stored policy stops validating: across midnight becomes two periods, "22:00-23:59:59:999"
-# and "00:00-06:00" (a cron joined by && stays on both), and "24:00" becomes "23:59:59:999".
+# and "00:00-06:00" (a cron joined by && stays on both), and "24:00" becomes "23:59:59:999". A
+# Quartz cron with '?' in neither or both day fields (Quartz CronExpression refuses both) gets '?'
+# where it had '*'.
 _DAILY = re.compile(r"^\s*(\d{1,2}):(\d{2})(?::(\d{2}))?\s*-\s*(\d{1,2}):(\d{2})(?::(\d{2}))?\s*$")
 _END_OF_DAY = "23:59:59:999"
+
+
+def _quartz(part):
+    """A 6/7-field Quartz expression with '?' in neither or both day fields, which Quartz refuses,
+    rewritten with '?' for a day field that was '*' (the old reading matched every day there)."""
+    fields = part.split()
+    if len(fields) not in (6, 7) or (fields[3] == "?") != (fields[5] == "?"):
+        return part
+    if fields[3] == "?" and fields[5] == "?":
+        fields[5] = "*"
+    elif fields[5] == "*":
+        fields[5] = "?"
+    elif fields[3] == "*":
+        fields[3] = "?"
+    else:
+        return part  # both days given: no Quartz equivalent; the parser's error names it
+    return " ".join(fields)
 
 
 def _rewrite(text):
     if not isinstance(text, str):
         return [text]
-    parts = [p.strip() for p in text.split("&&")]
+    parts = [_quartz(p.strip()) for p in text.split("&&")]
+    text = " && ".join(parts) if any(p != q.strip() for p, q in zip(parts, text.split("&&"))) else text
     for i, part in enumerate(parts):
         match = _DAILY.match(part)
         if not match:

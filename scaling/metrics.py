@@ -166,7 +166,7 @@ class VertexSamples:
         records_in = avg(self.records_in_per_s)
         busy = avg(self.busy_time_ms_per_s)
         # A denormal input rate can underflow to a TPR of 0 (found by hypothesis): then the capped busy time serves.
-        overfull = busy > 1000.0 and records_in * 1000.0 / busy > 0
+        overfull_tpr = records_in * 1000.0 / busy if busy > 1000.0 else 0.0
         return VertexMetrics(
             records_in_per_s=records_in,
             records_out_per_s=avg(self.records_out_per_s),
@@ -174,7 +174,7 @@ class VertexSamples:
             backlog=self.backlog[-1] if self.backlog else 0.0,
             backlog_growth_per_s=avg(self.backlog_growth_per_s),
             batch_overhead_s=avg(self.batch_overhead_s, self.batches if any(self.batches) else weights),
-            true_processing_rate=records_in * 1000.0 / busy if overfull else None)
+            true_processing_rate=overfull_tpr if overfull_tpr > 0 else None)
 
 
 _SAMPLE_COLUMNS = ("records_in_per_s", "records_out_per_s", "busy_time_ms_per_s", "backlog", "backlog_growth_per_s",

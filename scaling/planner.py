@@ -178,8 +178,8 @@ def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: P
     remembered = state
     state = state if state is not None else ScalerState()
     evaluation = evaluate_job(topology, metrics, policy, restart_time_s=state.restart_time_s(policy))
-    decisions = {v.id: decide_vertex(topology, v, evaluation.vertices[v.id], policy, state, now_s,
-                                     backlog_mode=evaluation.backlog_mode) for v in topology.vertices}
+    decisions = {v.id: decide_vertex(topology, v, evaluation.vertices[v.id], policy, state, now_s)
+                 for v in topology.vertices}
     outside = {vid: evaluation.vertices[vid].outside_bounds for vid in decisions}
     # Flink ``ScalingExecutor.computeScalingSummary``: scale when some vertex's change is outside its
     # utilization bounds (for a due delayed scale-down, that of the recommendation it applies); then

@@ -274,7 +274,7 @@ def is_ineffective(record_tpr: float, record_expected: float, tpr_now: float, th
 
 
 def decide_vertex(topology: Topology, vertex: Vertex, evaluation: VertexEvaluation, policy: Policy,
-                  state: ScalerState, now_s: float, *, backlog_mode: bool) -> VertexDecision:
+                  state: ScalerState, now_s: float) -> VertexDecision:
     """Apply the per-vertex rules to the recommendation (Flink ``JobVertexScaler.detectBlockScaling``
     and ``applyScaleDownInterval``).
 
@@ -287,8 +287,6 @@ def decide_vertex(topology: Topology, vertex: Vertex, evaluation: VertexEvaluati
       ``scale_down_interval_s`` after the first one (``held``: it does not join another vertex's
       scaling, FLINK-36535); then it goes to the largest recommendation of the last
       ``scale_down_interval_s`` (the sliding window of FLINK-36863).
-
-    ``backlog_mode`` is accepted for callers and no longer changes the decision (see above).
     """
     current = vertex.parallelism
     outside = evaluation.outside_bounds

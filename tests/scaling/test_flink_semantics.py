@@ -306,8 +306,7 @@ def test_flink_job_vertex_scaler_test_parallelism_scaling(parallelism, target, t
                "b": VertexMetrics(target, target, true_processing_rate=tpr)}
     policy = Policy(utilization_target=utilization, catch_up_duration_s=0, scale_down_interval_s=0)
     evaluation = evaluate_job(topology, metrics, policy)
-    decision = decide_vertex(topology, topology.vertex("b"), evaluation.vertices["b"], policy, ScalerState(), 0,
-                             backlog_mode=False)
+    decision = decide_vertex(topology, topology.vertex("b"), evaluation.vertices["b"], policy, ScalerState(), 0)
     assert (decision.proposed, decision.outside_bounds) == expected
 
 
@@ -322,8 +321,7 @@ def _flink_vertex(parallelism, target, tpr, policy, state=ScalerState(), now_s=0
     metrics = {"a": VertexMetrics(target, target, true_processing_rate=1e9),
                "b": VertexMetrics(target, target, true_processing_rate=tpr)}
     evaluation = evaluate_job(topology, metrics, policy)
-    return decide_vertex(topology, topology.vertex("b"), evaluation.vertices["b"], policy, state, now_s,
-                         backlog_mode=False)
+    return decide_vertex(topology, topology.vertex("b"), evaluation.vertices["b"], policy, state, now_s)
 
 
 def test_flink_min_and_max_parallelism_limits():

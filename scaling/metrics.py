@@ -92,6 +92,9 @@ class VertexMeasurement:
         backlog_growth_per_s: arrival rate − input rate at a source, records/s.
         batch_overhead_s: micro-batch mode: mean seconds of a batch spent outside tasks.
         batches: micro-batches completed in the span (the weight of ``batch_overhead_s``).
+        busy_max_s: the busiest task's busy time over the span, seconds per task (compare
+            ``busy_s / tasks``): in micro-batch mode the sum over the batches of
+            :func:`paced_task_busy_s`; ``None`` when not measured (then the mean stands for it).
 
     Raises ``MetricsError`` for a negative or non-finite count.
     """
@@ -105,11 +108,15 @@ class VertexMeasurement:
     backlog_growth_per_s: float = 0.0
     batch_overhead_s: float = 0.0
     batches: int = 0
+    busy_max_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("span_s", "busy_s", "records_in", "records_out", "backlog", "batch_overhead_s", "batches"):
             _check_finite(name, getattr(self, name))
             _check_rate(name, getattr(self, name))
+        if self.busy_max_s is not None:
+            _check_finite("busy_max_s", self.busy_max_s)
+            _check_rate("busy_max_s", self.busy_max_s)
         _check_finite("backlog_growth_per_s", self.backlog_growth_per_s)
         if self.tasks < 1:
             raise MetricsError(f"tasks: must be >= 1, got {self.tasks}")
@@ -123,7 +130,8 @@ class VertexSamples:
     that ``busy_time_ms_per_s`` is not capped at 1000 (a batch longer than the collect reports all
     its busy time at its end). ``span_s`` (seconds each sample covers) weighs the samples; empty means
     equal weights. ``batches`` (micro-batches completed per sample) weighs ``batch_overhead_s``;
-    empty means the span weights.
+    empty means the span weights. ``busy_time_max_ms_per_s`` (the busiest task's busy time, uncapped)
+    is empty when no sample measured it.
     """
 
     records_in_per_s: tuple[float, ...]
@@ -134,6 +142,7 @@ class VertexSamples:
     batch_overhead_s: tuple[float, ...] = ()
     span_s: tuple[float, ...] = ()
     batches: tuple[float, ...] = ()
+    busy_time_max_ms_per_s: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.records_in_per_s:
@@ -154,7 +163,8 @@ class VertexSamples:
 
         A mean busy time above 1000 ms/s (batches longer than the window) is reported as 1000 with the
         true processing rate given directly: records over busy time, ``records_in_per_s × 1000 / busy``
-        (DS2 Eq. 1, vertex total).
+        (DS2 Eq. 1, vertex total). The busiest task's busy time, when measured, is averaged the same way,
+        is never below the mean, and is capped at 1000 ms/s.
         """
         n = len(self.records_in_per_s)
         weights = self.span_s if self.span_s and sum(self.span_s) > 0 else (1.0,) * n
@@ -167,6 +177,8 @@ class VertexSamples:
         busy = avg(self.busy_time_ms_per_s)
         # A denormal input rate can underflow to a TPR of 0 (found by hypothesis): then the capped busy time serves.
         overfull_tpr = records_in * 1000.0 / busy if busy > 1000.0 else 0.0
+        busy_max = (min(1000.0, max(busy, avg(self.busy_time_max_ms_per_s)))
+                    if self.busy_time_max_ms_per_s else None)
         return VertexMetrics(
             records_in_per_s=records_in,
             records_out_per_s=avg(self.records_out_per_s),
@@ -174,11 +186,12 @@ class VertexSamples:
             backlog=self.backlog[-1] if self.backlog else 0.0,
             backlog_growth_per_s=avg(self.backlog_growth_per_s),
             batch_overhead_s=avg(self.batch_overhead_s, self.batches if any(self.batches) else weights),
-            true_processing_rate=overfull_tpr if overfull_tpr > 0 else None)
+            true_processing_rate=overfull_tpr if overfull_tpr > 0 else None,
+            busy_time_max_ms_per_s=busy_max)
 
 
 _SAMPLE_COLUMNS = ("records_in_per_s", "records_out_per_s", "busy_time_ms_per_s", "backlog", "backlog_growth_per_s",
-                   "batch_overhead_s", "span_s", "batches")
+                   "batch_overhead_s", "span_s", "batches", "busy_time_max_ms_per_s")
 
 
 @dataclass(frozen=True)
@@ -205,7 +218,9 @@ class MetricWindow:
 
         Each sample's counts become per-second rates over its span (busy time through
         :func:`busy_time_ms_per_s`, uncapped) and the span weighs it, so the window's averages are
-        its totals over its total time: Σ records / Σ span, Σ busy / Σ span / tasks. Every row must
+        its totals over its total time: Σ records / Σ span, Σ busy / Σ span / tasks. The busiest
+        task's busy time is ``busy_max_s × 1000 / span``; a sample that did not measure it counts its
+        mean, and when no sample of a vertex measured it the column stays empty. Every row must
         name the same vertices (a collect without a batch counts zeros over its span). Raises
         ``MetricsError`` when a row names other vertices than the first.
         """
@@ -228,7 +243,16 @@ class MetricWindow:
                 col["batch_overhead_s"].append(m.batch_overhead_s)
                 col["span_s"].append(span)
                 col["batches"].append(float(m.batches))
-        return cls({v: VertexSamples(**{n: tuple(c) for n, c in col.items()}) for v, col in columns.items()})
+                col["busy_time_max_ms_per_s"].append(
+                    (m.busy_max_s * 1000.0 / span if span > 0 else 0.0) if m.busy_max_s is not None else math.nan)
+        out = {}
+        for vertex_id, col in columns.items():
+            maxima = col["busy_time_max_ms_per_s"]
+            col["busy_time_max_ms_per_s"] = ([] if all(math.isnan(x) for x in maxima) else
+                                             [mean if math.isnan(x) else x
+                                              for x, mean in zip(maxima, col["busy_time_ms_per_s"])])
+            out[vertex_id] = VertexSamples(**{n: tuple(c) for n, c in col.items()})
+        return cls(out)
 
     def aggregate(self, sources: Sequence[str] = (), *, after_change: bool = False) -> dict[str, VertexMetrics]:
         """Evaluated metrics per vertex: the window averages of ``VertexSamples.aggregate``.
@@ -348,6 +372,37 @@ def busy_time_ms_per_s(busy_s: float, span_s: float, tasks: int, *, cap: bool = 
     over ``span_s`` seconds; Flink's ``busyTimeMsPerSecond``."""
     value = busy_s * 1000.0 / max(span_s, 1e-9) / max(1, tasks)
     return min(1000.0, value) if cap else value
+
+
+def paced_task_busy_s(slowest_task_s: float, busy_s: float, tasks: int, slots: int) -> float:
+    """The busy time, seconds per task, of one micro-batch stage at the pace its slowest task sets:
+    ``max(slowest × s / n, busy / n)`` with ``n`` tasks on ``s = min(n, slots)`` task slots.
+
+    A stage of ``n`` tasks on ``s`` slots takes at least ``max(slowest, busy / s)`` seconds (the
+    slowest task, or the busy time spread evenly over the slots), so it holds its ``s`` slots for
+    ``s × max(slowest, busy / s)`` slot-seconds, ``/ n`` per task. With one task per slot (``n ≤ slots``)
+    this is the slowest task's busy time, Flink's busiest subtask (FLIP-271 aggregates busy time with
+    MAX, ``job.autoscaler.metrics.busy-time.aggregator``); with several waves of tasks the scheduler
+    evens out the slow ones and only a task longer than the even share sets the pace. Never below
+    the mean ``busy / n``.
+
+    Args: ``slowest_task_s``, the stage's slowest task's ``executorRunTime`` in seconds; ``busy_s``,
+    Σ ``executorRunTime`` over its tasks, task-seconds; ``tasks`` (n) and ``slots`` (cores), >= 1.
+    Raises ``MetricsError`` for a negative or non-finite time or fewer than 1 task or slot.
+    """
+    for name, value in (("slowest_task_s", slowest_task_s), ("busy_s", busy_s)):
+        _check_finite(name, value)
+        _check_rate(name, value)
+    if tasks < 1 or slots < 1:
+        raise MetricsError(f"tasks and slots: must be >= 1, got {tasks} and {slots}")
+    used = min(tasks, slots)
+    return max(slowest_task_s * used / tasks, busy_s / tasks)
+
+
+def task_skew(busiest: float, mean: float) -> float:
+    """How much longer a stage's busiest task is busy than its mean task: ``busiest / mean`` (same
+    units, e.g. ms/s or seconds per task), at least 1; 1.0 when the stage was not busy."""
+    return max(1.0, busiest / mean) if mean > 0 else 1.0
 
 
 def true_processing_rate(records: float, busy_s: float) -> float:

@@ -18,7 +18,7 @@ from scaling.evaluate import (
     CEIL_MAX, INF, ceil_exact, effective_busy_ms_per_s, is_processing_backlog, propagate_target_rates, selectivity,
     vertex_true_rates,
 )
-from scaling.metrics import ClusterState, VertexMetrics, job_utilization
+from scaling.metrics import ClusterState, VertexMetrics, job_utilization, task_skew
 from scaling.periods import active_period
 from scaling.policy import Policy
 from scaling.reasons import (
@@ -29,7 +29,8 @@ from scaling.topology import Topology
 from scaling.vertex_scaler import _num, observed_scaling_coefficient, pinned_reason
 
 from scaling.microbatch_sizing import (
-    EXECUTORS_KEY, HELPS, NO_GAIN, RETENTION_WARNING_FRACTION, SEARCH_LIMIT, _Stage, _tasks, _utilization,
+    EXECUTORS_KEY, HELPS, RETENTION_WARNING_FRACTION, SEARCH_LIMIT, SKEW_REPORTED, _Stage, _tasks,
+    _utilization,
     overhead_share, sizing_demand,
 )
 
@@ -97,7 +98,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
         lam = r.target_data_rate + r.catch_up_data_rate
         finite = 0 < tpr < INF
         mean_busy = m.busy_time_ms_per_s or 0.0
-        skew = effective_busy_ms_per_s(m) / mean_busy if mean_busy > 0 else 1.0
+        skew = task_skew(effective_busy_ms_per_s(m), mean_busy)
         base = r.target_data_rate / tpr if finite else 0.0
         need_target = (lam + r.restart_data_rate) / tpr if finite else 0.0
         stages[vid] = _Stage(tpr, tor, busy, lam, base, lam / tpr if finite else 0.0, need_target, skew,
@@ -221,7 +222,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
             note = f"bounded at {proposed} (source partitions / max parallelism)"
         slots = min(proposed, cores_planned)
         fill = st.need_up / slots / (1.0 - overhead) if slots > 0 and st.need_up > 0 else 0.0
-        if fill > target_u and (capped or reason is not None or st.skew > 1.0 + NO_GAIN):
+        if fill > target_u and (capped or reason is not None or st.skew > SKEW_REPORTED):
             code = (Limit.PINNED_STAGE if reason is not None else Limit.PARTITIONS if capped else Limit.BOTTLENECK)
             limits.append(PlanLimit(code, vid, {"fill": fill, "tasks": proposed, "skew": st.skew}))
         if fill > 1.0 and fill > worst_fill:

@@ -14,7 +14,7 @@ from sparkclient.batchwindow import window_batches
 from sparkclient.rest import SparkRestError
 from sparkclient.sample import JobSample
 from sparkclient.sparkjson import SparkDataError, as_dict, dicts, get_count, get_list
-from sparkclient.stages import batch_jobs
+from sparkclient.stages import BATCH_STAGE_STATUSES, batch_jobs, slowest_task_run_ms
 from sparkclient.topology import sample_from_rest
 
 __all__ = ["RestClient", "collect_sample"]
@@ -34,6 +34,39 @@ class RestClient(Protocol):
     def executors(self, app_id: str) -> list[Json]: ...
 
     def sql_execution(self, app_id: str, execution_id: int, details: bool = True) -> Json: ...
+
+    def task_summary(self, app_id: str, stage_id: int, attempt: int,
+                     quantiles: Sequence[float] = (1.0,)) -> Json: ...
+
+
+class _SlowestTasks:
+    """``(stage_id, attempt) -> ms``: each stage attempt's slowest task from ``taskSummary`` (one REST
+    call each, asked once). A call that fails or a payload that does not parse gives None, and the
+    first such problem is kept in ``problem`` for the sample's notes; after ``GIVE_UP`` failures no
+    more calls are made in this collect (a Spark UI without the endpoint costs 3 calls, not 32)."""
+
+    GIVE_UP = 3
+
+    def __init__(self, client: RestClient, app_id: str) -> None:
+        self._client, self._app_id = client, app_id
+        self._known: dict[tuple[int, int], float | None] = {}
+        self.problem: str | None = None
+        self.failed = 0
+
+    def __call__(self, stage_id: int, attempt: int) -> float | None:
+        key = (stage_id, attempt)
+        if key not in self._known and self.failed >= self.GIVE_UP:
+            return None
+        if key not in self._known:
+            try:
+                self._known[key] = slowest_task_run_ms(
+                    self._client.task_summary(self._app_id, stage_id, attempt),
+                    f"stages/{stage_id}/{attempt}/taskSummary")
+            except (SparkRestError, SparkDataError) as exc:
+                self._known[key] = None
+                self.failed += 1
+                self.problem = self.problem or str(exc)
+        return self._known[key]
 
 
 def _root_execution_id(job: Json) -> int | None:
@@ -78,13 +111,14 @@ def collect_sample(
     window_s: float,
     now_s: float,
 ) -> JobSample:
-    """Fetch ``/jobs``, ``/stages?status=complete``, ``/executors`` and the newest batch's SQL
-    execution, and build the sample for the window ``[now_s - window_s, now_s)``
+    """Fetch ``/jobs``, ``/stages?status=complete&status=skipped``, ``/executors``, the newest batch's SQL
+    execution and the window's stage attempts' ``taskSummary`` (the slowest task, at most
+    ``sparkclient.vertices.SLOWEST_TASK_FETCHES`` calls), and build the sample for the window ``[now_s - window_s, now_s)``
     (:func:`window_batches`).
 
     ``progresses``: the query's recent progress dicts (any run: the previous run's last batch
     gives the span of a catch-up batch); ``now_s``: epoch seconds. SQL lookup failures only cost
-    the vertex names (noted in ``errors``). Raises :class:`sparkclient.rest.SparkRestError` when
+    the vertex names, task-summary failures only the busiest task (noted in ``errors``). Raises :class:`sparkclient.rest.SparkRestError` when
     jobs, stages or executors cannot be fetched, :class:`SparkDataError` when a payload or a
     progress is malformed, ``ValueError`` for ``window_s <= 0``.
     """
@@ -92,7 +126,9 @@ def collect_sample(
         raise ValueError(f"window_s must be a finite number > 0 seconds, got {window_s}")
     start_s = now_s - window_s
     jobs = dicts(client.jobs(app_id), "jobs")
-    stages = dicts(client.stages(app_id, "complete"), "stages")
+    # Skipped stages too: a batch whose second job reuses the first one's shuffle lists the reused
+    # map stage as SKIPPED, and without it the whole batch would count as "stages missing".
+    stages = dicts(client.stages(app_id, BATCH_STAGE_STATUSES), "stages")
     executors = dicts(client.executors(app_id), "executors")
 
     notes: list[str] = []
@@ -113,6 +149,7 @@ def collect_sample(
         elif not notes:
             notes.append(f"no SQL execution found for batch {newest_with_jobs}; vertex names fall back")
 
+    slowest = _SlowestTasks(client, app_id)
     sample = sample_from_rest(
         jobs,
         stages,
@@ -125,7 +162,11 @@ def collect_sample(
         sql=sql,
         app_id=app_id,
         collected_at=now_s,
+        slowest_task_ms=slowest,
     )
+    if slowest.problem is not None:
+        notes.append(f"the slowest task of {slowest.failed} stage attempt(s) not available ({slowest.problem}); "
+                     "their busiest-task busy time falls back to the mean")
     if notes:
         sample = replace(sample, errors=sample.errors + tuple(notes))
     return sample

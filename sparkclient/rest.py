@@ -250,6 +250,15 @@ class SparkRestClient:
         path = f"applications/{app_id}/stages/{stage_id}/{attempt}"
         return _as_dict(*self._get_with_path(path, {"details": _bool(details)}))
 
+    def task_summary(self, app_id: str, stage_id: int, attempt: int,
+                     quantiles: Sequence[float] = (1.0,)) -> dict[str, Any]:
+        """``/applications/<app_id>/stages/<stage_id>/<attempt>/taskSummary?quantiles=...``: the
+        distribution of the stage attempt's task metrics at ``quantiles`` (0..1), over its successful
+        tasks; parse it with :func:`sparkclient.stages.slowest_task_run_ms`. Raises
+        :class:`SparkRestError` (404 for a stage attempt Spark no longer retains)."""
+        path = f"applications/{app_id}/stages/{stage_id}/{attempt}/taskSummary"
+        return _as_dict(*self._get_with_path(path, {"quantiles": ",".join(f"{q:g}" for q in quantiles)}))
+
     def sql(
         self,
         app_id: str,

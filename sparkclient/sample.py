@@ -48,6 +48,9 @@ class VertexSample:
     - ``name``: plan operators joined by ``" → "``, or ``f"stage {position}"``.
     - ``tasks``: tasks per batch (the partitions) in the newest batch of the window.
     - ``busy_s``: sum of ``executorRunTime`` over all its tasks in the window, task-seconds.
+    - ``busy_max_s``: the busiest task's busy time over the window, seconds per task (compare
+      ``busy_s / tasks``): per batch the slowest task's ``executorRunTime`` on the cores it had
+      (``scaling.metrics.paced_task_busy_s``); None when Spark's task summaries were not available.
     - ``records_in``: ``inputRecords`` for the source vertex (the batch's ``numInputRows`` when
       the stage reports no input records, as Python data sources do), else
       ``shuffleReadRecords``; summed over the window.
@@ -73,6 +76,7 @@ class VertexSample:
     spill_bytes: int
     upstream: tuple[str, ...]
     span_s: float = 0.0
+    busy_max_s: float | None = None
 
     def __post_init__(self) -> None:
         _check_numbers(self, f"vertex {self.vertex_id}: ")

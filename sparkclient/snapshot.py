@@ -121,6 +121,8 @@ def sample_to_scenario(
                      "batch_overhead_s": round(m.batch_overhead_s, 6)}
         if m.true_processing_rate is not None:
             row["true_processing_rate"] = round(m.true_processing_rate, 6)
+        if m.busy_time_max_ms_per_s is not None:
+            row["busy_time_max_ms_per_s"] = round(m.busy_time_max_ms_per_s, 6)
         if v.source:
             if not all_unknown:
                 row["backlog"] = m.backlog

@@ -12,15 +12,43 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from sparkclient.sparkjson import Problem, SparkDataError, dicts, get_count, get_list, get_str
+from sparkclient.sparkjson import Problem, SparkDataError, as_dict, as_list, dicts, finite, get_count, get_list, get_str
 
-__all__ = ["batch_jobs", "batch_stages", "executors_and_cores", "rest_time_s", "stage_index", "stages_running_s",
-           "vertex_id"]
+__all__ = ["BATCH_STAGE_STATUSES", "batch_jobs", "batch_stages", "executors_and_cores", "rest_time_s", "slowest_task_run_ms", "stage_index",
+           "stages_running_s", "vertex_id"]
 
 Json = dict[str, Any]
 
 _BATCH_LINE = re.compile(r"^[ \t]*batch[ \t]*=[ \t]*(\d{1,18})[ \t]*$", re.MULTILINE)
 _RUN_ID_LINE = re.compile(r"^[ \t]*runId[ \t]*=[ \t]*(\S+)[ \t]*$", re.MULTILINE)
+
+
+#: The ``/stages`` statuses a finished batch's stages have: a stage whose shuffle output an earlier
+#: job of the batch already wrote is listed as ``skipped`` (and left out of the vertices), not ``complete``.
+BATCH_STAGE_STATUSES = ("complete", "skipped")
+
+
+def slowest_task_run_ms(summary: Any, where: str = "taskSummary") -> float:
+    """The slowest task's ``executorRunTime``, ms, from a stage attempt's
+    ``/stages/<id>/<attempt>/taskSummary?quantiles=1.0`` (Spark's ``TaskMetricDistributions``: a
+    ``quantiles`` list and, per metric, one value per quantile). The value at quantile 1.0 is the
+    maximum over the stage's successful tasks.
+
+    Raises :class:`SparkDataError` naming the field when the payload is not an object, has no
+    quantile 1.0, or its ``executorRunTime`` list is not as long as ``quantiles`` or holds a value
+    that is not a finite number >= 0.
+    """
+    payload = as_dict(summary, where)
+    quantiles = as_list(payload.get("quantiles"), f"{where}.quantiles")
+    at = next((i for i, q in enumerate(quantiles)
+               if not isinstance(q, bool) and isinstance(q, (int, float)) and q == 1.0), None)
+    if at is None:
+        raise SparkDataError(f"{where}.quantiles", Problem.MISSING, "the quantile 1.0", list(quantiles))
+    run_times = as_list(payload.get("executorRunTime"), f"{where}.executorRunTime")
+    if len(run_times) != len(quantiles):
+        raise SparkDataError(f"{where}.executorRunTime", Problem.MALFORMED,
+                             f"{len(quantiles)} values, one per quantile", list(run_times))
+    return finite(run_times[at], f"{where}.executorRunTime[{at}]")
 
 
 def vertex_id(position: int) -> str:

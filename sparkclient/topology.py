@@ -31,6 +31,14 @@ Mapping rules
 - **Edges**: from the stages' ``parentIds`` when Spark provides them (mapped to positions,
   parents outside the batch dropped); Spark 4.3's REST stage JSON has none, so the vertices
   are then chained in stage order: ``v{i-1} → v{i}``.
+- **Busiest task**: a stage's slowest task sets its pace (a skewed stage is a bottleneck however
+  low its mean busy time). Per batch, the slowest task's ``executorRunTime`` (the stage attempt's
+  ``taskSummary`` at quantile 1.0) on the executors' cores gives the stage's busy time per task
+  at that pace (``scaling.metrics.paced_task_busy_s``); summed over the window it is the vertex's
+  ``busy_max_s``, which becomes ``busy_time_max_ms_per_s`` (FLIP-271's MAX busy-time aggregation).
+  At most ``SLOWEST_TASK_FETCHES`` stage attempts are asked per collect, newest batches first; the
+  others take the measured batches' ratio. A summary Spark cannot give leaves ``busy_max_s`` None
+  (the mean then stands for it) with one note in ``errors``.
 - A batch whose number of stages differs from the newest batch in the window (e.g. batch 0,
   whose shuffle-map stage is skipped when it reads nothing) is left out of the vertex
   aggregates with a note in ``JobSample.errors``; its progress still counts for the rates.
@@ -82,7 +90,7 @@ from sparkclient.stages import (
     stages_running_s,
     vertex_id,
 )
-from sparkclient.vertices import window_vertices
+from sparkclient.vertices import SlowestTask, window_vertices
 
 __all__ = [
     "BatchWindow",
@@ -129,6 +137,7 @@ def sample_from_rest(
     sql: Sequence[Json] | None = None,
     app_id: str = "",
     collected_at: float | None = None,
+    slowest_task_ms: SlowestTask | None = None,
 ) -> JobSample:
     """Build the :class:`JobSample` of query run ``run_id`` for the window
     ``[window_start_s, window_end_s)`` (epoch seconds), from REST payloads and progress dicts.
@@ -142,6 +151,9 @@ def sample_from_rest(
       possible; ``batch_ratio`` is then 0).
     - ``collected_at`` defaults to ``window_end_s`` so the function stays deterministic; the
       sources' backlog is measured at ``collected_at``.
+    - ``slowest_task_ms(stage_id, attempt)``: a stage attempt's slowest task's ``executorRunTime``,
+      ms, or None (optional; :func:`collect_sample` asks ``taskSummary``); it gives each vertex its
+      busiest task's busy time (module docstring, "Busiest task").
 
     Batches in the progress whose jobs or stages are missing from REST are left out of the
     vertices, with a note in ``errors``, and out of the overhead (module docstring). Raises
@@ -160,7 +172,9 @@ def sample_from_rest(
     errors: list[str] = []
 
     executed, stage_overheads_s = _executed_batches(batches, jobs, stages, run_id, errors)
-    vertices = window_vertices(executed, window, sql, jobs, errors)
+    executor_count, cores = executors_and_cores(executors)
+    vertices = window_vertices(executed, window, sql, jobs, errors, slots=max(1, cores),
+                               slowest_task_ms=slowest_task_ms)
     rates_unavailable = _rates_unavailable(batches, vertices, errors)
     input_rows = _input_rows(batches, vertices)
     durations_s = [get_float(p, "batchDuration", progress_where(p)) / 1000.0 for p in batches]
@@ -172,7 +186,6 @@ def sample_from_rest(
     arrival = _arrival_per_s(report.arrival_per_s, input_rate, batches, rates_unavailable, errors)
     errors.extend(entry.message for entry in report.unknown)
     state_rows, state_bytes = _state_size(batches[-1] if batches else (history[-1] if history else None))
-    executor_count, cores = executors_and_cores(executors)
     batch_duration_s = _mean(durations_s)
     busy_total_s = sum(durations_s)
 

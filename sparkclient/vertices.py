@@ -1,11 +1,14 @@
 """The DS2 vertices of a window: per stage position, the task-seconds, records in and out and
-spill summed over the window's batches, the operator names from the SQL plan, and the edges.
-The rules are in :mod:`sparkclient.topology`'s docstring ("Vertex name", "Edges")."""
+spill summed over the window's batches, the busiest task's busy time, the operator names from the
+SQL plan, and the edges. The rules are in :mod:`sparkclient.topology`'s docstring ("Vertex name",
+"Edges", "Busiest task")."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from scaling.metrics import paced_task_busy_s
 
 from sparkclient.batchwindow import BatchWindow, progress_where
 from sparkclient.plan import stage_operators
@@ -13,15 +16,26 @@ from sparkclient.sample import VertexSample
 from sparkclient.sparkjson import Problem, SparkDataError, dicts, get_count, get_dict, get_float, get_list
 from sparkclient.stages import vertex_id
 
-__all__ = ["window_vertices"]
+__all__ = ["SLOWEST_TASK_FETCHES", "SlowestTask", "window_vertices"]
 
 Json = dict[str, Any]
 
+#: At most this many stage attempts per collect have their slowest task fetched (one REST call
+#: each), the newest batches first; the busiest task's share of the others is taken as theirs.
+SLOWEST_TASK_FETCHES = 32
+
+#: ``(stage_id, attempt) -> the slowest task's executorRunTime in ms``, or None when unknown.
+SlowestTask = Callable[[int, int], float | None]
+
 
 def window_vertices(executed: Sequence[tuple[Json, list[Json]]], window: BatchWindow, sql: Sequence[Json] | None,
-                    jobs: Sequence[Json], errors: list[str]) -> tuple[VertexSample, ...]:
+                    jobs: Sequence[Json], errors: list[str], *, slots: int = 1,
+                    slowest_task_ms: SlowestTask | None = None) -> tuple[VertexSample, ...]:
     """The vertices aggregated over the executed batches that ran as many stages as the newest one
-    (the others get a note in ``errors``), named from the SQL plan when it is usable."""
+    (the others get a note in ``errors``), named from the SQL plan when it is usable.
+
+    ``slowest_task_ms`` (a stage attempt's slowest task, ms) and ``slots`` (the cores the tasks ran
+    on) give each vertex its busiest task's busy time ``busy_max_s`` (see ``_busiest_task_s``)."""
     if not executed:
         return ()
     reference = len(executed[-1][1])
@@ -40,12 +54,42 @@ def window_vertices(executed: Sequence[tuple[Json, list[Json]]], window: BatchWi
         operators = {}
         errors.append(f"SQL plan not usable ({exc}); vertex names fall back")
     span_s = window.span_of(int(p["batchId"]) for p, _stages in kept)
-    return _aggregate_vertices(kept, operators, span_s=span_s)
+    return _aggregate_vertices(kept, operators, span_s=span_s, slots=slots, slowest_task_ms=slowest_task_ms)
 
+
+def _busiest_task_s(batches: Sequence[tuple[Json, list[Json]]], position: int, busy_s: float, slots: int,
+                    slowest_task_ms: SlowestTask | None) -> float | None:
+    """The busiest task's busy time of the stage at ``position`` over the batches, seconds per task:
+    Σ over the batches of ``scaling.metrics.paced_task_busy_s`` (the slowest task on ``slots``
+    cores). At most ``SLOWEST_TASK_FETCHES`` stage attempts are asked for, newest first (the caller
+    shares the budget by position); when some batches are not, the measured batches' ratio of paced to
+    mean busy time scales the whole window's mean. None when no batch's slowest task is known."""
+    if slowest_task_ms is None or busy_s <= 0:
+        return None
+    paced = mean = 0.0
+    asked = 0
+    for _progress, ordered in reversed(batches):
+        if asked >= max(1, SLOWEST_TASK_FETCHES // max(1, len(ordered))):
+            break
+        stage = ordered[position]
+        where = f"stage {stage.get('stageId')}"
+        asked += 1
+        slowest = slowest_task_ms(get_count(stage, "stageId", where), get_count(stage, "attemptId", where))
+        if slowest is None:
+            continue
+        tasks = max(1, get_count(stage, "numTasks", where))
+        stage_busy_s = get_float(stage, "executorRunTime", where) / 1000.0
+        paced += paced_task_busy_s(slowest / 1000.0, stage_busy_s, tasks, max(1, slots))
+        mean += stage_busy_s / tasks
+    if mean <= 0:
+        return None
+    tasks_now = max(1, get_count(batches[-1][1][position], "numTasks", "stage"))
+    return busy_s / tasks_now * paced / mean
 
 
 def _aggregate_vertices(
-    batches: Sequence[tuple[Json, list[Json]]], operators: Mapping[int, list[str]], *, span_s: float = 0.0
+    batches: Sequence[tuple[Json, list[Json]]], operators: Mapping[int, list[str]], *, span_s: float = 0.0,
+    slots: int = 1, slowest_task_ms: SlowestTask | None = None,
 ) -> tuple[VertexSample, ...]:
     if not batches:
         return ()
@@ -95,6 +139,7 @@ def _aggregate_vertices(
             is_source=position == 0,
             tasks=get_count(newest_stages[position], "numTasks", f"stage {newest_stages[position].get('stageId')}"),
             busy_s=busy_ms[position] / 1000.0,
+            busy_max_s=_busiest_task_s(batches, position, busy_ms[position] / 1000.0, slots, slowest_task_ms),
             records_in=rec_in[position],
             records_out=rec_out[position],
             spill_bytes=spill[position],

@@ -1,7 +1,8 @@
 """Where the suite's recorded Spark captures live: inside the repository, under ``tests/fixtures``.
 
 - :data:`SPARK_4_3_0`: raw REST, metrics and progress JSON of PySpark/Spark 4.3.0 (see its README.txt);
-- :data:`DEMO_CAPTURES`: the demo pipeline's REST and progress, one JSON document per application.
+- :data:`DEMO_CAPTURES`: the demo pipeline's REST and progress, one JSON document per application;
+- :data:`SKEW_CAPTURE`: a skewed query's REST, progress and task summaries (see its README.txt).
 """
 
 from pathlib import Path
@@ -9,3 +10,4 @@ from pathlib import Path
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SPARK_4_3_0 = FIXTURES / "spark-4.3.0"
 DEMO_CAPTURES = FIXTURES / "demo-captures"
+SKEW_CAPTURE = FIXTURES / "spark-4.3.0-skew" / "skew_app.json"

@@ -30,8 +30,9 @@ from sparkclient.progress import parse_progress
 from sparkclient.rest import SparkRestClient, SparkRestError
 from sparkclient.snapshot import Captures, RatesUnavailableError, sample_from_captures, sample_to_scenario
 from sparkclient.sparkjson import SparkDataError
+from sparkclient.stages import slowest_task_run_ms
 from sparkclient.topology import JobSample, SampleError, batch_end_s, batch_jobs, sample_from_rest, window_batches
-from tests.capture_paths import SPARK_4_3_0
+from tests.capture_paths import SKEW_CAPTURE, SPARK_4_3_0
 
 pytestmark = pytest.mark.fuzz  # in the default run (`make test`, .ci/run); `-m "not fuzz"` skips them
 
@@ -334,3 +335,46 @@ def test_the_257_s_metric_string_is_refused_at_once(text: str) -> None:
     for parse_one in (metricstrings.parse_bytes, metricstrings.parse_duration_ms, metricstrings.parse_size_stats):
         with pytest.raises(ValueError, match="characters"):
             parse_one(text)
+
+
+def _small_skew_capture() -> dict[str, Any]:
+    """The skew capture's last four batches, with the task summaries of their stages."""
+    capture = json.loads(SKEW_CAPTURE.read_text())
+    by_batch = batch_jobs(capture["jobs"], capture["run_id"])
+    keep = sorted(by_batch)[-4:]
+    jobs = [job for batch in keep for job in by_batch[batch]]
+    stage_ids = {sid for job in jobs for sid in job["stageIds"]}
+    stages = [s for s in capture["stages"] if s["stageId"] in stage_ids]
+    return {"jobs": jobs, "stages": stages, "executors": capture["executors"],
+            "progress": [p for p in capture["progresses"] if p["batchId"] >= keep[0] - 1],
+            "summaries": {k: v for k, v in capture["task_summaries"].items() if int(k.split("/")[0]) in stage_ids},
+            "run_id": capture["run_id"]}
+
+
+SKEW = _small_skew_capture()
+SKEW_END_S = batch_end_s(SKEW["progress"][-1]) + 0.001
+
+
+def test_fuzz_task_summaries_and_the_busiest_task() -> None:
+    """``taskSummary`` payloads (``stages.slowest_task_run_ms``) and the stages they belong to, mutated
+    together: the sample keeps every number finite and >= 0, or the error names the field."""
+
+    def check(capture: dict) -> None:
+        if not isinstance(capture, dict):
+            return
+        summaries = capture.get("summaries")
+
+        def slowest(stage_id: int, attempt: int) -> float | None:
+            if not isinstance(summaries, dict) or f"{stage_id}/{attempt}" not in summaries:
+                return None
+            return slowest_task_run_ms(summaries[f"{stage_id}/{attempt}"])
+
+        sample = sample_from_rest(
+            capture.get("jobs"), capture.get("stages"), capture.get("progress"), capture.get("executors"),
+            run_id=SKEW["run_id"], trigger_interval_s=2.0, window_start_s=SKEW_END_S - 7.0, window_end_s=SKEW_END_S,
+            collected_at=SKEW_END_S + 1.0, slowest_task_ms=slowest,
+        )
+        _assert_finite_sample(sample)
+
+    _fuzz("stages.slowest_task_run_ms + topology.sample_from_rest", mutated(SKEW), check,
+          (SparkDataError, SampleError))

@@ -97,6 +97,14 @@ def test_arrival_after_an_in_process_restart_and_backlog_when_behind(tmp_path):
         assert stable.arrival_rate_per_s == pytest.approx(ROWS_PER_S, rel=0.10)
         assert stable.input_rate_per_s == pytest.approx(ROWS_PER_S, rel=0.10)
         assert stable.backlog < ROWS_PER_S * 3 * TRIGGER_S
+        # The busiest task from the real driver's taskSummary (issue 14, "Skew"): measured for every
+        # busy stage, never below the mean task, and no stage's summary was missing.
+        busy = [v for v in stable.vertices if v.busy_s > 0]
+        assert busy and all(v.busy_max_s is not None and v.busy_max_s >= v.busy_s / v.tasks * (1 - 1e-9)
+                            for v in busy), [(v.vertex_id, v.busy_s, v.tasks, v.busy_max_s) for v in busy]
+        assert not [e for e in stable.errors if "slowest task" in e]
+        print("busiest task / mean task: " + ", ".join(
+            f"{v.vertex_id} x{v.busy_max_s / (v.busy_s / v.tasks):.2f}" for v in busy))
 
         # Batches fall behind: each row now costs 10 ms (5 s of work per second of data on 2 cores).
         flag.write_text("slow")

@@ -110,7 +110,7 @@ def test_endpoints_paths_and_params() -> None:
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request.url)
-        single = re.search(r"/stages/\d+/\d+$|/sql/\d+$", request.url.path) is not None
+        single = re.search(r"/stages/\d+/\d+(/taskSummary)?$|/sql/\d+$", request.url.path) is not None
         payload: object = {"id": 1} if single else []
         return httpx.Response(200, json=payload)
 
@@ -120,6 +120,7 @@ def test_endpoints_paths_and_params() -> None:
         client.jobs("app-1", status="SUCCEEDED")
         client.stages("app-1", status=["complete", "failed"])
         assert client.stage("app-1", 28, 0) == {"id": 1}
+        assert client.task_summary("app-1", 28, 0) == {"id": 1}
         client.sql("app-1", 20, 10)
         assert client.sql_execution("app-1", 29) == {"id": 1}
         client.executors("app-1")
@@ -132,6 +133,7 @@ def test_endpoints_paths_and_params() -> None:
         "/api/v1/applications/app-1/jobs?status=succeeded",
         "/api/v1/applications/app-1/stages?status=complete&status=failed",
         "/api/v1/applications/app-1/stages/28/0?details=false",
+        "/api/v1/applications/app-1/stages/28/0/taskSummary?quantiles=1",
         "/api/v1/applications/app-1/sql?offset=20&length=10&details=true&planDescription=false",
         "/api/v1/applications/app-1/sql/29?details=true&planDescription=false",
         "/api/v1/applications/app-1/executors",

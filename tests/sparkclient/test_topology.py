@@ -337,7 +337,7 @@ class FixtureClient:
 
     def stages(self, app_id: str, status: object = None) -> list[dict[str, Any]]:
         self.calls.append(("stages", app_id, status))
-        return [s for s in load("p1_app_stages.json") if status is None or s["status"] == "COMPLETE"]
+        return [s for s in load("p1_app_stages.json") if status is None or s["status"].lower() in status]
 
     def executors(self, app_id: str) -> list[dict[str, Any]]:
         self.calls.append(("executors", app_id))
@@ -349,6 +349,10 @@ class FixtureClient:
             raise SparkRestError("GET .../sql failed with HTTP 404", url="u", status=404, attempts=1)
         return next(e for e in load("p1_app_sql__details-true.json") if e["id"] == execution_id)
 
+    def task_summary(self, app_id: str, stage_id: int, attempt: int, quantiles: object = (1.0,)) -> dict[str, Any]:
+        self.calls.append(("taskSummary", app_id, stage_id))
+        raise SparkRestError("GET .../taskSummary failed with HTTP 404", url="u", status=404, attempts=1)
+
 
 def test_collect_sample_fetches_and_names_vertices() -> None:
     client = FixtureClient()
@@ -357,7 +361,7 @@ def test_collect_sample_fetches_and_names_vertices() -> None:
         client, "local-1795257202448", load("p1_recentProgress.json"),
         run_id=RUN_ID, trigger_interval_s=2.0, window_s=10.0, now_s=now,
     )
-    assert ("stages", "local-1795257202448", "complete") in client.calls
+    assert ("stages", "local-1795257202448", ("complete", "skipped")) in client.calls
     # job 14 is tagged execution-root-id-28; its jobs ran in execution 29
     assert [c[2] for c in client.calls if c[0] == "sql"] == [28, 29]
     assert sample.app_id == "local-1795257202448"
@@ -464,6 +468,11 @@ class CaptureClient:
     def sql_execution(self, app_id: str, execution_id: int, details: bool = True) -> dict[str, Any]:
         self.sql_ids.append(execution_id)
         return copy.deepcopy(next(e for e in self.capture["sql"] if e["id"] == execution_id))
+
+    def task_summary(self, app_id: str, stage_id: int, attempt: int, quantiles: object = (1.0,)) -> dict[str, Any]:
+        """The demo captures hold no summaries: every task as long as the stage's mean task."""
+        stage = next(s for s in self.capture["stages"] if (s["stageId"], s["attemptId"]) == (stage_id, attempt))
+        return {"quantiles": [1.0], "executorRunTime": [stage["executorRunTime"] / max(1, stage["numTasks"])]}
 
 
 def _collect_capture(capture: dict[str, Any], first: int, last: int) -> tuple[JobSample, CaptureClient]:

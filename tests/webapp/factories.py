@@ -43,9 +43,10 @@ def make_job(name="demo", **policy) -> Job:
 
 
 def make_snapshots(job: Job, *, count=4, window_s=15.0, arrival=900.0, enrich_busy_s=15.0, backlog_step=2000,
-                   tasks=(1, 1, 2), cores=1, end=None) -> list[MetricSnapshot]:
+                   tasks=(1, 1, 2), cores=1, end=None, enrich_busy_max_s=None) -> list[MetricSnapshot]:
     """``count`` consecutive snapshots of a 3-stage job. Per window: the source reads ``arrival × 0.5 ×
-    window`` records in 2 busy s, enrich reads the same in ``enrich_busy_s``, the aggregation in 1 s."""
+    window`` records in 2 busy s, enrich reads the same in ``enrich_busy_s``, the aggregation in 1 s.
+    ``enrich_busy_max_s``: enrich's busiest task's busy time per task (None: not measured)."""
     end = end or timezone.now()
     snapshots = []
     for i in range(count):
@@ -62,6 +63,7 @@ def make_snapshots(job: Job, *, count=4, window_s=15.0, arrival=900.0, enrich_bu
                                                         (1.0, 40, 10)]):
             VertexSnapshot.objects.create(snapshot=snapshot, vertex_id=f"v{pos}", name=f"stage {pos}", position=pos,
                                           is_source=pos == 0, tasks=tasks[pos], busy_s=busy, records_in=rec_in,
-                                          records_out=rec_out, upstream=upstream[pos])
+                                          records_out=rec_out, upstream=upstream[pos],
+                                          busy_max_s=enrich_busy_max_s if pos == 1 else None)
         snapshots.append(snapshot)
     return snapshots

@@ -106,13 +106,21 @@ def test_no_batch_in_the_window_stores_a_snapshot_and_marks_the_job_degraded(wor
     assert (job.health, job.last_error) == (Job.Health.DEGRADED, "no micro-batch completed in the last window")
 
 
-def collect_captured_query(redis, settings) -> tuple[Job, MetricSnapshot | None]:
-    """A job whose runner published the captured query's progress, collected once (15 s interval)."""
+def collect_captured_query(redis, settings, *, slowest_share: float | None = None) -> tuple[Job, MetricSnapshot | None]:
+    """A job whose runner published the captured query's progress, collected once (15 s interval).
+
+    ``slowest_share``: the UI answers every stage's ``taskSummary?quantiles=1`` with a slowest task
+    of this share of the stage's summed ``executorRunTime`` (the p1 capture has no such summary)."""
     settings.SCALER_COLLECT_INTERVAL_S = 15
     job = make_job()
     for progress in PROGRESS:
         redis.xadd(keys.progress(job.name), {"json": json.dumps(progress)})
     with fake_spark_ui() as ui:
+        if slowest_share is not None:
+            for stage in json.loads((SPARK_4_3_0 / "p1_app_stages.json").read_text()):
+                path = f"/api/v1/applications/{APP}/stages/{stage['stageId']}/{stage['attemptId']}/taskSummary"
+                ui.override[path] = (200, json.dumps({"quantiles": [1.0], "executorRunTime": [
+                    stage["executorRunTime"] * slowest_share]}).encode())
         running(redis, job, ui.url, knobs=dict(CONFIG, cores=2))
         snapshot = collect(job)
     return job, snapshot
@@ -163,7 +171,7 @@ def test_the_webapp_and_the_snapshot_cli_map_one_sample_to_the_same_model_inputs
     built = []
     real = topology.collect_sample
     monkeypatch.setattr(topology, "collect_sample", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
-    job, snapshot = collect_captured_query(workflow_redis, settings)
+    job, snapshot = collect_captured_query(workflow_redis, settings, slowest_share=0.9)
     assert snapshot is not None and snapshot.batches > 0 and len(built) == 1
     sample = built[0]
     assert evaluation.snapshot_sample(snapshot).vertices == sample.vertices  # stored, nothing lost
@@ -173,9 +181,13 @@ def test_the_webapp_and_the_snapshot_cli_map_one_sample_to_the_same_model_inputs
     assert set(metrics) == set(cli) and len(metrics) >= 2
     for vertex_id, m in metrics.items():
         for field in ("records_in_per_s", "records_out_per_s", "busy_time_ms_per_s", "backlog",
-                      "backlog_growth_per_s", "batch_overhead_s"):
+                      "backlog_growth_per_s", "batch_overhead_s", "busy_time_max_ms_per_s"):
             assert getattr(m, field) == pytest.approx(getattr(cli[vertex_id], field), abs=1e-5), (vertex_id, field)
     assert [(v.id, v.parallelism, v.source) for v in topo.vertices] == [
         (v.id, v.parallelism, v.source) for v in scenario.topology.vertices]
+    # The busiest task was measured, stored and read back: a slowest task of 90 % of a stage's busy
+    # time on 2 cores is above the mean of every stage of 2 or more tasks.
+    assert all(v.busy_max_s is not None for v in snapshot.vertices.all())
+    assert all(m.busy_time_max_ms_per_s > m.busy_time_ms_per_s for m in metrics.values() if m.busy_time_ms_per_s)
     assert topo.edges == scenario.topology.edges
     assert cluster.cores == scenario.cluster.cores == sample.cores

@@ -1,6 +1,10 @@
 """Stage names: one short name per stage (graph, proposal, charts, API), the whole chain in the hover."""
 
+import pytest
+
+from tests.webapp.factories import make_job, make_snapshots
 from webapp.dashboard.figures import dag_figure, utilization_colour
+from webapp.dashboard.reads import dag_vertices
 from webapp.dashboard.stages import stage_name, stage_names
 
 
@@ -40,3 +44,25 @@ def test_each_node_carries_name_parallelism_utilization_and_true_rate_and_edges_
     # from the source box to the sink box, stopping at the box edges (not through the nodes)
     assert (edge["ax"], edge["ay"], edge["x"], edge["y"]) == (0, 0, 0, -1)
     assert edge["standoff"] > 0 and edge["startstandoff"] > 0
+
+
+def test_a_skewed_stage_says_so_in_its_box_and_jitter_only_in_the_hover():
+    base = {"position": 0, "upstream": [], "tasks": 4, "proposed": None, "utilization": 0.5,
+            "true_processing_rate": 1000.0, "records_in_per_s": 500}
+    vertices = [dict(base, id="v0", stage="Scan", name="Scan", task_skew=1.67),
+                dict(base, id="v1", stage="Agg", name="Agg", position=1, upstream=["v0"], task_skew=1.04),
+                dict(base, id="v2", stage="Sink", name="Sink", position=2, upstream=["v1"], task_skew=None)]
+    nodes = {a["name"]: a for a in dag_figure(vertices)["layout"]["annotations"] if a["name"].startswith("node:")}
+    assert "slowest task ×1.67 the mean" in nodes["node:v0"]["text"]
+    assert "slowest task" not in nodes["node:v1"]["text"] and "×1.04" in nodes["node:v1"]["hovertext"]
+    assert "busiest task not measured" in nodes["node:v2"]["hovertext"]
+
+
+@pytest.mark.django_db
+def test_the_dag_reads_the_busiest_task_of_the_stored_snapshots():
+    """A stage's skew is Σ busiest-task busy time over Σ mean-task busy time of the run's snapshots."""
+    job = make_job()
+    make_snapshots(job, count=3, tasks=(1, 4, 2), enrich_busy_max_s=7.5)  # enrich: 15 s on 4 tasks, busiest 7.5 s
+    rows = {row["id"]: row for row in dag_vertices(job=job)}
+    assert rows["v1"]["task_skew"] == 2.0
+    assert rows["v0"]["task_skew"] is None                     # not measured

@@ -172,14 +172,15 @@ def test_a_person_rolls_back_a_succeeded_execution(enqueued, django_capture_on_c
 
 
 @pytestmark_db
-@pytest.mark.parametrize("enrich_busy_s, backlog_step, arrival, expected", [
-    (15.0, 0, 900.0, "verified"),        # same per-core rate, backlog flat
-    (15.0, 5000, 900.0, "ineffective"),  # backlog keeps growing
-    (60.0, 0, 900.0, "ineffective"),     # enrich got 4x slower per core than predicted
-    (15.0, 0, 3000.0, "inconclusive"),   # the load changed: the prediction does not apply
+@pytest.mark.parametrize("enrich_busy_s, backlog_step, arrival, expected, enrich_busy_max_s", [
+    (15.0, 0, 900.0, "verified", None),        # same per-core rate, backlog flat
+    (15.0, 5000, 900.0, "ineffective", None),  # backlog keeps growing
+    (60.0, 0, 900.0, "ineffective", None),     # enrich got 4x slower per core than predicted
+    (15.0, 0, 3000.0, "inconclusive", None),   # the load changed: the prediction does not apply
+    (15.0, 0, 900.0, "ineffective", 60.0),     # same mean, but its slowest task sets a 4x slower pace
 ])
 def test_verification_compares_realized_rates_and_backlog_with_the_prediction(
-        enqueued, enrich_busy_s, backlog_step, arrival, expected):
+        enqueued, enrich_busy_s, backlog_step, arrival, expected, enrich_busy_max_s):
     proposal = _pending(verification_windows=2)
     done_at = timezone.now()
     Proposal.objects.filter(pk=proposal.pk).update(status="succeeded")
@@ -187,7 +188,7 @@ def test_verification_compares_realized_rates_and_backlog_with_the_prediction(
                              finished_at=done_at)
     later = done_at + timedelta(seconds=100)
     make_snapshots(proposal.job, count=6, end=later, enrich_busy_s=enrich_busy_s, backlog_step=backlog_step,
-                   arrival=arrival)
+                   arrival=arrival, enrich_busy_max_s=enrich_busy_max_s)
     assert workflow_reconcile(now=later)["verified"] == 1
     proposal.refresh_from_db()
     assert proposal.verification == expected, proposal.verification_detail

@@ -128,8 +128,8 @@ class VertexSnapshotSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = VertexSnapshot
-        fields = ["vertex_id", "stage", "name", "position", "is_source", "tasks", "busy_s", "records_in",
-                  "records_out", "spill_bytes", "upstream"]
+        fields = ["vertex_id", "stage", "name", "position", "is_source", "tasks", "busy_s", "busy_max_s",
+                  "records_in", "records_out", "spill_bytes", "upstream"]
 
 
 class VertexSerializer(serializers.ModelSerializer):
@@ -143,7 +143,8 @@ class VertexSerializer(serializers.ModelSerializer):
     class Meta:
         model = VertexSnapshot
         fields = ["id", "snapshot", "job", "collected_at", "window_s", "vertex_id", "stage", "name", "position",
-                  "is_source", "tasks", "busy_s", "records_in", "records_out", "spill_bytes", "upstream"]
+                  "is_source", "tasks", "busy_s", "busy_max_s", "records_in", "records_out", "spill_bytes",
+                  "upstream"]
 
 
 class SnapshotSerializer(serializers.ModelSerializer):

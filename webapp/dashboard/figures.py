@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from scaling.microbatch_sizing import SKEW_REPORTED
 from webapp.dashboard.reads import ChartData
 
 #: One fixed utilization scale for every DAG: green (idle) to red (saturated), 0..1.
@@ -69,7 +70,8 @@ def dag_figure(vertices: list[dict]) -> dict:
     """The job DAG, sources on top. Each item of ``vertices``: id, stage (short name), name (Spark's
     operator chain), position, upstream (ids), tasks, proposed (or None), utilization (0..1),
     records_in_per_s, records_out_per_s, and when evaluated: true_processing_rate, true_output_rate,
-    target_data_rate, ideal_parallelism, selectivity, bottleneck (bool).
+    target_data_rate, ideal_parallelism, selectivity, bottleneck (bool); task_skew (the busiest task's
+    busy time over the mean task's, None when not measured).
 
     Each node is a box coloured by utilization on one fixed scale that carries the stage name,
     parallelism ``p → p'``, utilization and true processing rate (records per busy second); the
@@ -100,6 +102,9 @@ def dag_figure(vertices: list[dict]) -> dict:
         lines = [f"<b>{v['stage']}</b>", f"p {parallelism_label(v)}",
                  f"utilization {v['utilization']:.0%}",
                  f"true rate {_rate(v.get('true_processing_rate'))} rec/s"]
+        skew = v.get("task_skew")
+        if skew is not None and skew > SKEW_REPORTED:
+            lines.append(f"slowest task ×{skew:.2f} the mean")
         if v.get("bottleneck"):
             lines.append("<b>⚠ bottleneck</b>")
         hover = (f"<b>{v['stage']}</b> ({v['id']})<br>{v['name']}<br>parallelism {parallelism_label(v)}"
@@ -107,7 +112,9 @@ def dag_figure(vertices: list[dict]) -> dict:
                  f"<br>true processing rate {_rate(v.get('true_processing_rate'))} rec/s per busy second"
                  f"<br>true output rate {_rate(v.get('true_output_rate'))} rec/s per busy second"
                  f"<br>target data rate {_rate(v.get('target_data_rate'))} rec/s"
-                 f"<br>ideal parallelism {v.get('ideal_parallelism', '–')}<br>selectivity {v.get('selectivity', '–')}")
+                 f"<br>ideal parallelism {v.get('ideal_parallelism', '–')}<br>selectivity {v.get('selectivity', '–')}"
+                 + (f"<br>busiest task busy ×{skew:.2f} the mean task's" if skew is not None
+                    else "<br>busiest task not measured"))
         annotations.append({"x": pos[v["id"]][0], "y": pos[v["id"]][1], "xref": "x", "yref": "y",
                             "showarrow": False, "text": "<br>".join(lines), "name": f"node:{v['id']}",
                             "align": "center", "bgcolor": colour, "borderpad": 6,

@@ -20,7 +20,7 @@ from enum import StrEnum
 from django.conf import settings
 from django.db.models import Prefetch
 
-from scaling.metrics import stage_utilization, true_processing_rate
+from scaling.metrics import stage_utilization, task_skew, true_processing_rate
 from webapp.dashboard.stages import stage_names
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.jobs.selectors import finite_or_inf
@@ -101,12 +101,20 @@ def dag_vertices(*, job: Job, proposal_plan: dict | None = None, evaluation=None
     same_run = [s for s in snapshots if s.run_id == latest.run_id]
     total_s = sum(s.window_s for s in same_run) or 1.0
     sums: dict[str, list[float]] = {}
+    # Per vertex: Σ busiest-task and Σ mean-task busy seconds (a snapshot that did not measure the
+    # busiest task counts its mean, as the metric window does), and whether any measured it.
+    pace: dict[str, list[float]] = {}
     for snapshot in same_run:
         for v in snapshot.vertices.all():
             acc = sums.setdefault(v.vertex_id, [0.0, 0.0, 0.0])
             acc[0] += v.busy_s
             acc[1] += v.records_in
             acc[2] += v.records_out
+            mean_task_s = v.busy_s / max(1, v.tasks)
+            busiest = pace.setdefault(v.vertex_id, [0.0, 0.0, 0.0])
+            busiest[0] += mean_task_s if v.busy_max_s is None else v.busy_max_s
+            busiest[1] += mean_task_s
+            busiest[2] += v.busy_max_s is not None
     evaluated = {v["vertex_id"]: v for v in (evaluation.plan.get("vertices", []) if evaluation else [])}
     proposed = {v["vertex_id"]: v["proposed"] for v in (proposal_plan or {}).get("vertices", [])}
     bottleneck = (proposal_plan or (evaluation.plan if evaluation else {})).get("bottleneck")
@@ -124,6 +132,8 @@ def dag_vertices(*, job: Job, proposal_plan: dict | None = None, evaluation=None
             "records_in_per_s": rec_in / total_s, "records_out_per_s": rec_out / total_s,
             "selectivity": round(rec_out / rec_in, 3) if rec_in else "–",
             "bottleneck": bottleneck == v.vertex_id,
+            "task_skew": (round(task_skew(pace[v.vertex_id][0], pace[v.vertex_id][1]), 3)
+                          if v.vertex_id in pace and pace[v.vertex_id][2] else None),
         }
         if v.vertex_id in evaluated:
             plan_v = evaluated[v.vertex_id]

@@ -173,7 +173,8 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
             state_bytes=sample.state_bytes, errors=list(sample.errors))
         VertexSnapshot.objects.bulk_create([
             VertexSnapshot(snapshot=snapshot, vertex_id=v.vertex_id, name=v.name, position=v.position,
-                           is_source=v.is_source, tasks=v.tasks, busy_s=v.busy_s, records_in=v.records_in,
+                           is_source=v.is_source, tasks=v.tasks, busy_s=v.busy_s, busy_max_s=v.busy_max_s,
+                           records_in=v.records_in,
                            records_out=v.records_out, spill_bytes=v.spill_bytes, upstream=list(v.upstream),
                            span_s=v.span_s)
             for v in sample.vertices])

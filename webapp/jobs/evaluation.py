@@ -60,8 +60,8 @@ def snapshot_sample(snapshot: MetricSnapshot):
 
     vertices = tuple(VertexSample(
         vertex_id=v.vertex_id, name=v.name, position=v.position, is_source=v.is_source, tasks=v.tasks,
-        busy_s=v.busy_s, records_in=v.records_in, records_out=v.records_out, spill_bytes=v.spill_bytes,
-        upstream=tuple(v.upstream), span_s=v.span_s) for v in snapshot.vertices.all())
+        busy_s=v.busy_s, busy_max_s=v.busy_max_s, records_in=v.records_in, records_out=v.records_out,
+        spill_bytes=v.spill_bytes, upstream=tuple(v.upstream), span_s=v.span_s) for v in snapshot.vertices.all())
     return JobSample(
         run_id=snapshot.run_id, query_name=None, app_id="", window_s=snapshot.window_s, batches=snapshot.batches,
         first_batch_id=None, last_batch_id=None, vertices=vertices, backlog=snapshot.backlog,

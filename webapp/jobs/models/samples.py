@@ -89,6 +89,10 @@ class VertexSnapshot(models.Model):
     is_source = models.BooleanField(default=False)
     tasks = models.PositiveIntegerField(default=1)
     busy_s = models.FloatField(default=0.0, help_text="Σ executorRunTime, task-seconds.")
+    busy_max_s = models.FloatField(
+        null=True, blank=True, help_text="The busiest task's busy time, seconds per task (compare busy_s / tasks): "
+        "per batch the slowest task on the cores it had (sparkclient.sample.VertexSample.busy_max_s); "
+        "empty when Spark's task summaries were not available.")
     records_in = models.BigIntegerField(default=0)
     records_out = models.BigIntegerField(default=0)
     spill_bytes = models.BigIntegerField(default=0)

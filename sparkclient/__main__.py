@@ -59,7 +59,9 @@ def _snapshot(args: argparse.Namespace) -> int:
                 print("note: no published progress; batches rebuilt from /jobs and /stages (input rows from the "
                       "stages' inputRecords; no offsets, so no backlog)",
                       file=sys.stderr)
-                progresses = progresses_from_jobs(jobs, run_id, client.stages(app_id, "complete"))
+                from sparkclient.stages import BATCH_STAGE_STATUSES  # noqa: PLC0415
+
+                progresses = progresses_from_jobs(jobs, run_id, client.stages(app_id, BATCH_STAGE_STATUSES))
             if args.trigger_interval_s is None:
                 from sparkclient.snapshot import infer_trigger_interval_s  # noqa: PLC0415
 

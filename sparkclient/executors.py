@@ -144,12 +144,12 @@ class ExecutorScaler:
     def newest_state_holders(self, run_id: str) -> dict[str, int]:
         """State holders (see :meth:`state_holders`) of the last stage of the newest batch of query
         run ``run_id`` whose stages REST lists; ``{}`` when there is none yet."""
-        from sparkclient.stages import batch_jobs, batch_stages  # noqa: PLC0415
+        from sparkclient.stages import BATCH_STAGE_STATUSES, batch_jobs, batch_stages  # noqa: PLC0415
 
         by_batch = batch_jobs(self.rest.jobs(self.app_id, "succeeded"), run_id)
         if not by_batch:
             return {}
-        stages = self.rest.stages(self.app_id, "complete")
+        stages = self.rest.stages(self.app_id, BATCH_STAGE_STATUSES)
         for batch_id in sorted(by_batch, reverse=True):
             ordered, missing = batch_stages(by_batch[batch_id], stages)
             if ordered and not missing:

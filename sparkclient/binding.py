@@ -193,7 +193,10 @@ def plan_stages_of(query: Any) -> tuple[PlanStage, ...] | None:
 
     Walks ``StreamExecution.lastExecution.executedPlan``; a ``ShuffleExchangeExec`` ends the stage
     below it, and its ``shuffleOrigin`` and ``outputPartitioning.numPartitions`` define the stage
-    above it. Adaptive execution is off in streaming, so these are the task counts Spark runs.
+    above it. Adaptive execution, which Spark keeps for stateless queries writing to a DSv2 sink, is
+    walked through its final plan (``AdaptiveSparkPlanExec.executedPlan``, each query stage's
+    ``plan``); it may coalesce a ``spark.sql.shuffle.partitions`` shuffle, and the tasks Spark ran
+    then disagree with the knob (``MismatchReason.TASKS``), which the binding reports.
     """
     execution = query._jsq.streamingQuery().lastExecution()
     if execution is None:
@@ -202,7 +205,15 @@ def plan_stages_of(query: Any) -> tuple[PlanStage, ...] | None:
 
     def visit(node: Any) -> tuple[list[tuple[StageInput, int | None]], list[str], bool]:
         name = str(node.nodeName())
-        if node.getClass().getSimpleName() == "ShuffleExchangeExec":
+        kind_of = node.getClass().getSimpleName()
+        # A stateless query writing to a DSv2 sink (noop, Kafka, foreach) runs each batch with
+        # adaptive execution: the stages are in the adaptive plan's final plan, each query stage
+        # (ShuffleQueryStage, ResultQueryStage, ...) a leaf that wraps the plan it ran.
+        if kind_of == "AdaptiveSparkPlanExec":
+            return visit(node.executedPlan())
+        if kind_of.endswith("QueryStageExec"):
+            return visit(node.plan())
+        if kind_of == "ShuffleExchangeExec":
             child_inputs, child_ops, child_stateful = _merge([visit(c) for c in _children(node)])
             stages.append(_finish(child_inputs, child_ops, child_stateful))
             origin = str(node.shuffleOrigin().toString())

@@ -51,11 +51,15 @@ def test_a_skewed_stage_says_so_in_its_box_and_jitter_only_in_the_hover():
             "true_processing_rate": 1000.0, "records_in_per_s": 500}
     vertices = [dict(base, id="v0", stage="Scan", name="Scan", task_skew=1.67),
                 dict(base, id="v1", stage="Agg", name="Agg", position=1, upstream=["v0"], task_skew=1.04),
-                dict(base, id="v2", stage="Sink", name="Sink", position=2, upstream=["v1"], task_skew=None)]
+                dict(base, id="v2", stage="Sink", name="Sink", position=2, upstream=["v1"], task_skew=None),
+                dict(base, id="v3", stage="Tiny", name="Tiny", position=3, upstream=["v2"], task_skew=1.3,
+                     utilization=0.01)]
     nodes = {a["name"]: a for a in dag_figure(vertices)["layout"]["annotations"] if a["name"].startswith("node:")}
     assert "slowest task ×1.67 the mean" in nodes["node:v0"]["text"]
     assert "slowest task" not in nodes["node:v1"]["text"] and "×1.04" in nodes["node:v1"]["hovertext"]
     assert "busiest task not measured" in nodes["node:v2"]["hovertext"]
+    # a stage busy 1 % of its slots: the jitter of its short tasks is only in the hover
+    assert "slowest task" not in nodes["node:v3"]["text"] and "×1.30" in nodes["node:v3"]["hovertext"]
 
 
 @pytest.mark.django_db

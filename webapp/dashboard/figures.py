@@ -66,12 +66,19 @@ LAYER_PX = 150
 NODE_HALF_PX = 46
 
 
+#: A stage busy less than this share of its slots cannot set the batch's pace: its tasks' jitter
+#: (x1.1-1.3 on tasks of a few ms, measured in the demo and tests/fixtures/spark-4.3.0-skew) stays in
+#: the hover, out of the box.
+SKEW_SHOWN_MIN_UTILIZATION = 0.05
+
+
 def dag_figure(vertices: list[dict]) -> dict:
     """The job DAG, sources on top. Each item of ``vertices``: id, stage (short name), name (Spark's
     operator chain), position, upstream (ids), tasks, proposed (or None), utilization (0..1),
     records_in_per_s, records_out_per_s, and when evaluated: true_processing_rate, true_output_rate,
     target_data_rate, ideal_parallelism, selectivity, bottleneck (bool); task_skew (the busiest task's
-    busy time over the mean task's, None when not measured).
+    busy time over the mean task's, None when not measured; in the box when above
+    ``scaling.microbatch_sizing.SKEW_REPORTED`` on a stage busy at least ``SKEW_SHOWN_MIN_UTILIZATION``).
 
     Each node is a box coloured by utilization on one fixed scale that carries the stage name,
     parallelism ``p → p'``, utilization and true processing rate (records per busy second); the
@@ -103,7 +110,7 @@ def dag_figure(vertices: list[dict]) -> dict:
                  f"utilization {v['utilization']:.0%}",
                  f"true rate {_rate(v.get('true_processing_rate'))} rec/s"]
         skew = v.get("task_skew")
-        if skew is not None and skew > SKEW_REPORTED:
+        if skew is not None and skew > SKEW_REPORTED and v["utilization"] >= SKEW_SHOWN_MIN_UTILIZATION:
             lines.append(f"slowest task ×{skew:.2f} the mean")
         if v.get("bottleneck"):
             lines.append("<b>⚠ bottleneck</b>")

@@ -259,7 +259,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
         reasons.append(f"load {load_down:.2f} below the utilization band [{low}, {high}]: {total_need:.2f} busy "
                        f"cores per second needed on {_cores(cores_now)}")
     for item in limits:
-        reasons.append(_limit_text(item))
+        reasons.append(limit_text(item))
     if backlog_mode:
         reasons.append(f"backlog mode: a source's lag is above {_num(policy.backlog_lag_threshold_s)} s, "
                        f"no scale-downs")
@@ -362,8 +362,10 @@ def _cores(n: int) -> str:
     return f"{n} core" if n == 1 else f"{n} cores"
 
 
-def _limit_text(item: PlanLimit) -> str:
-    """Words for a limit (rendered from the code and its numbers)."""
+def limit_text(item: PlanLimit) -> str:
+    """Words for a limit of a micro-batch plan, rendered from its code and numbers (the plan's
+    reasons, the job page's "Why no proposal?"). Raises ``KeyError`` when ``item.data`` lacks a
+    number its code needs."""
     d = item.data
     if item.code == Limit.MAX_EXECUTORS:
         return (f"max-executors: {_num(d['cores_needed'])} cores needed, {_num(d['cores_max'])} allowed; at the "
@@ -375,7 +377,9 @@ def _limit_text(item: PlanLimit) -> str:
     if item.code == Limit.RETENTION_RISK:
         return (f"retention-risk: {item.vertex_id}'s backlog is {_num(d['lag_s'])} s old, retention "
                 f"{_num(d['retention_s'])} s")
+    skew = f"its slowest task, busy ×{d['skew']:.2f} its mean task, sets the pace" if "skew" in d else \
+        "its slowest task sets the pace"
     what = {Limit.PINNED_STAGE: "pinned", Limit.PARTITIONS: "bounded by its partitions",
-            Limit.BOTTLENECK: "skewed (its slowest task sets the pace)"}[item.code]
+            Limit.BOTTLENECK: f"skewed ({skew})"}[item.code]
     return (f"{item.code}: {item.vertex_id} is {what} at {_num(d['tasks'])} tasks and alone fills "
             f"{d['fill']:.0%} of each trigger interval; more cores cannot help it")

@@ -486,3 +486,23 @@ def test_an_operator_clears_a_suspension_with_a_button_and_a_viewer_cannot(clien
 def test_favicon_is_served_not_404(client):
     response = client.get("/favicon.ico")
     assert response.status_code == 301 and response["Location"].endswith("favicon.svg")
+
+
+def test_why_above_the_band_with_a_skewed_stage_names_what_the_plan_cannot_meet(client, operator):
+    """Issue 14 ("Say what cannot be met", "Skew") on the job page: a job at its maximum cores whose
+    enrich stage's slowest task is busy 7x its mean task gets no proposal, and the page says why:
+    the stage is skewed (more cores cannot help it) and the executors are at their maximum."""
+    job = make_job(metric_window_s=45, max_cores=2)
+    Job.objects.filter(pk=job.pk).update(config={**job.config, "cores": 2, "source_partitions": 2,
+                                                 "enrich_partitions": 2, "state_partitions": 2},
+                                         plan_stages=[{**s, "partitions": 2 if s["partitions"] else None}
+                                                      for s in PLAN_STAGES])
+    job.refresh_from_db()
+    # enrich: 2 tasks, 4 s of busy time per 15 s window, its slowest task busy 14 s of it
+    make_snapshots(job, enrich_busy_s=4.0, enrich_busy_max_s=14.0, backlog_step=2000, cores=2, tasks=(2, 2, 2))
+    evaluation = evaluation_run(job=job)
+    assert evaluation.decision == "no-change" and evaluation.plan["load"] > 1.0, evaluation.plan
+    why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
+    assert why["bounds"].startswith("load ") and "above the utilization band" in why["bounds"]
+    assert "v1 is skewed (its slowest task, busy ×7.00 its mean task, sets the pace)" in why["limits"]
+    assert "more cores cannot help it" in why["limits"] and "max-executors" in why["limits"]

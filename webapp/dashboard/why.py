@@ -15,8 +15,9 @@ from enum import StrEnum
 from django.conf import settings
 from django.utils import timezone
 
+from scaling.microbatch import limit_text
 from scaling.periods import active_period
-from scaling.reasons import Decision
+from scaling.reasons import Decision, Limit, PlanLimit
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.jobs.selectors import policy_band, window_coverage
 from webapp.proposals.holds import held_scale_down
@@ -38,6 +39,7 @@ class Why(StrEnum):
     HELD = "held"            # data: hold, detail (webapp.proposals.reasons.EvaluationHold)
     EXCLUDED = "excluded"    # data: period
     BOUNDS = "bounds"        # data: load, low, high
+    LIMITS = "limits"        # data: limits (the plan's, as stored: code, vertex_id, data)
     OTHER = "other"          # data: decision, reasons (the model's own sentences, shown as they are)
 
 
@@ -109,7 +111,26 @@ def render(code: Why, data: dict) -> str:
                     f"configuration (already at a bound of the policy)")
         load_text = f"load {load:.2f}" if isinstance(load, (int, float)) else "the load"
         return f"every vertex is within its bounds: {load_text} is inside the utilization band {band}"
+    if code == Why.LIMITS:
+        texts = [text for text in (_limit_words(item) for item in data.get("limits") or ()) if text]
+        return "what the plan cannot meet: " + "; ".join(texts) if texts else "the plan names limits it cannot meet"
     return f"last evaluation ({data['decision']}): " + "; ".join(data.get("reasons") or ())
+
+
+def _limit_words(item: object) -> str | None:
+    """A stored plan limit (``dataclasses.asdict`` of ``scaling.reasons.PlanLimit``, infinities as
+    ``"inf"``) in words, or None when it is not one this version knows."""
+    if not isinstance(item, dict) or not isinstance(item.get("data"), dict):
+        return None
+    try:
+        code = Limit(item.get("code"))
+    except ValueError:
+        return None
+    data = {k: float(v) if v in ("inf", "-inf", "nan") else v for k, v in item["data"].items()}
+    try:
+        return limit_text(PlanLimit(code, item.get("vertex_id"), data))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -173,6 +194,11 @@ def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime) -> list
     if evaluation.decision == Decision.NO_CHANGE and not out:
         low, high = policy_band(job.policy)
         out.append(Reason(Why.BOUNDS, {"load": plan.get("load"), "low": low, "high": high}))
+        load = plan.get("load")
+        if plan.get("limits") and isinstance(load, (int, float)) and not low <= load <= high:
+            # Out of the band with nothing to change: say what the plan cannot meet (a skewed stage,
+            # the executors' maximum, a catch-up out of reach) rather than only "at a bound".
+            out.append(Reason(Why.LIMITS, {"limits": plan["limits"]}))
     elif not out and (texts := list(evaluation.reasons or plan.get("reasons") or [])):
         out.append(Reason(Why.OTHER, {"decision": evaluation.decision, "reasons": texts}))
     return out

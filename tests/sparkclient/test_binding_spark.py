@@ -22,8 +22,9 @@ def test_a_stateless_query_into_a_dsv2_sink_binds_each_stage_to_its_knob(tmp_pat
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F  # noqa: N812
 
-    spark = (SparkSession.builder.master("local[2]").appName("binding-aqe")
-             .config("spark.ui.enabled", "false").getOrCreate())
+    # The UI stays on: the session's settings outlive spark.stop() in this JVM, and later Spark tests
+    # of the same pytest process read the REST API.
+    spark = SparkSession.builder.master("local[2]").appName("binding-aqe").getOrCreate()
     try:
         rows = (spark.readStream.format("rate").option("rowsPerSecond", 200).option("numPartitions", 2).load()
                 .withColumn("key", F.col("value") % 4).repartition(3, "key"))

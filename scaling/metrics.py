@@ -225,6 +225,7 @@ class MetricWindow:
         ``MetricsError`` when a row names other vertices than the first.
         """
         columns: dict[str, dict[str, list[float]]] = {}
+        measured: set[str] = set()  # vertices with a busiest task in at least one sample
         vertices: tuple[str, ...] | None = None
         for row in rows:
             if vertices is None:
@@ -236,23 +237,20 @@ class MetricWindow:
                 span = m.span_s
                 col["records_in_per_s"].append(m.records_in / span if span > 0 else 0.0)
                 col["records_out_per_s"].append(m.records_out / span if span > 0 else 0.0)
-                col["busy_time_ms_per_s"].append(
-                    busy_time_ms_per_s(m.busy_s, span, m.tasks, cap=False) if span > 0 else 0.0)
+                mean = busy_time_ms_per_s(m.busy_s, span, m.tasks, cap=False) if span > 0 else 0.0
+                col["busy_time_ms_per_s"].append(mean)
                 col["backlog"].append(m.backlog)
                 col["backlog_growth_per_s"].append(m.backlog_growth_per_s)
                 col["batch_overhead_s"].append(m.batch_overhead_s)
                 col["span_s"].append(span)
                 col["batches"].append(float(m.batches))
+                if m.busy_max_s is not None:
+                    measured.add(vertex_id)
                 col["busy_time_max_ms_per_s"].append(
-                    (m.busy_max_s * 1000.0 / span if span > 0 else 0.0) if m.busy_max_s is not None else math.nan)
-        out = {}
-        for vertex_id, col in columns.items():
-            maxima = col["busy_time_max_ms_per_s"]
-            col["busy_time_max_ms_per_s"] = ([] if all(math.isnan(x) for x in maxima) else
-                                             [mean if math.isnan(x) else x
-                                              for x, mean in zip(maxima, col["busy_time_ms_per_s"])])
-            out[vertex_id] = VertexSamples(**{n: tuple(c) for n, c in col.items()})
-        return cls(out)
+                    mean if m.busy_max_s is None else m.busy_max_s * 1000.0 / span if span > 0 else 0.0)
+        for vertex_id in columns.keys() - measured:
+            columns[vertex_id]["busy_time_max_ms_per_s"] = []
+        return cls({v: VertexSamples(**{n: tuple(c) for n, c in col.items()}) for v, col in columns.items()})
 
     def aggregate(self, sources: Sequence[str] = (), *, after_change: bool = False) -> dict[str, VertexMetrics]:
         """Evaluated metrics per vertex: the window averages of ``VertexSamples.aggregate``.

@@ -55,17 +55,17 @@ class _SlowestTasks:
 
     def __call__(self, stage_id: int, attempt: int) -> float | None:
         key = (stage_id, attempt)
-        if key not in self._known and self.failed >= self.GIVE_UP:
+        if key in self._known:
+            return self._known[key]
+        if self.failed >= self.GIVE_UP:
             return None
-        if key not in self._known:
-            try:
-                self._known[key] = slowest_task_run_ms(
-                    self._client.task_summary(self._app_id, stage_id, attempt),
-                    f"stages/{stage_id}/{attempt}/taskSummary")
-            except (SparkRestError, SparkDataError) as exc:
-                self._known[key] = None
-                self.failed += 1
-                self.problem = self.problem or str(exc)
+        try:
+            self._known[key] = slowest_task_run_ms(self._client.task_summary(self._app_id, stage_id, attempt),
+                                                   f"stages/{stage_id}/{attempt}/taskSummary")
+        except (SparkRestError, SparkDataError) as exc:
+            self._known[key] = None
+            self.failed += 1
+            self.problem = self.problem or str(exc)
         return self._known[key]
 
 
@@ -111,16 +111,17 @@ def collect_sample(
     window_s: float,
     now_s: float,
 ) -> JobSample:
-    """Fetch ``/jobs``, ``/stages?status=complete&status=skipped``, ``/executors``, the newest batch's SQL
-    execution and the window's stage attempts' ``taskSummary`` (the slowest task, at most
-    ``sparkclient.vertices.SLOWEST_TASK_FETCHES`` calls), and build the sample for the window ``[now_s - window_s, now_s)``
-    (:func:`window_batches`).
+    """Fetch ``/jobs``, ``/stages?status=complete&status=skipped``, ``/executors``, the newest batch's
+    SQL execution and the window's stage attempts' ``taskSummary`` (the slowest task, at most
+    ``sparkclient.vertices.SLOWEST_TASK_FETCHES`` calls), and build the sample for the window
+    ``[now_s - window_s, now_s)`` (:func:`window_batches`).
 
     ``progresses``: the query's recent progress dicts (any run: the previous run's last batch
     gives the span of a catch-up batch); ``now_s``: epoch seconds. SQL lookup failures only cost
-    the vertex names, task-summary failures only the busiest task (noted in ``errors``). Raises :class:`sparkclient.rest.SparkRestError` when
-    jobs, stages or executors cannot be fetched, :class:`SparkDataError` when a payload or a
-    progress is malformed, ``ValueError`` for ``window_s <= 0``.
+    the vertex names, task-summary failures only the busiest task (noted in ``errors``). Raises
+    :class:`sparkclient.rest.SparkRestError` when jobs, stages or executors cannot be fetched,
+    :class:`SparkDataError` when a payload or a progress is malformed, ``ValueError`` for
+    ``window_s <= 0``.
     """
     if not window_s > 0 or not math.isfinite(window_s):
         raise ValueError(f"window_s must be a finite number > 0 seconds, got {window_s}")

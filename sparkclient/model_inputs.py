@@ -101,8 +101,9 @@ def measurements(sample: JobSample, vertex_ids: Sequence[str]) -> dict[str, Vert
             source = {"backlog": float(sample.backlog),
                       "backlog_growth_per_s": sample.arrival_rate_per_s - (v.records_in / span_s if span_s > 0 else 0.0)}
         out[vertex_id] = VertexMeasurement(
-            span_s=span_s, tasks=max(1, v.tasks), busy_s=v.busy_s, busy_max_s=v.busy_max_s, records_in=v.records_in,
-            records_out=v.records_out, batch_overhead_s=sample.batch_overhead_s, batches=sample.batches, **source)
+            span_s=span_s, tasks=max(1, v.tasks), busy_s=v.busy_s, busy_max_s=v.busy_max_s,
+            records_in=v.records_in, records_out=v.records_out, batch_overhead_s=sample.batch_overhead_s,
+            batches=sample.batches, **source)
     return out
 
 

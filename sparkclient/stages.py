@@ -12,10 +12,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from sparkclient.sparkjson import Problem, SparkDataError, as_dict, as_list, dicts, finite, get_count, get_list, get_str
+from sparkclient.sparkjson import (
+    Problem, SparkDataError, as_dict, as_list, dicts, finite, get_count, get_list, get_str,
+)
 
-__all__ = ["BATCH_STAGE_STATUSES", "batch_jobs", "batch_stages", "executors_and_cores", "rest_time_s", "slowest_task_run_ms", "stage_index",
-           "stages_running_s", "vertex_id"]
+__all__ = ["BATCH_STAGE_STATUSES", "batch_jobs", "batch_stages", "executors_and_cores", "rest_time_s",
+           "slowest_task_run_ms", "stage_index", "stages_running_s", "vertex_id"]
 
 Json = dict[str, Any]
 

@@ -110,10 +110,9 @@ def dag_vertices(*, job: Job, proposal_plan: dict | None = None, evaluation=None
             acc[0] += v.busy_s
             acc[1] += v.records_in
             acc[2] += v.records_out
-            mean_task_s = v.busy_s / max(1, v.tasks)
             busiest = pace.setdefault(v.vertex_id, [0.0, 0.0, 0.0])
-            busiest[0] += mean_task_s if v.busy_max_s is None else v.busy_max_s
-            busiest[1] += mean_task_s
+            busiest[0] += v.paced_busy_s / max(1, v.tasks)
+            busiest[1] += v.busy_s / max(1, v.tasks)
             busiest[2] += v.busy_max_s is not None
     evaluated = {v["vertex_id"]: v for v in (evaluation.plan.get("vertices", []) if evaluation else [])}
     proposed = {v["vertex_id"]: v["proposed"] for v in (proposal_plan or {}).get("vertices", [])}

@@ -118,15 +118,16 @@ def render(code: Why, data: dict) -> str:
 
 
 def _limit_words(item: object) -> str | None:
-    """A stored plan limit (``dataclasses.asdict`` of ``scaling.reasons.PlanLimit``, infinities as
-    ``"inf"``) in words, or None when it is not one this version knows."""
+    """A stored plan limit (``dataclasses.asdict`` of ``scaling.reasons.PlanLimit`` through
+    ``webapp.jobs.evaluation.plan_as_json``: infinity as ``"inf"``) in words, or None when it is not
+    one this version knows."""
     if not isinstance(item, dict) or not isinstance(item.get("data"), dict):
         return None
     try:
         code = Limit(item.get("code"))
     except ValueError:
         return None
-    data = {k: float(v) if v in ("inf", "-inf", "nan") else v for k, v in item["data"].items()}
+    data = {k: float("inf") if v == "inf" else v for k, v in item["data"].items()}
     try:
         return limit_text(PlanLimit(code, item.get("vertex_id"), data))
     except (KeyError, TypeError, ValueError):

@@ -84,8 +84,8 @@ def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[Metr
         acc = sums.setdefault(v.vertex_id, [0.0, 0.0])
         acc[0] += v.records_in
         # The busy time the plan's rate was computed from: the busiest task's pace when measured
-        # (scaling.metrics.paced_task_busy_s, per task), so a skewed stage is compared like with like.
-        acc[1] += v.busy_max_s * v.tasks if v.busy_max_s is not None else v.busy_s
+        # (scaling.metrics.paced_task_busy_s), so a skewed stage is compared like with like.
+        acc[1] += v.paced_busy_s
     stages = []
     for vp in proposal.plan.get("vertices", []):
         predicted = vp.get("true_processing_rate")

@@ -105,6 +105,12 @@ class VertexSnapshot(models.Model):
     class Meta:
         ordering = ["position"]
 
+    @property
+    def paced_busy_s(self) -> float:
+        """Task-seconds at the busiest task's pace, ``busy_max_s × tasks``; ``busy_s`` (the mean's)
+        when the busiest task was not measured, as the metric window counts such a sample."""
+        return self.busy_max_s * self.tasks if self.busy_max_s is not None else self.busy_s
+
     def save(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         refuse_bad_numbers(self)
         super().save(*args, **kwargs)

@@ -30,6 +30,9 @@ from sparkclient.contract import Knob, KnobTarget
 __all__ = ["BindingStatus", "MismatchReason", "PlanStage", "StageBinding", "StageInput", "bind_stages",
            "plan_stages_from_json", "plan_stages_of", "plan_stages_to_json"]
 
+#: The plan node (``AQEShuffleReadExec.nodeName``) by which adaptive execution reads a shuffle with
+#: coalesced, split or local partitions instead of the exchange's.
+ADAPTIVE_READ = "AQEShuffleRead"
 #: Physical plan node names (``SparkPlan.nodeName``) of stateful streaming operators.
 STATEFUL_NODES = frozenset({
     "StateStoreSave", "StateStoreRestore", "SessionWindowStateStoreSave", "SessionWindowStateStoreRestore",
@@ -70,6 +73,7 @@ class MismatchReason(StrEnum):
     STAGE_COUNT = "stage-count"            # the plan's stages and the batch's stages differ in number
     PLAN_PARTITIONS = "plan-partitions"    # the knob's value is not the plan's partition count
     TASKS = "tasks"                        # the knob's value is not the task count Spark ran
+    COALESCED = "coalesced"                # adaptive execution read the shuffle with other tasks than the knob
 
 
 @dataclass(frozen=True)
@@ -139,7 +143,9 @@ def bind_stages(plan: Sequence[PlanStage] | None, knobs: Sequence[Knob], values:
         if stage.partitions is not None and stage.partitions != value:
             reason = MismatchReason.PLAN_PARTITIONS
         elif tasks != value:
-            reason = MismatchReason.TASKS
+            # AQEShuffleRead: adaptive execution coalesced (or split) the shuffle's partitions at run
+            # time, which the runner turns off unless the operator's --conf turned it on.
+            reason = MismatchReason.COALESCED if ADAPTIVE_READ in stage.operators else MismatchReason.TASKS
         status = BindingStatus.MISMATCH if reason else BindingStatus.BOUND
         out.append(StageBinding(position, status, knob=knob.name, reason=reason, knob_value=value, **common))
     return tuple(out)
@@ -195,8 +201,9 @@ def plan_stages_of(query: Any) -> tuple[PlanStage, ...] | None:
     below it, and its ``shuffleOrigin`` and ``outputPartitioning.numPartitions`` define the stage
     above it. Adaptive execution, which Spark keeps for stateless queries writing to a DSv2 sink, is
     walked through its final plan (``AdaptiveSparkPlanExec.executedPlan``, each query stage's
-    ``plan``); it may coalesce a ``spark.sql.shuffle.partitions`` shuffle, and the tasks Spark ran
-    then disagree with the knob (``MismatchReason.TASKS``), which the binding reports.
+    ``plan``). Where it coalesced a ``spark.sql.shuffle.partitions`` shuffle (the operator turned
+    ``spark.sql.adaptive.coalescePartitions.enabled`` back on), the stage's operators include
+    ``AQEShuffleRead`` and the binding reports ``MismatchReason.COALESCED``.
     """
     execution = query._jsq.streamingQuery().lastExecution()
     if execution is None:

@@ -24,7 +24,13 @@ What each :class:`KnobTarget` sets, and how the runner applies a change of it:
 - ``shuffle_partitions`` / ``state_partitions``: ``spark.sql.shuffle.partitions``, which Spark pins in
   the checkpoint's offset log; once the checkpoint has run a batch the runner changes it with the
   offline RocksDB repartition (:mod:`sparkclient.staterepartition`) between stop and restart. A
-  pipeline declares at most one of the two (they are the same Spark setting);
+  pipeline declares at most one of the two (they are the same Spark setting). With such a knob the
+  runner also turns off adaptive execution's partition coalescing
+  (``spark.sql.adaptive.coalescePartitions.enabled=false``, :func:`session_settings`): Spark keeps
+  adaptive execution for a stateless query writing to a DSv2 sink, and it would run a
+  ``repartition(col)`` or join shuffle with fewer tasks than the knob, so the knob would not set the
+  stage's tasks. An operator who passes that setting with ``--conf`` keeps it, and the binding
+  reports the stage as coalesced;
 - ``source_partitions`` and ``repartition``: values the build function passes to its source options
   and ``repartition(n)`` calls; a change restarts the query inside the running driver;
 - ``other``: a setting of the pipeline that the autoscaler never changes (trigger interval, ...).
@@ -56,6 +62,7 @@ __all__ = [
     "load_pipeline",
     "pipeline",
     "run_context",
+    "session_settings",
     "validate_values",
 ]
 
@@ -63,6 +70,8 @@ __all__ = [
 ENV_JOB, ENV_WORKDIR = "SPARKSCALER_JOB", "SPARKSCALER_WORKDIR"
 #: The Spark setting that ``shuffle_partitions`` and ``state_partitions`` knobs set.
 SHUFFLE_PARTITIONS_CONF = "spark.sql.shuffle.partitions"
+#: Spark's adaptive execution setting that lets it coalesce a shuffle's partitions at run time.
+ADAPTIVE_COALESCE_CONF = "spark.sql.adaptive.coalescePartitions.enabled"
 #: Bounds of any knob value; larger values are refused as nonsense before anything is built.
 KNOB_VALUE_LIMIT = 1_000_000
 
@@ -212,6 +221,25 @@ def check_knob_set(knobs: Sequence[Knob]) -> tuple[Knob, ...]:
         raise KnobError(shuffle[1], f"{SHUFFLE_PARTITIONS_CONF} is set by one knob only (also {shuffle[0]!r}); "
                                     "declare it as state_partitions when the query has state")
     return knobs
+
+
+def session_settings(knobs: Sequence[Knob], values: Mapping[str, int],
+                     operator_conf: Mapping[str, str]) -> dict[str, str]:
+    """The Spark session settings the runner applies for the pipeline's knobs: ``{}`` without a
+    ``shuffle_partitions``/``state_partitions`` knob; else ``spark.sql.shuffle.partitions`` = the
+    knob's value, and ``spark.sql.adaptive.coalescePartitions.enabled`` = ``false`` unless the
+    operator's ``--conf`` settings (``operator_conf``) give it (see the module docstring).
+
+    Raises:
+        KeyError: ``values`` lacks the shuffle knob (values come from :func:`validate_values`).
+    """
+    knob = next((k for k in knobs if k.sets.session_conf), None)
+    if knob is None:
+        return {}
+    settings = {knob.sets.session_conf: str(values[knob.name])}
+    if ADAPTIVE_COALESCE_CONF not in operator_conf:
+        settings[ADAPTIVE_COALESCE_CONF] = "false"
+    return settings
 
 
 def validate_values(knobs: Sequence[Knob], values: Mapping[str, Any], *, partial: bool = False) -> dict[str, int]:

@@ -47,7 +47,7 @@ import redis
 
 from sparkclient import control, keys
 from sparkclient.binding import plan_stages_of, plan_stages_to_json
-from sparkclient.contract import KnobTarget, PipelineSpec, validate_values
+from sparkclient.contract import KnobTarget, PipelineSpec, session_settings, validate_values
 from sparkclient.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState
 from sparkclient.executors import supports_in_place
 from sparkclient.firstbatch import FIRST_BATCH_TIMEOUT_S, FirstBatchWatch
@@ -144,10 +144,9 @@ class Driver(RescalePaths):
 
     # spark ----------------------------------------------------------------------------------
 
-    def _session_conf(self) -> tuple[str, int] | None:
-        """The shuffle knob's ``(spark conf key, value)``, or None without one."""
-        knob = self.shuffle_knob
-        return None if knob is None else (knob.sets.session_conf, self.values[knob.name])
+    def _session_conf(self) -> dict[str, str]:
+        """The session settings of the shuffle knob (:func:`sparkclient.contract.session_settings`)."""
+        return session_settings(self.spec.knobs, self.values, self.spark_conf)
 
     def _build_session(self) -> Any:
         return build_session(job=self.job, workdir=self.workdir, redis_url=self.redis_url, master=self.master,

@@ -13,7 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sparkclient.contract import ENV_JOB, ENV_WORKDIR, PipelineSpec
@@ -53,13 +53,14 @@ def _last_batch_id(query: Any) -> int | None:
 
 def build_session(*, job: str, workdir: Path, redis_url: str, master: str, executors: int, ui_port: int,
                   in_place: bool, capacity: int, spark_conf: dict[str, str],
-                  session_conf: tuple[str, int] | None) -> Any:
+                  session_conf: Mapping[str, str] | None) -> Any:
     """The driver's SparkSession for ``job``.
 
     ``master``: ``local`` (then ``local[executors]``) or a cluster manager URL; ``in_place``: one
     core per executor, so executors are changed in place (``spark.cores.max`` = the larger of
     ``capacity`` and ``executors``); ``spark_conf``: the operator's ``--conf`` settings;
-    ``session_conf``: the shuffle knob's ``(spark conf key, value)``. Sets the environment the
+    ``session_conf``: the shuffle knob's session settings
+    (:func:`sparkclient.contract.session_settings`). Sets the environment the
     pipeline and the executors' Python workers read (job, work directory, Redis URL, PYTHONPATH).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -86,8 +87,8 @@ def build_session(*, job: str, workdir: Path, redis_url: str, master: str, execu
                    .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]))
     for key, value in spark_conf.items():  # the operator's --conf settings
         builder = builder.config(key, value)
-    if session_conf is not None:
-        builder = builder.config(session_conf[0], str(session_conf[1]))
+    for key, value in (session_conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
@@ -103,12 +104,17 @@ class StartedQuery:
     trigger_interval_s: float
 
 
+def _set_conf(spark: Any, settings: Mapping[str, str] | None) -> None:
+    for key, value in (settings or {}).items():
+        spark.conf.set(key, value)
+
+
 class _StartCaptured(Exception):
     """Raised inside a pipeline's build function by a captured ``start()``/``toTable()``."""
 
 
 def prepare_query(spark: Any, spec: PipelineSpec, values: dict[str, int],
-                  session_conf: tuple[str, int] | None) -> Callable[[], Any] | None:
+                  session_conf: Mapping[str, str] | None) -> Callable[[], Any] | None:
     """Run ``spec.build(spark, values)`` up to its writer's ``start()`` (or ``toTable()``) without
     starting anything, and return the call that starts it; a standby driver does this before it
     owns the checkpoint, so the plan's analysis (a Python data source's schema, the reader
@@ -129,8 +135,7 @@ def prepare_query(spark: Any, spec: PipelineSpec, values: dict[str, int],
             raise _StartCaptured
         return capture
 
-    if session_conf is not None:
-        spark.conf.set(session_conf[0], str(session_conf[1]))
+    _set_conf(spark, session_conf)
     for name in originals:
         setattr(DataStreamWriter, name, capturing(name))
     try:
@@ -156,8 +161,8 @@ def prepare_query(spark: Any, spec: PipelineSpec, values: dict[str, int],
 
 
 def start_query(spark: Any, spec: PipelineSpec, values: dict[str, int],
-                session_conf: tuple[str, int] | None, prepared: Callable[[], Any] | None = None) -> StartedQuery:
-    """Set the shuffle knob's session conf, then ``spec.build(spark, values)``; or, with ``prepared``
+                session_conf: Mapping[str, str] | None, prepared: Callable[[], Any] | None = None) -> StartedQuery:
+    """Set the shuffle knob's session settings, then ``spec.build(spark, values)``; or, with ``prepared``
     (from :func:`prepare_query`), start the query it captured (building as usual if that fails).
 
     Raises:
@@ -170,8 +175,7 @@ def start_query(spark: Any, spec: PipelineSpec, values: dict[str, int],
         except Exception:  # noqa: BLE001 - fall back to a fresh build, which reports a real error
             log.exception("starting the prepared query of %s failed; building it again", spec.ref)
     if query is None:
-        if session_conf is not None:
-            spark.conf.set(session_conf[0], str(session_conf[1]))
+        _set_conf(spark, session_conf)
         query = spec.build(spark, dict(values))
     if not all(hasattr(query, attr) for attr in ("runId", "isActive", "stop")):
         raise TypeError(f"{spec.ref} returned {type(query).__name__}, not a started StreamingQuery")

@@ -47,3 +47,79 @@ def test_a_stateless_query_into_a_dsv2_sink_binds_each_stage_to_its_knob(tmp_pat
     bindings = bind_stages(stages, knobs, {"source_partitions": 2, "work_partitions": 3}, [2, 3])
     assert [(b.status, b.knob) for b in bindings] == [(BindingStatus.BOUND, "source_partitions"),
                                                       (BindingStatus.BOUND, "work_partitions")]
+
+
+def test_the_shuffle_knob_sets_the_tasks_of_a_stateless_keyed_shuffle(tmp_path):
+    """A ``repartition("key")`` (a ``spark.sql.shuffle.partitions`` shuffle) into a DSv2 sink: adaptive
+    execution coalesced its 6 partitions into 1 task, so the shuffle knob never set that stage's tasks
+    and nothing could be proposed for it. With the runner's session settings the knob sets them; an
+    operator who turns coalescing back on gets the stage named as coalesced."""
+    from pyspark.sql import SparkSession
+
+    from sparkclient.binding import MismatchReason
+    from sparkclient.contract import ADAPTIVE_COALESCE_CONF, session_settings
+    from sparkclient.session import start_query
+
+    knobs = [Knob("source_partitions", default=2, min=1, max=8, sets=KnobTarget.SOURCE_PARTITIONS),
+             Knob("shuffle", default=6, min=1, max=16, sets=KnobTarget.SHUFFLE_PARTITIONS)]
+    values = {"source_partitions": 2, "shuffle": 6}
+
+    class Spec:
+        ref = "tests:keyed"
+
+        @staticmethod
+        def build(spark, knobs):
+            from pyspark.sql import functions as F  # noqa: N812
+
+            rows = (spark.readStream.format("rate").option("rowsPerSecond", 200)
+                    .option("numPartitions", knobs["source_partitions"]).load()
+                    .withColumn("key", F.col("value") % 50).repartition("key"))
+            return (rows.select("key", "value").writeStream.format("noop").trigger(processingTime="1 second")
+                    .option("checkpointLocation", str(tmp_path / f"cp-{len(list(tmp_path.iterdir()))}")).start())
+
+    def run(operator_conf):
+        settings = session_settings(knobs, values, operator_conf)
+        for key, value in operator_conf.items():
+            spark.conf.set(key, value)
+        query = start_query(spark, Spec, values, settings).query
+        try:
+            wait_for(lambda: len([p for p in query.recentProgress if p.numInputRows > 0]) >= 2, timeout_s=60,
+                     what="two batches with rows")
+            stages = plan_stages_of(query)
+            last, run_id = query.lastProgress["batchId"], str(query.runId)
+        finally:
+            query.stop()
+        tasks = _tasks_of_batch(spark, run_id, last)
+        return stages, bind_stages(stages, knobs, values, tasks)
+
+    spark = SparkSession.builder.master("local[2]").appName("binding-coalesce").getOrCreate()
+    try:
+        stages, runner_default = run({})
+        assert spark.conf.get(ADAPTIVE_COALESCE_CONF) == "false"
+        _, operator_on = run({ADAPTIVE_COALESCE_CONF: "true"})
+    finally:
+        for key in (ADAPTIVE_COALESCE_CONF, "spark.sql.shuffle.partitions"):
+            spark.conf.unset(key)
+        spark.stop()
+
+    assert [(s.input, s.partitions) for s in stages] == [(StageInput.SOURCE, None), (StageInput.SHUFFLE, 6)]
+    assert [(b.status, b.knob, b.tasks_ran) for b in runner_default] == [
+        (BindingStatus.BOUND, "source_partitions", 2), (BindingStatus.BOUND, "shuffle", 6)]
+    coalesced = operator_on[1]
+    assert (coalesced.status, coalesced.reason) == (BindingStatus.MISMATCH, MismatchReason.COALESCED)
+    assert coalesced.tasks_ran < 6
+
+
+def _tasks_of_batch(spark, run_id: str, batch_id: int) -> list[int]:
+    """Tasks of each stage of micro-batch ``batch_id`` of query run ``run_id``, upstream first, as the
+    collector reads them from Spark's REST API."""
+    from sparkclient.rest import SparkRestClient
+    from sparkclient.stages import BATCH_STAGE_STATUSES, batch_jobs, batch_stages
+
+    with SparkRestClient(spark.sparkContext.uiWebUrl) as rest:
+        app = rest.applications()[0]["id"]
+        jobs = wait_for(lambda: batch_jobs(rest.jobs(app, "succeeded"), run_id).get(batch_id), timeout_s=30,
+                        what=f"batch {batch_id}'s jobs in REST")
+        ordered, missing = batch_stages(jobs, rest.stages(app, BATCH_STAGE_STATUSES))
+    assert not missing
+    return [int(stage["numTasks"]) for stage in ordered]

@@ -23,6 +23,8 @@ from sparkclient.binding import (
     plan_stages_to_json,
 )
 from sparkclient.contract import (
+    ADAPTIVE_COALESCE_CONF,
+    SHUFFLE_PARTITIONS_CONF,
     Knob,
     KnobError,
     KnobTarget,
@@ -31,6 +33,7 @@ from sparkclient.contract import (
     knobs_from_json,
     knobs_to_json,
     load_pipeline,
+    session_settings,
     validate_values,
 )
 from sparkclient.control import (
@@ -228,6 +231,24 @@ def test_a_disagreement_is_a_mismatch_with_its_numbers_never_a_silent_binding():
     assert [b.reason for b in swapped[1:3]] == [MismatchReason.PLAN_PARTITIONS] * 2
     assert all(b.status is BindingStatus.MISMATCH for b in bind_stages(PLAN, KNOBS, values, [2, 1, 2]))
     assert all(b.status is BindingStatus.UNVERIFIED for b in bind_stages(None, KNOBS, values, [2, 1, 4, 2]))
+
+
+def test_a_shuffle_that_adaptive_execution_coalesced_is_named_as_such():
+    """The operator turned adaptive coalescing back on: the stage's tasks (1) are not the knob's (2),
+    and the reason is the coalescing, not a pipeline that ignores its knob."""
+    plan = (*PLAN[:3], PlanStage(StageInput.SHUFFLE, 2, False, ("AQEShuffleRead", "Project")))
+    values = validate_values(KNOBS, {})
+    coalesced = bind_stages(plan, KNOBS, values, [2, 1, 4, 1])[3]
+    assert (coalesced.status, coalesced.reason, coalesced.knob_value, coalesced.tasks_ran) == \
+        (BindingStatus.MISMATCH, MismatchReason.COALESCED, 2, 1)
+    assert bind_stages(plan, KNOBS, values, [2, 1, 4, 2])[3].status is BindingStatus.BOUND  # read, not coalesced
+
+
+def test_the_shuffle_knob_sets_the_partitions_and_turns_off_adaptive_coalescing_unless_the_operator_set_it():
+    values = validate_values(KNOBS, {"state": 6})
+    assert session_settings(KNOBS, values, {}) == {SHUFFLE_PARTITIONS_CONF: "6", ADAPTIVE_COALESCE_CONF: "false"}
+    assert session_settings(KNOBS, values, {ADAPTIVE_COALESCE_CONF: "true"}) == {SHUFFLE_PARTITIONS_CONF: "6"}
+    assert session_settings(KNOBS[:4], validate_values(KNOBS[:4], {}), {}) == {}  # no shuffle knob: Spark's own
 
 
 def test_a_stage_without_a_knob_is_pinned():

@@ -44,7 +44,7 @@ def test_the_build_runs_once_and_nothing_starts_until_the_prepared_call(spark, t
         return (_rate(spark, knobs).writeStream.format("noop")
                 .option("checkpointLocation", str(tmp_path / "cp")).queryName("prepared").start())
 
-    prepared = prepare_query(spark, Spec(build), {"rows": 7}, ("spark.sql.shuffle.partitions", 3))
+    prepared = prepare_query(spark, Spec(build), {"rows": 7}, {"spark.sql.shuffle.partitions": "3"})
     assert prepared is not None
     assert spark.streams.active == [] and not (tmp_path / "cp").exists()
     assert spark.conf.get("spark.sql.shuffle.partitions") == "3"

@@ -418,6 +418,19 @@ def test_a_knob_stage_mismatch_is_named_on_the_page_and_nothing_is_proposed_for_
     assert 'data-stage="0"' not in binding and 'data-stage="2"' not in binding  # the others are bound
 
 
+def test_a_coalesced_shuffle_says_what_coalesced_it_and_what_to_do():
+    from sparkclient.binding import BindingStatus, MismatchReason, StageBinding
+    from webapp.dashboard.views import binding_text
+
+    binding = StageBinding(2, BindingStatus.MISMATCH, knob="shuffle", reason=MismatchReason.COALESCED,
+                           knob_value=8, plan_partitions=8, tasks_ran=1)
+    text = binding_text(binding, "enrich")
+    assert text.startswith("stage 2 (enrich): Spark's adaptive execution coalesced the shuffle into 1 task, so")
+    assert "knob 'shuffle' (8) does not set them" in text
+    assert text.endswith("Remove --conf spark.sql.adaptive.coalescePartitions.enabled=true from the runner to let "
+                         "the knob set the tasks")
+
+
 def test_without_a_published_plan_no_stage_is_bound(client, operator):
     job = make_job(metric_window_s=45)
     Job.objects.filter(pk=job.pk).update(plan_stages=[])

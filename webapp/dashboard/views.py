@@ -21,6 +21,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
+from sparkclient.binding import MismatchReason
+from sparkclient.contract import ADAPTIVE_COALESCE_CONF
 from webapp.dashboard import present, reads
 from webapp.dashboard.templatetags.knobs import knob_changes
 from webapp.dashboard.figures import dag_figure, executors_figure, parallelism_label, series_figure
@@ -103,17 +105,22 @@ def _job_context(request: HttpRequest, job: Job) -> dict:
 
 def binding_text(binding, stage_name: str) -> str:
     """A stage's binding problem in words (rendered from the structured :class:`StageBinding`)."""
-    reason = binding.reason.value if binding.reason else ""
+    reason = binding.reason
     stage = f"stage {binding.position} ({stage_name})"
-    if reason == "no-plan":
+    if reason is MismatchReason.NO_PLAN:
         return (f"{stage}: not bound to a knob yet, the runner has not published the query's plan; "
                 "nothing is proposed for it")
-    if reason == "stage-count":
+    if reason is MismatchReason.STAGE_COUNT:
         return (f"{stage}: the plan's stages and the batch's stages differ in number (the query changed?); "
                 "nothing is proposed for it")
-    if reason == "plan-partitions":
+    if reason is MismatchReason.PLAN_PARTITIONS:
         return (f"{stage} and knob {binding.knob!r} disagree: the knob is {binding.knob_value} but the plan has "
                 f"{binding.plan_partitions} partitions; nothing is proposed for this stage")
+    if reason is MismatchReason.COALESCED:
+        tasks = f"{binding.tasks_ran} task" + ("" if binding.tasks_ran == 1 else "s")
+        return (f"{stage}: Spark's adaptive execution coalesced the shuffle into {tasks}, so knob "
+                f"{binding.knob!r} ({binding.knob_value}) does not set them; nothing is proposed for this stage. "
+                f"Remove --conf {ADAPTIVE_COALESCE_CONF}=true from the runner to let the knob set the tasks")
     return (f"{stage} and knob {binding.knob!r} disagree: the knob is {binding.knob_value} but Spark ran "
             f"{binding.tasks_ran} tasks; nothing is proposed for this stage")
 

@@ -6,6 +6,7 @@ from tests.webapp.factories import make_job, make_snapshots
 from webapp.dashboard.figures import dag_figure, utilization_colour
 from webapp.dashboard.reads import dag_vertices
 from webapp.dashboard.stages import stage_name, stage_names
+from webapp.jobs.evaluation import evaluation_run
 
 
 def test_stage_names_are_the_most_defining_operator():
@@ -65,8 +66,16 @@ def test_a_skewed_stage_says_so_in_its_box_and_jitter_only_in_the_hover():
 @pytest.mark.django_db
 def test_the_dag_reads_the_busiest_task_of_the_stored_snapshots():
     """A stage's skew is Σ busiest-task busy time over Σ mean-task busy time of the run's snapshots."""
-    job = make_job()
-    make_snapshots(job, count=3, tasks=(1, 4, 2), enrich_busy_max_s=7.5)  # enrich: 15 s on 4 tasks, busiest 7.5 s
+    job = make_job(metric_window_s=45)
+    make_snapshots(job, count=4, tasks=(1, 4, 2), enrich_busy_max_s=7.5)  # enrich: 15 s on 4 tasks, busiest 7.5 s
     rows = {row["id"]: row for row in dag_vertices(job=job)}
     assert rows["v1"]["task_skew"] == 2.0
     assert rows["v0"]["task_skew"] is None                     # not measured
+    # the true processing rate is at the busiest task's pace, as the plan's; the mean's is kept beside it
+    assert rows["v1"]["true_processing_rate"] == pytest.approx(rows["v1"]["true_processing_rate_mean"] / 2)
+    assert rows["v0"]["true_processing_rate_mean"] is None
+    planned = {v["vertex_id"]: v["true_processing_rate"] for v in evaluation_run(job=job).plan["vertices"]}
+    assert {vid: row["true_processing_rate"] for vid, row in rows.items()} == pytest.approx(planned)
+    hover = next(a["hovertext"] for a in dag_figure(list(rows.values()))["layout"]["annotations"]
+                 if a["name"] == "node:v1")
+    assert "per busy second at the busiest task's pace (" in hover

@@ -75,8 +75,8 @@ SKEW_SHOWN_MIN_UTILIZATION = 0.05
 def dag_figure(vertices: list[dict]) -> dict:
     """The job DAG, sources on top. Each item of ``vertices``: id, stage (short name), name (Spark's
     operator chain), position, upstream (ids), tasks, proposed (or None), utilization (0..1),
-    records_in_per_s, records_out_per_s, and when evaluated: true_processing_rate, true_output_rate,
-    target_data_rate, ideal_parallelism, selectivity, bottleneck (bool); task_skew (the busiest task's
+    records_in_per_s, records_out_per_s, and when evaluated: true_processing_rate, true_output_rate
+    (at the busiest task's pace when measured), true_processing_rate_mean (or None), target_data_rate, ideal_parallelism, selectivity, bottleneck (bool); task_skew (the busiest task's
     busy time over the mean task's, None when not measured; in the box when above
     ``scaling.microbatch_sizing.SKEW_REPORTED`` on a stage busy at least ``SKEW_SHOWN_MIN_UTILIZATION``).
 
@@ -117,7 +117,9 @@ def dag_figure(vertices: list[dict]) -> dict:
         hover = (f"<b>{v['stage']}</b> ({v['id']})<br>{v['name']}<br>parallelism {parallelism_label(v)}"
                  f"<br>utilization {v['utilization']:.0%}"
                  f"<br>true processing rate {_rate(v.get('true_processing_rate'))} rec/s per busy second"
-                 f"<br>true output rate {_rate(v.get('true_output_rate'))} rec/s per busy second"
+                 + (f" at the busiest task's pace ({_rate(v['true_processing_rate_mean'])} at the mean task's)"
+                    if v.get("true_processing_rate_mean") is not None else "")
+                 + f"<br>true output rate {_rate(v.get('true_output_rate'))} rec/s per busy second"
                  f"<br>target data rate {_rate(v.get('target_data_rate'))} rec/s"
                  f"<br>ideal parallelism {v.get('ideal_parallelism', '–')}<br>selectivity {v.get('selectivity', '–')}"
                  + (f"<br>busiest task busy ×{skew:.2f} the mean task's" if skew is not None

@@ -89,9 +89,12 @@ def dag_vertices(*, job: Job, proposal_plan: dict | None = None, evaluation=None
     Each row: id, name (Spark's operator chain), stage (the short stage name shown everywhere,
     :func:`webapp.dashboard.stages.stage_names`), position, upstream (ids), tasks, proposed (from
     ``proposal_plan``, or None), utilization (0..1, busy s per s per task slot), true_processing_rate
-    and true_output_rate (records per busy second, or ``"inf"``), records_in_per_s, records_out_per_s,
-    selectivity, bottleneck; and target_data_rate, ideal_parallelism from ``evaluation`` (an
-    :class:`~webapp.jobs.models.Evaluation`) when it planned the vertex."""
+    and true_output_rate (records per busy second, or ``"inf"``; at the busiest task's pace where it
+    was measured, as the plan's, FLIP-271's MAX busy-time aggregation), true_processing_rate_mean
+    (at the mean task's pace; None where the busiest task was not measured), task_skew,
+    records_in_per_s, records_out_per_s, selectivity, bottleneck; and target_data_rate,
+    ideal_parallelism from ``evaluation`` (an :class:`~webapp.jobs.models.Evaluation`) when it
+    planned the vertex."""
     snapshots = list(job.snapshots.filter(batches__gt=0).order_by("-collected_at")
                      .prefetch_related(Prefetch("vertices", queryset=VertexSnapshot.objects.order_by("position")))
                      [:recent])
@@ -110,10 +113,11 @@ def dag_vertices(*, job: Job, proposal_plan: dict | None = None, evaluation=None
             acc[0] += v.busy_s
             acc[1] += v.records_in
             acc[2] += v.records_out
-            busiest = pace.setdefault(v.vertex_id, [0.0, 0.0, 0.0])
+            busiest = pace.setdefault(v.vertex_id, [0.0, 0.0, 0.0, 0.0])
             busiest[0] += v.paced_busy_s / max(1, v.tasks)
             busiest[1] += v.busy_s / max(1, v.tasks)
             busiest[2] += v.busy_max_s is not None
+            busiest[3] += v.paced_busy_s
     evaluated = {v["vertex_id"]: v for v in (evaluation.plan.get("vertices", []) if evaluation else [])}
     proposed = {v["vertex_id"]: v["proposed"] for v in (proposal_plan or {}).get("vertices", [])}
     bottleneck = (proposal_plan or (evaluation.plan if evaluation else {})).get("bottleneck")
@@ -122,17 +126,19 @@ def dag_vertices(*, job: Job, proposal_plan: dict | None = None, evaluation=None
     rows = []
     for v in vertices:
         busy_s, rec_in, rec_out = sums.get(v.vertex_id, [0.0, 0.0, 0.0])
+        measured = v.vertex_id in pace and pace[v.vertex_id][2] > 0
+        paced_s = pace[v.vertex_id][3] if measured else busy_s
         row = {
             "id": v.vertex_id, "name": v.name or v.vertex_id, "stage": names[v.vertex_id], "position": v.position,
             "upstream": v.upstream, "tasks": v.tasks, "proposed": proposed.get(v.vertex_id),
             "utilization": stage_utilization(busy_s, total_s, v.tasks, latest.cores),
-            "true_processing_rate": finite_or_inf(true_processing_rate(rec_in, busy_s)),
-            "true_output_rate": finite_or_inf(true_processing_rate(rec_out, busy_s)),
+            "true_processing_rate": finite_or_inf(true_processing_rate(rec_in, paced_s)),
+            "true_output_rate": finite_or_inf(true_processing_rate(rec_out, paced_s)),
+            "true_processing_rate_mean": finite_or_inf(true_processing_rate(rec_in, busy_s)) if measured else None,
             "records_in_per_s": rec_in / total_s, "records_out_per_s": rec_out / total_s,
             "selectivity": round(rec_out / rec_in, 3) if rec_in else "–",
             "bottleneck": bottleneck == v.vertex_id,
-            "task_skew": (round(task_skew(pace[v.vertex_id][0], pace[v.vertex_id][1]), 3)
-                          if v.vertex_id in pace and pace[v.vertex_id][2] else None),
+            "task_skew": round(task_skew(pace[v.vertex_id][0], pace[v.vertex_id][1]), 3) if measured else None,
         }
         if v.vertex_id in evaluated:
             plan_v = evaluated[v.vertex_id]

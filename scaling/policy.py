@@ -41,7 +41,8 @@ class Policy:
         utilization_min / utilization_max: the band; default target ∓ 0.3 clipped to [0, 1].
         scale_up_max_factor / scale_down_max_factor: ``job.autoscaler.scale-up.max-factor`` and
             ``job.autoscaler.scale-down.max-factor``: the scale factor is clamped to
-            [1 − scale_down_max_factor, 1 + scale_up_max_factor] (FLIP-271 ``JobVertexScaler``).
+            [1 − scale_down_max_factor, 1 + scale_up_max_factor] (FLIP-271 ``JobVertexScaler``); each
+            >= 0 (Flink ``AutoscalerValidator``, FLINK-39826).
         vertex_min_parallelism / vertex_max_parallelism: ``job.autoscaler.vertex.{min,max}-parallelism``.
         catch_up_duration_s: ``job.autoscaler.catch-up.duration``, seconds; 0 disables backlog-based
             scaling (no catch-up or restart rate), as in Flink ``ScalingMetricEvaluator``.
@@ -60,7 +61,8 @@ class Policy:
             partitions.adjust.mode``: ``evenly_spread`` or ``maximize_utilisation``, honoured only
             when ``alignment`` is unset; it keeps Flink's blocking fallback.
         effectiveness_detection_enabled / effectiveness_threshold: ``job.autoscaler.scaling.
-            effectiveness.detection.enabled`` / ``.threshold``.
+            effectiveness.detection.enabled`` / ``.threshold``; the threshold must be in [0, 1] only
+            when detection is on (FLINK-39826).
         excluded_vertices: ``job.autoscaler.vertex.exclude.ids``.
         excluded_periods: ``job.autoscaler.excluded.periods``: daily ``HH:MM-HH:MM`` windows (UTC)
             or 5-field cron expressions; the plan is computed but not executable inside them.
@@ -72,7 +74,8 @@ class Policy:
         observed_scalability_enabled / observed_scalability_min_observations /
             observed_scalability_coefficient_min: ``job.autoscaler.observed-scalability.*``
             (FLINK-30571 follow-up, Flink ``JobVertexScaler.calculateObservedScalingCoefficient``):
-            divide the scale factor by a scaling coefficient fitted to the job's own history.
+            divide the scale factor by a scaling coefficient fitted to the job's own history; the
+            coefficient's minimum must be in [0.01, 1] only when it is enabled (FLINK-39826).
         activation_evaluations: DS2's activation time (Kalavri et al., OSDI 2018, §4; the DS2
             controller's ``scaling_manager.activation_time``, default 1): the number of consecutive
             evaluations (policy decisions) that must recommend a rescale in the same direction before
@@ -146,10 +149,12 @@ class Policy:
         for name in ("restart_time_s", "restart_time_limit_s", "backlog_lag_threshold_s"):
             if not 0 <= getattr(self, name) < math.inf:
                 raise PolicyError(f"{name}: must be >= 0, got {getattr(self, name)}")
-        if not 0 < self.scale_up_max_factor:
-            raise PolicyError(f"scale_up_max_factor: must be > 0, got {self.scale_up_max_factor}")
-        if not 0 <= self.scale_down_max_factor <= 1:
-            raise PolicyError(f"scale_down_max_factor: must be within [0, 1], got {self.scale_down_max_factor}")
+        # Flink ``AutoscalerValidator`` (FLINK-39826): both factors at least 0, no upper bound. An up
+        # factor of 0 never scales up; a down factor of 1 or more leaves scale-downs unclamped
+        # (``JobVertexScaler``'s ``1 - max-factor`` is then at or below 0).
+        for name in ("scale_up_max_factor", "scale_down_max_factor"):
+            if not 0 <= getattr(self, name):
+                raise PolicyError(f"{name}: must be >= 0, got {getattr(self, name)}")
         if self.alignment is not None and self.alignment not in ALIGNMENT_MODES:
             raise PolicyError(f"alignment: must be one of {', '.join(ALIGNMENT_MODES)}, got {self.alignment!r}")
         if self.key_group_partitions_adjust_mode is not None and \
@@ -159,14 +164,17 @@ class Policy:
         if self.observed_scalability_min_observations < 1:
             raise PolicyError(f"observed_scalability_min_observations: must be >= 1, "
                               f"got {self.observed_scalability_min_observations}")
-        if not 0 < self.observed_scalability_coefficient_min <= 1:
-            raise PolicyError(f"observed_scalability_coefficient_min: must be within (0, 1], "
-                              f"got {self.observed_scalability_coefficient_min}")
+        # Flink ``AutoscalerValidator.validateNumberIfEnabled`` (FLINK-39826): an option of a feature is
+        # checked only when the feature is on; off, it has no effect and any finite value is accepted.
+        if self.observed_scalability_enabled and not 0.01 <= self.observed_scalability_coefficient_min <= 1:
+            raise PolicyError(f"observed_scalability_coefficient_min: must be within [0.01, 1] when "
+                              f"observed_scalability_enabled, got {self.observed_scalability_coefficient_min}")
         if self.activation_evaluations < 1:
             raise PolicyError(f"activation_evaluations: must be >= 1 (1 acts on the first recommendation), "
                               f"got {self.activation_evaluations}")
-        if not 0 <= self.effectiveness_threshold <= 1:
-            raise PolicyError(f"effectiveness_threshold: must be within [0, 1], got {self.effectiveness_threshold}")
+        if self.effectiveness_detection_enabled and not 0 <= self.effectiveness_threshold <= 1:
+            raise PolicyError(f"effectiveness_threshold: must be within [0, 1] when effectiveness_detection_enabled, "
+                              f"got {self.effectiveness_threshold}")
         if not 0 <= self.batch_ratio_scale_down < self.batch_ratio_scale_up:
             raise PolicyError(f"batch_ratio_scale_down: must be >= 0 and below batch_ratio_scale_up "
                               f"{self.batch_ratio_scale_up}, got {self.batch_ratio_scale_down}")

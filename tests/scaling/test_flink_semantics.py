@@ -377,3 +377,39 @@ def test_denormal_rates_give_a_plan_not_a_division_by_zero():
     plan = plan_micro_batch(topology, metrics, cluster, Policy(utilization_target=0.5))
     assert 1 <= plan.executors_proposed <= 30
     assert all(v.proposed >= 1 for v in plan.vertices)
+
+
+# Flink ``AutoscalerValidatorTest.boundedOptions`` (FLINK-39826): (option, the feature that must be on
+# for it to be checked, min, max).
+GATED_OPTIONS = [("effectiveness_threshold", "effectiveness_detection_enabled", 0.0, 1.0),
+                 ("observed_scalability_coefficient_min", "observed_scalability_enabled", 0.01, 1.0)]
+
+
+@pytest.mark.parametrize(("option", "feature", "low", "high"), GATED_OPTIONS)
+def test_a_features_option_is_checked_only_when_the_feature_is_on(option, feature, low, high):
+    """Flink ``AutoscalerValidator.validateNumberIfEnabled``: out of [low, high] is refused with the
+    option named when its feature is on (``testValueAboveMaxIsRejected``, ``testValueBelowMinIsRejected``),
+    both ends are accepted (``testBoundaryValuesAreAccepted``), and out of range is ignored when the
+    feature is off (``testOutOfRangeIgnoredWhenFeatureDisabled``)."""
+    step = [src_step(0, 500)]
+    for value in (high + 0.0001, low - 0.0001):
+        with pytest.raises(ScenarioError, match=f"^policy.{option}: must be within"):
+            evaluate_text(json.dumps(one_vertex({feature: True, option: value}, step, 2)))
+    for value in (low, high):
+        assert run(one_vertex({feature: True, option: value}, step, 2))[0]["vertices"]["src"]["proposed"] >= 1
+    assert run(one_vertex({feature: False, option: high + 1.0}, step, 2))[0]["vertices"]["src"]["proposed"] >= 1
+
+
+def test_scale_factors_are_at_least_zero_without_an_upper_bound():
+    """Flink ``AutoscalerValidator``: ``scale-up.max-factor`` and ``scale-down.max-factor`` are only
+    bounded below, by 0 (FLINK-39826). An up factor of 0 never scales up; a down factor above 1 leaves
+    a scale-down unclamped, as 1 does (``JobVertexScaler``: ``1 - max-factor`` <= 0)."""
+    for option in ("scale_up_max_factor", "scale_down_max_factor"):
+        with pytest.raises(ScenarioError, match=f"^policy.{option}: must be >= 0, got -0.1"):
+            evaluate_text(json.dumps(one_vertex({option: -0.1}, [src_step(0, 500)], 2)))
+    busy = run(one_vertex({"scale_up_max_factor": 0.0}, [src_step(0, 1000, growth=500)], 4))[0]
+    assert busy["vertices"]["src"]["proposed"] == 4
+    idle = {"scale_down_interval_s": 0}
+    unclamped = run(one_vertex({**idle, "scale_down_max_factor": 1.5}, [src_step(0, 0, records_in=0.0)], 10))[0]
+    at_one = run(one_vertex({**idle, "scale_down_max_factor": 1.0}, [src_step(0, 0, records_in=0.0)], 10))[0]
+    assert unclamped["vertices"]["src"]["proposed"] == at_one["vertices"]["src"]["proposed"] == 1

@@ -21,9 +21,11 @@ What each :class:`KnobTarget` sets, and how the runner applies a change of it:
 
 - ``executors``: the executor count (local mode: the cores of ``local[N]``, a new driver; any
   cluster manager with ``requestTotalExecutors``: in place, the query keeps running);
-- ``shuffle_partitions`` / ``state_partitions``: ``spark.sql.shuffle.partitions``, which Spark pins in
-  the checkpoint's offset log; once the checkpoint has run a batch the runner changes it with the
-  offline RocksDB repartition (:mod:`sparkclient.staterepartition`) between stop and restart. A
+- ``shuffle_partitions`` / ``state_partitions``: ``spark.sql.shuffle.partitions``. Spark pins the
+  stateful operators' partitions in the checkpoint's offset log: once the checkpoint holds state the
+  runner changes it with the offline RocksDB repartition (:mod:`sparkclient.staterepartition`)
+  between stop and restart. A stateless query's shuffles take the new value at a restart of the
+  query inside the running driver. A
   pipeline declares at most one of the two (they are the same Spark setting). With such a knob the
   runner also turns off adaptive execution's partition coalescing
   (``spark.sql.adaptive.coalescePartitions.enabled=false``, :func:`session_settings`): Spark keeps

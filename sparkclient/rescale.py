@@ -79,7 +79,9 @@ class RescalePaths:
                              new_driver=executors_changed and not self.in_place)
 
     def _needs_repartition(self, old: dict[str, int], new: dict[str, int]) -> bool:
-        """Whether the shuffle knob changes on a checkpoint that has run a batch (its state is pinned)."""
+        """Whether the shuffle knob changes on a checkpoint that holds state (its partitions are
+        pinned, :func:`sparkclient.session.checkpoint_has_state`). A stateless query's shuffle knob
+        changes with a restart of the query inside the running driver."""
         shuffle = self.shuffle_knob.name if self.shuffle_knob else None
         return bool(shuffle and new[shuffle] != old[shuffle] and self.checkpoint
                     and checkpoint_has_state(self.checkpoint))

@@ -36,9 +36,17 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def checkpoint_has_state(checkpoint: Path) -> bool:
-    """Whether the checkpoint has run a batch, so its shuffle/state partitions are pinned."""
+    """Whether the checkpoint has run a batch and holds state (a ``state/`` folder), so its state
+    partitions are pinned: a change of ``spark.sql.shuffle.partitions`` then needs the offline state
+    repartition.
+
+    Spark pins only the stateful operators' partitions. The offset log records the session's
+    ``spark.sql.shuffle.partitions`` but restores it into ``STATEFUL_SHUFFLE_PARTITIONS_INTERNAL``
+    (``OffsetSeqMetadata.rebindSQLConfsSessionToOffsetLog``), so a stateless query's shuffles take
+    the session's value at each start (tests/sparkclient/test_binding_spark.py)."""
     offsets = checkpoint / "offsets"
-    return offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir())
+    return (offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir())
+            and (checkpoint / "state").is_dir())
 
 
 def progress_dict(progress: Any) -> dict[str, Any]:

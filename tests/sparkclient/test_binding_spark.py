@@ -52,20 +52,22 @@ def test_a_stateless_query_into_a_dsv2_sink_binds_each_stage_to_its_knob(tmp_pat
 def test_the_shuffle_knob_sets_the_tasks_of_a_stateless_keyed_shuffle(tmp_path):
     """A ``repartition("key")`` (a ``spark.sql.shuffle.partitions`` shuffle) into a DSv2 sink: adaptive
     execution coalesced its 6 partitions into 1 task, so the shuffle knob never set that stage's tasks
-    and nothing could be proposed for it. With the runner's session settings the knob sets them; an
-    operator who turns coalescing back on gets the stage named as coalesced."""
+    and nothing could be proposed for it. With the runner's session settings the knob sets them, also
+    after a restart on the same checkpoint with a new value (the runner refused such a change as
+    "pinned by the checkpoint" of a query without state); an operator who turns coalescing back on
+    gets the stage named as coalesced."""
     from pyspark.sql import SparkSession
 
     from sparkclient.binding import MismatchReason
     from sparkclient.contract import ADAPTIVE_COALESCE_CONF, session_settings
-    from sparkclient.session import start_query
+    from sparkclient.session import checkpoint_has_state, start_query
 
     knobs = [Knob("source_partitions", default=2, min=1, max=8, sets=KnobTarget.SOURCE_PARTITIONS),
              Knob("shuffle", default=6, min=1, max=16, sets=KnobTarget.SHUFFLE_PARTITIONS)]
     values = {"source_partitions": 2, "shuffle": 6}
 
     class Spec:
-        ref = "tests:keyed"
+        ref, checkpoint = "tests:keyed", None
 
         @staticmethod
         def build(spark, knobs):
@@ -75,12 +77,13 @@ def test_the_shuffle_knob_sets_the_tasks_of_a_stateless_keyed_shuffle(tmp_path):
                     .option("numPartitions", knobs["source_partitions"]).load()
                     .withColumn("key", F.col("value") % 50).repartition("key"))
             return (rows.select("key", "value").writeStream.format("noop").trigger(processingTime="1 second")
-                    .option("checkpointLocation", str(tmp_path / f"cp-{len(list(tmp_path.iterdir()))}")).start())
+                    .option("checkpointLocation", str(Spec.checkpoint)).start())
 
-    def run(operator_conf):
+    def run(operator_conf, checkpoint=None):
         settings = session_settings(knobs, values, operator_conf)
         for key, value in operator_conf.items():
             spark.conf.set(key, value)
+        Spec.checkpoint = checkpoint or tmp_path / f"cp-{len(list(tmp_path.iterdir()))}"
         query = start_query(spark, Spec, values, settings).query
         try:
             wait_for(lambda: len([p for p in query.recentProgress if p.numInputRows > 0]) >= 2, timeout_s=60,
@@ -96,6 +99,13 @@ def test_the_shuffle_knob_sets_the_tasks_of_a_stateless_keyed_shuffle(tmp_path):
     try:
         stages, runner_default = run({})
         assert spark.conf.get(ADAPTIVE_COALESCE_CONF) == "false"
+        first_checkpoint = Spec.checkpoint
+        # The knob changes 6 -> 3 and the query restarts on its checkpoint: a stateless query is not
+        # pinned by it (Spark's offset log pins only the stateful operators' partitions).
+        values["shuffle"] = 3
+        assert not checkpoint_has_state(first_checkpoint)
+        restarted_stages, restarted = run({}, checkpoint=first_checkpoint)
+        values["shuffle"] = 6
         _, operator_on = run({ADAPTIVE_COALESCE_CONF: "true"})
     finally:
         for key in (ADAPTIVE_COALESCE_CONF, "spark.sql.shuffle.partitions"):
@@ -105,6 +115,8 @@ def test_the_shuffle_knob_sets_the_tasks_of_a_stateless_keyed_shuffle(tmp_path):
     assert [(s.input, s.partitions) for s in stages] == [(StageInput.SOURCE, None), (StageInput.SHUFFLE, 6)]
     assert [(b.status, b.knob, b.tasks_ran) for b in runner_default] == [
         (BindingStatus.BOUND, "source_partitions", 2), (BindingStatus.BOUND, "shuffle", 6)]
+    assert restarted_stages[1].partitions == 3
+    assert [(b.status, b.tasks_ran) for b in restarted] == [(BindingStatus.BOUND, 2), (BindingStatus.BOUND, 3)]
     coalesced = operator_on[1]
     assert (coalesced.status, coalesced.reason) == (BindingStatus.MISMATCH, MismatchReason.COALESCED)
     assert coalesced.tasks_ran < 6

@@ -54,6 +54,21 @@ def test_checkpoint_info_reads_the_newest_offsets_entry(tmp_path: Path) -> None:
     assert checkpoint_info(tmp_path / "empty").last_batch is None
 
 
+def test_only_a_checkpoint_that_holds_state_pins_the_shuffle_partitions(tmp_path: Path) -> None:
+    """The runner repartitions offline only for a checkpoint with state; a stateless query's
+    checkpoint (offsets and commits, no ``state/``) takes a new shuffle knob at a plain restart."""
+    from sparkclient.session import checkpoint_has_state
+
+    stateful = _fake_checkpoint(tmp_path / "stateful", provider=HDFS_PROVIDER)
+    stateless = _fake_checkpoint(tmp_path / "stateless", provider=HDFS_PROVIDER)
+    for item in sorted((stateless / "state").rglob("*"), reverse=True):
+        item.unlink() if item.is_file() else item.rmdir()
+    (stateless / "state").rmdir()
+    (tmp_path / "fresh").mkdir()
+    assert checkpoint_has_state(stateful)
+    assert not checkpoint_has_state(stateless) and not checkpoint_has_state(tmp_path / "fresh")
+
+
 @pytest.mark.parametrize(
     ("kwargs", "target", "error", "match"),
     [

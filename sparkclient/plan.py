@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
@@ -23,7 +23,8 @@ Json = dict[str, Any]
 
 _CODEGEN_NODE = re.compile(r"^WholeStageCodegen \((\d+)\)$")
 
-def stage_operators(executions: Sequence[Json], jobs: Sequence[Json] | None = None) -> dict[int, list[str]]:
+def stage_operators(executions: Sequence[Json], jobs: Sequence[Json] | None = None,
+                    ran_stages: Collection[int] | None = None) -> dict[int, list[str]]:
     """Plan operators per stage id, from SQL executions fetched with ``details=true``.
 
     Returns ``{stage_id: [nodeName, ...]}`` in data-flow order (topological along the plan
@@ -37,7 +38,10 @@ def stage_operators(executions: Sequence[Json], jobs: Sequence[Json] | None = No
     reference only for a metric with two or more task values, so the nodes of a **single-task
     stage** carry none. With ``jobs`` (``/jobs`` entries), an execution's stages are those of the
     jobs it ran (``successJobIds``, ``runningJobIds``, ``failedJobIds``) in ``(jobId, stageId)``
-    order, skipped ones included; when the segments are as many as those stages, follow each
+    order; with ``ran_stages`` (the ids of the stages that ran), only those, so a skipped stage is left out
+    (adaptive execution runs a shuffle's map stage as a job of its own, and the next job lists it
+    again as skipped: the plan has one segment for both); when the segments are as many as those
+    stages, follow each
     other in a unique data-flow order (a chain, as in a micro-batch job without joins) and every
     referenced segment sits at the position of its stage, the segments are mapped to the stages
     by position, which names single-task stages too. References to stages outside the
@@ -63,7 +67,8 @@ def stage_operators(executions: Sequence[Json], jobs: Sequence[Json] | None = No
         if ran and all(job_id in job_stages for job_id in ran):
             stage_ids = []
             for job_id in ran:
-                stage_ids += [sid for sid in job_stages[job_id] if sid not in stage_ids]
+                stage_ids += [sid for sid in job_stages[job_id] if sid not in stage_ids
+                              and (ran_stages is None or sid in ran_stages)]
         for stage_id, names in _execution_operators(execution, stage_ids).items():
             result.setdefault(stage_id, names)
     return result

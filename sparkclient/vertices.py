@@ -49,7 +49,8 @@ def window_vertices(executed: Sequence[tuple[Json, list[Json]]], window: BatchWi
         else:
             kept.append((progress, ordered))
     try:
-        operators = stage_operators(dicts(sql or [], "sql"), jobs)
+        ran = {stage.get("stageId") for _progress, ordered in kept for stage in ordered}
+        operators = stage_operators(dicts(sql or [], "sql"), jobs, ran_stages=ran)
     except SparkDataError as exc:
         operators = {}
         errors.append(f"SQL plan not usable ({exc}); vertex names fall back")

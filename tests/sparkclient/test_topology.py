@@ -613,3 +613,19 @@ def test_batches_left_out_for_missing_stages_get_one_note_naming_them() -> None:
     notes = [e for e in sample.errors if "missing from /stages" in e]
     assert len(notes) == 1 and not sample.vertices
     assert notes[0].startswith(f"{sample.batches} batches [") and "more]" in notes[0]
+
+
+def test_a_skipped_stage_does_not_count_in_the_positional_mapping():
+    """Real capture (tests/fixtures/spark-4.3.0-aqe-single-task): adaptive execution runs the shuffle's
+    map stage as a job of its own and the next job lists it again as SKIPPED. The plan has two
+    segments; counted with the skipped stage the batch had three stages, so the single-task stages
+    (whose metrics name no stage) were never named and the job page showed "stage 0", "stage 1"."""
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "spark-4.3.0-aqe-single-task"
+    jobs, stages, execution = (json.loads((folder / f"{name}.json").read_text()) for name in ("jobs", "stages", "sql"))
+    ran = {s["stageId"] for s in stages if s["status"] != "SKIPPED"}
+    assert len(ran) == 2 and len(stages) == 3 and all(s["numTasks"] == 1 for s in stages)
+    assert stage_operators([execution], jobs) == {}
+    first, second = sorted(ran)
+    named = stage_operators([execution], jobs, ran_stages=ran)
+    assert named[first] == ["MicroBatchScan", "Project"]
+    assert named[second][0] == "BatchEvalPython" and named[second][-1] == "WriteToDataSourceV2"

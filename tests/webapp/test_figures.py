@@ -79,3 +79,6 @@ def test_the_dag_reads_the_busiest_task_of_the_stored_snapshots():
     hover = next(a["hovertext"] for a in dag_figure(list(rows.values()))["layout"]["annotations"]
                  if a["name"] == "node:v1")
     assert "per busy second at the busiest task's pace (" in hover
+    even = next(a["hovertext"] for a in dag_figure([dict(rows["v1"], true_processing_rate_mean=rows["v1"][
+        "true_processing_rate"], upstream=[])])["layout"]["annotations"] if a["name"] == "node:v1")
+    assert "busiest task's pace" not in even  # the same rate is not said twice

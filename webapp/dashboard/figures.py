@@ -118,7 +118,8 @@ def dag_figure(vertices: list[dict]) -> dict:
                  f"<br>utilization {v['utilization']:.0%}"
                  f"<br>true processing rate {_rate(v.get('true_processing_rate'))} rec/s per busy second"
                  + (f" at the busiest task's pace ({_rate(v['true_processing_rate_mean'])} at the mean task's)"
-                    if v.get("true_processing_rate_mean") is not None else "")
+                    if v.get("true_processing_rate_mean") is not None
+                    and _rate(v["true_processing_rate_mean"]) != _rate(v.get("true_processing_rate")) else "")
                  + f"<br>true output rate {_rate(v.get('true_output_rate'))} rec/s per busy second"
                  f"<br>target data rate {_rate(v.get('target_data_rate'))} rec/s"
                  f"<br>ideal parallelism {v.get('ideal_parallelism', '–')}<br>selectivity {v.get('selectivity', '–')}"

@@ -258,7 +258,7 @@ def pinned_reason(topology: Topology, vertex: Vertex, policy: Policy) -> str | N
     if vertex.id in policy.excluded_vertices:
         return "excluded: listed in excluded_vertices"
     if not vertex.adjustable:
-        return "pinned: its partitions are fixed by the checkpoint"
+        return "pinned: not adjustable (no confirmed knob sets its partitions, or the checkpoint fixes them)"
     if not policy.scaling_sources_enabled and topology.is_source(vertex.id):
         return "source scaling disabled (scaling_sources_enabled is false)"
     return None

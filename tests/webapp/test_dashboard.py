@@ -519,3 +519,20 @@ def test_why_above_the_band_with_a_skewed_stage_names_what_the_plan_cannot_meet(
     assert why["bounds"].startswith("load ") and "above the utilization band" in why["bounds"]
     assert "v1 is skewed (its slowest task, busy ×7.00 its mean task, sets the pace)" in why["limits"]
     assert "more cores cannot help it" in why["limits"] and "max-executors" in why["limits"]
+
+
+def test_why_out_of_the_band_names_the_stages_not_bound_to_their_knobs(client, operator):
+    """A job below the band whose enrich stage ran 3 tasks while its knob says 1 (adaptive execution
+    coalescing it, say): nothing can be proposed for that stage, and the page says so instead of
+    "already at a bound of the policy"."""
+    job = make_job(metric_window_s=45, min_cores=2)
+    Job.objects.filter(pk=job.pk).update(config={**job.config, "cores": 2, "source_partitions": 2})
+    job.refresh_from_db()
+    make_snapshots(job, count=4, tasks=(2, 3, 2), enrich_busy_s=1.0, backlog_step=0, cores=2)
+    evaluation = evaluation_run(job=job)
+    assert evaluation.decision == "no-change" and evaluation.plan["load"] < 0.4, evaluation.plan
+    why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
+    assert why["bounds"].endswith("(stages not bound to their knobs are left as they run)")
+    assert why["unbound"] == ("stage 1 (stage 1) and knob &#x27;enrich_partitions&#x27; is not bound (see the "
+                              "binding problem under Running configuration): the plan cannot change what Spark "
+                              "runs there")

@@ -40,6 +40,7 @@ class Why(StrEnum):
     EXCLUDED = "excluded"    # data: period
     BOUNDS = "bounds"        # data: load, low, high
     LIMITS = "limits"        # data: limits (the plan's, as stored: code, vertex_id, data)
+    UNBOUND = "unbound"      # data: stages (position, stage name, knob or None) the plan may not change
     OTHER = "other"          # data: decision, reasons (the model's own sentences, shown as they are)
 
 
@@ -107,10 +108,17 @@ def render(code: Why, data: dict) -> str:
         if isinstance(load, (int, float)) and not data["low"] <= load <= data["high"]:
             # Outside the band, yet nothing to change: the plan is already the running configuration.
             side = "below" if load < data["low"] else "above"
+            why = ("stages not bound to their knobs are left as they run" if data.get("unbound")
+                   else "already at a bound of the policy")
             return (f"load {load:.2f} is {side} the utilization band {band}, but the plan equals the running "
-                    f"configuration (already at a bound of the policy)")
+                    f"configuration ({why})")
         load_text = f"load {load:.2f}" if isinstance(load, (int, float)) else "the load"
         return f"every vertex is within its bounds: {load_text} is inside the utilization band {band}"
+    if code == Why.UNBOUND:
+        stages = [f"stage {item['position']} ({item['stage']})"
+                  + (f" and knob {item['knob']!r}" if item.get("knob") else "") for item in data["stages"]]
+        return (", ".join(stages) + (" are" if len(stages) > 1 else " is") + " not bound (see the binding problem "
+                "under Running configuration): the plan cannot change what Spark runs there")
     if code == Why.LIMITS:
         texts = [text for text in (_limit_words(item) for item in data.get("limits") or ()) if text]
         return "what the plan cannot meet: " + "; ".join(texts) if texts else "the plan names limits it cannot meet"
@@ -173,14 +181,27 @@ def why_no_proposal(*, job: Job, snapshot: MetricSnapshot | None, evaluation: Ev
         reasons.append(Reason(Why.WINDOW, {"covered_s": covered_s, "window_s": window_s,
                                            "left_s": 0.9 * window_s - covered_s}))
     if evaluation is not None and not (job.config_changed_at and evaluation.created_at < job.config_changed_at):
-        reasons.extend(_evaluation_reasons(job, evaluation, now))
+        reasons.extend(_evaluation_reasons(job, evaluation, now, snapshot))
     if not reasons:
         reasons.append(Reason(Why.OTHER, {"decision": "none", "reasons": ["no evaluation has run yet for the "
                                                                           "current configuration"]}))
     return reasons
 
 
-def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime) -> list[Reason]:
+def _unbound_stages(job: Job, snapshot: MetricSnapshot) -> list[dict]:
+    """The stages whose knob binding is a mismatch or unverified (nothing is proposed for them)."""
+    from webapp.dashboard.reads import stage_names_of  # noqa: PLC0415
+    from webapp.jobs.evaluation import stage_bindings  # noqa: PLC0415
+
+    names = stage_names_of(snapshot)
+    ids = {v.position: v.vertex_id for v in snapshot.vertices.all()}
+    return [{"position": b.position, "stage": names.get(ids.get(b.position, ""), f"stage {b.position}"),
+             "knob": b.knob} for b in stage_bindings(job=job, snapshot=snapshot)
+            if b.status.value in ("mismatch", "unverified")]
+
+
+def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime,
+                        snapshot: MetricSnapshot) -> list[Reason]:
     plan = evaluation.plan or {}
     out: list[Reason] = []
     held = held_scale_down(job=job, now=now)
@@ -194,9 +215,13 @@ def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime) -> list
                                                                  now.timestamp())}))
     if evaluation.decision == Decision.NO_CHANGE and not out:
         low, high = policy_band(job.policy)
-        out.append(Reason(Why.BOUNDS, {"load": plan.get("load"), "low": low, "high": high}))
         load = plan.get("load")
-        if plan.get("limits") and isinstance(load, (int, float)) and not low <= load <= high:
+        outside = isinstance(load, (int, float)) and not low <= load <= high
+        unbound = _unbound_stages(job, snapshot) if outside else []
+        out.append(Reason(Why.BOUNDS, {"load": load, "low": low, "high": high, "unbound": bool(unbound)}))
+        if unbound:
+            out.append(Reason(Why.UNBOUND, {"stages": unbound}))
+        if plan.get("limits") and outside:
             # Out of the band with nothing to change: say what the plan cannot meet (a skewed stage,
             # the executors' maximum, a catch-up out of reach) rather than only "at a bound".
             out.append(Reason(Why.LIMITS, {"limits": plan["limits"]}))

@@ -22,6 +22,9 @@ __all__ = ["stage_operators"]
 Json = dict[str, Any]
 
 _CODEGEN_NODE = re.compile(r"^WholeStageCodegen \((\d+)\)$")
+#: Plan nodes that wrap the operators of a stage rather than run one: not listed in a stage's names
+#: (they stay in the graph, so the segments are the same).
+_WRAPPER_NODES = frozenset({"AdaptiveSparkPlan"})
 
 def stage_operators(executions: Sequence[Json], jobs: Sequence[Json] | None = None,
                     ran_stages: Collection[int] | None = None) -> dict[int, list[str]]:
@@ -29,7 +32,8 @@ def stage_operators(executions: Sequence[Json], jobs: Sequence[Json] | None = No
 
     Returns ``{stage_id: [nodeName, ...]}`` in data-flow order (topological along the plan
     edges, ties by descending ``nodeId``, which is Spark's child-before-parent numbering).
-    Codegen cluster nodes (``WholeStageCodegen (k)``) and shuffle exchanges are not listed.
+    Codegen cluster nodes (``WholeStageCodegen (k)``), shuffle exchanges and the adaptive plan's
+    wrapper (``AdaptiveSparkPlan``) are not listed.
     Executions without ``nodes`` contribute nothing. Raises :class:`SparkDataError` naming the
     field when an execution or job is malformed.
 
@@ -207,8 +211,9 @@ def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None
         if node_id not in segment_of:
             continue
         stage_id = stage_of.get(segment_of[node_id])
-        if stage_id is not None:
-            result.setdefault(stage_id, []).append(str(by_id[node_id].get("nodeName", "?")))
+        name = str(by_id[node_id].get("nodeName", "?"))
+        if stage_id is not None and name not in _WRAPPER_NODES:
+            result.setdefault(stage_id, []).append(name)
     return result
 
 

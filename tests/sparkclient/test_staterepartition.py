@@ -68,6 +68,18 @@ def test_only_a_checkpoint_that_holds_state_pins_the_shuffle_partitions(tmp_path
     assert checkpoint_has_state(stateful)
     assert not checkpoint_has_state(stateless) and not checkpoint_has_state(tmp_path / "fresh")
 
+    # The runner's rescale path: a shuffle knob change is an offline repartition only with state.
+    from types import SimpleNamespace
+
+    from sparkclient.contract import Knob, KnobTarget
+    from sparkclient.rescale import RescalePaths
+
+    knob = Knob("shuffle", default=4, min=1, max=16, sets=KnobTarget.SHUFFLE_PARTITIONS)
+    old, new = {"shuffle": 4}, {"shuffle": 2}
+    assert RescalePaths._needs_repartition(SimpleNamespace(shuffle_knob=knob, checkpoint=stateful), old, new)
+    assert not RescalePaths._needs_repartition(SimpleNamespace(shuffle_knob=knob, checkpoint=stateless), old, new)
+    assert not RescalePaths._needs_repartition(SimpleNamespace(shuffle_knob=knob, checkpoint=stateful), old, old)
+
 
 @pytest.mark.parametrize(
     ("kwargs", "target", "error", "match"),

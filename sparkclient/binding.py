@@ -94,6 +94,12 @@ class StageBinding:
     def adjustable(self) -> bool:
         return self.status is BindingStatus.BOUND
 
+    @property
+    def problem(self) -> bool:
+        """Whether the stage is neither bound nor pinned (a mismatch, or no plan yet): nothing is
+        proposed for it, and the job page says why."""
+        return self.status in (BindingStatus.MISMATCH, BindingStatus.UNVERIFIED)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.update(status=self.status.value, reason=self.reason.value if self.reason else None,

@@ -25,8 +25,8 @@ What each :class:`KnobTarget` sets, and how the runner applies a change of it:
   stateful operators' partitions in the checkpoint's offset log: once the checkpoint holds state the
   runner changes it with the offline RocksDB repartition (:mod:`sparkclient.staterepartition`)
   between stop and restart. A stateless query's shuffles take the new value at a restart of the
-  query inside the running driver. A
-  pipeline declares at most one of the two (they are the same Spark setting). With such a knob the
+  query inside the running driver. A pipeline declares at most one of the two (they are the same
+  Spark setting). With such a knob the
   runner also turns off adaptive execution's partition coalescing
   (``spark.sql.adaptive.coalescePartitions.enabled=false``, :func:`session_settings`): Spark keeps
   adaptive execution for a stateless query writing to a DSv2 sink, and it would run a

@@ -90,16 +90,17 @@ def _job_context(request: HttpRequest, job: Job) -> dict:
     if context["held"] is not None:
         context["held_in_min"] = math.ceil(context["held"]["in_s"] / 60)
         context["held_interval_min"] = round(context["held"]["interval_s"] / 60)
+    problems = [b for b in stage_bindings(job=job, snapshot=snapshot) if b.problem] if snapshot is not None else []
     if pending is None:
-        context["why"] = why_no_proposal(job=job, snapshot=snapshot, evaluation=evaluation, busy=busy)
+        context["why"] = why_no_proposal(job=job, snapshot=snapshot, evaluation=evaluation, busy=busy,
+                                         unbound=problems, stage_names=names)
     else:
         context["pending_changes"] = [(k, pending.current_config.get(k), v) for k, v in pending.proposed_config.items()
                                       if pending.current_config.get(k) != v]
     if snapshot is not None:
         context["binding_problems"] = [
             {"position": b.position, "status": b.status.value, "knob": b.knob or "",
-             "text": binding_text(b, names.get(b.position, f"stage {b.position}"))}
-            for b in stage_bindings(job=job, snapshot=snapshot) if b.status.value in ("mismatch", "unverified")]
+             "text": binding_text(b, names.get(b.position, f"stage {b.position}"))} for b in problems]
     return context
 
 

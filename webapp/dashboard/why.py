@@ -8,9 +8,11 @@ the newest evaluation (``Evaluation.plan`` is the serialized ``scaling.JobPlan``
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.utils import timezone
@@ -22,6 +24,9 @@ from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.jobs.selectors import policy_band, window_coverage
 from webapp.proposals.holds import held_scale_down
 from webapp.proposals.reasons import hold_text
+
+if TYPE_CHECKING:
+    from sparkclient.binding import StageBinding
 
 #: A snapshot older than this many collect intervals is stale.
 STALE_INTERVALS = 4
@@ -155,9 +160,12 @@ class Reason:
 
 
 def why_no_proposal(*, job: Job, snapshot: MetricSnapshot | None, evaluation: Evaluation | None,
-                    busy: object | None = None, now: datetime | None = None) -> list[Reason]:
+                    busy: object | None = None, now: datetime | None = None,
+                    unbound: Sequence[StageBinding] = (), stage_names: Mapping[int, str] | None = None
+                    ) -> list[Reason]:
     """Why ``job`` has no pending proposal, most important first. ``busy`` is an approved or executing
-    proposal (evaluations pause while one runs). Never empty."""
+    proposal (evaluations pause while one runs); ``unbound``: the stage bindings that are a problem
+    (``StageBinding.problem``), named by ``stage_names`` (position -> stage name). Never empty."""
     now = now or timezone.now()
     policy = job.policy
     reasons: list[Reason] = []
@@ -181,27 +189,17 @@ def why_no_proposal(*, job: Job, snapshot: MetricSnapshot | None, evaluation: Ev
         reasons.append(Reason(Why.WINDOW, {"covered_s": covered_s, "window_s": window_s,
                                            "left_s": 0.9 * window_s - covered_s}))
     if evaluation is not None and not (job.config_changed_at and evaluation.created_at < job.config_changed_at):
-        reasons.extend(_evaluation_reasons(job, evaluation, now, snapshot))
+        names = stage_names or {}
+        stages = [{"position": b.position, "stage": names.get(b.position, f"stage {b.position}"), "knob": b.knob}
+                  for b in unbound]
+        reasons.extend(_evaluation_reasons(job, evaluation, now, stages))
     if not reasons:
         reasons.append(Reason(Why.OTHER, {"decision": "none", "reasons": ["no evaluation has run yet for the "
                                                                           "current configuration"]}))
     return reasons
 
 
-def _unbound_stages(job: Job, snapshot: MetricSnapshot) -> list[dict]:
-    """The stages whose knob binding is a mismatch or unverified (nothing is proposed for them)."""
-    from webapp.dashboard.reads import stage_names_of  # noqa: PLC0415
-    from webapp.jobs.evaluation import stage_bindings  # noqa: PLC0415
-
-    names = stage_names_of(snapshot)
-    ids = {v.position: v.vertex_id for v in snapshot.vertices.all()}
-    return [{"position": b.position, "stage": names.get(ids.get(b.position, ""), f"stage {b.position}"),
-             "knob": b.knob} for b in stage_bindings(job=job, snapshot=snapshot)
-            if b.status.value in ("mismatch", "unverified")]
-
-
-def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime,
-                        snapshot: MetricSnapshot) -> list[Reason]:
+def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime, unbound: list[dict]) -> list[Reason]:
     plan = evaluation.plan or {}
     out: list[Reason] = []
     held = held_scale_down(job=job, now=now)
@@ -217,10 +215,10 @@ def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime,
         low, high = policy_band(job.policy)
         load = plan.get("load")
         outside = isinstance(load, (int, float)) and not low <= load <= high
-        unbound = _unbound_stages(job, snapshot) if outside else []
-        out.append(Reason(Why.BOUNDS, {"load": load, "low": low, "high": high, "unbound": bool(unbound)}))
-        if unbound:
-            out.append(Reason(Why.UNBOUND, {"stages": unbound}))
+        named = unbound if outside else []
+        out.append(Reason(Why.BOUNDS, {"load": load, "low": low, "high": high, "unbound": bool(named)}))
+        if named:
+            out.append(Reason(Why.UNBOUND, {"stages": named}))
         if plan.get("limits") and outside:
             # Out of the band with nothing to change: say what the plan cannot meet (a skewed stage,
             # the executors' maximum, a catch-up out of reach) rather than only "at a bound".

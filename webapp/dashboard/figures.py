@@ -76,8 +76,9 @@ def dag_figure(vertices: list[dict]) -> dict:
     """The job DAG, sources on top. Each item of ``vertices``: id, stage (short name), name (Spark's
     operator chain), position, upstream (ids), tasks, proposed (or None), utilization (0..1),
     records_in_per_s, records_out_per_s, and when evaluated: true_processing_rate, true_output_rate
-    (at the busiest task's pace when measured), true_processing_rate_mean (or None), target_data_rate, ideal_parallelism, selectivity, bottleneck (bool); task_skew (the busiest task's
-    busy time over the mean task's, None when not measured; in the box when above
+    (at the busiest task's pace when measured), true_processing_rate_mean (or None),
+    target_data_rate, ideal_parallelism, selectivity, bottleneck (bool); task_skew (the busiest
+    task's busy time over the mean task's, None when not measured; in the box when above
     ``scaling.microbatch_sizing.SKEW_REPORTED`` on a stage busy at least ``SKEW_SHOWN_MIN_UTILIZATION``).
 
     Each node is a box coloured by utilization on one fixed scale that carries the stage name,

@@ -25,7 +25,6 @@ from sparkclient.executors import (
     state_executors,
 )
 from sparkclient.redisproc import free_port
-from sparkclient.topology import batch_jobs, batch_stages
 from tests.waiting import wait_for
 from tests.sparkclient.test_topology import _fixtures_dir
 
@@ -114,12 +113,9 @@ def test_executor_count_changes_in_place_while_the_query_runs(cluster, tmp_path:
             return max((p["batchId"] for p in query.recentProgress if p["numInputRows"] > 0), default=-1)
 
         wait_for(lambda: batches() >= 2, timeout_s=180, what="two batches with data")
-        run_id = str(query.runId)
-        rest_jobs = scaler.rest.jobs(scaler.app_id)
-        newest = max(batch_jobs(rest_jobs, run_id).items())[1]
-        stages, _missing = batch_stages(newest, scaler.rest.stages(scaler.app_id))
-        stateful = stages[-1]
-        holders = scaler.state_holders([(stateful["stageId"], stateful["attemptId"])])
+        # The runner's own lookup: the newest batch whose jobs all succeeded (the newest batch of all
+        # may still be running with no task launched, which once made this test read {}).
+        holders = scaler.newest_state_holders(str(query.runId))
         assert sum(holders.values()) == 2  # the 2 state partitions, on the executors
         assert set(holders) <= set(scaler.active())
 

@@ -13,11 +13,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sparkclient.sparkjson import (
-    Problem, SparkDataError, as_dict, as_list, dicts, finite, get_count, get_list, get_str,
+    Problem, SparkDataError, as_dict, as_list, dicts, finite, get_count, get_float, get_list, get_str,
 )
 
-__all__ = ["BATCH_STAGE_STATUSES", "batch_jobs", "batch_stages", "executors_and_cores", "rest_time_s",
-           "slowest_task_run_ms", "stage_index", "stages_running_s", "vertex_id"]
+__all__ = ["BATCH_STAGE_STATUSES", "FOLDED_FIELDS", "batch_jobs", "batch_stages", "executors_and_cores",
+           "fold_rereads", "rest_time_s", "slowest_task_run_ms", "stage_index", "stages_running_s", "vertex_id"]
 
 Json = dict[str, Any]
 
@@ -106,23 +106,19 @@ def stage_index(stages: Iterable[Json]) -> dict[int, Json]:
 
 
 def _stage_ids(job: Mapping[str, Any], where: str) -> list[int]:
-    ids = get_list(job, "stageIds", where)
-    out = []
-    for position, value in enumerate(ids):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
-            raise SparkDataError(f"{where}.stageIds[{position}]", Problem.WRONG_TYPE, "a stage id (integer >= 0)",
-                                 value)
-        out.append(value)
-    return sorted(out)
+    return sorted(_ids(get_list(job, "stageIds", where), f"{where}.stageIds"))
 
 
-def batch_stages(batch_job_list: Sequence[Json],
-                 stages: Mapping[int, Json] | Iterable[Json]) -> tuple[list[Json], list[int]]:
+def batch_stages(batch_job_list: Sequence[Json], stages: Mapping[int, Json] | Iterable[Json], *,
+                 fold: bool = True) -> tuple[list[Json], list[int]]:
     """The executed stages of one batch in vertex order, and the stage ids missing from REST.
 
     ``batch_job_list``: the batch's jobs (from :func:`batch_jobs`); ``stages``: ``/stages``
     entries, or a ``stageId -> stage`` mapping. Order: ``(jobId, stageId)``; each stage once;
-    ``SKIPPED`` stages are dropped. Returns ``(stages_in_order, missing_stage_ids)``.
+    ``SKIPPED`` stages are dropped. With ``fold`` (the default), a stage that re-reads an earlier
+    job's stage output is folded into it (:func:`fold_rereads`); ``fold=False`` gives every stage
+    that ran, for the wall time they ran (:func:`stages_running_s`).
+    Returns ``(stages_in_order, missing_stage_ids)``.
     Raises :class:`SparkDataError` for a malformed job or stage.
     """
     index = stages if isinstance(stages, Mapping) else stage_index(stages)
@@ -142,7 +138,68 @@ def batch_stages(batch_job_list: Sequence[Json],
                 missing.append(stage_id)
             elif stage.get("status") != "SKIPPED":
                 ordered.append(stage)
-    return ordered, missing
+    return (fold_rereads(ordered, batch_job_list) if fold else ordered), missing
+
+
+#: Stage fields (task-seconds and bytes) summed when a re-read is folded into the stage it re-reads.
+FOLDED_FIELDS = ("executorRunTime", "executorCpuTime", "jvmGcTime", "memoryBytesSpilled", "diskBytesSpilled")
+
+
+def fold_rereads(ordered: Sequence[Json], batch_job_list: Sequence[Json]) -> list[Json]:
+    """The batch's stages with each **re-read** folded into the stage whose output it re-reads.
+
+    A ``foreachBatch`` function that acts more than once on the batch (``df.persist()``, then two
+    ``df.write``; or a ``count()`` before the write) runs one Spark job per action. Spark hands it
+    the batch as an RDD over the last stage's output (``ForeachBatchSink``: ``LogicalRDD`` of
+    ``queryExecution.toRdd``), so every job after the first lists the batch's shuffle-map stages
+    as skipped and runs one more stage over that RDD: the cached partitions, or the last stage's
+    work again. That stage is sink work on the last stage's partitions, not a vertex of the query:
+    its task-seconds and spill (:data:`FOLDED_FIELDS`) are added to the stage it re-reads, whose
+    records, task count, id and times stand. A stage of a later job is a re-read of an earlier
+    job's stage when they share an RDD (``rddIds``: the RDDs a stage computes; stages of one job
+    never share one, a shuffle ends each) and run as many tasks. Anything else stays a stage of
+    its own (a shuffle inside the ``foreachBatch`` function is a stage the query's plan does not
+    have, and the binding says so).
+
+    Args: ``ordered``, the batch's executed stages in ``(jobId, stageId)`` order (``/stages``
+    entries); ``batch_job_list``, its jobs. Returns a new list; folded stages are copies.
+    Raises :class:`SparkDataError` for a malformed ``rddIds``, ``stageIds`` or count.
+    """
+    job_of: dict[int, int] = {}
+    jobs = dicts(batch_job_list, "jobs")
+    for index, job in sorted(enumerate(jobs), key=lambda item: (get_count(item[1], "jobId", f"jobs[{item[0]}]"),
+                                                                 item[0])):
+        for stage_id in _stage_ids(job, f"jobs[{index}]"):
+            job_of.setdefault(stage_id, get_count(job, "jobId", f"jobs[{index}]"))
+    out: list[Json] = []
+    rdds: list[set[int]] = []
+    for stage in ordered:
+        where = f"stage {stage.get('stageId')}"
+        stage_id = get_count(stage, "stageId", where)
+        own = set(_ids(get_list(stage, "rddIds", where), f"{where}.rddIds"))
+        tasks = get_count(stage, "numTasks", where)
+        target = next((i for i in reversed(range(len(out)))
+                       if rdds[i] & own and job_of.get(get_count(out[i], "stageId", "stage"), -1)
+                       < job_of.get(stage_id, -1) and get_count(out[i], "numTasks", "stage") == tasks), None)
+        if target is None:
+            out.append(stage)
+            rdds.append(own)
+            continue
+        merged = dict(out[target])
+        for key in FOLDED_FIELDS:
+            if key in merged or key in stage:
+                merged[key] = get_float(merged, key, "stage") + get_float(stage, key, where)
+        out[target] = merged
+    return out
+
+
+def _ids(values: Sequence[Any], field: str) -> list[int]:
+    out = []
+    for position, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
+            raise SparkDataError(f"{field}[{position}]", Problem.WRONG_TYPE, "an id (integer >= 0)", value)
+        out.append(value)
+    return out
 
 
 def rest_time_s(value: Any) -> float | None:

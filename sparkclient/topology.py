@@ -13,6 +13,9 @@ Mapping rules
   ``runId = <runId>``) and its description has a line ``batch = N``.
 - **Stages of a batch**: the stages of its jobs, ordered by ``(jobId, stageId)``, each stage
   once, ``SKIPPED`` stages left out. Stage attempts: the highest attempt that is not skipped.
+  A stage of a later job that re-reads an earlier job's stage output (shares an RDD with it and
+  runs as many tasks: a ``foreachBatch`` function acting twice on the batch) is folded into that
+  stage, its task-seconds added (:func:`sparkclient.stages.fold_rereads`).
 - **Vertex = stage position** ``0..n-1`` in that order. Position 0 is the source vertex.
 - **Vertex id** is ``f"v{position}"``. It depends only on the position, so it stays the same
   across batches, across restarts of the query (a new ``runId``) and whether or not the SQL
@@ -85,6 +88,7 @@ from sparkclient.stages import (
     batch_jobs,
     batch_stages,
     executors_and_cores,
+    fold_rereads,
     rest_time_s,
     stage_index,
     stages_running_s,
@@ -238,11 +242,12 @@ def _executed_batches(batches: Sequence[Json], jobs: Sequence[Json], stages: Seq
             if get_count(progress, "numInputRows", progress_where(progress)) > 0:
                 no_jobs.append(batch_id)
             continue
-        ordered, missing = batch_stages(batch_job_list, stages_by_id)
+        ran, missing = batch_stages(batch_job_list, stages_by_id, fold=False)
         if missing:
             missing_stages[batch_id] = list(missing)
             continue
-        running_s = stages_running_s(ordered)
+        running_s = stages_running_s(ran)
+        ordered = fold_rereads(ran, batch_job_list)
         if running_s is not None:
             stage_overheads_s.append(max(0.0, duration_s(progress, "triggerExecution") - running_s))
         if ordered:

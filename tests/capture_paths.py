@@ -2,7 +2,9 @@
 
 - :data:`SPARK_4_3_0`: raw REST, metrics and progress JSON of PySpark/Spark 4.3.0 (see its README.txt);
 - :data:`DEMO_CAPTURES`: the demo pipeline's REST and progress, one JSON document per application;
-- :data:`SKEW_CAPTURE`: a skewed query's REST, progress and task summaries (see its README.txt).
+- :data:`SKEW_CAPTURE`: a skewed query's REST, progress and task summaries (see its README.txt);
+- :data:`FOREACHBATCH_CAPTURE`: a stateful query whose ``foreachBatch`` function writes each batch twice
+  (REST, SQL, progress and the runner's plan stages; see its README.txt).
 """
 
 from pathlib import Path
@@ -11,3 +13,4 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SPARK_4_3_0 = FIXTURES / "spark-4.3.0"
 DEMO_CAPTURES = FIXTURES / "demo-captures"
 SKEW_CAPTURE = FIXTURES / "spark-4.3.0-skew" / "skew_app.json"
+FOREACHBATCH_CAPTURE = FIXTURES / "spark-4.3.0-foreachbatch" / "foreachbatch_app.json"

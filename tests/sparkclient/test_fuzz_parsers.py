@@ -32,7 +32,7 @@ from sparkclient.snapshot import Captures, RatesUnavailableError, sample_from_ca
 from sparkclient.sparkjson import SparkDataError
 from sparkclient.stages import slowest_task_run_ms
 from sparkclient.topology import JobSample, SampleError, batch_end_s, batch_jobs, sample_from_rest, window_batches
-from tests.capture_paths import SKEW_CAPTURE, SPARK_4_3_0
+from tests.capture_paths import FOREACHBATCH_CAPTURE, SKEW_CAPTURE, SPARK_4_3_0
 
 pytestmark = pytest.mark.fuzz  # in the default run (`make test`, .ci/run); `-m "not fuzz"` skips them
 
@@ -377,4 +377,43 @@ def test_fuzz_task_summaries_and_the_busiest_task() -> None:
         _assert_finite_sample(sample)
 
     _fuzz("stages.slowest_task_run_ms + topology.sample_from_rest", mutated(SKEW), check,
+          (SparkDataError, SampleError))
+
+
+def _small_foreachbatch_capture() -> dict[str, Any]:
+    """The foreachBatch capture's last three batches (two jobs each, the second re-reading the first)."""
+    capture = json.loads(FOREACHBATCH_CAPTURE.read_text())
+    by_batch = batch_jobs(capture["jobs"], capture["run_id"])
+    keep = sorted(by_batch)[-3:]
+    jobs = [job for batch in keep for job in by_batch[batch]]
+    stage_ids = {sid for job in jobs for sid in job["stageIds"]}
+    return {"jobs": jobs, "stages": [s for s in capture["stages"] if s["stageId"] in stage_ids],
+            "executors": capture["executors"], "run_id": capture["run_id"],
+            "progress": [p for p in capture["progresses"] if p["batchId"] >= keep[0] - 1]}
+
+
+FOREACHBATCH = _small_foreachbatch_capture()
+FOREACHBATCH_END_S = batch_end_s(FOREACHBATCH["progress"][-1]) + 0.001
+
+
+def test_fuzz_foreachbatch_rereads() -> None:
+    """``stages.fold_rereads`` (a stage of a later job re-reading an earlier one's output, folded into
+    it) on the mutated foreachBatch capture: ``rddIds``, ``stageIds``, task counts and busy times
+    broken in every way give a finite sample or an error naming the field."""
+
+    def check(capture: dict) -> None:
+        if not isinstance(capture, dict):
+            return
+        sample = sample_from_rest(
+            capture.get("jobs"), capture.get("stages"), capture.get("progress"), capture.get("executors"),
+            run_id=FOREACHBATCH["run_id"], trigger_interval_s=3.0, window_start_s=FOREACHBATCH_END_S - 10.0,
+            window_end_s=FOREACHBATCH_END_S, collected_at=FOREACHBATCH_END_S + 1.0,
+        )
+        _assert_finite_sample(sample)
+
+    unmutated = sample_from_rest(FOREACHBATCH["jobs"], FOREACHBATCH["stages"], FOREACHBATCH["progress"],
+                                 FOREACHBATCH["executors"], run_id=FOREACHBATCH["run_id"], trigger_interval_s=3.0,
+                                 window_start_s=FOREACHBATCH_END_S - 10.0, window_end_s=FOREACHBATCH_END_S)
+    assert len(unmutated.vertices) == 2  # the fold runs on the unmutated capture (3 stages ran per batch)
+    _fuzz("stages.fold_rereads + topology.sample_from_rest", mutated(FOREACHBATCH), check,
           (SparkDataError, SampleError))

@@ -15,20 +15,33 @@ declaration order; shuffle → the ``shuffle_partitions``/``state_partitions`` k
 binding: the knob's running value must equal the plan's partition count and the tasks Spark ran.
 Anything else is a :attr:`BindingStatus.MISMATCH` with its reason; the autoscaler proposes nothing
 for such a stage. There is never a silent wrong binding.
+
+A stage no knob can change is :attr:`BindingStatus.PINNED`, with its :class:`PinReason`: no knob
+sets it (a hard-coded ``repartition(n)``), or it is a stateful stage whose checkpoint holds state in a
+store that cannot be repartitioned offline (``PlanStage.state_store``, published by the runner: only
+RocksDB's can, :mod:`sparkclient.staterepartition`). Spark restores a stateful query's partitions from
+its checkpoint, so the knob would change nothing there, and the runner refuses it
+(``state-not-repartitionable``); the binding says so before anything is proposed.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 from sparkclient.contract import Knob, KnobTarget
+from sparkclient.staterepartition import ROCKSDB_PROVIDER
 
-__all__ = ["BindingStatus", "MismatchReason", "PlanStage", "StageBinding", "StageInput", "bind_stages",
-           "plan_stages_from_json", "plan_stages_of", "plan_stages_to_json"]
+__all__ = ["REPARTITIONABLE_STATE_STORES", "BindingStatus", "MismatchReason", "PinReason", "PlanStage",
+           "StageBinding", "StageInput", "bind_stages", "plan_stages_from_json", "plan_stages_of",
+           "plan_stages_to_json", "with_state_store"]
+
+#: State store providers whose checkpoint :func:`sparkclient.staterepartition.repartition_state` can
+#: repartition offline (Spark's offline state rewrite reads and writes RocksDB state only).
+REPARTITIONABLE_STATE_STORES = frozenset({ROCKSDB_PROVIDER})
 
 #: The plan node (``AQEShuffleReadExec.nodeName``) by which adaptive execution reads a shuffle with
 #: coalesced, split or local partitions instead of the exchange's.
@@ -53,17 +66,20 @@ class StageInput(StrEnum):
 @dataclass(frozen=True)
 class PlanStage:
     """One stage of the micro-batch plan (upstream first). ``partitions``: the feeding exchange's
-    partition count (None for a source stage); ``operators``: plan node names, upstream first."""
+    partition count (None for a source stage); ``operators``: plan node names, upstream first;
+    ``state_store``: for a stateful stage whose checkpoint holds state, the state store provider
+    class the checkpoint was written with (None otherwise, or not known)."""
 
     input: StageInput
     partitions: int | None
     stateful: bool
     operators: tuple[str, ...] = ()
+    state_store: str | None = None
 
 
 class BindingStatus(StrEnum):
     BOUND = "bound"            # the knob sets this stage's tasks, confirmed
-    PINNED = "pinned"          # no knob sets it (a hard-coded value): never proposed
+    PINNED = "pinned"          # no knob can change it (see PinReason): never proposed
     MISMATCH = "mismatch"      # the plan, the knob and the tasks ran disagree: never proposed
     UNVERIFIED = "unverified"  # no plan published yet: never proposed
 
@@ -76,10 +92,17 @@ class MismatchReason(StrEnum):
     COALESCED = "coalesced"                # adaptive execution read the shuffle with other tasks than the knob
 
 
+class PinReason(StrEnum):
+    NO_KNOB = "no-knob"                    # no knob sets the stage's tasks (a hard-coded value)
+    STATE_STORE = "state-store"            # the checkpoint's state store cannot be repartitioned offline
+
+
 @dataclass(frozen=True)
 class StageBinding:
     """The binding of stage ``position``: the knob (or None), its status, and the three numbers
-    compared (knob value, plan partitions, tasks ran; None where not known)."""
+    compared (knob value, plan partitions, tasks ran; None where not known). A pinned stage has its
+    ``pin`` reason (and, for :attr:`PinReason.STATE_STORE`, the knob the checkpoint pins and the
+    ``state_store`` provider class)."""
 
     position: int
     status: BindingStatus
@@ -89,6 +112,8 @@ class StageBinding:
     plan_partitions: int | None = None
     tasks_ran: int | None = None
     input: StageInput | None = None
+    pin: PinReason | None = None
+    state_store: str | None = None
 
     @property
     def adjustable(self) -> bool:
@@ -103,7 +128,7 @@ class StageBinding:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.update(status=self.status.value, reason=self.reason.value if self.reason else None,
-                    input=self.input.value if self.input else None)
+                    input=self.input.value if self.input else None, pin=self.pin.value if self.pin else None)
         return data
 
 
@@ -142,9 +167,13 @@ def bind_stages(plan: Sequence[PlanStage] | None, knobs: Sequence[Knob], values:
             repartitions += 1
         common = {"tasks_ran": tasks, "plan_partitions": stage.partitions, "input": stage.input}
         if knob is None:
-            out.append(StageBinding(position, BindingStatus.PINNED, **common))
+            out.append(StageBinding(position, BindingStatus.PINNED, pin=PinReason.NO_KNOB, **common))
             continue
         value = values.get(knob.name, knob.default)
+        if stage.stateful and stage.state_store is not None and stage.state_store not in REPARTITIONABLE_STATE_STORES:
+            out.append(StageBinding(position, BindingStatus.PINNED, knob=knob.name, knob_value=value,
+                                    pin=PinReason.STATE_STORE, state_store=stage.state_store, **common))
+            continue
         reason = None
         if stage.partitions is not None and stage.partitions != value:
             reason = MismatchReason.PLAN_PARTITIONS
@@ -159,7 +188,15 @@ def bind_stages(plan: Sequence[PlanStage] | None, knobs: Sequence[Knob], values:
 
 def plan_stages_to_json(stages: Sequence[PlanStage]) -> str:
     """The stages as a JSON array (published in the runner status)."""
-    return json.dumps([{**asdict(s), "input": s.input.value, "operators": list(s.operators)} for s in stages])
+    return json.dumps([{key: value for key, value in
+                        {**asdict(s), "input": s.input.value, "operators": list(s.operators)}.items()
+                        if key != "state_store" or value is not None} for s in stages])
+
+
+def with_state_store(stages: Sequence[PlanStage], provider: str | None) -> tuple[PlanStage, ...]:
+    """``stages`` with ``provider`` (the checkpoint's state store class, or None when it holds no
+    state) set on each stateful stage."""
+    return tuple(replace(s, state_store=provider) if s.stateful else s for s in stages)
 
 
 def plan_stages_from_json(text: str | bytes | None) -> tuple[PlanStage, ...] | None:
@@ -188,7 +225,11 @@ def plan_stages_from_json(text: str | bytes | None) -> tuple[PlanStage, ...] | N
             kind = StageInput(item.get("input"))
         except ValueError:
             raise ValueError(f"plan_stages[{i}].input must be one of {[s.value for s in StageInput]}") from None
-        out.append(PlanStage(kind, partitions, bool(item.get("stateful")), tuple(o[:100] for o in operators[:200])))
+        state_store = item.get("state_store")
+        if state_store is not None and (not isinstance(state_store, str) or not 0 < len(state_store) <= 200):
+            raise ValueError(f"plan_stages[{i}].state_store must be a class name (1 to 200 characters) or null")
+        out.append(PlanStage(kind, partitions, bool(item.get("stateful")), tuple(o[:100] for o in operators[:200]),
+                             state_store))
     return tuple(out)
 
 

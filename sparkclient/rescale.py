@@ -89,10 +89,11 @@ class RescalePaths:
     def _can_repartition(self, command: RescaleCommand, old: dict[str, int]) -> bool:
         """Whether the checkpoint's state store can be repartitioned offline (RocksDB); fails the
         command while the query still runs (nothing stopped) when it cannot."""
-        from sparkclient.staterepartition import ROCKSDB_PROVIDER, checkpoint_info  # noqa: PLC0415
+        from sparkclient.binding import REPARTITIONABLE_STATE_STORES  # noqa: PLC0415
+        from sparkclient.staterepartition import checkpoint_info  # noqa: PLC0415
 
         provider = checkpoint_info(self.checkpoint).provider
-        if provider == ROCKSDB_PROVIDER:
+        if provider in REPARTITIONABLE_STATE_STORES:
             return True
         shuffle = self.shuffle_knob.name
         self._write_result(RescaleResult.failed(

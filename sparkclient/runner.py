@@ -46,7 +46,7 @@ from typing import Any
 import redis
 
 from sparkclient import control, keys
-from sparkclient.binding import plan_stages_of, plan_stages_to_json
+from sparkclient.binding import plan_stages_of, plan_stages_to_json, with_state_store
 from sparkclient.contract import KnobTarget, PipelineSpec, session_settings, validate_values
 from sparkclient.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState
 from sparkclient.executors import supports_in_place
@@ -176,12 +176,26 @@ class Driver(RescalePaths):
         if query is not None and progress.get("runId") == str(query.runId) and self._published_run != progress["runId"]:
             self._published_run = progress["runId"]
             try:  # the plan's stages, for the stage <-> knob binding (sparkclient.binding)
-                self._set_status(plan_stages=plan_stages_to_json(plan_stages_of(query) or ()))
+                stages = with_state_store(plan_stages_of(query) or (), self._state_store())
+                self._set_status(plan_stages=plan_stages_to_json(stages))
             except Exception:  # noqa: BLE001 - no plan means "unverified", never a wrong binding
                 log.exception("could not read the physical plan of run %s", progress["runId"])
         finished = self.first_batch.on_batch(progress)
         if finished is not None and finished.path in (RescalePath.DRIVER_RESTART, RescalePath.DRIVER_HANDOVER):
             self.client.delete(keys.runner_pending(self.job))
+
+    def _state_store(self) -> str | None:
+        """The state store provider the checkpoint holds state in (it pins the stateful stages'
+        partitions), or None when it holds none or cannot be read (a checkpoint that is not local)."""
+        from sparkclient.staterepartition import StateRepartitionError, checkpoint_info  # noqa: PLC0415
+
+        if not self.checkpoint or not checkpoint_has_state(self.checkpoint):
+            return None
+        try:
+            return checkpoint_info(self.checkpoint).provider
+        except (StateRepartitionError, OSError, ValueError):
+            log.warning("could not read the state store provider of checkpoint %s", self.checkpoint, exc_info=True)
+            return None
 
     # control channel --------------------------------------------------------------------------
 

@@ -80,6 +80,44 @@ def test_only_a_checkpoint_that_holds_state_pins_the_shuffle_partitions(tmp_path
     assert not RescalePaths._needs_repartition(SimpleNamespace(shuffle_knob=knob, checkpoint=stateful), old, old)
 
 
+def test_the_runner_publishes_the_state_store_its_checkpoint_pins_and_the_binding_pins_the_stage(tmp_path: Path) -> None:
+    """The runner's plan stages carry the provider of a checkpoint that holds state; a stateful stage on
+    HDFS-backed state is pinned (the runner would refuse to repartition it), on RocksDB it binds."""
+    from types import SimpleNamespace
+
+    from sparkclient.binding import (BindingStatus, PinReason, PlanStage, StageInput, bind_stages,
+                                     plan_stages_from_json, plan_stages_to_json, with_state_store)
+    from sparkclient.contract import Knob, KnobTarget
+    from sparkclient.runner import Driver
+
+    hdfs = _fake_checkpoint(tmp_path / "hdfs", provider=None)  # Spark's default provider
+    rocks = _fake_checkpoint(tmp_path / "rocks", provider=ROCKSDB_PROVIDER)
+    stateless = _fake_checkpoint(tmp_path / "stateless", provider=ROCKSDB_PROVIDER)
+    shutil.rmtree(stateless / "state")
+    assert Driver._state_store(SimpleNamespace(checkpoint=hdfs)) == HDFS_PROVIDER
+    assert Driver._state_store(SimpleNamespace(checkpoint=rocks)) == ROCKSDB_PROVIDER
+    assert Driver._state_store(SimpleNamespace(checkpoint=stateless)) is None
+    assert Driver._state_store(SimpleNamespace(checkpoint=None)) is None
+
+    plan = (PlanStage(StageInput.SOURCE, None, False), PlanStage(StageInput.SHUFFLE, 2, True, ("StateStoreSave",)))
+    knobs = [Knob("src", 2, 1, 8, KnobTarget.SOURCE_PARTITIONS), Knob("state", 2, 1, 8, KnobTarget.STATE_PARTITIONS)]
+    for provider, status in ((HDFS_PROVIDER, BindingStatus.PINNED), (ROCKSDB_PROVIDER, BindingStatus.BOUND),
+                             (None, BindingStatus.BOUND)):
+        published = plan_stages_from_json(plan_stages_to_json(with_state_store(plan, provider)))
+        assert published is not None and published[0].state_store is None and published[1].state_store == provider
+        source, state = bind_stages(published, knobs, {"src": 2, "state": 2}, [2, 2])
+        assert source.status is BindingStatus.BOUND
+        assert (state.status, state.knob, state.knob_value) == (status, "state", 2)
+        assert state.pin is (PinReason.STATE_STORE if status is BindingStatus.PINNED else None)
+        assert not state.problem  # pinned is not a mismatch: the page does not list it as one
+    no_knob = bind_stages(plan, knobs[:1], {"src": 2}, [2, 2])[1]
+    assert (no_knob.status, no_knob.pin, no_knob.knob) == (BindingStatus.PINNED, PinReason.NO_KNOB, None)
+    for bad in (3, "", "x" * 201):
+        with pytest.raises(ValueError, match=r"plan_stages\[0\]\.state_store"):
+            plan_stages_from_json(json.dumps([{"input": "shuffle", "partitions": 2, "stateful": True,
+                                               "state_store": bad}]))
+
+
 @pytest.mark.parametrize(
     ("kwargs", "target", "error", "match"),
     [

@@ -222,3 +222,36 @@ def test_an_execution_records_its_pause_added_lag_and_catch_up_from_the_snapshot
     assert record_open_costs(now=start + timedelta(seconds=46)) == 1
     execution.refresh_from_db()
     assert execution.catch_up_s == pytest.approx(45.0, abs=0.01)
+
+
+def test_a_stateful_stage_whose_checkpoint_cannot_be_repartitioned_is_never_proposed(client):
+    """The runner publishes the state store a stateful stage's checkpoint holds state in. HDFS-backed
+    state cannot be repartitioned offline, so the runner would refuse a state_partitions change
+    (``state-not-repartitionable``, found approving such a proposal on a user's foreachBatch pipeline):
+    the stage is pinned, the proposal leaves the knob alone, and the job page says why."""
+    from tests.webapp.factories import PLAN_STAGES
+
+    hdfs = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+    bound, pinned = make_job(name="rocks", metric_window_s=45), make_job(name="hdfs", metric_window_s=45)
+    Job.objects.filter(pk=bound.pk).update(plan_stages=[
+        {**s, "state_store": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"}
+        if s["stateful"] else s for s in PLAN_STAGES])
+    Job.objects.filter(pk=pinned.pk).update(plan_stages=[{**s, "state_store": hdfs} if s["stateful"] else s
+                                                         for s in PLAN_STAGES])
+    for job in (bound, pinned):
+        job.refresh_from_db()
+        make_snapshots(job, count=4)
+        assert evaluation_run(job=job).decision == "scale"
+    scaled, kept = bound.proposals.get(), pinned.proposals.get()
+    assert scaled.proposed_config["state_partitions"] != scaled.current_config["state_partitions"]
+    assert kept.proposed_config["state_partitions"] == kept.current_config["state_partitions"] == 2
+    # The rest still scales; the planner sizes it around the pinned stage (which keeps its 2 tasks).
+    assert kept.proposed_config["cores"] >= scaled.proposed_config["cores"] > 1
+    assert next(v["proposed"] for v in kept.plan["vertices"] if v["vertex_id"] == "v2") == 2
+
+    user = make_user(username="watcher", role="viewer")
+    client.force_login(user)
+    page = client.get(f"/jobs/{pinned.pk}/").content.decode()
+    assert 'data-pinned="state_partitions"' in page
+    assert "pinned by the checkpoint at 2: its state is in HDFSBackedStateStoreProvider" in page
+    assert 'data-pinned=' not in client.get(f"/jobs/{bound.pk}/").content.decode()

@@ -13,46 +13,73 @@ from webapp.jobs.models import Job
 @dataclass(frozen=True)
 class KnobRow:
     """One row of a knob table: ``knob`` is ``current`` now and ``proposed`` after (None: no proposal);
-    ``stages`` are the short names of the stages it sets (``"all stages"`` for the executors knob)."""
+    ``stages`` are the short names of the stages it sets (``"all stages"`` for the executors knob);
+    ``pinned``: why nothing can change it (:func:`pin_text`), or ``""``."""
 
     knob: str
     stages: str
     current: object
     proposed: object | None
+    pinned: str = ""
 
     @property
     def changed(self) -> bool:
         return self.proposed is not None and self.proposed != self.current
 
 
-def knob_stages(*, job: Job, names: dict[int, str]) -> dict[str, str]:
-    """``{knob: stage names}``: which stages each knob of ``job`` sets, from the runner's plan stages
-    (``sparkclient.binding``) and ``names`` (``{position: stage name}``)."""
+def _plan_bindings(job: Job) -> tuple:
+    """The runner's plan stages of ``job`` bound to its knobs (``sparkclient.binding``; tasks taken as
+    the knobs say), or ``()`` when no plan is published."""
     from sparkclient.binding import bind_stages, plan_stages_from_json  # noqa: PLC0415
     import json  # noqa: PLC0415
 
-    out: dict[str, list[str]] = {}
-    specs = job.knob_specs()
-    for spec in specs:
-        if spec.sets == "executors":
-            out[spec.name] = ["all stages (executors)"]
     try:
         plan = plan_stages_from_json(json.dumps(job.plan_stages)) if job.plan_stages else None
     except ValueError:
         plan = None
-    if plan is not None and names:
-        for binding in bind_stages(plan, specs, job.config, [1] * len(plan)):
+    return bind_stages(plan, job.knob_specs(), job.config, [1] * len(plan)) if plan is not None else ()
+
+
+def knob_stages(*, job: Job, names: dict[int, str]) -> dict[str, str]:
+    """``{knob: stage names}``: which stages each knob of ``job`` sets, from the runner's plan stages
+    (``sparkclient.binding``) and ``names`` (``{position: stage name}``)."""
+    out: dict[str, list[str]] = {}
+    for spec in job.knob_specs():
+        if spec.sets == "executors":
+            out[spec.name] = ["all stages (executors)"]
+    if names:
+        for binding in _plan_bindings(job):
             if binding.knob:
                 out.setdefault(binding.knob, []).append(names.get(binding.position, f"stage {binding.position}"))
     return {knob: ", ".join(stages) for knob, stages in out.items()}
 
 
-def knob_rows(*, current: dict, proposed: dict | None = None, stages: dict[str, str] | None = None) -> list[KnobRow]:
+def pin_text(binding) -> str:
+    """Why a pinned stage's knob changes nothing (rendered from :class:`sparkclient.binding.StageBinding`);
+    ``""`` for a stage that is not pinned by its checkpoint."""
+    from sparkclient.binding import BindingStatus, PinReason  # noqa: PLC0415
+
+    if binding.status is not BindingStatus.PINNED or binding.pin is not PinReason.STATE_STORE:
+        return ""
+    provider = (binding.state_store or "").rsplit(".", 1)[-1]
+    return (f"pinned by the checkpoint at {binding.knob_value}: its state is in {provider}, which cannot be "
+            "repartitioned offline (RocksDB only); nothing is proposed for it. Start the query on a new "
+            "checkpoint with spark.sql.streaming.stateStore.providerClass set to RocksDB to let it scale")
+
+
+def knob_pins(*, job: Job) -> dict[str, str]:
+    """``{knob: why it is pinned}`` for each knob the checkpoint pins (:func:`pin_text`)."""
+    return {b.knob: text for b in _plan_bindings(job) if b.knob and (text := pin_text(b))}
+
+
+def knob_rows(*, current: dict, proposed: dict | None = None, stages: dict[str, str] | None = None,
+              pins: dict[str, str] | None = None) -> list[KnobRow]:
     """The rows of a knob table: every knob of ``current`` (and any new one of ``proposed``), in order."""
-    stages = stages or {}
+    stages, pins = stages or {}, pins or {}
     keys = list(current) + [k for k in (proposed or {}) if k not in current]
     return [KnobRow(knob=k, stages=stages.get(k, ""), current=current.get(k, "–"),
-                    proposed=(proposed or {}).get(k) if proposed is not None else None) for k in keys]
+                    proposed=(proposed or {}).get(k) if proposed is not None else None, pinned=pins.get(k, ""))
+            for k in keys]
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ def _job_context(request: HttpRequest, job: Job) -> dict:
                "scale_up_block": job.scale_up_block or None,
                "config_rows": present.knob_rows(current=job.config,
                                                 proposed=pending.proposed_config if pending else None,
-                                                stages=stages)}
+                                                stages=stages, pins=present.knob_pins(job=job))}
     context["proposals_decided_by"] = [(p, present.decided_by(p)) for p in context["proposals"]]
     if context["held"] is not None:
         context["held_in_min"] = math.ceil(context["held"]["in_s"] / 60)
@@ -208,7 +208,8 @@ def _proposal_context(request: HttpRequest, proposal: Proposal, error: str = "")
             "decided_by": present.decided_by(proposal),
             "config_rows": present.knob_rows(
                 current=proposal.current_config, proposed=proposal.proposed_config,
-                stages=present.knob_stages(job=job, names={i: n for i, n in enumerate(names.values())})),
+                stages=present.knob_stages(job=job, names={i: n for i, n in enumerate(names.values())}),
+                pins=present.knob_pins(job=job)),
             "executors_knob": any(k.sets == "executors" for k in job.knob_specs())}
 
 

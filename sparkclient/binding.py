@@ -183,7 +183,10 @@ def bind_stages(plan: Sequence[PlanStage] | None, knobs: Sequence[Knob], values:
             reason = MismatchReason.COALESCED if ADAPTIVE_READ in stage.operators else MismatchReason.TASKS
         status = BindingStatus.MISMATCH if reason else BindingStatus.BOUND
         out.append(StageBinding(position, status, knob=knob.name, reason=reason, knob_value=value, **common))
-    return tuple(out)
+    # The runner refuses any change of a knob the checkpoint pins, so every stage it sets is pinned.
+    pinned = {b.knob: b.state_store for b in out if b.pin is PinReason.STATE_STORE}
+    return tuple(replace(b, status=BindingStatus.PINNED, reason=None, pin=PinReason.STATE_STORE,
+                         state_store=pinned[b.knob]) if b.knob in pinned and b.pin is None else b for b in out)
 
 
 def plan_stages_to_json(stages: Sequence[PlanStage]) -> str:

@@ -110,6 +110,10 @@ def test_the_runner_publishes_the_state_store_its_checkpoint_pins_and_the_bindin
         assert (state.status, state.knob, state.knob_value) == (status, "state", 2)
         assert state.pin is (PinReason.STATE_STORE if status is BindingStatus.PINNED else None)
         assert not state.problem  # pinned is not a mismatch: the page does not list it as one
+    # A stateless shuffle on the same knob is pinned with it: the runner refuses the knob as a whole.
+    two = with_state_store((plan[0], PlanStage(StageInput.SHUFFLE, 2, False), plan[1]), HDFS_PROVIDER)
+    assert [b.status for b in bind_stages(two, knobs, {"src": 2, "state": 2}, [2, 2, 2])] == [
+        BindingStatus.BOUND, BindingStatus.PINNED, BindingStatus.PINNED]
     no_knob = bind_stages(plan, knobs[:1], {"src": 2}, [2, 2])[1]
     assert (no_knob.status, no_knob.pin, no_knob.knob) == (BindingStatus.PINNED, PinReason.NO_KNOB, None)
     for bad in (3, "", "x" * 201):

@@ -255,3 +255,29 @@ def test_a_stateful_stage_whose_checkpoint_cannot_be_repartitioned_is_never_prop
     assert 'data-pinned="state_partitions"' in page
     assert "pinned by the checkpoint at 2: its state is in HDFSBackedStateStoreProvider" in page
     assert 'data-pinned=' not in client.get(f"/jobs/{bound.pk}/").content.decode()
+
+
+def test_a_pending_proposal_that_changes_a_knob_the_checkpoint_now_pins_is_withdrawn():
+    """The runner publishes the checkpoint's state store with the plan at the first batch of a run; a
+    proposal made before (or by an older version) that changes the pinned knob would fail three times
+    at the runner. It is withdrawn with its structured reason, and the next proposal leaves the knob."""
+    from tests.webapp.factories import PLAN_STAGES
+    from webapp.proposals.reasons import WithdrawReason, withdrawal_text
+
+    job = make_job(metric_window_s=45)
+    make_snapshots(job, count=4)
+    evaluation_run(job=job)
+    first = job.proposals.get()
+    assert first.proposed_config["state_partitions"] != first.current_config["state_partitions"]
+    hdfs = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+    Job.objects.filter(pk=job.pk).update(plan_stages=[{**s, "state_store": hdfs} if s["stateful"] else s
+                                                      for s in PLAN_STAGES])
+    job.refresh_from_db()
+    evaluation_run(job=job)
+    first.refresh_from_db()
+    assert first.status == Proposal.Status.WITHDRAWN
+    assert first.withdrawal == {"reason": WithdrawReason.KNOB_PINNED.value, "knobs": ["state_partitions"]}
+    assert withdrawal_text(first.withdrawal).startswith("it changes state_partitions, which the checkpoint pins")
+    second = job.proposals.get(status=Proposal.Status.PENDING)
+    assert second.proposed_config["state_partitions"] == second.current_config["state_partitions"]
+    assert second.proposed_config["cores"] > second.current_config["cores"]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import redis
 
+from webapp.jobs.evaluation import plan_bindings
 from webapp.jobs.models import Job
 
 
@@ -27,19 +28,6 @@ class KnobRow:
         return self.proposed is not None and self.proposed != self.current
 
 
-def _plan_bindings(job: Job) -> tuple:
-    """The runner's plan stages of ``job`` bound to its knobs (``sparkclient.binding``; tasks taken as
-    the knobs say), or ``()`` when no plan is published."""
-    from sparkclient.binding import bind_stages, plan_stages_from_json  # noqa: PLC0415
-    import json  # noqa: PLC0415
-
-    try:
-        plan = plan_stages_from_json(json.dumps(job.plan_stages)) if job.plan_stages else None
-    except ValueError:
-        plan = None
-    return bind_stages(plan, job.knob_specs(), job.config, [1] * len(plan)) if plan is not None else ()
-
-
 def knob_stages(*, job: Job, names: dict[int, str]) -> dict[str, str]:
     """``{knob: stage names}``: which stages each knob of ``job`` sets, from the runner's plan stages
     (``sparkclient.binding``) and ``names`` (``{position: stage name}``)."""
@@ -48,7 +36,7 @@ def knob_stages(*, job: Job, names: dict[int, str]) -> dict[str, str]:
         if spec.sets == "executors":
             out[spec.name] = ["all stages (executors)"]
     if names:
-        for binding in _plan_bindings(job):
+        for binding in plan_bindings(job=job):
             if binding.knob:
                 out.setdefault(binding.knob, []).append(names.get(binding.position, f"stage {binding.position}"))
     return {knob: ", ".join(stages) for knob, stages in out.items()}
@@ -69,7 +57,7 @@ def pin_text(binding) -> str:
 
 def knob_pins(*, job: Job) -> dict[str, str]:
     """``{knob: why it is pinned}`` for each knob the checkpoint pins (:func:`pin_text`)."""
-    return {b.knob: text for b in _plan_bindings(job) if b.knob and (text := pin_text(b))}
+    return {b.knob: text for b in plan_bindings(job=job) if b.knob and (text := pin_text(b))}
 
 
 def knob_rows(*, current: dict, proposed: dict | None = None, stages: dict[str, str] | None = None,

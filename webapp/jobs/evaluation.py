@@ -99,6 +99,27 @@ def stage_bindings(*, job: Job, snapshot: MetricSnapshot) -> tuple:
     return bind_stages(plan, job.knob_specs(), job.config, tasks)
 
 
+def plan_bindings(*, job: Job) -> tuple:
+    """The runner's published plan stages of ``job`` bound to its knobs, each stage's tasks taken as
+    its knob says (:func:`sparkclient.binding.bind_stages`): which knob sets which stage, and which the
+    checkpoint pins. ``()`` when no (valid) plan is published."""
+    from sparkclient.binding import bind_stages, plan_stages_from_json  # noqa: PLC0415
+
+    try:
+        plan = plan_stages_from_json(json.dumps(job.plan_stages)) if job.plan_stages else None
+    except ValueError:
+        plan = None
+    return bind_stages(plan, job.knob_specs(), job.config, [1] * len(plan)) if plan is not None else ()
+
+
+def pinned_knobs(*, job: Job) -> list[str]:
+    """The knobs of ``job`` its checkpoint pins (``PinReason.STATE_STORE``): the runner refuses any
+    change of them (``state-not-repartitionable``), so no proposal may change them."""
+    from sparkclient.binding import PinReason  # noqa: PLC0415
+
+    return sorted({b.knob for b in plan_bindings(job=job) if b.knob and b.pin is PinReason.STATE_STORE})
+
+
 def plan_to_config(*, job: Job, plan: JobPlan) -> dict:
     """The knob values a plan asks for: the executors knob, and each bound stage's knob set to the
     stage's proposed parallelism (a knob bound to several stages takes the largest)."""

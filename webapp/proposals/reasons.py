@@ -15,6 +15,7 @@ class WithdrawReason(StrEnum):
     OPPOSITE = "opposite_direction"  # N evaluations in a row pointed the other way
     NOT_SUPPORTED = "not_supported"  # N in a row, some inside the band and some pointing the other way
     CONFIG_CHANGED = "config_changed"  # the running configuration changed underneath it
+    KNOB_PINNED = "knob_pinned"  # it changes a knob the checkpoint now pins: the runner would refuse it
 
 
 class EvaluationHold(StrEnum):
@@ -41,6 +42,9 @@ def withdrawal_text(withdrawal: dict) -> str:
     if reason == WithdrawReason.CONFIG_CHANGED:
         return (f"the running configuration changed underneath it: it was proposed for "
                 f"{withdrawal.get('proposed_for')}, the job now runs {withdrawal.get('running')}")
+    if reason == WithdrawReason.KNOB_PINNED:
+        return (f"it changes {', '.join(withdrawal.get('knobs') or ())}, which the checkpoint pins (its state "
+                "store cannot be repartitioned offline): the runner would refuse it")
     if reason == WithdrawReason.INSIDE_BAND:
         return f"{count} evaluations in a row found the load inside the utilization band: no longer needed"
     if reason == WithdrawReason.OPPOSITE:

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from webapp.jobs.evaluation import pinned_knobs
 from webapp.jobs.models import Evaluation, Job, JobPolicy
 from webapp.jobs.selectors import latest_snapshot, policy_band
 from webapp.outage import broker_check
@@ -133,7 +134,9 @@ def _observe(*, proposal: Proposal, evaluation: Evaluation, actor: str, policy: 
 def proposal_create(*, evaluation: Evaluation, now: datetime | None = None) -> Proposal | None:
     """Turn an evaluation into the job's one pending proposal (issue 13 "stable proposals").
 
-    - A pending proposal made for another running configuration is withdrawn (``config_changed``).
+    - A pending proposal made for another running configuration is withdrawn (``config_changed``),
+      and so is one that changes a knob the checkpoint pins (``knob_pinned``: the runner publishes
+      the plan's state store after the proposal was made, e.g. at its first batch).
     - An evaluation that does not support the pending proposal (load inside the band, or pointing
       the other way) counts against it; ``withdraw_after_evaluations`` in a row withdraw it.
     - A ``scale`` evaluation in the pending proposal's direction revises it in place only when its
@@ -150,10 +153,13 @@ def proposal_create(*, evaluation: Evaluation, now: datetime | None = None) -> P
     with transaction.atomic():
         running = Job.objects.filter(pk=job.pk).values_list("config", flat=True).first()
         pending = None
+        pinned = pinned_knobs(job=job)
         for old in job.proposals.select_for_update().filter(status=Status.PENDING, kind=Proposal.Kind.SCALE):
             if old.current_config != running:
                 _withdraw(proposal=old, reason=WithdrawReason.CONFIG_CHANGED, actor=actor,
                           proposed_for=old.current_config, running=running)
+            elif changed := [k for k in pinned if old.proposed_config.get(k) != old.current_config.get(k)]:
+                _withdraw(proposal=old, reason=WithdrawReason.KNOB_PINNED, actor=actor, knobs=changed)
             elif pending is None:
                 pending = _observe(proposal=old, evaluation=evaluation, actor=actor, policy=policy)
             else:  # more than one pending (older versions): keep the newest

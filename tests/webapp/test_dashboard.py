@@ -165,6 +165,7 @@ def test_windows_without_data_are_gaps_and_the_last_good_dag_stays_marked_stale(
     """Issue 16: during a restart the collector stores windows with no completed batch (rates and
     backlog 0) and none at all while the runner is down; the page keeps the last good DAG and numbers
     with a "stale since" badge, and the charts have gaps there, never zeros."""
+    from webapp.dashboard.figures import _filled_runs
     from webapp.dashboard.reads import chart_data
 
     job = make_job()
@@ -190,6 +191,13 @@ def test_windows_without_data_are_gaps_and_the_last_good_dag_stays_marked_stale(
     series = _figure(html, "series-figure")
     arrival = next(t for t in series["data"] if t["name"] == "input (arrival) rate")
     assert 0 not in arrival["y"] and None in arrival["y"]
+    # The backlog is filled to zero, which Plotly would draw across a gap: it is one trace per run of
+    # measured windows, so nothing is filled where nothing was measured.
+    backlog = [t for t in series["data"] if t["name"] == "backlog"]
+    assert [len(t["y"]) for t in backlog] == [4] and [t["showlegend"] for t in backlog] == [True]
+    assert backlog[0]["y"] == chart.backlog[:4] and backlog[0]["fill"] == "tozeroy"
+    runs = _filled_runs(["a", "b", "c", "d", "e"], [1, None, None, 2, 3], name="backlog", yaxis="y2", colour="#000")
+    assert [(r["x"], r["y"], r["showlegend"]) for r in runs] == [(["a"], [1], True), (["d", "e"], [2, 3], False)]
 
 
 def test_restarting_is_named_when_an_execution_runs(client, operator):

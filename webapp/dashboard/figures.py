@@ -156,6 +156,30 @@ SERIES_ROWS = [("records/s", 0.24), ("backlog (records)", 0.19), ("batch ratio R
                ("executors / cores", 0.15), ("utilization per vertex", 0.27)]
 
 
+#: The backlog's colour (Plotly's third default colour, which it had as one trace).
+BACKLOG_COLOUR = "#2ca02c"
+
+
+def _filled_runs(t: list, values: list, *, name: str, yaxis: str, colour: str) -> list[dict]:
+    """A series filled down to zero, as one trace per run of values between ``None`` gaps: Plotly
+    fills a ``tozeroy`` trace across its gaps (the fill joins the last point before a gap to the first
+    after it), which would draw data where nothing was measured. One legend entry for all runs."""
+    runs: list[tuple[list, list]] = []
+    for x, y in zip(t, values):
+        if y is None:
+            if runs and runs[-1][0]:
+                runs.append(([], []))
+            continue
+        if not runs:
+            runs.append(([], []))
+        runs[-1][0].append(x)
+        runs[-1][1].append(y)
+    runs = [run for run in runs if run[0]] or [([], [])]
+    return [{"type": "scatter", "x": xs, "y": ys, "name": name, "fill": "tozeroy", "yaxis": yaxis,
+             "line": {"color": colour}, "legendgroup": name, "showlegend": i == 0}
+            for i, (xs, ys) in enumerate(runs)]
+
+
 def series_figure(chart: ChartData, rescales: list[dict]) -> dict:
     """Input (arrival) rate against capacity (input rows ÷ busy time: what the job could process,
     not what it did), backlog, batch ratio, executors and cores, and utilization per stage, on one
@@ -173,7 +197,7 @@ def series_figure(chart: ChartData, rescales: list[dict]) -> dict:
         {"type": "scatter", "x": t, "y": chart.arrival_rate, "name": "input (arrival) rate", "yaxis": "y"},
         {"type": "scatter", "x": t, "y": chart.capacity_rate, "name": "capacity (input rows ÷ busy time)",
          "yaxis": "y"},
-        {"type": "scatter", "x": t, "y": chart.backlog, "name": "backlog", "fill": "tozeroy", "yaxis": "y2"},
+        *_filled_runs(t, chart.backlog, name="backlog", yaxis="y2", colour=BACKLOG_COLOUR),
         {"type": "scatter", "x": t, "y": chart.batch_ratio, "name": "batch ratio R", "yaxis": "y3"},
         {"type": "scatter", "x": t, "y": chart.executors, "name": "executors", "yaxis": "y4",
          "line": {"shape": "hv"}},

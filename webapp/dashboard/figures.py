@@ -156,8 +156,11 @@ SERIES_ROWS = [("records/s", 0.24), ("backlog (records)", 0.19), ("batch ratio R
                ("executors / cores", 0.15), ("utilization per vertex", 0.27)]
 
 
-#: The backlog's colour (Plotly's third default colour, which it had as one trace).
-BACKLOG_COLOUR = "#2ca02c"
+#: Plotly's default colour cycle, given to the series explicitly: the backlog is several traces
+#: (:func:`_filled_runs`), which would otherwise shift every later trace's colour.
+SERIES_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                  "#bcbd22", "#17becf")
+BACKLOG_COLOUR = SERIES_COLOURS[2]
 
 
 def _filled_runs(t: list, values: list, *, name: str, yaxis: str, colour: str) -> list[dict]:
@@ -175,7 +178,7 @@ def _filled_runs(t: list, values: list, *, name: str, yaxis: str, colour: str) -
         runs[-1][0].append(x)
         runs[-1][1].append(y)
     runs = [run for run in runs if run[0]] or [([], [])]
-    return [{"type": "scatter", "x": xs, "y": ys, "name": name, "fill": "tozeroy", "yaxis": yaxis,
+    return [{"type": "scatter", "x": xs, "y": ys, "name": name, "fill": "tozeroy", "yaxis": yaxis, "mode": "lines",
              "line": {"color": colour}, "legendgroup": name, "showlegend": i == 0}
             for i, (xs, ys) in enumerate(runs)]
 
@@ -193,19 +196,23 @@ def series_figure(chart: ChartData, rescales: list[dict]) -> dict:
         top -= share
     axes = ["y", "y2", "y3", "y4", "y5"]
     t = chart.t
+    c = SERIES_COLOURS
     data = [
-        {"type": "scatter", "x": t, "y": chart.arrival_rate, "name": "input (arrival) rate", "yaxis": "y"},
+        {"type": "scatter", "x": t, "y": chart.arrival_rate, "name": "input (arrival) rate", "yaxis": "y",
+         "line": {"color": c[0]}},
         {"type": "scatter", "x": t, "y": chart.capacity_rate, "name": "capacity (input rows ÷ busy time)",
-         "yaxis": "y"},
+         "yaxis": "y", "line": {"color": c[1]}},
         *_filled_runs(t, chart.backlog, name="backlog", yaxis="y2", colour=BACKLOG_COLOUR),
-        {"type": "scatter", "x": t, "y": chart.batch_ratio, "name": "batch ratio R", "yaxis": "y3"},
+        {"type": "scatter", "x": t, "y": chart.batch_ratio, "name": "batch ratio R", "yaxis": "y3",
+         "line": {"color": c[3]}},
         {"type": "scatter", "x": t, "y": chart.executors, "name": "executors", "yaxis": "y4",
-         "line": {"shape": "hv"}},
-        {"type": "scatter", "x": t, "y": chart.cores, "name": "cores", "yaxis": "y4", "line": {"shape": "hv", "dash": "dash"}},
+         "line": {"shape": "hv", "color": c[4]}},
+        {"type": "scatter", "x": t, "y": chart.cores, "name": "cores", "yaxis": "y4",
+         "line": {"shape": "hv", "dash": "dash", "color": c[5]}},
     ]
-    for name, values in chart.utilization.values():
+    for i, (name, values) in enumerate(chart.utilization.values()):
         data.append({"type": "scatter", "x": t, "y": values, "name": f"{name} utilization", "yaxis": "y5",
-                     "connectgaps": False, "legendgroup": "utilization"})
+                     "connectgaps": False, "legendgroup": "utilization", "line": {"color": c[(6 + i) % len(c)]}})
     shapes = []
     if rescales:
         data.append({"type": "scatter", "name": "rescale", "showlegend": False, "yaxis": "y", "mode": "markers",

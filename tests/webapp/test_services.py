@@ -255,9 +255,10 @@ def test_a_stateful_stage_whose_checkpoint_cannot_be_repartitioned_is_never_prop
     assert 'data-pinned="state_partitions"' in page
     assert "pinned by the checkpoint at 2: its state is in HDFSBackedStateStoreProvider" in page
     assert 'data-pinned=' not in client.get(f"/jobs/{bound.pk}/").content.decode()
+    assert 'data-pinned="state_partitions"' in client.get(f"/proposals/{kept.pk}/").content.decode()  # pending
 
 
-def test_a_pending_proposal_that_changes_a_knob_the_checkpoint_now_pins_is_withdrawn():
+def test_a_pending_proposal_that_changes_a_knob_the_checkpoint_now_pins_is_withdrawn(client):
     """The runner publishes the checkpoint's state store with the plan at the first batch of a run; a
     proposal made before (or by an older version) that changes the pinned knob would fail three times
     at the runner. It is withdrawn with its structured reason, and the next proposal leaves the knob."""
@@ -278,6 +279,10 @@ def test_a_pending_proposal_that_changes_a_knob_the_checkpoint_now_pins_is_withd
     assert first.status == Proposal.Status.WITHDRAWN
     assert first.withdrawal == {"reason": WithdrawReason.KNOB_PINNED.value, "knobs": ["state_partitions"]}
     assert withdrawal_text(first.withdrawal).startswith("it changes state_partitions, which the checkpoint pins")
+    user = make_user(username="watcher", role="viewer")
+    client.force_login(user)
+    page = client.get(f"/proposals/{first.pk}/").content.decode()
+    assert "which the checkpoint pins" in page and "data-pinned=" not in page  # a decided one: its own story
     second = job.proposals.get(status=Proposal.Status.PENDING)
     assert second.proposed_config["state_partitions"] == second.current_config["state_partitions"]
     assert second.proposed_config["cores"] > second.current_config["cores"]

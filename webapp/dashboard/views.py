@@ -209,7 +209,7 @@ def _proposal_context(request: HttpRequest, proposal: Proposal, error: str = "")
             "config_rows": present.knob_rows(
                 current=proposal.current_config, proposed=proposal.proposed_config,
                 stages=present.knob_stages(job=job, names={i: n for i, n in enumerate(names.values())}),
-                pins=present.knob_pins(job=job)),
+                pins=present.knob_pins(job=job) if proposal.status == Proposal.Status.PENDING else None),
             "executors_knob": any(k.sets == "executors" for k in job.knob_specs())}
 
 

@@ -15,7 +15,7 @@ from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
 from sparkclient.metricstrings import stage_refs
-from sparkclient.sparkjson import Problem, SparkDataError, as_dict, dicts, get_count, get_list, get_str
+from sparkclient.sparkjson import Problem, SparkDataError, as_dict, dicts, get_count, get_list, get_str, id_list
 
 __all__ = ["stage_operators"]
 
@@ -57,7 +57,7 @@ def stage_operators(executions: Sequence[Json], jobs: Sequence[Json] | None = No
     for index, job in enumerate(dicts(jobs or [], "jobs")):
         if job.get("jobId") is not None:
             job_stages[get_count(job, "jobId", f"jobs[{index}]")] = sorted(
-                _ints(get_list(job, "stageIds", f"jobs[{index}]"), f"jobs[{index}].stageIds"))
+                id_list(get_list(job, "stageIds", f"jobs[{index}]"), f"jobs[{index}].stageIds"))
     result: dict[int, list[str]] = {}
     for execution in executions:
         ran = sorted(
@@ -78,20 +78,11 @@ def stage_operators(executions: Sequence[Json], jobs: Sequence[Json] | None = No
     return result
 
 
-def _ints(values: Sequence[Any], field: str) -> list[int]:
-    out = []
-    for position, value in enumerate(values):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
-            raise SparkDataError(f"{field}[{position}]", Problem.WRONG_TYPE, "an id (integer >= 0)", value)
-        out.append(value)
-    return out
-
-
 def _checked_execution(execution: Mapping[str, Any], where: str) -> Json:
     """``execution`` when every field :func:`stage_operators` reads is well formed, else
     :class:`SparkDataError` naming the field."""
     for key in ("successJobIds", "runningJobIds", "failedJobIds"):
-        _ints(get_list(execution, key, where), f"{where}.{key}")
+        id_list(get_list(execution, key, where), f"{where}.{key}")
     for index, node in enumerate(get_list(execution, "nodes", where)):
         node_where = f"{where}.nodes[{index}]"
         node = as_dict(node, node_where)

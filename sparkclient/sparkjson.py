@@ -21,6 +21,7 @@ __all__ = [
     "as_list",
     "finite",
     "get_count",
+    "id_list",
     "get_dict",
     "get_float",
     "get_list",
@@ -170,3 +171,14 @@ def dicts(values: Any, field: str) -> list[Mapping[str, Any]]:
     for index, item in enumerate(items):
         as_dict(item, f"{field}[{index}]")
     return list(items)
+
+
+def id_list(values: Sequence[Any], field: str) -> list[int]:
+    """``values`` (a JSON list, e.g. ``stageIds`` or ``rddIds``) as ids: integers in ``[0, 2**53)``;
+    else :class:`SparkDataError` naming ``field[position]``."""
+    out = []
+    for position, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
+            raise SparkDataError(f"{field}[{position}]", Problem.WRONG_TYPE, "an id (integer >= 0)", value)
+        out.append(value)
+    return out

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sparkclient.sparkjson import (
-    Problem, SparkDataError, as_dict, as_list, dicts, finite, get_count, get_float, get_list, get_str,
+    Problem, SparkDataError, as_dict, as_list, dicts, finite, get_count, get_float, get_list, get_str, id_list,
 )
 
 __all__ = ["BATCH_STAGE_STATUSES", "FOLDED_FIELDS", "batch_jobs", "batch_stages", "executors_and_cores",
@@ -106,7 +106,7 @@ def stage_index(stages: Iterable[Json]) -> dict[int, Json]:
 
 
 def _stage_ids(job: Mapping[str, Any], where: str) -> list[int]:
-    return sorted(_ids(get_list(job, "stageIds", where), f"{where}.stageIds"))
+    return sorted(id_list(get_list(job, "stageIds", where), f"{where}.stageIds"))
 
 
 def batch_stages(batch_job_list: Sequence[Json], stages: Mapping[int, Json] | Iterable[Json], *,
@@ -176,7 +176,7 @@ def fold_rereads(ordered: Sequence[Json], batch_job_list: Sequence[Json]) -> lis
     for stage in ordered:
         where = f"stage {stage.get('stageId')}"
         stage_id = get_count(stage, "stageId", where)
-        own = set(_ids(get_list(stage, "rddIds", where), f"{where}.rddIds"))
+        own = set(id_list(get_list(stage, "rddIds", where), f"{where}.rddIds"))
         tasks = get_count(stage, "numTasks", where)
         target = next((i for i in reversed(range(len(out)))
                        if rdds[i] & own and job_of.get(get_count(out[i], "stageId", "stage"), -1)
@@ -190,15 +190,6 @@ def fold_rereads(ordered: Sequence[Json], batch_job_list: Sequence[Json]) -> lis
             if key in merged or key in stage:
                 merged[key] = get_float(merged, key, "stage") + get_float(stage, key, where)
         out[target] = merged
-    return out
-
-
-def _ids(values: Sequence[Any], field: str) -> list[int]:
-    out = []
-    for position, value in enumerate(values):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
-            raise SparkDataError(f"{field}[{position}]", Problem.WRONG_TYPE, "an id (integer >= 0)", value)
-        out.append(value)
     return out
 
 

@@ -337,18 +337,25 @@ def test_the_257_s_metric_string_is_refused_at_once(text: str) -> None:
             parse_one(text)
 
 
+def _last_batches(capture: dict[str, Any], batches: int) -> dict[str, Any]:
+    """``capture`` (a one-document capture: jobs, stages, executors, progresses, run_id) cut to its
+    last ``batches`` batches, with the progress of the batch before them."""
+    by_batch = batch_jobs(capture["jobs"], capture["run_id"])
+    keep = sorted(by_batch)[-batches:]
+    jobs = [job for batch in keep for job in by_batch[batch]]
+    stage_ids = {sid for job in jobs for sid in job["stageIds"]}
+    return {"jobs": jobs, "stages": [s for s in capture["stages"] if s["stageId"] in stage_ids],
+            "executors": capture["executors"], "run_id": capture["run_id"],
+            "progress": [p for p in capture["progresses"] if p["batchId"] >= keep[0] - 1]}
+
+
 def _small_skew_capture() -> dict[str, Any]:
     """The skew capture's last four batches, with the task summaries of their stages."""
     capture = json.loads(SKEW_CAPTURE.read_text())
-    by_batch = batch_jobs(capture["jobs"], capture["run_id"])
-    keep = sorted(by_batch)[-4:]
-    jobs = [job for batch in keep for job in by_batch[batch]]
-    stage_ids = {sid for job in jobs for sid in job["stageIds"]}
-    stages = [s for s in capture["stages"] if s["stageId"] in stage_ids]
-    return {"jobs": jobs, "stages": stages, "executors": capture["executors"],
-            "progress": [p for p in capture["progresses"] if p["batchId"] >= keep[0] - 1],
-            "summaries": {k: v for k, v in capture["task_summaries"].items() if int(k.split("/")[0]) in stage_ids},
-            "run_id": capture["run_id"]}
+    small = _last_batches(capture, 4)
+    stage_ids = {s["stageId"] for s in small["stages"]}
+    return {**small, "summaries": {k: v for k, v in capture["task_summaries"].items()
+                                   if int(k.split("/")[0]) in stage_ids}}
 
 
 SKEW = _small_skew_capture()
@@ -382,14 +389,7 @@ def test_fuzz_task_summaries_and_the_busiest_task() -> None:
 
 def _small_foreachbatch_capture() -> dict[str, Any]:
     """The foreachBatch capture's last three batches (two jobs each, the second re-reading the first)."""
-    capture = json.loads(FOREACHBATCH_CAPTURE.read_text())
-    by_batch = batch_jobs(capture["jobs"], capture["run_id"])
-    keep = sorted(by_batch)[-3:]
-    jobs = [job for batch in keep for job in by_batch[batch]]
-    stage_ids = {sid for job in jobs for sid in job["stageIds"]}
-    return {"jobs": jobs, "stages": [s for s in capture["stages"] if s["stageId"] in stage_ids],
-            "executors": capture["executors"], "run_id": capture["run_id"],
-            "progress": [p for p in capture["progresses"] if p["batchId"] >= keep[0] - 1]}
+    return _last_batches(json.loads(FOREACHBATCH_CAPTURE.read_text()), 3)
 
 
 FOREACHBATCH = _small_foreachbatch_capture()

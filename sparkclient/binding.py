@@ -17,11 +17,12 @@ Anything else is a :attr:`BindingStatus.MISMATCH` with its reason; the autoscale
 for such a stage. There is never a silent wrong binding.
 
 A stage no knob can change is :attr:`BindingStatus.PINNED`, with its :class:`PinReason`: no knob
-sets it (a hard-coded ``repartition(n)``), or it is a stateful stage whose checkpoint holds state in a
-store that cannot be repartitioned offline (``PlanStage.state_store``, published by the runner: only
-RocksDB's can, :mod:`sparkclient.staterepartition`). Spark restores a stateful query's partitions from
-its checkpoint, so the knob would change nothing there, and the runner refuses it
-(``state-not-repartitionable``); the binding says so before anything is proposed.
+sets it (a hard-coded ``repartition(n)``), or it is a stateful stage whose checkpoint holds state that
+cannot be repartitioned offline (:func:`offline_repartition_blocker` of ``PlanStage.state_store`` and
+``PlanStage.sink``, published by the runner): a store other than RocksDB's
+(:mod:`sparkclient.staterepartition`), or a sink that keeps its own batch log. Spark restores a
+stateful query's partitions from its checkpoint, so the knob would change nothing there, and the
+runner refuses it (``state-not-repartitionable``); the binding says so before anything is proposed.
 """
 
 from __future__ import annotations
@@ -35,13 +36,20 @@ from typing import Any
 from sparkclient.contract import Knob, KnobTarget
 from sparkclient.staterepartition import ROCKSDB_PROVIDER
 
-__all__ = ["REPARTITIONABLE_STATE_STORES", "BindingStatus", "MismatchReason", "PinReason", "PlanStage",
+__all__ = ["OFFLINE_UNSAFE_SINKS", "REPARTITIONABLE_STATE_STORES", "BindingStatus", "MismatchReason", "PinReason", "PlanStage",
            "StageBinding", "StageInput", "bind_stages", "plan_stages_from_json", "plan_stages_of",
-           "plan_stages_to_json", "with_state_store"]
+           "plan_stages_to_json", "offline_repartition_blocker", "with_state_store"]
 
 #: State store providers whose checkpoint :func:`sparkclient.staterepartition.repartition_state` can
 #: repartition offline (Spark's offline state rewrite reads and writes RocksDB state only).
 REPARTITIONABLE_STATE_STORES = frozenset({ROCKSDB_PROVIDER})
+#: Sinks (``Sink`` class simple names) that keep a batch log of their own, which the offline
+#: repartition's extra batch ``N+1`` (offsets and commit only) leaves with a hole: the file sink's
+#: ``<path>/_spark_metadata`` compacts every 10 batches by reading each batch id since the last
+#: compaction, so the query then fails with ``BATCH_METADATA_NOT_FOUND`` at every start (measured on a
+#: user's dropDuplicatesWithinWatermark -> parquet query: the compaction at batch 39 after a
+#: repartition recorded as batch 33).
+OFFLINE_UNSAFE_SINKS = frozenset({"FileStreamSink"})
 
 #: The plan node (``AQEShuffleReadExec.nodeName``) by which adaptive execution reads a shuffle with
 #: coalesced, split or local partitions instead of the exchange's.
@@ -68,13 +76,15 @@ class PlanStage:
     """One stage of the micro-batch plan (upstream first). ``partitions``: the feeding exchange's
     partition count (None for a source stage); ``operators``: plan node names, upstream first;
     ``state_store``: for a stateful stage whose checkpoint holds state, the state store provider
-    class the checkpoint was written with (None otherwise, or not known)."""
+    class the checkpoint was written with (None otherwise, or not known); ``sink``: then also the
+    query's sink class (simple name, e.g. ``FileStreamSink``; None when not known)."""
 
     input: StageInput
     partitions: int | None
     stateful: bool
     operators: tuple[str, ...] = ()
     state_store: str | None = None
+    sink: str | None = None
 
 
 class BindingStatus(StrEnum):
@@ -95,14 +105,31 @@ class MismatchReason(StrEnum):
 class PinReason(StrEnum):
     NO_KNOB = "no-knob"                    # no knob sets the stage's tasks (a hard-coded value)
     STATE_STORE = "state-store"            # the checkpoint's state store cannot be repartitioned offline
+    SINK_LOG = "sink-log"                  # the sink's own batch log would miss the repartition's batch
+
+    @property
+    def by_checkpoint(self) -> bool:
+        """Whether the checkpoint pins the knob (the runner refuses any change of it)."""
+        return self is not PinReason.NO_KNOB
+
+
+def offline_repartition_blocker(state_store: str | None, sink: str | None) -> PinReason | None:
+    """Why a checkpoint holding state in ``state_store`` (provider class) for a query writing to
+    ``sink`` (sink class simple name) cannot be repartitioned offline, or None when it can (or the
+    checkpoint holds no state: ``state_store`` None)."""
+    if state_store is None:
+        return None
+    if state_store not in REPARTITIONABLE_STATE_STORES:
+        return PinReason.STATE_STORE
+    return PinReason.SINK_LOG if sink in OFFLINE_UNSAFE_SINKS else None
 
 
 @dataclass(frozen=True)
 class StageBinding:
     """The binding of stage ``position``: the knob (or None), its status, and the three numbers
     compared (knob value, plan partitions, tasks ran; None where not known). A pinned stage has its
-    ``pin`` reason (and, for :attr:`PinReason.STATE_STORE`, the knob the checkpoint pins and the
-    ``state_store`` provider class)."""
+    ``pin`` reason (and, when the checkpoint pins it, the knob, the ``state_store`` provider class and
+    the ``sink`` class)."""
 
     position: int
     status: BindingStatus
@@ -114,6 +141,7 @@ class StageBinding:
     input: StageInput | None = None
     pin: PinReason | None = None
     state_store: str | None = None
+    sink: str | None = None
 
     @property
     def adjustable(self) -> bool:
@@ -170,9 +198,10 @@ def bind_stages(plan: Sequence[PlanStage] | None, knobs: Sequence[Knob], values:
             out.append(StageBinding(position, BindingStatus.PINNED, pin=PinReason.NO_KNOB, **common))
             continue
         value = values.get(knob.name, knob.default)
-        if stage.stateful and stage.state_store is not None and stage.state_store not in REPARTITIONABLE_STATE_STORES:
-            out.append(StageBinding(position, BindingStatus.PINNED, knob=knob.name, knob_value=value,
-                                    pin=PinReason.STATE_STORE, state_store=stage.state_store, **common))
+        blocker = offline_repartition_blocker(stage.state_store, stage.sink) if stage.stateful else None
+        if blocker is not None:
+            out.append(StageBinding(position, BindingStatus.PINNED, knob=knob.name, knob_value=value, pin=blocker,
+                                    state_store=stage.state_store, sink=stage.sink, **common))
             continue
         reason = None
         if stage.partitions is not None and stage.partitions != value:
@@ -184,22 +213,25 @@ def bind_stages(plan: Sequence[PlanStage] | None, knobs: Sequence[Knob], values:
         status = BindingStatus.MISMATCH if reason else BindingStatus.BOUND
         out.append(StageBinding(position, status, knob=knob.name, reason=reason, knob_value=value, **common))
     # The runner refuses any change of a knob the checkpoint pins, so every stage it sets is pinned.
-    pinned = {b.knob: b.state_store for b in out if b.pin is PinReason.STATE_STORE}
-    return tuple(replace(b, status=BindingStatus.PINNED, reason=None, pin=PinReason.STATE_STORE,
-                         state_store=pinned[b.knob]) if b.knob in pinned and b.pin is None else b for b in out)
+    pinned = {b.knob: b for b in out if b.pin is not None and b.pin.by_checkpoint}
+    return tuple(replace(b, status=BindingStatus.PINNED, reason=None, pin=pinned[b.knob].pin,
+                         state_store=pinned[b.knob].state_store, sink=pinned[b.knob].sink)
+                 if b.knob in pinned and b.pin is None else b for b in out)
 
 
 def plan_stages_to_json(stages: Sequence[PlanStage]) -> str:
     """The stages as a JSON array (published in the runner status)."""
     return json.dumps([{key: value for key, value in
                         {**asdict(s), "input": s.input.value, "operators": list(s.operators)}.items()
-                        if key != "state_store" or value is not None} for s in stages])
+                        if key not in ("state_store", "sink") or value is not None} for s in stages])
 
 
-def with_state_store(stages: Sequence[PlanStage], provider: str | None) -> tuple[PlanStage, ...]:
+def with_state_store(stages: Sequence[PlanStage], provider: str | None,
+                     sink: str | None = None) -> tuple[PlanStage, ...]:
     """``stages`` with ``provider`` (the checkpoint's state store class, or None when it holds no
-    state) set on each stateful stage."""
-    return tuple(replace(s, state_store=provider) if s.stateful else s for s in stages)
+    state) and the query's ``sink`` class set on each stateful stage."""
+    return tuple(replace(s, state_store=provider, sink=sink if provider else None) if s.stateful else s
+                 for s in stages)
 
 
 def plan_stages_from_json(text: str | bytes | None) -> tuple[PlanStage, ...] | None:
@@ -228,11 +260,14 @@ def plan_stages_from_json(text: str | bytes | None) -> tuple[PlanStage, ...] | N
             kind = StageInput(item.get("input"))
         except ValueError:
             raise ValueError(f"plan_stages[{i}].input must be one of {[s.value for s in StageInput]}") from None
-        state_store = item.get("state_store")
-        if state_store is not None and (not isinstance(state_store, str) or not 0 < len(state_store) <= 200):
-            raise ValueError(f"plan_stages[{i}].state_store must be a class name (1 to 200 characters) or null")
+        names = {}
+        for key in ("state_store", "sink"):
+            value = item.get(key)
+            if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 200):
+                raise ValueError(f"plan_stages[{i}].{key} must be a class name (1 to 200 characters) or null")
+            names[key] = value
         out.append(PlanStage(kind, partitions, bool(item.get("stateful")), tuple(o[:100] for o in operators[:200]),
-                             state_store))
+                             **names))
     return tuple(out)
 
 

@@ -86,20 +86,34 @@ class RescalePaths:
         return bool(shuffle and new[shuffle] != old[shuffle] and self.checkpoint
                     and checkpoint_has_state(self.checkpoint))
 
+    def sink_class(self) -> str | None:
+        """The running query's sink class (simple name, e.g. ``FileStreamSink``), or None when it
+        cannot be read (no query, or py4j refused)."""
+        try:
+            return str(self.query._jsq.streamingQuery().sink().getClass().getSimpleName())
+        except Exception:  # noqa: BLE001 - unknown is None: the runner then decides on the provider alone
+            return None
+
     def _can_repartition(self, command: RescaleCommand, old: dict[str, int]) -> bool:
-        """Whether the checkpoint's state store can be repartitioned offline (RocksDB); fails the
-        command while the query still runs (nothing stopped) when it cannot."""
-        from sparkclient.binding import REPARTITIONABLE_STATE_STORES  # noqa: PLC0415
+        """Whether the checkpoint's state can be repartitioned offline
+        (:func:`sparkclient.binding.offline_repartition_blocker`: RocksDB state, and a sink without a
+        batch log of its own); fails the command while the query still runs (nothing stopped) when
+        it cannot."""
+        from sparkclient.binding import PinReason, offline_repartition_blocker  # noqa: PLC0415
         from sparkclient.staterepartition import checkpoint_info  # noqa: PLC0415
 
-        provider = checkpoint_info(self.checkpoint).provider
-        if provider in REPARTITIONABLE_STATE_STORES:
+        provider, sink = checkpoint_info(self.checkpoint).provider, self.sink_class()
+        blocker = offline_repartition_blocker(provider, sink)
+        if blocker is None:
             return True
         shuffle = self.shuffle_knob.name
+        why = (f"its state store provider {provider} cannot be repartitioned offline (RocksDB only)"
+               if blocker is PinReason.STATE_STORE else
+               f"the query's {sink} keeps its own batch log, which the offline repartition's extra batch "
+               "would leave with a hole (the sink then fails at its next compaction)")
         self._write_result(RescaleResult.failed(
             command.id, FailureCode.STATE_NOT_REPARTITIONABLE, knobs=old,
-            error=(f"{shuffle} is pinned by the checkpoint ({old[shuffle]}): its state store provider "
-                   f"{provider} cannot be repartitioned offline (RocksDB only); keep {shuffle}="
+            error=(f"{shuffle} is pinned by the checkpoint ({old[shuffle]}): {why}; keep {shuffle}="
                    f"{old[shuffle]} or start from a new checkpoint")))
         return False
 

@@ -176,7 +176,7 @@ class Driver(RescalePaths):
         if query is not None and progress.get("runId") == str(query.runId) and self._published_run != progress["runId"]:
             self._published_run = progress["runId"]
             try:  # the plan's stages, for the stage <-> knob binding (sparkclient.binding)
-                stages = with_state_store(plan_stages_of(query) or (), self._state_store())
+                stages = with_state_store(plan_stages_of(query) or (), self._state_store(), self.sink_class())
                 self._set_status(plan_stages=plan_stages_to_json(stages))
             except Exception:  # noqa: BLE001 - no plan means "unverified", never a wrong binding
                 log.exception("could not read the physical plan of run %s", progress["runId"])

@@ -114,6 +114,14 @@ def test_the_runner_publishes_the_state_store_its_checkpoint_pins_and_the_bindin
     two = with_state_store((plan[0], PlanStage(StageInput.SHUFFLE, 2, False), plan[1]), HDFS_PROVIDER)
     assert [b.status for b in bind_stages(two, knobs, {"src": 2, "state": 2}, [2, 2, 2])] == [
         BindingStatus.BOUND, BindingStatus.PINNED, BindingStatus.PINNED]
+    # RocksDB state, but a file sink: its own batch log would miss the repartition's batch.
+    for sink, status, pin in (("FileStreamSink", BindingStatus.PINNED, PinReason.SINK_LOG),
+                              ("ForeachBatchSink", BindingStatus.BOUND, None), (None, BindingStatus.BOUND, None)):
+        published = plan_stages_from_json(plan_stages_to_json(with_state_store(plan, ROCKSDB_PROVIDER, sink)))
+        assert published is not None and published[1].sink == sink
+        state = bind_stages(published, knobs, {"src": 2, "state": 2}, [2, 2])[1]
+        assert (state.status, state.pin, state.sink) == (status, pin, sink if pin else None)
+    assert with_state_store(plan, None, "FileStreamSink")[1].sink is None  # no state: nothing pinned
     no_knob = bind_stages(plan, knobs[:1], {"src": 2}, [2, 2])[1]
     assert (no_knob.status, no_knob.pin, no_knob.knob) == (BindingStatus.PINNED, PinReason.NO_KNOB, None)
     for bad in (3, "", "x" * 201):
@@ -270,3 +278,31 @@ def test_hdfs_backed_state_is_refused_before_anything_is_written(spark, tmp_path
         assert seen == {k: 10 for k in range(KEYS)}
     finally:
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+
+
+def test_the_runner_refuses_to_repartition_the_state_of_a_query_with_a_file_sink(tmp_path: Path) -> None:
+    """Before anything stops: RocksDB state into a file sink is refused with its reason; into another
+    sink it may go ahead; HDFS-backed state is refused whatever the sink."""
+    from types import SimpleNamespace
+
+    from sparkclient.contract import Knob, KnobTarget
+    from sparkclient.control import FailureCode, RescaleCommand
+    from sparkclient.rescale import RescalePaths
+
+    knob = Knob("state", default=2, min=1, max=8, sets=KnobTarget.STATE_PARTITIONS)
+    rocks = _fake_checkpoint(tmp_path / "rocks", provider=ROCKSDB_PROVIDER)
+    hdfs = _fake_checkpoint(tmp_path / "hdfs", provider=HDFS_PROVIDER)
+    for checkpoint, sink, allowed, says in ((rocks, "FileStreamSink", False, "FileStreamSink keeps its own batch log"),
+                                           (rocks, "KafkaSink", True, ""), (rocks, None, True, ""),
+                                           (hdfs, "ForeachBatchSink", False, "RocksDB only")):
+        results = []
+        runner = SimpleNamespace(checkpoint=checkpoint, shuffle_knob=knob, sink_class=lambda sink=sink: sink,
+                                 _write_result=results.append)
+        command = RescaleCommand(id="c1", knobs={"state": 1})
+        assert RescalePaths._can_repartition(runner, command, {"state": 2}) is allowed
+        if allowed:
+            assert results == []
+        else:
+            (result,) = results
+            assert result.code is FailureCode.STATE_NOT_REPARTITIONABLE and says in result.error
+            assert result.knobs == {"state": 2}

@@ -286,3 +286,22 @@ def test_a_pending_proposal_that_changes_a_knob_the_checkpoint_now_pins_is_withd
     second = job.proposals.get(status=Proposal.Status.PENDING)
     assert second.proposed_config["state_partitions"] == second.current_config["state_partitions"]
     assert second.proposed_config["cores"] > second.current_config["cores"]
+
+
+def test_a_stateful_stage_writing_to_a_file_sink_is_pinned_and_the_page_says_why(client):
+    """RocksDB state, but the file sink's own batch log would miss the offline repartition's batch
+    (found on a user's dedupe -> parquet query, which then failed at every start): pinned."""
+    from tests.webapp.factories import PLAN_STAGES
+
+    rocks = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    job = make_job(metric_window_s=45)
+    Job.objects.filter(pk=job.pk).update(plan_stages=[{**s, "state_store": rocks, "sink": "FileStreamSink"}
+                                                      if s["stateful"] else s for s in PLAN_STAGES])
+    job.refresh_from_db()
+    make_snapshots(job, count=4)
+    assert evaluation_run(job=job).decision == "scale"
+    proposal = job.proposals.get()
+    assert proposal.proposed_config["state_partitions"] == proposal.current_config["state_partitions"]
+    client.force_login(make_user(username="watcher", role="viewer"))
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "the query writes to a FileStreamSink, whose own batch log would miss the batch" in page

@@ -47,8 +47,13 @@ def pin_text(binding) -> str:
     ``""`` for a stage that is not pinned by its checkpoint."""
     from sparkclient.binding import BindingStatus, PinReason  # noqa: PLC0415
 
-    if binding.status is not BindingStatus.PINNED or binding.pin is not PinReason.STATE_STORE:
+    if binding.status is not BindingStatus.PINNED or binding.pin is None or not binding.pin.by_checkpoint:
         return ""
+    if binding.pin is PinReason.SINK_LOG:
+        return (f"pinned by the checkpoint at {binding.knob_value}: the query writes to a {binding.sink}, whose own "
+                "batch log would miss the batch an offline repartition records (the sink would then fail at "
+                "its next compaction); nothing is proposed for it. Choose the state partitions when the query "
+                "starts on a new checkpoint")
     provider = (binding.state_store or "").rsplit(".", 1)[-1]
     return (f"pinned by the checkpoint at {binding.knob_value}: its state is in {provider}, which cannot be "
             "repartitioned offline (RocksDB only); nothing is proposed for it. Start the query on a new "

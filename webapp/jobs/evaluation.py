@@ -113,11 +113,9 @@ def plan_bindings(*, job: Job) -> tuple:
 
 
 def pinned_knobs(*, job: Job) -> list[str]:
-    """The knobs of ``job`` its checkpoint pins (``PinReason.STATE_STORE``): the runner refuses any
+    """The knobs of ``job`` its checkpoint pins (``PinReason.by_checkpoint``): the runner refuses any
     change of them (``state-not-repartitionable``), so no proposal may change them."""
-    from sparkclient.binding import PinReason  # noqa: PLC0415
-
-    return sorted({b.knob for b in plan_bindings(job=job) if b.knob and b.pin is PinReason.STATE_STORE})
+    return sorted({b.knob for b in plan_bindings(job=job) if b.knob and b.pin is not None and b.pin.by_checkpoint})
 
 
 def plan_to_config(*, job: Job, plan: JobPlan) -> dict:

@@ -44,7 +44,7 @@ def withdrawal_text(withdrawal: dict) -> str:
                 f"{withdrawal.get('proposed_for')}, the job now runs {withdrawal.get('running')}")
     if reason == WithdrawReason.KNOB_PINNED:
         return (f"it changes {', '.join(withdrawal.get('knobs') or ())}, which the checkpoint pins (its state "
-                "store cannot be repartitioned offline): the runner would refuse it")
+                "cannot be repartitioned offline): the runner would refuse it")
     if reason == WithdrawReason.INSIDE_BAND:
         return f"{count} evaluations in a row found the load inside the utilization band: no longer needed"
     if reason == WithdrawReason.OPPOSITE:

@@ -93,6 +93,14 @@ class FailureCode(StrEnum):
     DRIVER_STOPPED = "driver-stopped"
     DRIVER_CRASHED = "driver-crashed"
 
+    @property
+    def retryable(self) -> bool:
+        """Whether another attempt of the same command could succeed. The runner refuses a malformed
+        command, knob values outside their bounds, and state it cannot repartition offline for what
+        they are, before anything stops: the same command is refused again."""
+        return self not in (FailureCode.MALFORMED_COMMAND, FailureCode.OUT_OF_BOUNDS,
+                            FailureCode.STATE_NOT_REPARTITIONABLE)
+
 
 class RunnerState(StrEnum):
     STARTING = "starting"

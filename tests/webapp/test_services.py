@@ -139,13 +139,13 @@ def test_delayed_scale_down_is_held_across_evaluations_then_applied():
     assert proposal.proposed_config["cores"] < 6
 
 
-def _executing_proposal():
+def _executing_proposal(name: str = "demo"):
     """A job with a proposal approved and executing (its attempt not yet recorded)."""
-    job = make_job(metric_window_s=45)
+    job = make_job(name=name, metric_window_s=45)
     make_snapshots(job)
     evaluation_run(job=job)
     proposal = job.proposals.get()
-    proposal_approve(proposal=proposal, actor=make_user())
+    proposal_approve(proposal=proposal, actor=make_user(username=f"operator-{name}"))
     Proposal.objects.filter(pk=proposal.pk).update(status=Proposal.Status.EXECUTING)
     return job, proposal
 
@@ -305,3 +305,33 @@ def test_a_stateful_stage_writing_to_a_file_sink_is_pinned_and_the_page_says_why
     client.force_login(make_user(username="watcher", role="viewer"))
     page = client.get(f"/jobs/{job.pk}/").content.decode()
     assert "the query writes to a FileStreamSink, whose own batch log would miss the batch" in page
+
+
+def test_a_command_the_runner_refuses_for_what_it_is_is_not_retried(no_enqueue):
+    """``state-not-repartitionable`` (and out-of-bounds, malformed) is refused before anything stops
+    and would be refused again: the proposal fails at its first attempt and rolls back, where it was
+    retried 3 times (found approving a proposal on HDFS-backed state). Other failures still retry."""
+    from webapp.proposals.execution import execution_record_result
+    from webapp.proposals.models import Execution
+
+    job, proposal = _executing_proposal()
+    execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")
+    execution_record_result(execution_id=execution.pk, attempt=1,
+                            result={"status": "failed", "path": "none", "code": "state-not-repartitionable",
+                                    "error": "state_partitions is pinned by the checkpoint (2): ..."})
+    execution.refresh_from_db()
+    proposal.refresh_from_db()
+    assert execution.status == "failed" and execution.attempts == 1 and no_enqueue == []
+    assert execution.attempt_log[0]["retry"] == {
+        "delay_s": None,
+        "reason": "not retried: the runner refused it (state-not-repartitionable) and would refuse the same "
+                  "command again"}
+    assert proposal.status in ("rolling_back", "rolled_back")
+
+    _job, other = _executing_proposal(name="other")
+    execution = Execution.objects.create(proposal=other, attempts=1, attempt_state="sent")
+    execution_record_result(execution_id=execution.pk, attempt=1,
+                            result={"status": "failed", "path": "in-process", "code": "restart-failed",
+                                    "error": "the query did not start"})
+    execution.refresh_from_db()
+    assert execution.attempt_state == "waiting_retry" and execution.attempt_log[0]["retry"]["delay_s"] is not None

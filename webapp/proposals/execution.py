@@ -26,7 +26,7 @@ from sparkclient import control
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.redis import get_redis
 from webapp.proposals import dispatch
-from webapp.proposals.backoff import RestartStrategy, next_retry
+from webapp.proposals.backoff import RestartStrategy, RetryDecision, next_retry
 from webapp.proposals.lifecycle import AttemptState, ExecutionStatus, Status, TransitionError, attempt_transition, \
     audit, transition
 from webapp.proposals.models import Execution, Proposal
@@ -151,7 +151,8 @@ def execution_record_result(*, execution_id: int, attempt: int, result: dict,
                             now: datetime | None = None) -> Execution | None:
     """Record the runner's answer to attempt ``attempt``: success finishes the proposal and updates
     the job's configuration; a failure schedules a retry under the restart strategy, or, with the
-    retries spent, fails the proposal and rolls the job back to its last good configuration.
+    retries spent (or at once, when the runner refused the command for what it is:
+    ``FailureCode.retryable``), fails the proposal and rolls the job back to its last good configuration.
 
     Idempotent: the outcome is recorded only while that attempt is the one in flight (conditional
     UPDATE); otherwise returns the execution unchanged.
@@ -195,13 +196,29 @@ def _record_success(execution: Execution, attempt: int, result: dict, entry: dic
                    actor="system", reason=f"configuration restored by proposal {proposal.pk}")
 
 
+def _failure_code(result: dict):
+    """The runner's ``FailureCode`` of a failed attempt, or None (none given, or one this version
+    does not know: then the restart strategy decides)."""
+    from sparkclient.control import FailureCode  # noqa: PLC0415
+
+    try:
+        return FailureCode(result.get("code"))
+    except ValueError:
+        return None
+
+
 def _record_failure(execution: Execution, attempt: int, result: dict, entry: dict, now: datetime) -> None:
     """sent → waiting_retry (the back-off allows another attempt), else sent → done (failed) and
     the job rolls back."""
     proposal, job = execution.proposal, execution.proposal.job
     failures = [e for e in execution.attempt_log if e.get("status") == "failed"] + [entry]
     failure_times = [datetime.fromisoformat(e["finished_at"]).timestamp() for e in failures]
-    decision = next_retry(_restart_strategy(job.policy), failure_times, now.timestamp())
+    code = _failure_code(result)
+    if code is not None and not code.retryable:  # refused for what it is: the same command is refused again
+        decision = RetryDecision(None, f"not retried: the runner refused it ({code}) and would refuse "
+                                       "the same command again")
+    else:
+        decision = next_retry(_restart_strategy(job.policy), failure_times, now.timestamp())
     entry["retry"] = asdict(decision)
     log = [*execution.attempt_log, entry]
     if decision.retry:

@@ -6,13 +6,15 @@ One module for both readers of a sample: the webapp's evaluation (a window of st
 :mod:`sparkclient.snapshot`). The rules:
 
 - **Vertices.** One vertex per stage position of the newest sample (``v0``, ``v1``, ...), named after
-  its plan operators, with its tasks of the newest batch as ``parallelism``; the source is marked
-  ``source``. Whether a vertex is adjustable is the caller's rule (``adjustable``): the webapp binds
-  stages to knobs, the CLI pins stateful stages (:func:`stateful_positions`). Edges come from the
-  vertex upstream lists.
+  its plan operators, with its tasks of the newest batch as ``parallelism``; the sources (the
+  stages without an input stage) are marked ``source``. Whether a vertex is adjustable is the
+  caller's rule (``adjustable``): the webapp binds stages to knobs, the CLI pins stateful stages
+  (:func:`stateful_positions`). Edges come from the vertex upstream lists.
 - **Metrics.** Each sample gives one :class:`scaling.VertexMeasurement` per vertex: its counts over the
-  vertex's span (``VertexSample.span_s``, else the sample's ``window_s``), the source's backlog and
-  backlog growth (arrival rate from the offsets − the source's input rate), and the batch overhead
+  vertex's span (``VertexSample.span_s``, else the sample's ``window_s``), each source's backlog and
+  backlog growth (arrival rate from the offsets − the source's input rate; with several source
+  vertices, as a join of two streams has, the query's backlog and arrival are shared out by the
+  records each read, :func:`source_shares`), and the batch overhead
   weighted by the batches. A sample without the vertex (no batch completed in it) counts zeros over
   its ``window_s``. ``MetricWindow.from_measurements`` turns them into the window's averages.
 - **Cluster.** ``executors × cores_per_executor`` is the task slots of the newest sample. The webapp's
@@ -30,7 +32,7 @@ from scaling.topology import Edge, Topology, Vertex
 from sparkclient.sample import JobSample, VertexSample
 
 __all__ = ["STATEFUL_OPERATORS", "ModelInputs", "cluster_state", "measurements", "model_inputs",
-           "stateful_positions"]
+           "source_shares", "stateful_positions"]
 
 #: Plan node names of stateful streaming operators (Spark 4.x).
 STATEFUL_OPERATORS = (
@@ -88,6 +90,7 @@ def measurements(sample: JobSample, vertex_ids: Sequence[str]) -> dict[str, Vert
     """One sample's ``{vertex_id: VertexMeasurement}`` for the vertices ``vertex_ids`` (see the module
     docstring). Raises ``scaling.metrics.MetricsError`` for a count out of its domain."""
     by_id = {v.vertex_id: v for v in sample.vertices}
+    shares = source_shares(sample)
     out: dict[str, VertexMeasurement] = {}
     for vertex_id in vertex_ids:
         v: VertexSample | None = by_id.get(vertex_id)
@@ -98,13 +101,25 @@ def measurements(sample: JobSample, vertex_ids: Sequence[str]) -> dict[str, Vert
         span_s = v.span_s or sample.window_s
         source: dict[str, float] = {}
         if v.is_source:
-            source = {"backlog": float(sample.backlog),
-                      "backlog_growth_per_s": sample.arrival_rate_per_s - (v.records_in / span_s if span_s > 0 else 0.0)}
+            share = shares.get(vertex_id, 0.0)
+            source = {"backlog": float(sample.backlog) * share,
+                      "backlog_growth_per_s": sample.arrival_rate_per_s * share
+                      - (v.records_in / span_s if span_s > 0 else 0.0)}
         out[vertex_id] = VertexMeasurement(
             span_s=span_s, tasks=max(1, v.tasks), busy_s=v.busy_s, busy_max_s=v.busy_max_s,
             records_in=v.records_in, records_out=v.records_out, batch_overhead_s=sample.batch_overhead_s,
             batches=sample.batches, **source)
     return out
+
+
+def source_shares(sample: JobSample) -> dict[str, float]:
+    """Each source vertex's share of the query's backlog and arrival rate, ``{vertex_id: share}``
+    summing to 1: its records in over all source vertices' (a join of two streams reads two sources,
+    and the query's progress gives their backlog and arrival as one sum), equal shares when no
+    source vertex read a record. One source vertex has the whole."""
+    sources = [v for v in sample.vertices if v.is_source]
+    total = sum(v.records_in for v in sources)
+    return {v.vertex_id: (v.records_in / total if total > 0 else 1.0 / len(sources)) for v in sources}
 
 
 def cluster_state(sample: JobSample, *, cores_per_executor: int | None = None, min_executors: int = 1,

@@ -11,13 +11,14 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
 from sparkclient.metricstrings import stage_refs
 from sparkclient.sparkjson import Problem, SparkDataError, as_dict, dicts, get_count, get_list, get_str, id_list
 
-__all__ = ["stage_operators"]
+__all__ = ["StagePlan", "stage_operators", "stage_plan"]
 
 Json = dict[str, Any]
 
@@ -26,9 +27,30 @@ _CODEGEN_NODE = re.compile(r"^WholeStageCodegen \((\d+)\)$")
 #: (they stay in the graph, so the segments are the same).
 _WRAPPER_NODES = frozenset({"AdaptiveSparkPlan"})
 
+@dataclass(frozen=True)
+class StagePlan:
+    """What the SQL plans say of the stages they ran.
+
+    - ``operators``: ``{stage_id: [nodeName, ...]}`` (see :func:`stage_operators`);
+    - ``upstream``: ``{stage_id: (stage_id, ...)}``, the stages whose shuffle output the stage reads
+      (through an exchange of the plan), for each stage whose plan segment and every segment feeding
+      it were named; a source stage (a scan, no exchange below it) has ``()``.
+    """
+
+    operators: dict[int, list[str]] = field(default_factory=dict)
+    upstream: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+
 def stage_operators(executions: Sequence[Json], jobs: Sequence[Json] | None = None,
                     ran_stages: Collection[int] | None = None) -> dict[int, list[str]]:
-    """Plan operators per stage id, from SQL executions fetched with ``details=true``.
+    """Plan operators per stage id: :func:`stage_plan`'s ``operators``."""
+    return stage_plan(executions, jobs, ran_stages).operators
+
+
+def stage_plan(executions: Sequence[Json], jobs: Sequence[Json] | None = None,
+               ran_stages: Collection[int] | None = None) -> StagePlan:
+    """Plan operators and upstream stages per stage id, from SQL executions fetched with
+    ``details=true``.
 
     Returns ``{stage_id: [nodeName, ...]}`` in data-flow order (topological along the plan
     edges, ties by descending ``nodeId``, which is Spark's child-before-parent numbering).
@@ -58,7 +80,7 @@ def stage_operators(executions: Sequence[Json], jobs: Sequence[Json] | None = No
         if job.get("jobId") is not None:
             job_stages[get_count(job, "jobId", f"jobs[{index}]")] = sorted(
                 id_list(get_list(job, "stageIds", f"jobs[{index}]"), f"jobs[{index}].stageIds"))
-    result: dict[int, list[str]] = {}
+    result = StagePlan()
     for execution in executions:
         ran = sorted(
             {
@@ -73,8 +95,11 @@ def stage_operators(executions: Sequence[Json], jobs: Sequence[Json] | None = No
             for job_id in ran:
                 stage_ids += [sid for sid in job_stages[job_id] if sid not in stage_ids
                               and (ran_stages is None or sid in ran_stages)]
-        for stage_id, names in _execution_operators(execution, stage_ids).items():
-            result.setdefault(stage_id, names)
+        operators, upstream = _execution_operators(execution, stage_ids)
+        for stage_id, names in operators.items():
+            result.operators.setdefault(stage_id, names)
+        for stage_id, inputs in upstream.items():
+            result.upstream.setdefault(stage_id, inputs)
     return result
 
 
@@ -113,10 +138,12 @@ def _is_exchange(node: Json) -> bool:
     return any(str(metric.get("name")) == "shuffle records written" for metric in node.get("metrics") or ())
 
 
-def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None) -> dict[int, list[str]]:
+def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None,
+                         ) -> tuple[dict[int, list[str]], dict[int, tuple[int, ...]]]:
+    """The operators per stage id and the upstream stage ids per stage id of one execution."""
     nodes: list[Json] = [node for node in execution.get("nodes") or () if node.get("nodeId") is not None]
     if not nodes:
-        return {}
+        return {}, {}
     by_id = {int(node["nodeId"]): node for node in nodes}
     allowed = set(stage_ids) if stage_ids is not None else None
     refs_of: dict[int, set[int]] = {}
@@ -190,8 +217,9 @@ def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None
     stage_of: dict[int, int] = {
         index: next(iter(segment_refs[index])) for index in counted if len(segment_refs[index]) == 1
     }
+    feeds = _segment_links(counted, segment_of, exchanges, downstream, upstream)
     if stage_ids is not None and len(counted) == len(stage_ids) and _exchanges_separate(exchanges, downstream):
-        order = _segment_order(counted, segment_of, exchanges, downstream, upstream)
+        order = _segment_order(feeds)
         positional = {index: stage_ids[position] for position, index in enumerate(order)}
         consistent = bool(order) and all(segment_refs[index] <= {positional[index]} for index in counted)
         if consistent:
@@ -205,7 +233,30 @@ def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None
         name = str(by_id[node_id].get("nodeName", "?"))
         if stage_id is not None and name not in _WRAPPER_NODES:
             result.setdefault(stage_id, []).append(name)
-    return result
+    return result, _stage_upstream(counted, stage_of, feeds)
+
+
+def _segment_links(counted: Sequence[int], segment_of: Mapping[int, int], exchanges: set[int],
+                   downstream: Mapping[int, list[int]], upstream: Mapping[int, list[int]]) -> dict[int, set[int]]:
+    """``{segment: segments feeding it}``: segment A feeds B when an exchange reads from A and feeds B."""
+    wanted = set(counted)
+    feeds: dict[int, set[int]] = {index: set() for index in wanted}
+    for exchange in exchanges:
+        sources = {segment_of[n] for n in upstream[exchange] if n in segment_of} & wanted
+        targets = {segment_of[n] for n in downstream[exchange] if n in segment_of} & wanted
+        for target in targets:
+            feeds[target] |= sources - {target}
+    return feeds
+
+
+def _stage_upstream(counted: Sequence[int], stage_of: Mapping[int, int],
+                    feeds: Mapping[int, set[int]]) -> dict[int, tuple[int, ...]]:
+    """The upstream stage ids of each named segment's stage, when every segment feeding it is named."""
+    out: dict[int, tuple[int, ...]] = {}
+    for index in counted:
+        if index in stage_of and all(source in stage_of for source in feeds[index]):
+            out[stage_of[index]] = tuple(sorted({stage_of[source] for source in feeds[index]}))
+    return out
 
 
 def _exchanges_separate(exchanges: set[int], downstream: Mapping[int, list[int]]) -> bool:
@@ -213,27 +264,11 @@ def _exchanges_separate(exchanges: set[int], downstream: Mapping[int, list[int]]
     return not any(nxt in exchanges for node_id in exchanges for nxt in downstream[node_id])
 
 
-def _segment_order(
-    counted: Sequence[int],
-    segment_of: Mapping[int, int],
-    exchanges: set[int],
-    downstream: Mapping[int, list[int]],
-    upstream: Mapping[int, list[int]],
-) -> list[int]:
-    """The counted segments in data-flow order (segment A precedes B when an exchange reads from
-    A and feeds B). ``[]`` when that order is not unique (e.g. the two inputs of a join, whose
-    stage order the plan does not tell) or the segments form a cycle."""
-    wanted = set(counted)
-    after: dict[int, set[int]] = {index: set() for index in wanted}
-    for exchange in exchanges:
-        sources = {segment_of[n] for n in upstream[exchange] if n in segment_of} & wanted
-        targets = {segment_of[n] for n in downstream[exchange] if n in segment_of} & wanted
-        for source in sources:
-            after[source] |= targets - {source}
-    sorter: TopologicalSorter[int] = TopologicalSorter({index: set() for index in wanted})
-    for source, targets in after.items():
-        for target in targets:
-            sorter.add(target, source)
+def _segment_order(feeds: Mapping[int, set[int]]) -> list[int]:
+    """The segments of ``feeds`` (:func:`_segment_links`) in data-flow order. ``[]`` when that order
+    is not unique (e.g. the two inputs of a join, whose stage ids the plan does not tell) or the
+    segments form a cycle."""
+    sorter: TopologicalSorter[int] = TopologicalSorter({index: set(sources) for index, sources in feeds.items()})
     try:
         sorter.prepare()
     except CycleError:

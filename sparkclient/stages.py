@@ -16,8 +16,9 @@ from sparkclient.sparkjson import (
     Problem, SparkDataError, as_dict, as_list, dicts, finite, get_count, get_float, get_list, get_str, id_list,
 )
 
-__all__ = ["BATCH_STAGE_STATUSES", "FOLDED_FIELDS", "batch_jobs", "batch_stages", "executors_and_cores",
-           "fold_rereads", "rest_time_s", "slowest_task_run_ms", "stage_index", "stages_running_s", "vertex_id"]
+__all__ = ["BATCH_STAGE_STATUSES", "FOLDED_FIELDS", "batch_jobs", "batch_stages", "dataflow_order",
+           "executors_and_cores", "fold_rereads", "rest_time_s", "slowest_task_run_ms", "stage_index",
+           "stages_running_s", "vertex_id"]
 
 Json = dict[str, Any]
 
@@ -114,10 +115,11 @@ def batch_stages(batch_job_list: Sequence[Json], stages: Mapping[int, Json] | It
     """The executed stages of one batch in vertex order, and the stage ids missing from REST.
 
     ``batch_job_list``: the batch's jobs (from :func:`batch_jobs`); ``stages``: ``/stages``
-    entries, or a ``stageId -> stage`` mapping. Order: ``(jobId, stageId)``; each stage once;
-    ``SKIPPED`` stages are dropped. With ``fold`` (the default), a stage that re-reads an earlier
-    job's stage output is folded into it (:func:`fold_rereads`); ``fold=False`` gives every stage
-    that ran, for the wall time they ran (:func:`stages_running_s`).
+    entries, or a ``stageId -> stage`` mapping. Each stage once; ``SKIPPED`` stages are dropped.
+    With ``fold`` (the default), a stage that re-reads an earlier job's stage output is folded into
+    it (:func:`fold_rereads`) and the stages are in data-flow order (:func:`dataflow_order`), the
+    vertex order; ``fold=False`` gives every stage that ran in ``(jobId, stageId)`` order, for the
+    wall time they ran (:func:`stages_running_s`).
     Returns ``(stages_in_order, missing_stage_ids)``.
     Raises :class:`SparkDataError` for a malformed job or stage.
     """
@@ -138,7 +140,32 @@ def batch_stages(batch_job_list: Sequence[Json], stages: Mapping[int, Json] | It
                 missing.append(stage_id)
             elif stage.get("status") != "SKIPPED":
                 ordered.append(stage)
-    return (fold_rereads(ordered, batch_job_list) if fold else ordered), missing
+    return (dataflow_order(fold_rereads(ordered, batch_job_list)) if fold else ordered), missing
+
+
+def dataflow_order(stages: Sequence[Json]) -> list[Json]:
+    """The batch's stages in data-flow order, the same in every batch of a run: by the newest RDD
+    each stage computes (the largest of its ``rddIds``).
+
+    Spark numbers RDDs as the plan creates them, each operator after its inputs, and a join's left
+    input before its right (``SymmetricHashJoinExec`` executes ``left`` first). A stage's last RDD
+    therefore comes after every RDD of the stages it reads, and of the two inputs of a join the left
+    one's RDDs come first: the order of :func:`sparkclient.binding.plan_stages_of` (children first,
+    left to right). Stage ids do not give that order: the ``DAGScheduler`` numbers a join's two
+    parent stages in either order from batch to batch (measured: ``tests/fixtures/spark-4.3.0-join``),
+    so by stage id the two scans would swap vertices. ``stages``: ``/stages`` entries in
+    ``(jobId, stageId)`` order, kept as they are when a stage lists no RDD. Returns a new list.
+    Raises :class:`SparkDataError` for a malformed ``rddIds``.
+    """
+    newest: list[int] = []
+    for stage in stages:
+        where = f"stage {stage.get('stageId')}"
+        rdds = id_list(get_list(stage, "rddIds", where), f"{where}.rddIds")
+        if not rdds:
+            return list(stages)
+        newest.append(max(rdds))
+    return [stage for _newest, _index, stage in sorted(zip(newest, range(len(newest)), stages, strict=True),
+                                                       key=lambda item: (item[0], item[1]))]
 
 
 #: Stage fields (task-seconds and bytes) summed when a re-read is folded into the stage it re-reads.

@@ -11,12 +11,16 @@ Mapping rules
 - **Jobs of a batch**: a job belongs to batch ``N`` of the query when its ``jobGroup`` equals
   the query's ``runId`` (or, if the job group was overridden, its description carries
   ``runId = <runId>``) and its description has a line ``batch = N``.
-- **Stages of a batch**: the stages of its jobs, ordered by ``(jobId, stageId)``, each stage
-  once, ``SKIPPED`` stages left out. Stage attempts: the highest attempt that is not skipped.
+- **Stages of a batch**: the stages of its jobs, each stage once, ``SKIPPED`` stages left out,
+  in data-flow order: by the newest RDD each computes (:func:`sparkclient.stages.dataflow_order`;
+  the two inputs of a join, left first, whose stage ids come in either order from batch to batch).
+  Stage attempts: the highest attempt that is not skipped.
   A stage of a later job that re-reads an earlier job's stage output (shares an RDD with it and
   runs as many tasks: a ``foreachBatch`` function acting twice on the batch) is folded into that
   stage, its task-seconds added (:func:`sparkclient.stages.fold_rereads`).
-- **Vertex = stage position** ``0..n-1`` in that order. Position 0 is the source vertex.
+- **Vertex = stage position** ``0..n-1`` in that order. A source vertex is a stage without an
+  input stage (position 0, and the other scan of a join of two streams); its records in are the
+  scan's ``inputRecords`` (or, for a query's only source, the batch's ``numInputRows``).
 - **Vertex id** is ``f"v{position}"``. It depends only on the position, so it stays the same
   across batches, across restarts of the query (a new ``runId``) and whether or not the SQL
   plan could be fetched. The operators are in the vertex ``name``, not in the id; a change of
@@ -32,8 +36,11 @@ Mapping rules
   referenced segments agree (see :func:`stage_operators`). Shuffle exchanges and the codegen
   cluster nodes are not listed. Without SQL data the name is ``f"stage {position}"``.
 - **Edges**: from the stages' ``parentIds`` when Spark provides them (mapped to positions,
-  parents outside the batch dropped); Spark 4.3's REST stage JSON has none, so the vertices
-  are then chained in stage order: ``v{i-1} → v{i}``.
+  parents outside the batch dropped); Spark 4.3's REST stage JSON has none, so they come from the
+  newest batch's SQL plan: a stage reads the stages whose plan segments feed its own through a
+  shuffle exchange (:func:`sparkclient.plan.stage_plan`; a join reads both its inputs). When the
+  plan does not name every stage (no SQL data; single-task stages of a plan that is no chain), the
+  vertices are chained in stage order: ``v{i-1} → v{i}``.
 - **Busiest task**: a stage's slowest task sets its pace (a skewed stage is a bottleneck however
   low its mean busy time). Per batch, the slowest task's ``executorRunTime`` (the stage attempt's
   ``taskSummary`` at quantile 1.0) on the executors' cores gives the stage's busy time per task
@@ -87,6 +94,7 @@ from sparkclient.sparkjson import as_dict, dicts, get_count, get_float, get_list
 from sparkclient.stages import (
     batch_jobs,
     batch_stages,
+    dataflow_order,
     executors_and_cores,
     fold_rereads,
     rest_time_s,
@@ -247,7 +255,7 @@ def _executed_batches(batches: Sequence[Json], jobs: Sequence[Json], stages: Seq
             missing_stages[batch_id] = list(missing)
             continue
         running_s = stages_running_s(ran)
-        ordered = fold_rereads(ran, batch_job_list)
+        ordered = dataflow_order(fold_rereads(ran, batch_job_list))
         if running_s is not None:
             stage_overheads_s.append(max(0.0, duration_s(progress, "triggerExecution") - running_s))
         if ordered:
@@ -282,7 +290,8 @@ def _batches_text(batch_ids: Sequence[int]) -> str:
 def _rates_unavailable(batches: Sequence[Json], vertices: Sequence[VertexSample],
                        errors: list[str]) -> RatesUnavailable | None:
     """Set when no progress gives the rows and the source stage reports no input records."""
-    if batches and all(p.get("numInputRows") is None for p in batches) and not any(v.records_in for v in vertices[:1]):
+    if batches and all(p.get("numInputRows") is None for p in batches) and not any(
+            v.records_in for v in vertices if v.is_source):
         errors.append("rates unavailable: no progress is published for this query and its source stages report "
                       "no inputRecords; publish the progress (RedisProgressListener) to measure rates")
         return RatesUnavailable.NO_INPUT_RECORDS
@@ -294,7 +303,7 @@ def _input_rows(batches: Sequence[Json], vertices: Sequence[VertexSample]) -> in
     input_rows = sum(get_count(p, "numInputRows", progress_where(p)) for p in batches)
     rebuilt = bool(batches) and all(p.get("numInputRows") is None for p in batches)
     if input_rows == 0 and vertices and rebuilt:
-        return vertices[0].records_in
+        return sum(v.records_in for v in vertices if v.is_source)
     return input_rows
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from scaling.metrics import paced_task_busy_s
 
 from sparkclient.batchwindow import BatchWindow, progress_where
-from sparkclient.plan import stage_operators
+from sparkclient.plan import StagePlan, stage_plan
 from sparkclient.sample import VertexSample
 from sparkclient.sparkjson import Problem, SparkDataError, dicts, get_count, get_dict, get_float, get_list
 from sparkclient.stages import vertex_id
@@ -50,12 +50,12 @@ def window_vertices(executed: Sequence[tuple[Json, list[Json]]], window: BatchWi
             kept.append((progress, ordered))
     try:
         ran = {stage.get("stageId") for _progress, ordered in kept for stage in ordered}
-        operators = stage_operators(dicts(sql or [], "sql"), jobs, ran_stages=ran)
+        plan = stage_plan(dicts(sql or [], "sql"), jobs, ran_stages=ran)
     except SparkDataError as exc:
-        operators = {}
+        plan = StagePlan()
         errors.append(f"SQL plan not usable ({exc}); vertex names fall back")
     span_s = window.span_of(int(p["batchId"]) for p, _stages in kept)
-    return _aggregate_vertices(kept, operators, span_s=span_s, slots=slots, slowest_task_ms=slowest_task_ms)
+    return _aggregate_vertices(kept, plan, span_s=span_s, slots=slots, slowest_task_ms=slowest_task_ms)
 
 
 def _busiest_task_s(batches: Sequence[tuple[Json, list[Json]]], position: int, busy_s: float, slots: int,
@@ -89,13 +89,16 @@ def _busiest_task_s(batches: Sequence[tuple[Json, list[Json]]], position: int, b
 
 
 def _aggregate_vertices(
-    batches: Sequence[tuple[Json, list[Json]]], operators: Mapping[int, list[str]], *, span_s: float = 0.0,
+    batches: Sequence[tuple[Json, list[Json]]], plan: StagePlan, *, span_s: float = 0.0,
     slots: int = 1, slowest_task_ms: SlowestTask | None = None,
 ) -> tuple[VertexSample, ...]:
     if not batches:
         return ()
     newest_stages = batches[-1][1]
     count = len(newest_stages)
+    operators = plan.operators
+    upstream = _upstream(newest_stages, plan.upstream)
+    sources = {position for position in range(count) if not upstream[position]}
     busy_ms = [0.0] * count
     rec_in = [0] * count
     rec_out = [0] * count
@@ -109,8 +112,10 @@ def _aggregate_vertices(
             busy_ms[position] += get_float(stage, "executorRunTime", where)
             spill[position] += (get_count(stage, "memoryBytesSpilled", where)
                                 + get_count(stage, "diskBytesSpilled", where))
-            if position == 0:
-                records_in = get_count(stage, "inputRecords", where) or get_count(progress, "numInputRows", batch_where)
+            if position in sources:
+                # a scan's rows; the batch's rows when it is the query's only source and lists none
+                records_in = get_count(stage, "inputRecords", where) or (
+                    get_count(progress, "numInputRows", batch_where) if len(sources) == 1 else 0)
             else:
                 records_in = get_count(stage, "shuffleReadRecords", where)
             rec_in[position] += records_in
@@ -131,13 +136,12 @@ def _aggregate_vertices(
                 break
         names.append(name)
 
-    upstream = _upstream(newest_stages)
     return tuple(
         VertexSample(
             vertex_id=vertex_id(position),
             name=names[position],
             position=position,
-            is_source=position == 0,
+            is_source=position in sources,
             tasks=get_count(newest_stages[position], "numTasks", f"stage {newest_stages[position].get('stageId')}"),
             busy_s=busy_ms[position] / 1000.0,
             busy_max_s=_busiest_task_s(batches, position, busy_ms[position] / 1000.0, slots, slowest_task_ms),
@@ -151,14 +155,26 @@ def _aggregate_vertices(
     )
 
 
-def _upstream(ordered: Sequence[Json]) -> list[tuple[str, ...]]:
-    position_of = {get_count(stage, "stageId", "stage"): position for position, stage in enumerate(ordered)}
+def _upstream(ordered: Sequence[Json], plan_upstream: Mapping[int, tuple[int, ...]]) -> list[tuple[str, ...]]:
+    """The vertex ids feeding each position of ``ordered`` (the newest batch's stages): from the stages'
+    ``parentIds`` when Spark gives them; else from the SQL plan (``plan_upstream``, stage id -> the
+    stage ids it reads through an exchange) when it covers every stage, each stage's inputs are stages
+    of the batch that come before it, and the first has none; else a chain in stage order (module
+    docstring of :mod:`sparkclient.topology`, "Edges")."""
+    stage_ids = [get_count(stage, "stageId", "stage") for stage in ordered]
+    position_of = {stage_id: position for position, stage_id in enumerate(stage_ids)}
     parents = [_stage_parent_ids(stage) for stage in ordered]
     if any(parents):
         return [
             tuple(vertex_id(position_of[parent]) for parent in sorted(ids) if parent in position_of)
             for ids in parents
         ]
+    if stage_ids and all(stage_id in plan_upstream and set(plan_upstream[stage_id]) <= position_of.keys()
+                         for stage_id in stage_ids):
+        links = [tuple(sorted(position_of[parent] for parent in plan_upstream[stage_id])) for stage_id in stage_ids]
+        # each input of a stage comes before it in the vertex order (data-flow order)
+        if not links[0] and all(all(parent < position for parent in ids) for position, ids in enumerate(links)):
+            return [tuple(vertex_id(parent) for parent in ids) for ids in links]
     return [() if position == 0 else (vertex_id(position - 1),) for position in range(len(ordered))]
 
 

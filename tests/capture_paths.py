@@ -4,7 +4,9 @@
 - :data:`DEMO_CAPTURES`: the demo pipeline's REST and progress, one JSON document per application;
 - :data:`SKEW_CAPTURE`: a skewed query's REST, progress and task summaries (see its README.txt);
 - :data:`FOREACHBATCH_CAPTURE`: a stateful query whose ``foreachBatch`` function writes each batch twice
-  (REST, SQL, progress and the runner's plan stages; see its README.txt).
+  (REST, SQL, progress and the runner's plan stages; see its README.txt);
+- :data:`JOIN_CAPTURE`: a stream-stream join of two rate sources (REST, SQL, progress and the
+  runner's plan stages; see its README.txt).
 """
 
 from pathlib import Path
@@ -14,3 +16,4 @@ SPARK_4_3_0 = FIXTURES / "spark-4.3.0"
 DEMO_CAPTURES = FIXTURES / "demo-captures"
 SKEW_CAPTURE = FIXTURES / "spark-4.3.0-skew" / "skew_app.json"
 FOREACHBATCH_CAPTURE = FIXTURES / "spark-4.3.0-foreachbatch" / "foreachbatch_app.json"
+JOIN_CAPTURE = FIXTURES / "spark-4.3.0-join" / "join_app.json"

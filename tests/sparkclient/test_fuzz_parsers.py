@@ -32,7 +32,7 @@ from sparkclient.snapshot import Captures, RatesUnavailableError, sample_from_ca
 from sparkclient.sparkjson import SparkDataError
 from sparkclient.stages import slowest_task_run_ms
 from sparkclient.topology import JobSample, SampleError, batch_end_s, batch_jobs, sample_from_rest, window_batches
-from tests.capture_paths import FOREACHBATCH_CAPTURE, SKEW_CAPTURE, SPARK_4_3_0
+from tests.capture_paths import FOREACHBATCH_CAPTURE, JOIN_CAPTURE, SKEW_CAPTURE, SPARK_4_3_0
 
 pytestmark = pytest.mark.fuzz  # in the default run (`make test`, .ci/run); `-m "not fuzz"` skips them
 
@@ -416,4 +416,42 @@ def test_fuzz_foreachbatch_rereads() -> None:
                                  window_start_s=FOREACHBATCH_END_S - 10.0, window_end_s=FOREACHBATCH_END_S)
     assert len(unmutated.vertices) == 2  # the fold runs on the unmutated capture (3 stages ran per batch)
     _fuzz("stages.fold_rereads + topology.sample_from_rest", mutated(FOREACHBATCH), check,
+          (SparkDataError, SampleError))
+
+
+def _small_join_capture() -> dict[str, Any]:
+    """The join capture's last three batches, with the SQL executions that ran their jobs."""
+    capture = json.loads(JOIN_CAPTURE.read_text())
+    small = _last_batches(capture, 3)
+    job_ids = {job["jobId"] for job in small["jobs"]}
+    return {**small, "sql": [e for e in capture["sql"] if set(e.get("successJobIds") or ()) & job_ids]}
+
+
+JOIN = _small_join_capture()
+JOIN_END_S = batch_end_s(JOIN["progress"][-1]) + 0.001
+
+
+def test_fuzz_join_stage_order_and_edges() -> None:
+    """The stages' data-flow order (``stages.dataflow_order``, by ``rddIds``) and the edges from the SQL
+    plan (``plan.stage_plan``) on the mutated stream-stream join capture, REST and SQL mutated
+    together: a finite sample whose edges name its own vertices, or an error naming the field."""
+
+    def check(capture: dict) -> None:
+        if not isinstance(capture, dict):
+            return
+        sample = sample_from_rest(
+            capture.get("jobs"), capture.get("stages"), capture.get("progress"), capture.get("executors"),
+            run_id=JOIN["run_id"], trigger_interval_s=2.0, window_start_s=JOIN_END_S - 5.0, window_end_s=JOIN_END_S,
+            collected_at=JOIN_END_S + 1.0, sql=capture.get("sql"),
+        )
+        _assert_finite_sample(sample)
+        ids = [v.vertex_id for v in sample.vertices]
+        assert all(u in ids[:ids.index(v.vertex_id)] for v in sample.vertices for u in v.upstream)
+        assert not sample.vertices or sample.vertices[0].is_source
+
+    unmutated = sample_from_rest(JOIN["jobs"], JOIN["stages"], JOIN["progress"], JOIN["executors"],
+                                 run_id=JOIN["run_id"], trigger_interval_s=2.0, window_start_s=JOIN_END_S - 5.0,
+                                 window_end_s=JOIN_END_S, sql=JOIN["sql"])
+    assert [v.upstream for v in unmutated.vertices] == [(), (), ("v0", "v1")]  # the edges come from the SQL plan
+    _fuzz("stages.dataflow_order + plan.stage_plan + topology.sample_from_rest", mutated(JOIN), check,
           (SparkDataError, SampleError))

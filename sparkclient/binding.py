@@ -34,15 +34,12 @@ from enum import StrEnum
 from typing import Any
 
 from sparkclient.contract import Knob, KnobTarget
-from sparkclient.staterepartition import ROCKSDB_PROVIDER
+from sparkclient.staterepartition import REPARTITIONABLE_STATE_STORES
 
-__all__ = ["OFFLINE_UNSAFE_SINKS", "REPARTITIONABLE_STATE_STORES", "BindingStatus", "MismatchReason", "PinReason", "PlanStage",
-           "StageBinding", "StageInput", "bind_stages", "plan_stages_from_json", "plan_stages_of",
-           "plan_stages_to_json", "offline_repartition_blocker", "with_state_store"]
+__all__ = ["OFFLINE_UNSAFE_SINKS", "REPARTITIONABLE_STATE_STORES", "BindingStatus", "MismatchReason", "PinReason",
+           "PlanStage", "StageBinding", "StageInput", "bind_stages", "offline_repartition_blocker",
+           "plan_stages_from_json", "plan_stages_of", "plan_stages_to_json", "with_state_store"]
 
-#: State store providers whose checkpoint :func:`sparkclient.staterepartition.repartition_state` can
-#: repartition offline (Spark's offline state rewrite reads and writes RocksDB state only).
-REPARTITIONABLE_STATE_STORES = frozenset({ROCKSDB_PROVIDER})
 #: Sinks (``Sink`` class simple names) that keep a batch log of their own, which the offline
 #: repartition's extra batch ``N+1`` (offsets and commit only) leaves with a hole: the file sink's
 #: ``<path>/_spark_metadata`` compacts every 10 batches by reading each batch id since the last

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "HDFS_PROVIDER",
+    "REPARTITIONABLE_STATE_STORES",
     "ROCKSDB_PROVIDER",
     "CheckpointInfo",
     "RepartitionResult",
@@ -48,6 +49,10 @@ __all__ = [
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+#: State store providers whose checkpoint :func:`repartition_state` can repartition offline (Spark's
+#: offline state rewrite reads and writes RocksDB state only). The one rule for the runner's refusal
+#: (:func:`check_repartition`) and the binding's pin (``sparkclient.binding.offline_repartition_blocker``).
+REPARTITIONABLE_STATE_STORES = frozenset({ROCKSDB_PROVIDER})
 _PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 _PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 
@@ -154,7 +159,7 @@ def check_repartition(checkpoint: str | Path, num_partitions: int) -> Checkpoint
         raise StateRepartitionError(
             f"checkpoint {info.path} has no batch yet: start the query with "
             f"spark.sql.shuffle.partitions={num_partitions} instead of repartitioning")
-    if info.provider != ROCKSDB_PROVIDER:
+    if info.provider not in REPARTITIONABLE_STATE_STORES:
         raise UnsupportedStateProvider(
             f"checkpoint {info.path} uses the state store provider {info.provider}; offline state "
             f"repartition needs {ROCKSDB_PROVIDER}. Nothing was written. (With the HDFS-backed provider "

@@ -347,6 +347,22 @@ def test_proposal_page_shows_vertices_executors_predictions_and_buttons(client, 
     assert f'name="revision" value="{pending.revision}"' in html
 
 
+def test_revision_table_shows_when_each_revision_was_replaced_as_a_time(client, operator):
+    """The revisions' times are stored as ISO text in JSON; the table shows them as the page's other
+    times (``Y-m-d H:i:s``), not as ``2026-11-25T13:10:04.901478+00:00``; a broken one shows nothing."""
+    _job, pending = scaled_job()
+    pending.revisions = [
+        {"revision": 1, "proposed_config": pending.proposed_config, "prediction": {},
+         "at": "2026-11-25T13:10:04.901478+00:00"},
+        {"revision": 2, "proposed_config": pending.proposed_config, "prediction": {}, "at": "not a time"},
+    ]
+    pending.save(update_fields=["revisions"])
+    html = client.get(f"/proposals/{pending.pk}/").content.decode()
+    table = re.search(r'<section class="card" id="revisions">(.*?)</section>', html, re.S).group(1)
+    assert "<td>2026-11-25 13:10:04</td>" in table
+    assert "T13:10" not in table and "not a time" not in table
+
+
 def test_reject_without_comment_is_refused_and_with_one_works(client, operator):
     job, pending = scaled_job()
     response = client.post(f"/proposals/{pending.pk}/decide/", {"action": "reject", "comment": "  "}, follow=True)

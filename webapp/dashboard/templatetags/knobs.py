@@ -1,6 +1,9 @@
 """Template filters for knob configurations (any pipeline's knobs, no demo names)."""
 
+from datetime import datetime
+
 from django import template
+from django.utils.dateparse import parse_datetime
 
 register = template.Library()
 
@@ -33,3 +36,15 @@ def revision_changes(revision: dict, proposal) -> str:
     """The knobs an earlier ``revision`` (``Proposal.revisions`` item) changed against the proposal's
     current configuration, like :func:`knob_changes`."""
     return changes_text(proposal.current_config, (revision or {}).get("proposed_config"))
+
+
+@register.filter
+def iso_datetime(value: object) -> datetime | None:
+    """A stored ISO 8601 time (a revision's ``at``, kept in JSON) as a datetime for Django's ``date``
+    filter, or None when it is missing or not a time (the cell then shows nothing)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_datetime(value)
+    except ValueError:
+        return None

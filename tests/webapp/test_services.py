@@ -72,6 +72,28 @@ def test_a_growing_backlog_keeps_the_pending_proposal_and_a_new_demand_revises_i
     assert AuditEvent.objects.filter(proposal=proposal, action="revised").count() == 1
 
 
+def test_a_proposal_capped_at_the_maximum_is_not_revised_while_its_configuration_stays_the_same():
+    """At ``max_cores`` the pending configuration never carries the demand (its utilization at the
+    target rate stays above the band), and every evaluation proposes the same configuration again.
+    That is no material change: the revision stays, so an approval of it is not refused as outdated.
+    Before, such a proposal was revised at every evaluation (seen in make demo at 1,600 events/s:
+    six revisions in 75 s, all 'cores 1 -> 2, ...', predicted 155 %)."""
+    job = make_job(metric_window_s=45, max_cores=2)
+    start = timezone.now()
+    make_snapshots(job, count=4, arrival=2400.0, enrich_busy_s=40.0, end=start)  # needs far more than 2 cores
+    evaluation_run(job=job, now=start)
+    proposal = job.proposals.get()
+    assert proposal.proposed_config["cores"] == 2 and proposal.revision == 1
+    for step in range(1, 4):
+        later = start + timedelta(seconds=30 * step)
+        make_snapshots(job, count=4, arrival=2400.0 * (1 + 0.05 * step), enrich_busy_s=40.0, end=later)
+        evaluation = evaluation_run(job=job, now=later)
+        assert evaluation.proposed_config == proposal.proposed_config
+    proposal.refresh_from_db()
+    assert (proposal.status, proposal.revision, proposal.revisions) == ("pending", 1, [])
+    assert not AuditEvent.objects.filter(proposal=proposal, action="revised").exists()
+
+
 def test_approve_once_then_refused(no_enqueue, django_capture_on_commit_callbacks):
     job = make_job(metric_window_s=45)
     make_snapshots(job)

@@ -38,11 +38,14 @@ def material_change(pending: Proposal, evaluation: Evaluation, *, threshold: flo
     - the demand it answers, the busy cores at the target rate ``Σ_v λ_v / TPR_v``
       (``predictions.demand_cores``), moved by more than ``threshold`` of the demand the pending
       revision was sized for; or
-    - the pending configuration would no longer carry that demand: its utilization at the target
-      rate would be above the ``band``.
+    - the pending configuration would no longer carry that demand (its utilization at the target
+      rate would be above the ``band``) and the evaluation proposes another one.
 
     A recommendation that grows only because the backlog grows while the proposal waits (the
-    catch-up rate) is not a material change: the pending configuration still drains it.
+    catch-up rate) is not a material change: the pending configuration still drains it. Nor is a
+    demand the pending configuration cannot carry when the evaluation proposes that same
+    configuration again (a plan capped at ``max_cores`` or a knob's maximum): a revision would
+    change nothing the operator approves, and would refuse their approval as outdated.
     """
     new = demand_cores(evaluation.plan)
     old = (pending.prediction.get("inputs") or {}).get("demand_cores")
@@ -51,7 +54,7 @@ def material_change(pending: Proposal, evaluation: Evaluation, *, threshold: flo
     if old > 0 and abs(new - old) > threshold * old:
         return True
     _, cores = plan_cores(pending.plan)
-    return cores > 0 and new / cores > band[1]
+    return cores > 0 and new / cores > band[1] and evaluation.proposed_config != pending.proposed_config
 
 
 def _freeze_prediction(*, job: Job, plan: dict) -> dict:

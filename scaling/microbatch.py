@@ -372,6 +372,10 @@ def limit_text(item: PlanLimit) -> str:
                 f"maximum the predicted utilization is {d['predicted_utilization']:.2f} at the target rate, "
                 f"{d['utilization_with_catch_up']:.2f} with the catch-up")
     if item.code == Limit.CATCH_UP_UNREACHABLE:
+        if not math.isfinite(d["catch_up_s"]):
+            return (f"catch-up-unreachable: the backlog never drains, even at {_num(d['cores_max'])} cores: they "
+                    f"cannot process faster than the records arrive (catch_up_duration_s "
+                    f"{_num(d['catch_up_duration_s'])} s)")
         return (f"catch-up-unreachable: draining the backlog takes {_num(d['catch_up_s'])} s even at "
                 f"{_num(d['cores_max'])} cores, above catch_up_duration_s {_num(d['catch_up_duration_s'])} s")
     if item.code == Limit.RETENTION_RISK:

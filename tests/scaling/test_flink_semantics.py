@@ -196,6 +196,19 @@ def test_plan_says_when_catch_up_cannot_finish_at_max_executors():
     assert any(r.startswith("catch-up-unreachable:") for r in plan.reasons)
 
 
+def test_a_backlog_that_never_drains_is_said_in_words_not_as_inf_seconds():
+    """The arrivals (5,000/s) need 5 busy cores and the maximum is 4: the backlog never drains. The
+    reason said 'draining the backlog takes inf s' (seen on make demo's proposal page)."""
+    topology = Topology((Vertex("scan", parallelism=4, source=True),))
+    metrics = {"scan": VertexMetrics(5000, 5000, 1000, backlog=10**6)}
+    cluster = ClusterState(executors=2, max_executors=4, trigger_interval_s=1.0)
+    plan = plan_micro_batch(topology, metrics, cluster, Policy(restart_time_s=0))
+    limit = plan.limit(Limit.CATCH_UP_UNREACHABLE)
+    assert limit is not None and limit.data["catch_up_s"] == float("inf")
+    text = next(r for r in plan.reasons if r.startswith("catch-up-unreachable:"))
+    assert "never drains, even at 4 cores" in text and "inf" not in text
+
+
 def test_max_executors_says_the_utilization_at_the_target_rate_the_page_shows_and_with_the_catch_up():
     """At the maximum (4 cores) the arrivals alone fill 0.25 of each core: the same number as the
     plan's ``predicted_utilization`` on the proposal page; the catch-up needs more."""

@@ -48,7 +48,7 @@ def stage_operators(executions: Sequence[Json], jobs: Sequence[Json] | None = No
 
 
 def stage_plan(executions: Sequence[Json], jobs: Sequence[Json] | None = None,
-               ran_stages: Collection[int] | None = None) -> StagePlan:
+               ran_stages: Collection[int] | None = None, stage_order: Sequence[int] | None = None) -> StagePlan:
     """Plan operators and upstream stages per stage id, from SQL executions fetched with
     ``details=true``.
 
@@ -73,6 +73,12 @@ def stage_plan(executions: Sequence[Json], jobs: Sequence[Json] | None = None,
     by position, which names single-task stages too. References to stages outside the
     execution's jobs are ignored. Without ``jobs`` (or when the shapes disagree), only segments
     with a reference are named; a segment never borrows the stage of a neighbouring segment.
+
+    ``stage_order``: stage ids in data-flow order (a batch's, :func:`sparkclient.stages.dataflow_order`).
+    An execution whose stages are all in it maps its segments by position in that order, the
+    segments of a join's two inputs taken left first (the plan numbers the left input's nodes
+    first, and Spark creates its RDDs first): so a join whose scans run one task each is named and
+    linked too. Without it a join's segments have no unique order and are not mapped by position.
     """
     executions = [_checked_execution(e, f"sql[{i}]") for i, e in enumerate(dicts(executions, "sql"))]
     job_stages: dict[int, list[int]] = {}
@@ -95,7 +101,10 @@ def stage_plan(executions: Sequence[Json], jobs: Sequence[Json] | None = None,
             for job_id in ran:
                 stage_ids += [sid for sid in job_stages[job_id] if sid not in stage_ids
                               and (ran_stages is None or sid in ran_stages)]
-        operators, upstream = _execution_operators(execution, stage_ids)
+        ordered = stage_ids is not None and stage_order is not None and set(stage_ids) <= set(stage_order)
+        if ordered:
+            stage_ids = [sid for sid in stage_order if sid in set(stage_ids or ())]
+        operators, upstream = _execution_operators(execution, stage_ids, left_first=ordered)
         for stage_id, names in operators.items():
             result.operators.setdefault(stage_id, names)
         for stage_id, inputs in upstream.items():
@@ -138,9 +147,10 @@ def _is_exchange(node: Json) -> bool:
     return any(str(metric.get("name")) == "shuffle records written" for metric in node.get("metrics") or ())
 
 
-def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None,
+def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None, *, left_first: bool = False,
                          ) -> tuple[dict[int, list[str]], dict[int, tuple[int, ...]]]:
-    """The operators per stage id and the upstream stage ids per stage id of one execution."""
+    """The operators per stage id and the upstream stage ids per stage id of one execution;
+    ``left_first``: ``stage_ids`` are in data-flow order, a join's left input first."""
     nodes: list[Json] = [node for node in execution.get("nodes") or () if node.get("nodeId") is not None]
     if not nodes:
         return {}, {}
@@ -219,7 +229,7 @@ def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None
     }
     feeds = _segment_links(counted, segment_of, exchanges, downstream, upstream)
     if stage_ids is not None and len(counted) == len(stage_ids) and _exchanges_separate(exchanges, downstream):
-        order = _segment_order(feeds)
+        order = _segment_order(feeds, {index: min(segments[index]) for index in counted} if left_first else None)
         positional = {index: stage_ids[position] for position, index in enumerate(order)}
         consistent = bool(order) and all(segment_refs[index] <= {positional[index]} for index in counted)
         if consistent:
@@ -264,22 +274,26 @@ def _exchanges_separate(exchanges: set[int], downstream: Mapping[int, list[int]]
     return not any(nxt in exchanges for node_id in exchanges for nxt in downstream[node_id])
 
 
-def _segment_order(feeds: Mapping[int, set[int]]) -> list[int]:
-    """The segments of ``feeds`` (:func:`_segment_links`) in data-flow order. ``[]`` when that order
-    is not unique (e.g. the two inputs of a join, whose stage ids the plan does not tell) or the
-    segments form a cycle."""
+def _segment_order(feeds: Mapping[int, set[int]], first_node: Mapping[int, int] | None = None) -> list[int]:
+    """The segments of ``feeds`` (:func:`_segment_links`) in data-flow order. Where several are
+    ready at once (the inputs of a join), with ``first_node`` (each segment's smallest node id) the
+    one the plan numbers first (the left input) goes first; without it the order is not unique and
+    the result is ``[]``. ``[]`` too when the segments form a cycle."""
     sorter: TopologicalSorter[int] = TopologicalSorter({index: set(sources) for index, sources in feeds.items()})
     try:
         sorter.prepare()
     except CycleError:
         return []
     order: list[int] = []
+    waiting: list[int] = []
     while sorter.is_active():
-        ready = sorter.get_ready()
-        if len(ready) != 1:
+        waiting += sorter.get_ready()
+        if not waiting or (len(waiting) > 1 and first_node is None):
             return []
-        order.append(ready[0])
-        sorter.done(ready[0])
+        chosen = min(waiting, key=lambda index: first_node[index]) if first_node is not None else waiting[0]
+        waiting.remove(chosen)
+        order.append(chosen)
+        sorter.done(chosen)
     return order
 
 

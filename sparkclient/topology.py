@@ -38,9 +38,11 @@ Mapping rules
 - **Edges**: from the stages' ``parentIds`` when Spark provides them (mapped to positions,
   parents outside the batch dropped); Spark 4.3's REST stage JSON has none, so they come from the
   newest batch's SQL plan: a stage reads the stages whose plan segments feed its own through a
-  shuffle exchange (:func:`sparkclient.plan.stage_plan`; a join reads both its inputs). When the
-  plan does not name every stage (no SQL data; single-task stages of a plan that is no chain), the
-  vertices are chained in stage order: ``v{i-1} → v{i}``.
+  shuffle exchange (:func:`sparkclient.plan.stage_plan`; a join reads both its inputs, also when
+  its scans run one task and carry no stage reference: the segments then take the batch's stages
+  by position in data-flow order). When the plan does not name every stage (no SQL data, or its
+  segments and the batch's stages differ in number), the vertices are chained in stage order:
+  ``v{i-1} → v{i}``.
 - **Busiest task**: a stage's slowest task sets its pace (a skewed stage is a bottleneck however
   low its mean busy time). Per batch, the slowest task's ``executorRunTime`` (the stage attempt's
   ``taskSummary`` at quantile 1.0) on the executors' cores gives the stage's busy time per task

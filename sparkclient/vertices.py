@@ -50,7 +50,8 @@ def window_vertices(executed: Sequence[tuple[Json, list[Json]]], window: BatchWi
             kept.append((progress, ordered))
     try:
         ran = {stage.get("stageId") for _progress, ordered in kept for stage in ordered}
-        plan = stage_plan(dicts(sql or [], "sql"), jobs, ran_stages=ran)
+        plan = stage_plan(dicts(sql or [], "sql"), jobs, ran_stages=ran,
+                          stage_order=[stage.get("stageId") for stage in kept[-1][1]] if kept else None)
     except SparkDataError as exc:
         plan = StagePlan()
         errors.append(f"SQL plan not usable ({exc}); vertex names fall back")

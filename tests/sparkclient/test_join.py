@@ -8,7 +8,9 @@ impressions in one batch and the clicks in the next."""
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 from typing import Any
 
 import pytest
@@ -156,3 +158,34 @@ def test_data_flow_order_keeps_stages_without_rdds_as_they_are_and_names_a_bad_r
     with pytest.raises(SparkDataError) as info:
         dataflow_order([a, {"stageId": 2, "rddIds": ["x"]}])
     assert "rddIds" in info.value.field
+
+
+def _single_task_scans(execution: dict[str, Any]) -> dict[str, Any]:
+    """``execution`` as Spark prints it when both scans run one task: no ``(stage X.Y: task Z)``
+    reference in any metric outside the join's stage (Spark prints one only for two or more task values)."""
+    out = copy.deepcopy(execution)
+    for node in out["nodes"]:
+        if node["nodeName"] not in ("StreamingSymmetricHashJoin", "WriteToDataSourceV2"):
+            for metric in node["metrics"]:
+                metric["value"] = re.sub(r"\(stage \d+\.\d+: task \d+\)", "", metric["value"])
+    return out
+
+
+def test_a_join_of_single_task_scans_is_named_and_linked_by_its_data_flow_order() -> None:
+    """The scans' plan segments carry no stage reference; by position in the batch's data-flow
+    order (left input first, as the plan numbers its nodes) they are named and the join reads both.
+    Without that order, the two scans have no unique order and nothing but the join is named."""
+    jobs = batch_jobs(CAPTURE["jobs"], CAPTURE["run_id"])
+    newest = CAPTURE["progresses"][-1]["batchId"]
+    ordered, _missing = batch_stages(jobs[newest], stage_index(CAPTURE["stages"]))
+    ids = [s["stageId"] for s in ordered]
+    job_ids = {job["jobId"] for job in jobs[newest]}
+    execution = next(e for e in CAPTURE["sql"] if set(e["successJobIds"]) & job_ids)
+    stripped = [_single_task_scans(execution)]
+    plan = stage_plan(stripped, CAPTURE["jobs"], ran_stages=set(ids), stage_order=ids)
+    assert plan.upstream == {ids[0]: (), ids[1]: (), ids[2]: tuple(sorted(ids[:2]))}
+    assert plan.operators[ids[0]][0] == plan.operators[ids[1]][0] == "MicroBatchScan"
+    # by position, each scan gets the stage its references name in the plan as Spark printed it
+    assert plan.operators == stage_plan([execution], CAPTURE["jobs"], ran_stages=set(ids)).operators
+    unordered = stage_plan(stripped, CAPTURE["jobs"], ran_stages=set(ids))
+    assert set(unordered.operators) == {ids[2]} and ids[2] not in unordered.upstream

@@ -302,6 +302,10 @@ def plan_stages_of(query: Any) -> tuple[PlanStage, ...] | None:
             return visit(node.executedPlan())
         if kind_of.endswith("QueryStageExec"):
             return visit(node.plan())
+        # The static side of a broadcast join runs in a job of its own before the batch's stages
+        # (sparkclient.stages.is_broadcast_job): no stage of the stream's plan.
+        if kind_of == "BroadcastExchangeExec":
+            return [], [], False
         if kind_of == "ShuffleExchangeExec":
             child_inputs, child_ops, child_stateful = _merge([visit(c) for c in _children(node)])
             stages.append(_finish(child_inputs, child_ops, child_stateful))

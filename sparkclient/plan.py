@@ -178,13 +178,18 @@ def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None
             downstream[src].append(dst)
             upstream[dst].append(src)
 
+    # the static side of a broadcast join: run by a job of its own (sparkclient.stages.is_broadcast_job),
+    # no operator of the stream's stages
+    broadcast_side = _broadcast_side(by_id, upstream)
     # stage boundaries: shuffle exchanges, and any other node whose metrics name two stages
     exchanges = {
         node_id
         for node_id, node in by_id.items()
-        if node_id not in cluster_nodes and (_is_exchange(node) or len(refs_of[node_id]) > 1)
+        if node_id not in cluster_nodes and node_id not in broadcast_side
+        and (_is_exchange(node) or len(refs_of[node_id]) > 1)
     }
-    operators = [node_id for node_id in by_id if node_id not in cluster_nodes and node_id not in exchanges]
+    operators = [node_id for node_id in by_id
+                 if node_id not in cluster_nodes and node_id not in exchanges and node_id not in broadcast_side]
 
     # members of a codegen cluster run in the stage of the cluster node numbered just below them
     for node_id in operators:
@@ -211,7 +216,8 @@ def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None
             node_id = todo.pop()
             members.append(node_id)
             for neighbour in downstream[node_id] + upstream[node_id]:
-                if neighbour in segment_of or neighbour in exchanges or neighbour in cluster_nodes:
+                if (neighbour in segment_of or neighbour in exchanges or neighbour in cluster_nodes
+                        or neighbour in broadcast_side):
                     continue
                 segment_of[neighbour] = index
                 todo.append(neighbour)
@@ -267,6 +273,19 @@ def _stage_upstream(counted: Sequence[int], stage_of: Mapping[int, int],
         if index in stage_of and all(source in stage_of for source in feeds[index]):
             out[stage_of[index]] = tuple(sorted({stage_of[source] for source in feeds[index]}))
     return out
+
+
+def _broadcast_side(by_id: Mapping[int, Json], upstream: Mapping[int, list[int]]) -> set[int]:
+    """The ``BroadcastExchange`` nodes and every node upstream of them: the static side of a
+    broadcast join, which Spark runs in a job of its own before the batch's stages."""
+    side: set[int] = set()
+    todo = [node_id for node_id, node in by_id.items() if str(node.get("nodeName", "")) == "BroadcastExchange"]
+    while todo:
+        node_id = todo.pop()
+        if node_id not in side:
+            side.add(node_id)
+            todo.extend(upstream[node_id])
+    return side
 
 
 def _exchanges_separate(exchanges: set[int], downstream: Mapping[int, list[int]]) -> bool:

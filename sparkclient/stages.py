@@ -16,9 +16,9 @@ from sparkclient.sparkjson import (
     Problem, SparkDataError, as_dict, as_list, dicts, finite, get_count, get_float, get_list, get_str, id_list,
 )
 
-__all__ = ["BATCH_STAGE_STATUSES", "FOLDED_FIELDS", "batch_jobs", "batch_stages", "dataflow_order",
-           "executors_and_cores", "fold_rereads", "rest_time_s", "slowest_task_run_ms", "stage_index",
-           "stages_running_s", "vertex_id"]
+__all__ = ["BATCH_STAGE_STATUSES", "BROADCAST_JOB_TAG", "FOLDED_FIELDS", "batch_jobs", "batch_stages",
+           "dataflow_order", "executors_and_cores", "fold_rereads", "is_broadcast_job", "rest_time_s",
+           "slowest_task_run_ms", "stage_index", "stages_running_s", "vertex_id"]
 
 Json = dict[str, Any]
 
@@ -106,6 +106,23 @@ def stage_index(stages: Iterable[Json]) -> dict[int, Json]:
     return index
 
 
+#: The start of the job tag Spark 4 gives the job that collects a broadcast relation
+#: (``BroadcastExchangeExec``: ``broadcast exchange (runId <uuid>)``); the job keeps the query's job
+#: group and ``batch = N`` description, so it is listed among the batch's jobs.
+BROADCAST_JOB_TAG = "broadcast exchange (runId "
+
+
+def is_broadcast_job(job: Mapping[str, Any], where: str = "job") -> bool:
+    """Whether ``job`` (a ``/jobs`` entry) collects a broadcast relation: one of its ``jobTags`` starts
+    with :data:`BROADCAST_JOB_TAG`. Raises :class:`SparkDataError` for a tag that is not a string."""
+    for index, tag in enumerate(get_list(job, "jobTags", where)):
+        if not isinstance(tag, str):
+            raise SparkDataError(f"{where}.jobTags[{index}]", Problem.WRONG_TYPE, "a string", tag)
+        if tag.startswith(BROADCAST_JOB_TAG):
+            return True
+    return False
+
+
 def _stage_ids(job: Mapping[str, Any], where: str) -> list[int]:
     return sorted(id_list(get_list(job, "stageIds", where), f"{where}.stageIds"))
 
@@ -115,7 +132,10 @@ def batch_stages(batch_job_list: Sequence[Json], stages: Mapping[int, Json] | It
     """The executed stages of one batch in vertex order, and the stage ids missing from REST.
 
     ``batch_job_list``: the batch's jobs (from :func:`batch_jobs`); ``stages``: ``/stages``
-    entries, or a ``stageId -> stage`` mapping. Each stage once; ``SKIPPED`` stages are dropped.
+    entries, or a ``stageId -> stage`` mapping. Each stage once; ``SKIPPED`` stages are dropped, and
+    so are the stages of a job that collects a broadcast relation (:func:`is_broadcast_job`: the
+    static side of a stream-static join, read again at every batch whatever the stream brings), which
+    are no vertex of the stream's data flow; the wall time they take counts in the batch overhead.
     With ``fold`` (the default), a stage that re-reads an earlier job's stage output is folded into
     it (:func:`fold_rereads`) and the stages are in data-flow order (:func:`dataflow_order`), the
     vertex order; ``fold=False`` gives every stage that ran in ``(jobId, stageId)`` order, for the
@@ -131,6 +151,8 @@ def batch_stages(batch_job_list: Sequence[Json], stages: Mapping[int, Json] | It
     keyed = sorted(((get_count(job, "jobId", f"jobs[{i}]"), i, job) for i, job in enumerate(jobs)),
                    key=lambda item: (item[0], item[1]))
     for job_id, _i, job in keyed:
+        if is_broadcast_job(job, f"job {job_id}"):
+            continue
         for stage_id in _stage_ids(job, f"job {job_id}"):
             if stage_id in seen:
                 continue

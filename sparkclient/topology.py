@@ -14,7 +14,9 @@ Mapping rules
 - **Stages of a batch**: the stages of its jobs, each stage once, ``SKIPPED`` stages left out,
   in data-flow order: by the newest RDD each computes (:func:`sparkclient.stages.dataflow_order`;
   the two inputs of a join, left first, whose stage ids come in either order from batch to batch).
-  Stage attempts: the highest attempt that is not skipped.
+  Stage attempts: the highest attempt that is not skipped. The job that collects a broadcast
+  relation (tagged ``broadcast exchange (runId …)``: the static side of a stream-static join) is no
+  part of the stream's data flow: its stages are left out, and their wall time is batch overhead.
   A stage of a later job that re-reads an earlier job's stage output (shares an RDD with it and
   runs as many tasks: a ``foreachBatch`` function acting twice on the batch) is folded into that
   stage, its task-seconds added (:func:`sparkclient.stages.fold_rereads`).

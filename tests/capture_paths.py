@@ -6,7 +6,9 @@
 - :data:`FOREACHBATCH_CAPTURE`: a stateful query whose ``foreachBatch`` function writes each batch twice
   (REST, SQL, progress and the runner's plan stages; see its README.txt);
 - :data:`JOIN_CAPTURE`: a stream-stream join of two rate sources (REST, SQL, progress and the
-  runner's plan stages; see its README.txt).
+  runner's plan stages; see its README.txt);
+- :data:`BROADCAST_CAPTURE`: a stream joined with a broadcast parquet table (REST, SQL, progress
+  and the runner's plan stages; see its README.txt).
 """
 
 from pathlib import Path
@@ -17,3 +19,4 @@ DEMO_CAPTURES = FIXTURES / "demo-captures"
 SKEW_CAPTURE = FIXTURES / "spark-4.3.0-skew" / "skew_app.json"
 FOREACHBATCH_CAPTURE = FIXTURES / "spark-4.3.0-foreachbatch" / "foreachbatch_app.json"
 JOIN_CAPTURE = FIXTURES / "spark-4.3.0-join" / "join_app.json"
+BROADCAST_CAPTURE = FIXTURES / "spark-4.3.0-broadcast" / "broadcast_app.json"

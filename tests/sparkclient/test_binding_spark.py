@@ -135,3 +135,56 @@ def _tasks_of_batch(spark, run_id: str, batch_id: int) -> list[int]:
         ordered, missing = batch_stages(jobs, rest.stages(app, BATCH_STAGE_STATUSES))
     assert not missing
     return [int(stage["numTasks"]) for stage in ordered]
+
+
+def test_a_stream_static_and_a_stream_stream_join_bind_in_the_order_spark_runs_them(tmp_path):
+    """Two user shapes on real Spark. A stream joined with a broadcast table: the broadcast runs as a
+    job of its own in every batch (no stage of the plan, none of the batch), so plan and batch have two
+    stages. A stream-stream join: the plan's stages (left input, right input, join) are the batch's
+    stages in data-flow order in every batch, though Spark numbers the two inputs in either order."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F  # noqa: N812
+
+    spark = (SparkSession.builder.master("local[2]").appName("binding-joins")
+             .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    try:
+        spark.range(0, 5000).select(F.col("id").alias("k"), (F.col("id") % 7).alias("cat")) \
+            .write.parquet(str(tmp_path / "dim"))
+        dim = spark.read.parquet(str(tmp_path / "dim"))
+        rows = (spark.readStream.format("rate").option("rowsPerSecond", 200).option("numPartitions", 2).load()
+                .select((F.col("value") % 5000).alias("k")))
+        query = (rows.join(dim, "k").groupBy("cat").count().writeStream.outputMode("complete").format("noop")
+                 .trigger(processingTime="1 second").option("checkpointLocation", str(tmp_path / "cp1")).start())
+        wait_for(lambda: len([p for p in query.recentProgress if p.numInputRows > 0]) >= 2, timeout_s=60,
+                 what="two batches with rows of the stream-static join")
+        static_plan = plan_stages_of(query)
+        static_tasks = _tasks_of_batch(spark, str(query.runId), query.lastProgress["batchId"])
+        query.stop()
+
+        def rate(per_s: int, partitions: int, name: str):
+            return (spark.readStream.format("rate").option("rowsPerSecond", per_s)
+                    .option("numPartitions", partitions).load()
+                    .select((F.col("value") % 500).alias(f"{name}_k"), F.col("timestamp").alias(f"{name}_ts"))
+                    .withWatermark(f"{name}_ts", "10 seconds"))
+
+        joined = rate(300, 2, "a").join(rate(100, 3, "b"), F.expr(
+            "a_k = b_k AND b_ts >= a_ts AND b_ts <= a_ts + interval 10 seconds"))
+        query = (joined.writeStream.format("noop").trigger(processingTime="1 second")
+                 .option("checkpointLocation", str(tmp_path / "cp2")).start())
+        wait_for(lambda: len([p for p in query.recentProgress if p.numInputRows > 0]) >= 5, timeout_s=90,
+                 what="five batches with rows of the stream-stream join")
+        join_plan = plan_stages_of(query)
+        run_id = str(query.runId)
+        batches = [p["batchId"] for p in query.recentProgress if p["numInputRows"] > 0][-4:]
+        join_tasks = [_tasks_of_batch(spark, run_id, batch) for batch in batches]
+        query.stop()
+    finally:
+        spark.stop()
+
+    assert static_plan is not None and len(static_plan) == 2 and len(static_tasks) == 2
+    assert "BroadcastHashJoin" in static_plan[0].operators and "BroadcastExchange" not in static_plan[0].operators
+    assert static_tasks == [2, 4]
+    assert join_plan is not None
+    assert [(s.input, s.partitions) for s in join_plan] == [(StageInput.SOURCE, None), (StageInput.SOURCE, None),
+                                                            (StageInput.SHUFFLE, 4)]
+    assert join_tasks == [[2, 3, 4]] * len(batches)  # the left input (2 partitions) first, in every batch

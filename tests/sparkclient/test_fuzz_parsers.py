@@ -17,6 +17,7 @@ import os
 import traceback
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -32,7 +33,7 @@ from sparkclient.snapshot import Captures, RatesUnavailableError, sample_from_ca
 from sparkclient.sparkjson import SparkDataError
 from sparkclient.stages import slowest_task_run_ms
 from sparkclient.topology import JobSample, SampleError, batch_end_s, batch_jobs, sample_from_rest, window_batches
-from tests.capture_paths import FOREACHBATCH_CAPTURE, JOIN_CAPTURE, SKEW_CAPTURE, SPARK_4_3_0
+from tests.capture_paths import BROADCAST_CAPTURE, FOREACHBATCH_CAPTURE, JOIN_CAPTURE, SKEW_CAPTURE, SPARK_4_3_0
 
 pytestmark = pytest.mark.fuzz  # in the default run (`make test`, .ci/run); `-m "not fuzz"` skips them
 
@@ -419,15 +420,15 @@ def test_fuzz_foreachbatch_rereads() -> None:
           (SparkDataError, SampleError))
 
 
-def _small_join_capture() -> dict[str, Any]:
-    """The join capture's last three batches, with the SQL executions that ran their jobs."""
-    capture = json.loads(JOIN_CAPTURE.read_text())
+def _small_capture_with_sql(path: Path) -> dict[str, Any]:
+    """A one-document capture's last three batches, with the SQL executions that ran their jobs."""
+    capture = json.loads(path.read_text())
     small = _last_batches(capture, 3)
     job_ids = {job["jobId"] for job in small["jobs"]}
     return {**small, "sql": [e for e in capture["sql"] if set(e.get("successJobIds") or ()) & job_ids]}
 
 
-JOIN = _small_join_capture()
+JOIN = _small_capture_with_sql(JOIN_CAPTURE)
 JOIN_END_S = batch_end_s(JOIN["progress"][-1]) + 0.001
 
 
@@ -454,4 +455,32 @@ def test_fuzz_join_stage_order_and_edges() -> None:
                                  window_end_s=JOIN_END_S, sql=JOIN["sql"])
     assert [v.upstream for v in unmutated.vertices] == [(), (), ("v0", "v1")]  # the edges come from the SQL plan
     _fuzz("stages.dataflow_order + plan.stage_plan + topology.sample_from_rest", mutated(JOIN), check,
+          (SparkDataError, SampleError))
+
+
+BROADCAST = _small_capture_with_sql(BROADCAST_CAPTURE)
+BROADCAST_END_S = batch_end_s(BROADCAST["progress"][-1]) + 0.001
+
+
+def test_fuzz_broadcast_jobs() -> None:
+    """The broadcast job's tags (``stages.is_broadcast_job``) and the static side of the SQL plan
+    (``plan.stage_plan``) on the mutated stream-static join capture: a finite sample, or an error
+    naming the field."""
+
+    def check(capture: dict) -> None:
+        if not isinstance(capture, dict):
+            return
+        sample = sample_from_rest(
+            capture.get("jobs"), capture.get("stages"), capture.get("progress"), capture.get("executors"),
+            run_id=BROADCAST["run_id"], trigger_interval_s=2.0, window_start_s=BROADCAST_END_S - 5.0,
+            window_end_s=BROADCAST_END_S, collected_at=BROADCAST_END_S + 1.0, sql=capture.get("sql"),
+        )
+        _assert_finite_sample(sample)
+
+    unmutated = sample_from_rest(BROADCAST["jobs"], BROADCAST["stages"], BROADCAST["progress"], BROADCAST["executors"],
+                                 run_id=BROADCAST["run_id"], trigger_interval_s=2.0,
+                                 window_start_s=BROADCAST_END_S - 5.0, window_end_s=BROADCAST_END_S,
+                                 sql=BROADCAST["sql"])
+    assert [v.tasks for v in unmutated.vertices] == [2, 3]  # the broadcast job's stage is left out
+    _fuzz("stages.is_broadcast_job + plan.stage_plan + topology.sample_from_rest", mutated(BROADCAST), check,
           (SparkDataError, SampleError))

@@ -18,7 +18,7 @@ from sparkclient.sparkjson import (
 
 __all__ = ["BATCH_STAGE_STATUSES", "BROADCAST_JOB_TAG", "FOLDED_FIELDS", "batch_jobs", "batch_stages",
            "dataflow_order", "executors_and_cores", "fold_rereads", "is_broadcast_job", "rest_time_s",
-           "slowest_task_run_ms", "stage_index", "stages_running_s", "vertex_id"]
+           "slowest_task_run_ms", "stage_index", "stages_running_s", "vertex_id", "vertex_order"]
 
 Json = dict[str, Any]
 
@@ -162,7 +162,14 @@ def batch_stages(batch_job_list: Sequence[Json], stages: Mapping[int, Json] | It
                 missing.append(stage_id)
             elif stage.get("status") != "SKIPPED":
                 ordered.append(stage)
-    return (dataflow_order(fold_rereads(ordered, batch_job_list)) if fold else ordered), missing
+    return (vertex_order(ordered, batch_job_list) if fold else ordered), missing
+
+
+def vertex_order(ran: Sequence[Json], batch_job_list: Sequence[Json]) -> list[Json]:
+    """The batch's vertices' stages: the stages that ran (``(jobId, stageId)`` order, as
+    ``batch_stages(..., fold=False)`` gives them) with re-reads folded (:func:`fold_rereads`), in
+    data-flow order (:func:`dataflow_order`). Raises :class:`SparkDataError` as those do."""
+    return dataflow_order(fold_rereads(ran, batch_job_list))
 
 
 def dataflow_order(stages: Sequence[Json]) -> list[Json]:

@@ -98,13 +98,12 @@ from sparkclient.sparkjson import as_dict, dicts, get_count, get_float, get_list
 from sparkclient.stages import (
     batch_jobs,
     batch_stages,
-    dataflow_order,
     executors_and_cores,
-    fold_rereads,
     rest_time_s,
     stage_index,
     stages_running_s,
     vertex_id,
+    vertex_order,
 )
 from sparkclient.vertices import SlowestTask, window_vertices
 
@@ -259,7 +258,7 @@ def _executed_batches(batches: Sequence[Json], jobs: Sequence[Json], stages: Seq
             missing_stages[batch_id] = list(missing)
             continue
         running_s = stages_running_s(ran)
-        ordered = dataflow_order(fold_rereads(ran, batch_job_list))
+        ordered = vertex_order(ran, batch_job_list)
         if running_s is not None:
             stage_overheads_s.append(max(0.0, duration_s(progress, "triggerExecution") - running_s))
         if ordered:

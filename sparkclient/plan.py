@@ -103,7 +103,8 @@ def stage_plan(executions: Sequence[Json], jobs: Sequence[Json] | None = None,
                               and (ran_stages is None or sid in ran_stages)]
         ordered = stage_ids is not None and stage_order is not None and set(stage_ids) <= set(stage_order)
         if ordered:
-            stage_ids = [sid for sid in stage_order if sid in set(stage_ids or ())]
+            wanted = set(stage_ids or ())
+            stage_ids = [sid for sid in stage_order or () if sid in wanted]
         operators, upstream = _execution_operators(execution, stage_ids, left_first=ordered)
         for stage_id, names in operators.items():
             result.operators.setdefault(stage_id, names)

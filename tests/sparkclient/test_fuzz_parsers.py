@@ -428,6 +428,16 @@ def _small_capture_with_sql(path: Path) -> dict[str, Any]:
     return {**small, "sql": [e for e in capture["sql"] if set(e.get("successJobIds") or ()) & job_ids]}
 
 
+def _sample_with_sql(capture: dict[str, Any], like: dict[str, Any], end_s: float) -> JobSample:
+    """The 5 s window ending at ``end_s`` of ``capture`` (a mutated copy of ``like``, or ``like``
+    itself) with its SQL executions, as a 2 s-trigger query run of ``like``'s run id."""
+    return sample_from_rest(
+        capture.get("jobs"), capture.get("stages"), capture.get("progress"), capture.get("executors"),
+        run_id=like["run_id"], trigger_interval_s=2.0, window_start_s=end_s - 5.0, window_end_s=end_s,
+        collected_at=end_s + 1.0, sql=capture.get("sql"),
+    )
+
+
 JOIN = _small_capture_with_sql(JOIN_CAPTURE)
 JOIN_END_S = batch_end_s(JOIN["progress"][-1]) + 0.001
 
@@ -440,19 +450,13 @@ def test_fuzz_join_stage_order_and_edges() -> None:
     def check(capture: dict) -> None:
         if not isinstance(capture, dict):
             return
-        sample = sample_from_rest(
-            capture.get("jobs"), capture.get("stages"), capture.get("progress"), capture.get("executors"),
-            run_id=JOIN["run_id"], trigger_interval_s=2.0, window_start_s=JOIN_END_S - 5.0, window_end_s=JOIN_END_S,
-            collected_at=JOIN_END_S + 1.0, sql=capture.get("sql"),
-        )
+        sample = _sample_with_sql(capture, JOIN, JOIN_END_S)
         _assert_finite_sample(sample)
         ids = [v.vertex_id for v in sample.vertices]
         assert all(u in ids[:ids.index(v.vertex_id)] for v in sample.vertices for u in v.upstream)
         assert not sample.vertices or sample.vertices[0].is_source
 
-    unmutated = sample_from_rest(JOIN["jobs"], JOIN["stages"], JOIN["progress"], JOIN["executors"],
-                                 run_id=JOIN["run_id"], trigger_interval_s=2.0, window_start_s=JOIN_END_S - 5.0,
-                                 window_end_s=JOIN_END_S, sql=JOIN["sql"])
+    unmutated = _sample_with_sql(JOIN, JOIN, JOIN_END_S)
     assert [v.upstream for v in unmutated.vertices] == [(), (), ("v0", "v1")]  # the edges come from the SQL plan
     _fuzz("stages.dataflow_order + plan.stage_plan + topology.sample_from_rest", mutated(JOIN), check,
           (SparkDataError, SampleError))
@@ -470,17 +474,10 @@ def test_fuzz_broadcast_jobs() -> None:
     def check(capture: dict) -> None:
         if not isinstance(capture, dict):
             return
-        sample = sample_from_rest(
-            capture.get("jobs"), capture.get("stages"), capture.get("progress"), capture.get("executors"),
-            run_id=BROADCAST["run_id"], trigger_interval_s=2.0, window_start_s=BROADCAST_END_S - 5.0,
-            window_end_s=BROADCAST_END_S, collected_at=BROADCAST_END_S + 1.0, sql=capture.get("sql"),
-        )
+        sample = _sample_with_sql(capture, BROADCAST, BROADCAST_END_S)
         _assert_finite_sample(sample)
 
-    unmutated = sample_from_rest(BROADCAST["jobs"], BROADCAST["stages"], BROADCAST["progress"], BROADCAST["executors"],
-                                 run_id=BROADCAST["run_id"], trigger_interval_s=2.0,
-                                 window_start_s=BROADCAST_END_S - 5.0, window_end_s=BROADCAST_END_S,
-                                 sql=BROADCAST["sql"])
+    unmutated = _sample_with_sql(BROADCAST, BROADCAST, BROADCAST_END_S)
     assert [v.tasks for v in unmutated.vertices] == [2, 3]  # the broadcast job's stage is left out
     _fuzz("stages.is_broadcast_job + plan.stage_plan + topology.sample_from_rest", mutated(BROADCAST), check,
           (SparkDataError, SampleError))

@@ -171,11 +171,17 @@ def test_a_stream_static_and_a_stream_stream_join_bind_in_the_order_spark_runs_t
             "a_k = b_k AND b_ts >= a_ts AND b_ts <= a_ts + interval 10 seconds"))
         query = (joined.writeStream.format("noop").trigger(processingTime="1 second")
                  .option("checkpointLocation", str(tmp_path / "cp2")).start())
-        wait_for(lambda: len([p for p in query.recentProgress if p.numInputRows > 0]) >= 5, timeout_s=90,
-                 what="five batches with rows of the stream-stream join")
+        # A batch in which one input read nothing runs without that input's scan stage (seen on CI: [2, 4]);
+        # the collector leaves such a batch out of the vertices. The order is checked where both scans ran.
+        def both_read() -> list[int]:
+            return [p.batchId for p in query.recentProgress
+                    if len(p.sources) == 2 and all(source.numInputRows > 0 for source in p.sources)]
+
+        wait_for(lambda: len(both_read()) >= 5, timeout_s=90,
+                 what="five batches of the stream-stream join in which both inputs read rows")
         join_plan = plan_stages_of(query)
         run_id = str(query.runId)
-        batches = [p["batchId"] for p in query.recentProgress if p["numInputRows"] > 0][-4:]
+        batches = both_read()[-4:]
         join_tasks = [_tasks_of_batch(spark, run_id, batch) for batch in batches]
         query.stop()
     finally:
@@ -187,4 +193,4 @@ def test_a_stream_static_and_a_stream_stream_join_bind_in_the_order_spark_runs_t
     assert join_plan is not None
     assert [(s.input, s.partitions) for s in join_plan] == [(StageInput.SOURCE, None), (StageInput.SOURCE, None),
                                                             (StageInput.SHUFFLE, 4)]
-    assert join_tasks == [[2, 3, 4]] * len(batches)  # the left input (2 partitions) first, in every batch
+    assert join_tasks == [[2, 3, 4]] * len(batches)  # the left input (2 partitions) first, in every such batch

@@ -17,15 +17,15 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	PYSPARK_PYTHON=$(abspath $(VPY)) $(VPY) -m webapp.demo
+	PYSPARK_PYTHON=$(abspath $(VPY)) $(VPY) -m sparkclient.demo
 
 # A local Spark standalone master and worker (127.0.0.1:7077, UI :8080); `make demo CLUSTER=standalone`
 # runs the demo pipeline on it (and starts it when it is not running).
 cluster: $(STAMP)
-	$(VPY) -m sparkclient.cluster start --workdir var/cluster
+	$(VPY) -m sparkclient.demo.cluster start --workdir var/cluster
 
 cluster-stop:
-	$(VPY) -m sparkclient.cluster stop --workdir var/cluster
+	$(VPY) -m sparkclient.demo.cluster stop --workdir var/cluster
 
 system-deps:
 	bash scripts/system-deps.sh

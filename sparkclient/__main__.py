@@ -1,4 +1,4 @@
-"""``python -m sparkclient run|snapshot``: run a pipeline under a supervisor (:mod:`sparkclient.supervisor`),
+"""``python -m sparkclient run|snapshot``: run a pipeline under a supervisor (:mod:`sparkclient.runner.supervisor`),
 or print one snapshot of a running query as a ``micro-batch`` scenario (SCENARIO.md).
 
     python -m sparkclient snapshot --captures tests/fixtures/spark-4.3.0 | python -m scaling evaluate -
@@ -20,7 +20,7 @@ import time
 
 
 def _snapshot(args: argparse.Namespace) -> int:
-    from sparkclient.snapshot import (  # noqa: PLC0415
+    from sparkclient.collector.snapshot import (  # noqa: PLC0415
         load_captures,
         newest_run_id,
         progresses_from_jobs,
@@ -36,8 +36,8 @@ def _snapshot(args: argparse.Namespace) -> int:
                                       window_s=args.window_s)
         source_progress = next((p for p in reversed(captures.progresses) if p.get("runId") == sample.run_id), None)
     else:
-        from sparkclient.rest import SparkRestClient  # noqa: PLC0415
-        from sparkclient.collect import collect_sample  # noqa: PLC0415
+        from sparkclient.collector.rest import SparkRestClient  # noqa: PLC0415
+        from sparkclient.collector.collect import collect_sample  # noqa: PLC0415
 
         with SparkRestClient(args.url, timeout_s=args.timeout_s) as client:
             app_id = args.app_id or client.applications()[0]["id"]
@@ -51,7 +51,7 @@ def _snapshot(args: argparse.Namespace) -> int:
             if args.redis_url:
                 import redis  # noqa: PLC0415
 
-                from sparkclient.progress import read_progress  # noqa: PLC0415
+                from sparkclient.collector.progress import read_progress  # noqa: PLC0415
 
                 # every run: the previous run's last batch gives a catch-up batch its span
                 progresses = read_progress(redis.Redis.from_url(args.redis_url), args.job or args.query)
@@ -59,11 +59,11 @@ def _snapshot(args: argparse.Namespace) -> int:
                 print("note: no published progress; batches rebuilt from /jobs and /stages (input rows from the "
                       "stages' inputRecords; no offsets, so no backlog)",
                       file=sys.stderr)
-                from sparkclient.stages import BATCH_STAGE_STATUSES  # noqa: PLC0415
+                from sparkclient.collector.stages import BATCH_STAGE_STATUSES  # noqa: PLC0415
 
                 progresses = progresses_from_jobs(jobs, run_id, client.stages(app_id, BATCH_STAGE_STATUSES))
             if args.trigger_interval_s is None:
-                from sparkclient.snapshot import infer_trigger_interval_s  # noqa: PLC0415
+                from sparkclient.collector.snapshot import infer_trigger_interval_s  # noqa: PLC0415
 
                 trigger = infer_trigger_interval_s([p for p in progresses if p.get("runId") == run_id])
             else:
@@ -86,11 +86,11 @@ def _snapshot(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sparkclient", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    from sparkclient.supervisor import add_run_arguments  # noqa: PLC0415
+    from sparkclient.runner.supervisor import add_run_arguments  # noqa: PLC0415
 
     add_run_arguments(sub.add_parser("run", help="run a pipeline (MODULE:FUNCTION) under a supervisor, rescalable "
                                                  "from the dashboard"))
-    from sparkclient.benchrescale import add_arguments as add_bench_arguments  # noqa: PLC0415
+    from sparkclient.demo.benchrescale import add_arguments as add_bench_arguments  # noqa: PLC0415
 
     add_bench_arguments(sub.add_parser("bench-rescale", help="measure each rescale path on the demo pipeline"))
     snap = sub.add_parser("snapshot", help="print one snapshot as a micro-batch scenario")
@@ -109,11 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     snap.add_argument("--timeout-s", type=float, default=10.0, help="per REST request, seconds")
     args = parser.parse_args(argv)
     if args.command == "run":
-        from sparkclient.supervisor import run  # noqa: PLC0415
+        from sparkclient.runner.supervisor import run  # noqa: PLC0415
 
         return run(args)
     if args.command == "bench-rescale":
-        from sparkclient.benchrescale import run as bench  # noqa: PLC0415
+        from sparkclient.demo.benchrescale import run as bench  # noqa: PLC0415
 
         return bench(args)
     if args.url and not args.query:

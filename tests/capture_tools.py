@@ -8,16 +8,16 @@ import json
 import time
 from typing import Any
 
-from sparkclient.binding import plan_stages_of, plan_stages_to_json
-from sparkclient.collect import _root_execution_id
-from sparkclient.rest import SparkRestClient
-from sparkclient.stages import batch_jobs
+from sparkclient.contract.binding import plan_stages_of, plan_stages_to_json
+from sparkclient.collector.collect import _root_execution_id
+from sparkclient.collector.rest import SparkRestClient
+from sparkclient.collector.stages import batch_jobs
 
 
 def dump_capture(spark: Any, query: Any, *, ui_port: int, out: str, note: str, trigger_interval_s: float,
                  batches: int = 10) -> None:
     """Stop ``query`` after reading its capture, and write it to ``out``: app_id, run_id, now_s,
-    trigger_interval_s, plan_stages (the runner's :func:`sparkclient.binding.plan_stages_of`), jobs,
+    trigger_interval_s, plan_stages (the runner's :func:`sparkclient.contract.binding.plan_stages_of`), jobs,
     stages and executors of the last ``batches`` batches, the SQL executions from the first one's root
     on (a job names its root execution; the one that ran it is the root or a later one), and their
     progress (``recentProgress`` as JSON)."""

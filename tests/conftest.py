@@ -7,7 +7,7 @@ import logging
 import pytest
 import redis
 
-from sparkclient.redisproc import start_redis
+from sparkclient.demo.redisproc import start_redis
 
 
 @pytest.fixture(scope="session")

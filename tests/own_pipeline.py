@@ -4,7 +4,7 @@
 ``repartition(n)`` knob, a CPU cost per row, a stateful windowed count on RocksDB and a parquet
 file sink. :func:`write_module` puts it at ``<folder>/mypipes/clicks.py``; run it with
 ``python -m sparkclient run --pipeline mypipes.clicks:build`` and ``PYTHONPATH=<folder>``.
-Rows come from :func:`sparkclient.examples.files_load.write_file` (``user, page, ts, ms``).
+Rows come from :func:`sparkclient.demo.examples.files_load.write_file` (``user, page, ts, ms``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ SOURCE = '''
 import os
 import time
 from pyspark.sql import functions as F
-from sparkclient.contract import Knob, KnobTarget, pipeline, run_context
+from sparkclient.contract.spec import Knob, KnobTarget, pipeline, run_context
 
 SCHEMA = "user BIGINT, page STRING, ts TIMESTAMP, ms BIGINT"
 

@@ -14,7 +14,7 @@ def wait_for(predicate: Callable[[], T], *, timeout_s: float, what: str, interva
     """Call ``predicate`` every ``interval_s`` seconds until it returns something truthy; return that.
 
     Args:
-        group: a ``webapp.processes.ProcessGroup`` whose children must stay alive; the first that
+        group: a ``sparkclient.demo.processes.ProcessGroup`` whose children must stay alive; the first that
             exits fails the wait at once, with the end of its log.
 
     Raises:

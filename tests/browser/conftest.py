@@ -83,7 +83,7 @@ def screenshot(page, name: str, *, also: Path | None = None) -> Path:
 
 
 def _restarted(command: dict, index: int) -> dict:
-    """Every rescale succeeds as a driver restart with a measured downtime, like ``sparkclient.runner``."""
+    """Every rescale succeeds as a driver restart with a measured downtime, like ``sparkclient.runner.driver``."""
     return {"status": "succeeded", "path": "driver-restart", "downtime_s": 1.2, "error": ""}
 
 
@@ -93,7 +93,7 @@ def worker(redis_server, celery_broker, live_server, settings, tmp_path):
     enqueues executions on it), and a fake runner answering the control channel."""
     from django.db import connection
 
-    from webapp.processes import ProcessGroup
+    from sparkclient.demo.processes import ProcessGroup
 
     settings.REDIS_URL = redis_server.url
     redis.Redis.from_url(redis_server.url).flushdb()

@@ -24,7 +24,7 @@ from tests.waiting import wait_for, wait_while_progressing
 from tests.webapp.factories import make_user
 from webapp.jobs.models import Job
 from webapp.jobs.services import job_register
-from webapp.processes import ProcessGroup
+from sparkclient.demo.processes import ProcessGroup
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(900)]
@@ -38,8 +38,8 @@ MAX_PER_BATCH = 3000  # admission control (records per micro-batch), as maxOffse
 
 def backlog(client: redis.Redis) -> float | None:
     """The source backlog (latest − end offset) of the newest progress that reports one."""
-    from sparkclient.progress import read_progress
-    from sparkclient.topology import source_backlog
+    from sparkclient.collector.progress import read_progress
+    from sparkclient.collector.topology import source_backlog
 
     for progress in reversed(read_progress(client, JOB)):
         value = source_backlog(progress["sources"][0]) if progress.get("sources") else None
@@ -65,11 +65,11 @@ def system(redis_server, live_server, celery_broker, settings, tmp_path):
     job = job_register(name=JOB, topic=TOPIC, query_name=f"{JOB}-query",
                        policy={"metric_window_s": 20, "catch_up_duration_s": 60, "restart_time_s": 5, "max_cores": 4})
     try:
-        group.start("generator", ["python", "-m", "sparkclient.generator", "--redis-url", redis_server.url,
+        group.start("generator", ["python", "-m", "sparkclient.demo.generator", "--redis-url", redis_server.url,
                                   "--topic", TOPIC, "--partitions", "2", "--rate", str(RATE)])
         knobs = {"cores": 1, "source_partitions": 1, "enrich_partitions": 1, "state_partitions": 2,
                  "trigger_interval_s": 2, "enrich_latency_ms": 3, "max_records_per_batch": MAX_PER_BATCH}
-        group.start("runner", ["python", "-m", "sparkclient", "run", "--pipeline", "sparkclient.examples.nexmark:build",
+        group.start("runner", ["python", "-m", "sparkclient", "run", "--pipeline", "sparkclient.demo.examples.nexmark:build",
                                "--job", JOB, "--redis-url", redis_server.url, "--workdir", str(tmp_path / "runner"),
                                "--ui-port", "4051", *[a for k, v in knobs.items() for a in ("--knob", f"{k}={v}")]],
                     extra_env={"NEXMARK_TOPIC": TOPIC})
@@ -94,8 +94,8 @@ def sink_shortfall(client: redis.Redis, sink_path: str) -> str:
     progress says about late rows: the diagnosis when exactly-once fails."""
     from collections import Counter
 
-    from sparkclient.progress import read_progress
-    from sparkclient.sink import read_counts
+    from sparkclient.collector.progress import read_progress
+    from sparkclient.demo.sink import read_counts
 
     expected: Counter = Counter()
     partitions = int(client.hget(f"ss:log:{TOPIC}:meta", "partitions"))
@@ -114,8 +114,8 @@ def sink_shortfall(client: redis.Redis, sink_path: str) -> str:
 
 
 def test_scale_up_proposal_is_approved_executed_and_drains_the_backlog(system):
-    from sparkclient.generator import read_counts, set_rate
-    from sparkclient.sink import sink_total
+    from sparkclient.demo.generator import read_counts, set_rate
+    from sparkclient.demo.sink import sink_total
 
     client, group = system["redis"], system["group"]
     job: Job = system["job"]

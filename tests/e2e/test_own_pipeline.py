@@ -25,13 +25,13 @@ import redis
 from django.test import Client as DjangoClient
 from rest_framework.authtoken.models import Token
 
-from sparkclient.examples.files_load import write_file
-from sparkclient.redisproc import free_port, start_redis
+from sparkclient.demo.examples.files_load import write_file
+from sparkclient.demo.redisproc import free_port, start_redis
 from tests.own_pipeline import sink_clicks, write_module
 from tests.waiting import wait_for, wait_while_progressing
 from tests.webapp.factories import make_user
 from webapp.celery import app as celery_app
-from webapp.processes import ProcessGroup
+from sparkclient.demo.processes import ProcessGroup
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(1500)]
@@ -86,9 +86,9 @@ def system(live_server, settings, tmp_path):
     inbox.mkdir()
     load = Load(inbox, rate=40.0)
     try:
-        group.start("generator", ["python", "-m", "sparkclient.generator", "--redis-url", redis_server.url,
+        group.start("generator", ["python", "-m", "sparkclient.demo.generator", "--redis-url", redis_server.url,
                                   "--topic", "nexmark", "--partitions", "2", "--rate", "20"])
-        group.start("demo", ["python", "-m", "sparkclient", "run", "--pipeline", "sparkclient.examples.nexmark:build",
+        group.start("demo", ["python", "-m", "sparkclient", "run", "--pipeline", "sparkclient.demo.examples.nexmark:build",
                              "--job", "demo", "--workdir", str(tmp_path / "demo"), "--ui-port", str(free_port()),
                              "--knob", "trigger_interval_s=5"])
         group.start("clicks", ["python", "-m", "sparkclient", "run", "--pipeline", pipeline, "--job", JOB,

@@ -1,5 +1,5 @@
 """The one metric window (``scaling.MetricWindow``), as the webapp's evaluation and the snapshot CLI
-use it through ``sparkclient.model_inputs``: samples weighted by the time they cover, busy time above
+use it through ``sparkclient.collector.model_inputs``: samples weighted by the time they cover, busy time above
 the window's capacity kept as a true processing rate (DS2 Eq. 1), and the refusals."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkclient.benchrescale import Run, table
+from sparkclient.demo.benchrescale import Run, table
 
 ROOT = Path(__file__).resolve().parents[2]
 

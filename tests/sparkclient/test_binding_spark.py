@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkclient.binding import BindingStatus, StageInput, bind_stages, plan_stages_of
-from sparkclient.contract import Knob, KnobTarget
+from sparkclient.contract.binding import BindingStatus, StageInput, bind_stages, plan_stages_of
+from sparkclient.contract.spec import Knob, KnobTarget
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.spark
@@ -58,9 +58,9 @@ def test_the_shuffle_knob_sets_the_tasks_of_a_stateless_keyed_shuffle(tmp_path):
     gets the stage named as coalesced."""
     from pyspark.sql import SparkSession
 
-    from sparkclient.binding import MismatchReason
-    from sparkclient.contract import ADAPTIVE_COALESCE_CONF, session_settings
-    from sparkclient.session import checkpoint_has_state, start_query
+    from sparkclient.contract.binding import MismatchReason
+    from sparkclient.contract.spec import ADAPTIVE_COALESCE_CONF, session_settings
+    from sparkclient.runner.session import checkpoint_has_state, start_query
 
     knobs = [Knob("source_partitions", default=2, min=1, max=8, sets=KnobTarget.SOURCE_PARTITIONS),
              Knob("shuffle", default=6, min=1, max=16, sets=KnobTarget.SHUFFLE_PARTITIONS)]
@@ -125,8 +125,8 @@ def test_the_shuffle_knob_sets_the_tasks_of_a_stateless_keyed_shuffle(tmp_path):
 def _tasks_of_batch(spark, run_id: str, batch_id: int) -> list[int]:
     """Tasks of each stage of micro-batch ``batch_id`` of query run ``run_id``, upstream first, as the
     collector reads them from Spark's REST API."""
-    from sparkclient.rest import SparkRestClient
-    from sparkclient.stages import BATCH_STAGE_STATUSES, batch_jobs, batch_stages
+    from sparkclient.collector.rest import SparkRestClient
+    from sparkclient.collector.stages import BATCH_STAGE_STATUSES, batch_jobs, batch_stages
 
     with SparkRestClient(spark.sparkContext.uiWebUrl) as rest:
         app = rest.applications()[0]["id"]

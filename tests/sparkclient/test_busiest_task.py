@@ -15,11 +15,11 @@ import pytest
 from scaling import plan_micro_batch
 from scaling.metrics import MetricsError, MetricWindow, VertexMeasurement, paced_task_busy_s
 from scaling.policy import Policy
-from sparkclient.collect import collect_sample
-from sparkclient.model_inputs import model_inputs
-from sparkclient.rest import SparkRestError
-from sparkclient.sparkjson import SparkDataError
-from sparkclient.stages import slowest_task_run_ms
+from sparkclient.collector.collect import collect_sample
+from sparkclient.collector.model_inputs import model_inputs
+from sparkclient.collector.rest import SparkRestError
+from sparkclient.collector.sparkjson import SparkDataError
+from sparkclient.collector.stages import slowest_task_run_ms
 from tests.capture_paths import SKEW_CAPTURE, SPARK_4_3_0
 
 CAPTURE: dict[str, Any] = json.loads(SKEW_CAPTURE.read_text())
@@ -88,7 +88,7 @@ def test_the_window_averages_the_busiest_task_and_a_sample_without_it_counts_its
     assert unmeasured.busy_time_max_ms_per_s is None
 
 
-# -- Spark's taskSummary (sparkclient.stages.slowest_task_run_ms) -----------------------------------
+# -- Spark's taskSummary (sparkclient.collector.stages.slowest_task_run_ms) -----------------------------------
 
 
 def test_the_slowest_task_is_the_summary_at_quantile_one():

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkclient.binding import (
+from sparkclient.contract.binding import (
     BindingStatus,
     MismatchReason,
     PlanStage,
@@ -22,7 +22,7 @@ from sparkclient.binding import (
     plan_stages_from_json,
     plan_stages_to_json,
 )
-from sparkclient.contract import (
+from sparkclient.contract.spec import (
     ADAPTIVE_COALESCE_CONF,
     SHUFFLE_PARTITIONS_CONF,
     Knob,
@@ -36,7 +36,7 @@ from sparkclient.contract import (
     session_settings,
     validate_values,
 )
-from sparkclient.control import (
+from sparkclient.contract.control import (
     FailureCode,
     ProtocolError,
     RescaleCommand,
@@ -89,7 +89,7 @@ def test_a_pipeline_loads_from_any_folder_on_sys_path(tmp_path, monkeypatch):
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "mine.py").write_text(textwrap.dedent("""
-        from sparkclient.contract import Knob, KnobTarget, pipeline
+        from sparkclient.contract.spec import Knob, KnobTarget, pipeline
 
         @pipeline(knobs=[Knob("cores", 1, 1, 4, KnobTarget.EXECUTORS)])
         def build(spark, knobs):
@@ -113,7 +113,7 @@ def test_a_pipeline_loads_from_any_folder_on_sys_path(tmp_path, monkeypatch):
 
 
 def test_the_examples_honour_the_contract():
-    for ref in ("sparkclient.examples.nexmark:build", "sparkclient.examples.files:build"):
+    for ref in ("sparkclient.demo.examples.nexmark:build", "sparkclient.demo.examples.files:build"):
         spec = load_pipeline(ref)
         assert spec.knob(KnobTarget.EXECUTORS) is not None
         assert any(k.sets.is_parallelism for k in spec.knobs)

@@ -16,15 +16,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sparkclient.cluster import load_cluster, stop_cluster
-from sparkclient.executors import (
+from sparkclient.demo.cluster import load_cluster, stop_cluster
+from sparkclient.runner.executors import (
     ExecutorScaler,
     ExecutorScalingError,
     active_executor_ids,
     choose_victims,
     state_executors,
 )
-from sparkclient.redisproc import free_port
+from sparkclient.demo.redisproc import free_port
 from tests.waiting import wait_for
 from tests.sparkclient.test_topology import _fixtures_dir
 
@@ -66,7 +66,7 @@ def test_task_list_capture_gives_state_holders() -> None:
 def cluster(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("cluster")
     started = subprocess.run(
-        [sys.executable, "-m", "sparkclient.cluster", "start", "--workdir", str(workdir), "--worker-cores", "4",
+        [sys.executable, "-m", "sparkclient.demo.cluster", "start", "--workdir", str(workdir), "--worker-cores", "4",
          "--worker-memory", "2g", "--master-port", str(free_port()), "--master-ui-port", str(free_port()),
          "--worker-ui-port", str(free_port())],
         cwd=ROOT, capture_output=True, text=True, timeout=240, check=False)
@@ -159,8 +159,8 @@ def test_the_runner_changes_a_user_pipelines_executors_in_place(cluster, tmp_pat
                                                                  redis_client) -> None:
     """Issue 11, acceptance 6: a cores change of a user's pipeline on the standalone cluster is applied
     in place by ``python -m sparkclient run``: same run id, the change time measured."""
-    from sparkclient.control import RescaleCommand, RescalePath, read_status, send_command, wait_result
-    from sparkclient.examples.files_load import write_file
+    from sparkclient.contract.control import RescaleCommand, RescalePath, read_status, send_command, wait_result
+    from sparkclient.demo.examples.files_load import write_file
     from tests.own_pipeline import write_module
 
     outside = tmp_path / "elsewhere"  # the user's own folder, not the project

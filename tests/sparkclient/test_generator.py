@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from sparkclient import keys
-from sparkclient.generator import (Generator, event_type, get_rate, read_counts, set_rate)
-from sparkclient.redislog import PartitionedLog
+from sparkclient.contract import keys
+from sparkclient.demo.generator import (Generator, event_type, get_rate, read_counts, set_rate)
+from sparkclient.demo.redislog import PartitionedLog
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,7 +113,7 @@ def test_rate_is_followed_and_zero_pauses(redis_client):
 
 def test_cli_stops_on_sigterm_and_counts_are_exact(redis_server, redis_client):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sparkclient.generator", "--redis-url", redis_server.url, "--topic", "cli",
+        [sys.executable, "-m", "sparkclient.demo.generator", "--redis-url", redis_server.url, "--topic", "cli",
          "--partitions", "4", "--rate", "500"],
         cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
@@ -132,7 +132,7 @@ def test_cli_stops_on_sigterm_and_counts_are_exact(redis_server, redis_client):
 
 def test_cli_max_events(redis_server, redis_client):
     subprocess.run(
-        [sys.executable, "-m", "sparkclient.generator", "--redis-url", redis_server.url, "--topic", "m",
+        [sys.executable, "-m", "sparkclient.demo.generator", "--redis-url", redis_server.url, "--topic", "m",
          "--partitions", "2", "--rate", "2000", "--max-events", "250", "--retention", "100"],
         cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, check=True, timeout=30,
     )

@@ -17,13 +17,13 @@ import pytest
 
 from scaling.evaluate import edge_output_ratio, propagate_target_rates
 from scaling.policy import Policy
-from sparkclient.binding import BindingStatus, MismatchReason, bind_stages, plan_stages_from_json
-from sparkclient.collect import collect_sample
-from sparkclient.contract import Knob, KnobTarget
-from sparkclient.model_inputs import model_inputs, source_shares
-from sparkclient.plan import stage_plan
-from sparkclient.sparkjson import SparkDataError
-from sparkclient.stages import batch_jobs, batch_stages, dataflow_order, stage_index
+from sparkclient.contract.binding import BindingStatus, MismatchReason, bind_stages, plan_stages_from_json
+from sparkclient.collector.collect import collect_sample
+from sparkclient.contract.spec import Knob, KnobTarget
+from sparkclient.collector.model_inputs import model_inputs, source_shares
+from sparkclient.collector.plan import stage_plan
+from sparkclient.collector.sparkjson import SparkDataError
+from sparkclient.collector.stages import batch_jobs, batch_stages, dataflow_order, stage_index
 from tests.capture_paths import JOIN_CAPTURE
 from tests.sparkclient import test_foreachbatch
 

@@ -1,11 +1,11 @@
-"""sparkclient.session.prepare_query (issue 12): a standby driver runs the pipeline's build up to its
+"""sparkclient.runner.session.prepare_query (issue 12): a standby driver runs the pipeline's build up to its
 writer's start() before it owns the checkpoint, and starts the query later with one call."""
 
 from __future__ import annotations
 
 import pytest
 
-from sparkclient.session import prepare_query, start_query
+from sparkclient.runner.session import prepare_query, start_query
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

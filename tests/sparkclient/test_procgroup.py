@@ -1,9 +1,9 @@
-"""sparkclient.procgroup.end_process_group: a whole process group ends, including members that
+"""sparkclient.runner.procgroup.end_process_group: a whole process group ends, including members that
 ignore SIGTERM (the one TERM -> KILL helper of the supervisor, the cluster and the demo)."""
 
 import subprocess
 
-from sparkclient.procgroup import end_process_group, group_members
+from sparkclient.runner.procgroup import end_process_group, group_members
 
 
 def _start_group(script: str) -> subprocess.Popen:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkclient import keys
-from sparkclient.redislog import LogNotFoundError, PartitionedLog
+from sparkclient.contract import keys
+from sparkclient.demo.redislog import LogNotFoundError, PartitionedLog
 
 
 def test_offsets_are_dense_and_one_based_per_partition(redis_client):

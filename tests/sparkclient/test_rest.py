@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from sparkclient.metricstrings import MetricStats, parse_size_stats, parse_stats, stage_refs
-from sparkclient.rest import (
+from sparkclient.collector.metricstrings import MetricStats, parse_size_stats, parse_stats, stage_refs
+from sparkclient.collector.rest import (
     SparkRestClient,
     SparkRestError,
     parse_bytes,

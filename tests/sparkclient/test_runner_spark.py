@@ -19,21 +19,21 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sparkclient.generator import read_counts
-from sparkclient.progress import read_progress
-from sparkclient.redislog import PartitionedLog
-from sparkclient.redisproc import free_port
-from sparkclient.binding import BindingStatus, StageInput, bind_stages, plan_stages_from_json
-from sparkclient.contract import load_pipeline
-from sparkclient.control import RescaleCommand, RescalePath, read_status, send_command, wait_result
-from sparkclient.sink import sink_total
+from sparkclient.demo.generator import read_counts
+from sparkclient.collector.progress import read_progress
+from sparkclient.demo.redislog import PartitionedLog
+from sparkclient.demo.redisproc import free_port
+from sparkclient.contract.binding import BindingStatus, StageInput, bind_stages, plan_stages_from_json
+from sparkclient.contract.spec import load_pipeline
+from sparkclient.contract.control import RescaleCommand, RescalePath, read_status, send_command, wait_result
+from sparkclient.demo.sink import sink_total
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB, TOPIC = "t-demo", "t-nexmark"
-PIPELINE = "sparkclient.examples.nexmark:build"
+PIPELINE = "sparkclient.demo.examples.nexmark:build"
 
 
 def send_rescale(client, job: str, command_id: str, knobs: dict) -> None:
@@ -92,7 +92,7 @@ def _process_group_members(pgid: int) -> list[tuple[int, str]]:
 def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     generator = subprocess.Popen(
-        [sys.executable, "-m", "sparkclient.generator", "--redis-url", redis_server.url, "--topic", TOPIC,
+        [sys.executable, "-m", "sparkclient.demo.generator", "--redis-url", redis_server.url, "--topic", TOPIC,
          "--partitions", "4", "--rate", "150"], cwd=ROOT, env=env)
     supervisor = subprocess.Popen(
         [sys.executable, "-m", "sparkclient", "run", "--pipeline", PIPELINE, "--job", JOB,

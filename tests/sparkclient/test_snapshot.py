@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from scaling.scenario import evaluate_text, parse
-from sparkclient.snapshot import (
+from sparkclient.collector.snapshot import (
     infer_trigger_interval_s,
     load_captures,
     newest_run_id,

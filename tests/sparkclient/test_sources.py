@@ -12,15 +12,15 @@ import json
 
 import pytest
 
-from sparkclient.snapshot import (
+from sparkclient.collector.snapshot import (
     RatesUnavailableError,
     load_captures,
     progresses_from_jobs,
     sample_from_captures,
     sample_to_scenario,
 )
-from sparkclient.sources import BacklogUnknownReason, SourceKind, measure_sources, rate_creation_s, source_kind
-from sparkclient.topology import RatesUnavailable, batch_end_s, sample_from_rest, window_batches
+from sparkclient.collector.sources import BacklogUnknownReason, SourceKind, measure_sources, rate_creation_s, source_kind
+from sparkclient.collector.topology import RatesUnavailable, batch_end_s, sample_from_rest, window_batches
 from tests.capture_paths import DEMO_CAPTURES, FIXTURES, SPARK_4_3_0
 
 RESTART = FIXTURES / "spark-4.3.0-restart"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkclient.staterepartition import (
+from sparkclient.runner.staterepartition import (
     HDFS_PROVIDER,
     ROCKSDB_PROVIDER,
     StateRepartitionError,
@@ -58,7 +58,7 @@ def test_checkpoint_info_reads_the_newest_offsets_entry(tmp_path: Path) -> None:
 def test_only_a_checkpoint_that_holds_state_pins_the_shuffle_partitions(tmp_path: Path) -> None:
     """The runner repartitions offline only for a checkpoint with state; a stateless query's
     checkpoint (offsets and commits, no ``state/``) takes a new shuffle knob at a plain restart."""
-    from sparkclient.session import checkpoint_has_state
+    from sparkclient.runner.session import checkpoint_has_state
 
     stateful = _fake_checkpoint(tmp_path / "stateful", provider=HDFS_PROVIDER)
     stateless = _fake_checkpoint(tmp_path / "stateless", provider=HDFS_PROVIDER)
@@ -70,8 +70,8 @@ def test_only_a_checkpoint_that_holds_state_pins_the_shuffle_partitions(tmp_path
     # The runner's rescale path: a shuffle knob change is an offline repartition only with state.
     from types import SimpleNamespace
 
-    from sparkclient.contract import Knob, KnobTarget
-    from sparkclient.rescale import RescalePaths
+    from sparkclient.contract.spec import Knob, KnobTarget
+    from sparkclient.runner.rescale import RescalePaths
 
     knob = Knob("shuffle", default=4, min=1, max=16, sets=KnobTarget.SHUFFLE_PARTITIONS)
     old, new = {"shuffle": 4}, {"shuffle": 2}
@@ -85,10 +85,10 @@ def test_the_runner_publishes_the_state_store_its_checkpoint_pins_and_the_bindin
     HDFS-backed state is pinned (the runner would refuse to repartition it), on RocksDB it binds."""
     from types import SimpleNamespace
 
-    from sparkclient.binding import (BindingStatus, PinReason, PlanStage, StageInput, bind_stages,
+    from sparkclient.contract.binding import (BindingStatus, PinReason, PlanStage, StageInput, bind_stages,
                                      plan_stages_from_json, plan_stages_to_json, with_state_store)
-    from sparkclient.contract import Knob, KnobTarget
-    from sparkclient.runner import Driver
+    from sparkclient.contract.spec import Knob, KnobTarget
+    from sparkclient.runner.driver import Driver
 
     hdfs = _fake_checkpoint(tmp_path / "hdfs", provider=None)  # Spark's default provider
     rocks = _fake_checkpoint(tmp_path / "rocks", provider=ROCKSDB_PROVIDER)
@@ -285,9 +285,9 @@ def test_the_runner_refuses_to_repartition_the_state_of_a_query_with_a_file_sink
     sink it may go ahead; HDFS-backed state is refused whatever the sink."""
     from types import SimpleNamespace
 
-    from sparkclient.contract import Knob, KnobTarget
-    from sparkclient.control import FailureCode, RescaleCommand
-    from sparkclient.rescale import RescalePaths
+    from sparkclient.contract.spec import Knob, KnobTarget
+    from sparkclient.contract.control import FailureCode, RescaleCommand
+    from sparkclient.runner.rescale import RescalePaths
 
     knob = Knob("state", default=2, min=1, max=8, sets=KnobTarget.STATE_PARTITIONS)
     rocks = _fake_checkpoint(tmp_path / "rocks", provider=ROCKSDB_PROVIDER)

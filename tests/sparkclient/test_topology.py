@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from sparkclient.metricstrings import stage_refs
-from sparkclient.rest import SparkRestError
-from sparkclient.sources import BacklogUnknownReason, rate_creation_s
-from sparkclient.topology import (
+from sparkclient.collector.metricstrings import stage_refs
+from sparkclient.collector.rest import SparkRestError
+from sparkclient.collector.sources import BacklogUnknownReason, rate_creation_s
+from sparkclient.collector.topology import (
     JobSample,
     batch_jobs,
     batch_stages,

@@ -10,7 +10,7 @@ from django.utils import timezone
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.jobs.services import job_register
 
-#: The demo pipeline's knob declarations (sparkclient.examples.nexmark.KNOBS, as the runner publishes them).
+#: The demo pipeline's knob declarations (sparkclient.demo.examples.nexmark.KNOBS, as the runner publishes them).
 KNOBS = [
     {"name": "cores", "default": 1, "min": 1, "max": 8, "sets": "executors", "description": ""},
     {"name": "source_partitions", "default": 1, "min": 1, "max": 16, "sets": "source_partitions", "description": ""},
@@ -19,7 +19,7 @@ KNOBS = [
     {"name": "trigger_interval_s", "default": 2, "min": 1, "max": 600, "sets": "other", "description": ""},
 ]
 CONFIG = {"cores": 1, "source_partitions": 1, "enrich_partitions": 1, "state_partitions": 2, "trigger_interval_s": 2}
-#: Its physical plan's stages (sparkclient.binding), as the runner publishes them.
+#: Its physical plan's stages (sparkclient.contract.binding), as the runner publishes them.
 PLAN_STAGES = [
     {"input": "source", "partitions": None, "stateful": False, "operators": ["MicroBatchScan"]},
     {"input": "repartition", "partitions": 1, "stateful": False, "operators": ["MapInPandas"]},

@@ -1,5 +1,5 @@
-"""A stand-in for ``sparkclient.runner`` on the real Redis control channel (no Spark), speaking the same
-typed protocol (:mod:`sparkclient.control`): it reads ``ss:control:{job}`` and writes each command's
+"""A stand-in for ``sparkclient.runner.driver`` on the real Redis control channel (no Spark), speaking the same
+typed protocol (:mod:`sparkclient.contract.control`): it reads ``ss:control:{job}`` and writes each command's
 outcome where ``wait_result`` looks for it.
 
 ``answer(command, index)`` returns the result fields (``status``, ``error``, ...) for the
@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import redis
 
-from sparkclient import keys
-from sparkclient.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, ResultStatus, write_result
+from sparkclient.contract import keys
+from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, ResultStatus, write_result
 
 
 def succeed(command: dict, index: int) -> dict:

@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from django.utils import timezone
 
 from scaling.sim import topologies
-from sparkclient import control
+from sparkclient.contract import control
 from scaling.sim.engine import Config, Simulation
 from scaling.sim.model import Downtime, SimJob, SimSettings
 from scaling.sim.workloads import Trace
@@ -57,7 +57,7 @@ def knob_name(vertex_id: str) -> str:
 
 def knobs_and_plan(sim_job: SimJob, *, max_cores: int = 8) -> tuple[list[dict], list[dict]]:
     """The knob declarations and the plan stages the runner of ``sim_job`` would publish (the pipeline
-    contract, ``sparkclient.contract`` / ``sparkclient.binding``): a source knob for the source
+    contract, ``sparkclient.contract.spec`` / ``sparkclient.contract.binding``): a source knob for the source
     stage, a repartition knob per other adjustable stage, none for a pinned (stateful) stage."""
     knobs = [{"name": EXECUTORS_KNOB, "default": 1, "min": 1, "max": max_cores, "sets": "executors",
               "description": "cores"},
@@ -107,7 +107,7 @@ class _LoopSimulation(Simulation):
 
 @dataclass
 class SimRunner:
-    """Stands in for the runner on the control channel (``sparkclient.control``): applies a command's
+    """Stands in for the runner on the control channel (``sparkclient.contract.control``): applies a command's
     knob values to the simulation (a driver restart with the simulated downtime) and answers with a
     ``RescaleResult``."""
 

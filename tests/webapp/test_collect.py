@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sparkclient import control, keys
+from sparkclient.contract import control, keys
 from tests.capture_paths import SPARK_4_3_0
 from tests.fakespark import APP, RUN_ID, fake_spark_ui
 from tests.webapp.factories import CONFIG, make_job
@@ -25,7 +25,7 @@ AFTER_LAST_BATCH = datetime.fromisoformat(PROGRESS[-1]["timestamp"].replace("Z",
 
 
 def report(redis, job: Job, **fields) -> None:
-    """What the runner writes to its status hash (``sparkclient.control.RunnerStatus``)."""
+    """What the runner writes to its status hash (``sparkclient.contract.control.RunnerStatus``)."""
     redis.delete(keys.runner(job.name))
     control.write_status(redis, job.name, control.RunnerStatus(**fields))
 
@@ -163,10 +163,10 @@ def test_the_webapp_and_the_snapshot_cli_map_one_sample_to_the_same_model_inputs
                                                                                   monkeypatch):
     """Issue 17 acceptance 4, the one Spark → model mapping: a collected snapshot, stored and read back
     (``evaluation.window_inputs``), gives the metrics, topology and cluster that the snapshot CLI writes
-    for the very sample the collector built (``sparkclient.snapshot.sample_to_scenario``)."""
+    for the very sample the collector built (``sparkclient.collector.snapshot.sample_to_scenario``)."""
     from scaling.scenario import parse
-    from sparkclient import topology
-    from sparkclient.snapshot import sample_to_scenario
+    from sparkclient.collector import topology
+    from sparkclient.collector.snapshot import sample_to_scenario
 
     built = []
     real = topology.collect_sample

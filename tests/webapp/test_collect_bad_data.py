@@ -16,8 +16,8 @@ import httpx
 import pytest
 from rest_framework.authtoken.models import Token
 
-from sparkclient import keys
-from sparkclient.topology import batch_end_s
+from sparkclient.contract import keys
+from sparkclient.collector.topology import batch_end_s
 from tests.capture_paths import SPARK_4_3_0
 from tests.webapp.dashboard_factories import make_role_user
 from tests.webapp.factories import make_job
@@ -47,7 +47,7 @@ def spark(monkeypatch):
                                   headers={"content-type": "application/json"})
         return httpx.Response(404, text="not captured")
 
-    import sparkclient.rest as rest
+    import sparkclient.collector.rest as rest
 
     original = rest.SparkRestClient.__init__
 

@@ -443,7 +443,7 @@ def test_a_knob_stage_mismatch_is_named_on_the_page_and_nothing_is_proposed_for_
 
 
 def test_a_coalesced_shuffle_says_what_coalesced_it_and_what_to_do():
-    from sparkclient.binding import BindingStatus, MismatchReason, StageBinding
+    from sparkclient.contract.binding import BindingStatus, MismatchReason, StageBinding
     from webapp.dashboard.views import binding_text
 
     binding = StageBinding(2, BindingStatus.MISMATCH, knob="shuffle", reason=MismatchReason.COALESCED,

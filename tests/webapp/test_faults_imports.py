@@ -1,5 +1,5 @@
 """Issue 15, Faults: no lazy import of a heavy module inside a task. The first execution after a
-worker restart deadlocked on ``from sparkclient.runner import ...`` (which loads pyspark) run inside
+worker restart deadlocked on ``from sparkclient.runner.driver import ...`` (which loads pyspark) run inside
 the task by several worker threads at once. Every import inside a function of the modules the
 Celery tasks run must be of a module that loads none of the heavy packages."""
 
@@ -102,6 +102,6 @@ def test_no_heavy_module_is_imported_inside_a_task_function(path):
 def test_the_worker_loads_the_control_channel_and_the_collector_modules_with_its_tasks():
     code = ("import os, sys; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'tests.settings'); "
             "from webapp.celery import app; import django; django.setup(); app.loader.import_default_modules(); "
-            "print('sparkclient.control' in sys.modules, 'sparkclient.progress' in sys.modules)")
+            "print('sparkclient.contract.control' in sys.modules, 'sparkclient.collector.progress' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.stdout.strip().splitlines()[-1] == "True True", done.stderr

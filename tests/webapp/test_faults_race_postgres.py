@@ -16,7 +16,7 @@ import httpx
 import psycopg
 import pytest
 
-from webapp.processes import ProcessGroup, wait_http
+from sparkclient.demo.processes import ProcessGroup, wait_http
 
 pytestmark = [pytest.mark.workflow, pytest.mark.timeout(300)]
 

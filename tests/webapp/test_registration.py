@@ -16,7 +16,7 @@ from hypothesis import given, settings as hyp_settings, strategies as st
 from rest_framework.authtoken.models import Token
 
 from tests.webapp.factories import make_user
-from sparkclient.contract import KnobTarget
+from sparkclient.contract.spec import KnobTarget
 from webapp.jobs.knobs import KnobListError, parse_knobs
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.collect import snapshot_collect
@@ -28,7 +28,7 @@ from webapp.jobs.sparkui import (
 from webapp.proposals.models import AuditEvent
 
 KNOB = {"name": "enrich_partitions", "default": 4, "min": 1, "max": 64, "sets": "repartition"}
-#: KNOB as stored (sparkclient.contract.Knob.to_dict, as the runner reports knobs).
+#: KNOB as stored (sparkclient.contract.spec.Knob.to_dict, as the runner reports knobs).
 STORED = {**KNOB, "description": ""}
 APP_ID = "local-1795263667663"
 
@@ -442,8 +442,8 @@ def test_the_admin_registers_a_job_with_its_policy(client):
 def test_a_runner_cannot_widen_the_registered_knob_bounds(workflow_redis):
     """Knob declarations read from Redis are adopted on first use only; afterwards a runner (or whoever
     writes Redis) declaring wider bounds is refused and nothing is adopted."""
-    from sparkclient import keys
-    from sparkclient.contract import Knob, KnobTarget, knobs_to_json
+    from sparkclient.contract import keys
+    from sparkclient.contract.spec import Knob, KnobTarget, knobs_to_json
     from tests.webapp.factories import KNOBS, make_job
     from webapp.jobs.collect import snapshot_collect
 

@@ -10,8 +10,8 @@ import pytest
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from sparkclient import keys
-from sparkclient.rest import SparkRestClient, SparkRestError
+from sparkclient.contract import keys
+from sparkclient.collector.rest import SparkRestClient, SparkRestError
 from tests.webapp.dashboard_factories import make_succeeded
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job, JobPolicy
@@ -354,7 +354,7 @@ def test_the_database_refuses_a_second_execution_in_flight_for_a_job():
 
 @pytest.fixture
 def redis_down(settings):
-    from sparkclient.redisproc import free_port
+    from sparkclient.demo.redisproc import free_port
     from tests.conftest import celery_use_broker
     from webapp.celery import app
     from webapp.jobs.redis import _client

@@ -23,9 +23,9 @@ from tests.waiting import wait_for
 from tests.webapp.fakerunner import FakeRunner
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.evaluation import evaluation_run
-from webapp.processes import ProcessGroup
+from sparkclient.demo.processes import ProcessGroup
 from webapp.proposals.models import AuditEvent, Execution, Proposal
-from sparkclient.control import RescalePath, RescaleResult, ResultStatus, write_result
+from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus, write_result
 from webapp.proposals.services import auto_approve_resume, proposal_approve
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]

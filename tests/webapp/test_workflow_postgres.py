@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from tests.webapp.fakerunner import FakeRunner
-from webapp.processes import ProcessGroup, wait_http
+from sparkclient.demo.processes import ProcessGroup, wait_http
 
 pytestmark = [pytest.mark.workflow, pytest.mark.timeout(300)]
 

@@ -9,8 +9,8 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
-from sparkclient import keys
-from sparkclient.control import RescalePath, RescaleResult, ResultStatus
+from sparkclient.contract import keys
+from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.evaluation import evaluation_run

@@ -6,7 +6,7 @@ from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from sparkclient.contract import KnobTarget
+from sparkclient.contract.spec import KnobTarget
 from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 

@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from sparkclient.generator import set_rate as generator_set_rate
+from sparkclient.demo.generator import set_rate as generator_set_rate
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis
 from webapp.proposals.models import Proposal

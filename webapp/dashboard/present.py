@@ -30,7 +30,7 @@ class KnobRow:
 
 def knob_stages(*, job: Job, names: dict[int, str]) -> dict[str, str]:
     """``{knob: stage names}``: which stages each knob of ``job`` sets, from the runner's plan stages
-    (``sparkclient.binding``) and ``names`` (``{position: stage name}``)."""
+    (``sparkclient.contract.binding``) and ``names`` (``{position: stage name}``)."""
     out: dict[str, list[str]] = {}
     for spec in job.knob_specs():
         if spec.sets == "executors":
@@ -43,9 +43,9 @@ def knob_stages(*, job: Job, names: dict[int, str]) -> dict[str, str]:
 
 
 def pin_text(binding) -> str:
-    """Why a pinned stage's knob changes nothing (rendered from :class:`sparkclient.binding.StageBinding`);
+    """Why a pinned stage's knob changes nothing (rendered from :class:`sparkclient.contract.binding.StageBinding`);
     ``""`` for a stage that is not pinned by its checkpoint."""
-    from sparkclient.binding import BindingStatus, PinReason  # noqa: PLC0415
+    from sparkclient.contract.binding import BindingStatus, PinReason  # noqa: PLC0415
 
     if binding.status is not BindingStatus.PINNED or binding.pin is None or not binding.pin.by_checkpoint:
         return ""
@@ -111,7 +111,7 @@ def decided_by(proposal) -> str:
 def spark_ui_link(job: Job) -> str | None:
     """The Spark UI of ``job``: its fixed ``spark_ui_url``, else the URL its runner reported when it fits
     the registration (``webapp.jobs.sparkui.ui_target``); None when unknown or refused."""
-    from sparkclient.control import ProtocolError  # noqa: PLC0415
+    from sparkclient.contract.control import ProtocolError  # noqa: PLC0415
     from webapp.jobs.collect import runner_status  # noqa: PLC0415
     from webapp.jobs.sparkui import Refusal, ui_target  # noqa: PLC0415
 
@@ -130,7 +130,7 @@ def spark_ui_link(job: Job) -> str | None:
 def generator_rate(job: Job) -> float | None:
     """The demo event generator's rate for the job's topic, events/s; None when the job has no
     generator (no topic, or no rate was ever set for it, or Redis does not answer)."""
-    from sparkclient.generator import get_rate  # noqa: PLC0415
+    from sparkclient.demo.generator import get_rate  # noqa: PLC0415
     from webapp.jobs.redis import get_redis  # noqa: PLC0415
 
     if not job.topic:

@@ -21,8 +21,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from sparkclient.binding import MismatchReason
-from sparkclient.contract import ADAPTIVE_COALESCE_CONF
+from sparkclient.contract.binding import MismatchReason
+from sparkclient.contract.spec import ADAPTIVE_COALESCE_CONF
 from webapp.dashboard import present, reads
 from webapp.dashboard.templatetags.knobs import knob_changes
 from webapp.dashboard.figures import dag_figure, executors_figure, parallelism_label, series_figure

@@ -26,7 +26,7 @@ from webapp.proposals.holds import held_scale_down
 from webapp.proposals.reasons import hold_text
 
 if TYPE_CHECKING:
-    from sparkclient.binding import StageBinding
+    from sparkclient.contract.binding import StageBinding
 
 #: A snapshot older than this many collect intervals is stale.
 STALE_INTERVALS = 4

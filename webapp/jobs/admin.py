@@ -9,12 +9,12 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 
-from sparkclient.contract import Knob, KnobError, check_knob_set, validate_values
+from sparkclient.contract.spec import Knob, KnobError, check_knob_set, validate_values
 from webapp.jobs.models import Evaluation, Job, JobPolicy, MetricSnapshot
 
 def knobs_errors(knobs) -> list[str]:
     """Why ``knobs`` is not a pipeline's knob declarations (empty when it is): a JSON list of
-    :class:`sparkclient.contract.Knob` objects, checked one by one and as a set."""
+    :class:`sparkclient.contract.spec.Knob` objects, checked one by one and as a set."""
     if not isinstance(knobs, list) or len(knobs) > 100:
         return ['must be a JSON list (at most 100) of {"name", "default", "min", "max", "sets", "description"}']
     try:

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from sparkclient import control
+from sparkclient.contract import control
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.jobs.redis import get_redis
 from webapp.jobs.sparkui import Refusal, ui_target
@@ -25,7 +25,7 @@ def runner_status(*, job: Job) -> control.RunnerStatus:
     """The runner's parsed status hash ``ss:runner:{job}`` (all fields empty when no runner reported).
 
     Raises:
-        sparkclient.control.ProtocolError: a malformed field (Redis contents are input).
+        sparkclient.contract.control.ProtocolError: a malformed field (Redis contents are input).
     """
     return control.read_status(get_redis(), job.name)
 
@@ -42,12 +42,12 @@ def _sync_runner_state(job: Job, status: control.RunnerStatus) -> None:
 
     Raises:
         KnobsDiffer: the declarations differ from the registered ones (nothing is adopted).
-        sparkclient.contract.KnobError / ValueError: malformed declarations, values or plan stages.
+        sparkclient.contract.spec.KnobError / ValueError: malformed declarations, values or plan stages.
     """
-    from sparkclient.contract import validate_values  # noqa: PLC0415
+    from sparkclient.contract.spec import validate_values  # noqa: PLC0415
 
-    from sparkclient.binding import plan_stages_from_json  # noqa: PLC0415
-    from sparkclient.contract import knobs_from_json  # noqa: PLC0415
+    from sparkclient.contract.binding import plan_stages_from_json  # noqa: PLC0415
+    from sparkclient.contract.spec import knobs_from_json  # noqa: PLC0415
 
     updates: dict = {}
     if status.knob_specs:
@@ -97,14 +97,14 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     """
     from django.conf import settings  # noqa: PLC0415
 
-    from sparkclient.progress import read_progress  # noqa: PLC0415
-    from sparkclient.rest import SparkRestClient, SparkRestError  # noqa: PLC0415
-    from sparkclient.sparkjson import SparkDataError  # noqa: PLC0415
-    from sparkclient.topology import SampleError, collect_sample  # noqa: PLC0415
+    from sparkclient.collector.progress import read_progress  # noqa: PLC0415
+    from sparkclient.collector.rest import SparkRestClient, SparkRestError  # noqa: PLC0415
+    from sparkclient.collector.sparkjson import SparkDataError  # noqa: PLC0415
+    from sparkclient.collector.topology import SampleError, collect_sample  # noqa: PLC0415
 
     # The window ends a moment ago, so the progress of a batch that just completed is published.
     now = now or timezone.now() - timedelta(seconds=PUBLISH_LAG_S)
-    from sparkclient.contract import KnobError  # noqa: PLC0415
+    from sparkclient.contract.spec import KnobError  # noqa: PLC0415
 
     try:
         status = runner_status(job=job)
@@ -137,7 +137,7 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     # From a little before the window: the last progress before it is the arrival rate's baseline.
     baseline_s = max(60.0, 4 * settings.SCALER_COLLECT_INTERVAL_S)
     # Every run's progress: the previous run's last batch gives a catch-up batch its span (topology.window_batches).
-    from sparkclient.snapshot import infer_trigger_interval_s  # noqa: PLC0415
+    from sparkclient.collector.snapshot import infer_trigger_interval_s  # noqa: PLC0415
 
     try:
         progresses = read_progress(get_redis(), job.name,

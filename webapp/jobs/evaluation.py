@@ -30,7 +30,7 @@ def scaling_policy(policy: JobPolicy) -> Policy:
 def window_inputs(*, job: Job, snapshots: list[MetricSnapshot]
                   ) -> tuple[Topology, dict[str, VertexMetrics], ClusterState, float]:
     """The planner's inputs for a window of stored snapshots, through the one Spark → model mapping
-    (:func:`sparkclient.model_inputs.model_inputs`, the one the snapshot CLI uses): each snapshot
+    (:func:`sparkclient.collector.model_inputs.model_inputs`, the one the snapshot CLI uses): each snapshot
     becomes a ``JobSample`` again (:func:`snapshot_sample`), the samples a ``scaling.MetricWindow``
     weighted by their spans, so a snapshot without a completed batch weighs in with its time.
 
@@ -39,7 +39,7 @@ def window_inputs(*, job: Job, snapshots: list[MetricSnapshot]
     the executors knob counts cores (executors of one core), up to the least of the policy's
     ``max_cores``, the executors knob's max and the cluster's capacity (:func:`executors_ceiling`).
     """
-    from sparkclient.model_inputs import model_inputs  # noqa: PLC0415
+    from sparkclient.collector.model_inputs import model_inputs  # noqa: PLC0415
 
     bindings = stage_bindings(job=job, snapshot=snapshots[-1])
 
@@ -54,9 +54,9 @@ def window_inputs(*, job: Job, snapshots: list[MetricSnapshot]
 
 
 def snapshot_sample(snapshot: MetricSnapshot):
-    """A stored snapshot as the collector's ``sparkclient.sample.JobSample`` again (the fields the
+    """A stored snapshot as the collector's ``sparkclient.collector.sample.JobSample`` again (the fields the
     mapping reads; ids and names it does not store are empty)."""
-    from sparkclient.sample import JobSample, VertexSample  # noqa: PLC0415
+    from sparkclient.collector.sample import JobSample, VertexSample  # noqa: PLC0415
 
     vertices = tuple(VertexSample(
         vertex_id=v.vertex_id, name=v.name, position=v.position, is_source=v.is_source, tasks=v.tasks,
@@ -87,9 +87,9 @@ def executors_ceiling(*, job: Job) -> int:
 
 
 def stage_bindings(*, job: Job, snapshot: MetricSnapshot) -> tuple:
-    """Each stage of ``snapshot``'s newest batch bound to its knob (:func:`sparkclient.binding.bind_stages`),
+    """Each stage of ``snapshot``'s newest batch bound to its knob (:func:`sparkclient.contract.binding.bind_stages`),
     from the runner's plan stages and the tasks Spark ran; in stage order."""
-    from sparkclient.binding import bind_stages, plan_stages_from_json  # noqa: PLC0415
+    from sparkclient.contract.binding import bind_stages, plan_stages_from_json  # noqa: PLC0415
 
     try:
         plan = plan_stages_from_json(json.dumps(job.plan_stages)) if job.plan_stages else None
@@ -101,9 +101,9 @@ def stage_bindings(*, job: Job, snapshot: MetricSnapshot) -> tuple:
 
 def plan_bindings(*, job: Job) -> tuple:
     """The runner's published plan stages of ``job`` bound to its knobs, each stage's tasks taken as
-    its knob says (:func:`sparkclient.binding.bind_stages`): which knob sets which stage, and which the
+    its knob says (:func:`sparkclient.contract.binding.bind_stages`): which knob sets which stage, and which the
     checkpoint pins. ``()`` when no (valid) plan is published."""
-    from sparkclient.binding import bind_stages, plan_stages_from_json  # noqa: PLC0415
+    from sparkclient.contract.binding import bind_stages, plan_stages_from_json  # noqa: PLC0415
 
     try:
         plan = plan_stages_from_json(json.dumps(job.plan_stages)) if job.plan_stages else None
@@ -161,7 +161,7 @@ def stable_snapshots(*, job: Job, snapshots: list[MetricSnapshot]) -> list[Metri
     workers and state store loading make the first batches slow, and a catch-up batch carries the
     backlog; metrics from then say nothing about the steady state. A new ``run_id`` marks a restart.
     The run started at most one collect interval before its first snapshot (whose window may reach
-    back over the downtime to the previous run's last batch, :func:`sparkclient.topology.window_batches`).
+    back over the downtime to the previous run's last batch, :func:`sparkclient.collector.topology.window_batches`).
     """
     from django.conf import settings  # noqa: PLC0415
 

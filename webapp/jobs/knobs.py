@@ -1,19 +1,19 @@
 """The knobs a job is registered with: the pipeline contract's declarations, as JSON.
 
-``Job.knobs`` holds a list of :meth:`sparkclient.contract.Knob.to_dict` objects:
+``Job.knobs`` holds a list of :meth:`sparkclient.contract.spec.Knob.to_dict` objects:
 
     {"name": "enrich_partitions", "default": 4, "min": 1, "max": 64, "sets": "repartition"}
 
 (``description`` optional). :func:`parse_knobs` is the one place the web app validates such a list
 (the model's ``clean()``, hence the admin, the API and the CLI), with the contract's own checks:
-:meth:`Knob.from_dict` per knob and :func:`sparkclient.contract.check_knob_set` for the set.
+:meth:`Knob.from_dict` per knob and :func:`sparkclient.contract.spec.check_knob_set` for the set.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sparkclient.contract import Knob, KnobError, check_knob_set
+from sparkclient.contract.spec import Knob, KnobError, check_knob_set
 
 
 class KnobListError(ValueError):

@@ -49,7 +49,7 @@ def job_register(*, name: str, topic: str = "", query_name: str = "", config: di
         spark_ui_url, spark_ui_hosts, spark_ui_ports: where the Spark UI may be read (fixed URL,
             or discovery rule); see ``webapp.jobs.sparkui``. None keeps the stored value (the
             default rule, this machine's ports 4040-4056, for a new job).
-        knobs: the pipeline's knob declarations (``sparkclient.contract.Knob`` dicts, validated by
+        knobs: the pipeline's knob declarations (``sparkclient.contract.spec.Knob`` dicts, validated by
             ``webapp.jobs.knobs``); None keeps the stored ones. The runner reports them too.
         config: the initial knob values (the runner reports them later).
         policy: ``JobPolicy`` field values; applied to a new policy and to an existing one.

@@ -9,14 +9,14 @@ from celery import shared_task
 from django.conf import settings
 
 # What the collector (webapp.jobs.collect) imports inside its functions, loaded here with the
-# tasks when the worker starts: a first import of pyspark (sparkclient.progress defines a
+# tasks when the worker starts: a first import of pyspark (the progress listener, a
 # StreamingQueryListener) from several worker threads at once deadlocked a worker (issue 15).
-import sparkclient.binding  # noqa: F401
-import sparkclient.contract  # noqa: F401
-import sparkclient.progress  # noqa: F401
-import sparkclient.rest  # noqa: F401
-import sparkclient.snapshot  # noqa: F401
-import sparkclient.topology  # noqa: F401
+import sparkclient.contract.binding  # noqa: F401
+import sparkclient.contract.spec  # noqa: F401
+import sparkclient.collector.progress  # noqa: F401
+import sparkclient.collector.rest  # noqa: F401
+import sparkclient.collector.snapshot  # noqa: F401
+import sparkclient.collector.topology  # noqa: F401
 from webapp.jobs import evaluation
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis

@@ -22,7 +22,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from scaling.state import applied_records, state_from_dict, state_to_dict
-from sparkclient import control
+from sparkclient.contract import control
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.redis import get_redis
 from webapp.proposals import dispatch
@@ -52,7 +52,7 @@ def _restart_strategy(policy: JobPolicy) -> RestartStrategy:
 
 
 def result_as_dict(result: control.RescaleResult) -> dict:
-    """A runner's :class:`~sparkclient.control.RescaleResult` as the JSON stored on the execution
+    """A runner's :class:`~sparkclient.contract.control.RescaleResult` as the JSON stored on the execution
     (``config`` = the knob values running after it)."""
     return {"id": result.id, "status": result.status.value, "path": result.path.value,
             "downtime_s": result.downtime_s, "pause_s": result.pause_s, "error": result.error,
@@ -199,7 +199,7 @@ def _record_success(execution: Execution, attempt: int, result: dict, entry: dic
 def _failure_code(result: dict):
     """The runner's ``FailureCode`` of a failed attempt, or None (none given, or one this version
     does not know: then the restart strategy decides)."""
-    from sparkclient.control import FailureCode  # noqa: PLC0415
+    from sparkclient.contract.control import FailureCode  # noqa: PLC0415
 
     try:
         return FailureCode(result.get("code"))

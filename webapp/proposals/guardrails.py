@@ -14,7 +14,7 @@ from scaling.periods import active_period
 class Guardrails:
     """The guardrail options of one job's policy (see ``JobPolicy.guard_*``), with the job's knobs:
     ``scaled_knobs`` are the names of its executors and parallelism knobs (the pipeline contract's
-    :class:`sparkclient.contract.KnobTarget`), ``executors_knob`` the one that sets executors."""
+    :class:`sparkclient.contract.spec.KnobTarget`), ``executors_knob`` the one that sets executors."""
 
     max_change_factor: float = 2.0
     max_executors: int = 8

@@ -83,7 +83,7 @@ def measured_downtimes_s(*, job: Job, restart: bool, limit: int = 20) -> list[fl
     changes when ``restart`` (a driver restart or handover, or executors in place: whatever path the
     job's runner took for its cores), otherwise those of in-process changes (the query restarted in
     the same driver), the only path a change without a cores change takes."""
-    from sparkclient.control import RescalePath  # noqa: PLC0415
+    from sparkclient.contract.control import RescalePath  # noqa: PLC0415
     from webapp.proposals.models import Execution  # noqa: PLC0415
 
     downtimes = Execution.objects.filter(proposal__job=job, status=Execution.Status.SUCCEEDED,

@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='vertexsnapshot',
             name='span_s',
-            field=models.FloatField(default=0.0, help_text="Seconds spanned by the batches counted here; 0: the snapshot's window_s (sparkclient.sample.VertexSample.span_s)."),
+            field=models.FloatField(default=0.0, help_text="Seconds spanned by the batches counted here; 0: the snapshot's window_s (sparkclient.collector.sample.VertexSample.span_s)."),
         ),
         migrations.AlterField(
             model_name='jobpolicy',

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='vertexsnapshot',
             name='span_s',
-            field=models.FloatField(db_default=0.0, default=0.0, help_text="Seconds spanned by the batches counted here; 0: the snapshot's window_s (sparkclient.sample.VertexSample.span_s)."),
+            field=models.FloatField(db_default=0.0, default=0.0, help_text="Seconds spanned by the batches counted here; 0: the snapshot's window_s (sparkclient.collector.sample.VertexSample.span_s)."),
         ),
     ]

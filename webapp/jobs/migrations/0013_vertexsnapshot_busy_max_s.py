@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='vertexsnapshot',
             name='busy_max_s',
-            field=models.FloatField(blank=True, help_text="The busiest task's busy time, seconds per task (compare busy_s / tasks): per batch the slowest task on the cores it had (sparkclient.sample.VertexSample.busy_max_s); empty when Spark's task summaries were not available.", null=True),
+            field=models.FloatField(blank=True, help_text="The busiest task's busy time, seconds per task (compare busy_s / tasks): per batch the slowest task on the cores it had (sparkclient.collector.sample.VertexSample.busy_max_s); empty when Spark's task summaries were not available.", null=True),
         ),
     ]

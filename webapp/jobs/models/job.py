@@ -16,8 +16,8 @@ class Job(models.Model):
 
     ``name`` is the runner's job key on Redis (``ss:runner:{name}``). ``config`` is the running
     configuration, ``{knob: int}``; ``knobs`` the pipeline's knob declarations (the pipeline contract,
-    :class:`sparkclient.contract.Knob` as dicts); ``plan_stages`` the stages of its physical plan
-    (:mod:`sparkclient.binding`), from which each stage is bound to the knob that sets its tasks;
+    :class:`sparkclient.contract.spec.Knob` as dicts); ``plan_stages`` the stages of its physical plan
+    (:mod:`sparkclient.contract.binding`), from which each stage is bound to the knob that sets its tasks;
     ``capacity`` the most executors its cluster can give (0: unknown).
 
     Registration (``webapp.jobs.services.job_register``: the API's ``POST /api/jobs/``,
@@ -104,8 +104,8 @@ class Job(models.Model):
                          spark_ui_ports=self.spark_ui_ports)
 
     def knob_specs(self) -> tuple:
-        """The knob declarations as :class:`sparkclient.contract.Knob` values (invalid entries skipped)."""
-        from sparkclient.contract import Knob, KnobError  # noqa: PLC0415
+        """The knob declarations as :class:`sparkclient.contract.spec.Knob` values (invalid entries skipped)."""
+        from sparkclient.contract.spec import Knob, KnobError  # noqa: PLC0415
 
         out = []
         for item in self.knobs or ():

@@ -22,7 +22,7 @@ class SampleRefused(ValueError):
 def refuse_bad_numbers(row: models.Model) -> None:
     """Raise :class:`SampleRefused` when a numeric field of ``row`` is NaN, infinite or negative.
 
-    The collector's ``sparkclient.topology.JobSample`` refuses such values already; this guard keeps
+    The collector's ``sparkclient.collector.topology.JobSample`` refuses such values already; this guard keeps
     any other writer from storing them, since one ``inf`` breaks the JSON of the API and the pages.
     """
     for field in row._meta.concrete_fields:
@@ -91,14 +91,14 @@ class VertexSnapshot(models.Model):
     busy_s = models.FloatField(default=0.0, help_text="Σ executorRunTime, task-seconds.")
     busy_max_s = models.FloatField(
         null=True, blank=True, help_text="The busiest task's busy time, seconds per task (compare busy_s / tasks): "
-        "per batch the slowest task on the cores it had (sparkclient.sample.VertexSample.busy_max_s); "
+        "per batch the slowest task on the cores it had (sparkclient.collector.sample.VertexSample.busy_max_s); "
         "empty when Spark's task summaries were not available.")
     records_in = models.BigIntegerField(default=0)
     records_out = models.BigIntegerField(default=0)
     spill_bytes = models.BigIntegerField(default=0)
     upstream = models.JSONField(default=list)
     span_s = models.FloatField(default=0.0, db_default=0.0, help_text="Seconds spanned by the batches counted here; 0: the "
-                                                      "snapshot's window_s (sparkclient.sample.VertexSample.span_s).")
+                                                      "snapshot's window_s (sparkclient.collector.sample.VertexSample.span_s).")
 
     objects = _CheckedRows.as_manager()
 

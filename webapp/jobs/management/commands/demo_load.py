@@ -13,7 +13,7 @@ class Command(BaseCommand):
         parser.add_argument("--topic", default="nexmark")
 
     def handle(self, *args, rate: float, topic: str, **options):
-        from sparkclient.generator import set_rate  # noqa: PLC0415
+        from sparkclient.demo.generator import set_rate  # noqa: PLC0415
 
         try:
             set_rate(get_redis(), topic, rate)

@@ -1,0 +1,360 @@
+"""A small client for Spark's monitoring REST API (``/api/v1``).
+
+Only the endpoints the autoscaler needs. Every method returns the decoded JSON as Spark sends
+it (lists of dicts / dicts with Spark's camelCase keys), so the pure functions of
+:mod:`sparkclient.collector.topology` can be tested on captured fixtures.
+
+Transport errors, HTTP 429 and 5xx are retried a bounded number of times with exponential
+back-off (tenacity); anything else, or the last failure, raises :class:`SparkRestError`.
+The metric-string parsers live in :mod:`sparkclient.collector.metricstrings` and are re-exported here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import httpx
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from sparkclient.collector.metricstrings import (
+    MetricStats,
+    parse_bytes,
+    parse_count,
+    parse_duration_ms,
+    parse_size_stats,
+    stage_refs,
+)
+
+__all__ = [
+    "MetricStats",
+    "SparkRestClient",
+    "SparkRestError",
+    "parse_bytes",
+    "parse_count",
+    "parse_duration_ms",
+    "parse_size_stats",
+    "stage_refs",
+]
+
+JSON = Any
+_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+class SparkRestError(RuntimeError):
+    """A Spark REST call failed for good (after retries, or with a non-retryable status).
+
+    Attributes: ``url`` (the full URL requested), ``status`` (HTTP status, or ``None`` when no
+    response arrived), ``attempts`` (how many requests were made).
+    """
+
+    def __init__(self, message: str, *, url: str, status: int | None, attempts: int) -> None:
+        super().__init__(message)
+        self.url = url
+        self.status = status
+        self.attempts = attempts
+
+
+class _RetryableStatus(Exception):
+    """Internal: a response whose status is worth retrying."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"HTTP {response.status_code}")
+        self.response = response
+
+
+def _body_summary(response: httpx.Response) -> str:
+    """What came back, without its text: the error ends up in ``Job.last_error``, shown to every
+    user, so a body (HTML, a proxy's page, anything the server chose) is never reflected."""
+    kind = response.headers.get("content-type", "").split(";")[0].strip() or "no content type"
+    return f"a {len(response.content)}-byte {kind} body"
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    return isinstance(exc, (_RetryableStatus, httpx.TransportError))
+
+
+def _hint(status: int | None) -> str:
+    if status is None:
+        return (
+            "Check that the Spark driver is running, that its UI is enabled (spark.ui.enabled) and "
+            "listening at this address (spark.ui.port, spark.driver.bindAddress), and that nothing "
+            "blocks the connection."
+        )
+    if status == 404:
+        return (
+            "Check the application id (SparkRestClient.applications() lists them) and that the "
+            "job/stage/execution still exists: the UI keeps only the last spark.ui.retainedJobs, "
+            "spark.ui.retainedStages and spark.sql.ui.retainedExecutions entries."
+        )
+    if status in _RETRY_STATUSES:
+        return "The driver is overloaded or restarting; try again later or raise timeout_s."
+    return "Check the request parameters against the Spark monitoring REST API documentation."
+
+
+class SparkRestClient:
+    """Client for ``<base_url>/api/v1`` of one Spark driver UI (or history server).
+
+    ``base_url`` is the UI root, e.g. ``"http://127.0.0.1:4040"`` (a trailing ``/api/v1`` is
+    accepted too). ``timeout_s`` bounds each request (connect, read, write and pool), in seconds.
+    ``attempts`` is the total number of tries per call (>= 1); back-off between tries is
+    exponential from ``backoff_s`` seconds, capped at ``max_backoff_s``.
+    ``transport`` lets tests inject an ``httpx.MockTransport``.
+
+    Use as a context manager or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        timeout_s: float = 5.0,
+        *,
+        attempts: int = 3,
+        backoff_s: float = 0.2,
+        max_backoff_s: float = 2.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if attempts < 1:
+            raise ValueError(f"attempts must be >= 1, got {attempts}")
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
+        root = base_url.rstrip("/")
+        if root.endswith("/api/v1"):
+            root = root[: -len("/api/v1")]
+        self.base_url = root
+        self.api_url = f"{root}/api/v1"
+        self.timeout_s = timeout_s
+        self._attempts = attempts
+        self._backoff_s = backoff_s
+        self._max_backoff_s = max_backoff_s
+        self._http = httpx.Client(
+            base_url=self.api_url,
+            timeout=httpx.Timeout(timeout_s),
+            transport=transport,
+            headers={"Accept": "application/json"},
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the underlying connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> SparkRestClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- transport -------------------------------------------------------------------------
+
+    def get(self, path: str, params: dict[str, Any] | None = None) -> JSON:
+        """GET ``<api_url>/<path>`` and decode the JSON body.
+
+        Retries transport errors, 429 and 5xx up to ``attempts`` times in all.
+        Raises :class:`SparkRestError` (with URL, status and a hint) on final failure, on any
+        other non-2xx status, or on a body that is not JSON.
+        """
+        url = f"{self.api_url}/{path.lstrip('/')}"
+        request_url = str(httpx.URL(url, params=_clean_params(params)))
+        retrying = Retrying(
+            stop=stop_after_attempt(self._attempts),
+            wait=wait_exponential(multiplier=self._backoff_s, max=self._max_backoff_s),
+            retry=retry_if_exception(_is_retryable),
+            reraise=False,
+        )
+        response: httpx.Response | None = None
+        try:
+            for attempt in retrying:
+                with attempt:
+                    response = self._http.get(path.lstrip("/"), params=_clean_params(params))
+                    if response.status_code in _RETRY_STATUSES:
+                        raise _RetryableStatus(response)
+        except RetryError as err:
+            last = err.last_attempt
+            exc = last.exception()
+            n = last.attempt_number
+            if isinstance(exc, _RetryableStatus):
+                raise self._status_error(request_url, exc.response, n) from None
+            raise SparkRestError(
+                f"GET {request_url} failed after {n} attempt(s): {type(exc).__name__}: {exc}. "
+                + _hint(None),
+                url=request_url,
+                status=None,
+                attempts=n,
+            ) from exc
+        assert response is not None
+        n = retrying.statistics.get("attempt_number", 1)
+        if not response.is_success:
+            raise self._status_error(request_url, response, n)
+        try:
+            return response.json()
+        except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, or nested too deep
+            raise SparkRestError(
+                f"GET {request_url} returned HTTP {response.status_code} but the body is not JSON "
+                f"({_body_summary(response)}). Check that base_url points at the Spark UI root, "
+                "not at a proxy or another service.",
+                url=request_url,
+                status=response.status_code,
+                attempts=n,
+            ) from exc
+
+    def _get_with_path(self, path: str, params: dict[str, Any] | None = None) -> tuple[JSON, str]:
+        return self.get(path, params), f"{self.api_url}/{path}"
+
+    @staticmethod
+    def _status_error(url: str, response: httpx.Response, attempts: int) -> SparkRestError:
+        return SparkRestError(
+            f"GET {url} failed with HTTP {response.status_code} after {attempts} attempt(s) "
+            f"({_body_summary(response)}). "
+            + _hint(response.status_code),
+            url=url,
+            status=response.status_code,
+            attempts=attempts,
+        )
+
+    # -- endpoints -------------------------------------------------------------------------
+
+    def applications(self) -> list[dict[str, Any]]:
+        """``/applications``: ``[{"id", "name", "attempts": [...]}]``."""
+        return _as_list(*self._get_with_path("applications"))
+
+    def jobs(self, app_id: str, status: str | Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """``/applications/<app_id>/jobs``, newest first.
+
+        ``status``: one or more of ``running``, ``succeeded``, ``failed``, ``unknown``
+        (case-insensitive); ``None`` for all retained jobs. Each job has ``jobId``,
+        ``description``, ``jobGroup``, ``stageIds``, ``status``, ``numTasks`` ...
+        """
+        path = f"applications/{app_id}/jobs"
+        return _as_list(*self._get_with_path(path, {"status": _statuses(status)}))
+
+    def stages(self, app_id: str, status: str | Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """``/applications/<app_id>/stages`` (one entry per stage attempt, no task details).
+
+        ``status``: one or more of ``active``, ``complete``, ``pending``, ``failed``, ``skipped``.
+        The unfiltered list holds every retained stage (up to ``spark.ui.retainedStages``,
+        about 3.5 KB each), so prefer ``status="complete"`` when only finished batches matter.
+        """
+        path = f"applications/{app_id}/stages"
+        return _as_list(*self._get_with_path(path, {"status": _statuses(status)}))
+
+    def stage(self, app_id: str, stage_id: int, attempt: int, *, details: bool = False) -> dict[str, Any]:
+        """``/applications/<app_id>/stages/<stage_id>/<attempt>``; ``details=True`` adds tasks."""
+        path = f"applications/{app_id}/stages/{stage_id}/{attempt}"
+        return _as_dict(*self._get_with_path(path, {"details": _bool(details)}))
+
+    def task_summary(self, app_id: str, stage_id: int, attempt: int,
+                     quantiles: Sequence[float] = (1.0,)) -> dict[str, Any]:
+        """``/applications/<app_id>/stages/<stage_id>/<attempt>/taskSummary?quantiles=...``: the
+        distribution of the stage attempt's task metrics at ``quantiles`` (0..1), over its successful
+        tasks; parse it with :func:`sparkclient.collector.stages.slowest_task_run_ms`. Raises
+        :class:`SparkRestError` (404 for a stage attempt Spark no longer retains)."""
+        path = f"applications/{app_id}/stages/{stage_id}/{attempt}/taskSummary"
+        return _as_dict(*self._get_with_path(path, {"quantiles": ",".join(f"{q:g}" for q in quantiles)}))
+
+    def sql(
+        self,
+        app_id: str,
+        offset: int = 0,
+        length: int = 20,
+        details: bool = True,
+        *,
+        plan_description: bool = False,
+    ) -> list[dict[str, Any]]:
+        """One page of ``/applications/<app_id>/sql``: executions ``offset .. offset+length-1``
+        in execution-id order (the offset counts retained executions, not ids).
+
+        ``details=True`` includes ``nodes`` (with formatted metric strings) and ``edges``;
+        ``plan_description`` adds the (large) physical plan text.
+        """
+        if offset < 0 or length < 1:
+            raise ValueError(f"need offset >= 0 and length >= 1, got offset={offset}, length={length}")
+        params = {
+            "offset": offset,
+            "length": length,
+            "details": _bool(details),
+            "planDescription": _bool(plan_description),
+        }
+        return _as_list(*self._get_with_path(f"applications/{app_id}/sql", params))
+
+    def iter_sql(
+        self, app_id: str, *, start: int = 0, page_size: int = 20, details: bool = True
+    ) -> Iterator[dict[str, Any]]:
+        """All retained SQL executions from offset ``start`` on, fetched ``page_size`` at a time."""
+        offset = start
+        while True:
+            page = self.sql(app_id, offset, page_size, details)
+            yield from page
+            if len(page) < page_size:
+                return
+            offset += len(page)
+
+    def sql_execution(
+        self, app_id: str, execution_id: int, details: bool = True, *, plan_description: bool = False
+    ) -> dict[str, Any]:
+        """``/applications/<app_id>/sql/<execution_id>`` (one execution, see :meth:`sql`)."""
+        params = {"details": _bool(details), "planDescription": _bool(plan_description)}
+        return _as_dict(*self._get_with_path(f"applications/{app_id}/sql/{execution_id}", params))
+
+    def executors(self, app_id: str) -> list[dict[str, Any]]:
+        """``/applications/<app_id>/executors``: active executors (and the driver entry)."""
+        return _as_list(*self._get_with_path(f"applications/{app_id}/executors"))
+
+    def allexecutors(self, app_id: str) -> list[dict[str, Any]]:
+        """``/applications/<app_id>/allexecutors``: active and removed executors."""
+        return _as_list(*self._get_with_path(f"applications/{app_id}/allexecutors"))
+
+
+def _clean_params(params: dict[str, Any] | None) -> dict[str, Any]:
+    return {key: value for key, value in (params or {}).items() if value is not None}
+
+
+def _bool(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
+def _statuses(status: str | Sequence[str] | None) -> list[str] | None:
+    if status is None:
+        return None
+    values = [status] if isinstance(status, str) else list(status)
+    return [value.lower() for value in values] or None
+
+
+def _expect(payload: JSON, kind: type, url: str) -> Any:
+    """``payload`` when it is a ``kind`` (list or dict), else a SparkRestError naming what came back."""
+    if not isinstance(payload, kind):
+        what = "a JSON list" if kind is list else "a JSON object"
+        raise SparkRestError(
+            f"GET {url}: expected {what} from Spark, got {type(payload).__name__}. "
+            "Check that base_url points at the Spark UI root.",
+            url=url,
+            status=None,
+            attempts=1,
+        )
+    return payload
+
+
+def _as_list(payload: JSON, url: str) -> list[dict[str, Any]]:
+    """A JSON list of objects (every list endpoint Spark serves), else a SparkRestError naming the item."""
+    items = _expect(payload, list, url)
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise SparkRestError(
+                f"GET {url}: expected a JSON list of objects from Spark, item {index} is a "
+                f"{type(item).__name__}. Check that base_url points at the Spark UI root.",
+                url=url,
+                status=None,
+                attempts=1,
+            )
+    return items
+
+
+def _as_dict(payload: JSON, url: str) -> dict[str, Any]:
+    return _expect(payload, dict, url)

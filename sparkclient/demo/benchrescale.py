@@ -1,0 +1,270 @@
+"""``python -m sparkclient bench-rescale``: the cost of each rescale path, measured on the demo pipeline.
+
+    python -m sparkclient bench-rescale [--runs 5] [--rate 300] [--paths in-process,handover,in-place,repartition]
+                                        [--json FILE]
+
+Starts Redis, the Nexmark generator at a steady ``--rate`` and the demo pipeline under
+``python -m sparkclient run`` (local mode; the ``in-place`` path on a local standalone cluster of its
+own), then performs each path ``--runs`` times, alternating between two configurations:
+
+- ``in-process``: ``enrich_partitions`` 1 ↔ 2 (a restart inside the driver);
+- ``handover``: ``cores`` 1 ↔ 2 in local mode (a warm driver handover);
+- ``in-place``: ``cores`` 1 ↔ 2 on the standalone cluster (executors changed while the query runs);
+- ``repartition``: ``state_partitions`` 2 ↔ 3 (offline RocksDB state repartition).
+
+Per run it records, from the runner's result and the backlog sampled every 0.25 s:
+
+- ``pause_s``: the runner's measure, from the last batch's end before the stop to the first batch's
+  start after (0 in place);
+- ``added_lag_s`` and ``catch_up_s`` by :func:`scaling.rescale_cost.rescale_cost` (the web app's formula):
+  peak lag during the rescale − mean lag in the 10 s before, seconds of input; and seconds from the
+  command until the backlog is back to its level before (within one trigger interval's input);
+- exactly once: after the run the load pauses, the query drains, and the sink must hold every bid
+  exactly once.
+
+It prints, per path, the median, min and max of each figure and whether every run was exactly once;
+``--json`` also writes every run. The figures depend on the machine and its load: run it on a quiet one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from scaling.rescale_cost import LagSample, rescale_cost
+
+PATHS = ("in-process", "handover", "in-place", "repartition")
+TOPIC, JOB = "bench", "bench"
+TRIGGER_S = 1  # the pipeline's trigger interval during the bench, seconds
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One measured rescale."""
+
+    path: str
+    reported_path: str
+    succeeded: bool
+    pause_s: float
+    downtime_s: float
+    added_lag_s: float
+    catch_up_s: float
+    exactly_once: bool
+    same_run_id: bool
+    error: str = ""
+
+
+def _wait(predicate, timeout_s: float, what: str, interval_s: float = 0.25) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval_s)
+    raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+class Bench:
+    """One running demo pipeline under load, and the measurements of rescales of it."""
+
+    def __init__(self, workdir: Path, *, rate: float, master: str, master_ui: str | None) -> None:
+        import redis  # noqa: PLC0415
+
+        from sparkclient.demo.redisproc import start_redis  # noqa: PLC0415
+
+        self.workdir, self.rate = workdir, rate
+        self.redis = start_redis(workdir=workdir / "redis")
+        self.client = redis.Redis.from_url(self.redis.url, decode_responses=True)
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, NEXMARK_TOPIC=TOPIC,
+                   PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        self.generator = subprocess.Popen(
+            [sys.executable, "-m", "sparkclient.demo.generator", "--redis-url", self.redis.url, "--topic", TOPIC,
+             "--partitions", "2", "--rate", str(rate)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cmd = [sys.executable, "-m", "sparkclient", "run", "--pipeline", "sparkclient.demo.examples.nexmark:build",
+               "--job", JOB, "--redis-url", self.redis.url, "--workdir", str(workdir / "job"), "--master", master,
+               "--ui-port", "4090", "--knob", "enrich_latency_ms=1", "--knob", f"trigger_interval_s={TRIGGER_S}"]
+        if master_ui:
+            cmd += ["--master-ui", master_ui]
+        self.supervisor = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait(lambda: self.client.xlen(f"ss:progress:{JOB}") >= 3, 300, "the pipeline's first batches")
+        time.sleep(10)  # past the cold first batches
+
+    def backlog(self) -> float:
+        """Records written to the log and not yet read by a completed trigger."""
+        from sparkclient.demo.redislog import PartitionedLog  # noqa: PLC0415
+
+        latest = sum(PartitionedLog(self.client, TOPIC).latest_offsets().values())
+        last = self.client.xrevrange(f"ss:progress:{JOB}", count=1)
+        if not last:
+            return float(latest)
+        sources = json.loads(last[0][1]["json"]).get("sources") or [{}]
+        end = sources[0].get("endOffset") or {}
+        return float(latest - sum(int(v) for v in end.values())) if isinstance(end, dict) else float(latest)
+
+    def sample(self) -> LagSample:
+        """The backlog now, as a :class:`~scaling.rescale_cost.LagSample` (arrivals at the generator's rate)."""
+        return LagSample(time.monotonic(), self.backlog(), self.rate)
+
+    def rescale(self, path: str, command_id: str, knobs: dict[str, int]) -> Run:
+        """Send one rescale, sample the backlog every 0.25 s around it, and measure it
+        (``scaling.rescale_cost``: steady level over the 10 s before, tolerance one trigger's input)."""
+        from sparkclient.contract.control import RescaleCommand, read_status, send_command, wait_result  # noqa: PLC0415
+
+        samples = []
+        for _ in range(40):  # 10 s of steady lag
+            samples.append(self.sample())
+            time.sleep(0.25)
+        run_id = read_status(self.client, JOB).run_id
+        sent = time.monotonic()
+        send_command(self.client, JOB, RescaleCommand(id=command_id, knobs=knobs))
+        result = None
+        while result is None:
+            samples.append(self.sample())
+            if time.monotonic() - sent > 300:
+                raise TimeoutError(f"no result for {command_id}")
+            if self.client.exists(f"ss:control:{JOB}:result:{command_id}"):
+                result = wait_result(self.client, JOB, command_id, timeout_s=0.25, poll_s=0.05)
+            time.sleep(0.25)
+        finished = time.monotonic()
+
+        def measure():
+            return rescale_cost(samples, started_at_s=sent, finished_at_s=finished, steady_window_s=10.0,
+                                tolerance_records=self.rate * TRIGGER_S)
+
+        cost = measure()
+        deadline = time.monotonic() + 240
+        while cost.catch_up_s is None and time.monotonic() < deadline:
+            time.sleep(0.25)
+            samples.append(self.sample())
+            cost = measure()
+        same_run = read_status(self.client, JOB).run_id == run_id
+        nan = float("nan")
+        return Run(path=path, reported_path=result.path.value, succeeded=result.succeeded,
+                   pause_s=nan if result.pause_s is None else result.pause_s,
+                   downtime_s=nan if result.downtime_s is None else result.downtime_s,
+                   added_lag_s=nan if cost.added_lag_s is None else cost.added_lag_s,
+                   catch_up_s=nan if cost.catch_up_s is None else cost.catch_up_s,
+                   exactly_once=self.exactly_once(), same_run_id=same_run, error=result.error or "")
+
+    def exactly_once(self) -> bool:
+        """Pause the load, let the query drain, compare the sink with the bids written; resume."""
+        from sparkclient.demo.generator import read_counts, set_rate  # noqa: PLC0415
+        from sparkclient.demo.sink import sink_total  # noqa: PLC0415
+
+        set_rate(self.client, TOPIC, 0)
+        time.sleep(1.0)
+        bids = read_counts(self.client, TOPIC)["bid"]
+        sink = self.workdir / "job" / "sink.sqlite"
+        try:
+            _wait(lambda: self.backlog() == 0 and sink_total(sink) >= bids, 120, "the sink to drain")
+            time.sleep(2)
+            ok = sink_total(sink) == bids
+        except TimeoutError:
+            ok = False
+        set_rate(self.client, TOPIC, self.rate)
+        time.sleep(5)
+        return ok
+
+    def knobs(self) -> dict[str, int]:
+        from sparkclient.contract.control import read_status  # noqa: PLC0415
+
+        return dict(read_status(self.client, JOB).knobs)
+
+    def stop(self) -> None:
+        for proc in (self.generator, self.supervisor):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        self.generator.wait(timeout=30)
+        self.supervisor.wait(timeout=180)
+        self.redis.stop()
+
+
+CHANGES = {"in-process": ("enrich_partitions", 1, 2), "handover": ("cores", 1, 2), "in-place": ("cores", 1, 2),
+           "repartition": ("state_partitions", 2, 3)}
+
+
+def bench_path(path: str, runs: int, workdir: Path, rate: float) -> list[Run]:
+    """``runs`` rescales along ``path`` on a fresh pipeline (its own standalone cluster for ``in-place``)."""
+    cluster = None
+    master, master_ui = "local", None
+    if path == "in-place":
+        from sparkclient.demo.cluster import start_cluster, stop_cluster  # noqa: PLC0415
+
+        cluster = start_cluster(workdir / "cluster", worker_cores=2, worker_memory="2g")
+        master, master_ui = cluster.master_url, cluster.master_ui
+    bench = Bench(workdir / path, rate=rate, master=master, master_ui=master_ui)
+    out = []
+    try:
+        knob, low, high = CHANGES[path]
+        for i in range(runs):
+            knobs = {**bench.knobs(), knob: high if i % 2 == 0 else low}
+            run = bench.rescale(path, f"{path}-{i}", knobs)
+            print(json.dumps(asdict(run)), flush=True)
+            out.append(run)
+    finally:
+        bench.stop()
+        if cluster is not None:
+            stop_cluster(cluster)
+    return out
+
+
+def table(runs: list[Run]) -> str:
+    """The per-path summary table (median, min, max of each figure; exactly once in every run)."""
+    lines = [f"{'path':<12} {'n':>2} {'pause_s med/min/max':>22} {'added_lag_s med/min/max':>26} "
+             f"{'catch_up_s med/min/max':>25} {'exactly once':>13}"]
+    for path in PATHS:
+        mine = [r for r in runs if r.path == path]
+        if not mine:
+            continue
+
+        def fig(name: str) -> str:
+            values = [getattr(r, name) for r in mine if getattr(r, name) == getattr(r, name)]  # NaN left out
+            if not values:
+                return "n/a"
+            return f"{statistics.median(values):.2f}/{min(values):.2f}/{max(values):.2f}"
+
+        ok = all(r.exactly_once and r.succeeded for r in mine)
+        lines.append(f"{path:<12} {len(mine):>2} {fig('pause_s'):>22} {fig('added_lag_s'):>26} "
+                     f"{fig('catch_up_s'):>25} {'yes' if ok else 'NO':>13}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sparkclient bench-rescale", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--rate", type=float, default=300.0, help="generator events/s")
+    parser.add_argument("--paths", default=",".join(PATHS))
+    parser.add_argument("--json", help="write every run to this file")
+
+
+def run(args: argparse.Namespace) -> int:
+    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    if not paths or set(paths) - set(PATHS) or args.runs < 1:
+        print(f"error: --paths takes {', '.join(PATHS)}; --runs >= 1", file=sys.stderr)
+        return 2
+    runs: list[Run] = []
+    with tempfile.TemporaryDirectory(prefix="bench-rescale-") as tmp:
+        for path in paths:
+            runs.extend(bench_path(path, args.runs, Path(tmp), args.rate))
+    print(f"\nbench-rescale {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores, rate {args.rate:g} events/s, "
+          f"{args.runs} runs per path")
+    print(table(runs))
+    if args.json:
+        Path(args.json).write_text(json.dumps([asdict(r) for r in runs], indent=2))
+    return 0 if all(r.succeeded and r.exactly_once for r in runs) else 1

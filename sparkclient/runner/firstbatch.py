@@ -1,0 +1,113 @@
+"""A rescale that restarted the query is finished by the first batch after the restart.
+
+:class:`FirstBatchWatch` holds the one rescale a driver waits on (the driver runs one rescale at a
+time) and writes its result: succeeded with its downtime and pause when a batch of a new run
+completes, failed when none completes within :data:`FIRST_BATCH_TIMEOUT_S`, or when the driver stops
+first. Thread-safe: the progress listener, the control thread and the main loop all call it.
+
+Downtime = end of the first batch after the restart minus end of the last batch before the stop, s;
+pause = start of that first batch minus the same end (the time no batch ran). Without a last batch
+before the stop, both count from when the command was taken.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, ResultStatus
+
+__all__ = ["FIRST_BATCH_TIMEOUT_S", "AwaitedRescale", "FirstBatchWatch"]
+
+#: How long a rescale waits for the first batch after the restart before failing, seconds.
+FIRST_BATCH_TIMEOUT_S = 180.0
+
+
+@dataclass(frozen=True)
+class AwaitedRescale:
+    """A rescale waiting for its first batch: its command ``id``, ``path``, the ``knobs`` it
+    applied, ``requested_at`` (epoch s), ``last_batch_end`` (epoch s of the last batch before the
+    stop, or None), ``old_run_id`` (the stopped run, whose late progress does not count; None when
+    a new driver waits) and ``deadline`` (``time.monotonic()`` seconds)."""
+
+    id: str
+    path: RescalePath
+    knobs: dict[str, int]
+    requested_at: float
+    last_batch_end: float | None
+    old_run_id: str | None
+    deadline: float
+
+
+class FirstBatchWatch:
+    """The rescale the driver waits on; results go to ``write_result``."""
+
+    def __init__(self, write_result: Callable[[RescaleResult], None],
+                 timeout_s: float = FIRST_BATCH_TIMEOUT_S) -> None:
+        self._write_result = write_result
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._awaited: AwaitedRescale | None = None
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a rescale waits for its first batch."""
+        return self._awaited is not None
+
+    def expect(self, *, command_id: str, path: RescalePath, knobs: dict[str, int], requested_at: float,
+               last_batch_end: float | None, old_run_id: str | None) -> None:
+        """Wait for the first batch of a run other than ``old_run_id``, for at most ``timeout_s``."""
+        with self._lock:
+            self._awaited = AwaitedRescale(command_id, RescalePath(path), dict(knobs), requested_at, last_batch_end,
+                                           old_run_id, time.monotonic() + self.timeout_s)
+
+    def forget(self) -> None:
+        """Stop waiting, writing nothing (the caller reports the rescale itself)."""
+        with self._lock:
+            self._awaited = None
+
+    def on_batch(self, progress: dict[str, Any]) -> AwaitedRescale | None:
+        """A batch completed (``progress``: its progress dict). Writes the awaited rescale's success,
+        with its downtime and pause, and returns it; None when nothing waited on this batch."""
+        from sparkclient.collector.batchwindow import progress_time_s  # noqa: PLC0415
+        from sparkclient.collector.progress import batch_end_epoch_s  # noqa: PLC0415
+
+        with self._lock:
+            awaited = self._awaited
+            if awaited is None or progress.get("runId") == awaited.old_run_id:
+                return None
+            self._awaited = None
+        first_end = batch_end_epoch_s(progress)
+        try:
+            first_start = progress_time_s(progress)
+        except ValueError:
+            first_start = first_end
+        since = awaited.last_batch_end or awaited.requested_at
+        self._write_result(RescaleResult(id=awaited.id, status=ResultStatus.SUCCEEDED, path=awaited.path,
+                                         downtime_s=max(0.0, first_end - since),
+                                         pause_s=max(0.0, first_start - since), knobs=awaited.knobs))
+        return awaited
+
+    def check_timeout(self) -> None:
+        """Fail the awaited rescale when its deadline passed with no batch."""
+        with self._lock:
+            awaited = self._awaited
+            if awaited is None or time.monotonic() < awaited.deadline:
+                return
+            self._awaited = None
+        self._write_result(RescaleResult.failed(
+            awaited.id, FailureCode.NO_FIRST_BATCH, f"no batch completed within {self.timeout_s:.0f} s "
+            "of the restart", path=awaited.path, knobs=awaited.knobs))
+
+    def abandon(self) -> None:
+        """The driver is stopping: fail an in-process rescale still waiting; a driver-restart or
+        handover rescale stays pending (``ss:runner:{job}:pending``): the next driver finishes it."""
+        with self._lock:
+            awaited, self._awaited = self._awaited, None
+        if awaited is not None and awaited.path == RescalePath.IN_PROCESS:
+            self._write_result(RescaleResult.failed(awaited.id, FailureCode.DRIVER_STOPPED,
+                                                    "the driver stopped before the first batch after the restart",
+                                                    path=RescalePath.IN_PROCESS, knobs=awaited.knobs))

@@ -1,0 +1,224 @@
+"""Applying one rescale command: the paths of :mod:`sparkclient.runner.driver`'s module docstring.
+
+:class:`RescalePaths` is the part of :class:`sparkclient.runner.driver.Driver` that checks a command and
+takes its path: nothing to change, executors in place, an offline state repartition, a restart in
+process, or a warm handover to a standby driver. It runs on the driver's state, which
+:class:`~sparkclient.runner.driver.Driver` sets up: ``spec``, ``job``, ``client``, ``capacity``,
+``in_place``, ``values``, ``spark``, ``query``, ``checkpoint``, ``lease``, ``executor_scaler``,
+``executors_knob``, ``shuffle_knob``, ``stop_event``, ``first_batch`` and the methods
+``executors``, ``_set_status``, ``_write_result`` and ``_start_query``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from sparkclient.contract import control, keys
+from sparkclient.contract.spec import validate_values
+from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState
+from sparkclient.runner.handover import HANDOVER_READY_TIMEOUT_S, HandoverState, record_pending, request_standby
+from sparkclient.runner.session import BATCH_WAIT_TIMEOUT_S, checkpoint_has_state, stop_between_batches
+
+log = logging.getLogger("sparkclient.runner.driver")
+
+__all__ = ["EXIT_HANDED_OVER", "RescalePaths"]
+
+#: Driver exit code after a warm handover: the standby driver has taken over.
+EXIT_HANDED_OVER = 76
+
+
+class RescalePaths:
+    """Check a rescale command and apply it along its path (a mixin of :class:`sparkclient.runner.driver.Driver`)."""
+
+    spec: Any
+    job: str
+    client: Any
+    capacity: int
+    in_place: bool
+    values: dict[str, int]
+
+    def check(self, command: RescaleCommand) -> RescaleResult | dict[str, int]:
+        """The command's knob values, or the failure that refuses it before anything stops."""
+        from sparkclient.contract.spec import KnobError  # noqa: PLC0415
+
+        try:
+            new = validate_values(self.spec.knobs, command.knobs)
+        except KnobError as exc:
+            return RescaleResult.failed(command.id, FailureCode.OUT_OF_BOUNDS, str(exc), knobs=self.values)
+        if self.capacity and self.executors(new) > self.capacity:
+            return RescaleResult.failed(
+                command.id, FailureCode.ABOVE_CAPACITY, knobs=self.values,
+                error=f"{self.executors(new)} executors exceed the cluster's capacity of {self.capacity}")
+        return new
+
+    def _rescale(self, command: RescaleCommand) -> int | None:
+        """Check the command, then take its path: nothing to change, executors in place, or a
+        restart of the query (in process, or a new driver). Returns an exit code when the driver
+        must exit (a handover)."""
+        checked = self.check(command)
+        if isinstance(checked, RescaleResult):
+            self._write_result(checked)
+            return None
+        new, old = checked, dict(self.values)
+        if new == old:
+            self._write_result(RescaleResult(id=command.id, status=control.ResultStatus.SUCCEEDED,
+                                             path=RescalePath.NONE, knobs=new))
+            return None
+        repartition = self._needs_repartition(old, new)
+        if repartition and not self._can_repartition(command, old):
+            return None
+        executors_changed = self.executors(new) != self.executors(old)
+        if self.in_place and executors_changed:
+            old = self._scale_executors_in_place(command, old, new)
+            if old is None or new == old:  # failed, or only the executors changed: the query never stopped
+                return None
+        return self._restart(command, old, new, repartition=repartition,
+                             new_driver=executors_changed and not self.in_place)
+
+    def _needs_repartition(self, old: dict[str, int], new: dict[str, int]) -> bool:
+        """Whether the shuffle knob changes on a checkpoint that holds state (its partitions are
+        pinned, :func:`sparkclient.runner.session.checkpoint_has_state`). A stateless query's shuffle knob
+        changes with a restart of the query inside the running driver."""
+        shuffle = self.shuffle_knob.name if self.shuffle_knob else None
+        return bool(shuffle and new[shuffle] != old[shuffle] and self.checkpoint
+                    and checkpoint_has_state(self.checkpoint))
+
+    def sink_class(self) -> str | None:
+        """The running query's sink class (simple name, e.g. ``FileStreamSink``), or None when it
+        cannot be read (no query, or py4j refused)."""
+        try:
+            return str(self.query._jsq.streamingQuery().sink().getClass().getSimpleName())
+        except Exception:  # noqa: BLE001 - unknown is None: the runner then decides on the provider alone
+            return None
+
+    def _can_repartition(self, command: RescaleCommand, old: dict[str, int]) -> bool:
+        """Whether the checkpoint's state can be repartitioned offline
+        (:func:`sparkclient.contract.binding.offline_repartition_blocker`: RocksDB state, and a sink without a
+        batch log of its own); fails the command while the query still runs (nothing stopped) when
+        it cannot."""
+        from sparkclient.contract.binding import PinReason, offline_repartition_blocker  # noqa: PLC0415
+        from sparkclient.runner.staterepartition import checkpoint_info  # noqa: PLC0415
+
+        provider, sink = checkpoint_info(self.checkpoint).provider, self.sink_class()
+        blocker = offline_repartition_blocker(provider, sink)
+        if blocker is None:
+            return True
+        shuffle = self.shuffle_knob.name
+        why = (f"its state store provider {provider} cannot be repartitioned offline (RocksDB only)"
+               if blocker is PinReason.STATE_STORE else
+               f"the query's {sink} keeps its own batch log, which the offline repartition's extra batch "
+               "would leave with a hole (the sink then fails at its next compaction)")
+        self._write_result(RescaleResult.failed(
+            command.id, FailureCode.STATE_NOT_REPARTITIONABLE, knobs=old,
+            error=(f"{shuffle} is pinned by the checkpoint ({old[shuffle]}): {why}; keep {shuffle}="
+                   f"{old[shuffle]} or start from a new checkpoint")))
+        return False
+
+    def _scale_executors_in_place(self, command: RescaleCommand, old: dict[str, int],
+                                  new: dict[str, int]) -> dict[str, int] | None:
+        """Change the executors while the query runs. Returns the knob values now in effect (``old``
+        with the new executors), or None with the command failed. Writes the result when only the
+        executors changed."""
+        try:
+            change = self.executor_scaler.scale_to(
+                self.executors(new), state_tasks=self.executor_scaler.newest_state_holders(str(self.query.runId)))
+        except Exception as exc:  # noqa: BLE001 - report; the query keeps running as it was
+            self._write_result(RescaleResult.failed(command.id, FailureCode.EXECUTOR_CHANGE_FAILED,
+                                                    f"changing the executors failed: {exc}",
+                                                    path=RescalePath.IN_PLACE, knobs=old))
+            return None
+        old = dict(old)
+        old[self.executors_knob.name] = self.executors(new)
+        self._commit_values(old)
+        if new == old:
+            self._write_result(RescaleResult(id=command.id, status=control.ResultStatus.SUCCEEDED,
+                                             path=RescalePath.IN_PLACE, knobs=new,
+                                             executor_change_s=change.duration_s))
+        return old
+
+    def _commit_values(self, values: dict[str, int]) -> None:
+        self.values = dict(values)
+        text = json.dumps(self.values, sort_keys=True)
+        self.client.set(keys.config(self.job), text)
+        self._set_status(knobs=text)
+
+    def _request_standby(self, command: RescaleCommand, old: dict[str, int], new: dict[str, int]) -> bool:
+        """Ask the supervisor for a standby driver with ``new`` and wait until it is ready (the query
+        keeps running meanwhile). Returns False, with the command failed, when it is not."""
+        log.info("command %s: waiting for a standby driver with %s", command.id, new)
+        error = request_standby(self.client, self.job, command.id, new, self.stop_event, HANDOVER_READY_TIMEOUT_S)
+        if error is None:
+            return True
+        self._write_result(RescaleResult.failed(
+            command.id, FailureCode.RESTART_FAILED, knobs=old, path=RescalePath.DRIVER_HANDOVER,
+            error=f"the new driver did not start ({error}); the running driver carries on unchanged"))
+        return False
+
+    def _restart(self, command: RescaleCommand, old: dict[str, int], new: dict[str, int], *,
+                 repartition: bool, new_driver: bool) -> int | None:
+        """Stop the query at a batch boundary and start it again with ``new``: after an offline state
+        repartition when ``repartition``, in a standby driver when ``new_driver`` (the standby is
+        ready before anything stops), else in this process."""
+        if new_driver and not self._request_standby(command, old, new):
+            return None
+        requested_at = time.time()
+        self._set_status(state=RunnerState.RESTARTING)
+        old_run_id = str(self.query.runId)
+        last_end = stop_between_batches(self.query, require_idle=repartition, timeout_s=BATCH_WAIT_TIMEOUT_S)
+        if repartition and not self._repartition_offline(command, old, new):
+            return None
+        if new_driver:
+            return self._hand_over(command, new, requested_at=requested_at, last_end=last_end)
+        return self._restart_in_process(command, old, new, requested_at=requested_at, last_end=last_end,
+                                        old_run_id=old_run_id)
+
+    def _repartition_offline(self, command: RescaleCommand, old: dict[str, int], new: dict[str, int]) -> bool:
+        """Repartition the stopped query's state to the new shuffle partitions. On failure the
+        command fails and the query starts again as it was (the checkpoint is unchanged)."""
+        from sparkclient.runner.staterepartition import StateRepartitionError, repartition_state  # noqa: PLC0415
+
+        try:
+            done = repartition_state(self.spark, self.checkpoint, new[self.shuffle_knob.name])
+        except (StateRepartitionError, ValueError) as exc:
+            self._write_result(RescaleResult.failed(command.id, FailureCode.REPARTITION_FAILED,
+                                                    f"offline state repartition failed: {exc}",
+                                                    path=RescalePath.IN_PROCESS, knobs=old))
+            self.query = self._start_query()
+            return False
+        log.info("command %s: state repartitioned %d -> %d in %.2f s", command.id, done.from_partitions,
+                 done.to_partitions, done.duration_s)
+        return True
+
+    def _hand_over(self, command: RescaleCommand, new: dict[str, int], *, requested_at: float,
+                   last_end: float | None) -> int:
+        """Record the command as pending (the standby's first batch finishes it), release the
+        checkpoint to the standby and return :data:`EXIT_HANDED_OVER`."""
+        pending = {"id": command.id, "last_batch_end_epoch_s": last_end, "path": RescalePath.DRIVER_HANDOVER.value,
+                   "knobs": new, "requested_at": requested_at}
+        record_pending(self.client, self.job, pending, new)
+        self.lease.release()  # the query is stopped: the standby may take the checkpoint now
+        self.client.hset(keys.handover(self.job), "state", HandoverState.RELEASED)
+        log.info("command %s: handed over to the standby driver with %d executors", command.id, self.executors(new))
+        return EXIT_HANDED_OVER
+
+    def _restart_in_process(self, command: RescaleCommand, old: dict[str, int], new: dict[str, int], *,
+                            requested_at: float, last_end: float | None, old_run_id: str) -> None:
+        """Start the query again with ``new`` from the same checkpoint; its first batch finishes the
+        command. When it does not start, the command fails and the query runs with ``old`` again."""
+        self.first_batch.expect(command_id=command.id, path=RescalePath.IN_PROCESS, knobs=new,
+                                requested_at=requested_at, last_batch_end=last_end, old_run_id=old_run_id)
+        self.values = dict(new)
+        try:
+            self.query = self._start_query()
+        except Exception as exc:  # noqa: BLE001 - report, then go back to the old knobs
+            self.first_batch.forget()
+            self._write_result(RescaleResult.failed(command.id, FailureCode.RESTART_FAILED,
+                                                    f"restarting the query with {new} failed: {exc}",
+                                                    path=RescalePath.IN_PROCESS, knobs=old))
+            self.values = old
+            self.query = self._start_query()
+            return
+        self._commit_values(new)

@@ -1,0 +1,269 @@
+"""The driver's Spark side: build the SparkSession, start the pipeline's query, stop it at a batch
+boundary, and warm a new JVM up. Used by :class:`sparkclient.runner.driver.Driver`; PySpark is imported
+inside the functions so that the supervisor, which imports the runner, stays light."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sparkclient.contract.spec import ENV_JOB, ENV_WORKDIR, PipelineSpec
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BATCH_WAIT_TIMEOUT_S", "PROJECT_ROOT", "WARM_UP_CONF", "WARM_UP_TIMEOUT_S", "StartedQuery",
+           "build_session", "checkpoint_has_state", "last_batch_end", "prepare_query", "progress_dict", "start_query",
+           "stop_between_batches", "warm_up"]
+
+#: How long a rescale waits for the batch in flight, seconds.
+BATCH_WAIT_TIMEOUT_S = 120.0
+#: The standby's streaming warm-up gives up after this many seconds (it is only a speed-up).
+WARM_UP_TIMEOUT_S = 60.0
+#: Session settings of the warm-up query (restored after it): few shuffle partitions, RocksDB state.
+WARM_UP_CONF = {"spark.sql.shuffle.partitions": "2",
+                "spark.sql.streaming.stateStore.providerClass":
+                    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"}
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def checkpoint_has_state(checkpoint: Path) -> bool:
+    """Whether the checkpoint has run a batch and holds state (a ``state/`` folder), so its state
+    partitions are pinned: a change of ``spark.sql.shuffle.partitions`` then needs the offline state
+    repartition.
+
+    Spark pins only the stateful operators' partitions. The offset log records the session's
+    ``spark.sql.shuffle.partitions`` but restores it into ``STATEFUL_SHUFFLE_PARTITIONS_INTERNAL``
+    (``OffsetSeqMetadata.rebindSQLConfsSessionToOffsetLog``), so a stateless query's shuffles take
+    the session's value at each start (tests/sparkclient/test_binding_spark.py)."""
+    offsets = checkpoint / "offsets"
+    return (offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir())
+            and (checkpoint / "state").is_dir())
+
+
+def progress_dict(progress: Any) -> dict[str, Any]:
+    """A ``StreamingQueryProgress`` (or a dict of one) as a dict."""
+    return json.loads(progress.json) if hasattr(progress, "json") else dict(progress)
+
+
+def _last_batch_id(query: Any) -> int | None:
+    progress = query.lastProgress
+    return None if progress is None else progress_dict(progress).get("batchId")
+
+
+def build_session(*, job: str, workdir: Path, redis_url: str, master: str, executors: int, ui_port: int,
+                  in_place: bool, capacity: int, spark_conf: dict[str, str],
+                  session_conf: Mapping[str, str] | None) -> Any:
+    """The driver's SparkSession for ``job``.
+
+    ``master``: ``local`` (then ``local[executors]``) or a cluster manager URL; ``in_place``: one
+    core per executor, so executors are changed in place (``spark.cores.max`` = the larger of
+    ``capacity`` and ``executors``); ``spark_conf``: the operator's ``--conf`` settings;
+    ``session_conf``: the shuffle knob's session settings
+    (:func:`sparkclient.contract.spec.session_settings`). Sets the environment the
+    pipeline and the executors' Python workers read (job, work directory, Redis URL, PYTHONPATH).
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ[ENV_JOB], os.environ[ENV_WORKDIR] = job, str(workdir)
+    os.environ["SPARKSCALER_REDIS_URL"] = redis_url
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(PROJECT_ROOT) not in paths:  # executors' Python workers import sparkclient
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *paths])
+    from pyspark.sql import SparkSession  # noqa: PLC0415 - keep the supervisor light
+
+    spark_master = master if master != "local" else f"local[{executors}]"
+    builder = (SparkSession.builder.master(spark_master).appName(f"sparkscaler-{job}")
+               .config("spark.ui.port", str(ui_port))
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.streaming.metricsEnabled", "true"))
+    if master == "local" or spark_master.split("://")[-1].split(":")[0] in ("127.0.0.1", "localhost"):
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    if in_place:  # one core per executor: executors = cores, changed in place
+        builder = (builder.config("spark.executor.cores", "1")
+                   .config("spark.cores.max", str(max(capacity, executors)))
+                   .config("spark.dynamicAllocation.enabled", "false")
+                   .config("spark.pyspark.python", sys.executable)
+                   .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]))
+    for key, value in spark_conf.items():  # the operator's --conf settings
+        builder = builder.config(key, value)
+    for key, value in (session_conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+@dataclass(frozen=True)
+class StartedQuery:
+    """A query :func:`start_query` started: the ``StreamingQuery``, its checkpoint directory and its
+    processing-time trigger interval in seconds (0 = as fast as possible)."""
+
+    query: Any
+    checkpoint: Path
+    trigger_interval_s: float
+
+
+def _set_conf(spark: Any, settings: Mapping[str, str] | None) -> None:
+    for key, value in (settings or {}).items():
+        spark.conf.set(key, value)
+
+
+class _StartCaptured(Exception):
+    """Raised inside a pipeline's build function by a captured ``start()``/``toTable()``."""
+
+
+def prepare_query(spark: Any, spec: PipelineSpec, values: dict[str, int],
+                  session_conf: Mapping[str, str] | None) -> Callable[[], Any] | None:
+    """Run ``spec.build(spark, values)`` up to its writer's ``start()`` (or ``toTable()``) without
+    starting anything, and return the call that starts it; a standby driver does this before it
+    owns the checkpoint, so the plan's analysis (a Python data source's schema, the reader
+    options) is done before the pause (issue 12). The build function runs once: a standby starts
+    the query with the returned call, not by building again.
+
+    Returns None (the caller builds as usual) when the build did not reach exactly one start, or
+    failed; a query that the build started by another path is stopped at once (logged as an error).
+    """
+    from pyspark.sql.streaming.readwriter import DataStreamWriter  # noqa: PLC0415
+
+    captured: list[tuple[Any, Any, tuple, dict]] = []
+    originals = {"start": DataStreamWriter.start, "toTable": DataStreamWriter.toTable}
+
+    def capturing(name: str) -> Callable[..., Any]:
+        def capture(writer: Any, *args: Any, **kwargs: Any) -> Any:
+            captured.append((originals[name], writer, args, kwargs))
+            raise _StartCaptured
+        return capture
+
+    _set_conf(spark, session_conf)
+    for name in originals:
+        setattr(DataStreamWriter, name, capturing(name))
+    try:
+        spec.build(spark, dict(values))
+    except _StartCaptured:
+        pass
+    except Exception:  # noqa: BLE001 - preparing is only a speed-up: the normal start reports the error
+        log.exception("preparing %s failed; it will be built after the handover", spec.ref)
+        return None
+    finally:
+        for name, method in originals.items():
+            setattr(DataStreamWriter, name, method)
+    if spark.streams.active:
+        log.error("%s started a query without DataStreamWriter.start/toTable while it was prepared; stopped it",
+                  spec.ref)
+        for query in spark.streams.active:
+            query.stop()
+        return None
+    if len(captured) != 1:
+        return None
+    method, writer, args, kwargs = captured[0]
+    return lambda: method(writer, *args, **kwargs)
+
+
+def start_query(spark: Any, spec: PipelineSpec, values: dict[str, int],
+                session_conf: Mapping[str, str] | None, prepared: Callable[[], Any] | None = None) -> StartedQuery:
+    """Set the shuffle knob's session settings, then ``spec.build(spark, values)``; or, with ``prepared``
+    (from :func:`prepare_query`), start the query it captured (building as usual if that fails).
+
+    Raises:
+        TypeError: the pipeline did not return a started ``StreamingQuery``.
+    """
+    query = None
+    if prepared is not None:
+        try:
+            query = prepared()
+        except Exception:  # noqa: BLE001 - fall back to a fresh build, which reports a real error
+            log.exception("starting the prepared query of %s failed; building it again", spec.ref)
+    if query is None:
+        _set_conf(spark, session_conf)
+        query = spec.build(spark, dict(values))
+    if not all(hasattr(query, attr) for attr in ("runId", "isActive", "stop")):
+        raise TypeError(f"{spec.ref} returned {type(query).__name__}, not a started StreamingQuery")
+    execution = query._jsq.streamingQuery()
+    checkpoint = Path(str(execution.resolvedCheckpointRoot()).removeprefix("file:"))
+    trigger = execution.trigger()
+    interval_s = trigger.intervalMs() / 1000.0 if hasattr(trigger, "intervalMs") else 0.0
+    return StartedQuery(query, checkpoint, interval_s)
+
+
+def last_batch_end(query: Any) -> float | None:
+    """When the query's newest executed batch completed, epoch seconds; None before any."""
+    from sparkclient.collector.progress import batch_end_epoch_s, ran_a_batch  # noqa: PLC0415
+
+    for progress in reversed(query.recentProgress or []):
+        data = progress_dict(progress)
+        if ran_a_batch(data):
+            return batch_end_epoch_s(data)
+    return None
+
+
+def stop_between_batches(query: Any, *, require_idle: bool = False,
+                         timeout_s: float = BATCH_WAIT_TIMEOUT_S) -> float | None:
+    """Stop the query at a batch boundary; return the last batch's end (epoch s).
+
+    Stops as soon as the batch in flight completes (a query that falls behind is never idle; the
+    interrupted next batch re-runs from the offset log). ``require_idle`` waits for an idle trigger
+    instead: an offline repartition needs every logged batch committed. Stops anyway after
+    ``timeout_s`` seconds.
+    """
+    in_flight = _last_batch_id(query)
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and time.monotonic() < deadline:
+        if not query.status.get("isTriggerActive"):
+            break
+        if not require_idle and _last_batch_id(query) != in_flight:
+            break
+        time.sleep(0.02)
+    query.stop()
+    return last_batch_end(query)
+
+
+def warm_up(spark: Any, partitions: int, workdir: Path) -> None:
+    """Warm the new JVM before the handover (``SPARK-FACTS.md``: a fresh JVM is slow on its first
+    batch): a small batch job, then a throwaway streaming query of the usual kinds of operators
+    (``rate`` source → pandas UDF → stateful aggregation on RocksDB → ``noop`` sink, two
+    micro-batches, scratch checkpoint under ``workdir``), so class loading, code generation, the
+    Python workers and the state store's native library are ready before the user's query starts.
+    It never runs the user's pipeline: its sink could be external. Session settings it changes are
+    restored; a streaming warm-up that fails is logged and skipped (it costs speed, never the handover)."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    started = time.monotonic()
+    frame = spark.range(0, 20_000, numPartitions=max(1, partitions))
+    (frame.withColumn("k", F.col("id") % 10).groupBy("k").agg(F.count("*"), F.sum("id"))
+     .repartition(2).collect())
+    scratch = workdir / "warm-up" / uuid.uuid4().hex
+    saved = {key: spark.conf.get(key, None) for key in WARM_UP_CONF}
+    try:
+        for key, value in WARM_UP_CONF.items():
+            spark.conf.set(key, value)
+        rows = (spark.readStream.format("rate").option("rowsPerSecond", 200)
+                .option("numPartitions", max(1, partitions)).load())
+        rows = rows.mapInPandas(lambda frames: frames, schema=rows.schema).repartition(2)
+        query = (rows.withWatermark("timestamp", "1 second").groupBy(F.window("timestamp", "1 second")).count()
+                 .writeStream.format("noop").outputMode("append").option("checkpointLocation", str(scratch))
+                 .trigger(processingTime="100 milliseconds").start())
+        try:
+            deadline = time.monotonic() + WARM_UP_TIMEOUT_S
+            while query.isActive and time.monotonic() < deadline and (_last_batch_id(query) or 0) < 2:
+                time.sleep(0.05)
+        finally:
+            query.stop()
+    except Exception:  # noqa: BLE001 - a warm-up that fails costs speed, never the handover
+        log.exception("streaming warm-up failed; handing over without it")
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+        shutil.rmtree(scratch, ignore_errors=True)
+    log.info("JVM warmed up in %.2f s", time.monotonic() - started)

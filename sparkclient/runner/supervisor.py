@@ -1,0 +1,343 @@
+"""``python -m sparkclient run``: run a user's pipeline under a supervisor, rescalable from the dashboard.
+
+    python -m sparkclient run --pipeline mypackage.mymodule:build --job clicks \\
+        [--master local|spark://host:7077|k8s://...|yarn] [--knob NAME=VALUE ...] \\
+        [--redis-url redis://:PASSWORD@host:6379/0] [--workdir DIR] [--ui-port 4040] [--max-executors N]
+
+The **supervisor** keeps one **driver** child (:mod:`sparkclient.runner.driver`) running. The job's knob
+values live in Redis ``ss:config:{job}``; when they exist they win over ``--knob`` (a restarted
+supervisor resumes what the autoscaler applied), otherwise the defaults with ``--knob`` overrides are
+written there. SIGINT/SIGTERM is forwarded to the driver, which stops the query and Spark; the
+supervisor then exits, leaving no JVM behind. A driver that crashes (exit code not 0/75) is recorded
+as ``state=failed`` and restarted after a back-off, at most :data:`MAX_CRASH_RESTARTS` times in a row.
+
+The control endpoint is ``--redis-url``, else ``$SPARKSCALER_REDIS_URL``, else redis://127.0.0.1:6379/0.
+**Capacity** (the most executors a plan may ask for): local mode, the host's cores; a standalone
+master, its free cores from the master UI's ``/json`` (``--master-ui``, default port 8080 on the
+master's host); elsewhere ``--max-executors``, which also caps the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+
+from sparkclient.contract import control, keys
+from sparkclient.contract.spec import KnobError, PipelineLoadError, load_pipeline, validate_values
+from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, RunnerState
+from sparkclient.runner.handover import HandoverState
+from sparkclient.runner.lease import LeaseUnavailable
+from sparkclient.runner.procgroup import end_process_group
+
+log = logging.getLogger(__name__)
+
+#: Crash restarts in a row before the supervisor gives up.
+MAX_CRASH_RESTARTS = 5
+#: A driver that ran this long before crashing resets the crash counter, in seconds.
+CRASH_RESET_S = 120.0
+#: How long the supervisor waits for a stopping driver before killing its process group, seconds.
+STOP_TIMEOUT_S = 90.0
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def parse_pairs(flags: list[str], option: str = "--knob", shape: str = "NAME=VALUE") -> dict[str, str]:
+    """``["a=1", "b=2"]`` as ``{"a": "1", "b": "2"}``.
+
+    Raises:
+        KnobError: a flag that is not NAME=VALUE.
+    """
+    out = {}
+    for flag in flags:
+        name, sep, value = flag.partition("=")
+        if not sep or not name.strip():
+            raise KnobError(None, f"{option} takes {shape}, got {flag!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def standalone_free_cores(master_ui: str, timeout_s: float = 3.0) -> int | None:
+    """Free cores of a standalone master (``/json``: ``cores - coresused``), or None when unreadable."""
+    import httpx  # noqa: PLC0415
+
+    try:
+        data = httpx.get(master_ui.rstrip("/") + "/json/", timeout=timeout_s).json()
+        free = int(data["cores"]) - int(data["coresused"])
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return None
+    return max(0, free)
+
+
+def cluster_capacity(master: str, *, max_executors: int | None, master_ui: str | None) -> int:
+    """The most executors a plan may ask for (see the module docstring); 0 when unknown."""
+    if master == "local" or master.startswith("local["):
+        capacity = os.cpu_count() or 1
+    elif master.startswith("spark://"):
+        host = master.removeprefix("spark://").split(",")[0].split(":")[0]
+        capacity = standalone_free_cores(master_ui or f"http://{host}:8080") or 0
+    else:
+        capacity = 0
+    if max_executors:
+        capacity = min(capacity, max_executors) if capacity else max_executors
+    return capacity
+
+
+class Supervisor:
+    """Keeps one driver child process running for the job (see the module docstring)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.job = args.job
+        self.workdir = Path(args.workdir)
+        self.spec = load_pipeline(args.pipeline)  # a bad reference fails before anything starts
+        parse_pairs(args.conf, "--conf", "KEY=VALUE")
+        self.client = control.connect(args.redis_url)
+        self.stopping = threading.Event()
+        self.child: subprocess.Popen | None = None
+        self.standby: subprocess.Popen | None = None
+
+    def _set_status(self, **fields: Any) -> None:
+        self.client.hset(keys.runner(self.job), mapping={k: "" if v is None else str(v) for k, v in fields.items()})
+
+    def init_values(self) -> dict[str, int]:
+        """The knob values to run with, written to ``ss:config:{job}`` when none are stored.
+
+        Raises:
+            KnobError: a ``--knob`` flag or the stored values do not fit the pipeline's knobs.
+        """
+        from sparkclient.runner.driver import load_knob_values  # noqa: PLC0415
+
+        spec = self.spec
+        flags = validate_values(spec.knobs, parse_pairs(self.args.knob), partial=True)
+        stored = load_knob_values(self.client, self.job, spec)
+        if stored is not None:
+            ignored = {k: v for k, v in flags.items() if stored[k] != v}
+            if ignored:
+                log.warning("job %s resumes its stored knobs %s; --knob %s ignored (delete %s to start over)",
+                            self.job, stored, ignored, keys.config(self.job))
+            return stored
+        values = validate_values(spec.knobs, flags)
+        self.client.set(keys.config(self.job), json.dumps(values, sort_keys=True))
+        return values
+
+    def on_signal(self, signum: int, _frame: object) -> None:
+        """Forward SIGINT/SIGTERM to the drivers (as SIGTERM) and stop supervising."""
+        self.stopping.set()
+        for child in (self.child, self.standby):
+            if child is not None and child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+
+    def _spawn(self, standby: str | None = None) -> subprocess.Popen:
+        a = self.args
+        cmd = [sys.executable, "-m", "sparkclient", "run", "--driver", "--pipeline", a.pipeline, "--job", a.job,
+               "--redis-url", a.redis_url, "--workdir", str(self.workdir), "--ui-port", str(a.ui_port),
+               "--master", a.master, "--capacity", str(a.capacity)] + (["--standby", standby] if standby else []) \
+            + [arg for conf in a.conf for arg in ("--conf", conf)]
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parents[2])
+        paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
+        env["PYTHONPATH"] = os.pathsep.join([root, *paths, os.getcwd()])  # the pipeline module may be in cwd
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with open(self.workdir / "driver.log", "ab") as out:
+            # own session: the driver, its JVM and Python workers form one process group
+            return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    env=env, start_new_session=True)
+
+    @staticmethod
+    def reap_group(pid: int, grace_s: float = 10.0) -> None:
+        """Make sure nothing of the exited driver's process group (its JVM, Python workers) survives:
+        whatever is left after ``grace_s`` s gets SIGTERM, then SIGKILL 5 s later
+        (:func:`sparkclient.runner.procgroup.end_process_group`)."""
+        end_process_group(pid, grace_s=grace_s, term_wait_s=5.0, kill_wait_s=5.0,
+                          what="the driver's process group")
+
+    def _watch_handover(self) -> None:
+        """Start a standby driver when the running one asks for a handover; report a standby that
+        exits before it took over (its exit code and log) so the running driver fails the command."""
+        key = keys.handover(self.job)
+        if self.standby is None:
+            if self.client.hget(key, "state") == HandoverState.REQUESTED:
+                handover_id = self.client.hget(key, "id") or ""
+                self.standby = self._spawn(standby=handover_id)
+                self.client.hset(key, "state", HandoverState.STARTING)
+                log.info("standby driver %d started for handover %s", self.standby.pid, handover_id)
+            return
+        code = self.standby.poll()
+        if code is not None:  # it exited before the running driver handed over
+            from sparkclient.runner.driver import EXIT_STANDBY_ABORTED  # noqa: PLC0415
+
+            if code != EXIT_STANDBY_ABORTED:
+                self.client.hset(key, mapping={"state": HandoverState.FAILED,
+                                               "error": f"the standby driver exited with code {code}; "
+                                                        f"see {self.workdir / 'driver.log'}"})
+            self.reap_group(self.standby.pid, grace_s=2.0)
+            self.standby = None
+
+    def _wait_child(self, child: subprocess.Popen) -> int:
+        while not self.stopping.is_set():
+            try:
+                return child.wait(timeout=0.2)
+            except subprocess.TimeoutExpired:
+                self._watch_handover()
+                continue
+        try:
+            return child.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            log.error("driver %d did not stop within %.0f s: killing it", child.pid, STOP_TIMEOUT_S)
+            os.killpg(child.pid, signal.SIGKILL)
+            return child.wait()
+
+    def run(self) -> int:
+        """Supervise until SIGINT/SIGTERM (0) or too many crashes in a row (1)."""
+        from sparkclient.runner.lease import release_token  # noqa: PLC0415
+        from sparkclient.runner.driver import EXIT_HANDED_OVER, EXIT_RESTART  # noqa: PLC0415
+
+        values = self.init_values()
+        self._set_status(state=RunnerState.STARTING, supervisor_pid=os.getpid(), knobs=json.dumps(values),
+                         pipeline=self.args.pipeline, capacity=self.args.capacity, error="")
+        crashes, error = 0, ""
+        adopted: subprocess.Popen | None = None
+        while not self.stopping.is_set():
+            started = time.monotonic()
+            if adopted is not None:  # the standby that took over after a handover
+                self.child, adopted = adopted, None
+                child = self.child
+                log.info("driver %d took over", child.pid)
+            else:
+                self.child = child = self._spawn()
+                self._set_status(pid=child.pid, error="")
+                log.info("driver %d started", child.pid)
+            code = self._wait_child(child)
+            if code == EXIT_HANDED_OVER and self.standby is not None:
+                adopted, self.standby = self.standby, None
+                self.reap_group(child.pid)
+                continue
+            crashed = not self.stopping.is_set() and code not in (0, EXIT_RESTART)
+            token = self.client.hget(keys.runner(self.job), "lease_token")
+            if crashed and token:  # a dead driver's lease would block the next one until it expires
+                release_token(self.client, self.job, token)
+            if crashed and self.standby is not None:  # the driver that asked for it is gone
+                self.standby.terminate()
+                self.standby.wait(timeout=STOP_TIMEOUT_S)
+                self.reap_group(self.standby.pid, grace_s=2.0)
+                self.standby = None
+                self.client.hset(keys.handover(self.job), "state", HandoverState.CANCELLED)
+            if crashed:  # record it at once; reaping the JVM can take seconds
+                crashes = 1 if time.monotonic() - started > CRASH_RESET_S else crashes + 1
+                reported = self.client.hget(keys.runner(self.job), "error") or "no error reported"
+                error = (f"driver exited with code {code} (crash {crashes} in a row): {reported}; "
+                         f"see {self.workdir / 'driver.log'}")
+                log.error(error)
+                self._set_status(state=RunnerState.FAILED, error=error)
+            elif code == EXIT_RESTART:
+                crashes = 0
+                self._set_status(state=RunnerState.RESTARTING)
+            self.reap_group(child.pid)
+            self.child = None
+            if self.standby is not None and self.stopping.is_set():
+                self.standby.wait(timeout=STOP_TIMEOUT_S)
+                self.reap_group(self.standby.pid)
+            if not crashed:
+                if self.stopping.is_set() or code == 0:
+                    break
+                continue
+            if crashes > MAX_CRASH_RESTARTS:
+                self._fail_pending(error)
+                return 1
+            self.stopping.wait(min(30.0, 2.0 ** crashes))
+        self._set_status(state=RunnerState.STOPPED)
+        return 0
+
+    def _fail_pending(self, error: str) -> None:
+        raw = self.client.get(keys.runner_pending(self.job))
+        if raw:
+            try:
+                command_id = str(json.loads(raw)["id"])
+            except (ValueError, KeyError, TypeError):
+                command_id = ""
+            if command_id:
+                control.write_result(self.client, self.job, RescaleResult.failed(
+                    command_id, FailureCode.DRIVER_CRASHED, f"the restarted driver kept failing: {error}",
+                    path=RescalePath.DRIVER_RESTART))
+            self.client.delete(keys.runner_pending(self.job))
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``run`` command's flags (see the module docstring)."""
+    parser.add_argument("--pipeline", required=True, help="MODULE:FUNCTION of the build function (on sys.path)")
+    parser.add_argument("--job", required=True, help="job name: the Redis keys and the dashboard's job")
+    parser.add_argument("--master", default="local",
+                        help="'local' (local[executors]; an executors change starts a new driver) or a cluster "
+                             "manager: spark://host:port, k8s://..., yarn (executors changed in place)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for the driver's SparkSession (repeatable), e.g. "
+                             "spark.kubernetes.container.image=..., spark.decommission.enabled=true")
+    parser.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
+                        help="initial knob value (repeatable); ignored once the job has stored values")
+    parser.add_argument("--redis-url", default=os.environ.get("SPARKSCALER_REDIS_URL", DEFAULT_REDIS_URL),
+                        help="control channel, password in the URL (default: $SPARKSCALER_REDIS_URL)")
+    parser.add_argument("--workdir", help="checkpoint, sink and driver log go here (default: var/jobs/JOB)")
+    parser.add_argument("--ui-port", type=int, default=4040)
+    parser.add_argument("--max-executors", type=int, help="cap on the executors a plan may ask for")
+    parser.add_argument("--master-ui", help="standalone master UI (for its free cores), e.g. http://host:8080")
+    parser.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--capacity", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--standby", help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the supervisor, or the driver with ``--driver``; returns the exit code."""
+    role = "driver" if args.driver else "supervisor"
+    logging.basicConfig(level=logging.INFO,
+                        format=f"%(asctime)s %(levelname)s {role}[%(process)d] %(name)s: %(message)s")
+    for noisy in ("py4j", "httpx"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    args.workdir = args.workdir or str(Path("var") / "jobs" / args.job)
+    if args.capacity is None:
+        args.capacity = cluster_capacity(args.master, max_executors=args.max_executors, master_ui=args.master_ui)
+    try:
+        if args.driver:
+            return _run_driver(args)
+        supervisor = Supervisor(args)
+        signal.signal(signal.SIGTERM, supervisor.on_signal)
+        signal.signal(signal.SIGINT, supervisor.on_signal)
+        return supervisor.run()
+    except (PipelineLoadError, KnobError, control.ControlAuthError, control.ControlUnreachable) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run_driver(args: argparse.Namespace) -> int:
+    from sparkclient.runner.driver import Driver  # noqa: PLC0415
+
+    sys.path.append(os.getcwd())
+    confs = parse_pairs(args.conf, "--conf", "KEY=VALUE")
+    driver = Driver(spec=load_pipeline(args.pipeline), job=args.job, redis_url=args.redis_url,
+                    workdir=Path(args.workdir), ui_port=args.ui_port, master=args.master, capacity=args.capacity,
+                    standby=args.standby, spark_conf=confs)
+    signal.signal(signal.SIGTERM, driver.request_stop)
+    signal.signal(signal.SIGINT, driver.request_stop)
+    try:
+        return driver.run()
+    except LeaseUnavailable as exc:  # another driver runs this job: touch nothing of it
+        log.error("%s", exc)
+        return 2
+    except Exception as exc:
+        log.exception("driver of job %s failed", args.job)
+        if args.standby and driver.client.hget(keys.handover(args.job), "state") != HandoverState.RELEASED:
+            # a standby that never took over: the running driver carries on; tell it why
+            driver.client.hset(keys.handover(args.job), mapping={"state": HandoverState.FAILED,
+                                                                 "error": f"{type(exc).__name__}: {exc}"[:2000]})
+            return 1
+        driver._set_status(state=RunnerState.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
+        return 1

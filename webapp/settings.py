@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI as static files (no CDN)
     "webapp.jobs",
     "webapp.proposals",
+    "webapp.loop",
     "webapp.dashboard",
     "webapp.accounts",
     "axes",
@@ -203,8 +204,8 @@ CELERY_BROKER_CONNECTION_TIMEOUT = 2.0  # seconds; a publish during an outage fa
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
-    "collect-all-jobs": {"task": "webapp.jobs.tasks.collect_all", "schedule": SCALER_COLLECT_INTERVAL_S},
-    "reconcile-workflow": {"task": "webapp.proposals.tasks.workflow_reconcile",
+    "collect-all-jobs": {"task": "webapp.loop.tasks.collect_all", "schedule": SCALER_COLLECT_INTERVAL_S},
+    "reconcile-workflow": {"task": "webapp.loop.tasks.workflow_reconcile",
                            "schedule": SCALER_RECONCILE_INTERVAL_S},
 }
 

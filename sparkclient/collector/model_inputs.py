@@ -2,7 +2,7 @@
 model's inputs (``scaling.Topology``, ``scaling.MetricWindow``, ``scaling.ClusterState``).
 
 One module for both readers of a sample: the webapp's evaluation (a window of stored snapshots,
-``webapp.jobs.evaluation``) and the snapshot CLI (one live or captured sample written as a scenario,
+``webapp.loop.evaluate``) and the snapshot CLI (one live or captured sample written as a scenario,
 :mod:`sparkclient.collector.snapshot`). The rules:
 
 - **Vertices.** One vertex per stage position of the newest sample (``v0``, ``v1``, ...), named after

@@ -12,7 +12,7 @@ from tests.browser.conftest import REPO, screenshot
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
 from tests.webapp.factories import make_job, make_snapshots
 from webapp.jobs.models import Job
-from webapp.jobs.evaluation import evaluation_run
+from webapp.loop.evaluate import evaluation_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 

@@ -20,7 +20,7 @@ from tests.browser.test_dashboard_browser import job_with_pending_proposal, logi
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
 from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots
 from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
-from webapp.jobs.evaluation import evaluation_run
+from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]

@@ -37,10 +37,10 @@ from scaling.sim.engine import Config, Simulation
 from scaling.sim.model import Downtime, SimJob, SimSettings
 from scaling.sim.workloads import Trace
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
-from webapp.jobs.evaluation import evaluation_run
+from webapp.loop.evaluate import evaluation_run
 from webapp.jobs.services import job_register
 from webapp.proposals.models import Execution, Proposal
-from webapp.proposals.execution import attempt_send, execution_poll, workflow_reconcile
+from webapp.loop.execute import attempt_send, execution_poll, workflow_reconcile
 
 
 EPOCH = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)

@@ -12,7 +12,7 @@ from rest_framework.authtoken.models import Token
 
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
 from tests.webapp.factories import make_job, make_snapshots
-from webapp.jobs.evaluation import evaluation_run
+from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.models import Proposal
 
 pytestmark = pytest.mark.django_db
@@ -61,7 +61,7 @@ def test_malformed_filters_are_400_not_500(api, query):
 
 
 def test_approve_reject_rollback_actions(api, monkeypatch):
-    import webapp.proposals.tasks as tasks
+    import webapp.loop.tasks as tasks
 
     for name in dir(tasks):
         if hasattr(getattr(tasks, name), "delay"):

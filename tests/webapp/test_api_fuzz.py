@@ -20,7 +20,7 @@ from rest_framework.authtoken.models import Token
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
 from tests.webapp.factories import make_job, make_snapshots
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
-from webapp.jobs.evaluation import evaluation_run
+from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
@@ -40,7 +40,7 @@ KNOWN_MISSES = {("POST /api/jobs/", "ST202"), ("PATCH /api/jobs/{id}/", "ST202")
 def no_enqueue(monkeypatch):
     """Approvals and rollbacks are accepted but nothing is executed (no broker here); the live
     server runs in this process, so patching the tasks reaches it."""
-    import webapp.proposals.tasks as tasks
+    import webapp.loop.tasks as tasks
 
     for name in dir(tasks):
         task = getattr(tasks, name)

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from tests.webapp.factories import make_job, make_snapshots
-from webapp.jobs.management.commands.backtest import parse_duration_s
+from webapp.loop.management.commands.backtest import parse_duration_s
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""Metric collection (``webapp.jobs.collect.snapshot_collect``) and its beat task: every way it can
+"""Metric collection (``webapp.loop.collect.snapshot_collect``) and its beat task: every way it can
 fail, against a real Redis and a fake Spark UI serving the Spark 4.3.0 captures, and the lock that
 keeps two collections of one job from overlapping (issue 18 finding 5)."""
 
@@ -13,8 +13,8 @@ from sparkclient.contract import control, keys
 from tests.capture_paths import SPARK_4_3_0
 from tests.fakespark import APP, RUN_ID, fake_spark_ui
 from tests.webapp.factories import CONFIG, make_job
-from webapp.jobs import collect as collector
-from webapp.jobs import evaluation, tasks
+from webapp.loop import collect as collector
+from webapp.loop import evaluate as evaluation, tasks
 from webapp.jobs.models import Job, MetricSnapshot
 
 pytestmark = pytest.mark.django_db

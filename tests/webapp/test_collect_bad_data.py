@@ -22,7 +22,7 @@ from tests.capture_paths import SPARK_4_3_0
 from tests.webapp.dashboard_factories import make_role_user
 from tests.webapp.factories import make_job
 from webapp.jobs.models import Job, MetricSnapshot, SampleRefused, VertexSnapshot
-from webapp.jobs.collect import snapshot_collect
+from webapp.loop.collect import snapshot_collect
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from sparkclient.demo.generator import get_rate
 from tests.webapp.factories import make_job, make_snapshots
 from webapp.jobs.models import Job
-from webapp.jobs.evaluation import evaluation_run
+from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.models import AuditEvent
 
 pytestmark = pytest.mark.django_db

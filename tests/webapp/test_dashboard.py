@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from tests.webapp.dashboard_factories import make_evaluation, make_role_user, make_succeeded
 from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots
-from webapp.jobs.evaluation import evaluation_run
+from webapp.loop.evaluate import evaluation_run
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.proposals.models import Proposal
 
@@ -29,7 +29,7 @@ def operator(client):
 @pytest.fixture
 def no_enqueue(monkeypatch):
     """Approvals enqueue nothing (no broker in these tests)."""
-    import webapp.proposals.tasks as tasks
+    import webapp.loop.tasks as tasks
 
     for name in dir(tasks):
         task = getattr(tasks, name)

@@ -16,10 +16,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("pyspark", "py4j", "pandas", "pyarrow", "plotly")
-#: The modules Celery tasks run (webapp/*/tasks.py and what they call).
-TASK_MODULES = sorted([*(ROOT / "webapp" / "proposals").glob("*.py"), ROOT / "webapp" / "jobs" / "tasks.py",
-                       ROOT / "webapp" / "jobs" / "services.py", ROOT / "webapp" / "jobs" / "collect.py",
-                       ROOT / "webapp" / "jobs" / "evaluation.py", ROOT / "webapp" / "jobs" / "policy_mapping.py",
+#: The modules Celery tasks run (webapp/loop/tasks.py and what it calls).
+TASK_MODULES = sorted([*(ROOT / "webapp" / "loop").glob("*.py"), *(ROOT / "webapp" / "proposals").glob("*.py"),
+                       ROOT / "webapp" / "jobs" / "services.py", ROOT / "webapp" / "jobs" / "policy_mapping.py",
                        ROOT / "webapp" / "outage.py"])
 
 

@@ -27,7 +27,7 @@ import json
 from rest_framework.authtoken.models import Token
 from tests.webapp.dashboard_factories import make_succeeded
 from tests.webapp.factories import make_job, make_snapshots, make_user
-from webapp.jobs.evaluation import evaluation_run
+from webapp.loop.evaluate import evaluation_run
 pairs = []
 for i in range(%d):
     job = make_job(name=f"race{i}", metric_window_s=45)

@@ -6,7 +6,7 @@ from tests.webapp.factories import make_job, make_snapshots
 from webapp.dashboard.figures import dag_figure, utilization_colour
 from webapp.dashboard.reads import dag_vertices
 from webapp.dashboard.stages import stage_name, stage_names
-from webapp.jobs.evaluation import evaluation_run
+from webapp.loop.evaluate import evaluation_run
 
 
 def test_stage_names_are_the_most_defining_operator():

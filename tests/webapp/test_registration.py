@@ -19,7 +19,7 @@ from tests.webapp.factories import make_user
 from sparkclient.contract.spec import KnobTarget
 from webapp.jobs.knobs import KnobListError, parse_knobs
 from webapp.jobs.models import Job, JobPolicy
-from webapp.jobs.collect import snapshot_collect
+from webapp.loop.collect import snapshot_collect
 from webapp.jobs.services import job_register
 from webapp.jobs.sparkui import (
     Refusal, RefusalCode, SparkUiError, UiRule, UiTarget, parse_host_pattern, parse_origin, parse_port_range,
@@ -445,7 +445,7 @@ def test_a_runner_cannot_widen_the_registered_knob_bounds(workflow_redis):
     from sparkclient.contract import keys
     from sparkclient.contract.spec import Knob, KnobTarget, knobs_to_json
     from tests.webapp.factories import KNOBS, make_job
-    from webapp.jobs.collect import snapshot_collect
+    from webapp.loop.collect import snapshot_collect
 
     redis_client = workflow_redis
     job = make_job(name="bounded")

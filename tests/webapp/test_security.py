@@ -16,7 +16,7 @@ from tests.webapp.dashboard_factories import make_succeeded
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.policy_mapping import BOUNDS
-from webapp.jobs.evaluation import evaluation_run
+from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.models import AuditEvent, Proposal
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job
-from webapp.jobs.evaluation import evaluation_run
+from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.models import AuditEvent, Proposal
 from webapp.proposals.services import TransitionError, proposal_approve, proposal_reject
 
@@ -176,7 +176,7 @@ def test_a_successful_execution_records_the_scaling_and_its_downtime(no_enqueue)
     """Ineffective scale-up detection and restart-time tracking learn from what was executed."""
     from webapp.jobs.models import Job
     from webapp.proposals.models import Execution
-    from webapp.proposals.execution import execution_record_result
+    from webapp.loop.execute import execution_record_result
 
     job, proposal = _executing_proposal()
     execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")
@@ -217,8 +217,8 @@ def test_an_execution_records_its_pause_added_lag_and_catch_up_from_the_snapshot
 
     from webapp.jobs.models import MetricSnapshot
     from webapp.proposals.models import Execution
-    from webapp.proposals.rescale_cost import record_open_costs
-    from webapp.proposals.execution import execution_record_result
+    from webapp.loop.rescale_cost import record_open_costs
+    from webapp.loop.execute import execution_record_result
 
     job, proposal = _executing_proposal()
     start = timezone.now()
@@ -333,7 +333,7 @@ def test_a_command_the_runner_refuses_for_what_it_is_is_not_retried(no_enqueue):
     """``state-not-repartitionable`` (and out-of-bounds, malformed) is refused before anything stops
     and would be refused again: the proposal fails at its first attempt and rolls back, where it was
     retried 3 times (found approving a proposal on HDFS-backed state). Other failures still retry."""
-    from webapp.proposals.execution import execution_record_result
+    from webapp.loop.execute import execution_record_result
     from webapp.proposals.models import Execution
 
     job, proposal = _executing_proposal()

@@ -4,7 +4,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from tests.webapp.factories import make_job, make_snapshots, make_user
-from webapp.jobs.evaluation import evaluation_run
+from webapp.loop.evaluate import evaluation_run
 
 pytestmark = pytest.mark.django_db
 

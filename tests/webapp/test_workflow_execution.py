@@ -22,7 +22,7 @@ from tests.webapp.factories import CONFIG, make_job, make_snapshots, make_user
 from tests.waiting import wait_for
 from tests.webapp.fakerunner import FakeRunner
 from webapp.jobs.models import Job, JobPolicy
-from webapp.jobs.evaluation import evaluation_run
+from webapp.loop.evaluate import evaluation_run
 from sparkclient.demo.processes import ProcessGroup
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus, write_result
@@ -30,7 +30,7 @@ from webapp.proposals.services import auto_approve_resume, proposal_approve
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
-RECONCILE_TASK = "webapp.proposals.tasks.workflow_reconcile"
+RECONCILE_TASK = "webapp.loop.tasks.workflow_reconcile"
 TERMINAL = {"succeeded", "failed", "rolled_back", "rejected", "expired", "superseded"}
 
 

@@ -16,10 +16,10 @@ from tests.webapp.factories import make_job, make_snapshots, make_user
 from tests.webapp.fakerunner import FakeRunner
 from webapp.celery import app as celery_app
 from webapp.jobs.models import Job
-from webapp.jobs.evaluation import evaluation_run
+from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from tests.webapp.fakerunner import record_answers
-from webapp.proposals.execution import attempt_send, workflow_reconcile
+from webapp.loop.execute import attempt_send, workflow_reconcile
 from webapp.proposals.lifecycle import TransitionError
 from webapp.proposals.services import proposal_approve
 
@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.workflow]
 @pytest.fixture
 def runner(workflow_redis, redis_server, settings, monkeypatch):
     """A fake runner answering every command with success; execution tasks run in-process."""
-    from webapp.proposals.tasks import execute_attempt
+    from webapp.loop.tasks import execute_attempt
 
     settings.SCALER_EXECUTION_TIMEOUT_S = 5
     monkeypatch.setattr("webapp.proposals.dispatch.send",

@@ -29,7 +29,7 @@ SEED = """
 import json
 from rest_framework.authtoken.models import Token
 from tests.webapp.factories import make_job, make_snapshots, make_user
-from webapp.jobs.evaluation import evaluation_run
+from webapp.loop.evaluate import evaluation_run
 job = make_job(name="pg", metric_window_s=45)
 make_snapshots(job)
 evaluation_run(job=job)

@@ -7,7 +7,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from tests.webapp.factories import make_job, make_snapshots, make_user
-from webapp.jobs.evaluation import evaluation_run
+from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.models import AuditEvent, Proposal
 
 pytestmark = pytest.mark.django_db  # the three tests of acceptance 4 also carry the workflow marker

@@ -13,15 +13,15 @@ from sparkclient.contract import keys
 from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job, JobPolicy
-from webapp.jobs.evaluation import evaluation_run
-from webapp.proposals.backoff import RestartStrategy, next_retry
+from webapp.loop.evaluate import evaluation_run
+from webapp.loop.backoff import RestartStrategy, next_retry
 from webapp.proposals.guardrails import Guardrails, direction, violated_guardrail
 from webapp.proposals.models import AuditEvent, Execution, Proposal
-from webapp.proposals.execution import attempt_send, workflow_reconcile
+from webapp.loop.execute import attempt_send, workflow_reconcile
 from webapp.proposals.lifecycle import TransitionError
 from webapp.proposals.rollback import proposal_rollback
 from webapp.proposals.services import proposal_approve, proposal_reject
-from webapp.proposals.verification import proposal_verify
+from webapp.loop.verify import proposal_verify
 
 
 # --- pure -------------------------------------------------------------------------------------

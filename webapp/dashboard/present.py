@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import redis
 
-from webapp.jobs.evaluation import plan_bindings
+from webapp.loop.evaluate import plan_bindings
 from webapp.jobs.models import Job
 
 
@@ -112,7 +112,7 @@ def spark_ui_link(job: Job) -> str | None:
     """The Spark UI of ``job``: its fixed ``spark_ui_url``, else the URL its runner reported when it fits
     the registration (``webapp.jobs.sparkui.ui_target``); None when unknown or refused."""
     from sparkclient.contract.control import ProtocolError  # noqa: PLC0415
-    from webapp.jobs.collect import runner_status  # noqa: PLC0415
+    from webapp.loop.collect import runner_status  # noqa: PLC0415
     from webapp.jobs.sparkui import Refusal, ui_target  # noqa: PLC0415
 
     if job.spark_ui_url:

@@ -132,7 +132,7 @@ def render(code: Why, data: dict) -> str:
 
 def _limit_words(item: object) -> str | None:
     """A stored plan limit (``dataclasses.asdict`` of ``scaling.reasons.PlanLimit`` through
-    ``webapp.jobs.evaluation.plan_as_json``: infinity as ``"inf"``) in words, or None when it is not
+    ``webapp.loop.evaluate.plan_as_json``: infinity as ``"inf"``) in words, or None when it is not
     one this version knows."""
     if not isinstance(item, dict) or not isinstance(item.get("data"), dict):
         return None

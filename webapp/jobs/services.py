@@ -1,6 +1,6 @@
 """Writes for jobs: registration and edits of a job and its policy, audited (HackSoft style:
-keyword-only, typed, atomic). Metric collection is ``webapp.jobs.collect``; evaluation is
-``webapp.jobs.evaluation``."""
+keyword-only, typed, atomic). Metric collection is ``webapp.loop.collect``; evaluation is
+``webapp.loop.evaluate``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Enqueue an execution attempt (the Celery task ``webapp.proposals.tasks.execute_attempt``) once the
+"""Enqueue an execution attempt (the Celery task ``webapp.loop.tasks.execute_attempt``) once the
 current transaction commits. The task is sent by its name, so the services never import the tasks
 module (the tasks import the services, one way)."""
 
@@ -14,7 +14,7 @@ from webapp.outage import REDIS_ERRORS
 logger = logging.getLogger(__name__)
 
 #: The Celery name of the task that sends one execution attempt to the runner.
-EXECUTE_TASK = "webapp.proposals.tasks.execute_attempt"
+EXECUTE_TASK = "webapp.loop.tasks.execute_attempt"
 
 
 def send(proposal_id: int, attempt: int, countdown_s: float) -> None:

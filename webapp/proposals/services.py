@@ -1,6 +1,6 @@
 """Writes for proposals: create, revise, withdraw, auto-approve, approve, reject, expire, and apply a
 held scale-down now. Every status change goes through ``webapp.proposals.lifecycle``; execution,
-its retries and the reconcile beat are in ``webapp.proposals.execution``, rollback in
+its retries and the reconcile beat are in ``webapp.loop.execute``, rollback in
 ``webapp.proposals.rollback``, the guardrails and blocks in ``webapp.proposals.holds``.
 """
 
@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from webapp.jobs.evaluation import pinned_knobs
+from webapp.loop.evaluate import pinned_knobs
 from webapp.jobs.models import Evaluation, Job, JobPolicy
 from webapp.jobs.selectors import latest_snapshot, policy_band
 from webapp.outage import broker_check

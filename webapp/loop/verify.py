@@ -30,7 +30,7 @@ from webapp.proposals.holds import scale_up_block_set
 from webapp.proposals.lifecycle import audit
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import realized
-from webapp.proposals.restart import verification_delay_s
+from webapp.loop.restart import verification_delay_s
 
 def verification_due(*, now: datetime) -> list[Proposal]:
     """Succeeded scale proposals not verified yet whose configuration ran long enough."""

@@ -26,14 +26,14 @@ from sparkclient.contract import control
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.redis import get_redis
 from webapp.proposals import dispatch
-from webapp.proposals.backoff import RestartStrategy, RetryDecision, next_retry
+from webapp.loop.backoff import RestartStrategy, RetryDecision, next_retry
 from webapp.proposals.lifecycle import AttemptState, ExecutionStatus, Status, TransitionError, attempt_transition, \
     audit, transition
 from webapp.proposals.models import Execution, Proposal
-from webapp.proposals.rescale_cost import record_open_costs
+from webapp.loop.rescale_cost import record_open_costs
 from webapp.proposals.rollback import last_good_config, start_rollback
 from webapp.proposals.services import proposals_expire
-from webapp.proposals.verification import proposal_verify, verification_due
+from webapp.loop.verify import proposal_verify, verification_due
 
 logger = logging.getLogger(__name__)
 

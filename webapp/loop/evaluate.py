@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from scaling import ClusterState, JobPlan, PlanRequest, Policy, Topology, VertexMetrics, evaluate
 from scaling.state import activated_streak, state_from_dict, state_to_dict
-from webapp.jobs.collect import mark_health, snapshot_collect
+from webapp.loop.collect import mark_health, snapshot_collect
 from webapp.jobs.models import Evaluation, Job, JobPolicy, MetricSnapshot
 from webapp.jobs.selectors import snapshots_in_window
 
@@ -228,7 +228,7 @@ def _plan(job: Job, snapshots: list[MetricSnapshot], now: datetime) -> JobPlan:
 def _keep_pending_scale_downs(job: Job, plan: JobPlan, *, direction: str) -> None:
     """Only the pending scale-downs and the activation streak (DS2's activation time) carry over from
     an evaluation: a scaling enters the history when its execution succeeds
-    (webapp.proposals.execution), not when it is proposed.
+    (webapp.loop.execute), not when it is proposed.
 
     A rescale the planner activated is not applied here: it becomes a proposal that waits for its
     decision. Its streak stays full (``scaling.state.activated_streak``), so the evaluations that go
@@ -278,10 +278,10 @@ def _evaluation_direction(*, job: Job, plan: JobPlan, proposed_config: dict) -> 
 
 def _scale_up_hold(*, job: Job, plan: dict, proposed_config: dict, now: datetime) -> tuple[str, dict]:
     """The live loop's rules that keep a scale-up from becoming a proposal: the ineffective-scale-up
-    block, then restart awareness (``webapp.proposals.restart``). Returns ``(hold, detail)``, or
+    block, then restart awareness (``webapp.loop.restart``). Returns ``(hold, detail)``, or
     ``("", {})`` when none applies."""
     from webapp.proposals.reasons import EvaluationHold  # noqa: PLC0415
-    from webapp.proposals.restart import restart_hold  # noqa: PLC0415
+    from webapp.loop.restart import restart_hold  # noqa: PLC0415
     from webapp.proposals.holds import blocked_knobs  # noqa: PLC0415
 
     blocked = blocked_knobs(job=job, current=job.config, proposed=proposed_config)

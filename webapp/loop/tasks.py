@@ -1,0 +1,71 @@
+"""Celery tasks of the live loop: thin, take ids, call one step.
+
+- The collect beat (``collect_all`` → ``collect_job``): collections of one job never overlap (Redis
+  lock). No retries: the next beat collects again, and the collector records what went wrong on
+  the job (health, last error).
+- ``execute_attempt``: one execution attempt, sent by its registered name
+  (``webapp.proposals.dispatch.EXECUTE_TASK``) by the decision services, which never import the loop.
+- The reconcile beat (``workflow_reconcile``). No task retries on its own (no ``autoretry_for``): a
+  lost or failed attempt is the reconcile beat's business, which re-enqueues it under the job's
+  restart strategy.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.conf import settings
+
+# What the collector (webapp.loop.collect) imports inside its functions, loaded here with the
+# tasks when the worker starts: a first import of pyspark (the progress listener, a
+# StreamingQueryListener) from several worker threads at once deadlocked a worker (issue 15).
+import sparkclient.contract.binding  # noqa: F401
+import sparkclient.contract.spec  # noqa: F401
+import sparkclient.collector.progress  # noqa: F401
+import sparkclient.collector.rest  # noqa: F401
+import sparkclient.collector.snapshot  # noqa: F401
+import sparkclient.collector.topology  # noqa: F401
+from webapp.jobs.models import Job
+from webapp.jobs.redis import get_redis
+from webapp.loop import evaluate, execute
+from webapp.proposals.dispatch import EXECUTE_TASK
+
+
+@shared_task
+def collect_all() -> int:
+    """Beat entry point: enqueue one collect per job; returns how many were enqueued."""
+    ids = list(Job.objects.values_list("pk", flat=True))
+    for job_id in ids:
+        collect_job.delay(job_id)
+    return len(ids)
+
+
+@shared_task(acks_late=True)
+def collect_job(job_id: int) -> bool:
+    """Collect and evaluate one job, unless another collect of it still holds the lock."""
+    lock = get_redis().lock(f"ss:lock:collect:{job_id}", timeout=4 * settings.SCALER_COLLECT_INTERVAL_S)
+    if not lock.acquire(blocking=False):
+        return False
+    try:
+        job = Job.objects.select_related("policy").get(pk=job_id)
+        evaluate.collect_and_evaluate(job=job)
+        return True
+    finally:
+        lock.release()
+
+
+@shared_task(name=EXECUTE_TASK, acks_late=True)
+def execute_attempt(proposal_id: int, attempt: int = 1) -> dict | None:
+    """Send one execution attempt of an approved proposal to its runner, and return (the reconcile
+    beat records the answer). Idempotent: the attempt is claimed with a conditional UPDATE, so a
+    second delivery finds it claimed and does nothing."""
+    sent = execute.attempt_send(proposal_id=proposal_id, attempt=attempt)
+    if sent is None:
+        return None
+    return {"execution": sent.pk, "status": sent.status, "attempts": sent.attempts}
+
+
+@shared_task(acks_late=True)
+def workflow_reconcile() -> dict:
+    """Beat: expire proposals, record the runners' answers, take over executions past their lease,
+    verify finished ones."""
+    return execute.workflow_reconcile()

@@ -40,7 +40,8 @@ from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.loop.evaluate import evaluation_run
 from webapp.jobs.services import job_register
 from webapp.proposals.models import Execution, Proposal
-from webapp.loop.execute import attempt_send, execution_poll, workflow_reconcile
+from webapp.loop.execute import attempt_send
+from webapp.loop.reconcile import execution_poll, workflow_reconcile
 
 
 EPOCH = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)

@@ -5,7 +5,7 @@ import pytest
 from tests.webapp.factories import make_job, make_snapshots
 from webapp.dashboard.figures import dag_figure, utilization_colour
 from webapp.dashboard.reads import dag_vertices
-from webapp.dashboard.stages import stage_name, stage_names
+from webapp.jobs.stages import stage_name, stage_names
 from webapp.loop.evaluate import evaluation_run
 
 

@@ -19,7 +19,8 @@ from webapp.jobs.models import Job
 from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from tests.webapp.fakerunner import record_answers
-from webapp.loop.execute import attempt_send, workflow_reconcile
+from webapp.loop.execute import attempt_send
+from webapp.loop.reconcile import workflow_reconcile
 from webapp.proposals.lifecycle import TransitionError
 from webapp.proposals.services import proposal_approve
 

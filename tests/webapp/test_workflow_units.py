@@ -17,7 +17,8 @@ from webapp.loop.evaluate import evaluation_run
 from webapp.loop.backoff import RestartStrategy, next_retry
 from webapp.proposals.guardrails import Guardrails, direction, violated_guardrail
 from webapp.proposals.models import AuditEvent, Execution, Proposal
-from webapp.loop.execute import attempt_send, workflow_reconcile
+from webapp.loop.execute import attempt_send
+from webapp.loop.reconcile import workflow_reconcile
 from webapp.proposals.lifecycle import TransitionError
 from webapp.proposals.rollback import proposal_rollback
 from webapp.proposals.services import proposal_approve, proposal_reject

@@ -111,14 +111,14 @@ class JobUpdateSerializer(serializers.ModelSerializer):
 
 class StageNameField(serializers.CharField):
     """The stage's short name, as the dashboard's graph, proposal and charts show it
-    (``webapp.dashboard.stages.stage_name``; the dashboard appends the vertex id when two stages of
+    (``webapp.jobs.stages.stage_name``; the dashboard appends the vertex id when two stages of
     one job share a name)."""
 
     def __init__(self, **kwargs):
         super().__init__(source="*", read_only=True, **kwargs)
 
     def to_representation(self, vertex) -> str:
-        from webapp.dashboard.stages import stage_name  # noqa: PLC0415
+        from webapp.jobs.stages import stage_name  # noqa: PLC0415
 
         return stage_name(vertex.name, vertex.vertex_id)
 

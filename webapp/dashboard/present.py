@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import redis
 
-from webapp.loop.evaluate import plan_bindings
+from webapp.jobs.bindings import plan_bindings
 from webapp.jobs.models import Job
 
 

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db.models import Prefetch
 
 from scaling.metrics import stage_utilization, task_skew, true_processing_rate
-from webapp.dashboard.stages import stage_names
+from webapp.jobs.stages import stage_names
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.jobs.selectors import finite_or_inf
 
@@ -87,7 +87,7 @@ def dag_vertices(*, job: Job, proposal_plan: dict | None = None, evaluation=None
     newest run that had data (so a restart or a stall keeps the last good graph on the page).
 
     Each row: id, name (Spark's operator chain), stage (the short stage name shown everywhere,
-    :func:`webapp.dashboard.stages.stage_names`), position, upstream (ids), tasks, proposed (from
+    :func:`webapp.jobs.stages.stage_names`), position, upstream (ids), tasks, proposed (from
     ``proposal_plan``, or None), utilization (0..1, busy s per s per task slot), true_processing_rate
     and true_output_rate (records per busy second, or ``"inf"``; at the busiest task's pace where it
     was measured, as the plan's, FLIP-271's MAX busy-time aggregation), true_processing_rate_mean

@@ -28,7 +28,7 @@ from webapp.dashboard.templatetags.knobs import knob_changes
 from webapp.dashboard.figures import dag_figure, executors_figure, parallelism_label, series_figure
 from webapp.dashboard.predictions import prediction_rows
 from webapp.dashboard.why import why_no_proposal
-from webapp.loop.evaluate import stage_bindings
+from webapp.jobs.bindings import stage_bindings
 from webapp.jobs import selectors
 from webapp.jobs.models import Job
 from webapp.proposals import selectors as proposal_selectors

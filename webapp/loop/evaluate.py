@@ -14,6 +14,7 @@ from django.utils import timezone
 from scaling import ClusterState, JobPlan, PlanRequest, Policy, Topology, VertexMetrics, evaluate
 from scaling.state import activated_streak, state_from_dict, state_to_dict
 from webapp.loop.collect import mark_health, snapshot_collect
+from webapp.jobs.bindings import stage_bindings
 from webapp.jobs.models import Evaluation, Job, JobPolicy, MetricSnapshot
 from webapp.jobs.selectors import snapshots_in_window
 
@@ -86,38 +87,6 @@ def executors_ceiling(*, job: Job) -> int:
     return max(1, min(limits))
 
 
-def stage_bindings(*, job: Job, snapshot: MetricSnapshot) -> tuple:
-    """Each stage of ``snapshot``'s newest batch bound to its knob (:func:`sparkclient.contract.binding.bind_stages`),
-    from the runner's plan stages and the tasks Spark ran; in stage order."""
-    from sparkclient.contract.binding import bind_stages, plan_stages_from_json  # noqa: PLC0415
-
-    try:
-        plan = plan_stages_from_json(json.dumps(job.plan_stages)) if job.plan_stages else None
-    except ValueError:
-        plan = None
-    tasks = [v.tasks for v in sorted(snapshot.vertices.all(), key=lambda v: v.position)]
-    return bind_stages(plan, job.knob_specs(), job.config, tasks)
-
-
-def plan_bindings(*, job: Job) -> tuple:
-    """The runner's published plan stages of ``job`` bound to its knobs, each stage's tasks taken as
-    its knob says (:func:`sparkclient.contract.binding.bind_stages`): which knob sets which stage, and which the
-    checkpoint pins. ``()`` when no (valid) plan is published."""
-    from sparkclient.contract.binding import bind_stages, plan_stages_from_json  # noqa: PLC0415
-
-    try:
-        plan = plan_stages_from_json(json.dumps(job.plan_stages)) if job.plan_stages else None
-    except ValueError:
-        plan = None
-    return bind_stages(plan, job.knob_specs(), job.config, [1] * len(plan)) if plan is not None else ()
-
-
-def pinned_knobs(*, job: Job) -> list[str]:
-    """The knobs of ``job`` its checkpoint pins (``PinReason.by_checkpoint``): the runner refuses any
-    change of them (``state-not-repartitionable``), so no proposal may change them."""
-    return sorted({b.knob for b in plan_bindings(job=job) if b.knob and b.pin is not None and b.pin.by_checkpoint})
-
-
 def plan_to_config(*, job: Job, plan: JobPlan) -> dict:
     """The knob values a plan asks for: the executors knob, and each bound stage's knob set to the
     stage's proposed parallelism (a knob bound to several stages takes the largest)."""
@@ -181,7 +150,7 @@ def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | Non
     the job's memory kept, the evaluation stored (with a live-loop hold of a scale-up), handed to the
     proposals (``proposal_create`` creates, revises, keeps or withdraws the pending proposal).
     """
-    from webapp.proposals.services import proposal_create  # noqa: PLC0415 - apps depend one way at import
+    from webapp.loop.propose import proposal_create  # noqa: PLC0415 - apps depend one way at import
 
     now = now or timezone.now()
     snapshots = _evaluable_window(job, now)

@@ -26,7 +26,7 @@ import sparkclient.collector.snapshot  # noqa: F401
 import sparkclient.collector.topology  # noqa: F401
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis
-from webapp.loop import evaluate, execute
+from webapp.loop import evaluate, execute, reconcile
 from webapp.proposals.dispatch import EXECUTE_TASK
 
 
@@ -68,4 +68,4 @@ def execute_attempt(proposal_id: int, attempt: int = 1) -> dict | None:
 def workflow_reconcile() -> dict:
     """Beat: expire proposals, record the runners' answers, take over executions past their lease,
     verify finished ones."""
-    return execute.workflow_reconcile()
+    return reconcile.workflow_reconcile()

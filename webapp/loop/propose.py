@@ -1,0 +1,190 @@
+"""Propose: an evaluation becomes the job's one pending proposal. Created, revised in place, kept,
+or withdrawn when the evaluations stop supporting it; in ``auto`` mode approved on the policy's
+behalf when the guardrails hold. Every status change goes through ``webapp.proposals.lifecycle``; a
+proposal is created by ``webapp.proposals.services.proposal_open``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from webapp.jobs.bindings import pinned_knobs
+from webapp.jobs.models import Evaluation, Job, JobPolicy
+from webapp.jobs.selectors import policy_band
+from webapp.proposals import dispatch
+from webapp.proposals.guardrails import violated_guardrail
+from webapp.proposals.holds import blocked_knobs, config_direction, job_guardrails
+from webapp.proposals.lifecycle import Status, TransitionError, audit, transition
+from webapp.proposals.models import Proposal
+from webapp.proposals.predictions import demand_cores, plan_cores
+from webapp.proposals.reasons import WithdrawReason, withdrawal_text
+from webapp.proposals.services import freeze_prediction, policy_actor, proposal_open
+
+
+def material_change(pending: Proposal, evaluation: Evaluation, *, threshold: float, band: tuple[float, float]) -> bool:
+    """Whether ``evaluation`` changes the recommendation of the ``pending`` proposal materially:
+
+    - the demand it answers, the busy cores at the target rate ``Σ_v λ_v / TPR_v``
+      (``predictions.demand_cores``), moved by more than ``threshold`` of the demand the pending
+      revision was sized for; or
+    - the pending configuration would no longer carry that demand (its utilization at the target
+      rate would be above the ``band``) and the evaluation proposes another one.
+
+    A recommendation that grows only because the backlog grows while the proposal waits (the
+    catch-up rate) is not a material change: the pending configuration still drains it. Nor is a
+    demand the pending configuration cannot carry when the evaluation proposes that same
+    configuration again (a plan capped at ``max_cores`` or a knob's maximum): a revision would
+    change nothing the operator approves, and would refuse their approval as outdated.
+    """
+    new = demand_cores(evaluation.plan)
+    old = (pending.prediction.get("inputs") or {}).get("demand_cores")
+    if not isinstance(old, (int, float)) or old <= 0:
+        old = demand_cores(pending.plan)
+    if old > 0 and abs(new - old) > threshold * old:
+        return True
+    _, cores = plan_cores(pending.plan)
+    return cores > 0 and new / cores > band[1] and evaluation.proposed_config != pending.proposed_config
+
+
+def _withdraw(*, proposal: Proposal, reason: WithdrawReason, actor: str, **data) -> Proposal | None:
+    """pending → withdrawn (terminal), with the structured reason; None when it was no longer pending."""
+    withdrawal = {"reason": str(reason), **data}
+    try:
+        return transition(proposal=proposal, target=Status.WITHDRAWN, actor=actor, reason=withdrawal_text(withdrawal),
+                           withdrawal=withdrawal, audit_after={"withdrawal": withdrawal})
+    except TransitionError:
+        return None
+
+
+def _revise(*, proposal: Proposal, evaluation: Evaluation, actor: str, policy: JobPolicy, now: datetime
+            ) -> Proposal | None:
+    """Revise a pending proposal in place (one conditional UPDATE on its status and revision); the
+    revision it replaces goes to ``revisions``. None when it was decided meanwhile."""
+    earlier = {"revision": proposal.revision, "evaluation": proposal.evaluation_id,
+               "proposed_config": proposal.proposed_config, "reasons": proposal.reasons,
+               "prediction": proposal.prediction, "at": now.isoformat()}
+    plan = evaluation.plan
+    updated = Proposal.objects.filter(pk=proposal.pk, status=Status.PENDING, revision=proposal.revision).update(
+        revision=proposal.revision + 1, revisions=[*proposal.revisions, earlier], evaluation=evaluation,
+        proposed_config=evaluation.proposed_config, reasons=evaluation.reasons, plan=plan,
+        prediction=freeze_prediction(job=proposal.job, plan=plan), unsupported_by=[], hold_reason="",
+        expires_at=now + timedelta(seconds=policy.proposal_ttl_s))
+    if not updated:
+        return None
+    proposal.refresh_from_db()
+    audit(job=proposal.job, proposal=proposal, actor=actor, action="revised",
+          before={**earlier["proposed_config"], "revision": earlier["revision"]},
+          after={**proposal.proposed_config, "revision": proposal.revision},
+          reason=f"revision {proposal.revision}: the recommendation changed by more than "
+                 f"{policy.revision_min_change:.0%} (evaluation {evaluation.pk})")
+    return proposal
+
+
+def _observe(*, proposal: Proposal, evaluation: Evaluation, actor: str, policy: JobPolicy) -> Proposal | None:
+    """Count an evaluation against or for the pending ``proposal``; withdraw it after
+    ``withdraw_after_evaluations`` in a row that do not support it. Returns the proposal while it
+    stays pending, None once withdrawn."""
+    wanted = config_direction(job=proposal.job, current=proposal.current_config, proposed=proposal.proposed_config)
+    if evaluation.direction == wanted:
+        if proposal.unsupported_by:
+            Proposal.objects.filter(pk=proposal.pk, status=Status.PENDING).update(unsupported_by=[])
+            proposal.unsupported_by = []
+        return proposal
+    unsupported = [*proposal.unsupported_by, {"evaluation": evaluation.pk, "direction": evaluation.direction}]
+    if len(unsupported) < policy.withdraw_after_evaluations:
+        Proposal.objects.filter(pk=proposal.pk, status=Status.PENDING).update(unsupported_by=unsupported)
+        proposal.unsupported_by = unsupported
+        return proposal
+    directions = {u["direction"] for u in unsupported}
+    reason = (WithdrawReason.INSIDE_BAND if directions == {Evaluation.Direction.NONE}
+              else WithdrawReason.OPPOSITE if Evaluation.Direction.NONE not in directions
+              else WithdrawReason.NOT_SUPPORTED)
+    _withdraw(proposal=proposal, reason=reason, actor=actor, evaluations=[u["evaluation"] for u in unsupported],
+              directions=[u["direction"] for u in unsupported], direction=evaluation.direction)
+    return None
+
+
+def proposal_create(*, evaluation: Evaluation, now: datetime | None = None) -> Proposal | None:
+    """Turn an evaluation into the job's one pending proposal (issue 13 "stable proposals").
+
+    - A pending proposal made for another running configuration is withdrawn (``config_changed``),
+      and so is one that changes a knob the checkpoint pins (``knob_pinned``: the runner publishes
+      the plan's state store after the proposal was made, e.g. at its first batch).
+    - An evaluation that does not support the pending proposal (load inside the band, or pointing
+      the other way) counts against it; ``withdraw_after_evaluations`` in a row withdraw it.
+    - A ``scale`` evaluation in the pending proposal's direction revises it in place only when its
+      configuration differs materially (``JobPolicy.revision_min_change``); otherwise it is kept.
+    - A ``scale`` evaluation with no pending proposal left creates one (frozen prediction), and in
+      ``auto`` mode approves it when the guardrails hold and no ineffective-scale-up block applies.
+
+    Returns the proposal created or revised, else None.
+    """
+    job = evaluation.job
+    policy = JobPolicy.objects.get(job=job)
+    actor = policy_actor(policy)
+    now = now or timezone.now()
+    with transaction.atomic():
+        running = Job.objects.filter(pk=job.pk).values_list("config", flat=True).first()
+        pending = None
+        pinned = pinned_knobs(job=job)
+        for old in job.proposals.select_for_update().filter(status=Status.PENDING, kind=Proposal.Kind.SCALE):
+            if old.current_config != running:
+                _withdraw(proposal=old, reason=WithdrawReason.CONFIG_CHANGED, actor=actor,
+                          proposed_for=old.current_config, running=running)
+            elif changed := [k for k in pinned if old.proposed_config.get(k) != old.current_config.get(k)]:
+                _withdraw(proposal=old, reason=WithdrawReason.KNOB_PINNED, actor=actor, knobs=changed)
+            elif pending is None:
+                pending = _observe(proposal=old, evaluation=evaluation, actor=actor, policy=policy)
+            else:  # more than one pending (older versions): keep the newest
+                transition(proposal=old, target=Status.SUPERSEDED, actor=actor,
+                            reason=f"superseded by proposal {pending.pk}")
+        wants = evaluation.decision == "scale" and not evaluation.hold and evaluation.proposed_config != running
+        if not wants:
+            return None
+        if pending is not None:
+            if config_direction(job=job, current=pending.current_config,
+                                proposed=pending.proposed_config) != evaluation.direction:
+                return None  # counted against it above
+            if not material_change(pending, evaluation, threshold=policy.revision_min_change,
+                                   band=policy_band(policy)):
+                return None
+            revised = _revise(proposal=pending, evaluation=evaluation, actor=actor, policy=policy, now=now)
+            if revised is not None and policy.mode == JobPolicy.Mode.AUTO:
+                revised = _auto_approve(proposal=revised, policy=policy, now=now)
+            return revised
+        proposal = proposal_open(job=job, evaluation=evaluation, proposed_config=evaluation.proposed_config,
+                           plan=evaluation.plan, reasons=evaluation.reasons, actor=actor, policy=policy, now=now)
+        if policy.mode == JobPolicy.Mode.AUTO:
+            proposal = _auto_approve(proposal=proposal, policy=policy, now=now)
+    return proposal
+
+
+def _auto_approve(*, proposal: Proposal, policy: JobPolicy, now: datetime) -> Proposal:
+    """Approve ``proposal`` on behalf of the policy when the guardrails hold; else record why not."""
+    blocked = blocked_knobs(job=proposal.job, current=proposal.current_config, proposed=proposal.proposed_config)
+    if blocked:
+        hold = (f"ineffective-scale-up block: {', '.join(blocked)} scaled up without effect (proposal "
+                f"#{proposal.job.scale_up_block.get('proposal')}); a person clears the block on the job page")
+    elif policy.auto_approve_suspended:
+        hold = (f"auto-approval is suspended for this job ({policy.auto_approve_suspended_reason}); "
+                f"a person must approve, or re-enable auto-approval")
+    else:
+        hold = violated_guardrail(job_guardrails(job=proposal.job, policy=policy), proposal.current_config,
+                                  proposal.proposed_config, now.timestamp())
+    if not hold:
+        try:
+            proposal = transition(proposal=proposal, target=Status.APPROVED, actor=policy_actor(policy),
+                                   reason="auto mode: inside every guardrail", decided_at=now)
+        except TransitionError as exc:  # another execution of the job is in flight
+            hold = str(exc)
+        else:
+            dispatch.enqueue_attempt(proposal.pk, 1)
+            return proposal
+    Proposal.objects.filter(pk=proposal.pk).update(hold_reason=hold)
+    proposal.hold_reason = hold
+    audit(job=proposal.job, proposal=proposal, actor=policy_actor(policy), action="auto_approve_held",
+          reason=hold)
+    return proposal

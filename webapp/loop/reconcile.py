@@ -1,0 +1,109 @@
+"""The reconcile beat: expire pending proposals, record the runners' answers to the attempts in
+flight, count an attempt unanswered past its lease as failed, enqueue again an attempt or an approval
+whose message was lost, verify executions that ran long enough, record what each rescale cost.
+The beat is what makes an execution finish: no worker waits on a runner (``webapp.loop.execute``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from webapp.jobs.redis import get_redis
+from webapp.loop.execute import execution_record_result, lease_s, runner_result
+from webapp.loop.rescale_cost import record_open_costs
+from webapp.loop.verify import proposal_verify, verification_due
+from webapp.proposals import dispatch
+from webapp.proposals.lifecycle import AttemptState, ExecutionStatus, Status, audit
+from webapp.proposals.models import Execution, Proposal
+from webapp.proposals.services import proposals_expire
+
+
+def execution_poll(*, execution: Execution, now: datetime | None = None) -> str | None:
+    """Record the runner's answer to the attempt in flight, if it has one; count the attempt as
+    failed when its lease expired without one. Returns what was done (None: still waiting)."""
+    now = now or timezone.now()
+    proposal = execution.proposal
+    result = runner_result(get_redis(), proposal.job.name, execution.exec_id())
+    expired = execution.lease_expires_at is not None and execution.lease_expires_at < now
+    if result is None and not expired:
+        return None
+    if result is None:
+        what = (f"lease expired during attempt {execution.attempts} without an answer from the runner "
+                f"within {lease_s():.0f} s: counting the attempt as failed")
+        result = {"status": "failed", "path": "none",
+                  "error": f"no answer from the runner to {execution.exec_id()} before the lease expired"}
+    elif expired:
+        what = (f"lease expired during attempt {execution.attempts}; the runner had answered "
+                f"{result.get('status')}: recording it")
+    else:
+        what = f"the runner answered attempt {execution.attempts}: {result.get('status')}"
+    if expired:
+        audit(job=proposal.job, proposal=proposal, actor="system:reconcile", action="reconciled",
+              before={"attempt": execution.attempts, "attempt_state": execution.attempt_state}, reason=what)
+    execution_record_result(execution_id=execution.pk, attempt=execution.attempts, result=result, now=now)
+    return what
+
+
+def execution_requeue(*, execution: Execution, now: datetime | None = None) -> str:
+    """An attempt that never ran (pending, or a retry whose back-off passed) past its lease: enqueue
+    it again (the claim makes a late duplicate a no-op), pushing the lease so the next beat does
+    not enqueue it twice. Returns what was done."""
+    now = now or timezone.now()
+    proposal = execution.proposal
+    updated = Execution.objects.filter(pk=execution.pk, attempts=execution.attempts,
+                                       attempt_state=execution.attempt_state,
+                                       lease_expires_at=execution.lease_expires_at).update(
+        lease_expires_at=now + timedelta(seconds=lease_s()))
+    if not updated:
+        return "changed meanwhile"
+    what = f"lease expired before attempt {execution.attempts + 1} started: enqueued it again"
+    with transaction.atomic():
+        audit(job=proposal.job, proposal=proposal, actor="system:reconcile", action="reconciled",
+              before={"attempt": execution.attempts, "attempt_state": execution.attempt_state}, reason=what)
+        dispatch.enqueue_attempt(proposal.pk, execution.attempts + 1)
+    return what
+
+
+def _restart_lost_approvals(now: datetime) -> int:
+    """Approved proposals whose first attempt was never started within a lease: enqueue it again."""
+    restarted = 0
+    stale = now - timedelta(seconds=lease_s())
+    for proposal in Proposal.objects.select_related("job").filter(
+            status=Status.APPROVED, execution__isnull=True).filter(
+            Q(decided_at__lt=stale) | Q(decided_at__isnull=True, created_at__lt=stale)):
+        with transaction.atomic():
+            if Proposal.objects.filter(pk=proposal.pk, status=Status.APPROVED).update(decided_at=now):
+                audit(job=proposal.job, proposal=proposal, actor="system:reconcile", action="reconciled",
+                      reason="approved but not started within the lease: enqueued its execution again")
+                dispatch.enqueue_attempt(proposal.pk, 1)
+                restarted += 1
+    return restarted
+
+
+def workflow_reconcile(*, now: datetime | None = None) -> dict:
+    """The reconcile beat: expire pending proposals, record the runners' answers (and fail attempts
+    past their lease), re-enqueue attempts whose message was lost, and verify executions that ran
+    long enough. Returns counts per kind of work: ``expired``, ``recorded`` (answers recorded in
+    time), ``reconciled`` (executions taken over past their lease), ``restarted``, ``verified``, ``costed``
+    (executions whose rescale cost was recorded)."""
+    now = now or timezone.now()
+    counts = {"expired": proposals_expire(now=now), "recorded": 0, "reconciled": 0, "restarted": 0, "verified": 0}
+    for execution in Execution.objects.select_related("proposal__job").filter(
+            status=ExecutionStatus.RUNNING, attempt_state=AttemptState.SENT):
+        expired = execution.lease_expires_at is not None and execution.lease_expires_at < now
+        if execution_poll(execution=execution, now=now) is not None:
+            counts["reconciled" if expired else "recorded"] += 1
+    for execution in Execution.objects.select_related("proposal__job").filter(
+            status=ExecutionStatus.RUNNING, lease_expires_at__lt=now).exclude(attempt_state=AttemptState.SENT):
+        execution_requeue(execution=execution, now=now)
+        counts["reconciled"] += 1
+    counts["restarted"] = _restart_lost_approvals(now)
+    for proposal in verification_due(now=now):
+        if proposal_verify(proposal=proposal, now=now) is not None:
+            counts["verified"] += 1
+    counts["costed"] = record_open_costs(now=now)
+    return counts

@@ -16,6 +16,7 @@ from tests.webapp.dashboard_factories import make_succeeded
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.policy_mapping import BOUNDS
+from webapp.jobs.services import job_policy_update
 from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.models import AuditEvent, Proposal
 
@@ -190,6 +191,24 @@ def test_admin_internal_fields_are_read_only(client):
     job.refresh_from_db()
     assert (job.health, job.last_error, job.scaler_state, job.config["cores"], job.config_changed_at) == \
         ("running", "", {"k": 1}, 1, None)
+
+
+def test_the_jobs_admin_action_re_enables_a_suspended_auto_approval_and_audits_it(client):
+    job = make_job(mode="auto")
+    JobPolicy.objects.filter(job=job).update(auto_approve_suspended=True, auto_approve_suspended_reason="rollback")
+    client = _admin_client(client)
+    response = client.post(reverse("admin:jobs_job_changelist"),
+                           {"action": "resume_auto_approval", "_selected_action": [job.pk]})
+    assert response.status_code == 302
+    assert not JobPolicy.objects.get(job=job).auto_approve_suspended
+    assert AuditEvent.objects.filter(job=job, action="auto_approve_resumed", actor="ada").count() == 1
+
+
+def test_an_audited_policy_edit_is_in_the_audit_trail():
+    job = make_job()
+    job_policy_update(job=job, changes={"max_cores": 6}, actor="ada")
+    event = AuditEvent.objects.get(job=job, action="policy_changed")
+    assert (event.actor, event.after) == ("ada", {"max_cores": 6})
 
 
 @pytest.mark.parametrize("field", sorted(BOUNDS))

@@ -53,13 +53,13 @@ def _require_decider(request: HttpRequest) -> None:
 def jobs(request: HttpRequest) -> HttpResponse:
     """All jobs, one row each: health, configuration, pending proposal, backlog and trend, batch
     ratio, last action and policy mode."""
-    return render(request, "dashboard/jobs.html", {"rows": selectors.jobs_overview()})
+    return render(request, "dashboard/jobs.html", {"rows": proposal_selectors.jobs_overview()})
 
 
 @login_required
 def jobs_live(request: HttpRequest) -> HttpResponse:
     """The rows of the jobs overview (HTML fragment) for the live refresh."""
-    return render(request, "dashboard/_jobs_rows.html", {"rows": selectors.jobs_overview()})
+    return render(request, "dashboard/_jobs_rows.html", {"rows": proposal_selectors.jobs_overview()})
 
 
 # --- job page ---------------------------------------------------------------------------------
@@ -136,7 +136,7 @@ def _figures(job: Job, pending: Proposal | None, evaluation, range_key: str) -> 
     chart = reads.chart_data(job=job, range_s=reads.CHART_RANGES_S[range_key])
     since = datetime.fromisoformat(chart.t[0]) if chart.t else timezone.now() - timedelta(seconds=chart.range_s)
     markers = []
-    for execution in selectors.rescales(job=job, since=since):
+    for execution in proposal_selectors.rescales(job=job, since=since):
         p = execution.proposal
         changes = knob_changes(p)
         downtime = f"{execution.downtime_s:.1f} s" if execution.downtime_s is not None else "–"

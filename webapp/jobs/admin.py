@@ -136,7 +136,6 @@ class JobAdmin(admin.ModelAdmin):
     list_display = ["name", "health", "mode", "auto_approval", "query_name", "topic", "config_changed_at"]
     # Cleared on the job page by an operator, with an audit event (issue 13), never edited here.
     readonly_fields = ["policy_link", "scale_up_block"]
-    actions = ["resume_auto_approval"]
     fieldsets = [
         (None, {"fields": ["name", "query_name", "topic", "policy_link"]}),
         ("Spark UI", {"fields": ["spark_ui_url", "spark_ui_hosts", "spark_ui_ports"]}),
@@ -176,14 +175,6 @@ class JobAdmin(admin.ModelAdmin):
     @admin.display(description="auto-approval")
     def auto_approval(self, job: Job) -> str:
         return "suspended" if job.policy.auto_approve_suspended else "on"
-
-    @admin.action(description="Re-enable auto-approval (after a rollback suspended it)")
-    def resume_auto_approval(self, request, queryset):
-        from webapp.proposals.services import auto_approve_resume  # noqa: PLC0415
-
-        for job in queryset.filter(policy__auto_approve_suspended=True):
-            auto_approve_resume(job=job, actor=request.user)
-            messages.success(request, f"Auto-approval re-enabled for {job.name}.")
 
 
 @admin.register(MetricSnapshot)

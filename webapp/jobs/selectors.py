@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import Prefetch
@@ -68,67 +67,3 @@ def window_coverage(*, jobs: list[Job], now: datetime | None = None) -> dict[int
                 job.config_changed_at is None or at > job.config_changed_at):
             covered[job_id] += window_s
     return covered
-
-
-@dataclass(frozen=True)
-class JobRow:
-    """One row of the jobs overview."""
-
-    job: Job
-    snapshot: MetricSnapshot | None
-    backlog_trend_per_s: float | None
-    pending: object | None  # Proposal
-    last: object | None  # Proposal: the newest decided one
-    window_left_s: float | None  # collecting: seconds until the metric window is full
-
-    @property
-    def trend_arrow(self) -> str:
-        if self.backlog_trend_per_s is None:
-            return ""
-        if abs(self.backlog_trend_per_s) < 1:
-            return "→"
-        return "↑" if self.backlog_trend_per_s > 0 else "↓"
-
-
-def jobs_overview(*, now: datetime | None = None) -> list[JobRow]:
-    """Every job with its latest snapshot, backlog trend, pending and last decided proposal and the
-    time left before its metric window is full. Five queries, whatever the number of jobs."""
-    from django.db.models import OuterRef, Subquery  # noqa: PLC0415
-
-    from webapp.proposals.models import Proposal  # noqa: PLC0415
-
-    now = now or timezone.now()
-    newest = MetricSnapshot.objects.filter(job=OuterRef("pk")).order_by("-collected_at").values("pk")
-    proposals = Proposal.objects.filter(job=OuterRef("pk")).order_by("-created_at").values("pk")
-    decided = [s for s in Proposal.Status.values if s not in ("pending", "superseded", "expired")]
-    jobs = list(Job.objects.select_related("policy").order_by("name").annotate(
-        latest_id=Subquery(newest[:1]),
-        earlier_id=Subquery(newest[TREND_SNAPSHOTS:TREND_SNAPSHOTS + 1]),
-        pending_id=Subquery(proposals.filter(status="pending")[:1]),
-        last_id=Subquery(proposals.filter(status__in=decided)[:1])))
-    snapshots = MetricSnapshot.objects.in_bulk(
-        [i for j in jobs for i in (j.latest_id, j.earlier_id) if i is not None])
-    wanted = [i for j in jobs for i in (j.pending_id, j.last_id) if i is not None]
-    by_pk = Proposal.objects.select_related("execution").in_bulk(wanted)
-    collecting = [j for j in jobs if j.health == Job.Health.COLLECTING]
-    covered = window_coverage(jobs=collecting, now=now)
-    rows = []
-    for job in jobs:
-        latest, earlier = snapshots.get(job.latest_id), snapshots.get(job.earlier_id)
-        trend = None
-        if latest and earlier and latest.collected_at > earlier.collected_at:
-            trend = (latest.backlog - earlier.backlog) / (latest.collected_at - earlier.collected_at).total_seconds()
-        left = (max(0.0, job.policy.metric_window_s * 0.9 - covered[job.pk]) if job.pk in covered else None)
-        rows.append(JobRow(job=job, snapshot=latest, backlog_trend_per_s=trend, pending=by_pk.get(job.pending_id),
-                           last=by_pk.get(job.last_id), window_left_s=left))
-    return rows
-
-
-def rescales(*, job: Job, since: datetime | None = None, limit: int = 50) -> list:
-    """Finished executions of ``job`` (newest first, at most ``limit``) with their proposals."""
-    from webapp.proposals.models import Execution  # noqa: PLC0415
-
-    qs = Execution.objects.filter(proposal__job=job, finished_at__isnull=False).select_related("proposal")
-    if since:
-        qs = qs.filter(finished_at__gte=since)
-    return list(qs.order_by("-finished_at")[:limit])

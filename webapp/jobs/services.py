@@ -9,6 +9,7 @@ import logging
 from django.db import transaction
 
 from webapp.jobs.models import Job, JobPolicy
+from webapp.jobs.signals import job_edited
 
 logger = logging.getLogger(__name__)
 
@@ -133,8 +134,6 @@ def _edit_audited(job: Job, instance, changes: dict, *, clean, actor: str, actio
     """
     from django.core.exceptions import ValidationError  # noqa: PLC0415
 
-    from webapp.proposals.models import AuditEvent  # noqa: PLC0415
-
     before = {f: getattr(instance, f) for f in changes}
     for field, value in changes.items():
         setattr(instance, field, value)
@@ -146,8 +145,8 @@ def _edit_audited(job: Job, instance, changes: dict, *, clean, actor: str, actio
     after = {f: getattr(instance, f) for f in changes}
     changed = [f for f in changes if before[f] != after[f]]
     if changed:
-        AuditEvent.objects.create(job=job, actor=actor, action=action, before={f: before[f] for f in changed},
-                                  after={f: after[f] for f in changed}, reason=reason)
+        job_edited.send(sender=type(instance), job=job, actor=actor, action=action,
+                        before={f: before[f] for f in changed}, after={f: after[f] for f in changed}, reason=reason)
 
 
 def job_policy_update(*, job: Job, changes: dict, actor: str) -> JobPolicy:

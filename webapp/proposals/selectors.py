@@ -1,10 +1,16 @@
-"""Reads for the workflow: a job's executions and audit trail."""
+"""Reads for the workflow: the jobs overview (each job with its pending and last decided proposal),
+a job's executions and audit trail."""
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from dataclasses import dataclass
+from datetime import datetime
 
-from webapp.jobs.models import Job
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.utils import timezone
+
+from webapp.jobs.models import Job, MetricSnapshot
+from webapp.jobs.selectors import TREND_SNAPSHOTS, window_coverage
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 
 AUDIT_FIELDS = ("id", "at", "job", "proposal", "actor", "action", "before", "after", "reason")
@@ -32,3 +38,61 @@ def audit_rows(*, job: Job) -> list[dict]:
     return [{"id": e.pk, "at": e.at.isoformat(), "job": job.name, "proposal": e.proposal_id, "actor": e.actor,
              "action": e.action, "before": e.before, "after": e.after, "reason": e.reason}
             for e in audit_trail(job=job)]
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One row of the jobs overview."""
+
+    job: Job
+    snapshot: MetricSnapshot | None
+    backlog_trend_per_s: float | None
+    pending: Proposal | None
+    last: Proposal | None  # the newest decided one
+    window_left_s: float | None  # collecting: seconds until the metric window is full
+
+    @property
+    def trend_arrow(self) -> str:
+        if self.backlog_trend_per_s is None:
+            return ""
+        if abs(self.backlog_trend_per_s) < 1:
+            return "→"
+        return "↑" if self.backlog_trend_per_s > 0 else "↓"
+
+
+def jobs_overview(*, now: datetime | None = None) -> list[JobRow]:
+    """Every job with its latest snapshot, backlog trend, pending and last decided proposal and the
+    time left before its metric window is full. Five queries, whatever the number of jobs."""
+    now = now or timezone.now()
+    newest = MetricSnapshot.objects.filter(job=OuterRef("pk")).order_by("-collected_at").values("pk")
+    proposals = Proposal.objects.filter(job=OuterRef("pk")).order_by("-created_at").values("pk")
+    decided = [s for s in Proposal.Status.values if s not in ("pending", "superseded", "expired")]
+    jobs = list(Job.objects.select_related("policy").order_by("name").annotate(
+        latest_id=Subquery(newest[:1]),
+        earlier_id=Subquery(newest[TREND_SNAPSHOTS:TREND_SNAPSHOTS + 1]),
+        pending_id=Subquery(proposals.filter(status="pending")[:1]),
+        last_id=Subquery(proposals.filter(status__in=decided)[:1])))
+    snapshots = MetricSnapshot.objects.in_bulk(
+        [i for j in jobs for i in (j.latest_id, j.earlier_id) if i is not None])
+    wanted = [i for j in jobs for i in (j.pending_id, j.last_id) if i is not None]
+    by_pk = Proposal.objects.select_related("execution").in_bulk(wanted)
+    collecting = [j for j in jobs if j.health == Job.Health.COLLECTING]
+    covered = window_coverage(jobs=collecting, now=now)
+    rows = []
+    for job in jobs:
+        latest, earlier = snapshots.get(job.latest_id), snapshots.get(job.earlier_id)
+        trend = None
+        if latest and earlier and latest.collected_at > earlier.collected_at:
+            trend = (latest.backlog - earlier.backlog) / (latest.collected_at - earlier.collected_at).total_seconds()
+        left = (max(0.0, job.policy.metric_window_s * 0.9 - covered[job.pk]) if job.pk in covered else None)
+        rows.append(JobRow(job=job, snapshot=latest, backlog_trend_per_s=trend, pending=by_pk.get(job.pending_id),
+                           last=by_pk.get(job.last_id), window_left_s=left))
+    return rows
+
+
+def rescales(*, job: Job, since: datetime | None = None, limit: int = 50) -> list:
+    """Finished executions of ``job`` (newest first, at most ``limit``) with their proposals."""
+    qs = Execution.objects.filter(proposal__job=job, finished_at__isnull=False).select_related("proposal")
+    if since:
+        qs = qs.filter(finished_at__gte=since)
+    return list(qs.order_by("-finished_at")[:limit])

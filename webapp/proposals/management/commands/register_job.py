@@ -3,7 +3,9 @@
     manage.py register_job --name NAME [--spark-ui-url URL | --spark-ui-host HOST ... --spark-ui-ports RANGE]
                            [--knobs JSON] [--mode advisor|manual|auto] [--policy JSON] [--topic T] [--query-name Q]
 
-The same path as ``POST /api/jobs/`` (``webapp.jobs.services.job_register``), with the admin's validation.
+The same path as ``POST /api/jobs/`` (``webapp.jobs.services.job_register``), with the admin's validation;
+then the pending proposals of an earlier run expire (``webapp.proposals.lifecycle.expire_pending``),
+which is why the command lives with the proposals.
 """
 
 import json

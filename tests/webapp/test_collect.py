@@ -14,7 +14,7 @@ from tests.capture_paths import SPARK_4_3_0
 from tests.fakespark import APP, RUN_ID, fake_spark_ui
 from tests.webapp.factories import CONFIG, make_job
 from webapp.loop import collect as collector
-from webapp.loop import evaluate as evaluation, tasks
+from webapp.loop import evaluate, tasks, window
 from webapp.jobs.models import Job, MetricSnapshot
 
 pytestmark = pytest.mark.django_db
@@ -138,7 +138,7 @@ def test_published_progress_and_the_rest_api_become_a_snapshot_with_vertices(wor
 def test_collect_job_skips_while_another_collect_of_the_job_holds_the_lock(workflow_redis, monkeypatch):
     job = make_job()
     calls = []
-    monkeypatch.setattr(evaluation, "collect_and_evaluate", lambda *, job: calls.append(job.pk))
+    monkeypatch.setattr(evaluate, "collect_and_evaluate", lambda *, job: calls.append(job.pk))
     holder = workflow_redis.lock(f"ss:lock:collect:{job.pk}", timeout=60)
     assert holder.acquire(blocking=False)
     assert tasks.collect_job(job.pk) is False and calls == []
@@ -153,7 +153,7 @@ def test_collect_job_releases_the_lock_when_the_collect_raises(workflow_redis, m
     def boom(*, job):
         raise RuntimeError("collector crashed")
 
-    monkeypatch.setattr(evaluation, "collect_and_evaluate", boom)
+    monkeypatch.setattr(evaluate, "collect_and_evaluate", boom)
     with pytest.raises(RuntimeError, match="collector crashed"):
         tasks.collect_job(job.pk)
     assert not workflow_redis.exists(f"ss:lock:collect:{job.pk}")
@@ -162,7 +162,7 @@ def test_collect_job_releases_the_lock_when_the_collect_raises(workflow_redis, m
 def test_the_webapp_and_the_snapshot_cli_map_one_sample_to_the_same_model_inputs(workflow_redis, settings,
                                                                                   monkeypatch):
     """Issue 17 acceptance 4, the one Spark → model mapping: a collected snapshot, stored and read back
-    (``evaluation.window_inputs``), gives the metrics, topology and cluster that the snapshot CLI writes
+    (``window.window_inputs``), gives the metrics, topology and cluster that the snapshot CLI writes
     for the very sample the collector built (``sparkclient.collector.snapshot.sample_to_scenario``)."""
     from scaling.scenario import parse
     from sparkclient.collector import topology
@@ -174,8 +174,8 @@ def test_the_webapp_and_the_snapshot_cli_map_one_sample_to_the_same_model_inputs
     job, snapshot = collect_captured_query(workflow_redis, settings, slowest_share=0.9)
     assert snapshot is not None and snapshot.batches > 0 and len(built) == 1
     sample = built[0]
-    assert evaluation.snapshot_sample(snapshot).vertices == sample.vertices  # stored, nothing lost
-    topo, metrics, cluster, _ = evaluation.window_inputs(job=job, snapshots=[snapshot])
+    assert window.snapshot_sample(snapshot).vertices == sample.vertices  # stored, nothing lost
+    topo, metrics, cluster, _ = window.window_inputs(job=job, snapshots=[snapshot])
     scenario = parse(json.dumps(sample_to_scenario(sample)))
     cli = scenario.steps[0].metrics
     assert set(metrics) == set(cli) and len(metrics) >= 2

@@ -6,6 +6,7 @@ proposal is created by ``webapp.proposals.services.proposal_open``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -107,7 +108,8 @@ def _observe(*, proposal: Proposal, evaluation: Evaluation, actor: str, policy: 
     return None
 
 
-def proposal_create(*, evaluation: Evaluation, now: datetime | None = None) -> Proposal | None:
+def proposal_create(*, evaluation: Evaluation, now: datetime | None = None,
+                    pinned: Sequence[str] | None = None) -> Proposal | None:
     """Turn an evaluation into the job's one pending proposal (issue 13 "stable proposals").
 
     - A pending proposal made for another running configuration is withdrawn (``config_changed``),
@@ -120,6 +122,7 @@ def proposal_create(*, evaluation: Evaluation, now: datetime | None = None) -> P
     - A ``scale`` evaluation with no pending proposal left creates one (frozen prediction), and in
       ``auto`` mode approves it when the guardrails hold and no ineffective-scale-up block applies.
 
+    ``pinned``: the knobs the checkpoint pins (``webapp.jobs.bindings.pinned_knobs`` when not given).
     Returns the proposal created or revised, else None.
     """
     job = evaluation.job
@@ -129,7 +132,7 @@ def proposal_create(*, evaluation: Evaluation, now: datetime | None = None) -> P
     with transaction.atomic():
         running = Job.objects.filter(pk=job.pk).values_list("config", flat=True).first()
         pending = None
-        pinned = pinned_knobs(job=job)
+        pinned = pinned_knobs(job=job) if pinned is None else pinned
         for old in job.proposals.select_for_update().filter(status=Status.PENDING, kind=Proposal.Kind.SCALE):
             if old.current_config != running:
                 _withdraw(proposal=old, reason=WithdrawReason.CONFIG_CHANGED, actor=actor,

@@ -5,7 +5,7 @@ warm-up batches of a fresh JVM cause a new scale-up by themselves.
 References (apache/flink-kubernetes-operator, flink-autoscaler):
 - FLIP-271 stabilization: ``ScalingMetricCollector`` ignores metrics until
   ``job.autoscaler.stabilization.interval`` after the job (re)started (``stableTime``), and clears
-  the metric history when the job changed; ``webapp.loop.evaluate.stable_snapshots`` does the same,
+  the metric history when the job changed; ``webapp.loop.window.stable_snapshots`` does the same,
   and verification skips the interval too.
 - Restart time in the catch-up target: ``AutoScalerUtils.getTargetProcessingCapacity`` adds
   ``INPUT_RATE × RESTART / CATCH_UP`` to the target capacity, with the restart time measured by

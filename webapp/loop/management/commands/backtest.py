@@ -15,7 +15,8 @@ from django.utils import timezone
 from scaling.policy import PolicyError
 from scaling.replay import ReplayStep, describe, replay
 from webapp.jobs.models import Job
-from webapp.loop.evaluate import scaling_policy, stable_snapshots, window_inputs
+from webapp.jobs.policy_mapping import scaling_policy
+from webapp.loop.window import stable_snapshots, window_inputs
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -59,7 +60,7 @@ class Command(BaseCommand):
             if snapshot.collected_at < start or not snapshot.vertices.all():
                 continue
             # The window as the live evaluation sees it: same run and configuration, within window_s,
-            # without the run's stabilization interval (webapp.loop.evaluate.stable_snapshots, as evaluation_run).
+            # without the run's stabilization interval (webapp.loop.window.stable_snapshots, as evaluation_run).
             window = stable_snapshots(job=target, snapshots=[
                 s for s in snapshots[:i + 1]
                 if (snapshot.collected_at - s.collected_at).total_seconds() < window_s and s.config == snapshot.config])

@@ -1,0 +1,93 @@
+"""An evaluation's metric window: the stable snapshots of the current run, and those snapshots as
+the scaling model's inputs (the live evaluation and ``manage.py backtest`` read the window alike)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from django.conf import settings
+
+from scaling import ClusterState, Topology, VertexMetrics
+from sparkclient.collector.model_inputs import model_inputs
+from sparkclient.collector.sample import JobSample, VertexSample
+from sparkclient.contract.binding import StageBinding
+from webapp.jobs.bindings import stage_bindings
+from webapp.jobs.models import Job, MetricSnapshot
+
+
+def window_inputs(*, job: Job, snapshots: Sequence[MetricSnapshot], bindings: Sequence[StageBinding] | None = None
+                  ) -> tuple[Topology, dict[str, VertexMetrics], ClusterState, float]:
+    """The planner's inputs for a window of stored snapshots, through the one Spark → model mapping
+    (:func:`sparkclient.collector.model_inputs.model_inputs`, the one the snapshot CLI uses): each
+    snapshot becomes a ``JobSample`` again (:func:`snapshot_sample`), the samples a
+    ``scaling.MetricWindow`` weighted by their spans, so a snapshot without a completed batch weighs
+    in with its time.
+
+    Returns (topology, metrics per vertex id, cluster, mean batch duration in seconds).
+    A stage is adjustable only when its binding to a knob is confirmed (``bindings``: the stages of
+    the newest snapshot, by default :func:`webapp.jobs.bindings.stage_bindings` of it); the executors
+    knob counts cores (executors of one core), up to the least of the policy's ``max_cores``, the
+    executors knob's max and the cluster's capacity (:func:`executors_ceiling`).
+    """
+    if bindings is None:
+        bindings = stage_bindings(job=job, snapshot=snapshots[-1])
+
+    def adjustable(vertex) -> bool:
+        binding = bindings[vertex.position] if vertex.position < len(bindings) else None
+        return bool(binding and binding.adjustable)
+
+    ceiling = executors_ceiling(job=job)
+    inputs = model_inputs([snapshot_sample(s) for s in snapshots], adjustable=adjustable, cores_per_executor=1,
+                          min_executors=min(job.policy.min_cores, ceiling), max_executors=ceiling)
+    return inputs.topology, inputs.metrics, inputs.cluster, inputs.mean_batch_s
+
+
+def snapshot_sample(snapshot: MetricSnapshot) -> JobSample:
+    """A stored snapshot as the collector's ``sparkclient.collector.sample.JobSample`` again (the
+    fields the mapping reads; ids and names it does not store are empty)."""
+    vertices = tuple(VertexSample(
+        vertex_id=v.vertex_id, name=v.name, position=v.position, is_source=v.is_source, tasks=v.tasks,
+        busy_s=v.busy_s, busy_max_s=v.busy_max_s, records_in=v.records_in, records_out=v.records_out,
+        spill_bytes=v.spill_bytes, upstream=tuple(v.upstream), span_s=v.span_s) for v in snapshot.vertices.all())
+    return JobSample(
+        run_id=snapshot.run_id, query_name=None, app_id="", window_s=snapshot.window_s, batches=snapshot.batches,
+        first_batch_id=None, last_batch_id=None, vertices=vertices, backlog=snapshot.backlog,
+        arrival_rate_per_s=snapshot.arrival_rate_per_s, input_rate_per_s=snapshot.input_rate_per_s,
+        processed_rate_per_s=snapshot.processed_rate_per_s, batch_duration_s=snapshot.batch_duration_s,
+        trigger_interval_s=snapshot.trigger_interval_s, batch_overhead_s=snapshot.batch_overhead_s,
+        batch_ratio=snapshot.batch_ratio, executors=snapshot.executors, cores=snapshot.cores,
+        state_rows=snapshot.state_rows, state_bytes=snapshot.state_bytes,
+        collected_at=snapshot.collected_at.timestamp(), errors=tuple(snapshot.errors))
+
+
+def executors_ceiling(*, job: Job) -> int:
+    """The most executors a plan may ask for: the least of the policy's ``max_cores``, the executors
+    knob's ``max`` and the cluster's capacity (when known); never below 1."""
+    policy = job.policy
+    limits = [max(policy.min_cores, policy.max_cores)]
+    executors = next((k for k in job.knob_specs() if k.sets == "executors"), None)
+    if executors is not None:
+        limits.append(executors.max)
+    if job.capacity:
+        limits.append(job.capacity)
+    return max(1, min(limits))
+
+
+def stable_snapshots(*, job: Job, snapshots: list[MetricSnapshot]) -> list[MetricSnapshot]:
+    """The snapshots of the current query run, without its first ``SCALER_STABILIZATION_S`` seconds.
+
+    FLIP-271's ``job.autoscaler.stabilization.interval``: right after a (re)start, a cold JVM, Python
+    workers and state store loading make the first batches slow, and a catch-up batch carries the
+    backlog; metrics from then say nothing about the steady state. A new ``run_id`` marks a restart.
+    The run started at most one collect interval before its first snapshot (whose window may reach
+    back over the downtime to the previous run's last batch,
+    :func:`sparkclient.collector.topology.window_batches`).
+    """
+    if not snapshots:
+        return []
+    run_id = snapshots[-1].run_id
+    first = job.snapshots.filter(run_id=run_id).order_by("collected_at").first()
+    started = first.collected_at - timedelta(seconds=min(first.window_s, settings.SCALER_COLLECT_INTERVAL_S))
+    stable_from = started + timedelta(seconds=settings.SCALER_STABILIZATION_S)
+    return [s for s in snapshots if s.run_id == run_id and s.collected_at - timedelta(seconds=s.window_s) >= stable_from]

@@ -19,6 +19,8 @@ import kombu.exceptions
 import redis
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from webapp.celery import app
+
 logger = logging.getLogger(__name__)
 
 #: The exceptions that mean "Redis is unreachable" (redis-py directly, or kombu publishing a task).
@@ -47,8 +49,6 @@ def broker_check(what: str) -> None:
     Raises:
         ServiceUnavailable: Redis did not answer within ``CHECK_TIMEOUT_S`` seconds.
     """
-    from webapp.celery import app  # noqa: PLC0415 - the app reads the settings
-
     url = str(app.conf.broker_url or "")
     if not url.startswith(("redis://", "rediss://", "unix://")):
         return

@@ -165,12 +165,11 @@ def test_the_webapp_and_the_snapshot_cli_map_one_sample_to_the_same_model_inputs
     (``window.window_inputs``), gives the metrics, topology and cluster that the snapshot CLI writes
     for the very sample the collector built (``sparkclient.collector.snapshot.sample_to_scenario``)."""
     from scaling.scenario import parse
-    from sparkclient.collector import topology
     from sparkclient.collector.snapshot import sample_to_scenario
 
     built = []
-    real = topology.collect_sample
-    monkeypatch.setattr(topology, "collect_sample", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
+    real = collector.collect_sample
+    monkeypatch.setattr(collector, "collect_sample", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
     job, snapshot = collect_captured_query(workflow_redis, settings, slowest_share=0.9)
     assert snapshot is not None and snapshot.batches > 0 and len(built) == 1
     sample = built[0]

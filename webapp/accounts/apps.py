@@ -9,6 +9,6 @@ class AccountsConfig(AppConfig):
     label = "accounts"
 
     def ready(self) -> None:
-        from webapp.accounts.roles import roles_ensure_signal  # noqa: PLC0415
+        from webapp.accounts.roles import roles_ensure_signal  # noqa: PLC0415 - roles need the auth models loaded
 
         post_migrate.connect(roles_ensure_signal, dispatch_uid="sparkscaler-roles")

@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from sparkclient.contract.spec import KnobTarget
 from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
+from webapp.jobs.stages import stage_name
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 
 
@@ -118,8 +119,6 @@ class StageNameField(serializers.CharField):
         super().__init__(source="*", read_only=True, **kwargs)
 
     def to_representation(self, vertex) -> str:
-        from webapp.jobs.stages import stage_name  # noqa: PLC0415
-
         return stage_name(vertex.name, vertex.vertex_id)
 
 

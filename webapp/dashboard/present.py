@@ -7,8 +7,14 @@ from dataclasses import dataclass
 
 import redis
 
+from sparkclient.contract.binding import BindingStatus, PinReason
+from sparkclient.contract.control import ProtocolError
+from sparkclient.demo.generator import get_rate
 from webapp.jobs.bindings import plan_bindings
 from webapp.jobs.models import Job
+from webapp.jobs.redis import get_redis
+from webapp.jobs.sparkui import Refusal, ui_target
+from webapp.loop.collect import runner_status
 
 
 @dataclass(frozen=True)
@@ -45,8 +51,6 @@ def knob_stages(*, job: Job, names: dict[int, str]) -> dict[str, str]:
 def pin_text(binding) -> str:
     """Why a pinned stage's knob changes nothing (rendered from :class:`sparkclient.contract.binding.StageBinding`);
     ``""`` for a stage that is not pinned by its checkpoint."""
-    from sparkclient.contract.binding import BindingStatus, PinReason  # noqa: PLC0415
-
     if binding.status is not BindingStatus.PINNED or binding.pin is None or not binding.pin.by_checkpoint:
         return ""
     if binding.pin is PinReason.SINK_LOG:
@@ -111,10 +115,6 @@ def decided_by(proposal) -> str:
 def spark_ui_link(job: Job) -> str | None:
     """The Spark UI of ``job``: its fixed ``spark_ui_url``, else the URL its runner reported when it fits
     the registration (``webapp.jobs.sparkui.ui_target``); None when unknown or refused."""
-    from sparkclient.contract.control import ProtocolError  # noqa: PLC0415
-    from webapp.loop.collect import runner_status  # noqa: PLC0415
-    from webapp.jobs.sparkui import Refusal, ui_target  # noqa: PLC0415
-
     if job.spark_ui_url:
         return job.spark_ui_url.rstrip("/")
     try:
@@ -130,9 +130,6 @@ def spark_ui_link(job: Job) -> str | None:
 def generator_rate(job: Job) -> float | None:
     """The demo event generator's rate for the job's topic, events/s; None when the job has no
     generator (no topic, or no rate was ever set for it, or Redis does not answer)."""
-    from sparkclient.demo.generator import get_rate  # noqa: PLC0415
-    from webapp.jobs.redis import get_redis  # noqa: PLC0415
-
     if not job.topic:
         return None
     try:

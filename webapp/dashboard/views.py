@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
-
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -24,17 +23,19 @@ from django.utils.http import urlencode
 from sparkclient.contract.binding import MismatchReason
 from sparkclient.contract.spec import ADAPTIVE_COALESCE_CONF
 from webapp.dashboard import present, reads
-from webapp.dashboard.templatetags.knobs import knob_changes
 from webapp.dashboard.figures import dag_figure, executors_figure, parallelism_label, series_figure
 from webapp.dashboard.predictions import prediction_rows
+from webapp.dashboard.templatetags.knobs import knob_changes
 from webapp.dashboard.why import why_no_proposal
-from webapp.jobs.bindings import stage_bindings
 from webapp.jobs import selectors
+from webapp.jobs.bindings import stage_bindings
 from webapp.jobs.models import Job
 from webapp.proposals import selectors as proposal_selectors
+from webapp.proposals.holds import held_scale_down
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.permissions import can_approve
-from webapp.proposals.holds import held_scale_down
+from webapp.proposals.predictions import plan_cores
+from webapp.proposals.reasons import withdrawal_text
 
 
 def can_decide(user) -> bool:
@@ -176,9 +177,6 @@ def job_live(request: HttpRequest, pk: int) -> JsonResponse:
 # --- proposal page ------------------------------------------------------------------------------
 
 def _proposal_context(request: HttpRequest, proposal: Proposal, error: str = "") -> dict:
-    from webapp.proposals.predictions import plan_cores  # noqa: PLC0415
-    from webapp.proposals.reasons import withdrawal_text  # noqa: PLC0415
-
     job = proposal.job
     plan = proposal.plan or {}
     cores_now, cores_new = plan_cores(plan)

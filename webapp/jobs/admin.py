@@ -8,9 +8,14 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.urls import reverse
+from django.utils.html import format_html
 
+from scaling.algorithms import algorithm_names
 from sparkclient.contract.spec import Knob, KnobError, check_knob_set, validate_values
 from webapp.jobs.models import Evaluation, Job, JobPolicy, MetricSnapshot
+from webapp.jobs.services import RegistrationError, job_policy_update
+
 
 def knobs_errors(knobs) -> list[str]:
     """Why ``knobs`` is not a pipeline's knob declarations (empty when it is): a JSON list of
@@ -65,8 +70,6 @@ class JobPolicyForm(forms.ModelForm):
         fields = "__all__"
 
     def __init__(self, *args, **kwargs):
-        from scaling.algorithms import algorithm_names  # noqa: PLC0415
-
         super().__init__(*args, **kwargs)
         self.fields["algorithm"].choices = [(name, name) for name in algorithm_names()]
 
@@ -116,8 +119,6 @@ class JobPolicyAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request, obj, form, change):
-        from webapp.jobs.services import RegistrationError, job_policy_update  # noqa: PLC0415
-
         changes = {field: form.cleaned_data[field] for field in form.changed_data}
         if not changes:
             return
@@ -158,9 +159,6 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.display(description="policy")
     def policy_link(self, job: Job) -> str:
-        from django.urls import reverse  # noqa: PLC0415
-        from django.utils.html import format_html  # noqa: PLC0415
-
         policy = JobPolicy.objects.filter(job=job).first() if job.pk else None
         if policy is None:
             return "created with the job, at the defaults; edit it on its own page afterwards"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from scaling.algorithms import algorithm_names
+from scaling.periods import parse_period
 from scaling.policy import Policy, PolicyError
 
 if TYPE_CHECKING:
@@ -81,9 +83,6 @@ def _field_of(message: str) -> str:
 
 def policy_errors(policy: JobPolicy) -> dict[str, list[str]]:
     """Validation errors of a policy row, keyed by field (empty when valid)."""
-    from scaling.periods import parse_period  # noqa: PLC0415
-    from scaling.algorithms import algorithm_names  # noqa: PLC0415
-
     errors: dict[str, list[str]] = {}
 
     def add(field: str, message: str) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import logging
 
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
 
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.signals import job_edited
@@ -60,9 +61,6 @@ def job_register(*, name: str, topic: str = "", query_name: str = "", config: di
         RegistrationError: a field is invalid (same validation as the admin: the models'
             ``full_clean()``), or the name is taken and ``exists_ok`` is False. Nothing is saved.
     """
-    from django.core.exceptions import ValidationError  # noqa: PLC0415
-    from django.db import IntegrityError  # noqa: PLC0415
-
     given = {"topic": topic or None, "query_name": query_name or None, "spark_ui_url": spark_ui_url,
              "spark_ui_hosts": spark_ui_hosts, "spark_ui_ports": spark_ui_ports, "knobs": knobs}
     given = {k: v for k, v in given.items() if v is not None}
@@ -132,8 +130,6 @@ def _edit_audited(job: Job, instance, changes: dict, *, clean, actor: str, actio
     Raises:
         RegistrationError: ``clean`` refused a value (errors keyed by field); nothing is saved.
     """
-    from django.core.exceptions import ValidationError  # noqa: PLC0415
-
     before = {f: getattr(instance, f) for f in changes}
     for field, value in changes.items():
         setattr(instance, field, value)

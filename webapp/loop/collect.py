@@ -7,10 +7,18 @@ import json
 import logging
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from sparkclient.collector.progress import read_progress
+from sparkclient.collector.rest import SparkRestClient, SparkRestError
+from sparkclient.collector.snapshot import infer_trigger_interval_s
+from sparkclient.collector.sparkjson import SparkDataError
+from sparkclient.collector.topology import SampleError, collect_sample
 from sparkclient.contract import control
+from sparkclient.contract.binding import plan_stages_from_json
+from sparkclient.contract.spec import KnobError, knobs_from_json, validate_values
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.jobs.redis import get_redis
 from webapp.jobs.sparkui import Refusal, ui_target
@@ -44,11 +52,6 @@ def _sync_runner_state(job: Job, status: control.RunnerStatus) -> None:
         KnobsDiffer: the declarations differ from the registered ones (nothing is adopted).
         sparkclient.contract.spec.KnobError / ValueError: malformed declarations, values or plan stages.
     """
-    from sparkclient.contract.spec import validate_values  # noqa: PLC0415
-
-    from sparkclient.contract.binding import plan_stages_from_json  # noqa: PLC0415
-    from sparkclient.contract.spec import knobs_from_json  # noqa: PLC0415
-
     updates: dict = {}
     if status.knob_specs:
         declared = knobs_from_json(status.knob_specs)
@@ -95,17 +98,8 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     or the published progress is malformed (``SparkDataError``, naming the field) or the sample
     holds a non-finite or negative value (``SampleError``): nothing is stored then.
     """
-    from django.conf import settings  # noqa: PLC0415
-
-    from sparkclient.collector.progress import read_progress  # noqa: PLC0415
-    from sparkclient.collector.rest import SparkRestClient, SparkRestError  # noqa: PLC0415
-    from sparkclient.collector.sparkjson import SparkDataError  # noqa: PLC0415
-    from sparkclient.collector.topology import SampleError, collect_sample  # noqa: PLC0415
-
     # The window ends a moment ago, so the progress of a batch that just completed is published.
     now = now or timezone.now() - timedelta(seconds=PUBLISH_LAG_S)
-    from sparkclient.contract.spec import KnobError  # noqa: PLC0415
-
     try:
         status = runner_status(job=job)
         if status.state:
@@ -137,8 +131,6 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     # From a little before the window: the last progress before it is the arrival rate's baseline.
     baseline_s = max(60.0, 4 * settings.SCALER_COLLECT_INTERVAL_S)
     # Every run's progress: the previous run's last batch gives a catch-up batch its span (topology.window_batches).
-    from sparkclient.collector.snapshot import infer_trigger_interval_s  # noqa: PLC0415
-
     try:
         progresses = read_progress(get_redis(), job.name,
                                    since_ms=int((window_start.timestamp() - baseline_s) * 1000))

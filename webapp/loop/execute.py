@@ -23,10 +23,11 @@ from django.utils import timezone
 
 from scaling.state import applied_records, state_from_dict, state_to_dict
 from sparkclient.contract import control
+from sparkclient.contract.control import FailureCode
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.redis import get_redis
-from webapp.proposals import dispatch
 from webapp.loop.backoff import RestartStrategy, RetryDecision, next_retry
+from webapp.proposals import dispatch
 from webapp.proposals.lifecycle import AttemptState, ExecutionStatus, Status, TransitionError, attempt_transition, \
     audit, transition
 from webapp.proposals.models import Execution, Proposal
@@ -196,8 +197,6 @@ def _record_success(execution: Execution, attempt: int, result: dict, entry: dic
 def _failure_code(result: dict):
     """The runner's ``FailureCode`` of a failed attempt, or None (none given, or one this version
     does not know: then the restart strategy decides)."""
-    from sparkclient.contract.control import FailureCode  # noqa: PLC0415
-
     try:
         return FailureCode(result.get("code"))
     except ValueError:

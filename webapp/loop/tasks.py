@@ -8,6 +8,11 @@
 - The reconcile beat (``workflow_reconcile``). No task retries on its own (no ``autoretry_for``): a
   lost or failed attempt is the reconcile beat's business, which re-enqueues it under the job's
   restart strategy.
+
+Every module a task runs imports what it needs at its top, so the worker loads all of it (the
+collector's Spark REST client and progress reader included) when it imports this module at start,
+in one thread: a first import of a heavy package from several worker threads at once deadlocked a
+worker (``tests/webapp/test_faults_imports.py`` keeps function-level imports out of the task modules).
 """
 
 from __future__ import annotations
@@ -15,15 +20,6 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-# What the collector (webapp.loop.collect) imports inside its functions, loaded here with the
-# tasks when the worker starts: a first import of pyspark (the progress listener, a
-# StreamingQueryListener) from several worker threads at once deadlocked a worker (issue 15).
-import sparkclient.contract.binding  # noqa: F401
-import sparkclient.contract.spec  # noqa: F401
-import sparkclient.collector.progress  # noqa: F401
-import sparkclient.collector.rest  # noqa: F401
-import sparkclient.collector.snapshot  # noqa: F401
-import sparkclient.collector.topology  # noqa: F401
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis
 from webapp.loop import evaluate, execute, reconcile

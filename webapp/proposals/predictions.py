@@ -16,7 +16,9 @@ from datetime import datetime
 from scaling import forecast
 from scaling.metrics import job_utilization
 from scaling.microbatch_sizing import busy_share
+from sparkclient.contract.control import RescalePath
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
+from webapp.proposals.models import Execution
 
 #: Keys of a frozen prediction (``Proposal.prediction``) the page shows.
 PREDICTED = ("capacity_per_s", "utilization", "batch_ratio", "catch_up_s", "downtime_s")
@@ -83,9 +85,6 @@ def measured_downtimes_s(*, job: Job, restart: bool, limit: int = 20) -> list[fl
     changes when ``restart`` (a driver restart or handover, or executors in place: whatever path the
     job's runner took for its cores), otherwise those of in-process changes (the query restarted in
     the same driver), the only path a change without a cores change takes."""
-    from sparkclient.contract.control import RescalePath  # noqa: PLC0415
-    from webapp.proposals.models import Execution  # noqa: PLC0415
-
     downtimes = Execution.objects.filter(proposal__job=job, status=Execution.Status.SUCCEEDED,
                                          downtime_s__isnull=False)
     in_process = str(RescalePath.IN_PROCESS)

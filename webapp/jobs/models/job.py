@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import models
+
+from sparkclient.contract.spec import Knob, KnobError
+from webapp.jobs.knobs import KnobListError, parse_knobs
+from webapp.jobs.sparkui import DEFAULT_UI_HOSTS, UiRule, rule_errors
 
 
 def _default_ui_hosts() -> list[str]:
-    from webapp.jobs.sparkui import DEFAULT_UI_HOSTS  # noqa: PLC0415
-
     return list(DEFAULT_UI_HOSTS)
 
 
@@ -82,11 +85,6 @@ class Job(models.Model):
     def clean(self) -> None:
         """Validate the registration: the UI rule (``webapp.jobs.sparkui.rule_errors``) and the knobs
         (``webapp.jobs.knobs.knob_errors``); errors name the field."""
-        from django.core.exceptions import ValidationError  # noqa: PLC0415
-
-        from webapp.jobs.knobs import KnobListError, parse_knobs  # noqa: PLC0415
-        from webapp.jobs.sparkui import rule_errors  # noqa: PLC0415
-
         errors = rule_errors(spark_ui_url=self.spark_ui_url, spark_ui_hosts=self.spark_ui_hosts,
                              spark_ui_ports=self.spark_ui_ports)
         try:
@@ -98,15 +96,11 @@ class Job(models.Model):
 
     def ui_rule(self):
         """The registered ``webapp.jobs.sparkui.UiRule`` (None when there is none)."""
-        from webapp.jobs.sparkui import UiRule  # noqa: PLC0415
-
         return UiRule.of(spark_ui_url=self.spark_ui_url, spark_ui_hosts=self.spark_ui_hosts,
                          spark_ui_ports=self.spark_ui_ports)
 
     def knob_specs(self) -> tuple:
         """The knob declarations as :class:`sparkclient.contract.spec.Knob` values (invalid entries skipped)."""
-        from sparkclient.contract.spec import Knob, KnobError  # noqa: PLC0415
-
         out = []
         for item in self.knobs or ():
             try:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from webapp.jobs.models.job import Job
+from webapp.jobs.policy_mapping import policy_errors
 
 
 class JobPolicy(models.Model):
@@ -195,10 +197,6 @@ class JobPolicy(models.Model):
 
     def clean(self) -> None:
         """Validate the options together (``scaling.Policy`` and the guardrails); errors name the field."""
-        from django.core.exceptions import ValidationError  # noqa: PLC0415
-
-        from webapp.jobs.policy_mapping import policy_errors  # noqa: PLC0415
-
         errors = policy_errors(self)
         if errors:
             raise ValidationError(errors)

@@ -2,6 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
+from sparkclient.demo.generator import set_rate
 from webapp.jobs.redis import get_redis
 
 
@@ -13,8 +14,6 @@ class Command(BaseCommand):
         parser.add_argument("--topic", default="nexmark")
 
     def handle(self, *args, rate: float, topic: str, **options):
-        from sparkclient.demo.generator import set_rate  # noqa: PLC0415
-
         try:
             set_rate(get_redis(), topic, rate)
         except ValueError as exc:  # negative, NaN or infinite

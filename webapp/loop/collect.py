@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from sparkclient.collector.progress import read_progress
 from sparkclient.collector.rest import SparkRestClient, SparkRestError
+from sparkclient.collector.sample import JobSample
 from sparkclient.collector.snapshot import infer_trigger_interval_s
 from sparkclient.collector.sparkjson import SparkDataError
 from sparkclient.collector.topology import SampleError, collect_sample
@@ -21,7 +22,7 @@ from sparkclient.contract.binding import plan_stages_from_json
 from sparkclient.contract.spec import KnobError, knobs_from_json, validate_values
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.jobs.redis import get_redis
-from webapp.jobs.sparkui import Refusal, ui_target
+from webapp.jobs.sparkui import Refusal, UiTarget, ui_target
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +87,37 @@ def mark_health(job: Job, health: str, error: str = "", reason: dict | None = No
     job.health, job.last_error, job.health_reason = health, error, reason or {}
 
 
+def _running_target(job: Job) -> tuple[control.RunnerStatus, UiTarget] | None:
+    """The runner's status (its knob values, plan stages and capacity adopted) and the Spark UI to
+    read, when the runner runs and reports a UI that fits the job's registration; else None, with
+    the job marked ``down`` and the reason."""
+    try:
+        status = runner_status(job=job)
+        if status.state:
+            _sync_runner_state(job, status)
+    except KnobsDiffer as exc:
+        mark_health(job, Job.Health.DOWN, str(exc))
+        return None
+    except (control.ProtocolError, KnobError, ValueError) as exc:
+        mark_health(job, Job.Health.DOWN, f"the runner's status in Redis is malformed: {exc}")
+        return None
+    if not status.state:
+        mark_health(job, Job.Health.DOWN, "no runner has reported for this job: start it with "
+                    f"`python -m sparkclient run --pipeline MODULE:FUNCTION --job {job.name}`")
+        return None
+    if not status.running or not status.ui_url:
+        mark_health(job, Job.Health.DOWN,
+                    f"runner state is {status.state!r}{': ' + status.error if status.error else ''}")
+        return None
+    # Redis is not trusted with the URL to fetch: the reported UI URL and app id must fit the job's
+    # registration, else nothing is fetched (webapp.jobs.sparkui).
+    target = ui_target(job.ui_rule(), ui_url=status.ui_url, app_id=status.app_id)
+    if isinstance(target, Refusal):
+        mark_health(job, Job.Health.DOWN, target.text(), reason=target.to_json())
+        return None
+    return status, target
+
+
 def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot | None:
     """Read the runner status, the progress published since the previous collect and the Spark REST
     API, and store one MetricSnapshot with a VertexSnapshot per stage.
@@ -100,30 +132,10 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     """
     # The window ends a moment ago, so the progress of a batch that just completed is published.
     now = now or timezone.now() - timedelta(seconds=PUBLISH_LAG_S)
-    try:
-        status = runner_status(job=job)
-        if status.state:
-            _sync_runner_state(job, status)
-    except KnobsDiffer as exc:
-        mark_health(job, Job.Health.DOWN, str(exc))
+    running = _running_target(job)
+    if running is None:
         return None
-    except (control.ProtocolError, KnobError, ValueError) as exc:
-        mark_health(job, Job.Health.DOWN, f"the runner's status in Redis is malformed: {exc}")
-        return None
-    if not status.state:
-        mark_health(job, Job.Health.DOWN, "no runner has reported for this job: start it with "
-                                    f"`python -m sparkclient run --pipeline MODULE:FUNCTION --job {job.name}`")
-        return None
-    if not status.running or not status.ui_url:
-        mark_health(job, Job.Health.DOWN, f"runner state is {status.state!r}"
-                                    f"{': ' + status.error if status.error else ''}")
-        return None
-    # Redis is not trusted with the URL to fetch: the reported UI URL and app id must fit the job's
-    # registration, else nothing is fetched (webapp.jobs.sparkui).
-    target = ui_target(job.ui_rule(), ui_url=status.ui_url, app_id=status.app_id)
-    if isinstance(target, Refusal):
-        mark_health(job, Job.Health.DOWN, target.text(), reason=target.to_json())
-        return None
+    status, target = running
     previous = job.snapshots.order_by("-collected_at").values_list("collected_at", flat=True).first()
     window_start = previous if previous and (now - previous).total_seconds() < 10 * settings.SCALER_COLLECT_INTERVAL_S \
         else now - timedelta(seconds=settings.SCALER_COLLECT_INTERVAL_S)
@@ -153,6 +165,15 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
         return None
     finally:
         client.close()
+    snapshot = _store(job, now=now, config=config, sample=sample, window_s=window_s)
+    mark_health(job, Job.Health.RUNNING if sample.batches else Job.Health.DEGRADED,
+                "" if sample.batches else "no micro-batch completed in the last window")
+    return snapshot
+
+
+def _store(job: Job, *, now: datetime, config: dict, sample: JobSample, window_s: float) -> MetricSnapshot:
+    """One MetricSnapshot of ``sample`` with a VertexSnapshot per stage, in one transaction; a
+    window without a completed batch keeps the collect window's length."""
     with transaction.atomic():
         snapshot = MetricSnapshot.objects.create(
             job=job, collected_at=now, run_id=sample.run_id, config=config,
@@ -170,6 +191,4 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
                            records_out=v.records_out, spill_bytes=v.spill_bytes, upstream=list(v.upstream),
                            span_s=v.span_s)
             for v in sample.vertices])
-    mark_health(job, Job.Health.RUNNING if sample.batches else Job.Health.DEGRADED,
-          "" if sample.batches else "no micro-batch completed in the last window")
     return snapshot

@@ -1,5 +1,7 @@
-"""``python -m sparkclient run|snapshot``: run a pipeline under a supervisor (:mod:`sparkclient.runner.supervisor`),
-or print one snapshot of a running query as a ``micro-batch`` scenario (SCENARIO.md).
+"""``python -m sparkclient run|snapshot|bench-rescale``: run a pipeline under a supervisor
+(:mod:`sparkclient.runner.supervisor`), print one snapshot of a running query as a ``micro-batch``
+scenario (SCENARIO.md, :mod:`sparkclient.collector.snapshot_cli`), or measure the rescale paths on the
+demo pipeline (:mod:`sparkclient.demo.benchrescale`).
 
     python -m sparkclient snapshot --captures tests/fixtures/spark-4.3.0 | python -m scaling evaluate -
     python -m sparkclient snapshot --url http://127.0.0.1:4040 --query demo [--redis-url redis://...]
@@ -14,118 +16,30 @@ Notes (batches left out, fallbacks) and the collect time go to stderr.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 
-
-def _snapshot(args: argparse.Namespace) -> int:
-    from sparkclient.collector.snapshot import (  # noqa: PLC0415
-        load_captures,
-        newest_run_id,
-        progresses_from_jobs,
-        sample_from_captures,
-        sample_to_scenario,
-    )
-
-    started = time.perf_counter()
-    source_progress = None
-    if args.captures:
-        captures = load_captures(args.captures, args.prefix)
-        sample = sample_from_captures(captures, trigger_interval_s=args.trigger_interval_s,
-                                      window_s=args.window_s)
-        source_progress = next((p for p in reversed(captures.progresses) if p.get("runId") == sample.run_id), None)
-    else:
-        from sparkclient.collector.rest import SparkRestClient  # noqa: PLC0415
-        from sparkclient.collector.collect import collect_sample  # noqa: PLC0415
-
-        with SparkRestClient(args.url, timeout_s=args.timeout_s) as client:
-            app_id = args.app_id or client.applications()[0]["id"]
-            jobs = client.jobs(app_id)
-            run_id = newest_run_id(jobs, args.query)
-            if run_id is None:
-                print(f"error: no job of a streaming query named {args.query!r} in {args.url} "
-                      f"(application {app_id})", file=sys.stderr)
-                return 1
-            progresses = []
-            if args.redis_url:
-                import redis  # noqa: PLC0415
-
-                from sparkclient.collector.progress import read_progress  # noqa: PLC0415
-
-                # every run: the previous run's last batch gives a catch-up batch its span
-                progresses = read_progress(redis.Redis.from_url(args.redis_url), args.job or args.query)
-            if not any(p.get("runId") == run_id for p in progresses):
-                print("note: no published progress; batches rebuilt from /jobs and /stages (input rows from the "
-                      "stages' inputRecords; no offsets, so no backlog)",
-                      file=sys.stderr)
-                from sparkclient.collector.stages import BATCH_STAGE_STATUSES  # noqa: PLC0415
-
-                progresses = progresses_from_jobs(jobs, run_id, client.stages(app_id, BATCH_STAGE_STATUSES))
-            if args.trigger_interval_s is None:
-                from sparkclient.collector.snapshot import infer_trigger_interval_s  # noqa: PLC0415
-
-                trigger = infer_trigger_interval_s([p for p in progresses if p.get("runId") == run_id])
-            else:
-                trigger = args.trigger_interval_s
-            sample = collect_sample(client, app_id, progresses, run_id=run_id, trigger_interval_s=trigger,
-                                    window_s=args.window_s or 60.0, now_s=time.time())
-            source_progress = next((p for p in reversed(progresses) if p.get("runId") == run_id), None)
-    doc = sample_to_scenario(sample, source_progress=source_progress, min_executors=args.min_executors,
-                             max_executors=args.max_executors)
-    elapsed = time.perf_counter() - started
-    for note in sample.errors:
-        print(f"note: {note}", file=sys.stderr)
-    print(f"collected run {sample.run_id}: {sample.batches} batch(es), {len(sample.vertices)} vertices "
-          f"in {elapsed * 1000:.0f} ms", file=sys.stderr)
-    json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
-    sys.stdout.write("\n")
-    return 0
+from sparkclient.collector import snapshot_cli
+from sparkclient.demo import benchrescale
+from sparkclient.runner.arguments import add_run_arguments
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sparkclient", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    from sparkclient.runner.supervisor import add_run_arguments  # noqa: PLC0415
-
     add_run_arguments(sub.add_parser("run", help="run a pipeline (MODULE:FUNCTION) under a supervisor, rescalable "
                                                  "from the dashboard"))
-    from sparkclient.demo.benchrescale import add_arguments as add_bench_arguments  # noqa: PLC0415
-
-    add_bench_arguments(sub.add_parser("bench-rescale", help="measure each rescale path on the demo pipeline"))
-    snap = sub.add_parser("snapshot", help="print one snapshot as a micro-batch scenario")
-    where = snap.add_mutually_exclusive_group(required=True)
-    where.add_argument("--captures", help="folder of saved REST and progress JSON")
-    where.add_argument("--url", help="Spark UI root of a live driver, e.g. http://127.0.0.1:4040")
-    snap.add_argument("--prefix", help="capture file prefix (default: the one with app_jobs.json)")
-    snap.add_argument("--query", help="streaming query name (live mode)")
-    snap.add_argument("--app-id", help="application id (live mode; default: the first one)")
-    snap.add_argument("--redis-url", help="Redis with the runner's published progress (live mode)")
-    snap.add_argument("--job", help="runner job name of the progress stream (default: --query)")
-    snap.add_argument("--window-s", type=float, help="metrics window, seconds (captures: all batches; live: 60)")
-    snap.add_argument("--trigger-interval-s", type=float, help="trigger interval, seconds (default: inferred)")
-    snap.add_argument("--min-executors", type=int, default=1)
-    snap.add_argument("--max-executors", type=int, default=16)
-    snap.add_argument("--timeout-s", type=float, default=10.0, help="per REST request, seconds")
+    benchrescale.add_arguments(sub.add_parser("bench-rescale", help="measure each rescale path on the demo pipeline"))
+    snapshot_cli.add_arguments(sub.add_parser("snapshot", help="print one snapshot as a micro-batch scenario"))
     args = parser.parse_args(argv)
     if args.command == "run":
-        from sparkclient.runner.supervisor import run  # noqa: PLC0415
+        from sparkclient.runner import supervisor  # noqa: PLC0415 - loads Spark, which snapshot must not
 
-        return run(args)
+        return supervisor.run(args)
     if args.command == "bench-rescale":
-        from sparkclient.demo.benchrescale import run as bench  # noqa: PLC0415
-
-        return bench(args)
+        return benchrescale.run(args)
     if args.url and not args.query:
         parser.error("--url needs --query NAME")
-    try:
-        return _snapshot(args)
-    except (OSError, ValueError) as exc:
-        print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
-        return 1
-    except Exception as exc:  # SparkRestError and friends: one line, exit 1
-        print(f"error: {type(exc).__name__}: {exc}".replace("\n", " "), file=sys.stderr)
-        return 1
+    return snapshot_cli.run(args)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -29,7 +30,8 @@ from sparkclient.collector.model_inputs import model_inputs
 from sparkclient.collector.model_inputs import stateful_positions as detect_stateful
 from sparkclient.collector.offsets import flatten_offsets
 from sparkclient.collector.sample import JobSample, RatesUnavailable
-from sparkclient.collector.sparkjson import Problem, SparkDataError, dicts, get_str
+from sparkclient.collector.sparkjson import Problem, SparkDataError, dicts, get_count, get_str
+from sparkclient.collector.stages import batch_jobs, batch_stages, rest_time_s, stage_index
 from sparkclient.collector.topology import sample_from_rest
 
 __all__ = [
@@ -279,9 +281,6 @@ def progresses_from_jobs(jobs: Sequence[Json], run_id: str, stages: Sequence[Jso
     input records, e.g. Python data sources, or the stages are not in ``stages``; the sample then
     says its rates are unavailable (:class:`sparkclient.collector.sample.RatesUnavailable`).
     """
-    from sparkclient.collector.sparkjson import get_count  # noqa: PLC0415
-    from sparkclient.collector.stages import batch_jobs, batch_stages, rest_time_s, stage_index  # noqa: PLC0415
-
     index = stage_index(stages)
     out: list[Json] = []
     for batch_id, job_list in sorted(batch_jobs(jobs, run_id).items()):
@@ -306,8 +305,6 @@ def progresses_from_jobs(jobs: Sequence[Json], run_id: str, stages: Sequence[Jso
 
 def newest_run_id(jobs: Sequence[Json], query: str) -> str | None:
     """The ``runId`` of the newest job whose description starts with the query name ``query``."""
-    import re  # noqa: PLC0415
-
     best: tuple[int, str] | None = None
     for job in jobs:
         description = job.get("description") or ""

@@ -1,10 +1,10 @@
 """Map the micro-batches of one streaming query onto DS2 vertices and aggregate a window.
 
 See ARCHITECTURE.md, "DS2 on Spark micro-batches". The plan operators per stage live in
-:mod:`sparkclient.collector.plan`. Everything except :func:`collect_sample`
-is a pure function over REST JSON (:mod:`sparkclient.collector.rest`) and ``StreamingQueryProgress``
-dicts (the ``.json`` form of ``query.lastProgress`` / ``recentProgress``), so it is tested on
-captured fixtures.
+:mod:`sparkclient.collector.plan`. Everything here is a pure function over REST JSON
+(:mod:`sparkclient.collector.rest`) and ``StreamingQueryProgress`` dicts (the ``.json`` form of
+``query.lastProgress`` / ``recentProgress``), so it is tested on captured fixtures; fetching them
+is :func:`sparkclient.collector.collect.collect_sample`.
 
 Mapping rules
 -------------
@@ -116,7 +116,6 @@ __all__ = [
     "batch_end_s",
     "batch_jobs",
     "batch_stages",
-    "collect_sample",
     "executors_and_cores",
     "flatten_offsets",
     "progress_time_s",
@@ -167,8 +166,9 @@ def sample_from_rest(
     - ``collected_at`` defaults to ``window_end_s`` so the function stays deterministic; the
       sources' backlog is measured at ``collected_at``.
     - ``slowest_task_ms(stage_id, attempt)``: a stage attempt's slowest task's ``executorRunTime``,
-      ms, or None (optional; :func:`collect_sample` asks ``taskSummary``); it gives each vertex its
-      busiest task's busy time (module docstring, "Busiest task").
+      ms, or None (optional; :func:`sparkclient.collector.collect.collect_sample` asks
+      ``taskSummary``); it gives each vertex its busiest task's busy time (module docstring,
+      "Busiest task").
 
     Batches in the progress whose jobs or stages are missing from REST are left out of the
     vertices, with a note in ``errors``, and out of the overhead (module docstring). Raises
@@ -348,9 +348,3 @@ def _query_name(progresses: Sequence[Json], run_id: str) -> str | None:
     return next((p.get("name") for p in reversed(run_progresses) if isinstance(p.get("name"), str) and p.get("name")),
                 None)
 
-
-def collect_sample(*args: Any, **kwargs: Any) -> JobSample:
-    """:func:`sparkclient.collector.collect.collect_sample` (kept here for the importers of this path)."""
-    from sparkclient.collector.collect import collect_sample as collect  # noqa: PLC0415 - collect imports this module
-
-    return collect(*args, **kwargs)

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
@@ -341,8 +342,6 @@ def connect(url: str) -> redis.Redis:
 
 def _safe_url(url: str) -> str:
     """``url`` with any password masked."""
-    from urllib.parse import urlsplit, urlunsplit  # noqa: PLC0415
-
     parts = urlsplit(url)
     if parts.password:
         host = parts.hostname or ""

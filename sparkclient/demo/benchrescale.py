@@ -41,7 +41,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from scaling.rescale_cost import LagSample, rescale_cost
+from sparkclient.contract.control import RescaleCommand, read_status, send_command, wait_result
+from sparkclient.demo.cluster import start_cluster, stop_cluster
+from sparkclient.demo.generator import read_counts, set_rate
+from sparkclient.demo.redislog import PartitionedLog
+from sparkclient.demo.redisproc import start_redis
+from sparkclient.demo.sink import sink_total
 
 PATHS = ("in-process", "handover", "in-place", "repartition")
 TOPIC, JOB = "bench", "bench"
@@ -79,10 +87,6 @@ class Bench:
     """One running demo pipeline under load, and the measurements of rescales of it."""
 
     def __init__(self, workdir: Path, *, rate: float, master: str, master_ui: str | None) -> None:
-        import redis  # noqa: PLC0415
-
-        from sparkclient.demo.redisproc import start_redis  # noqa: PLC0415
-
         self.workdir, self.rate = workdir, rate
         self.redis = start_redis(workdir=workdir / "redis")
         self.client = redis.Redis.from_url(self.redis.url, decode_responses=True)
@@ -102,8 +106,6 @@ class Bench:
 
     def backlog(self) -> float:
         """Records written to the log and not yet read by a completed trigger."""
-        from sparkclient.demo.redislog import PartitionedLog  # noqa: PLC0415
-
         latest = sum(PartitionedLog(self.client, TOPIC).latest_offsets().values())
         last = self.client.xrevrange(f"ss:progress:{JOB}", count=1)
         if not last:
@@ -119,8 +121,6 @@ class Bench:
     def rescale(self, path: str, command_id: str, knobs: dict[str, int]) -> Run:
         """Send one rescale, sample the backlog every 0.25 s around it, and measure it
         (``scaling.rescale_cost``: steady level over the 10 s before, tolerance one trigger's input)."""
-        from sparkclient.contract.control import RescaleCommand, read_status, send_command, wait_result  # noqa: PLC0415
-
         samples = []
         for _ in range(40):  # 10 s of steady lag
             samples.append(self.sample())
@@ -159,9 +159,6 @@ class Bench:
 
     def exactly_once(self) -> bool:
         """Pause the load, let the query drain, compare the sink with the bids written; resume."""
-        from sparkclient.demo.generator import read_counts, set_rate  # noqa: PLC0415
-        from sparkclient.demo.sink import sink_total  # noqa: PLC0415
-
         set_rate(self.client, TOPIC, 0)
         time.sleep(1.0)
         bids = read_counts(self.client, TOPIC)["bid"]
@@ -177,8 +174,6 @@ class Bench:
         return ok
 
     def knobs(self) -> dict[str, int]:
-        from sparkclient.contract.control import read_status  # noqa: PLC0415
-
         return dict(read_status(self.client, JOB).knobs)
 
     def stop(self) -> None:
@@ -199,8 +194,6 @@ def bench_path(path: str, runs: int, workdir: Path, rate: float) -> list[Run]:
     cluster = None
     master, master_ui = "local", None
     if path == "in-place":
-        from sparkclient.demo.cluster import start_cluster, stop_cluster  # noqa: PLC0415
-
         cluster = start_cluster(workdir / "cluster", worker_cores=2, worker_memory="2g")
         master, master_ui = cluster.master_url, cluster.master_ui
     bench = Bench(workdir / path, rate=rate, master=master, master_ui=master_ui)

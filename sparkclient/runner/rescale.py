@@ -17,10 +17,12 @@ import time
 from typing import Any
 
 from sparkclient.contract import control, keys
-from sparkclient.contract.spec import validate_values
+from sparkclient.contract.binding import PinReason, offline_repartition_blocker
+from sparkclient.contract.spec import KnobError, validate_values
 from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState
 from sparkclient.runner.handover import HANDOVER_READY_TIMEOUT_S, HandoverState, record_pending, request_standby
 from sparkclient.runner.session import BATCH_WAIT_TIMEOUT_S, checkpoint_has_state, stop_between_batches
+from sparkclient.runner.staterepartition import StateRepartitionError, checkpoint_info, repartition_state
 
 log = logging.getLogger("sparkclient.runner.driver")
 
@@ -42,8 +44,6 @@ class RescalePaths:
 
     def check(self, command: RescaleCommand) -> RescaleResult | dict[str, int]:
         """The command's knob values, or the failure that refuses it before anything stops."""
-        from sparkclient.contract.spec import KnobError  # noqa: PLC0415
-
         try:
             new = validate_values(self.spec.knobs, command.knobs)
         except KnobError as exc:
@@ -99,9 +99,6 @@ class RescalePaths:
         (:func:`sparkclient.contract.binding.offline_repartition_blocker`: RocksDB state, and a sink without a
         batch log of its own); fails the command while the query still runs (nothing stopped) when
         it cannot."""
-        from sparkclient.contract.binding import PinReason, offline_repartition_blocker  # noqa: PLC0415
-        from sparkclient.runner.staterepartition import checkpoint_info  # noqa: PLC0415
-
         provider, sink = checkpoint_info(self.checkpoint).provider, self.sink_class()
         blocker = offline_repartition_blocker(provider, sink)
         if blocker is None:
@@ -178,8 +175,6 @@ class RescalePaths:
     def _repartition_offline(self, command: RescaleCommand, old: dict[str, int], new: dict[str, int]) -> bool:
         """Repartition the stopped query's state to the new shuffle partitions. On failure the
         command fails and the query starts again as it was (the checkpoint is unchanged)."""
-        from sparkclient.runner.staterepartition import StateRepartitionError, repartition_state  # noqa: PLC0415
-
         try:
             done = repartition_state(self.spark, self.checkpoint, new[self.shuffle_knob.name])
         except (StateRepartitionError, ValueError) as exc:

@@ -1,6 +1,5 @@
 """The driver's Spark side: build the SparkSession, start the pipeline's query, stop it at a batch
-boundary, and warm a new JVM up. Used by :class:`sparkclient.runner.driver.Driver`; PySpark is imported
-inside the functions so that the supervisor, which imports the runner, stays light."""
+boundary, and warm a new JVM up. Used by :class:`sparkclient.runner.driver.Driver`."""
 
 from __future__ import annotations
 
@@ -16,6 +15,11 @@ from pathlib import Path
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+from sparkclient.collector.progress import batch_end_epoch_s, ran_a_batch
 from sparkclient.contract.spec import ENV_JOB, ENV_WORKDIR, PipelineSpec
 
 log = logging.getLogger(__name__)
@@ -78,7 +82,6 @@ def build_session(*, job: str, workdir: Path, redis_url: str, master: str, execu
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if str(PROJECT_ROOT) not in paths:  # executors' Python workers import sparkclient
         os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *paths])
-    from pyspark.sql import SparkSession  # noqa: PLC0415 - keep the supervisor light
 
     spark_master = master if master != "local" else f"local[{executors}]"
     builder = (SparkSession.builder.master(spark_master).appName(f"sparkscaler-{job}")
@@ -132,8 +135,6 @@ def prepare_query(spark: Any, spec: PipelineSpec, values: dict[str, int],
     Returns None (the caller builds as usual) when the build did not reach exactly one start, or
     failed; a query that the build started by another path is stopped at once (logged as an error).
     """
-    from pyspark.sql.streaming.readwriter import DataStreamWriter  # noqa: PLC0415
-
     captured: list[tuple[Any, Any, tuple, dict]] = []
     originals = {"start": DataStreamWriter.start, "toTable": DataStreamWriter.toTable}
 
@@ -196,8 +197,6 @@ def start_query(spark: Any, spec: PipelineSpec, values: dict[str, int],
 
 def last_batch_end(query: Any) -> float | None:
     """When the query's newest executed batch completed, epoch seconds; None before any."""
-    from sparkclient.collector.progress import batch_end_epoch_s, ran_a_batch  # noqa: PLC0415
-
     for progress in reversed(query.recentProgress or []):
         data = progress_dict(progress)
         if ran_a_batch(data):
@@ -234,8 +233,6 @@ def warm_up(spark: Any, partitions: int, workdir: Path) -> None:
     Python workers and the state store's native library are ready before the user's query starts.
     It never runs the user's pipeline: its sink could be external. Session settings it changes are
     restored; a streaming warm-up that fails is logged and skipped (it costs speed, never the handover)."""
-    from pyspark.sql import functions as F  # noqa: PLC0415
-
     started = time.monotonic()
     frame = spark.range(0, 20_000, numPartitions=max(1, partitions))
     (frame.withColumn("k", F.col("id") % 10).groupBy("k").agg(F.count("*"), F.sum("id"))

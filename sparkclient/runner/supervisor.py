@@ -31,12 +31,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 
 from sparkclient.contract import control, keys
 from sparkclient.contract.spec import KnobError, PipelineLoadError, load_pipeline, validate_values
 from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, RunnerState
+from sparkclient.runner.arguments import parse_pairs
+from sparkclient.runner.driver import EXIT_HANDED_OVER, EXIT_RESTART, EXIT_STANDBY_ABORTED, Driver, load_knob_values
 from sparkclient.runner.handover import HandoverState
-from sparkclient.runner.lease import LeaseUnavailable
+from sparkclient.runner.lease import LeaseUnavailable, release_token
 from sparkclient.runner.procgroup import end_process_group
 
 log = logging.getLogger(__name__)
@@ -47,28 +50,10 @@ MAX_CRASH_RESTARTS = 5
 CRASH_RESET_S = 120.0
 #: How long the supervisor waits for a stopping driver before killing its process group, seconds.
 STOP_TIMEOUT_S = 90.0
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-
-
-def parse_pairs(flags: list[str], option: str = "--knob", shape: str = "NAME=VALUE") -> dict[str, str]:
-    """``["a=1", "b=2"]`` as ``{"a": "1", "b": "2"}``.
-
-    Raises:
-        KnobError: a flag that is not NAME=VALUE.
-    """
-    out = {}
-    for flag in flags:
-        name, sep, value = flag.partition("=")
-        if not sep or not name.strip():
-            raise KnobError(None, f"{option} takes {shape}, got {flag!r}")
-        out[name.strip()] = value.strip()
-    return out
 
 
 def standalone_free_cores(master_ui: str, timeout_s: float = 3.0) -> int | None:
     """Free cores of a standalone master (``/json``: ``cores - coresused``), or None when unreadable."""
-    import httpx  # noqa: PLC0415
-
     try:
         data = httpx.get(master_ui.rstrip("/") + "/json/", timeout=timeout_s).json()
         free = int(data["cores"]) - int(data["coresused"])
@@ -114,8 +99,6 @@ class Supervisor:
         Raises:
             KnobError: a ``--knob`` flag or the stored values do not fit the pipeline's knobs.
         """
-        from sparkclient.runner.driver import load_knob_values  # noqa: PLC0415
-
         spec = self.spec
         flags = validate_values(spec.knobs, parse_pairs(self.args.knob), partial=True)
         stored = load_knob_values(self.client, self.job, spec)
@@ -174,8 +157,6 @@ class Supervisor:
             return
         code = self.standby.poll()
         if code is not None:  # it exited before the running driver handed over
-            from sparkclient.runner.driver import EXIT_STANDBY_ABORTED  # noqa: PLC0415
-
             if code != EXIT_STANDBY_ABORTED:
                 self.client.hset(key, mapping={"state": HandoverState.FAILED,
                                                "error": f"the standby driver exited with code {code}; "
@@ -199,9 +180,6 @@ class Supervisor:
 
     def run(self) -> int:
         """Supervise until SIGINT/SIGTERM (0) or too many crashes in a row (1)."""
-        from sparkclient.runner.lease import release_token  # noqa: PLC0415
-        from sparkclient.runner.driver import EXIT_HANDED_OVER, EXIT_RESTART  # noqa: PLC0415
-
         values = self.init_values()
         self._set_status(state=RunnerState.STARTING, supervisor_pid=os.getpid(), knobs=json.dumps(values),
                          pipeline=self.args.pipeline, capacity=self.args.capacity, error="")
@@ -272,29 +250,6 @@ class Supervisor:
             self.client.delete(keys.runner_pending(self.job))
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``run`` command's flags (see the module docstring)."""
-    parser.add_argument("--pipeline", required=True, help="MODULE:FUNCTION of the build function (on sys.path)")
-    parser.add_argument("--job", required=True, help="job name: the Redis keys and the dashboard's job")
-    parser.add_argument("--master", default="local",
-                        help="'local' (local[executors]; an executors change starts a new driver) or a cluster "
-                             "manager: spark://host:port, k8s://..., yarn (executors changed in place)")
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="a Spark setting for the driver's SparkSession (repeatable), e.g. "
-                             "spark.kubernetes.container.image=..., spark.decommission.enabled=true")
-    parser.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
-                        help="initial knob value (repeatable); ignored once the job has stored values")
-    parser.add_argument("--redis-url", default=os.environ.get("SPARKSCALER_REDIS_URL", DEFAULT_REDIS_URL),
-                        help="control channel, password in the URL (default: $SPARKSCALER_REDIS_URL)")
-    parser.add_argument("--workdir", help="checkpoint, sink and driver log go here (default: var/jobs/JOB)")
-    parser.add_argument("--ui-port", type=int, default=4040)
-    parser.add_argument("--max-executors", type=int, help="cap on the executors a plan may ask for")
-    parser.add_argument("--master-ui", help="standalone master UI (for its free cores), e.g. http://host:8080")
-    parser.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--capacity", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--standby", help=argparse.SUPPRESS)
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the supervisor, or the driver with ``--driver``; returns the exit code."""
     role = "driver" if args.driver else "supervisor"
@@ -318,8 +273,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_driver(args: argparse.Namespace) -> int:
-    from sparkclient.runner.driver import Driver  # noqa: PLC0415
-
     sys.path.append(os.getcwd())
     confs = parse_pairs(args.conf, "--conf", "KEY=VALUE")
     driver = Driver(spec=load_pipeline(args.pipeline), job=args.job, redis_url=args.redis_url,

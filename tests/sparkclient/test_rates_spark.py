@@ -3,7 +3,7 @@
 One SparkSession (local[2]) runs a ``rate`` source at :data:`ROWS_PER_S` → a windowed count with a
 watermark (stateful) → ``foreachBatch``. The query is stopped, left down for :data:`DOWNTIME_S`,
 and started again from the same checkpoint in the same session. The live collect
-(:func:`sparkclient.collector.topology.collect_sample` against the driver's REST API, with both runs'
+(:func:`sparkclient.collector.collect.collect_sample` against the driver's REST API, with both runs'
 progress) then measures:
 
 - the window right after the restart, which holds the catch-up batch: arrival within 15% (11.3);
@@ -21,7 +21,7 @@ import time
 import pytest
 
 from sparkclient.collector.rest import SparkRestClient
-from sparkclient.collector.topology import collect_sample
+from sparkclient.collector.collect import collect_sample
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.spark

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from sparkclient.collector.collect import collect_sample
 from sparkclient.collector.metricstrings import stage_refs
 from sparkclient.collector.rest import SparkRestError
 from sparkclient.collector.sources import BacklogUnknownReason, rate_creation_s
@@ -19,7 +20,6 @@ from sparkclient.collector.topology import (
     JobSample,
     batch_jobs,
     batch_stages,
-    collect_sample,
     executors_and_cores,
     flatten_offsets,
     batch_end_s,

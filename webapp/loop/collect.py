@@ -11,12 +11,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from sparkclient.collector.collect import collect_sample
 from sparkclient.collector.progress import read_progress
 from sparkclient.collector.rest import SparkRestClient, SparkRestError
-from sparkclient.collector.sample import JobSample
+from sparkclient.collector.sample import JobSample, SampleError
 from sparkclient.collector.snapshot import infer_trigger_interval_s
 from sparkclient.collector.sparkjson import SparkDataError
-from sparkclient.collector.topology import SampleError, collect_sample
 from sparkclient.contract import control
 from sparkclient.contract.binding import plan_stages_from_json
 from sparkclient.contract.spec import KnobError, knobs_from_json, validate_values

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from sparkclient.contract.spec import Knob, KnobTarget, pipeline, run_context
+from sparkclient.demo.datasource import RedisLogDataSource
 from sparkclient.demo.sink import ensure_sink, upsert_counts
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -109,8 +110,6 @@ def build_demo_query(spark: SparkSession, knobs: Mapping[str, int], *, redis_url
     Raises:
         pyspark.errors.PySparkException: Spark refused to start the query (e.g. bad checkpoint).
     """
-    from sparkclient.demo.datasource import RedisLogDataSource  # noqa: PLC0415
-
     spark.dataSource.register(RedisLogDataSource)
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
     ensure_sink(sink_path)

@@ -1,0 +1,54 @@
+"""The ``run`` command's flags; :mod:`sparkclient.runner.supervisor` documents them.
+
+They live apart from the supervisor (which loads Spark through the driver) so that
+``python -m sparkclient`` builds every command's parser without loading Spark: ``snapshot`` never needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from sparkclient.contract.spec import KnobError
+
+__all__ = ["DEFAULT_REDIS_URL", "add_run_arguments", "parse_pairs"]
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def parse_pairs(flags: list[str], option: str = "--knob", shape: str = "NAME=VALUE") -> dict[str, str]:
+    """``["a=1", "b=2"]`` as ``{"a": "1", "b": "2"}``.
+
+    Raises:
+        KnobError: a flag that is not NAME=VALUE.
+    """
+    out = {}
+    for flag in flags:
+        name, sep, value = flag.partition("=")
+        if not sep or not name.strip():
+            raise KnobError(None, f"{option} takes {shape}, got {flag!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``run`` command's flags (see :mod:`sparkclient.runner.supervisor`)."""
+    parser.add_argument("--pipeline", required=True, help="MODULE:FUNCTION of the build function (on sys.path)")
+    parser.add_argument("--job", required=True, help="job name: the Redis keys and the dashboard's job")
+    parser.add_argument("--master", default="local",
+                        help="'local' (local[executors]; an executors change starts a new driver) or a cluster "
+                             "manager: spark://host:port, k8s://..., yarn (executors changed in place)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for the driver's SparkSession (repeatable), e.g. "
+                             "spark.kubernetes.container.image=..., spark.decommission.enabled=true")
+    parser.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
+                        help="initial knob value (repeatable); ignored once the job has stored values")
+    parser.add_argument("--redis-url", default=os.environ.get("SPARKSCALER_REDIS_URL", DEFAULT_REDIS_URL),
+                        help="control channel, password in the URL (default: $SPARKSCALER_REDIS_URL)")
+    parser.add_argument("--workdir", help="checkpoint, sink and driver log go here (default: var/jobs/JOB)")
+    parser.add_argument("--ui-port", type=int, default=4040)
+    parser.add_argument("--max-executors", type=int, help="cap on the executors a plan may ask for")
+    parser.add_argument("--master-ui", help="standalone master UI (for its free cores), e.g. http://host:8080")
+    parser.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--capacity", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--standby", help=argparse.SUPPRESS)

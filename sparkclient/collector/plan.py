@@ -156,28 +156,10 @@ def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None
     if not nodes:
         return {}, {}
     by_id = {int(node["nodeId"]): node for node in nodes}
-    allowed = set(stage_ids) if stage_ids is not None else None
-    refs_of: dict[int, set[int]] = {}
-    for node_id, node in by_id.items():
-        refs: set[int] = set()
-        for metric in node.get("metrics") or ():
-            refs.update(stage for stage, _attempt in stage_refs(str(metric.get("value", ""))))
-        refs_of[node_id] = refs if allowed is None else refs & allowed
-
-    clusters: dict[int, list[int]] = {}
-    for node_id, node in by_id.items():
-        match = _CODEGEN_NODE.match(str(node.get("nodeName", "")))
-        if match:
-            clusters.setdefault(int(match.group(1)), []).append(node_id)
+    refs_of = _node_stage_refs(by_id, set(stage_ids) if stage_ids is not None else None)
+    clusters = _codegen_clusters(by_id)
     cluster_nodes = {node_id for ids in clusters.values() for node_id in ids}
-
-    downstream: dict[int, list[int]] = {node_id: [] for node_id in by_id}
-    upstream: dict[int, list[int]] = {node_id: [] for node_id in by_id}
-    for edge in execution.get("edges") or ():
-        src, dst = int(edge["fromId"]), int(edge["toId"])
-        if src in by_id and dst in by_id:
-            downstream[src].append(dst)
-            upstream[dst].append(src)
+    downstream, upstream = _plan_links(execution, by_id)
 
     # the static side of a broadcast join: run by a job of its own (sparkclient.collector.stages.is_broadcast_job),
     # no operator of the stream's stages
@@ -191,8 +173,60 @@ def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None
     }
     operators = [node_id for node_id in by_id
                  if node_id not in cluster_nodes and node_id not in exchanges and node_id not in broadcast_side]
+    _inherit_cluster_refs(operators, by_id, clusters, refs_of)
 
-    # members of a codegen cluster run in the stage of the cluster node numbered just below them
+    segment_of, segments = _segments(operators, downstream, upstream, exchanges | cluster_nodes | broadcast_side)
+    segment_refs = [set().union(*(refs_of[n] for n in members)) for members in segments]
+    # a lone node without edges or references (e.g. a detached command node) is no stage
+    counted = [
+        index
+        for index, members in enumerate(segments)
+        if segment_refs[index] or any(downstream[n] or upstream[n] for n in members)
+    ]
+    feeds = _segment_links(counted, segment_of, exchanges, downstream, upstream)
+    stage_of = _segment_stages(counted, segments, segment_refs, feeds, stage_ids, left_first=left_first,
+                               by_position=_exchanges_separate(exchanges, downstream))
+    return (_stage_operator_names(by_id, downstream, upstream, segment_of, stage_of),
+            _stage_upstream(counted, stage_of, feeds))
+
+
+def _node_stage_refs(by_id: Mapping[int, Json], allowed: set[int] | None) -> dict[int, set[int]]:
+    """``{node id: stage ids its metric strings name}``, kept to ``allowed`` when given."""
+    refs_of: dict[int, set[int]] = {}
+    for node_id, node in by_id.items():
+        refs: set[int] = set()
+        for metric in node.get("metrics") or ():
+            refs.update(stage for stage, _attempt in stage_refs(str(metric.get("value", ""))))
+        refs_of[node_id] = refs if allowed is None else refs & allowed
+    return refs_of
+
+
+def _codegen_clusters(by_id: Mapping[int, Json]) -> dict[int, list[int]]:
+    """``{codegen id k: ids of the WholeStageCodegen (k) nodes}``."""
+    clusters: dict[int, list[int]] = {}
+    for node_id, node in by_id.items():
+        match = _CODEGEN_NODE.match(str(node.get("nodeName", "")))
+        if match:
+            clusters.setdefault(int(match.group(1)), []).append(node_id)
+    return clusters
+
+
+def _plan_links(execution: Json, by_id: Mapping[int, Json]) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """``(downstream, upstream)``: per node id, the nodes its plan edges lead to and come from."""
+    downstream: dict[int, list[int]] = {node_id: [] for node_id in by_id}
+    upstream: dict[int, list[int]] = {node_id: [] for node_id in by_id}
+    for edge in execution.get("edges") or ():
+        src, dst = int(edge["fromId"]), int(edge["toId"])
+        if src in by_id and dst in by_id:
+            downstream[src].append(dst)
+            upstream[dst].append(src)
+    return downstream, upstream
+
+
+def _inherit_cluster_refs(operators: Sequence[int], by_id: Mapping[int, Json], clusters: Mapping[int, list[int]],
+                          refs_of: dict[int, set[int]]) -> None:
+    """Members of a codegen cluster run in the stage of the cluster node numbered just below them:
+    add that node's stage references to theirs (in ``refs_of``)."""
     for node_id in operators:
         codegen_id = by_id[node_id].get("wholeStageCodegenId")
         if codegen_id is None:
@@ -203,7 +237,11 @@ def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None
         if chosen is not None:
             refs_of[node_id] = refs_of[node_id] | refs_of[chosen]
 
-    # segments: operators connected by plan edges that do not pass through an exchange
+
+def _segments(operators: Sequence[int], downstream: Mapping[int, list[int]], upstream: Mapping[int, list[int]],
+              boundaries: set[int]) -> tuple[dict[int, int], list[list[int]]]:
+    """``(segment index per node id, node ids per segment)``: operators connected by plan edges that do
+    not pass through a boundary (an exchange, a codegen cluster node, the broadcast side)."""
     segment_of: dict[int, int] = {}
     segments: list[list[int]] = []
     for start in sorted(operators, reverse=True):
@@ -217,31 +255,36 @@ def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None
             node_id = todo.pop()
             members.append(node_id)
             for neighbour in downstream[node_id] + upstream[node_id]:
-                if (neighbour in segment_of or neighbour in exchanges or neighbour in cluster_nodes
-                        or neighbour in broadcast_side):
+                if neighbour in segment_of or neighbour in boundaries:
                     continue
                 segment_of[neighbour] = index
                 todo.append(neighbour)
         segments.append(members)
-    segment_refs = [set().union(*(refs_of[n] for n in members)) for members in segments]
-    # a lone node without edges or references (e.g. a detached command node) is no stage
-    counted = [
-        index
-        for index, members in enumerate(segments)
-        if segment_refs[index] or any(downstream[n] or upstream[n] for n in members)
-    ]
+    return segment_of, segments
 
+
+def _segment_stages(counted: Sequence[int], segments: Sequence[list[int]], segment_refs: Sequence[set[int]],
+                    feeds: Mapping[int, set[int]], stage_ids: Sequence[int] | None, *, left_first: bool,
+                    by_position: bool) -> dict[int, int]:
+    """``{segment: stage id}``: the one stage a segment's nodes name; or, when the segments and
+    ``stage_ids`` agree in number and ``by_position`` (the exchanges separate the segments), the stages
+    by position in data-flow order, if every named reference agrees with it."""
     stage_of: dict[int, int] = {
         index: next(iter(segment_refs[index])) for index in counted if len(segment_refs[index]) == 1
     }
-    feeds = _segment_links(counted, segment_of, exchanges, downstream, upstream)
-    if stage_ids is not None and len(counted) == len(stage_ids) and _exchanges_separate(exchanges, downstream):
+    if stage_ids is not None and len(counted) == len(stage_ids) and by_position:
         order = _segment_order(feeds, {index: min(segments[index]) for index in counted} if left_first else None)
         positional = {index: stage_ids[position] for position, index in enumerate(order)}
         consistent = bool(order) and all(segment_refs[index] <= {positional[index]} for index in counted)
         if consistent:
             stage_of = positional
+    return stage_of
 
+
+def _stage_operator_names(by_id: Mapping[int, Json], downstream: Mapping[int, list[int]],
+                          upstream: Mapping[int, list[int]], segment_of: Mapping[int, int],
+                          stage_of: Mapping[int, int]) -> dict[int, list[str]]:
+    """``{stage id: its operators' names}`` in topological order, wrapper nodes left out."""
     result: dict[int, list[str]] = {}
     for node_id in _topological(by_id, downstream, upstream):
         if node_id not in segment_of:
@@ -250,7 +293,7 @@ def _execution_operators(execution: Json, stage_ids: Sequence[int] | None = None
         name = str(by_id[node_id].get("nodeName", "?"))
         if stage_id is not None and name not in _WRAPPER_NODES:
             result.setdefault(stage_id, []).append(name)
-    return result, _stage_upstream(counted, stage_of, feeds)
+    return result
 
 
 def _segment_links(counted: Sequence[int], segment_of: Mapping[int, int], exchanges: set[int],

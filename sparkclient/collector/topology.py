@@ -93,7 +93,7 @@ from sparkclient.collector.batchwindow import (
 from sparkclient.collector.offsets import flatten_offsets, source_backlog
 from sparkclient.collector.plan import stage_operators
 from sparkclient.collector.sample import JobSample, RatesUnavailable, SampleError, VertexSample
-from sparkclient.collector.sources import measure_sources
+from sparkclient.collector.sources import SourcesReport, measure_sources
 from sparkclient.collector.sparkjson import as_dict, dicts, get_count, get_float, get_list
 from sparkclient.collector.stages import (
     batch_jobs,
@@ -165,24 +165,17 @@ def sample_from_rest(
       possible; ``batch_ratio`` is then 0).
     - ``collected_at`` defaults to ``window_end_s`` so the function stays deterministic; the
       sources' backlog is measured at ``collected_at``.
-    - ``slowest_task_ms(stage_id, attempt)``: a stage attempt's slowest task's ``executorRunTime``,
-      ms, or None (optional; :func:`sparkclient.collector.collect.collect_sample` asks
-      ``taskSummary``); it gives each vertex its busiest task's busy time (module docstring,
-      "Busiest task").
+    - ``slowest_task_ms(stage_id, attempt)``: a stage attempt's slowest task's ``executorRunTime``, ms,
+      or None (optional; :func:`sparkclient.collector.collect.collect_sample` asks ``taskSummary``); it
+      gives each vertex its busiest task's busy time (module docstring, "Busiest task").
 
     Batches in the progress whose jobs or stages are missing from REST are left out of the
     vertices, with a note in ``errors``, and out of the overhead (module docstring). Raises
     :class:`SparkDataError` for a malformed payload (naming the field), ``ValueError`` for an
     inverted window or a negative or non-finite trigger interval.
     """
-    if not math.isfinite(trigger_interval_s) or trigger_interval_s < 0:
-        raise ValueError(f"trigger_interval_s must be a finite number >= 0 seconds, got {trigger_interval_s}")
-    if not math.isfinite(window_end_s) or (window_start_s is not None and not math.isfinite(window_start_s)):
-        raise ValueError(f"window bounds must be finite, got [{window_start_s}, {window_end_s})")
     progresses = dicts(progresses, "progress")
-    window = window_batches(progresses, run_id=run_id, window_start_s=window_start_s, window_end_s=window_end_s)
-    batches = list(window.batches)
-    window_s = window.span_s if batches else (window_end_s - window_start_s if window_start_s is not None else 0.0)
+    window, batches, window_s = _window(progresses, run_id, trigger_interval_s, window_start_s, window_end_s)
     now_s = window_end_s if collected_at is None else collected_at
     errors: list[str] = []
 
@@ -192,17 +185,12 @@ def sample_from_rest(
                                slowest_task_ms=slowest_task_ms)
     rates_unavailable = _rates_unavailable(batches, vertices, errors)
     input_rows = _input_rows(batches, vertices)
-    durations_s = [get_float(p, "batchDuration", progress_where(p)) / 1000.0 for p in batches]
+    batch_duration_s, busy_total_s = _batch_durations_s(batches)
     batch_overhead_s = _batch_overhead_s(batches, stage_overheads_s, errors)
-    history = sorted((p for p in query_progresses(progresses, run_id) if batch_end_s(p) < window_end_s),
-                     key=progress_time_s)
-    report = measure_sources(history, batches, now_s=now_s)
     input_rate = input_rows / window_s if window_s > 0 else 0.0
-    arrival = _arrival_per_s(report.arrival_per_s, input_rate, batches, rates_unavailable, errors)
-    errors.extend(entry.message for entry in report.unknown)
+    history, report, arrival = _sources(progresses, batches, run_id, window_end_s, now_s, input_rate,
+                                        rates_unavailable, errors)
     state_rows, state_bytes = _state_size(batches[-1] if batches else (history[-1] if history else None))
-    batch_duration_s = _mean(durations_s)
-    busy_total_s = sum(durations_s)
 
     return JobSample(
         run_id=run_id,
@@ -233,6 +221,41 @@ def sample_from_rest(
 
 
 # -- the steps of the sample ----------------------------------------------------------------------
+
+
+def _window(progresses: Sequence[Json], run_id: str, trigger_interval_s: float, window_start_s: float | None,
+            window_end_s: float) -> tuple[BatchWindow, list[Json], float]:
+    """The window (:func:`window_batches`), its batches and its span, seconds (the batches' span, else
+    the window's bounds). Raises ``ValueError`` for a negative or non-finite trigger interval or bound."""
+    if not math.isfinite(trigger_interval_s) or trigger_interval_s < 0:
+        raise ValueError(f"trigger_interval_s must be a finite number >= 0 seconds, got {trigger_interval_s}")
+    if not math.isfinite(window_end_s) or (window_start_s is not None and not math.isfinite(window_start_s)):
+        raise ValueError(f"window bounds must be finite, got [{window_start_s}, {window_end_s})")
+    window = window_batches(progresses, run_id=run_id, window_start_s=window_start_s, window_end_s=window_end_s)
+    batches = list(window.batches)
+    if batches:
+        return window, batches, window.span_s
+    return window, batches, (window_end_s - window_start_s if window_start_s is not None else 0.0)
+
+
+def _sources(progresses: Sequence[Json], batches: Sequence[Json], run_id: str, window_end_s: float, now_s: float,
+             input_rate: float, rates_unavailable: RatesUnavailable | None,
+             errors: list[str]) -> tuple[list[Json], SourcesReport, float]:
+    """``(history, report, arrival)``: the run's progresses before the window's end in time order, the
+    sources' backlog and arrival measured on them (:func:`measure_sources`), and the arrival rate,
+    records/s (:func:`_arrival_per_s`). The notes go to ``errors``."""
+    history = sorted((p for p in query_progresses(progresses, run_id) if batch_end_s(p) < window_end_s),
+                     key=progress_time_s)
+    report = measure_sources(history, batches, now_s=now_s)
+    arrival = _arrival_per_s(report.arrival_per_s, input_rate, batches, rates_unavailable, errors)
+    errors.extend(entry.message for entry in report.unknown)
+    return history, report, arrival
+
+
+def _batch_durations_s(batches: Sequence[Json]) -> tuple[float, float]:
+    """``(mean, total)`` of the batches' ``batchDuration``, seconds."""
+    durations_s = [get_float(p, "batchDuration", progress_where(p)) / 1000.0 for p in batches]
+    return _mean(durations_s), sum(durations_s)
 
 
 def _executed_batches(batches: Sequence[Json], jobs: Sequence[Json], stages: Sequence[Json], run_id: str,

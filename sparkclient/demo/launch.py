@@ -33,23 +33,7 @@ DEMO_UI_PORTS = "4040-4057"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, default=8000, help="Django server port")
-    parser.add_argument("--rate", type=float, default=100.0, help="initial generator rate, events/s")
-    parser.add_argument("--partitions", type=int, default=4, help="log partitions")
-    parser.add_argument("--collect-interval-s", type=float, default=15.0)
-    parser.add_argument("--examples", default=os.environ.get("EXAMPLES") or "nexmark",
-                        help="comma-separated example pipelines to run: nexmark (job 'demo'), files (job 'files', "
-                             "JSON files in a folder); default: $EXAMPLES, else nexmark")
-    parser.add_argument("--cluster", choices=("local", "standalone"), default=os.environ.get("CLUSTER") or "local",
-                        help="where the pipeline runs: local[N], or the standalone cluster of `make cluster` "
-                             "(started here when it is not running; default: $CLUSTER, else local)")
-    args = parser.parse_args(argv)
-    examples = [e.strip() for e in args.examples.split(",") if e.strip()]
-    unknown = sorted(set(examples) - set(EXAMPLES))
-    if unknown or not examples:
-        parser.error(f"--examples takes a comma-separated list of {', '.join(EXAMPLES)}, got {args.examples!r}")
-
+    args, examples = _arguments(argv)
     var = Path(os.environ.get("SPARKSCALER_VAR_DIR", BASE_DIR / "var"))
     run_dir = var / "demo"
     # Redis starts empty (no persistence), so the old checkpoint and sink no longer match the log.
@@ -79,29 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         started = [start_example(group, name, run_dir=run_dir, redis_url=redis_server.url, master=master,
                                  rate=args.rate, partitions=args.partitions, ui_port=4040 + i)
                    for i, name in enumerate(examples)]
-        print("Migrating the database…", flush=True)
-        group.run("migrate", ["python", "manage.py", "migrate", "--noinput"])
-        print(group.run("ensure_admin", ["python", "manage.py", "ensure_admin"]).strip(), flush=True)
-        for job, topic in started:
-            # Registered through the same path as the API: the runner's UI must be on this machine, at
-            # its --ui-port (4040 + i) or one of the next ports Spark tries when that one is taken.
-            group.run(f"register_{job}", ["python", "manage.py", "register_job", "--name", job, "--topic", topic,
-                                          "--query-name", f"{job}-query", "--spark-ui-host", "127.0.0.1",
-                                          "--spark-ui-ports", DEMO_UI_PORTS,
-                                          "--knobs", knobs_to_json(load_pipeline(PIPELINES[job]).knobs)])
-        group.start("celery", ["python", "-m", "celery", "-A", "webapp", "worker", "-B", "-P", "threads", "-c", "4",
-                               "--loglevel", "INFO", "-s", str(run_dir / "celerybeat-schedule")])
-        web = group.start("web", ["python", "manage.py", "runserver", f"127.0.0.1:{args.port}", "--noreload"])
-        wait_http(f"http://127.0.0.1:{args.port}/accounts/login/", process=web.process)
-        env_file = run_dir / "env.sh"  # for manage.py and `python -m sparkclient run` in another shell
-        env_file.write_text(f"export REDIS_URL='{redis_server.url}' SPARKSCALER_REDIS_URL='{redis_server.url}' "
-                            "DEBUG=true\n")
-        env_file.chmod(0o600)
-        print(f"Logs: {group.log_dir}", flush=True)
-        print(f"Control channel: Redis with this run's password; in another shell, `source {env_file}` first", flush=True)
-        print(f"Dashboard: http://127.0.0.1:{args.port}/", flush=True)
-        print(f"Raise the load from the job page or with `source {env_file}; .venv/bin/python manage.py demo_load "
-              "--rate 600`. Ctrl-C stops everything.", flush=True)
+        _start_web(group, started, run_dir=run_dir, port=args.port, redis_url=redis_server.url)
         while not stopping:
             for child in group.dead():
                 print(f"{child.name} exited with code {child.process.returncode}; see {child.log_path}", flush=True)
@@ -115,6 +77,56 @@ def main(argv: list[str] | None = None) -> int:
             own_cluster.stop()
         print("Stopped.", flush=True)
     return 0
+
+
+def _arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """The parsed flags and the example pipelines to run; exits 2 on bad flags."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=8000, help="Django server port")
+    parser.add_argument("--rate", type=float, default=100.0, help="initial generator rate, events/s")
+    parser.add_argument("--partitions", type=int, default=4, help="log partitions")
+    parser.add_argument("--collect-interval-s", type=float, default=15.0)
+    parser.add_argument("--examples", default=os.environ.get("EXAMPLES") or "nexmark",
+                        help="comma-separated example pipelines to run: nexmark (job 'demo'), files (job 'files', "
+                             "JSON files in a folder); default: $EXAMPLES, else nexmark")
+    parser.add_argument("--cluster", choices=("local", "standalone"), default=os.environ.get("CLUSTER") or "local",
+                        help="where the pipeline runs: local[N], or the standalone cluster of `make cluster` "
+                             "(started here when it is not running; default: $CLUSTER, else local)")
+    args = parser.parse_args(argv)
+    examples = [e.strip() for e in args.examples.split(",") if e.strip()]
+    unknown = sorted(set(examples) - set(EXAMPLES))
+    if unknown or not examples:
+        parser.error(f"--examples takes a comma-separated list of {', '.join(EXAMPLES)}, got {args.examples!r}")
+    return args, examples
+
+
+def _start_web(group: ProcessGroup, started: list[tuple[str, str]], *, run_dir: Path, port: int,
+               redis_url: str) -> None:
+    """Migrate, register the started example jobs, start Celery (worker and beat) and the Django server,
+    write ``env.sh`` for other shells and print where everything is."""
+    print("Migrating the database…", flush=True)
+    group.run("migrate", ["python", "manage.py", "migrate", "--noinput"])
+    print(group.run("ensure_admin", ["python", "manage.py", "ensure_admin"]).strip(), flush=True)
+    for job, topic in started:
+        # Registered through the same path as the API: the runner's UI must be on this machine, at
+        # its --ui-port (4040 + i) or one of the next ports Spark tries when that one is taken.
+        group.run(f"register_{job}", ["python", "manage.py", "register_job", "--name", job, "--topic", topic,
+                                      "--query-name", f"{job}-query", "--spark-ui-host", "127.0.0.1",
+                                      "--spark-ui-ports", DEMO_UI_PORTS,
+                                      "--knobs", knobs_to_json(load_pipeline(PIPELINES[job]).knobs)])
+    group.start("celery", ["python", "-m", "celery", "-A", "webapp", "worker", "-B", "-P", "threads", "-c", "4",
+                           "--loglevel", "INFO", "-s", str(run_dir / "celerybeat-schedule")])
+    web = group.start("web", ["python", "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"])
+    wait_http(f"http://127.0.0.1:{port}/accounts/login/", process=web.process)
+    env_file = run_dir / "env.sh"  # for manage.py and `python -m sparkclient run` in another shell
+    env_file.write_text(f"export REDIS_URL='{redis_url}' SPARKSCALER_REDIS_URL='{redis_url}' "
+                        "DEBUG=true\n")
+    env_file.chmod(0o600)
+    print(f"Logs: {group.log_dir}", flush=True)
+    print(f"Control channel: Redis with this run's password; in another shell, `source {env_file}` first", flush=True)
+    print(f"Dashboard: http://127.0.0.1:{port}/", flush=True)
+    print(f"Raise the load from the job page or with `source {env_file}; .venv/bin/python manage.py demo_load "
+          "--rate 600`. Ctrl-C stops everything.", flush=True)
 
 
 def start_example(group: ProcessGroup, name: str, *, run_dir: Path, redis_url: str, master: str, rate: float,

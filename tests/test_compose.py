@@ -118,3 +118,38 @@ def test_debug_is_off_by_default_and_a_secret_key_is_then_required():
     shown = _manage(["shell", "-c", "from django.conf import settings; print(settings.DEBUG)"],
                     {"SECRET_KEY": "x" * 60})
     assert shown.returncode == 0 and shown.stdout.strip().splitlines()[-1] == "False", shown.stderr
+
+
+_HTTPS_SETTINGS = ("SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE")
+
+
+def _show_https_settings(env: dict[str, str]) -> list[str]:
+    names = ", ".join(f"settings.{name}" for name in _HTTPS_SETTINGS)
+    shown = _manage(["shell", "-c", f"from django.conf import settings; print({names})"], env)
+    assert shown.returncode == 0, shown.stderr
+    return shown.stdout.strip().splitlines()[-1].split()
+
+
+def test_check_deploy_with_only_a_secret_key_gives_no_warnings():
+    """With DEBUG off the HTTPS settings are on by default: no environment beyond SECRET_KEY needed."""
+    from django.core.management.utils import get_random_secret_key
+
+    done = _manage(["check", "--deploy", "--fail-level", "WARNING"], {"SECRET_KEY": get_random_secret_key()})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "System check identified no issues (0 silenced)." in done.stdout
+    assert _show_https_settings({"SECRET_KEY": "k" * 60}) == ["True", "31536000", "True", "True"]
+
+
+def test_a_plain_http_setup_turns_the_https_settings_off_through_the_environment():
+    opt_out = {"SECURE_SSL_REDIRECT": "false", "SECURE_HSTS_SECONDS": "0", "SESSION_COOKIE_SECURE": "false",
+               "CSRF_COOKIE_SECURE": "false"}
+    assert _show_https_settings({"SECRET_KEY": "k" * 60, **opt_out}) == ["False", "0", "False", "False"]
+    # Each one alone: the others stay on.
+    assert _show_https_settings({"SECRET_KEY": "k" * 60, "SESSION_COOKIE_SECURE": "false"}) == [
+        "True", "31536000", "False", "True"]
+    done = _manage(["check", "--deploy"], {"SECRET_KEY": "k" * 60, **opt_out})
+    assert all(code in done.stderr for code in ("W004", "W008", "W012", "W016")), done.stdout + done.stderr
+
+
+def test_debug_on_keeps_plain_http_for_the_demo_and_the_tests():
+    assert _show_https_settings({"DEBUG": "true"}) == ["False", "0", "False", "False"]

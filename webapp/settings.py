@@ -1,9 +1,9 @@
 """Django settings. Everything comes from the environment through django-environ.
 
 ``DEBUG`` is off unless the environment turns it on (``make demo`` and the test suite do). With it
-off, ``SECRET_KEY`` is required and the security settings below are read from the environment; the
-production environment is documented in README.md ("Production") and in ``.env.example``, with which
-``manage.py check --deploy`` reports no warnings.
+off, ``SECRET_KEY`` is required and the HTTPS settings (redirect, HSTS, secure cookies) are on unless
+the environment turns each off; ``manage.py check --deploy`` then reports no warnings. The production
+environment is documented in README.md ("Production") and in ``.env.example``.
 """
 
 import ipaddress
@@ -44,12 +44,17 @@ if _proxy_header:
         raise ImproperlyConfigured(f"SECURE_PROXY_SSL_HEADER must be 'HEADER,value' "
                                    f"(e.g. HTTP_X_FORWARDED_PROTO,https), not {','.join(_proxy_header)!r}")
     SECURE_PROXY_SSL_HEADER = tuple(_proxy_header)
-SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
-SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
-SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
-SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=False)
-CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=False)
+# HTTPS only unless DEBUG is on: redirect to HTTPS, HSTS for a year (subdomains included, preload
+# allowed), cookies sent over HTTPS only. A plain-HTTP setup with DEBUG off (a test bench) turns them
+# off one by one: SECURE_SSL_REDIRECT=false SECURE_HSTS_SECONDS=0 SESSION_COOKIE_SECURE=false
+# CSRF_COOKIE_SECURE=false (README "Production").
+_HTTPS_ONLY = not DEBUG
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=_HTTPS_ONLY)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=365 * 24 * 3600 if _HTTPS_ONLY else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=_HTTPS_ONLY)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=_HTTPS_ONLY)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=_HTTPS_ONLY)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=_HTTPS_ONLY)
 
 INSTALLED_APPS = [
     "django.contrib.admin",

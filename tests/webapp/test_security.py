@@ -78,6 +78,20 @@ def test_metrics_takes_a_token_or_an_allowlisted_address(client, settings):
     assert client.get("/metrics", REMOTE_ADDR="192.168.1.9", HTTP_X_FORWARDED_FOR="10.1.2.3").status_code in (401, 403)
 
 
+
+@pytest.mark.parametrize("accept", ["text/html", "application/json", "text/html,application/xhtml+xml;q=0.9"])
+def test_metrics_authenticates_before_it_looks_at_accept(client, settings, accept):
+    """A browser's Accept gets 401 (not 406) when anonymous, and the text format when allowed."""
+    make_job()
+    anonymous = client.get("/metrics", HTTP_ACCEPT=accept, REMOTE_ADDR="10.1.2.3")
+    assert anonymous.status_code == 401 and anonymous["WWW-Authenticate"] == "Token"
+    token = Token.objects.create(user=make_user("prometheus", role="viewer"))
+    scraped = client.get("/metrics", HTTP_ACCEPT=accept, HTTP_AUTHORIZATION=f"Token {token.key}")
+    assert scraped.status_code == 200 and scraped["Content-Type"].startswith("text/plain")
+    assert b"sparkscaler_job_health" in scraped.content
+    settings.METRICS_ALLOWED_IPS = ["10.0.0.0/8"]
+    assert client.get("/metrics", HTTP_ACCEPT=accept, REMOTE_ADDR="10.1.2.3").status_code == 200
+
 # --- demo rate: operator-only, bounded, finite ----------------------------------------------------
 
 def test_the_demo_rate_is_operator_only_bounded_and_finite(client, workflow_redis, settings):

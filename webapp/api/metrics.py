@@ -16,8 +16,9 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
-from rest_framework.decorators import api_view, permission_classes, renderer_classes
+from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import BaseRenderer
+from rest_framework.views import APIView
 
 from webapp.accounts.access import MetricsAccess
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
@@ -125,12 +126,29 @@ class PrometheusRenderer(BaseRenderer):
         return data if isinstance(data, (bytes, str)) else str(data)
 
 
+class PrometheusOnly(BaseContentNegotiation):
+    """One representation whatever the ``Accept`` header: DRF negotiates before it checks
+    permissions, so an anonymous ``Accept: text/html`` would get 406 instead of 401."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0] if parsers else None
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
 @extend_schema(exclude=True)
-@api_view(["GET"])
-@permission_classes([MetricsAccess])
-@renderer_classes([PrometheusRenderer])
-def metrics(request) -> HttpResponse:
-    """The Prometheus exposition of :class:`ScalingCollector`."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(ScalingCollector())
-    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+class MetricsView(APIView):
+    """The Prometheus exposition of :class:`ScalingCollector` (text/plain whatever ``Accept`` says)."""
+
+    permission_classes = [MetricsAccess]
+    renderer_classes = [PrometheusRenderer]
+    content_negotiation_class = PrometheusOnly
+
+    def get(self, request) -> HttpResponse:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(ScalingCollector())
+        return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+
+
+metrics = MetricsView.as_view()

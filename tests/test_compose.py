@@ -2,6 +2,7 @@
 that each project service's command exists in the project, that its secrets come from the env file,
 and that the documented production environment (.env.example) passes ``manage.py check --deploy``."""
 
+import argparse
 import importlib.util
 import os
 import re
@@ -11,7 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import redis
 import yaml
+
+from sparkclient.demo.generator import read_counts
+from sparkclient.demo.redisproc import free_port, redis_server_binary, start_redis
+from sparkclient.runner.supervisor import add_run_arguments, driver_command
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = {"web", "worker", "beat", "redis", "postgres", "spark-master", "spark-worker", "generator", "pipeline",
@@ -68,9 +76,9 @@ def test_compose_serves_with_gunicorn_reads_secrets_from_env_and_redis_has_a_pas
     assert "change-me" not in text and "sparkscaler:sparkscaler@" not in text
     assert re.findall(r"://[^@\n]*@", text) == ["://sparkscaler:${POSTGRES_PASSWORD:?set POSTGRES_PASSWORD in .env}@",
                                                 "://:${REDIS_PASSWORD:?set REDIS_PASSWORD in .env}@",
-                                                "://:${REDIS_PASSWORD:?}@", "://:${REDIS_PASSWORD:?}@"]
-    assert "--requirepass" in " ".join(services["redis"]["command"])
-    assert compose()["x-app"]["env_file"] == ".env" and services["redis"]["env_file"] == ".env"
+                                                "://:${REDIS_PASSWORD:?}@"]
+    assert 'requirepass "${REDIS_PASSWORD:?}"' in compose()["configs"]["redis_conf"]["content"]
+    assert compose()["x-app"]["env_file"] == ".env"
     assert '"*"' not in text and "ALLOWED_HOSTS" not in text
 
 
@@ -153,3 +161,88 @@ def test_a_plain_http_setup_turns_the_https_settings_off_through_the_environment
 
 def test_debug_on_keeps_plain_http_for_the_demo_and_the_tests():
     assert _show_https_settings({"DEBUG": "true"}) == ["False", "0", "False", "False"]
+
+
+
+# --- no password on a command line (ps, docker inspect) -------------------------------------------
+
+def _command_line(service: dict) -> str:
+    command = service.get("command", "")
+    return command if isinstance(command, str) else " ".join(command)
+
+
+def test_no_command_line_carries_a_password():
+    """REDIS_PASSWORD is only in the environment of the app services and in redis's config file."""
+    spec = compose()
+    for name, service in spec["services"].items():
+        line = _command_line(service)
+        assert "PASSWORD" not in line and "--requirepass" not in line and not re.search(r"://[^ ]*@", line), name
+        assert "--redis-url" not in line, name
+    assert spec["services"]["redis"]["command"] == ["redis-server", "/usr/local/etc/redis/redis.conf"]
+    assert spec["services"]["redis"]["configs"] == [{"source": "redis_conf",
+                                                     "target": "/usr/local/etc/redis/redis.conf"}]
+    assert "env_file" not in spec["services"]["redis"]  # redis needs none of the app's secrets
+    assert spec["x-app"]["environment"]["SPARKSCALER_REDIS_URL"] == "redis://:${REDIS_PASSWORD:?}@redis:6379/0"
+    carrying = [line.strip() for line in (ROOT / "docker-compose.yml").read_text().splitlines()
+                if "REDIS_PASSWORD" in line and not line.lstrip().startswith("#")]
+    assert [line.split(":")[0] for line in carrying] == ["REDIS_URL", "SPARKSCALER_REDIS_URL", "requirepass \"${REDIS_PASSWORD"]
+
+
+def _answers_with_auth_error(client: redis.Redis) -> bool:
+    try:
+        client.ping()
+    except redis.AuthenticationError:
+        return True
+    except redis.ConnectionError:
+        return False
+    raise AssertionError("redis answered without a password")
+
+
+def test_redis_takes_its_password_from_the_compose_config_file(tmp_path):
+    password = "s3cret-" + "x" * 20
+    content = compose()["configs"]["redis_conf"]["content"].replace("${REDIS_PASSWORD:?}", password)
+    assert "${" not in content
+    (tmp_path / "redis.conf").write_text(content)
+    port = free_port()
+    server = subprocess.Popen([redis_server_binary(), str(tmp_path / "redis.conf"), "--port", str(port),
+                               "--bind", "127.0.0.1", "--dir", str(tmp_path)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        anonymous = redis.Redis(port=port, socket_connect_timeout=1)
+        wait_for(lambda: _answers_with_auth_error(anonymous), timeout_s=30, what="redis refusing anonymous PING",
+                 interval_s=0.1)
+        client = redis.Redis(port=port, password=password)
+        assert client.ping() and client.config_get("appendonly") == {"appendonly": "yes"}
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_the_generator_reads_the_redis_url_from_the_environment(tmp_path):
+    server = start_redis(workdir=tmp_path / "redis", password="pw-" + "y" * 20)
+    try:
+        done = subprocess.run([sys.executable, "-m", "sparkclient.demo.generator", "--topic", "t", "--partitions", "1",
+                               "--rate", "1000", "--max-events", "5"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=60, env={**os.environ, "SPARKSCALER_REDIS_URL": server.url})
+        assert done.returncode == 0, done.stderr
+        assert read_counts(redis.Redis.from_url(server.url, decode_responses=True), "t")["total"] == 5
+    finally:
+        server.stop()
+
+
+def test_the_runner_reads_the_redis_url_from_the_environment_and_keeps_it_out_of_its_drivers_argv(monkeypatch):
+    url = "redis://:hunter2-secret@redis:6379/0"
+    monkeypatch.setenv("SPARKSCALER_REDIS_URL", url)
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    args = parser.parse_args(["--pipeline", "mod:build", "--job", "demo"])
+    assert args.redis_url == url
+    args.capacity = 2
+    cmd, env = driver_command(args, Path("/data/demo"))
+    assert not [arg for arg in cmd if "hunter2" in arg] and "--redis-url" not in cmd
+    assert env["SPARKSCALER_REDIS_URL"] == url
+    # An explicit --redis-url wins, and still reaches the driver through its environment only.
+    args = parser.parse_args(["--pipeline", "mod:build", "--job", "demo", "--redis-url", "redis://:other@h:1/0"])
+    args.capacity = 2
+    cmd, env = driver_command(args, Path("/data/demo"), standby="s1")
+    assert not [arg for arg in cmd if "other@" in arg] and env["SPARKSCALER_REDIS_URL"] == "redis://:other@h:1/0"

@@ -16,8 +16,10 @@ Runtime control (see :mod:`sparkclient.contract.keys`):
 
 CLI::
 
-    python -m sparkclient.demo.generator --redis-url URL --topic nexmark --partitions 4 --rate 200 \
+    python -m sparkclient.demo.generator [--redis-url URL] --topic nexmark --partitions 4 --rate 200 \
         [--retention N] [--max-events N]
+
+The Redis URL is ``--redis-url``, else ``$SPARKSCALER_REDIS_URL``, else redis://127.0.0.1:6379/0.
 
 runs until SIGTERM/SIGINT (clean exit, the batch in hand is written) or ``--max-events``.
 """
@@ -28,6 +30,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import random
 import signal
 import threading
@@ -251,7 +254,9 @@ class Generator:
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m sparkclient.demo.generator", description=__doc__.split("\n")[0])
-    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--redis-url", default=os.environ.get("SPARKSCALER_REDIS_URL", "redis://127.0.0.1:6379/0"),
+                        help="the log's Redis, password in the URL (default: $SPARKSCALER_REDIS_URL, which keeps "
+                             "the password out of the process list, else redis://127.0.0.1:6379/0)")
     parser.add_argument("--topic", default="nexmark")
     parser.add_argument("--partitions", type=int, default=4, help="K, log partitions")
     parser.add_argument("--rate", type=float, default=None,

@@ -135,7 +135,8 @@ def start_example(group: ProcessGroup, name: str, *, run_dir: Path, redis_url: s
     run``), as a user would; returns ``(job, topic)``."""
     if name == "nexmark":
         job, topic = JOB, TOPIC
-        group.start("generator", ["python", "-m", "sparkclient.demo.generator", "--redis-url", redis_url,
+        # The URL (with this run's password) comes from $SPARKSCALER_REDIS_URL: argv shows in ps.
+        group.start("generator", ["python", "-m", "sparkclient.demo.generator",
                                   "--topic", topic, "--partitions", str(partitions), "--rate", str(rate)])
         knobs = ["trigger_interval_s=5", "max_records_per_batch=6000"]
         pipeline = PIPELINES[job]

@@ -44,7 +44,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
                         help="initial knob value (repeatable); ignored once the job has stored values")
     parser.add_argument("--redis-url", default=os.environ.get("SPARKSCALER_REDIS_URL", DEFAULT_REDIS_URL),
-                        help="control channel, password in the URL (default: $SPARKSCALER_REDIS_URL)")
+                        help="control channel, password in the URL; prefer $SPARKSCALER_REDIS_URL, the default, "
+                             "which keeps the password out of the process list")
     parser.add_argument("--workdir", help="checkpoint, sink and driver log go here (default: var/jobs/JOB)")
     parser.add_argument("--ui-port", type=int, default=4040)
     parser.add_argument("--max-executors", type=int, help="cap on the executors a plan may ask for")

@@ -11,7 +11,8 @@ written there. SIGINT/SIGTERM is forwarded to the driver, which stops the query 
 supervisor then exits, leaving no JVM behind. A driver that crashes (exit code not 0/75) is recorded
 as ``state=failed`` and restarted after a back-off, at most :data:`MAX_CRASH_RESTARTS` times in a row.
 
-The control endpoint is ``--redis-url``, else ``$SPARKSCALER_REDIS_URL``, else redis://127.0.0.1:6379/0.
+The control endpoint is ``--redis-url``, else ``$SPARKSCALER_REDIS_URL`` (preferred: a command line,
+password included, shows in ``ps``), else redis://127.0.0.1:6379/0; the driver child gets it in its environment.
 **Capacity** (the most executors a plan may ask for): local mode, the host's cores; a standalone
 master, its free cores from the master UI's ``/json`` (``--master-ui``, default port 8080 on the
 master's host); elsewhere ``--max-executors``, which also caps the others.
@@ -120,16 +121,7 @@ class Supervisor:
                 child.send_signal(signal.SIGTERM)
 
     def _spawn(self, standby: str | None = None) -> subprocess.Popen:
-        a = self.args
-        cmd = [sys.executable, "-m", "sparkclient", "run", "--driver", "--pipeline", a.pipeline, "--job", a.job,
-               "--redis-url", a.redis_url, "--workdir", str(self.workdir), "--ui-port", str(a.ui_port),
-               "--master", a.master, "--capacity", str(a.capacity)] + (["--standby", standby] if standby else []) \
-            + [arg for conf in a.conf for arg in ("--conf", conf)]
-        env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[2])
-        paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
-        env["PYTHONPATH"] = os.pathsep.join([root, *paths, os.getcwd()])  # the pipeline module may be in cwd
-        env.setdefault("PYSPARK_PYTHON", sys.executable)
+        cmd, env = driver_command(self.args, self.workdir, standby)
         self.workdir.mkdir(parents=True, exist_ok=True)
         with open(self.workdir / "driver.log", "ab") as out:
             # own session: the driver, its JVM and Python workers form one process group
@@ -248,6 +240,22 @@ class Supervisor:
                     command_id, FailureCode.DRIVER_CRASHED, f"the restarted driver kept failing: {error}",
                     path=RescalePath.DRIVER_RESTART))
             self.client.delete(keys.runner_pending(self.job))
+
+
+def driver_command(args: argparse.Namespace, workdir: Path,
+                   standby: str | None = None) -> tuple[list[str], dict[str, str]]:
+    """The driver child's argv and environment. The Redis URL (password included) goes in the
+    environment as ``SPARKSCALER_REDIS_URL``, never in argv, which ``ps`` shows to everyone."""
+    cmd = [sys.executable, "-m", "sparkclient", "run", "--driver", "--pipeline", args.pipeline, "--job", args.job,
+           "--workdir", str(workdir), "--ui-port", str(args.ui_port),
+           "--master", args.master, "--capacity", str(args.capacity)] + (["--standby", standby] if standby else []) \
+        + [arg for conf in args.conf for arg in ("--conf", conf)]
+    env = {**os.environ, "SPARKSCALER_REDIS_URL": args.redis_url}
+    root = str(Path(__file__).resolve().parents[2])
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
+    env["PYTHONPATH"] = os.pathsep.join([root, *paths, os.getcwd()])  # the pipeline module may be in cwd
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    return cmd, env
 
 
 def run(args: argparse.Namespace) -> int:

@@ -85,14 +85,15 @@ def system(live_server, settings, tmp_path):
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     load = Load(inbox, rate=40.0)
+    ui_ports = {"demo": free_port(), JOB: free_port()}  # registered with the 16 ports Spark tries after each
     try:
         group.start("generator", ["python", "-m", "sparkclient.demo.generator", "--redis-url", redis_server.url,
                                   "--topic", "nexmark", "--partitions", "2", "--rate", "20"])
         group.start("demo", ["python", "-m", "sparkclient", "run", "--pipeline", "sparkclient.demo.examples.nexmark:build",
-                             "--job", "demo", "--workdir", str(tmp_path / "demo"), "--ui-port", str(free_port()),
+                             "--job", "demo", "--workdir", str(tmp_path / "demo"), "--ui-port", str(ui_ports["demo"]),
                              "--knob", "trigger_interval_s=5"])
         group.start("clicks", ["python", "-m", "sparkclient", "run", "--pipeline", pipeline, "--job", JOB,
-                               "--workdir", str(tmp_path / JOB), "--ui-port", str(free_port()),
+                               "--workdir", str(tmp_path / JOB), "--ui-port", str(ui_ports[JOB]),
                                "--knob", "cost_us=2500"],
                     extra_env={"PYTHONPATH": os.pathsep.join([str(outside), env.get("PYTHONPATH", "")]),
                                "CLICKS_INBOX": str(inbox)})
@@ -100,7 +101,7 @@ def system(live_server, settings, tmp_path):
                                "--loglevel", "INFO", "-s", str(tmp_path / "celerybeat-schedule")])
         load.start()
         yield {"redis": redis.Redis.from_url(redis_server.url, decode_responses=True), "group": group,
-               "live_server": live_server, "load": load, "out": tmp_path / JOB / "out"}
+               "live_server": live_server, "load": load, "out": tmp_path / JOB / "out", "ui_ports": ui_ports}
     finally:
         load.stop_event.set()
         group.stop()
@@ -122,8 +123,9 @@ def test_a_user_pipeline_is_registered_scaled_up_on_approval_and_counts_exactly_
         return True
 
     policy = {"metric_window_s": 20, "catch_up_duration_s": 60, "restart_time_s": 5, "max_cores": 4}
-    ui_rule = {"spark_ui_hosts": ["127.0.0.1"], "spark_ui_ports": "1024-65535"}
     for name in ("demo", JOB):
+        port = system["ui_ports"][name]
+        ui_rule = {"spark_ui_hosts": ["127.0.0.1"], "spark_ui_ports": f"{port}-{min(port + 16, 65535)}"}
         registered = as_admin.post("/api/jobs/", json={"name": name, **ui_rule, "policy": policy})
         assert registered.status_code == 201, registered.text
     job_id = registered.json()["id"]

@@ -13,7 +13,9 @@ A job is registered with either
   only: ``127.0.0.1`` and ``localhost``, ports 4040-4056 (Spark's ``spark.ui.port`` 4040 and the
   next 16 it tries when one is taken, ``spark.port.maxRetries``).
 
-The fixed URL wins when both are set. The app id the runner reports must have a Spark application
+The fixed URL wins when both are set. A registration may not name link-local or metadata addresses,
+unspecified addresses, networks wider than /8 (IPv4) or /48 (IPv6), or more than 32 ports
+(:mod:`webapp.jobs.sparkui_limits`). The app id the runner reports must have a Spark application
 id's shape (:data:`APP_ID_PATTERNS`), so nothing but an id reaches the REST client's paths.
 
 Nothing read from Redis is fetched as it is: :func:`ui_target` rebuilds the URL from the validated
@@ -29,6 +31,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
+
+from webapp.jobs.sparkui_limits import host_refusal, network_refusal, port_range_refusal
 
 #: The default discovery rule: a Spark driver on this machine.
 DEFAULT_UI_HOSTS = ("127.0.0.1", "localhost")
@@ -198,27 +202,37 @@ def parse_host_pattern(value: Any) -> HostPattern:
     """Parse one allowed host pattern (see :class:`HostPattern`).
 
     Raises:
-        SparkUiError: not a host name, ``*.name``, IP address or network.
+        SparkUiError: not a host name, ``*.name``, IP address or network, or a refused one
+            (:mod:`webapp.jobs.sparkui_limits`).
     """
     if not isinstance(value, str) or not value or len(value) > 253:
         raise SparkUiError(f"{value!r} is not a host name, *.domain, IP address or network")
     text = value.strip().lower()
     if text.startswith("*."):
-        if _host_name_ok(text[2:]) and "." in text[2:]:
-            return HostPattern(text=text, suffix=text[2:])
-        raise SparkUiError(f"{value!r}: a wildcard needs a domain of two labels at least, e.g. *.svc.cluster.local")
+        if not (_host_name_ok(text[2:]) and "." in text[2:]):
+            raise SparkUiError(f"{value!r}: a wildcard needs a domain of two labels at least, "
+                               "e.g. *.svc.cluster.local")
+        if refusal := host_refusal(text[2:], wildcard=True):
+            raise SparkUiError(refusal.text("spark_ui_hosts", text))
+        return HostPattern(text=text, suffix=text[2:])
     if _ip(text) or "/" in text:
         try:
-            return HostPattern(text=text, network=ipaddress.ip_network(text, strict=False))
+            network = ipaddress.ip_network(text, strict=False)
         except ValueError:
             raise SparkUiError(f"{value!r} is not an IP address or network (CIDR)") from None
-    if _host_name_ok(text):
-        return HostPattern(text=text)
-    raise SparkUiError(f"{value!r} is not a host name, *.domain, IP address or network")
+        if refusal := network_refusal(network):
+            raise SparkUiError(refusal.text("spark_ui_hosts", text))
+        return HostPattern(text=text, network=network)
+    if not _host_name_ok(text):
+        raise SparkUiError(f"{value!r} is not a host name, *.domain, IP address or network")
+    if refusal := host_refusal(text):
+        raise SparkUiError(refusal.text("spark_ui_hosts", text))
+    return HostPattern(text=text)
 
 
 def parse_port_range(value: Any) -> tuple[int, int]:
-    """Parse ``"4040"`` or ``"4040-4056"`` into ``(first, last)``, ports 1..65535, first <= last.
+    """Parse ``"4040"`` or ``"4040-4056"`` into ``(first, last)``, ports 1..65535, first <= last,
+    at most :data:`~webapp.jobs.sparkui_limits.MAX_PORTS` ports.
 
     Raises:
         SparkUiError: anything else.
@@ -230,7 +244,22 @@ def parse_port_range(value: Any) -> tuple[int, int]:
     last = int(match.group(2) or first)
     if not 1 <= first <= last <= 65535:
         raise SparkUiError(f"{value!r}: ports run from 1 to 65535, the first no higher than the last")
+    if refusal := port_range_refusal(first, last):
+        raise SparkUiError(refusal.text("spark_ui_ports", value.strip()))
     return first, last
+
+
+def parse_registered_origin(value: Any) -> Origin:
+    """:func:`parse_origin` of a registered ``spark_ui_url``, whose host may not be a refused address
+    or name (:mod:`webapp.jobs.sparkui_limits`).
+
+    Raises:
+        SparkUiError: not such a URL, or a refused host.
+    """
+    origin = parse_origin(value)
+    if refusal := host_refusal(origin.host):
+        raise SparkUiError(refusal.text("spark_ui_url", origin.host))
+    return origin
 
 
 def rule_errors(*, spark_ui_url: Any, spark_ui_hosts: Any, spark_ui_ports: Any) -> dict[str, list[str]]:
@@ -238,7 +267,7 @@ def rule_errors(*, spark_ui_url: Any, spark_ui_hosts: Any, spark_ui_ports: Any) 
     errors: dict[str, list[str]] = {}
     if spark_ui_url:
         try:
-            parse_origin(spark_ui_url)
+            parse_registered_origin(spark_ui_url)
         except SparkUiError as exc:
             errors["spark_ui_url"] = [f"{exc}"]
     if not isinstance(spark_ui_hosts, list):
@@ -273,7 +302,7 @@ class UiRule:
         """The rule of a registration, or None when it has none (or a stored value no longer parses)."""
         try:
             if spark_ui_url:
-                return cls(fixed=parse_origin(spark_ui_url), hosts=(), ports=None)
+                return cls(fixed=parse_registered_origin(spark_ui_url), hosts=(), ports=None)
             hosts = tuple(parse_host_pattern(h) for h in spark_ui_hosts or ())
             return cls(fixed=None, hosts=hosts, ports=parse_port_range(spark_ui_ports)) if hosts else None
         except SparkUiError:

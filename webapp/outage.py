@@ -7,12 +7,15 @@ Redis go away between the check and the enqueue, the decision stands and the rec
 enqueues it again once Redis is back (``workflow_reconcile``: "approved but not started").
 
 :class:`RedisUnavailableMiddleware` turns :class:`ServiceUnavailable` and Redis connection errors
-raised by any view (pages and API) into a 503 with that message.
+raised by any view into a 503: under ``/api/`` ``{"code": "redis_unavailable", "detail": message}``,
+plain text elsewhere (the dashboard's decision views redirect with the message instead). What the
+user sees names no host, port, URL or exception: those go to the log only.
 """
 
 from __future__ import annotations
 
 import logging
+from enum import StrEnum
 from functools import lru_cache
 
 import kombu.exceptions
@@ -29,13 +32,34 @@ REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
 CHECK_TIMEOUT_S = 2.0
 
 
+class OutageCode(StrEnum):
+    """The ``code`` of an API 503."""
+
+    REDIS_UNAVAILABLE = "redis_unavailable"
+
+
 class ServiceUnavailable(RuntimeError):
-    """Redis (the task broker and the runners' control channel) does not answer; nothing was changed."""
+    """Redis (the task broker and the runners' control channel) does not answer; nothing was changed.
+
+    ``str()`` is the message for the user (no address or exception text); ``cause`` is kept for the log.
+    """
+
+    code = OutageCode.REDIS_UNAVAILABLE
 
     def __init__(self, what: str = "", cause: BaseException | None = None) -> None:
-        detail = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
-        super().__init__(f"Redis, the task broker, is unreachable{detail}: {what or 'the request'} was not "
-                         f"carried out and nothing was changed; try again when Redis is back.")
+        super().__init__(f"Redis, the task broker, is unreachable: {what or 'the request'} was not carried out "
+                         f"and nothing was changed; try again when Redis is back.")
+        self.cause = cause
+
+
+def as_unavailable(exception: BaseException, what: str) -> ServiceUnavailable | None:
+    """``exception`` as a :class:`ServiceUnavailable` about ``what``, when it is one or a Redis
+    connection error (:data:`REDIS_ERRORS`); None otherwise."""
+    if isinstance(exception, ServiceUnavailable):
+        return exception
+    if isinstance(exception, REDIS_ERRORS):
+        return ServiceUnavailable(what, exception)
+    return None
 
 
 @lru_cache(maxsize=4)
@@ -60,7 +84,7 @@ def broker_check(what: str) -> None:
 
 class RedisUnavailableMiddleware:
     """A view that raised :class:`ServiceUnavailable` or a Redis connection error answers 503:
-    ``{"detail": message}`` under ``/api/``, plain text elsewhere."""
+    ``{"code", "detail"}`` under ``/api/``, plain text elsewhere; the cause goes to the log."""
 
     def __init__(self, get_response) -> None:
         self.get_response = get_response
@@ -69,15 +93,14 @@ class RedisUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if isinstance(exception, ServiceUnavailable):
-            message = str(exception)
-        elif isinstance(exception, REDIS_ERRORS):
-            message = str(ServiceUnavailable(f"{request.method} {request.path}", exception))
-        else:
+        unavailable = as_unavailable(exception, f"{request.method} {request.path}")
+        if unavailable is None:
             return None
-        logger.warning("503 for %s %s: %s", request.method, request.path, message)
+        logger.warning("503 for %s %s: %s (cause: %r)", request.method, request.path, unavailable,
+                       unavailable.cause)
+        message = str(unavailable)
         if request.path.startswith("/api/"):
-            response = JsonResponse({"detail": message}, status=503)
+            response = JsonResponse({"code": unavailable.code.value, "detail": message}, status=503)
         else:
             response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
         response["Retry-After"] = "30"

@@ -414,8 +414,9 @@ def test_requests_that_need_redis_answer_503_and_change_nothing_while_it_is_down
                      api.post(f"/api/proposals/{done.pk}/rollback/", {"reason": "x"})):
         assert response.status_code == 503
         assert "unreachable" in response.json()["detail"] and "nothing was changed" in response.json()["detail"]
-    page = client.post(f"/proposals/{pending.pk}/decide/", {"action": "approve"})
-    assert page.status_code == 503 and "try again when Redis is back" in page.content.decode()
+    page = client.post(f"/proposals/{pending.pk}/decide/", {"action": "approve"}, follow=True)
+    assert page.redirect_chain == [(f"/proposals/{pending.pk}/", 302)]
+    assert "try again when Redis is back" in page.content.decode()
     rate = client.post(reverse("dashboard:set_rate", args=[pending.job_id]), {"rate": "10"})
     assert rate.status_code == 503
     assert Proposal.objects.get(pk=pending.pk).status == "pending"

@@ -9,6 +9,7 @@ from rest_framework import serializers
 from sparkclient.contract.spec import KnobTarget
 from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.jobs.stages import stage_name
+from webapp.outage import OutageCode
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 
 
@@ -210,4 +211,11 @@ class AuditEventSerializer(serializers.ModelSerializer):
 class DetailSerializer(serializers.Serializer):
     """An error body: ``{"detail": "..."}``."""
 
+    detail = serializers.CharField()
+
+
+class UnavailableSerializer(serializers.Serializer):
+    """A 503 body (``webapp.outage``): Redis is unreachable and nothing was changed."""
+
+    code = serializers.ChoiceField(choices=[c.value for c in OutageCode])
     detail = serializers.CharField()

@@ -142,7 +142,9 @@ class SnapshotViewSet(viewsets.ReadOnlyModelViewSet):
 
 #: 400, 401, 403 and 404 are added to every operation by ``webapp.api.schema.AutoSchema``.
 _DECISION_RESPONSES = {200: s.ProposalSerializer, 409: OpenApiResponse(s.DetailSerializer, "Not in a state that "
-                                                                       "allows it (e.g. no longer pending).")}
+                                                                       "allows it (e.g. no longer pending)."),
+                       503: OpenApiResponse(s.UnavailableSerializer, "Redis, the task broker, is unreachable: "
+                                                                     "nothing was changed; try again later.")}
 
 
 class ProposalViewSet(viewsets.ReadOnlyModelViewSet):

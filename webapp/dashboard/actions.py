@@ -1,7 +1,7 @@
 """Dashboard actions: the POST views (approve, reject, roll back, apply a held scale-down, clear a
 block or a suspension, set the demo load). Each checks the role, calls one service and redirects."""
 
-
+import logging
 import math
 
 from django.conf import settings
@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 from sparkclient.demo.generator import set_rate as generator_set_rate
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis
+from webapp.outage import REDIS_ERRORS, ServiceUnavailable, as_unavailable
 from webapp.proposals.models import Proposal
 from webapp.proposals.holds import scale_up_block_clear
 from webapp.proposals.lifecycle import StaleRevisionError, TransitionError
@@ -26,6 +27,20 @@ from webapp.proposals.services import auto_approve_resume, proposal_approve, pro
 
 
 from webapp.dashboard.views import DECIDE_ACTIONS, _proposal_context, _require_decider, can_decide
+
+logger = logging.getLogger(__name__)
+
+
+#: What a decision raises when Redis is away (``webapp.outage``).
+OUTAGE_ERRORS = (ServiceUnavailable, *REDIS_ERRORS)
+
+
+def _unavailable(request: HttpRequest, exception: Exception, what: str, pk: int) -> HttpResponse:
+    """Back to the proposal page with the outage message (no address or exception text); nothing changed."""
+    unavailable = as_unavailable(exception, what)
+    logger.warning("%s refused: %s (cause: %r)", what, unavailable, unavailable.cause)
+    messages.error(request, str(unavailable))
+    return _back(request, reverse("dashboard:proposal", args=[pk]))
 
 
 def _back(request: HttpRequest, default: str) -> HttpResponse:
@@ -65,6 +80,9 @@ def proposal_decide(request: HttpRequest, pk: int) -> HttpResponse:
                       status=409)
     except (TransitionError, ValueError) as exc:
         messages.error(request, str(exc))
+    except OUTAGE_ERRORS as exc:
+        return _unavailable(request, exc, f"the {'approval' if action == 'approve' else 'rejection'} of "
+                                          f"proposal {pk}", pk)
     return _back(request, reverse("dashboard:proposal", args=[pk]))
 
 
@@ -79,6 +97,8 @@ def proposal_rollback(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, f"Rolling back proposal {pk} (rollback #{result.pk}).")
     except (TransitionError, ValueError) as exc:
         messages.error(request, str(exc))
+    except OUTAGE_ERRORS as exc:
+        return _unavailable(request, exc, f"the rollback of proposal {pk}", pk)
     return _back(request, reverse("dashboard:history", args=[proposal.job_id]))
 
 

@@ -99,7 +99,10 @@ def _statuses(report: Path) -> dict[str, dict[str, set[int]]]:
     return seen
 
 
-def test_schemathesis_conforms_and_reaches_every_operation(live_server, no_enqueue, tmp_path):
+def test_schemathesis_conforms_and_reaches_every_operation(live_server, no_enqueue, tmp_path, settings):
+    # DEBUG on, as in the demo: Django's own 404 and error pages are HTML then, so every answer under
+    # /api/ must still be the API's JSON.
+    settings.DEBUG = True
     ids = _seed()
     # The admin role: it may also register jobs and edit them and their policies (PATCH).
     token = Token.objects.create(user=make_role_user("fuzzer", role="admin"))

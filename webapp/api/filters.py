@@ -38,16 +38,27 @@ class VertexIdFilter(django_filters.CharFilter):
         super().__init__(*args, max_length=200, **kwargs)
 
 
-#: An audit action: snake_case, at most 50 characters.
+#: An audit action: snake_case, at most 50 characters (a JSON Schema pattern: ``$`` is the end of the text).
 ACTION_PATTERN = r"^[a-z][a-z0-9_]*$"
 
 
 @extend_schema_field({"type": "string", "pattern": ACTION_PATTERN, "maxLength": 50})
 class ActionFilter(django_filters.CharFilter):
-    """An audit action (snake_case), e.g. ``approved``."""
+    """An audit action (snake_case), e.g. ``approved``: exactly what :data:`ACTION_PATTERN` accepts
+    (not stripped; Python's ``$`` would also take a final newline, ``\\Z`` does not)."""
 
     def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, max_length=50, validators=[RegexValidator(ACTION_PATTERN)], **kwargs)
+        super().__init__(*args, max_length=50, strip=False,
+                         validators=[RegexValidator(ACTION_PATTERN.removesuffix("$") + r"\Z")], **kwargs)
+
+
+def action_filter(help_text: str) -> django_filters.Filter:
+    """The audit ``action`` filter, following ``AuditEvent.action``: over the field's choices when it has
+    them (the schema's enum and the validation are that one list), else :class:`ActionFilter`."""
+    choices = AuditEvent._meta.get_field("action").choices
+    if choices:
+        return django_filters.ChoiceFilter(choices=choices, help_text=help_text)
+    return ActionFilter(help_text=help_text)
 
 
 class StrictFilterSet(django_filters.FilterSet):
@@ -108,7 +119,7 @@ class ExecutionFilter(StrictFilterSet):
 class AuditFilter(StrictFilterSet):
     job = IdFilter(field_name="job_id", help_text="Only this job (id).")
     proposal = IdFilter(field_name="proposal_id", help_text="Only events of this proposal (id).")
-    action = ActionFilter(help_text="Only this action (snake_case), e.g. approved.")
+    action = action_filter("Only this action, e.g. approved.")
 
     class Meta:
         model = AuditEvent

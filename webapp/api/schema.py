@@ -3,13 +3,14 @@
 - Every operation documents its error answers: 401/403 (not signed in, no permission), 404 (no such
   object, or a page past the last one) and, where a query filter, a page number or a body is
   validated, 400 with DRF's validation body.
-- Object ids in paths are integers (the router only routes digits: see ``views.ID_PATTERN``).
+- Object ids in paths are integers (the router only routes digits: see ``views.ID_PATTERN``); any
+  404 under ``/api/`` is JSON (:class:`ApiNotFoundMiddleware`).
 - Lists take ``page`` as an integer >= 1; anything else is a 400 (``pagination.StrictPageNumberPagination``).
 """
 
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.defaults import page_not_found
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
 from drf_spectacular.utils import OpenApiResponse
@@ -48,6 +49,22 @@ class AutoSchema(SpectacularAutoSchema):
             if parameter["schema"].get("pattern") == "^[0-9]{1,18}$":
                 parameter["schema"] = {"type": "integer", "minimum": 0, "maximum": MAX_PATH_ID}
         return parameters
+
+
+class ApiNotFoundMiddleware:
+    """A 404 under ``/api/`` that is not already JSON answers ``{"detail": "Not found."}``, as the schema
+    documents: a path no route matches (an id of 19 digits or more, past ``views.ID_PATTERN``) gets
+    Django's 404 page, which is HTML with DEBUG on (``handler404`` below is not used then)."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code == 404 and request.path.startswith("/api/") \
+                and not response.get("Content-Type", "").startswith("application/json"):
+            return JsonResponse({"detail": "Not found."}, status=404)
+        return response
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None):

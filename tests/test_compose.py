@@ -18,7 +18,8 @@ import yaml
 
 from sparkclient.demo.generator import read_counts
 from sparkclient.demo.redisproc import free_port, redis_server_binary, start_redis
-from sparkclient.runner.supervisor import add_run_arguments, driver_command
+from sparkclient.runner.arguments import add_run_arguments
+from sparkclient.runner.supervisor import driver_command
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]

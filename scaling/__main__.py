@@ -1,5 +1,6 @@
-"""``python -m scaling evaluate FILE.json|-`` (SCENARIO.md), ``python -m scaling perf`` and
-``python -m scaling bench [--quick] [--json FILE] [--report FILE] [--seed N]``.
+"""``python -m scaling evaluate FILE.json|-`` (SCENARIO.md), ``python -m scaling perf``,
+``python -m scaling bench [--quick] [--json FILE] [--report FILE] [--seed N]`` and
+``python -m scaling options --markdown`` (docs/POLICY.md).
 
 Exit status: 0 on success, 2 on invalid input (one line on stderr naming the field).
 """
@@ -10,6 +11,7 @@ import argparse
 import json
 import sys
 
+from scaling.options_doc import markdown
 from scaling.scenario import ScenarioError, evaluate_text
 
 
@@ -30,7 +32,13 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--report", default="bench-report.html", help="the Plotly report ('' for none)")
     bench.add_argument("--setting", action="append", choices=("flink-defaults", "tuned"),
                        help="run only this setting (repeatable); default both")
+    options = sub.add_parser("options", help="the policy options (scaling/options.py)")
+    options.add_argument("--markdown", action="store_true", help="as docs/POLICY.md (the only format)")
     args = parser.parse_args(argv)
+
+    if args.command == "options":
+        print(markdown(), end="")
+        return 0
 
     if args.command == "bench":
         from scaling.bench.cli import run_cli  # noqa: PLC0415

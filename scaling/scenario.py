@@ -5,10 +5,9 @@ one-line message naming the bad field; ``run_scenario`` evaluates its steps in o
 autoscaler state (history, delayed scale-downs, effectiveness, restart times) from step to step;
 ``render`` turns the plans into the output document.
 
-Extensions beyond SCENARIO.md, all optional: policy keys ``restart_time_tracking_enabled``,
-``restart_time_limit_s``, ``excluded_periods``, ``algorithm``, ``batch_ratio_scale_up``,
-``batch_ratio_scale_down``, ``min_parallelism_increase``, ``key_group_partitions_adjust_mode``,
-``observed_scalability_*``; vertex key ``retention_s``; metric key ``busy_time_max_ms_per_s``; step keys ``executors`` (what ran, as
+The ``policy`` keys are the options of ``scaling.options.policy_options()`` (docs/POLICY.md), each
+checked against its row of the table. Extensions beyond SCENARIO.md, all optional: vertex key
+``retention_s``; metric key ``busy_time_max_ms_per_s``; step keys ``executors`` (what ran, as
 ``parallelism``), ``available_executors``, ``batch_durations_s`` (list, seconds) and
 ``measured_restart_time_s`` (the downtime of the last rescale). ``at_s`` is seconds since the Unix
 epoch (UTC), which places steps in excluded periods.
@@ -25,6 +24,8 @@ from typing import Any
 from scaling.metrics import ClusterState, MetricsError, VertexMetrics
 from scaling.planner import JobPlan
 from scaling.algorithms import PlanRequest, evaluate
+from scaling.option_types import Kind
+from scaling.options import policy_options
 from scaling.policy import Policy, PolicyError
 from scaling.state import ScalerState
 from scaling.topology import Edge, Topology, TopologyError, Vertex
@@ -121,12 +122,12 @@ def _string(value: Any, field: str) -> str:
 
 def _policy(raw: Any) -> Policy:
     obj = _object(raw if raw is not None else {}, "policy")
-    known = {f.name for f in fields(Policy)}
+    known = {o.name: o for o in policy_options()}
     kwargs = {}
     for key, value in obj.items():
         if key not in known:
             raise _fail(f"policy.{key}", "unknown option")
-        if key in ("excluded_vertices", "excluded_periods"):
+        if known[key].kind == Kind.STRINGS:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise _fail(f"policy.{key}", "must be a list of strings")
             value = tuple(value)

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from scaling.algorithms import resolve
+from scaling.options import flink_defaults
 from scaling.policy import Policy
 from scaling.sim import workloads
 from scaling.sim.baselines import DhalionPolicy, ScheduleController, UniformPolicy, oracle_configs, peak_config
@@ -68,10 +69,10 @@ policy interval is not taken for a new load level. Every other policy keeps the 
 
 
 def bench_policy(setting: str = "tuned", **overrides) -> Policy:
-    """The policy options every policy of the benchmark shares at ``setting`` (``SETTINGS``), plus:
-    catch-up duration 5 min (Flink: 30 min), restart time 15 s tracked, backlog lag threshold 60 s,
-    vertex max parallelism 64."""
-    options = dict(catch_up_duration_s=300.0, restart_time_s=15.0, restart_time_tracking_enabled=True,
+    """The policy options every policy of the benchmark shares at ``setting`` (``SETTINGS``), on
+    Flink's defaults (``scaling.options.flink_defaults``), plus: catch-up duration 5 min (Flink: 30
+    min), restart time 15 s tracked, backlog lag threshold 60 s, vertex max parallelism 64."""
+    options = dict(flink_defaults(), catch_up_duration_s=300.0, restart_time_s=15.0, restart_time_tracking_enabled=True,
                    backlog_lag_threshold_s=60.0, vertex_max_parallelism=64, **SETTINGS[setting])
     options.update(overrides)
     return Policy(**options)

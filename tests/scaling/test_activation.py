@@ -111,7 +111,7 @@ def test_activation_counts_consecutive_recommendations_per_direction(previous, d
 def test_the_streak_survives_the_state_document_and_the_option_is_validated():
     state = ScalerState(activation_streak=-2)
     assert state_from_dict(json.loads(json.dumps(state_to_dict(state)))) == state
-    with pytest.raises(PolicyError, match="activation_evaluations: must be >= 1"):
+    with pytest.raises(PolicyError, match=r"activation_evaluations: must be within \[1, 100\]"):
         Policy(activation_evaluations=0)
 
 

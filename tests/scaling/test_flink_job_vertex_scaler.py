@@ -35,6 +35,7 @@ import math
 
 import pytest
 
+from scaling.options import flink_defaults
 from scaling.scenario import ScenarioError, evaluate_text
 
 MAX_INT = 2**31 - 1
@@ -43,7 +44,7 @@ MIXED = "rebalance+hash"
 rebalance input from ``a`` and a hash input from ``a2``, each carrying half the target rate."""
 ADJUSTMENT_INPUTS = pytest.mark.parametrize("ship", ["hash", MIXED])
 """Flink ``JobVertexScalerTest.adjustmentInputsProvider``: inputs that contain HASH."""
-FLINK_SETUP = {"scale_down_max_factor": 1.0, "scale_up_max_factor": float(MAX_INT), "catch_up_duration_s": 0,
+FLINK_SETUP = {**flink_defaults(), "scale_down_max_factor": 1.0, "scale_up_max_factor": float(MAX_INT), "catch_up_duration_s": 0,
                "key_group_partitions_adjust_mode": "evenly_spread"}
 
 
@@ -485,7 +486,8 @@ def test_backlog_mode_scale_down_joins_a_scaling_as_in_flink():
     (factor clamped to 1 − 0.6). It used to stay at 8 ("backlog mode: no scale-down")."""
     def doc(interval, src_busy):
         return {"format": 1, "mode": "continuous",
-                "policy": {"scale_down_interval_s": interval, "restart_time_s": 0, "alignment": "off"},
+                "policy": {**flink_defaults(), "scale_down_interval_s": interval, "restart_time_s": 0,
+                           "alignment": "off"},
                 "vertices": [{"id": "src", "parallelism": 4, "source": True}, {"id": "sink", "parallelism": 8}],
                 "edges": [{"from": "src", "to": "sink", "ship": "rebalance"}],
                 "steps": [{"at_s": 0, "metrics": {

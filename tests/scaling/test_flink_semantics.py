@@ -39,7 +39,7 @@ def test_catch_up_duration_zero_disables_backlog_based_scaling():
     assert src["catch_up_data_rate"] == 0.0
     # round(1000 / 0.4) with no restart term (it would add 1000 × 300 / catch-up).
     assert src["scale_down_threshold"] == 2500.0
-    with pytest.raises(ScenarioError, match="^policy.catch_up_duration_s: must be >= 0"):
+    with pytest.raises(ScenarioError, match=r"^policy.catch_up_duration_s: must be within \[0, "):
         evaluate_text(json.dumps(one_vertex({"catch_up_duration_s": -1}, [src_step(0, 500)], 2)))
 
 
@@ -188,7 +188,7 @@ def test_plan_says_when_catch_up_cannot_finish_at_max_executors():
     topology = Topology((Vertex("scan", parallelism=4, source=True),))
     metrics = {"scan": VertexMetrics(1000, 1000, 250, backlog=10**7)}
     cluster = ClusterState(executors=2, max_executors=4, trigger_interval_s=1.0)
-    plan = plan_micro_batch(topology, metrics, cluster, Policy(restart_time_s=0))
+    plan = plan_micro_batch(topology, metrics, cluster, Policy(restart_time_s=0, catch_up_duration_s=1800))
     limit = plan.limit(Limit.CATCH_UP_UNREACHABLE)
     assert limit is not None and limit.data["catch_up_s"] == pytest.approx(10**7 / 3000)
     assert limit.data["catch_up_duration_s"] == 1800
@@ -285,7 +285,8 @@ def test_a_plan_with_limits_and_held_scale_downs_converts_with_asdict():
 
     topology = Topology((Vertex("scan", parallelism=4, source=True, retention_s=3600),))
     metrics = {"scan": VertexMetrics(1000, 1000, 500, backlog=3_000_000)}
-    plan = plan_micro_batch(topology, metrics, ClusterState(executors=4, trigger_interval_s=1.0), Policy())
+    plan = plan_micro_batch(topology, metrics, ClusterState(executors=4, trigger_interval_s=1.0),
+                            Policy(catch_up_duration_s=1800))
     data = json.loads(json.dumps(asdict(plan), default=str))
     assert data["limits"][0]["code"] == "retention-risk" and data["decision"] in ("scale", "no-change", "blocked")
 
@@ -418,7 +419,7 @@ def test_scale_factors_are_at_least_zero_without_an_upper_bound():
     bounded below, by 0 (FLINK-39826). An up factor of 0 never scales up; a down factor above 1 leaves
     a scale-down unclamped, as 1 does (``JobVertexScaler``: ``1 - max-factor`` <= 0)."""
     for option in ("scale_up_max_factor", "scale_down_max_factor"):
-        with pytest.raises(ScenarioError, match=f"^policy.{option}: must be >= 0, got -0.1"):
+        with pytest.raises(ScenarioError, match=rf"^policy.{option}: must be within \[0, .*\], got -0.1"):
             evaluate_text(json.dumps(one_vertex({option: -0.1}, [src_step(0, 500)], 2)))
     busy = run(one_vertex({"scale_up_max_factor": 0.0}, [src_step(0, 1000, growth=500)], 4))[0]
     assert busy["vertices"]["src"]["proposed"] == 4

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from scaling.options import flink_defaults
 from scaling.policy import Policy
 from scaling.vertex_scaler import align_parallelism
 
@@ -73,8 +74,9 @@ def test_scenario_md_example_exactly():
 
 
 def test_scenario_md_example_policy_keys_are_optional():
+    """The example's policy is Flink's configuration: every key whose default is Flink's may go."""
     doc = copy.deepcopy(SCENARIO_INPUT)
-    doc["policy"] = {}
+    doc["policy"] = flink_defaults()
     assert evaluate_text(json.dumps(doc)) == SCENARIO_OUTPUT
 
 
@@ -280,7 +282,8 @@ def test_ineffective_scale_up_sequence():
 def test_restart_time_tracking_uses_the_max_measured_downtime_capped():
     """Tracking on, limit 100 s: measurements 40 s then 250 s -> min(max(40, 250), 100) = 100 s.
     Scale-down threshold = round(1000 × restart / 1800 + 1000 / 0.4)."""
-    policy = {"restart_time_s": 300, "restart_time_tracking_enabled": True, "restart_time_limit_s": 100}
+    policy = {"restart_time_s": 300, "restart_time_tracking_enabled": True, "restart_time_limit_s": 100,
+              "catch_up_duration_s": 1800}
     doc = one_vertex(policy, [src_step(0, 700), src_step(60, 700, measured_restart_time_s=40),
                               src_step(120, 700, measured_restart_time_s=250)], parallelism=2)
     doc["policy"]["restart_time_s"] = 300

@@ -1,0 +1,238 @@
+"""Every policy option, declared once, as Flink's ``AutoScalerOptions`` declares each
+``job.autoscaler.*`` key once as a ``ConfigOption``: name, kind, unit, default, inclusive bounds, the
+Flink key it mirrors, help text and, where our default differs from Flink's, why.
+
+``scaling.Policy`` takes its defaults and per-option checks from :data:`OPTIONS`; the web app builds
+a job's policy fields, their validation, the admin form and the API from it; ``python -m scaling
+options --markdown`` renders ``docs/POLICY.md`` from it. Options of ``Scope.WEB`` (the proposal
+lifecycle, retries, guardrails) exist in the web app only.
+"""
+
+from __future__ import annotations
+
+from scaling.option_types import Kind, Option, Scope, option_error
+
+DAY_S, WEEK_S = 86_400.0, 604_800.0
+INT_MAX = 2**31 - 1
+"""Java's ``Integer.MAX_VALUE``: the bound of the options Flink leaves unbounded (its own tests set
+parallelism limits and factors to it); every product with it stays finite."""
+MAX_CORES = 4096
+
+AUTOSCALER = "job.autoscaler."
+
+OPTIONS: tuple[Option, ...] = (
+    # --- the DS2 / FLIP-271 policy (scaling.Policy) ------------------------------------------------
+    Option("algorithm", Kind.NAME, "ds2", unit="",
+           help="The scaling policy, by its name in the registry (scaling/algorithms.py): ds2 (FLIP-271 / DS2, "
+                "default), batch-ratio (SPARK-12133) or min-increase (FLIP-160), the last two micro-batch only. "
+                "Any other name is refused; nothing named here is imported."),
+    Option("utilization_target", Kind.NUMBER, 0.7, unit="share", bounds=(0.05, 1.0), flink_key=AUTOSCALER + "utilization.target",
+           help="The share of each core the plan aims to keep busy."),
+    Option("utilization_min", Kind.NUMBER, None, unit="share", bounds=(0.0, 1.0), nullable=True,
+           flink_key=AUTOSCALER + "utilization.min",
+           help="Lower edge of the utilization band; empty = target − 0.3, clipped to [0, 1]."),
+    Option("utilization_max", Kind.NUMBER, None, unit="share", bounds=(0.0, 1.0), nullable=True,
+           flink_key=AUTOSCALER + "utilization.max",
+           help="Upper edge of the utilization band; empty = target + 0.3, clipped to [0, 1]."),
+    Option("catch_up_duration_s", Kind.NUMBER, 120.0, unit="s", bounds=(0.0, DAY_S), flink_key=AUTOSCALER + "catch-up.duration",
+           flink_default=1800.0,
+           differs_because="A Spark micro-batch query restarts in seconds, not in the minutes a Flink job's state "
+                           "restore takes, and the web app's users have always run with a two-minute catch-up: "
+                           "the backlog of a restart drains within it.",
+           help="Seconds to drain the backlog (and the records that arrive during a restart) after a rescale. "
+                "0 disables backlog-based scaling: no catch-up and no restart rate (Flink ScalingMetricEvaluator)."),
+    Option("restart_time_s", Kind.NUMBER, 15.0, unit="s", bounds=(0.0, DAY_S), flink_key=AUTOSCALER + "restart.time",
+           flink_default=300.0,
+           differs_because="Measured rescales of a Spark query (in the driver, or a driver handover) take seconds; "
+                           "Flink's five minutes cover a job restart with state restore. The web app's users have "
+                           "always run with 15 s.",
+           help="Expected downtime of a rescale, seconds, until restart-time tracking measures it."),
+    Option("restart_time_tracking_enabled", Kind.SWITCH, False, flink_key=AUTOSCALER + "restart.time-tracking.enabled",
+           help="Plan with the measured rescale downtimes (capped at restart_time_limit_s) instead of "
+                "restart_time_s."),
+    Option("restart_time_limit_s", Kind.NUMBER, 900.0, unit="s", bounds=(0.0, DAY_S),
+           flink_key=AUTOSCALER + "restart.time-tracking.limit",
+           help="Cap on the tracked restart time, seconds (Flink's default, 15 min)."),
+    Option("vertex_min_parallelism", Kind.INTEGER, 1, unit="tasks", bounds=(1, INT_MAX),
+           flink_key=AUTOSCALER + "vertex.min-parallelism", help="Fewest partitions (tasks) of one stage."),
+    Option("vertex_max_parallelism", Kind.INTEGER, 64, unit="tasks", bounds=(1, INT_MAX),
+           flink_key=AUTOSCALER + "vertex.max-parallelism", flink_default=200,
+           differs_because="A Spark stage's partitions are the tasks of every micro-batch, each with a per-task "
+                           "scheduling cost, and the web app's jobs run on a few dozen cores at most; the web app's "
+                           "users have always run with 64.",
+           help="Most partitions (tasks) of one stage. Bounds apply as [min(current, min), max(current, max)], "
+                "so a bound never forces a change in the opposite direction."),
+    Option("scale_up_max_factor", Kind.NUMBER, 100000.0, unit="factor", bounds=(0.0, float(INT_MAX)),
+           flink_key=AUTOSCALER + "scale-up.max-factor",
+           help="A stage (or the executor count) grows at most by 1 + this factor per evaluation; 0 never "
+                "scales up (Flink AutoscalerValidator)."),
+    Option("scale_down_max_factor", Kind.NUMBER, 0.6, unit="share", bounds=(0.0, float(INT_MAX)),
+           flink_key=AUTOSCALER + "scale-down.max-factor",
+           help="A stage (or the executor count) shrinks at most by this share per evaluation; 1 leaves "
+                "scale-downs unclamped, as any larger value does (Flink AutoscalerValidator: at least 0)."),
+    Option("backlog_lag_threshold_s", Kind.NUMBER, 300.0, unit="s", bounds=(0.0, 1e9),
+           flink_key=AUTOSCALER + "backlog-processing.lag-threshold",
+           help="Above this lag of a source, seconds, the job is processing a backlog: no scale-down."),
+    Option("scale_down_interval_s", Kind.NUMBER, 3600.0, unit="s", bounds=(0.0, WEEK_S),
+           flink_key=AUTOSCALER + "scale-down.interval",
+           help="How long a scale-down is held (FLINK-36018), seconds; then the largest recommendation of that "
+                "window applies (FLINK-36863). 0 scales down at once."),
+    Option("activation_evaluations", Kind.INTEGER, 1, unit="evaluations", bounds=(1, 100),
+           help="DS2's activation time (Kalavri et al., OSDI 2018, §4), not a Flink option: how many evaluations in "
+                "a row must recommend a rescale in the same direction before it applies. 1 acts on the first "
+                "(Flink's behaviour); 2 lets a short spike pass."),
+    Option("scaling_sources_enabled", Kind.SWITCH, True, flink_key=AUTOSCALER + "scaling.sources.enabled",
+           help="Whether source stages may be rescaled."),
+    Option("excluded_vertices", Kind.STRINGS, (), flink_key=AUTOSCALER + "vertex.exclude.ids",
+           help='Vertex (stage) ids never rescaled, as a JSON list ["v1"].'),
+    Option("excluded_periods", Kind.STRINGS, (), flink_key=AUTOSCALER + "excluded.periods",
+           help='Flink CalendarUtils expressions, as a JSON list: a daily window "HH:mm[:ss[:SSS]]-HH:mm[:ss[:SSS]]" '
+                '(UTC, both ends inclusive, start before end: across midnight is two windows, '
+                '"22:00-23:59:59:999" and "00:00-06:00"), a Quartz cron expression of 6 or 7 fields '
+                '("sec min hour day-of-month month day-of-week [year]", ? allowed, no L/W/#), or both joined by '
+                '"&&"; 5-field Unix cron is still accepted. Plans are computed but not executable inside them '
+                "(scaling/periods.py)."),
+    Option("alignment", Kind.CHOICE, None, nullable=True, flink_key=AUTOSCALER + "scaling.parallelism-alignment.mode",
+           choices=(("balanced", "balanced"), ("evenly_spread", "evenly spread"), ("off", "off")),
+           help="How a stage's new parallelism aligns to its partitions or key groups (FLIP-586, Flink's "
+                "BuiltInAlignmentMode). balanced: the first value that divides them evenly, or a load-reducing "
+                "one; evenly_spread: only values that divide them evenly; off: no alignment. Alignment never "
+                "vetoes a scaling: without an aligned value the target stays. Empty: "
+                "key_group_partitions_adjust_mode when that is set, else balanced (Flink ParallelismAligner)."),
+    Option("key_group_partitions_adjust_mode", Kind.CHOICE, None, nullable=True, scope=Scope.POLICY,
+           flink_key=AUTOSCALER + "scaling.key-group.partitions.adjust.mode",
+           choices=(("evenly_spread", "evenly spread"), ("maximize_utilisation", "maximize utilisation")),
+           help="Deprecated in Flink; honoured only when alignment is empty, with Flink's blocking fallback "
+                "(KeyGroupOrPartitionsAdjustMode). Scenarios only."),
+    Option("effectiveness_detection_enabled", Kind.SWITCH, True, flink_default=False,
+           flink_key=AUTOSCALER + "scaling.effectiveness.detection.enabled",
+           differs_because="The web app has always blocked further scale-ups after one that did not raise the "
+                           "capacity, until a person clears the block: an approved loop should not keep adding "
+                           "cores that do not help. Flink only warns by default.",
+           help="Block further scale-ups after a scale-up whose gain in processing rate was below "
+                "effectiveness_threshold × the expected gain (FLIP-271 detectIneffectiveScaleUp); off, only warn. "
+                "Continuous mode: per vertex, at the next evaluation. Web app (micro-batch): on the job's capacity "
+                "(source records/s), once a scale-up is verified ineffective; its knobs are not scaled up again "
+                "until a person clears the block."),
+    Option("effectiveness_threshold", Kind.NUMBER, 0.1, unit="share", bounds=(0.0, 1.0),
+           enabled_by="effectiveness_detection_enabled", flink_key=AUTOSCALER + "scaling.effectiveness.threshold",
+           help="The share of the expected gain in processing rate below which a scale-up counts as ineffective."),
+    Option("observed_scalability_enabled", Kind.SWITCH, False, flink_key=AUTOSCALER + "observed-scalability.enabled",
+           help="Divide the scale factor by a scaling coefficient fitted to the job's own past rescales "
+                "(Flink JobVertexScaler.calculateObservedScalingCoefficient): per stage in continuous mode, on "
+                "the executor count in micro-batch mode, where more cores are predicted to help less."),
+    Option("observed_scalability_min_observations", Kind.INTEGER, 3, unit="rescales", bounds=(1, 100),
+           flink_key=AUTOSCALER + "observed-scalability.min-observations",
+           help="Fewest past rescales before the coefficient is fitted (1.0, linear, until then). At most 3 are "
+                "kept (Flink's history.max.count)."),
+    Option("observed_scalability_coefficient_min", Kind.NUMBER, 0.5, unit="share", bounds=(0.01, 1.0),
+           enabled_by="observed_scalability_enabled", flink_key=AUTOSCALER + "observed-scalability.coefficient-min",
+           help="Lower clamp of the fitted scaling coefficient."),
+    Option("batch_ratio_scale_up", Kind.NUMBER, 0.9, unit="ratio", bounds=(0.0, 100.0),
+           help="batch-ratio algorithm: spark.streaming.dynamicAllocation.scalingUpRatio (SPARK-12133)."),
+    Option("batch_ratio_scale_down", Kind.NUMBER, 0.3, unit="ratio", bounds=(0.0, 100.0),
+           help="batch-ratio algorithm: spark.streaming.dynamicAllocation.scalingDownRatio (SPARK-12133); "
+                "below batch_ratio_scale_up."),
+    Option("min_parallelism_increase", Kind.INTEGER, 1, unit="tasks", bounds=(1, INT_MAX),
+           help="min-increase algorithm: jobmanager.adaptive-scheduler.min-parallelism-increase (FLIP-160)."),
+    # --- the web app only: the live loop, sizing bounds, guardrails, proposals, retries, verification --
+    Option("mode", Kind.CHOICE, "manual", scope=Scope.WEB,
+           choices=(("advisor", "advisor (proposals only, never executed)"), ("manual", "manual (a person approves)"),
+                    ("auto", "auto (auto-approve inside the guardrails)")),
+           help="advisor: proposals are shown, never executed. manual: a person approves each proposal. auto: "
+                "proposals inside the guardrails are approved by the policy, the others wait for a person."),
+    Option("metric_window_s", Kind.NUMBER, 45.0, unit="s", bounds=(1.0, DAY_S), scope=Scope.WEB,
+           flink_key=AUTOSCALER + "metrics.window", flink_default=900.0,
+           differs_because="A micro-batch job reports every trigger, so 45 s hold several batches; Flink's 15 min "
+                           "smooth per-second metrics of a job that rescales rarely.",
+           help="Seconds of metrics per evaluation."),
+    Option("min_cores", Kind.INTEGER, 1, unit="cores", bounds=(1, MAX_CORES), scope=Scope.WEB,
+           help="Fewest cores (executors × cores each) to run with."),
+    Option("max_cores", Kind.INTEGER, 8, unit="cores", bounds=(1, MAX_CORES), scope=Scope.WEB,
+           help="Most cores the planner may propose."),
+    Option("guard_max_change_factor", Kind.NUMBER, 2.0, unit="factor", bounds=(1.0, 1000.0), scope=Scope.WEB,
+           help="Auto-approve only when no knob (cores or the partitions of a stage) changes by more than this "
+                "factor in one proposal (2 = at most double or halve)."),
+    Option("guard_max_executors", Kind.INTEGER, 8, unit="executors", bounds=(1, MAX_CORES), scope=Scope.WEB,
+           help="Quota: auto-approve only proposals that use at most this many executors (cores)."),
+    Option("guard_directions", Kind.CHOICE, "up", scope=Scope.WEB,
+           choices=(("up", "scale-ups only"), ("down", "scale-downs only"), ("both", "scale-ups and scale-downs")),
+           help="Which directions may be auto-approved, e.g. scale-ups only."),
+    Option("guard_excluded_periods", Kind.STRINGS, (), scope=Scope.WEB,
+           help='Change windows closed to auto-approval: JSON list in the syntax of excluded_periods (daily '
+                '"HH:mm[:ss]-HH:mm[:ss]" windows in UTC, start before end, or cron expressions). Proposals made '
+                "inside one wait for a person."),
+    Option("revision_min_change", Kind.NUMBER, 0.3, unit="share", bounds=(0.0, 100.0), scope=Scope.WEB,
+           help="A pending proposal is revised in place only when the demand it answers (busy cores at the target "
+                "rate) moved by more than this share (0.3 = 30 %), or its configuration would no longer carry the "
+                "demand inside the utilization band. A backlog growing while it waits is not a revision."),
+    Option("withdraw_after_evaluations", Kind.INTEGER, 3, unit="evaluations", bounds=(1, 1000), scope=Scope.WEB,
+           help="Withdraw a pending proposal after this many evaluations in a row that no longer support it "
+                "(load inside the band, or pointing the other way)."),
+    Option("proposal_ttl_s", Kind.NUMBER, 900.0, unit="s", bounds=(1.0, WEEK_S), scope=Scope.WEB,
+           help="A pending proposal expires after this many seconds without a decision."),
+    Option("restart_strategy", Kind.CHOICE, "exponential-delay", scope=Scope.WEB,
+           choices=(("none", "none (no retry)"), ("fixed-delay", "fixed delay"),
+                    ("exponential-delay", "exponential delay"), ("failure-rate", "failure rate")),
+           help="How a failed execution is retried (Flink restart strategies, FLIP-160). After the retries are "
+                "spent the job is rolled back to its last configuration that succeeded."),
+    Option("restart_attempts", Kind.INTEGER, 3, unit="attempts", bounds=(0, 100), scope=Scope.WEB,
+           help="fixed-delay / exponential-delay: retries after the first failed attempt."),
+    Option("restart_delay_s", Kind.NUMBER, 10.0, unit="s", bounds=(0.0, DAY_S), scope=Scope.WEB,
+           help="fixed-delay and failure-rate: seconds between attempts; exponential-delay: the first back-off."),
+    Option("restart_max_delay_s", Kind.NUMBER, 120.0, unit="s", bounds=(0.0, DAY_S), scope=Scope.WEB,
+           help="exponential-delay: the longest back-off, seconds; at least restart_delay_s."),
+    Option("restart_backoff_multiplier", Kind.NUMBER, 2.0, unit="factor", bounds=(1.0, 100.0), scope=Scope.WEB,
+           help="exponential-delay: back-off growth per failure."),
+    Option("failure_rate_max_failures", Kind.INTEGER, 3, unit="failures", bounds=(1, 1000), scope=Scope.WEB,
+           help="failure-rate: give up when more failures than this fall within the interval."),
+    Option("failure_rate_interval_s", Kind.NUMBER, 300.0, unit="s", bounds=(1.0, WEEK_S), scope=Scope.WEB,
+           help="failure-rate: the interval, seconds."),
+    Option("verification_windows", Kind.INTEGER, 2, unit="windows", bounds=(1, 1000), scope=Scope.WEB,
+           help="After an execution, verify the prediction once the new configuration ran this many metric "
+                "windows."),
+    Option("verification_tolerance", Kind.NUMBER, 0.25, unit="share", bounds=(0.0, 1.0), scope=Scope.WEB,
+           help="Relative shortfall of the realized true processing rate against the prediction that still counts "
+                "as verified."),
+)
+
+OPTION: dict[str, Option] = {o.name: o for o in OPTIONS}
+"""The options by name."""
+
+
+def default(name: str) -> object:
+    """The one default of option ``name``. Raises ``KeyError`` for an unknown name."""
+    return OPTION[name].default
+
+
+def policy_options() -> tuple[Option, ...]:
+    """The options of ``scaling.Policy`` (a scenario's ``policy``), in table order."""
+    return tuple(o for o in OPTIONS if o.in_policy)
+
+
+def job_options() -> tuple[Option, ...]:
+    """The options of a job's policy in the web app, in table order."""
+    return tuple(o for o in OPTIONS if o.per_job)
+
+
+def flink_defaults() -> dict[str, object]:
+    """Flink's defaults of the ``scaling.Policy`` options whose default here differs from Flink's:
+    ``Policy(**flink_defaults())`` runs Flink's configuration (the ported Flink tests, the
+    benchmark's ``flink-defaults`` setting)."""
+    return {o.name: o.flink_default for o in policy_options() if o.flink_default is not None}
+
+
+def errors(values: dict[str, object]) -> list[str]:
+    """The per-option errors of ``values`` (``"<name>: <why>"``, table order), each option alone;
+    an option missing from ``values`` is not checked. Cross-option rules are the caller's."""
+    out = []
+    for option in OPTIONS:
+        if option.name not in values:
+            continue
+        switch = option.enabled_by
+        enabled = switch is None or bool(values.get(switch, OPTION[switch].default))
+        error = option_error(option, values[option.name], enabled=enabled)
+        if error:
+            out.append(error)
+    return out
+

@@ -10,6 +10,7 @@ import pytest
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
+from scaling.options import OPTION
 from sparkclient.contract import keys
 from sparkclient.collector.rest import SparkRestClient, SparkRestError
 from tests.webapp.dashboard_factories import make_succeeded
@@ -231,6 +232,8 @@ def test_every_numeric_policy_field_is_bounded(field):
 
     policy = JobPolicy.objects.get(job=make_job())
     policy.full_clean()
+    if OPTION[field].enabled_by:  # bounded while its feature is on (Flink validateNumberIfEnabled)
+        setattr(policy, OPTION[field].enabled_by, True)
     integer = JobPolicy._meta.get_field(field).get_internal_type().endswith("IntegerField")
     # (an integer field's form refuses "inf" and "nan" before the model sees them)
     for bad in (1e308, -1e308) if integer else (1e308, math.inf, math.nan, -1e308):
@@ -262,7 +265,7 @@ def test_the_policy_has_its_own_admin_page_with_collapsed_sections_and_audited_e
     url = reverse("admin:jobs_jobpolicy_change", args=[job.policy.pk])
     page = client.get(url)
     titles = [fieldset.name for fieldset in page.context["adminform"]]
-    assert titles == ["Mode", "Targets", "Bounds", "Delays", "Guardrails (auto mode)",
+    assert titles == ["Mode", "Targets", "Bounds", "Delays", "Learning from past rescales", "Guardrails (auto mode)",
                       "Back-off (failed executions)", "Other algorithms"]
     assert all("collapse" in fieldset.classes for fieldset in list(page.context["adminform"])[1:])
     assert url in client.get(reverse("admin:jobs_job_change", args=[job.pk])).content.decode()

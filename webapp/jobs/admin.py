@@ -74,7 +74,8 @@ class JobPolicyForm(forms.ModelForm):
         self.fields["algorithm"].choices = [(name, name) for name in algorithm_names()]
 
 
-#: The policy page's sections (issue 16), each collapsed but the first; every field appears once.
+#: The policy page's sections, each collapsed but the first; every field appears once (the fields,
+#: their help texts, bounds and defaults come from the option table, ``scaling.options.OPTIONS``).
 POLICY_FIELDSETS = [
     ("Mode", {"fields": ["job", "mode", "algorithm"]}),
     ("Targets", {"classes": ["collapse"], "fields": [
@@ -86,8 +87,10 @@ POLICY_FIELDSETS = [
     ("Delays", {"classes": ["collapse"], "fields": [
         "scale_down_interval_s", "activation_evaluations", "excluded_periods", "restart_time_s", "restart_time_tracking_enabled",
         "restart_time_limit_s", "proposal_ttl_s", "revision_min_change", "withdraw_after_evaluations",
-        "verification_windows", "verification_tolerance", "effectiveness_detection_enabled",
-        "effectiveness_threshold"]}),
+        "verification_windows", "verification_tolerance"]}),
+    ("Learning from past rescales", {"classes": ["collapse"], "fields": [
+        "effectiveness_detection_enabled", "effectiveness_threshold", "observed_scalability_enabled",
+        "observed_scalability_min_observations", "observed_scalability_coefficient_min"]}),
     ("Guardrails (auto mode)", {"classes": ["collapse"], "fields": [
         "guard_max_change_factor", "guard_max_executors", "guard_directions", "guard_excluded_periods",
         "auto_approve_suspended", "auto_approve_suspended_reason", "auto_approve_suspended_at"]}),

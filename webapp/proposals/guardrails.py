@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scaling.options import default
 from scaling.periods import active_period
 
 @dataclass(frozen=True)
@@ -16,9 +17,9 @@ class Guardrails:
     ``scaled_knobs`` are the names of its executors and parallelism knobs (the pipeline contract's
     :class:`sparkclient.contract.spec.KnobTarget`), ``executors_knob`` the one that sets executors."""
 
-    max_change_factor: float = 2.0
-    max_executors: int = 8
-    directions: str = "up"
+    max_change_factor: float = default("guard_max_change_factor")
+    max_executors: int = default("guard_max_executors")
+    directions: str = default("guard_directions")
     excluded_periods: tuple[str, ...] = ()
     scaled_knobs: frozenset[str] = frozenset()
     executors_knob: str | None = None

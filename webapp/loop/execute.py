@@ -31,6 +31,7 @@ from webapp.proposals import dispatch
 from webapp.proposals.lifecycle import AttemptState, ExecutionStatus, Status, TransitionError, attempt_transition, \
     audit, transition
 from webapp.proposals.models import Execution, Proposal
+from webapp.proposals.predictions import executor_record
 from webapp.proposals.rollback import last_good_config, start_rollback
 
 logger = logging.getLogger(__name__)
@@ -178,10 +179,13 @@ def _record_success(execution: Execution, attempt: int, result: dict, entry: dic
         return
     applied = result.get("config") or proposal.proposed_config
     before = Job.objects.filter(pk=job.pk).values_list("config", flat=True).first()
-    # The job's memory (FLIP-271 state store): the applied scalings, for ineffective scale-up
-    # detection, and the measured downtime, for restart-time tracking; pending scale-downs clear.
+    # The job's memory (FLIP-271 state store): the applied scalings (the executors' for observed
+    # scalability), and the measured downtime, for restart-time tracking; pending scale-downs clear.
     state = state_from_dict(Job.objects.filter(pk=job.pk).values_list("scaler_state", flat=True).first())
-    state = state.with_records(applied_records(proposal.plan.get("vertices", []), now.timestamp()))
+    latest = job.snapshots.order_by("-collected_at").first()
+    sources = {v.vertex_id for v in latest.vertices.all() if v.is_source} if latest is not None else set()
+    state = state.with_records((*applied_records(proposal.plan.get("vertices", []), now.timestamp()),
+                                *executor_record(proposal.plan, now.timestamp(), sources or None)))
     if isinstance(result.get("downtime_s"), (int, float)):
         state = state.with_restart_time(result["downtime_s"])
     Job.objects.filter(pk=job.pk).update(config=applied, config_changed_at=now, scaler_state=state_to_dict(state))

@@ -25,11 +25,12 @@ from django.utils import timezone
 from scaling import forecast
 from scaling.forecast import VerdictReason
 from scaling.metrics import true_processing_rate
-from webapp.jobs.models import MetricSnapshot, VertexSnapshot
-from webapp.proposals.holds import scale_up_block_set
+from scaling.vertex_scaler import is_ineffective
+from webapp.jobs.models import JobPolicy, MetricSnapshot, VertexSnapshot
+from webapp.proposals.holds import config_direction, scale_up_block_set
 from webapp.proposals.lifecycle import audit
 from webapp.proposals.models import Execution, Proposal
-from webapp.proposals.predictions import realized
+from webapp.proposals.predictions import capacity_per_s, plan_cores, realized
 from webapp.loop.restart import verification_delay_s
 
 def verification_due(*, now: datetime) -> list[Proposal]:
@@ -107,6 +108,27 @@ def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[Metr
     return Proposal.Verification(str(check.verdict)), detail, _verdict_text(check)
 
 
+def blocks_scale_ups(*, proposal: Proposal, result: str, detail: dict, policy: JobPolicy,
+                     sources: set[str]) -> bool:
+    """Whether a verified execution blocks further scale-ups: FLIP-271's ineffective scale-up
+    detection (``job.autoscaler.scaling.effectiveness.*``) on the job's capacity. It blocks when
+    ``effectiveness_detection_enabled``, the change scaled up, the verdict is ineffective, and the
+    realized capacity gain is below ``effectiveness_threshold`` × the predicted gain
+    (``scaling.vertex_scaler.is_ineffective``, records/s: capacity at the old cores, at the new cores
+    under the plan's rates, and realized); with no capacity to compare, the verdict decides."""
+    if not policy.effectiveness_detection_enabled or result != Proposal.Verification.INEFFECTIVE:
+        return False
+    if config_direction(job=proposal.job, current=proposal.current_config, proposed=proposal.proposed_config) != "up":
+        return False
+    cores_now, cores_new = plan_cores(proposal.plan)
+    before = capacity_per_s(proposal.plan, cores_now, sources)
+    expected = capacity_per_s(proposal.plan, cores_new, sources)
+    now = (detail.get("realized") or {}).get("capacity_per_s")
+    if before is None or expected is None or not isinstance(now, (int, float)) or expected <= before:
+        return True
+    return is_ineffective(before, expected, float(now), policy.effectiveness_threshold)
+
+
 def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Proposal | None:
     """Record ``verified``, ``ineffective`` or ``inconclusive`` for a succeeded scale proposal
     (once: a conditional UPDATE on ``verification``). Returns None when it was already recorded."""
@@ -141,7 +163,8 @@ def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Propo
             return None
         audit(job=proposal.job, proposal=proposal, actor="system:verification", action=f"verification_{result}",
               after=detail, reason=reason)
-        if result == Proposal.Verification.INEFFECTIVE:
+        sources = {v.vertex_id for v in VertexSnapshot.objects.filter(snapshot__in=after, is_source=True)}
+        if blocks_scale_ups(proposal=proposal, result=result, detail=detail, policy=policy, sources=sources):
             scale_up_block_set(proposal=proposal, reason=reason, now=now)
     proposal.refresh_from_db()
     return proposal

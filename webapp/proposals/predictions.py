@@ -15,7 +15,8 @@ from datetime import datetime
 
 from scaling import forecast
 from scaling.metrics import job_utilization
-from scaling.microbatch_sizing import busy_share
+from scaling.microbatch_sizing import EXECUTORS_KEY, busy_share
+from scaling.state import ScalingRecord
 from sparkclient.contract.control import RescalePath
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.proposals.models import Execution
@@ -64,6 +65,21 @@ def capacity_per_s(plan: dict, cores: int, source_ids: set[str] | None = None) -
     if cost is None:
         return None
     return forecast.capacity_per_s(cores, plan.get("overhead_fraction") or 0.0, cost)
+
+
+def executor_record(plan: dict, at_s: float, source_ids: set[str] | None = None) -> tuple[ScalingRecord, ...]:
+    """The executor change a serialized micro-batch plan applied, as the scaling history records it
+    for observed scalability (``Policy.observed_scalability_*``: the planner fits its coefficient to
+    the job's executor records): executors before and after, and the source records per second the
+    old cores sustained (:func:`capacity_per_s`; expected: linear in the executors). Empty when the
+    executors did not change or the plan has no rate to go by."""
+    old, new = plan.get("executors_current"), plan.get("executors_proposed")
+    if not isinstance(old, int) or not isinstance(new, int) or old < 1 or new == old:
+        return ()
+    rate = capacity_per_s(plan, plan_cores(plan)[0], source_ids)
+    if rate is None:
+        return ()
+    return (ScalingRecord(at_s, EXECUTORS_KEY, old, new, rate, rate * new / old),)
 
 
 def _utilization(plan: dict, cores_new: int) -> float | None:

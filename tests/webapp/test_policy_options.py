@@ -205,3 +205,19 @@ def test_the_migration_keeps_the_block_on_for_existing_jobs():
     finally:
         call_command("migrate", "jobs", verbosity=0)
     assert JobPolicy.objects.get(job=job).effectiveness_detection_enabled is True
+
+
+def test_observed_scalability_acts_on_the_live_loops_plan():
+    """Three past rescales that gained far less than linear (1 → 2 → 4 executors, 100 → 110 → 120
+    records/s): with observed scalability on, the planner divides the predicted gain of more cores by
+    the fitted coefficient (clamped at 0.5) and asks for more executors than without."""
+    history = [{"at_s": 1.0 + i, "vertex_id": EXECUTORS_KEY, "old_parallelism": p, "new_parallelism": 2 * p,
+                "true_processing_rate": rate, "expected_processing_rate": 2 * rate}
+               for i, (p, rate) in enumerate([(1, 100.0), (2, 110.0), (4, 120.0)])]
+    proposed = {}
+    for enabled in (False, True):
+        job = make_job(f"learn-{enabled}", metric_window_s=45, observed_scalability_enabled=enabled, max_cores=64)
+        Job.objects.filter(pk=job.pk).update(scaler_state={"history": history})
+        make_snapshots(job)
+        proposed[enabled] = evaluation_run(job=Job.objects.get(pk=job.pk)).plan["executors_proposed"]
+    assert proposed[True] > proposed[False] > 1, proposed

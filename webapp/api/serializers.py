@@ -11,6 +11,7 @@ from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.jobs.stages import stage_name
 from webapp.outage import OutageCode
 from webapp.proposals.models import AuditEvent, Execution, Proposal
+from webapp.proposals.reason_text import reason_text
 
 
 @extend_schema_field({
@@ -162,8 +163,25 @@ class ExecutionSerializer(serializers.ModelSerializer):
                   "result", "attempts", "attempt_state", "attempt_log"]
 
 
+class ReasonSerializer(serializers.Serializer):
+    """A coded reason: ``code`` (``webapp.proposals.codes``), its ``data``, and ``text``, the sentence
+    rendered from them (``webapp.proposals.reason_text``); null when there is none."""
+
+    code = serializers.CharField(help_text="Stable code: a HoldCode, GuardrailCode, AuditReason, WithdrawReason "
+                                           "or scaling.forecast.VerdictReason value, or legacy-text.")
+    data = serializers.DictField(help_text="The reason's numbers and names, by key.")
+    text = serializers.CharField(help_text="The reason in words, rendered from code and data.")
+
+    def to_representation(self, instance):
+        if not instance or not instance.get("code"):
+            return None
+        return {"code": instance["code"], "data": instance.get("data") or {}, "text": reason_text(instance)}
+
+
 class ProposalSerializer(serializers.ModelSerializer):
     execution = ExecutionSerializer(read_only=True, allow_null=True)
+    hold_reason = ReasonSerializer(read_only=True, allow_null=True,
+                                   help_text="auto mode: why the policy held it for a person; null when not held.")
     decided_by = serializers.CharField(source="decided_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta:
@@ -203,9 +221,13 @@ class RollbackSerializer(serializers.Serializer):
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor_name", read_only=True,
+                                  help_text='Who acted: a username, "policy:<name>" or "system[:<part>]".')
+    reason = ReasonSerializer(read_only=True, allow_null=True)
+
     class Meta:
         model = AuditEvent
-        fields = ["id", "job", "proposal", "at", "actor", "action", "before", "after", "reason"]
+        fields = ["id", "job", "proposal", "at", "actor", "actor_user", "action", "before", "after", "reason"]
 
 
 class DetailSerializer(serializers.Serializer):

@@ -94,7 +94,7 @@ class JobViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.Read
         body = s.JobUpdateSerializer(job, data=request.data, partial=True)
         body.is_valid(raise_exception=True)
         try:
-            job_update(job=job, changes=dict(body.validated_data), actor=request.user.get_username())
+            job_update(job=job, changes=dict(body.validated_data), actor=request.user)
         except RegistrationError as exc:
             raise _registration_error(exc) from None
         return self._job_response(job)
@@ -112,7 +112,7 @@ class JobViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.Read
         body = s.JobPolicySerializer(current, data=request.data, partial=True)
         body.is_valid(raise_exception=True)
         try:
-            policy = job_policy_update(job=job, changes=dict(body.validated_data), actor=request.user.get_username())
+            policy = job_policy_update(job=job, changes=dict(body.validated_data), actor=request.user)
         except RegistrationError as exc:
             raise _registration_error(exc) from None
         return Response(s.JobPolicySerializer(policy).data)

@@ -31,11 +31,12 @@ from webapp.jobs import selectors
 from webapp.jobs.bindings import stage_bindings
 from webapp.jobs.models import Job
 from webapp.proposals import selectors as proposal_selectors
+from webapp.proposals.codes import AuditAction
 from webapp.proposals.holds import held_scale_down
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.permissions import can_approve
 from webapp.proposals.predictions import plan_cores
-from webapp.proposals.reasons import withdrawal_text
+from webapp.proposals.reason_text import reason_text, withdrawal_text
 
 
 def can_decide(user) -> bool:
@@ -84,6 +85,7 @@ def _job_context(request: HttpRequest, job: Job) -> dict:
                "pending": pending, "proposals": list(job.proposals.select_related("execution", "decided_by")[:10]),
                "can_decide": can_decide(request.user), "why": [], "held": held_scale_down(job=job),
                "scale_up_block": job.scale_up_block or None,
+               "scale_up_block_reason": reason_text((job.scale_up_block or {}).get("reason")),
                "config_rows": present.knob_rows(current=job.config,
                                                 proposed=pending.proposed_config if pending else None,
                                                 stages=stages, pins=present.knob_pins(job=job))}
@@ -238,7 +240,7 @@ def _history_context(request: HttpRequest, job: Job) -> dict:
     if action:
         filtered = filtered.filter(action=action)
     if actor:
-        filtered = filtered.filter(actor=actor)
+        filtered = filtered.filter(actor_name=actor)
     events = Paginator(filtered, 50)
     page = events.get_page(request.GET.get("page"))
     rows = [{**row, "decided_by": present.decided_by(row["proposal"])}
@@ -246,8 +248,9 @@ def _history_context(request: HttpRequest, job: Job) -> dict:
     query = urlencode({k: v for k, v in (("action", action), ("actor", actor)) if v})
     return {"job": job, "policy": job.policy, "rows": rows, "events": page, "can_decide": can_decide(request.user),
             "event_rows": [(e, present.diff(e.before, e.after)) for e in page],
-            "actions": sorted(set(all_events.values_list("action", flat=True))),
-            "actors": sorted(set(all_events.values_list("actor", flat=True))),
+            "actions": [(a, AuditAction(a).label if a in AuditAction.values else a)
+                        for a in sorted(set(all_events.values_list("action", flat=True)))],
+            "actors": sorted(set(all_events.values_list("actor_name", flat=True))),
             "action": action, "actor": actor, "filter_query": query,
             "suspended": job.policy.auto_approve_suspended,
             "suspended_reason": job.policy.auto_approve_suspended_reason}

@@ -23,7 +23,7 @@ from scaling.reasons import Decision, Limit, PlanLimit
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.jobs.selectors import policy_band, window_coverage
 from webapp.proposals.holds import held_scale_down
-from webapp.proposals.reasons import hold_text
+from webapp.proposals.reason_text import evaluation_hold_text
 
 if TYPE_CHECKING:
     from sparkclient.contract.binding import StageBinding
@@ -104,7 +104,7 @@ def render(code: Why, data: dict) -> str:
                 f"({_in(data['in_s'])}; FLINK-36018 scale-down interval {_duration(data['interval_s'])}); "
                 f"an operator can apply it now")
     if code == Why.HELD:
-        return hold_text(data["hold"], data["detail"])
+        return evaluation_hold_text(data["hold"], data["detail"])
     if code == Why.EXCLUDED:
         named = f": {data['period']}" if data.get("period") else ""
         return f"an excluded period is in force{named}; the plan is computed but not executed"

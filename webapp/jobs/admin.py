@@ -126,7 +126,7 @@ class JobPolicyAdmin(admin.ModelAdmin):
         if not changes:
             return
         try:
-            job_policy_update(job=obj.job, changes=changes, actor=request.user.get_username())
+            job_policy_update(job=obj.job, changes=changes, actor=request.user)
         except RegistrationError as exc:  # pragma: no cover - the form ran the same clean() already
             messages.error(request, f"Nothing was saved: {exc}")
 

@@ -106,9 +106,10 @@ def job_register(*, name: str, topic: str = "", query_name: str = "", config: di
     return job
 
 
-def job_update(*, job: Job, changes: dict, actor: str) -> Job:
+def job_update(*, job: Job, changes: dict, actor) -> Job:
     """Edit a registered job's registration fields (``REGISTRATION_FIELDS``), with the admin's
     validation, and record an audit event ``job_changed`` with the changed fields before and after.
+    ``actor`` is the user (or a non-human actor's name).
 
     Raises:
         RegistrationError: a field is invalid, or not a registration field; nothing is saved.
@@ -119,11 +120,11 @@ def job_update(*, job: Job, changes: dict, actor: str) -> Job:
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
         _edit_audited(job, job, changes, clean=lambda: job.full_clean(validate_unique=False), actor=actor,
-                      action="job_changed", reason="registration edited")
+                      action="job_changed", reason="registration_edited")
     return job
 
 
-def _edit_audited(job: Job, instance, changes: dict, *, clean, actor: str, action: str, reason: str) -> None:
+def _edit_audited(job: Job, instance, changes: dict, *, clean, actor, action: str, reason: str) -> None:
     """Set ``changes`` on ``instance``, validate with ``clean`` (the admin's checks), save those
     fields, and record ``action`` in the audit trail with the fields that changed, before and after.
 
@@ -145,7 +146,7 @@ def _edit_audited(job: Job, instance, changes: dict, *, clean, actor: str, actio
                         before={f: before[f] for f in changed}, after={f: after[f] for f in changed}, reason=reason)
 
 
-def job_policy_update(*, job: Job, changes: dict, actor: str) -> JobPolicy:
+def job_policy_update(*, job: Job, changes: dict, actor) -> JobPolicy:
     """Edit a job's policy (mode included) with the admin's validation (``JobPolicy.full_clean``:
     the field validators and ``clean()``), and record an audit event ``policy_changed`` with the
     changed fields before and after.
@@ -159,5 +160,5 @@ def job_policy_update(*, job: Job, changes: dict, actor: str) -> JobPolicy:
     with transaction.atomic():
         policy = JobPolicy.objects.select_for_update().get(job=job)
         _edit_audited(job, policy, changes, clean=lambda: policy.full_clean(exclude=["job"]), actor=actor,
-                      action="policy_changed", reason="policy edited")
+                      action="policy_changed", reason="policy_edited")
     return policy

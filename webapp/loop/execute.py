@@ -28,6 +28,7 @@ from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.redis import get_redis
 from webapp.loop.backoff import RestartStrategy, RetryDecision, next_retry
 from webapp.proposals import dispatch
+from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
 from webapp.proposals.lifecycle import AttemptState, ExecutionStatus, Status, TransitionError, attempt_transition, \
     audit, transition
 from webapp.proposals.models import Execution, Proposal
@@ -78,8 +79,8 @@ def _start(proposal: Proposal) -> None:
         raise TransitionError(f"proposal {proposal.pk}: the job is in advisor mode, nothing is executed")
     with transaction.atomic():
         try:
-            transition(proposal=proposal, target=Status.EXECUTING, actor="system",
-                       reason=f"execution of {proposal.kind} proposal")
+            transition(proposal=proposal, target=Status.EXECUTING, actor=Actor.SYSTEM,
+                       reason=Reason(AuditReason.EXECUTION_STARTED, {"kind": proposal.kind}))
             Execution.objects.create(proposal=proposal, lease_expires_at=timezone.now() + timedelta(seconds=lease_s()))
         except TransitionError:
             pass  # another delivery started it; the claim decides
@@ -121,14 +122,14 @@ def attempt_send(*, proposal_id: int, attempt: int = 1) -> Execution | None:
         # late answer is the outcome (with the real path and downtime); send nothing again.
         late = runner_result(redis, job.name, execution.exec_id(attempt - 1))
         if late is not None and late.get("status") == "succeeded":
-            audit(job=job, proposal=proposal, actor="system", action="late_answer",
+            audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=AuditAction.LATE_ANSWER,
                   after={"attempt": attempt - 1, "path": late.get("path")},
-                  reason=f"attempt {attempt - 1} succeeded after it had timed out: not sending attempt {attempt}")
+                  reason=Reason(AuditReason.LATE_SUCCESS, {"attempt": attempt - 1}))
             return execution_record_result(execution_id=execution.pk, attempt=attempt, result=late)
     exec_id = execution.exec_id(attempt)
-    audit(job=job, proposal=proposal, actor="system", action="attempt_started",
+    audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=AuditAction.ATTEMPT_STARTED,
           after={"attempt": attempt, "exec_id": exec_id, "config": proposal.proposed_config},
-          reason=f"attempt {attempt}: sent to the runner of {job.name}")
+          reason=Reason(AuditReason.ATTEMPT_SENT, {"attempt": attempt, "job": job.name}))
     try:
         control.send_command(redis, job.name, control.RescaleCommand(id=exec_id, knobs=proposal.proposed_config))
     except (OSError, ValueError) as exc:
@@ -189,13 +190,14 @@ def _record_success(execution: Execution, attempt: int, result: dict, entry: dic
     if isinstance(result.get("downtime_s"), (int, float)):
         state = state.with_restart_time(result["downtime_s"])
     Job.objects.filter(pk=job.pk).update(config=applied, config_changed_at=now, scaler_state=state_to_dict(state))
-    audit(job=job, proposal=proposal, actor="system", action="config_changed", before=before,
-          after=applied, reason=f"attempt {attempt}: {result.get('path')} restart, downtime "
-                                f"{result.get('downtime_s')} s")
-    transition(proposal=proposal, target=Status.SUCCEEDED, actor="system", reason=f"attempt {attempt} succeeded")
+    audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=AuditAction.CONFIG_CHANGED, before=before,
+          after=applied, reason=Reason(AuditReason.CONFIG_APPLIED, {"attempt": attempt, "path": result.get("path"),
+                                                                    "downtime_s": result.get("downtime_s")}))
+    transition(proposal=proposal, target=Status.SUCCEEDED, actor=Actor.SYSTEM,
+               reason=Reason(AuditReason.ATTEMPT_SUCCEEDED, {"attempt": attempt}))
     if proposal.kind == Proposal.Kind.ROLLBACK and proposal.rollback_of_id:
         transition(proposal=Proposal.objects.get(pk=proposal.rollback_of_id), target=Status.ROLLED_BACK,
-                   actor="system", reason=f"configuration restored by proposal {proposal.pk}")
+                   actor=Actor.SYSTEM, reason=Reason(AuditReason.RESTORED_BY, {"proposal": proposal.pk}))
 
 
 def _failure_code(result: dict):
@@ -220,6 +222,7 @@ def _record_failure(execution: Execution, attempt: int, result: dict, entry: dic
     else:
         decision = next_retry(_restart_strategy(job.policy), failure_times, now.timestamp())
     entry["retry"] = asdict(decision)
+    failed = Reason(AuditReason.ATTEMPT_FAILED, {"error": entry["error"], "retry": decision.reason})
     log = [*execution.attempt_log, entry]
     if decision.retry:
         next_at = now + timedelta(seconds=decision.delay_s)
@@ -227,26 +230,25 @@ def _record_failure(execution: Execution, attempt: int, result: dict, entry: dic
                                   next_attempt_at=next_at, error=entry["error"], attempt_log=log,
                                   lease_expires_at=next_at + timedelta(seconds=lease_s())):
             return
-        audit(job=job, proposal=proposal, actor="system", action="attempt_failed",
-              after={"attempt": attempt, "retry_in_s": decision.delay_s},
-              reason=f"{entry['error'] or 'failed'}; {decision.reason}")
+        audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=AuditAction.ATTEMPT_FAILED,
+              after={"attempt": attempt, "retry_in_s": decision.delay_s}, reason=failed)
         dispatch.enqueue_attempt(proposal.pk, attempt + 1, countdown_s=decision.delay_s)
         return
     if not attempt_transition(execution_id=execution.pk, attempts=attempt, target=AttemptState.DONE,
                               status=ExecutionStatus.FAILED, path=result.get("path") or "", finished_at=now,
                               error=entry["error"], result=result, lease_expires_at=None, attempt_log=log):
         return
-    audit(job=job, proposal=proposal, actor="system", action="attempt_failed",
-          after={"attempt": attempt, "retry_in_s": None}, reason=f"{entry['error'] or 'failed'}; {decision.reason}")
-    transition(proposal=proposal, target=Status.FAILED, actor="system",
-               reason=f"{attempt} attempt(s) failed, last: {entry['error']}")
+    audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=AuditAction.ATTEMPT_FAILED,
+          after={"attempt": attempt, "retry_in_s": None}, reason=failed)
+    transition(proposal=proposal, target=Status.FAILED, actor=Actor.SYSTEM,
+               reason=Reason(AuditReason.ATTEMPTS_FAILED, {"attempts": attempt, "error": entry["error"]}))
     proposal.refresh_from_db()
     if proposal.kind == Proposal.Kind.SCALE:
-        start_rollback(proposal=proposal, config=last_good_config(job=job, before=proposal), actor="system",
-                       reason=f"execution failed after {attempt} attempt(s): {entry['error']}")
+        start_rollback(proposal=proposal, config=last_good_config(job=job, before=proposal), actor=Actor.SYSTEM,
+                       reason=Reason(AuditReason.EXECUTION_FAILED, {"attempts": attempt, "error": entry["error"]}))
     elif proposal.rollback_of_id:
         original = Proposal.objects.get(pk=proposal.rollback_of_id)
-        transition(proposal=original, target=Status.FAILED, source=(Status.ROLLING_BACK,), actor="system",
-                   reason=f"rollback proposal {proposal.pk} failed: {entry['error']}")
+        transition(proposal=original, target=Status.FAILED, source=(Status.ROLLING_BACK,), actor=Actor.SYSTEM,
+                   reason=Reason(AuditReason.ROLLBACK_FAILED, {"proposal": proposal.pk, "error": entry["error"]}))
         Job.objects.filter(pk=job.pk).update(health=Job.Health.DOWN,
                                              last_error=f"rollback failed: {entry['error']}; needs a person")

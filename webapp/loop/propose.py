@@ -16,12 +16,13 @@ from webapp.jobs.bindings import pinned_knobs
 from webapp.jobs.models import Evaluation, Job, JobPolicy
 from webapp.jobs.selectors import policy_band
 from webapp.proposals import dispatch
+from webapp.proposals.codes import AuditAction, AuditReason, HoldCode, Reason
 from webapp.proposals.guardrails import violated_guardrail
 from webapp.proposals.holds import blocked_knobs, config_direction, job_guardrails
 from webapp.proposals.lifecycle import Status, TransitionError, audit, transition
 from webapp.proposals.models import Proposal
 from webapp.proposals.predictions import demand_cores, plan_cores
-from webapp.proposals.reasons import WithdrawReason, withdrawal_text
+from webapp.proposals.reasons import WithdrawReason
 from webapp.proposals.services import freeze_prediction, policy_actor, proposal_open
 
 
@@ -54,8 +55,8 @@ def _withdraw(*, proposal: Proposal, reason: WithdrawReason, actor: str, **data)
     """pending → withdrawn (terminal), with the structured reason; None when it was no longer pending."""
     withdrawal = {"reason": str(reason), **data}
     try:
-        return transition(proposal=proposal, target=Status.WITHDRAWN, actor=actor, reason=withdrawal_text(withdrawal),
-                           withdrawal=withdrawal, audit_after={"withdrawal": withdrawal})
+        return transition(proposal=proposal, target=Status.WITHDRAWN, actor=actor, reason=Reason(reason, data),
+                          withdrawal=withdrawal, audit_after={"withdrawal": withdrawal})
     except TransitionError:
         return None
 
@@ -71,16 +72,16 @@ def _revise(*, proposal: Proposal, evaluation: Evaluation, actor: str, policy: J
     updated = Proposal.objects.filter(pk=proposal.pk, status=Status.PENDING, revision=proposal.revision).update(
         revision=proposal.revision + 1, revisions=[*proposal.revisions, earlier], evaluation=evaluation,
         proposed_config=evaluation.proposed_config, reasons=evaluation.reasons, plan=plan,
-        prediction=freeze_prediction(job=proposal.job, plan=plan), unsupported_by=[], hold_reason="",
+        prediction=freeze_prediction(job=proposal.job, plan=plan), unsupported_by=[], hold_reason={},
         expires_at=now + timedelta(seconds=policy.proposal_ttl_s))
     if not updated:
         return None
     proposal.refresh_from_db()
-    audit(job=proposal.job, proposal=proposal, actor=actor, action="revised",
+    audit(job=proposal.job, proposal=proposal, actor=actor, action=AuditAction.REVISED,
           before={**earlier["proposed_config"], "revision": earlier["revision"]},
           after={**proposal.proposed_config, "revision": proposal.revision},
-          reason=f"revision {proposal.revision}: the recommendation changed by more than "
-                 f"{policy.revision_min_change:.0%} (evaluation {evaluation.pk})")
+          reason=Reason(AuditReason.RECOMMENDATION_CHANGED, {"revision": proposal.revision, "evaluation": evaluation.pk,
+                                                             "min_change": policy.revision_min_change}))
     return proposal
 
 
@@ -143,7 +144,7 @@ def proposal_create(*, evaluation: Evaluation, now: datetime | None = None,
                 pending = _observe(proposal=old, evaluation=evaluation, actor=actor, policy=policy)
             else:  # more than one pending (older versions): keep the newest
                 transition(proposal=old, target=Status.SUPERSEDED, actor=actor,
-                            reason=f"superseded by proposal {pending.pk}")
+                           reason=Reason(AuditReason.SUPERSEDED_BY, {"proposal": pending.pk}))
         wants = evaluation.decision == "scale" and not evaluation.hold and evaluation.proposed_config != running
         if not wants:
             return None
@@ -159,7 +160,8 @@ def proposal_create(*, evaluation: Evaluation, now: datetime | None = None,
                 revised = _auto_approve(proposal=revised, policy=policy, now=now)
             return revised
         proposal = proposal_open(job=job, evaluation=evaluation, proposed_config=evaluation.proposed_config,
-                           plan=evaluation.plan, reasons=evaluation.reasons, actor=actor, policy=policy, now=now)
+                                 plan=evaluation.plan, reasons=evaluation.reasons, actor=actor, policy=policy,
+                                 now=now)
         if policy.mode == JobPolicy.Mode.AUTO:
             proposal = _auto_approve(proposal=proposal, policy=policy, now=now)
     return proposal
@@ -169,25 +171,24 @@ def _auto_approve(*, proposal: Proposal, policy: JobPolicy, now: datetime) -> Pr
     """Approve ``proposal`` on behalf of the policy when the guardrails hold; else record why not."""
     blocked = blocked_knobs(job=proposal.job, current=proposal.current_config, proposed=proposal.proposed_config)
     if blocked:
-        hold = (f"ineffective-scale-up block: {', '.join(blocked)} scaled up without effect (proposal "
-                f"#{proposal.job.scale_up_block.get('proposal')}); a person clears the block on the job page")
+        hold = Reason(HoldCode.SCALE_UP_BLOCK, {"knobs": blocked,
+                                                "proposal": proposal.job.scale_up_block.get("proposal")})
     elif policy.auto_approve_suspended:
-        hold = (f"auto-approval is suspended for this job ({policy.auto_approve_suspended_reason}); "
-                f"a person must approve, or re-enable auto-approval")
+        hold = Reason(HoldCode.AUTO_APPROVE_SUSPENDED, {"reason": policy.auto_approve_suspended_reason})
     else:
         hold = violated_guardrail(job_guardrails(job=proposal.job, policy=policy), proposal.current_config,
                                   proposal.proposed_config, now.timestamp())
     if not hold:
         try:
             proposal = transition(proposal=proposal, target=Status.APPROVED, actor=policy_actor(policy),
-                                   reason="auto mode: inside every guardrail", decided_at=now)
+                                  reason=Reason(AuditReason.INSIDE_GUARDRAILS), decided_at=now)
         except TransitionError as exc:  # another execution of the job is in flight
-            hold = str(exc)
+            hold = Reason(HoldCode.EXECUTION_IN_FLIGHT, {"error": str(exc)})
         else:
             dispatch.enqueue_attempt(proposal.pk, 1)
             return proposal
-    Proposal.objects.filter(pk=proposal.pk).update(hold_reason=hold)
-    proposal.hold_reason = hold
-    audit(job=proposal.job, proposal=proposal, actor=policy_actor(policy), action="auto_approve_held",
+    Proposal.objects.filter(pk=proposal.pk).update(hold_reason=hold.as_json())
+    proposal.hold_reason = hold.as_json()
+    audit(job=proposal.job, proposal=proposal, actor=policy_actor(policy), action=AuditAction.AUTO_APPROVE_HELD,
           reason=hold)
     return proposal

@@ -17,8 +17,10 @@ from webapp.loop.execute import execution_record_result, lease_s, runner_result
 from webapp.loop.rescale_cost import record_open_costs
 from webapp.loop.verify import proposal_verify, verification_due
 from webapp.proposals import dispatch
+from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
 from webapp.proposals.lifecycle import AttemptState, ExecutionStatus, Status, audit
 from webapp.proposals.models import Execution, Proposal
+from webapp.proposals.reason_text import reason_text
 from webapp.proposals.services import proposals_expire
 
 
@@ -32,20 +34,17 @@ def execution_poll(*, execution: Execution, now: datetime | None = None) -> str 
     if result is None and not expired:
         return None
     if result is None:
-        what = (f"lease expired during attempt {execution.attempts} without an answer from the runner "
-                f"within {lease_s():.0f} s: counting the attempt as failed")
+        what = Reason(AuditReason.LEASE_NO_ANSWER, {"attempt": execution.attempts, "lease_s": lease_s()})
         result = {"status": "failed", "path": "none",
                   "error": f"no answer from the runner to {execution.exec_id()} before the lease expired"}
-    elif expired:
-        what = (f"lease expired during attempt {execution.attempts}; the runner had answered "
-                f"{result.get('status')}: recording it")
     else:
-        what = f"the runner answered attempt {execution.attempts}: {result.get('status')}"
+        what = Reason(AuditReason.LEASE_ANSWERED if expired else AuditReason.RUNNER_ANSWERED,
+                      {"attempt": execution.attempts, "status": result.get("status")})
     if expired:
-        audit(job=proposal.job, proposal=proposal, actor="system:reconcile", action="reconciled",
+        audit(job=proposal.job, proposal=proposal, actor=Actor.RECONCILE, action=AuditAction.RECONCILED,
               before={"attempt": execution.attempts, "attempt_state": execution.attempt_state}, reason=what)
     execution_record_result(execution_id=execution.pk, attempt=execution.attempts, result=result, now=now)
-    return what
+    return reason_text(what.as_json())
 
 
 def execution_requeue(*, execution: Execution, now: datetime | None = None) -> str:
@@ -60,12 +59,12 @@ def execution_requeue(*, execution: Execution, now: datetime | None = None) -> s
         lease_expires_at=now + timedelta(seconds=lease_s()))
     if not updated:
         return "changed meanwhile"
-    what = f"lease expired before attempt {execution.attempts + 1} started: enqueued it again"
+    what = Reason(AuditReason.LEASE_REQUEUED, {"attempt": execution.attempts})
     with transaction.atomic():
-        audit(job=proposal.job, proposal=proposal, actor="system:reconcile", action="reconciled",
+        audit(job=proposal.job, proposal=proposal, actor=Actor.RECONCILE, action=AuditAction.RECONCILED,
               before={"attempt": execution.attempts, "attempt_state": execution.attempt_state}, reason=what)
         dispatch.enqueue_attempt(proposal.pk, execution.attempts + 1)
-    return what
+    return reason_text(what.as_json())
 
 
 def _restart_lost_approvals(now: datetime) -> int:
@@ -77,8 +76,8 @@ def _restart_lost_approvals(now: datetime) -> int:
             Q(decided_at__lt=stale) | Q(decided_at__isnull=True, created_at__lt=stale)):
         with transaction.atomic():
             if Proposal.objects.filter(pk=proposal.pk, status=Status.APPROVED).update(decided_at=now):
-                audit(job=proposal.job, proposal=proposal, actor="system:reconcile", action="reconciled",
-                      reason="approved but not started within the lease: enqueued its execution again")
+                audit(job=proposal.job, proposal=proposal, actor=Actor.RECONCILE, action=AuditAction.RECONCILED,
+                      reason=Reason(AuditReason.APPROVAL_REQUEUED))
                 dispatch.enqueue_attempt(proposal.pk, 1)
                 restarted += 1
     return restarted

@@ -27,6 +27,7 @@ from scaling.forecast import VerdictReason
 from scaling.metrics import true_processing_rate
 from scaling.vertex_scaler import is_ineffective
 from webapp.jobs.models import JobPolicy, MetricSnapshot, VertexSnapshot
+from webapp.proposals.codes import Actor, AuditAction, Reason
 from webapp.proposals.holds import config_direction, scale_up_block_set
 from webapp.proposals.lifecycle import audit
 from webapp.proposals.models import Execution, Proposal
@@ -45,34 +46,23 @@ def verification_due(*, now: datetime) -> list[Proposal]:
     return due
 
 
-def _verdict_text(check: forecast.Verification) -> str:
-    """The sentence for a verification's reason code."""
-    data = check.data
-    if check.reason == VerdictReason.NO_BATCHES:
-        return "no micro-batch completed since the change"
-    if check.reason == VerdictReason.ARRIVAL_SHIFT:
-        return (f"arrival rate moved {data['arrival_before']:.0f} → {data['arrival_after']:.0f} rec/s: the "
-                f"prediction does not apply")
-    if check.reason == VerdictReason.RATE_SHORT:
-        names = ", ".join(f"{s.vertex_id} {round(s.realized_tpr, 3):g} vs {round(s.predicted_tpr, 3):g}"
-                          for s in data["short"])
-        return (f"capacity {data['capacity_ratio']:.0%} of the prediction; true processing rate below the "
-                f"prediction: {names}")
-    if check.reason == VerdictReason.BACKLOG_GROWING:
-        return f"the backlog still grows by {data['slope']:.0f} rec/s after the change"
-    if check.reason == VerdictReason.NO_RATES:
-        return "the plan has no stage rate to compare with"
-    return (f"capacity {data['capacity_ratio']:.0%} of the prediction (tolerance {data['tolerance']:.0%}); "
-            f"backlog trend {data['slope']:+.0f} rec/s")
+def verdict_reason(check: forecast.Verification) -> Reason:
+    """A verification's reason as stored (code: ``scaling.forecast.VerdictReason``; JSON-ready data:
+    rates in records/s, ``short`` as ``[{vertex_id, realized_tpr, predicted_tpr}]``)."""
+    data = {key: value for key, value in check.data.items() if key != "short"}
+    if "short" in check.data:
+        data["short"] = [{"vertex_id": s.vertex_id, "realized_tpr": s.realized_tpr, "predicted_tpr": s.predicted_tpr}
+                         for s in check.data["short"]]
+    return Reason(check.reason, data)
 
 
 def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[MetricSnapshot],
-           tolerance: float) -> tuple[str, dict, str]:
+           tolerance: float) -> tuple[str, dict, Reason]:
     """Compare the window ``after`` the change with the plan (``scaling.forecast.verify``).
     Returns (result, detail, reason)."""
     batches = sum(s.batches for s in after)
     if batches == 0:
-        return Proposal.Verification.INCONCLUSIVE, {"batches": 0}, "no micro-batch completed since the change"
+        return Proposal.Verification.INCONCLUSIVE, {"batches": 0}, Reason(VerdictReason.NO_BATCHES)
     window_s = sum(s.window_s for s in after) or 1.0
     arrival_after = sum(s.arrival_rate_per_s * s.window_s for s in after) / window_s
     before_s = sum(s.window_s for s in before)
@@ -105,7 +95,7 @@ def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[Metr
     detail["reason"] = str(check.reason)
     if check.data.get("capacity_ratio") is not None:
         detail["capacity_ratio"] = round(check.data["capacity_ratio"], 3)
-    return Proposal.Verification(str(check.verdict)), detail, _verdict_text(check)
+    return Proposal.Verification(str(check.verdict)), detail, verdict_reason(check)
 
 
 def blocks_scale_ups(*, proposal: Proposal, result: str, detail: dict, policy: JobPolicy,
@@ -161,10 +151,10 @@ def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Propo
             verification=result, verification_detail=detail, verified_at=now)
         if not updated:
             return None
-        audit(job=proposal.job, proposal=proposal, actor="system:verification", action=f"verification_{result}",
-              after=detail, reason=reason)
+        audit(job=proposal.job, proposal=proposal, actor=Actor.VERIFICATION,
+              action=AuditAction(f"verification_{result}"), after=detail, reason=reason)
         sources = {v.vertex_id for v in VertexSnapshot.objects.filter(snapshot__in=after, is_source=True)}
         if blocks_scale_ups(proposal=proposal, result=result, detail=detail, policy=policy, sources=sources):
-            scale_up_block_set(proposal=proposal, reason=reason, now=now)
+            scale_up_block_set(proposal=proposal, verdict=reason, now=now)
     proposal.refresh_from_db()
     return proposal

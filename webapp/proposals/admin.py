@@ -24,7 +24,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Proposal)
 class ProposalAdmin(ReadOnlyAdmin):
-    list_display = ["id", "job", "kind", "status", "created_at", "decided_by", "verification", "hold_reason"]
+    list_display = ["id", "job", "kind", "status", "created_at", "decided_by", "verification", "hold_text"]
     list_filter = ["job", "status", "kind", "verification"]
 
 
@@ -36,7 +36,7 @@ class ExecutionAdmin(ReadOnlyAdmin):
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdmin):
-    list_display = ["at", "job", "proposal", "actor", "action", "reason"]
+    list_display = ["at", "job", "proposal", "actor_name", "action", "reason_text"]
     list_filter = ["job", "action"]
 
 

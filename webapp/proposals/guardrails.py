@@ -1,7 +1,8 @@
 """Guardrails of auto-approval (policy mode ``auto``): pure checks on two configurations.
 
-Each check returns None when it holds, or a sentence that names the guardrail (the field of
-``JobPolicy``), which becomes the proposal's ``hold_reason`` when it waits for a person.
+Each check returns None when it holds, or a :class:`~webapp.proposals.codes.Reason` whose code names
+the guardrail (``GuardrailCode``: the field of ``JobPolicy``), which becomes the proposal's
+``hold_reason`` when it waits for a person.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from dataclasses import dataclass
 
 from scaling.options import default
 from scaling.periods import active_period
+from webapp.proposals.codes import GuardrailCode, Reason
+
 
 @dataclass(frozen=True)
 class Guardrails:
@@ -47,23 +50,21 @@ def direction(guardrails: Guardrails, current: dict, proposed: dict) -> str:
     return "up" if new > old else "down" if new < old else "none"
 
 
-def violated_guardrail(guardrails: Guardrails, current: dict, proposed: dict, now_s: float) -> str | None:
+def violated_guardrail(guardrails: Guardrails, current: dict, proposed: dict, now_s: float) -> Reason | None:
     """The first guardrail the change ``current → proposed`` breaks at ``now_s``, or None."""
     way = direction(guardrails, current, proposed)
     if guardrails.directions != "both" and way not in (guardrails.directions, "none"):
-        allowed = "scale-ups" if guardrails.directions == "up" else "scale-downs"
-        return f"guardrail guard_directions: this is a scale-{way}, and only {allowed} are auto-approved"
+        return Reason(GuardrailCode.DIRECTIONS, {"direction": way, "allowed": guardrails.directions})
     cores = proposed.get(guardrails.executors_knob) if guardrails.executors_knob else None
     if isinstance(cores, int) and cores > guardrails.max_executors:
-        return (f"guardrail guard_max_executors: {cores} executors (cores) exceed the quota of "
-                f"{guardrails.max_executors}")
+        return Reason(GuardrailCode.MAX_EXECUTORS, {"executors": cores, "max": guardrails.max_executors})
     for key, old, new in _knobs(guardrails, current, proposed):
         if old > 0 and new > 0:
             factor = max(new / old, old / new)
             if factor > guardrails.max_change_factor + 1e-9:
-                return (f"guardrail guard_max_change_factor: {key} {old} → {new} changes by a factor "
-                        f"{factor:.2g}, more than {guardrails.max_change_factor:g}")
+                return Reason(GuardrailCode.MAX_CHANGE_FACTOR, {"knob": key, "old": old, "new": new, "factor": factor,
+                                                                "max": guardrails.max_change_factor})
     period = active_period(guardrails.excluded_periods, now_s)
     if period is not None:
-        return f"guardrail guard_excluded_periods: inside the closed change window {period!r}"
+        return Reason(GuardrailCode.EXCLUDED_PERIODS, {"period": period})
     return None

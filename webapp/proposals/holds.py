@@ -12,6 +12,7 @@ from django.utils import timezone
 from scaling.planner import EXECUTORS_KEY
 from scaling.state import state_from_dict
 from webapp.jobs.models import Job, JobPolicy
+from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
 from webapp.proposals.guardrails import Guardrails, direction
 from webapp.proposals.lifecycle import TransitionError, audit
 from webapp.proposals.models import Proposal
@@ -54,23 +55,24 @@ def blocked_knobs(*, job: Job, current: dict, proposed: dict) -> list[str]:
                   if key in knobs and new > old)
 
 
-def scale_up_block_set(*, proposal: Proposal, reason: str, now: datetime | None = None) -> dict:
-    """After ``proposal`` was verified ineffective: block further scale-ups of the knobs it raised
-    (FLIP-271's ineffective scale-up detection, ``ScalingEffectivenessDetection``, in the live loop).
-    Returns the block; a scale-down or a change that raised nothing sets none."""
+def scale_up_block_set(*, proposal: Proposal, verdict: Reason, now: datetime | None = None) -> dict:
+    """After ``proposal`` was verified ineffective (``verdict``: the verification's reason): block
+    further scale-ups of the knobs it raised (FLIP-271's ineffective scale-up detection,
+    ``ScalingEffectivenessDetection``, in the live loop). Returns the block ``{proposal, knobs, since,
+    reason}`` (``reason``: the verdict as stored); a scale-down or a change that raised nothing sets none."""
     now = now or timezone.now()
     raised = sorted(key for key, (old, new) in changed_knobs(proposal.job, proposal.current_config,
                                                               proposal.proposed_config).items() if new > old)
     if not raised:
         return {}
-    block = {"proposal": proposal.pk, "knobs": raised, "since": now.isoformat(), "reason": reason}
+    block = {"proposal": proposal.pk, "knobs": raised, "since": now.isoformat(), "reason": verdict.as_json()}
     with transaction.atomic():
         before = Job.objects.filter(pk=proposal.job_id).values_list("scale_up_block", flat=True).first()
         Job.objects.filter(pk=proposal.job_id).update(scale_up_block=block)
-        audit(job=proposal.job, proposal=proposal, actor="system:verification", action="scale_up_blocked",
+        audit(job=proposal.job, proposal=proposal, actor=Actor.VERIFICATION, action=AuditAction.SCALE_UP_BLOCKED,
               before=before or {}, after=block,
-              reason=f"proposal {proposal.pk} was verified ineffective ({reason}): scale-ups of "
-                     f"{', '.join(raised)} wait until a person clears the block")
+              reason=Reason(AuditReason.INEFFECTIVE_SCALE_UP, {"proposal": proposal.pk, "knobs": raised,
+                                                               "verdict": verdict.as_json()}))
     return block
 
 
@@ -87,8 +89,10 @@ def scale_up_block_clear(*, job: Job, actor, comment: str = "") -> Job:
         if not locked.scale_up_block:
             raise TransitionError(f"job {job.name} has no ineffective-scale-up block to clear")
         Job.objects.filter(pk=job.pk).update(scale_up_block={})
-        audit(job=job, actor=actor_name(actor), action="scale_up_block_cleared", before=locked.scale_up_block,
-              after={}, reason=comment.strip() or f"cleared by {actor_name(actor)}")
+        reason = (Reason(AuditReason.COMMENT, {"text": comment.strip()}) if comment.strip()
+                  else Reason(AuditReason.CLEARED_BY, {"actor": actor_name(actor)}))
+        audit(job=job, actor=actor, action=AuditAction.SCALE_UP_BLOCK_CLEARED, before=locked.scale_up_block,
+              after={}, reason=reason)
     job.refresh_from_db()
     return job
 

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 from django.apps import apps
 from django.db import IntegrityError, models, transaction
 
+from webapp.proposals.codes import Actor, AuditReason, Reason
+
 if TYPE_CHECKING:
     from webapp.jobs.models import Job
     from webapp.proposals.models import AuditEvent, Proposal
@@ -132,14 +134,24 @@ def _model(name: str):
     return apps.get_model("proposals", name)
 
 
-def audit(*, job: Job, actor: str, action: str, proposal: Proposal | None = None,
-          before: dict | None = None, after: dict | None = None, reason: str = "") -> AuditEvent:
-    """Append one audit event (never updated or deleted; NetBox ``ObjectChange``)."""
-    return _model("AuditEvent").objects.create(job=job, proposal=proposal, actor=actor, action=action,
-                                               before=before or {}, after=after or {}, reason=reason)
+def actor_fields(actor) -> dict:
+    """``actor_user`` and ``actor_name`` of an audit event: a user, or the name of a non-human actor
+    (``webapp.proposals.codes.Actor``)."""
+    if isinstance(actor, str):
+        return {"actor_user": None, "actor_name": actor}
+    return {"actor_user": actor, "actor_name": actor.get_username()}
 
 
-def transition(*, proposal: Proposal, target: str, actor: str, reason: str = "",
+def audit(*, job: Job, actor, action: str, proposal: Proposal | None = None,
+          before: dict | None = None, after: dict | None = None, reason: Reason | None = None) -> AuditEvent:
+    """Append one audit event (never updated or deleted; NetBox ``ObjectChange``). ``actor`` is a user
+    or a non-human actor's name; ``action`` an ``AuditAction``; ``reason`` a coded :class:`Reason`."""
+    return _model("AuditEvent").objects.create(job=job, proposal=proposal, action=action, before=before or {},
+                                               after=after or {}, reason=reason.as_json() if reason else {},
+                                               **actor_fields(actor))
+
+
+def transition(*, proposal: Proposal, target: str, actor, reason: Reason | None = None,
                source: tuple[str, ...] | None = None, match: dict | None = None, audit_after: dict | None = None,
                **fields) -> Proposal:
     """Move ``proposal`` to ``target`` with one conditional UPDATE (``fields`` are set with it), and
@@ -177,13 +189,14 @@ def transition(*, proposal: Proposal, target: str, actor: str, reason: str = "",
     return proposal
 
 
-def expire_pending(*, job: Job, actor: str, reason: str, now) -> int:
-    """pending → expired for every pending proposal of ``job`` (e.g. the job was re-registered);
-    returns how many moved. A proposal decided meanwhile is left alone."""
+def expire_pending(*, job: Job, now) -> int:
+    """pending → expired for every pending proposal of ``job`` because it was re-registered (by the
+    system); returns how many moved. A proposal decided meanwhile is left alone."""
     moved = 0
     for proposal in _model("Proposal").objects.filter(job=job, status=Status.PENDING):
         try:
-            transition(proposal=proposal, target=Status.EXPIRED, actor=actor, reason=reason, decided_at=now)
+            transition(proposal=proposal, target=Status.EXPIRED, actor=Actor.SYSTEM,
+                       reason=Reason(AuditReason.REREGISTERED), decided_at=now)
         except TransitionError:
             continue
         moved += 1

@@ -5,8 +5,18 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from sparkclient.control import RescalePath
 from webapp.jobs.models import Evaluation, Job
 from webapp.proposals import lifecycle
+from webapp.proposals.codes import ACTION_COLOURS, AuditAction, AuditReason
+from webapp.proposals.reason_text import reason_text
+
+#: ``Execution.path``: how the runner applied the rescale (``sparkclient.control.RescalePath``); empty
+#: while it runs.
+ExecutionPath = models.TextChoices("ExecutionPath", [(p.name, (p.value, p.value)) for p in RescalePath])
+
+_REASON_HELP = ('{"code": ..., "data": {...}} (webapp.proposals.codes; the text is '
+                'webapp.proposals.reason_text); {} for none.')
 
 
 class Proposal(models.Model):
@@ -43,8 +53,9 @@ class Proposal(models.Model):
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
     comment = models.TextField(blank=True)
     expires_at = models.DateTimeField(null=True, blank=True, help_text="A pending proposal expires then.")
-    hold_reason = models.TextField(blank=True, help_text="auto mode: why the policy did not approve it (the "
-                                                         "guardrail), so it waits for a person.")
+    hold_reason = models.JSONField(default=dict, blank=True,
+                                   help_text="auto mode: why the policy did not approve it (a HoldCode or the "
+                                             "GuardrailCode it breaks), so it waits for a person. " + _REASON_HELP)
     verification = models.CharField(max_length=20, choices=Verification.choices, default=Verification.NONE,
                                     blank=True)
     verification_detail = models.JSONField(default=dict, blank=True)
@@ -82,6 +93,11 @@ class Proposal(models.Model):
     def colour(self) -> str:
         return self.COLOURS.get(self.status, "#6b7280")
 
+    @property
+    def hold_text(self) -> str:
+        """Why auto mode held it for a person, in words (``""`` when not held)."""
+        return reason_text(self.hold_reason)
+
 
 class Execution(models.Model):
     """The one execution of an approved proposal (at most one per proposal)."""
@@ -91,7 +107,11 @@ class Execution(models.Model):
 
     proposal = models.OneToOneField(Proposal, on_delete=models.CASCADE, related_name="execution")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
-    path = models.CharField(max_length=30, blank=True, help_text="in-process or driver-restart")
+    Path = ExecutionPath
+
+    path = models.CharField(max_length=30, blank=True, choices=ExecutionPath.choices,
+                            help_text="How the runner applied it (sparkclient.control.RescalePath); empty while "
+                                      "it runs.")
     downtime_s = models.FloatField(null=True, blank=True,
                                    help_text="Seconds from the stop command to the new query's first batch (runner).")
     pause_s = models.FloatField(null=True, blank=True,
@@ -125,16 +145,34 @@ class Execution(models.Model):
 class AuditEvent(models.Model):
     """Append-only record of every transition and configuration change (NetBox ObjectChange)."""
 
+    Action = AuditAction
+    Reasons = AuditReason
+    #: ``{actor_user, actor_name}`` for a user or a non-human actor's name.
+    actor_fields = staticmethod(lifecycle.actor_fields)
+
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="audit_events")
     proposal = models.ForeignKey(Proposal, on_delete=models.SET_NULL, null=True, blank=True,
                                  related_name="audit_events")
     at = models.DateTimeField(auto_now_add=True, db_index=True)
-    actor = models.CharField(max_length=150, help_text='A username, or "policy:<name>" / "system".')
-    action = models.CharField(max_length=50)
+    actor_user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+", help_text="The person who acted; empty for the system and "
+                                                               "the policy.")
+    actor_name = models.CharField(max_length=150, help_text='Who acted, as shown: the username, "policy:<name>" '
+                                                            'or "system[:<part>]" (webapp.proposals.codes.Actor).')
+    action = models.CharField(max_length=50, choices=AuditAction.choices)
     before = models.JSONField(default=dict)
     after = models.JSONField(default=dict)
-    reason = models.TextField(blank=True)
+    reason = models.JSONField(default=dict, blank=True, help_text=_REASON_HELP)
 
     class Meta:
         ordering = ["-at", "-id"]
         indexes = [models.Index(fields=["job", "at"])]
+
+    @property
+    def reason_text(self) -> str:
+        """The reason in words (``webapp.proposals.reason_text``)."""
+        return reason_text(self.reason)
+
+    @property
+    def colour(self) -> str:
+        return ACTION_COLOURS.get(self.action, "#6b7280")

@@ -12,17 +12,21 @@ from django.utils import timezone
 from webapp.jobs.models import Job, JobPolicy
 from webapp.outage import broker_check
 from webapp.proposals import dispatch
+from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
 from webapp.proposals.lifecycle import Status, audit, transition
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.permissions import actor_name, require_operator
+from webapp.proposals.reason_text import reason_text
 
 
-def suspend_auto_approve(*, job: Job, reason: str, now: datetime) -> None:
+def suspend_auto_approve(*, job: Job, reason: Reason, now: datetime) -> None:
+    """Suspend auto-approval of ``job`` (audited); the policy keeps the reason's text to show."""
     updated = JobPolicy.objects.filter(job=job, auto_approve_suspended=False).update(
-        auto_approve_suspended=True, auto_approve_suspended_reason=reason, auto_approve_suspended_at=now)
+        auto_approve_suspended=True, auto_approve_suspended_reason=reason_text(reason.as_json()),
+        auto_approve_suspended_at=now)
     if updated:
-        audit(job=job, actor="system", action="auto_approve_suspended", before={"auto_approve_suspended": False},
-              after={"auto_approve_suspended": True}, reason=reason)
+        audit(job=job, actor=Actor.SYSTEM, action=AuditAction.AUTO_APPROVE_SUSPENDED,
+              before={"auto_approve_suspended": False}, after={"auto_approve_suspended": True}, reason=reason)
 
 
 
@@ -38,20 +42,22 @@ def last_good_config(*, job: Job, before: Proposal) -> dict:
     return before.current_config
 
 
-def start_rollback(*, proposal: Proposal, config: dict, actor: str, reason: str) -> Proposal:
+def start_rollback(*, proposal: Proposal, config: dict, actor, reason: Reason) -> Proposal:
     """In a transaction: ``proposal`` → rolling back, suspend auto-approval, and create the
-    rollback proposal (already approved) whose execution restores ``config``."""
+    rollback proposal (already approved) whose execution restores ``config``. ``reason`` is why
+    (a person's comment, or the failure)."""
     now = timezone.now()
+    rollback_of = Reason(AuditReason.ROLLBACK_OF, {"proposal": proposal.pk, "cause": reason.as_json()})
     transition(proposal=proposal, target=Status.ROLLING_BACK, actor=actor, reason=reason)
-    suspend_auto_approve(job=proposal.job, reason=f"rollback of proposal {proposal.pk}: {reason}", now=now)
+    suspend_auto_approve(job=proposal.job, reason=rollback_of, now=now)
     job = Job.objects.get(pk=proposal.job_id)
     rollback = Proposal.objects.create(
         job=job, kind=Proposal.Kind.ROLLBACK, rollback_of=proposal, status=Status.PENDING,
-        current_config=job.config, proposed_config=config, reasons=[reason])
-    audit(job=job, proposal=rollback, actor=actor, action="proposed", before=job.config, after=config,
-          reason=f"rollback of proposal {proposal.pk}: {reason}")
+        current_config=job.config, proposed_config=config, reasons=[reason_text(reason.as_json())])
+    audit(job=job, proposal=rollback, actor=actor, action=AuditAction.PROPOSED, before=job.config, after=config,
+          reason=rollback_of)
     rollback = transition(proposal=rollback, target=Status.APPROVED, actor=actor, decided_at=now,
-                           reason=f"rollback of proposal {proposal.pk}")
+                          reason=Reason(AuditReason.ROLLBACK_OF, {"proposal": proposal.pk, "cause": None}))
     dispatch.enqueue_attempt(rollback.pk, 1)
     return rollback
 
@@ -69,6 +75,7 @@ def proposal_rollback(*, proposal: Proposal, actor, reason: str = "") -> Proposa
     require_operator(actor)
     broker_check(f"the rollback of proposal {proposal.pk}")
     with transaction.atomic():
-        return start_rollback(proposal=proposal, config=proposal.current_config, actor=actor_name(actor),
-                               reason=reason.strip() or f"rolled back by {actor_name(actor)}")
+        cause = (Reason(AuditReason.COMMENT, {"text": reason.strip()}) if reason.strip()
+                 else Reason(AuditReason.ROLLED_BACK_BY, {"actor": actor_name(actor)}))
+        return start_rollback(proposal=proposal, config=proposal.current_config, actor=actor, reason=cause)
 

@@ -13,7 +13,9 @@ from webapp.jobs.models import Job, MetricSnapshot
 from webapp.jobs.selectors import TREND_SNAPSHOTS, window_coverage
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 
-AUDIT_FIELDS = ("id", "at", "job", "proposal", "actor", "action", "before", "after", "reason")
+#: The columns of the CSV export: ``reason`` is the text, ``reason_code`` and ``reason_data`` what it is rendered from.
+AUDIT_FIELDS = ("id", "at", "job", "proposal", "actor", "action", "before", "after", "reason", "reason_code",
+                "reason_data")
 
 
 def execution_rows(*, job: Job, limit: int = 50) -> list[dict]:
@@ -34,9 +36,11 @@ def audit_trail(*, job: Job) -> QuerySet[AuditEvent]:
 
 
 def audit_rows(*, job: Job) -> list[dict]:
-    """The audit trail as plain rows (JSON-ready; times in ISO 8601)."""
-    return [{"id": e.pk, "at": e.at.isoformat(), "job": job.name, "proposal": e.proposal_id, "actor": e.actor,
-             "action": e.action, "before": e.before, "after": e.after, "reason": e.reason}
+    """The audit trail as plain rows (JSON-ready; times in ISO 8601): ``actor`` is the actor's name,
+    ``reason`` ``{code, data, text}`` (None when the event has none)."""
+    return [{"id": e.pk, "at": e.at.isoformat(), "job": job.name, "proposal": e.proposal_id, "actor": e.actor_name,
+             "action": e.action, "before": e.before, "after": e.after,
+             "reason": {**e.reason, "text": e.reason_text} if e.reason else None}
             for e in audit_trail(job=job)]
 
 

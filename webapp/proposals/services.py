@@ -17,6 +17,7 @@ from webapp.jobs.models import Evaluation, Job, JobPolicy
 from webapp.jobs.selectors import latest_snapshot
 from webapp.outage import broker_check
 from webapp.proposals import dispatch
+from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
 from webapp.proposals.holds import held_scale_down
 from webapp.proposals.lifecycle import BUSY, StaleRevisionError, Status, TransitionError, audit, transition
 from webapp.proposals.models import Proposal
@@ -29,7 +30,7 @@ __all__ = ["StaleRevisionError", "TransitionError", "auto_approve_resume", "free
 
 def policy_actor(policy: JobPolicy) -> str:
     """The audit actor of what a job's policy decides on its own (``policy:<algorithm>``)."""
-    return f"policy:{policy.algorithm or 'ds2'}"
+    return Actor.policy(policy.algorithm)
 
 
 def freeze_prediction(*, job: Job, plan: dict) -> dict:
@@ -41,15 +42,16 @@ def freeze_prediction(*, job: Job, plan: dict) -> dict:
 
 
 def proposal_open(*, job: Job, evaluation: Evaluation | None, proposed_config: dict, plan: dict, reasons: list,
-                  actor: str, policy: JobPolicy, now: datetime) -> Proposal:
+                  actor, policy: JobPolicy, now: datetime) -> Proposal:
     """A new pending proposal of ``job`` (revision 1) for ``proposed_config``, with its frozen
-    prediction and its expiry after ``policy.proposal_ttl_s`` seconds; audited ``proposed``."""
+    prediction and its expiry after ``policy.proposal_ttl_s`` seconds; audited ``proposed`` by
+    ``actor`` (a user, or a non-human actor's name)."""
     proposal = Proposal.objects.create(
         job=job, evaluation=evaluation, current_config=job.config, proposed_config=proposed_config,
         reasons=reasons, plan=plan, prediction=freeze_prediction(job=job, plan=plan),
         expires_at=now + timedelta(seconds=policy.proposal_ttl_s))
-    audit(job=job, proposal=proposal, actor=actor, action="proposed", before=job.config,
-          after={**proposed_config, "revision": 1}, reason="; ".join(str(r) for r in reasons))
+    audit(job=job, proposal=proposal, actor=actor, action=AuditAction.PROPOSED, before=job.config,
+          after={**proposed_config, "revision": 1}, reason=Reason(AuditReason.PLAN_REASONS, {"reasons": list(reasons)}))
     return proposal
 
 
@@ -76,8 +78,8 @@ def proposal_approve(*, proposal: Proposal, actor, revision: int | None = None) 
     with transaction.atomic():
         try:
             proposal = transition(proposal=proposal, target=Status.APPROVED, source=(Status.PENDING,),
-                                   actor=actor_name(actor), decided_at=timezone.now(), decided_by=actor,
-                                   match={"revision": revision}, audit_after={"revision": revision})
+                                  actor=actor, decided_at=timezone.now(), decided_by=actor,
+                                  match={"revision": revision}, audit_after={"revision": revision})
         except TransitionError:
             current = Proposal.objects.filter(pk=proposal.pk).values_list("status", "revision").first()
             if current and current[0] == Status.PENDING and current[1] != revision:
@@ -100,8 +102,8 @@ def proposal_reject(*, proposal: Proposal, actor, comment: str) -> Proposal:
         raise ValueError("a comment is required to reject a proposal: say why")
     with transaction.atomic():
         return transition(proposal=proposal, target=Status.REJECTED, source=(Status.PENDING,),
-                           actor=actor_name(actor), reason=comment, decided_at=timezone.now(),
-                           decided_by=actor, comment=comment)
+                          actor=actor, reason=Reason(AuditReason.COMMENT, {"text": comment}),
+                          decided_at=timezone.now(), decided_by=actor, comment=comment)
 
 
 def proposals_expire(*, now: datetime | None = None) -> int:
@@ -111,9 +113,9 @@ def proposals_expire(*, now: datetime | None = None) -> int:
     for proposal in Proposal.objects.select_related("job").filter(status=Status.PENDING, expires_at__lt=now):
         try:
             with transaction.atomic():
-                transition(proposal=proposal, target=Status.EXPIRED, actor="system",
-                            reason=f"no decision before {proposal.expires_at:%Y-%m-%d %H:%M:%S} UTC "
-                                   f"(proposal_ttl_s)")
+                transition(proposal=proposal, target=Status.EXPIRED, actor=Actor.SYSTEM,
+                           reason=Reason(AuditReason.NO_DECISION_IN_TIME,
+                                         {"expires_at": proposal.expires_at.isoformat()}))
             expired += 1
         except TransitionError:
             pass  # decided meanwhile
@@ -133,8 +135,8 @@ def auto_approve_resume(*, job: Job, actor) -> JobPolicy:
                   "reason": policy.auto_approve_suspended_reason}
         JobPolicy.objects.filter(pk=policy.pk).update(auto_approve_suspended=False, auto_approve_suspended_reason="",
                                                       auto_approve_suspended_at=None)
-        audit(job=job, actor=actor_name(actor), action="auto_approve_resumed", before=before,
-              after={"auto_approve_suspended": False}, reason="re-enabled by a person")
+        audit(job=job, actor=actor, action=AuditAction.AUTO_APPROVE_RESUMED, before=before,
+              after={"auto_approve_suspended": False}, reason=Reason(AuditReason.RESUMED_BY_PERSON))
         policy.refresh_from_db()
     return policy
 
@@ -158,9 +160,9 @@ def scale_down_apply_now(*, job: Job, actor, now: datetime | None = None) -> Pro
         if job.proposals.filter(status__in=BUSY).exists():
             raise TransitionError(f"job {job.name} has a proposal being executed: apply the scale-down after it")
         for old in job.proposals.select_for_update().filter(status=Status.PENDING, kind=Proposal.Kind.SCALE):
-            transition(proposal=old, target=Status.SUPERSEDED, actor=actor_name(actor),
-                        reason="superseded by a held scale-down applied now")
+            transition(proposal=old, target=Status.SUPERSEDED, actor=actor,
+                       reason=Reason(AuditReason.SUPERSEDED_BY_HELD))
         reason = (f"scale-down to {held['cores']} cores applied now by {actor_name(actor)}; it was held until "
                   f"{held['due_at']:%H:%M} (scale-down interval {held['interval_s'] / 60:.0f} min)")
-        return proposal_open(job=job, evaluation=held["evaluation"], proposed_config=held["config"], plan=held["plan"],
-                       reasons=[reason], actor=actor_name(actor), policy=policy, now=now)
+        return proposal_open(job=job, evaluation=held["evaluation"], proposed_config=held["config"],
+                             plan=held["plan"], reasons=[reason], actor=actor, policy=policy, now=now)

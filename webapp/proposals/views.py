@@ -26,8 +26,11 @@ def audit_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
         writer = csv.DictWriter(response, fieldnames=AUDIT_FIELDS)
         writer.writeheader()
         for row in rows:
+            reason = row["reason"] or {}
             writer.writerow({**row, "before": json.dumps(row["before"], sort_keys=True),
-                             "after": json.dumps(row["after"], sort_keys=True)})
+                             "after": json.dumps(row["after"], sort_keys=True), "reason": reason.get("text", ""),
+                             "reason_code": reason.get("code", ""),
+                             "reason_data": json.dumps(reason.get("data", {}), sort_keys=True)})
     else:
         raise Http404("export as .csv or .json")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'

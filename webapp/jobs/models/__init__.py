@@ -3,7 +3,15 @@ models: ``job``, ``job_policy``, ``samples``)."""
 
 from webapp.jobs.models.job import Job, _default_ui_hosts
 from webapp.jobs.models.job_policy import JobPolicy
-from webapp.jobs.models.samples import Evaluation, MetricSnapshot, SampleRefused, VertexSnapshot, refuse_bad_numbers
+from webapp.jobs.models.samples import (
+    Evaluation,
+    EvaluationDecision,
+    EvaluationHold,
+    MetricSnapshot,
+    SampleRefused,
+    VertexSnapshot,
+    refuse_bad_numbers,
+)
 
-__all__ = ["Evaluation", "Job", "JobPolicy", "MetricSnapshot", "SampleRefused", "VertexSnapshot", "_default_ui_hosts",
-           "refuse_bad_numbers"]
+__all__ = ["Evaluation", "EvaluationDecision", "EvaluationHold", "Job", "JobPolicy", "MetricSnapshot",
+           "SampleRefused", "VertexSnapshot", "_default_ui_hosts", "refuse_bad_numbers"]

@@ -7,7 +7,25 @@ import math
 
 from django.db import models
 
+from scaling.reasons import Decision
 from webapp.jobs.models.job import Job
+
+#: ``Evaluation.decision``: the planner's job-level outcome (``scaling.reasons.Decision``).
+EvaluationDecision = models.TextChoices("EvaluationDecision", [(d.name, (d.value, d.value)) for d in Decision])
+
+
+class EvaluationHold(models.TextChoices):
+    """Why a ``scale`` evaluation did not become a proposal (``Evaluation.hold``; data in ``hold_detail``,
+    text in ``webapp.proposals.reason_text``)."""
+
+    NONE = "", "not held"
+    # After an execution, until its verification has measured the realized capacity (the restart's
+    # backlog and a fresh JVM's warm-up batches are expected, not a reason to scale up).
+    AWAITING_VERIFICATION = "awaiting_verification", "awaiting verification"
+    # Realized capacity matches the prediction: the backlog of the restart drains as predicted.
+    RESTART_CATCH_UP = "restart_catch_up", "restart catch-up"
+    # An execution was verified ineffective: scale-ups of its knobs wait until a person clears the block.
+    SCALE_UP_BLOCKED = "scale_up_blocked", "scale-up blocked"
 
 
 class SampleRefused(ValueError):
@@ -121,7 +139,7 @@ class Evaluation(models.Model):
 
     ``direction`` is where the load points (up: above the band, down: below it, none: inside it).
     ``hold`` names the rule of the live loop that kept a ``scale`` decision from becoming a proposal
-    (``webapp.proposals.reasons.EvaluationHold``), with its data in ``hold_detail``. ``held_scale_down``
+    (:class:`EvaluationHold`), with its data in ``hold_detail``. ``held_scale_down``
     is a delayed scale-down (FLINK-36018) while it is held: ``{executors, config, plan}``, the plan as
     it would run (what "apply now" proposes).
     """
@@ -133,13 +151,13 @@ class Evaluation(models.Model):
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="evaluations")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-    decision = models.CharField(max_length=20)
+    decision = models.CharField(max_length=20, choices=EvaluationDecision.choices)
     reasons = models.JSONField(default=list)
     plan = models.JSONField(default=dict)
     proposed_config = models.JSONField(default=dict)
     window_s = models.FloatField(default=0.0)
     direction = models.CharField(max_length=10, choices=Direction.choices, default=Direction.NONE)
-    hold = models.CharField(max_length=40, blank=True, default="")
+    hold = models.CharField(max_length=40, blank=True, default=EvaluationHold.NONE, choices=EvaluationHold.choices)
     hold_detail = models.JSONField(default=dict, blank=True)
     held_scale_down = models.JSONField(default=dict, blank=True)
 

@@ -80,5 +80,5 @@ class Command(BaseCommand):
                                policy=policy_values or None)
         except RegistrationError as exc:
             raise CommandError(f"job {name!r} was not registered:\n  " + "\n  ".join(_flatten(exc.errors))) from None
-        expire_pending(job=job, actor="system", reason="the job was re-registered", now=timezone.now())
+        expire_pending(job=job, now=timezone.now())
         self.stdout.write(f"Job {job.name!r} registered (id {job.pk}); Spark UI: {job.ui_rule().describe()}.")

@@ -1,0 +1,194 @@
+"""The one place where the workflow's coded reasons become the sentences an operator reads: a
+proposal's hold, a guardrail, a verification verdict, an audit event's reason, a withdrawal and an
+evaluation's hold. Pages, admin and API call :func:`reason_text` (or :func:`withdrawal_text`,
+:func:`evaluation_hold_text`); nothing stores these sentences, nothing parses them back.
+
+A template reads the reason's ``data`` (``webapp.proposals.codes``); a code this version does not
+know renders as the code itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from scaling.forecast import VerdictReason
+from webapp.jobs.models import EvaluationHold
+from webapp.proposals.codes import LEGACY_TEXT, AuditReason, GuardrailCode, HoldCode
+from webapp.proposals.reasons import WithdrawReason
+
+__all__ = ["TEMPLATES", "evaluation_hold_text", "reason_text", "withdrawal_text"]
+
+
+def _minutes(seconds: float) -> str:
+    seconds = max(0.0, float(seconds))
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def _knobs(data: Mapping) -> str:
+    return ", ".join(data.get("knobs") or ())
+
+
+def _count(data: Mapping) -> int:
+    return len(data.get("evaluations") or ())
+
+
+def _short_stages(data: Mapping) -> str:
+    return ", ".join(f"{s['vertex_id']} {round(s['realized_tpr'], 3):g} vs {round(s['predicted_tpr'], 3):g}"
+                     for s in data.get("short") or ())
+
+
+def _rollback_of(data: Mapping) -> str:
+    cause = reason_text(data.get("cause"))
+    return f"rollback of proposal {data.get('proposal')}" + (f": {cause}" if cause else "")
+
+
+_Template = Callable[[Mapping], str]
+
+_GUARDRAILS: dict[str, _Template] = {
+    GuardrailCode.DIRECTIONS: lambda d: (
+        f"guardrail guard_directions: this is a scale-{d.get('direction')}, and only "
+        f"{'scale-ups' if d.get('allowed') == 'up' else 'scale-downs'} are auto-approved"),
+    GuardrailCode.MAX_EXECUTORS: lambda d: (
+        f"guardrail guard_max_executors: {d.get('executors')} executors (cores) exceed the quota of {d.get('max')}"),
+    GuardrailCode.MAX_CHANGE_FACTOR: lambda d: (
+        f"guardrail guard_max_change_factor: {d.get('knob')} {d.get('old')} → {d.get('new')} changes by a factor "
+        f"{d.get('factor', 0):.2g}, more than {d.get('max', 0):g}"),
+    GuardrailCode.EXCLUDED_PERIODS: lambda d: (
+        f"guardrail guard_excluded_periods: inside the closed change window {d.get('period')!r}"),
+}
+
+_HOLDS: dict[str, _Template] = {
+    HoldCode.SCALE_UP_BLOCK: lambda d: (
+        f"ineffective-scale-up block: {_knobs(d)} scaled up without effect (proposal #{d.get('proposal')}); "
+        f"a person clears the block on the job page"),
+    HoldCode.AUTO_APPROVE_SUSPENDED: lambda d: (
+        f"auto-approval is suspended for this job ({d.get('reason')}); a person must approve, or re-enable "
+        f"auto-approval"),
+    HoldCode.EXECUTION_IN_FLIGHT: lambda d: str(d.get("error", "another execution of the job is in flight")),
+}
+
+_VERDICTS: dict[str, _Template] = {
+    VerdictReason.NO_BATCHES: lambda d: "no micro-batch completed since the change",
+    VerdictReason.ARRIVAL_SHIFT: lambda d: (
+        f"arrival rate moved {d.get('arrival_before', 0):.0f} → {d.get('arrival_after', 0):.0f} rec/s: the "
+        f"prediction does not apply"),
+    VerdictReason.RATE_SHORT: lambda d: (
+        f"capacity {d.get('capacity_ratio', 0):.0%} of the prediction; true processing rate below the "
+        f"prediction: {_short_stages(d)}"),
+    VerdictReason.BACKLOG_GROWING: lambda d: f"the backlog still grows by {d.get('slope', 0):.0f} rec/s after the change",
+    VerdictReason.NO_RATES: lambda d: "the plan has no stage rate to compare with",
+    VerdictReason.WITHIN_TOLERANCE: lambda d: (
+        f"capacity {d.get('capacity_ratio', 0):.0%} of the prediction (tolerance {d.get('tolerance', 0):.0%}); "
+        f"backlog trend {d.get('slope', 0):+.0f} rec/s"),
+}
+
+_WITHDRAWALS: dict[str, _Template] = {
+    WithdrawReason.CONFIG_CHANGED: lambda d: (
+        f"the running configuration changed underneath it: it was proposed for {d.get('proposed_for')}, the job "
+        f"now runs {d.get('running')}"),
+    WithdrawReason.KNOB_PINNED: lambda d: (
+        f"it changes {_knobs(d)}, which the checkpoint pins (its state cannot be repartitioned offline): the "
+        f"runner would refuse it"),
+    WithdrawReason.INSIDE_BAND: lambda d: (
+        f"{_count(d)} evaluations in a row found the load inside the utilization band: no longer needed"),
+    WithdrawReason.OPPOSITE: lambda d: f"{_count(d)} evaluations in a row pointed the other way ({d.get('direction')})",
+    WithdrawReason.NOT_SUPPORTED: lambda d: (
+        f"{_count(d)} evaluations in a row no longer supported it (inside the band or pointing the other way)"),
+}
+
+_AUDIT: dict[str, _Template] = {
+    AuditReason.COMMENT: lambda d: str(d.get("text", "")),
+    LEGACY_TEXT: lambda d: str(d.get("text", "")),
+    AuditReason.REGISTRATION_EDITED: lambda d: "registration edited",
+    AuditReason.POLICY_EDITED: lambda d: "policy edited",
+    AuditReason.REREGISTERED: lambda d: "the job was re-registered",
+    AuditReason.PLAN_REASONS: lambda d: "; ".join(str(r) for r in d.get("reasons") or ()),
+    AuditReason.RECOMMENDATION_CHANGED: lambda d: (
+        f"revision {d.get('revision')}: the recommendation changed by more than {d.get('min_change', 0):.0%} "
+        f"(evaluation {d.get('evaluation')})"),
+    AuditReason.SUPERSEDED_BY: lambda d: f"superseded by proposal {d.get('proposal')}",
+    AuditReason.SUPERSEDED_BY_HELD: lambda d: "superseded by a held scale-down applied now",
+    AuditReason.INSIDE_GUARDRAILS: lambda d: "auto mode: inside every guardrail",
+    AuditReason.NO_DECISION_IN_TIME: lambda d: (
+        f"no decision before {str(d.get('expires_at', ''))[:19].replace('T', ' ')} UTC (proposal_ttl_s)"),
+    AuditReason.RESUMED_BY_PERSON: lambda d: "re-enabled by a person",
+    AuditReason.CLEARED_BY: lambda d: f"cleared by {d.get('actor')}",
+    AuditReason.INEFFECTIVE_SCALE_UP: lambda d: (
+        f"proposal {d.get('proposal')} was verified ineffective ({reason_text(d.get('verdict'))}): scale-ups of "
+        f"{_knobs(d)} wait until a person clears the block"),
+    AuditReason.ROLLED_BACK_BY: lambda d: f"rolled back by {d.get('actor')}",
+    AuditReason.ROLLBACK_OF: _rollback_of,
+    AuditReason.EXECUTION_STARTED: lambda d: f"execution of {d.get('kind')} proposal",
+    AuditReason.LATE_SUCCESS: lambda d: (
+        f"attempt {d.get('attempt')} succeeded after it had timed out: not sending attempt {d.get('attempt', 0) + 1}"),
+    AuditReason.ATTEMPT_SENT: lambda d: f"attempt {d.get('attempt')}: sent to the runner of {d.get('job')}",
+    AuditReason.CONFIG_APPLIED: lambda d: (
+        f"attempt {d.get('attempt')}: {d.get('path')} restart, downtime {d.get('downtime_s')} s"),
+    AuditReason.ATTEMPT_SUCCEEDED: lambda d: f"attempt {d.get('attempt')} succeeded",
+    AuditReason.RESTORED_BY: lambda d: f"configuration restored by proposal {d.get('proposal')}",
+    AuditReason.ATTEMPT_FAILED: lambda d: f"{d.get('error') or 'failed'}; {d.get('retry')}",
+    AuditReason.ATTEMPTS_FAILED: lambda d: f"{d.get('attempts')} attempt(s) failed, last: {d.get('error')}",
+    AuditReason.EXECUTION_FAILED: lambda d: (
+        f"execution failed after {d.get('attempts')} attempt(s): {d.get('error')}"),
+    AuditReason.ROLLBACK_FAILED: lambda d: f"rollback proposal {d.get('proposal')} failed: {d.get('error')}",
+    AuditReason.LEASE_NO_ANSWER: lambda d: (
+        f"lease expired during attempt {d.get('attempt')} without an answer from the runner within "
+        f"{d.get('lease_s', 0):.0f} s: counting the attempt as failed"),
+    AuditReason.LEASE_ANSWERED: lambda d: (
+        f"lease expired during attempt {d.get('attempt')}; the runner had answered {d.get('status')}: recording it"),
+    AuditReason.RUNNER_ANSWERED: lambda d: f"the runner answered attempt {d.get('attempt')}: {d.get('status')}",
+    AuditReason.LEASE_REQUEUED: lambda d: (
+        f"lease expired before attempt {d.get('attempt', 0) + 1} started: enqueued it again"),
+    AuditReason.APPROVAL_REQUEUED: lambda d: (
+        "approved but not started within the lease: enqueued its execution again"),
+}
+
+
+def _merge(*families: dict[str, _Template]) -> dict[str, _Template]:
+    merged: dict[str, _Template] = {}
+    for family in families:
+        clash = set(merged) & set(family)
+        if clash:
+            raise ValueError(f"reason codes used by two families: {sorted(clash)}")
+        merged.update({str(code): template for code, template in family.items()})
+    return merged
+
+
+#: Every coded reason's template, by code (the codes are unique across the families).
+TEMPLATES: dict[str, _Template] = _merge(_GUARDRAILS, _HOLDS, _VERDICTS, _WITHDRAWALS, _AUDIT)
+
+
+def reason_text(reason: Mapping | str | None) -> str:
+    """The sentence for a stored reason ``{"code": str, "data": dict}``; ``""`` for none (``{}``, None).
+    A plain string (a free text stored inside another JSON value before reasons had codes) is itself."""
+    if isinstance(reason, str):
+        return reason
+    if not reason or not reason.get("code"):
+        return ""
+    code = str(reason["code"])
+    template = TEMPLATES.get(code)
+    return template(reason.get("data") or {}) if template else code
+
+
+def withdrawal_text(withdrawal: Mapping) -> str:
+    """The sentence for ``Proposal.withdrawal`` (``{"reason": WithdrawReason, ...data}``)."""
+    reason = withdrawal.get("reason")
+    template = _WITHDRAWALS.get(str(reason))
+    return template(withdrawal) if template else f"withdrawn ({reason})"
+
+
+def evaluation_hold_text(hold: str, detail: Mapping) -> str:
+    """The sentence for ``Evaluation.hold`` (:class:`EvaluationHold`) with its ``hold_detail``."""
+    if hold == EvaluationHold.AWAITING_VERIFICATION:
+        return (f"no scale-up while proposal #{detail.get('proposal')} is being verified (due in "
+                f"{_minutes(detail.get('due_in_s', 0))}): right after a restart the backlog of the downtime and "
+                f"the warm-up batches of a fresh JVM are expected")
+    if hold == EvaluationHold.RESTART_CATCH_UP:
+        return (f"no scale-up: proposal #{detail.get('proposal')} realized the predicted capacity "
+                f"({detail.get('capacity_per_s', 0):,.0f} rec/s for {detail.get('arrival_per_s', 0):,.0f} rec/s "
+                f"arriving), and the backlog of its restart drains as predicted (catch-up ends in "
+                f"{_minutes(detail.get('catch_up_left_s', 0))})")
+    if hold == EvaluationHold.SCALE_UP_BLOCKED:
+        return (f"scale-ups of {_knobs(detail)} are blocked: proposal #{detail.get('proposal')} was verified "
+                f"ineffective; a person clears the block on the job page")
+    return hold

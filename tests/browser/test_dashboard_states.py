@@ -210,7 +210,7 @@ def test_suspended_and_an_operator_turns_auto_approval_back_on(page):
                              finished_at=timezone.now())
     JobPolicy.objects.filter(job=job).update(auto_approve_suspended=True, auto_approve_suspended_at=timezone.now(),
                                              auto_approve_suspended_reason=f"rollback of proposal {done.pk}")
-    AuditEvent.objects.create(job=job, actor="system", action="auto_approve_suspended",
+    AuditEvent.objects.create(job=job, actor_name="system", action="auto_approve_suspended",
                               before={"auto_approve_suspended": False}, after={"auto_approve_suspended": True})
     login(page)
     visit(page, f"/jobs/{job.pk}/", "suspended-job", ready="#dag g.annotation")
@@ -240,7 +240,7 @@ def test_suspended_and_an_operator_turns_auto_approval_back_on(page):
     page.wait_for_selector(".msg.success")
     assert page.locator("#suspension").count() == 0
     assert not JobPolicy.objects.get(job=job).auto_approve_suspended
-    assert AuditEvent.objects.filter(job=job, action="auto_approve_resumed", actor="operator").count() == 1
+    assert AuditEvent.objects.filter(job=job, action="auto_approve_resumed", actor_name="operator").count() == 1
     screenshot(page, "suspended-cleared-job")
     assert_clean(page)
 

@@ -36,6 +36,6 @@ def make_succeeded(job: Job, *, cores_from: int = 1, cores_to: int = 2, downtime
                              downtime_s=downtime_s, finished_at=finished_at or timezone.now(),
                              result={"status": "succeeded", "config": proposed, "downtime_s": downtime_s})
     for action in ("proposed", "approved", "executing", "succeeded"):
-        AuditEvent.objects.create(job=job, proposal=proposal, actor="system", action=action)
+        AuditEvent.objects.create(job=job, proposal=proposal, actor_name="system", action=action)
     Job.objects.filter(pk=job.pk).update(config=proposed)
     return proposal

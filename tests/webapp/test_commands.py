@@ -65,7 +65,7 @@ def test_register_job_creates_the_job_and_a_rerun_expires_its_pending_proposals(
     proposal.refresh_from_db()
     assert proposal.status == "expired" and proposal.decided_at is not None
     event = AuditEvent.objects.get(proposal=proposal, action="expired")
-    assert event.reason == "the job was re-registered" and event.actor == "system"
+    assert event.reason == {"code": "reregistered", "data": {}} and event.actor_name == "system"
     pending_job.refresh_from_db()
     assert (pending_job.topic, pending_job.query_name) == ("nexmark", "scaled-query")  # kept when not given
     assert Job.objects.filter(name="scaled").count() == 1

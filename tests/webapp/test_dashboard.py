@@ -491,9 +491,9 @@ def test_audit_trail_filters_by_action_and_actor_and_shows_diffs(client, operato
     from webapp.proposals.models import AuditEvent
 
     job = make_job()
-    AuditEvent.objects.create(job=job, actor="ada", action="policy_changed", before={"max_cores": 8, "mode": "manual"},
+    AuditEvent.objects.create(job=job, actor_name="ada", action="policy_changed", before={"max_cores": 8, "mode": "manual"},
                               after={"max_cores": 6, "mode": "manual"})
-    AuditEvent.objects.create(job=job, actor="system", action="proposed")
+    AuditEvent.objects.create(job=job, actor_name="system", action="proposed")
     html = client.get(f"/jobs/{job.pk}/history/", {"action": "policy_changed"}).content.decode()
     audit = html[html.index('id="audit"'):]
     assert 'data-action="policy_changed"' in audit and 'data-action="proposed"' not in audit
@@ -517,7 +517,8 @@ def test_an_operator_clears_a_suspension_with_a_button_and_a_viewer_cannot(clien
     client.force_login(operator)
     assert client.post(f"/jobs/{job.pk}/suspension/clear/").status_code == 302
     assert not JobPolicy.objects.get(job=job).auto_approve_suspended
-    assert AuditEvent.objects.get(job=job, action="auto_approve_resumed").actor == operator.username
+    event = AuditEvent.objects.get(job=job, action="auto_approve_resumed")
+    assert (event.actor_user, event.actor_name) == (operator, operator.username)
 
 
 def test_favicon_is_served_not_404(client):

@@ -118,7 +118,7 @@ def test_the_worker_survives_a_60_s_redis_outage_with_a_task_in_flight(outage_re
         wait_for(lambda: Proposal.objects.get(pk=first.pk).status == "succeeded", timeout_s=120,
                  what="the in-flight proposal to succeed after the outage", group=group, interval_s=0.5)
         # ... by the beat, which resumed: the takeover happened after Redis came back.
-        assert AuditEvent.objects.filter(proposal=first, action="reconciled", actor="system:reconcile",
+        assert AuditEvent.objects.filter(proposal=first, action="reconciled", actor_name="system:reconcile",
                                          at__gte=back_at).exists()
         # The one refused during the outage is still there to approve, and runs.
         response = client.post(f"/api/proposals/{second.pk}/approve/")

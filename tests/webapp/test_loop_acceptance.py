@@ -171,7 +171,8 @@ def test_3_a_step_back_withdraws_the_scale_up_and_the_job_page_shows_the_held_sc
     assert proposal.withdrawal["reason"] in (WithdrawReason.OPPOSITE, WithdrawReason.NOT_SUPPORTED)
     assert len(proposal.withdrawal["evaluations"]) == h.job.policy.withdraw_after_evaluations
     event = AuditEvent.objects.get(proposal=proposal, action="withdrawn")
-    assert event.after["withdrawal"] == proposal.withdrawal and event.reason
+    assert event.after["withdrawal"] == proposal.withdrawal
+    assert event.reason["code"] == proposal.withdrawal["reason"]
     down_s = STEP_AT_S + 300
     withdrawn_s = seconds(h, event.at)
     assert down_s < withdrawn_s <= down_s + 120
@@ -192,7 +193,8 @@ def test_3_a_step_back_withdraws_the_scale_up_and_the_job_page_shows_the_held_sc
     applied = h.job.proposals.get(status=Proposal.Status.PENDING)
     assert response.status_code == 302 and response["Location"] == f"/proposals/{applied.pk}/"
     assert applied.proposed_config[EXECUTORS_KNOB] == 1 and applied.prediction["cores_new"] == 1
-    assert AuditEvent.objects.filter(proposal=applied, action="proposed", actor="op2").exists()
+    assert AuditEvent.objects.filter(proposal=applied, action="proposed", actor_name="op2",
+                                     actor_user__username="op2").exists()
 
 
 # --- 4. auto mode, a diurnal workload ------------------------------------------------------------------
@@ -243,7 +245,8 @@ def test_4_an_ineffective_scale_up_blocks_auto_mode_until_a_person_clears_it(mon
     h.job.refresh_from_db()
     assert h.job.scale_up_block == {}
     event = AuditEvent.objects.get(job=h.job, action="scale_up_block_cleared")
-    assert (event.actor, event.reason, event.before["proposal"]) == ("op2", "host grew", ineffective.pk)
+    assert (event.actor_name, event.reason, event.before["proposal"]) == (
+        "op2", {"code": "comment", "data": {"text": "host grew"}}, ineffective.pk)
 
 
 # --- 5. approving an outdated revision ---------------------------------------------------------------

@@ -279,7 +279,8 @@ def test_job_api_round_trip_register_set_auto_edit_policy_and_400_names_the_fiel
     assert (policy.mode, policy.utilization_target, policy.min_cores) == ("auto", 0.8, 1)
     changes = AuditEvent.objects.filter(job_id=job["id"], action="policy_changed").order_by("id")
     assert [e.after for e in changes] == [{"mode": "auto"}, {"utilization_target": 0.8}]
-    assert changes[0].actor == "api-admin" and changes[0].before == {"mode": "manual"}
+    assert changes[0].actor_user.username == changes[0].actor_name == "api-admin"
+    assert changes[0].before == {"mode": "manual"}
 
     moved = _patch(admin_api, f"/api/jobs/{job['id']}/", {"spark_ui_url": "http://driver-host:4040"})
     assert moved.status_code == 200 and moved.json()["spark_ui_url"] == "http://driver-host:4040"

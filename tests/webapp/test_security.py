@@ -276,7 +276,9 @@ def test_the_policy_has_its_own_admin_page_with_collapsed_sections_and_audited_e
     job.policy.refresh_from_db()
     assert job.policy.max_cores == 6 and not job.policy.auto_approve_suspended
     event = AuditEvent.objects.get(job=job, action="policy_changed")
-    assert (event.before, event.after, event.actor) == ({"max_cores": 8}, {"max_cores": 6}, "ada")
+    assert (event.before, event.after, event.actor_name, event.actor_user.username) == (
+        {"max_cores": 8}, {"max_cores": 6}, "ada", "ada")
+    assert event.reason == {"code": "policy_edited", "data": {}}
 
 
 KNOBS = ('[{"name": "cores", "default": 1, "min": 1, "max": 8, "sets": "executors"}, '

@@ -38,7 +38,8 @@ def test_under_provisioned_window_creates_a_scale_up_proposal():
     assert proposal.proposed_config["state_partitions"] == stateful["proposed"]
     assert proposal.proposed_config["trigger_interval_s"] == 2  # a setting, never scaled
     assert "above the utilization band" in proposal.reasons[0]
-    assert AuditEvent.objects.filter(proposal=proposal, action="proposed", actor="policy:ds2").exists()
+    assert AuditEvent.objects.filter(proposal=proposal, action="proposed", actor_name="policy:ds2",
+                                     actor_user=None).exists()
 
 
 def test_window_not_full_gives_no_evaluation():
@@ -106,8 +107,8 @@ def test_approve_once_then_refused(no_enqueue, django_capture_on_commit_callback
     with pytest.raises(TransitionError, match="is approved, not pending"):
         proposal_approve(proposal=Proposal.objects.get(pk=proposal.pk), actor=user)
     assert no_enqueue == [proposal.pk]
-    assert list(AuditEvent.objects.filter(proposal=proposal).order_by("id").values_list("action", "actor")) == [
-        ("proposed", "policy:ds2"), ("approved", "operator")]
+    assert list(AuditEvent.objects.filter(proposal=proposal).order_by("id").values_list(
+        "action", "actor_name", "actor_user")) == [("proposed", "policy:ds2", None), ("approved", "operator", user.pk)]
 
 
 def test_reject_needs_a_comment_and_advisor_mode_never_approves(no_enqueue):
@@ -122,6 +123,8 @@ def test_reject_needs_a_comment_and_advisor_mode_never_approves(no_enqueue):
         proposal_reject(proposal=proposal, actor=user, comment="  ")
     proposal = proposal_reject(proposal=proposal, actor=user, comment="peak is over")
     assert proposal.status == "rejected" and proposal.comment == "peak is over"
+    assert AuditEvent.objects.get(proposal=proposal, action="rejected").reason == {
+        "code": "comment", "data": {"text": "peak is over"}}
     assert no_enqueue == []
 
 
@@ -204,7 +207,8 @@ def test_a_pending_proposal_is_withdrawn_when_the_running_configuration_changes_
                                    "running": running}
     event = AuditEvent.objects.get(proposal=proposal, action="withdrawn")
     assert event.after == {"status": "withdrawn", "withdrawal": proposal.withdrawal}
-    assert "changed underneath it" in event.reason
+    assert event.reason == {"code": "config_changed", "data": {"proposed_for": proposal.current_config,
+                                                               "running": running}}
     with pytest.raises(TransitionError, match="is withdrawn, not pending"):
         proposal_approve(proposal=proposal, actor=make_user())
 
@@ -285,7 +289,7 @@ def test_a_pending_proposal_that_changes_a_knob_the_checkpoint_now_pins_is_withd
     proposal made before (or by an older version) that changes the pinned knob would fail three times
     at the runner. It is withdrawn with its structured reason, and the next proposal leaves the knob."""
     from tests.webapp.factories import PLAN_STAGES
-    from webapp.proposals.reasons import WithdrawReason, withdrawal_text
+    from webapp.proposals.reasons import WithdrawReason
 
     job = make_job(metric_window_s=45)
     make_snapshots(job, count=4)
@@ -300,11 +304,12 @@ def test_a_pending_proposal_that_changes_a_knob_the_checkpoint_now_pins_is_withd
     first.refresh_from_db()
     assert first.status == Proposal.Status.WITHDRAWN
     assert first.withdrawal == {"reason": WithdrawReason.KNOB_PINNED.value, "knobs": ["state_partitions"]}
-    assert withdrawal_text(first.withdrawal).startswith("it changes state_partitions, which the checkpoint pins")
+    assert AuditEvent.objects.get(proposal=first, action="withdrawn").reason == {
+        "code": WithdrawReason.KNOB_PINNED.value, "data": {"knobs": ["state_partitions"]}}
     user = make_user(username="watcher", role="viewer")
     client.force_login(user)
     page = client.get(f"/proposals/{first.pk}/").content.decode()
-    assert "which the checkpoint pins" in page and "data-pinned=" not in page  # a decided one: its own story
+    assert 'id="withdrawal" data-reason="knob_pinned"' in page and "data-pinned=" not in page  # a decided one: its own story
     second = job.proposals.get(status=Proposal.Status.PENDING)
     assert second.proposed_config["state_partitions"] == second.current_config["state_partitions"]
     assert second.proposed_config["cores"] > second.current_config["cores"]

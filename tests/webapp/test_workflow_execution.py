@@ -65,7 +65,7 @@ def worker(group: ProcessGroup, name: str, *, beat: bool, tmp_path, concurrency:
 
 
 def trail(job: Job) -> list[tuple[int | None, str, str]]:
-    return list(AuditEvent.objects.filter(job=job).order_by("at", "id").values_list("proposal_id", "action", "actor"))
+    return list(AuditEvent.objects.filter(job=job).order_by("at", "id").values_list("proposal_id", "action", "actor_name"))
 
 
 @pytest.mark.workflow
@@ -149,7 +149,7 @@ def test_a_worker_killed_during_an_execution_is_reconciled_by_the_next_beat(proc
         ("reconciled", "system:reconcile"), ("attempt_failed", "system"), ("attempt_started", "system"),
         ("config_changed", "system"), ("succeeded", "system")]
     reconciled = AuditEvent.objects.get(proposal=proposal, action="reconciled")
-    assert "without an answer from the runner within 4 s" in reconciled.reason
+    assert reconciled.reason == {"code": "lease_expired_without_answer", "data": {"attempt": 1, "lease_s": 4.0}}
     assert Job.objects.get(pk=job.pk).config["cores"] == proposal.proposed_config["cores"]
 
 
@@ -194,8 +194,9 @@ def test_a_refused_configuration_is_retried_with_back_off_then_rolled_back_and_a
     assert all(runner.commands[3]["config"][k] == restored[k] == v for k, v in original.items())
     # Auto-approval suspended until a person re-enables it.
     policy = JobPolicy.objects.get(job=job)
-    assert policy.auto_approve_suspended and f"rollback of proposal {proposal.pk}" in \
-        policy.auto_approve_suspended_reason
+    suspended = AuditEvent.objects.get(job=job, action="auto_approve_suspended").reason
+    assert policy.auto_approve_suspended and suspended["code"] == "rollback_of"
+    assert suspended["data"]["proposal"] == proposal.pk and suspended["data"]["cause"]["code"] == "execution_failed"
     # The audit trail, in order.
     p, r = proposal.pk, rollback.pk
     assert trail(job) == [
@@ -208,8 +209,9 @@ def test_a_refused_configuration_is_retried_with_back_off_then_rolled_back_and_a
         (r, "attempt_started", "system"), (r, "config_changed", "system"), (r, "succeeded", "system"),
         (p, "rolled_back", "system")]
     failed = list(AuditEvent.objects.filter(proposal=proposal, action="attempt_failed").order_by("id"))
-    assert "runner refuses cores=" in failed[0].reason and "retry 1 of 2 in 0.5 s" in failed[0].reason
-    assert "retry 2 of 2 in 1 s" in failed[1].reason and "2 retries spent" in failed[2].reason
+    assert {e.reason["code"] for e in failed} == {"attempt_failed"}
+    assert "runner refuses cores=" in failed[0].reason["data"]["error"]
+    assert [e.after["retry_in_s"] for e in failed] == [0.5, 1, None]
 
     # While suspended, even a proposal inside the guardrails waits for a person ...
     later = job.proposals.model.objects.filter(job=job).count()
@@ -219,8 +221,9 @@ def test_a_refused_configuration_is_retried_with_back_off_then_rolled_back_and_a
     evaluation_run(job=job)
     held = Proposal.objects.filter(job=job).order_by("-id").first()
     assert Proposal.objects.filter(job=job).count() == later + 1
-    assert held.status == "pending" and "auto-approval is suspended" in held.hold_reason
+    assert held.status == "pending" and held.hold_reason["code"] == "auto_approval_suspended"
     # ... until a person turns auto-approval back on.
     auto_approve_resume(job=job, actor=make_user("olga"))
     assert not JobPolicy.objects.get(job=job).auto_approve_suspended
-    assert AuditEvent.objects.filter(job=job, action="auto_approve_resumed", actor="olga").exists()
+    assert AuditEvent.objects.filter(job=job, action="auto_approve_resumed", actor_user__username="olga",
+                                     actor_name="olga").exists()

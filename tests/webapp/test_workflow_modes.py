@@ -81,11 +81,11 @@ def test_auto_mode_executes_a_scale_up_inside_the_guardrails_without_a_click(
     proposal = _evaluate(job, django_capture_on_commit_callbacks)
     proposal.refresh_from_db()
     assert proposal.status == Proposal.Status.SUCCEEDED, proposal.hold_reason
-    assert proposal.decided_by is None and proposal.hold_reason == ""
+    assert proposal.decided_by is None and proposal.hold_reason == {}
     assert len(runner.commands) == 1 and runner.commands[0]["config"]["cores"] == proposal.proposed_config["cores"]
     job.refresh_from_db()
     assert job.config["cores"] == proposal.proposed_config["cores"] > 1
-    actions = list(AuditEvent.objects.filter(proposal=proposal).order_by("id").values_list("action", "actor"))
+    actions = list(AuditEvent.objects.filter(proposal=proposal).order_by("id").values_list("action", "actor_name"))
     assert actions[:3] == [("proposed", "policy:ds2"), ("approved", "policy:ds2"), ("executing", "system")]
     assert ("succeeded", "system") in actions and ("config_changed", "system") in actions
 
@@ -101,12 +101,12 @@ def test_auto_mode_holds_a_proposal_outside_the_guardrails_for_a_person(
     job = make_job(metric_window_s=45, mode="auto", **options)
     proposal = _evaluate(job, django_capture_on_commit_callbacks)
     assert proposal.status == Proposal.Status.PENDING
-    assert guardrail in proposal.hold_reason
+    assert proposal.hold_reason["code"] == guardrail
     assert runner.commands == []
     held = AuditEvent.objects.get(proposal=proposal, action="auto_approve_held")
-    assert held.actor == "policy:ds2" and guardrail in held.reason
+    assert (held.actor_name, held.actor_user, held.reason) == ("policy:ds2", None, proposal.hold_reason)
     client.force_login(make_user())
-    assert guardrail in client.get(f"/jobs/{job.pk}/").content.decode()
+    assert f'data-code="{guardrail}"' in client.get(f"/jobs/{job.pk}/").content.decode()
     # A person approves it: then it executes.
     with django_capture_on_commit_callbacks(execute=True):
         proposal_approve(proposal=proposal, actor=make_user("person"))

@@ -51,7 +51,7 @@ def test_operator_can_approve(client, pending):
     assert 'value="approve"' in page
     response = client.post(f"/api/proposals/{pending.pk}/approve/", **_token(operator))
     assert response.status_code == 200 and response.json()["status"] == "approved"
-    assert AuditEvent.objects.get(proposal=pending, action="approved").actor == "otto"
+    assert AuditEvent.objects.get(proposal=pending, action="approved").actor_user.username == "otto"
 
 
 @pytest.mark.workflow
@@ -80,7 +80,7 @@ def test_admin_edits_policies_and_the_audit_trail_exports(client, pending):
     client.force_login(admin_user)
     assert client.get(f"/admin/jobs/job/{pending.job_id}/change/").status_code == 200
     csv_body = client.get(f"/audit/jobs/{pending.job_id}.csv").content.decode()
-    assert csv_body.splitlines()[0] == "id,at,job,proposal,actor,action,before,after,reason"
+    assert csv_body.splitlines()[0] == "id,at,job,proposal,actor,action,before,after,reason,reason_code,reason_data"
     assert ",policy:ds2,proposed," in csv_body
     events = client.get(f"/audit/jobs/{pending.job_id}.json").json()["events"]
     assert [e["action"] for e in events] == ["proposed"]

@@ -15,6 +15,7 @@ from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job, JobPolicy
 from webapp.loop.evaluate import evaluation_run
 from webapp.loop.backoff import RestartStrategy, next_retry
+from webapp.proposals.codes import AuditReason, GuardrailCode, Reason
 from webapp.proposals.guardrails import Guardrails, direction, violated_guardrail
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.loop.execute import attempt_send
@@ -58,12 +59,15 @@ def test_guardrails_name_what_they_refuse():
     # a knob that sets no parallelism (the pipeline declares it "other") is never a scaling direction
     assert direction(rails, current, {**current, "trigger_interval_s": 9}) == "none"
     assert violated_guardrail(rails, current, {**current, "cores": 4, "a_partitions": 4}, now) is None
-    assert "guard_max_change_factor" in violated_guardrail(rails, current, {**current, "cores": 3,
-                                                                            "a_partitions": 5}, now)
-    assert "guard_max_executors" in violated_guardrail(rails, current, {**current, "cores": 5}, now)
-    assert "guard_directions" in violated_guardrail(rails, current, {**current, "cores": 1}, now)
+    assert violated_guardrail(rails, current, {**current, "cores": 3, "a_partitions": 5}, now) == Reason(
+        GuardrailCode.MAX_CHANGE_FACTOR, {"knob": "a_partitions", "old": 2, "new": 5, "factor": 2.5, "max": 2})
+    assert violated_guardrail(rails, current, {**current, "cores": 5}, now) == Reason(
+        GuardrailCode.MAX_EXECUTORS, {"executors": 5, "max": 4})
+    assert violated_guardrail(rails, current, {**current, "cores": 1}, now) == Reason(
+        GuardrailCode.DIRECTIONS, {"direction": "down", "allowed": "up"})
     closed = Guardrails(max_change_factor=2, max_executors=4, excluded_periods=("00:00-00:10",), **knobs)
-    assert "guard_excluded_periods" in violated_guardrail(closed, current, {**current, "cores": 3}, 60.0)
+    assert violated_guardrail(closed, current, {**current, "cores": 3}, 60.0) == Reason(
+        GuardrailCode.EXCLUDED_PERIODS, {"period": "00:00-00:10"})
 
 
 # --- with the database --------------------------------------------------------------------------
@@ -121,7 +125,8 @@ def test_pending_proposals_expire(enqueued):
     assert Proposal.objects.get(pk=proposal.pk).status == "pending"
     assert workflow_reconcile(now=timezone.now() + timedelta(seconds=90))["expired"] == 1
     assert Proposal.objects.get(pk=proposal.pk).status == "expired"
-    assert AuditEvent.objects.get(proposal=proposal, action="expired").actor == "system"
+    event = AuditEvent.objects.get(proposal=proposal, action="expired")
+    assert (event.actor_name, event.actor_user, event.reason["code"]) == ("system", None, "no_decision_in_time")
 
 
 def _executing(proposal: Proposal, *, attempt_state: str, lease_in_s: float) -> Execution:
@@ -140,7 +145,8 @@ def test_reconcile_records_the_answer_a_dead_worker_never_read(workflow_redis, e
     assert workflow_reconcile()["reconciled"] == 1
     proposal.refresh_from_db()
     assert proposal.status == "succeeded"
-    assert "the runner had answered succeeded" in AuditEvent.objects.get(proposal=proposal, action="reconciled").reason
+    assert AuditEvent.objects.get(proposal=proposal, action="reconciled").reason == {
+        "code": AuditReason.LEASE_ANSWERED, "data": {"attempt": 1, "status": "succeeded"}}
     assert Job.objects.get(pk=proposal.job_id).config == proposal.proposed_config
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from sparkclient.control import RescalePath
+from sparkclient.contract.control import RescalePath
 from webapp.jobs.models import Evaluation, Job
 from webapp.proposals import lifecycle
 from webapp.proposals.codes import ACTION_COLOURS, AuditAction, AuditReason
 from webapp.proposals.reason_text import reason_text
 
-#: ``Execution.path``: how the runner applied the rescale (``sparkclient.control.RescalePath``); empty
+#: ``Execution.path``: how the runner applied the rescale (``sparkclient.contract.control.RescalePath``); empty
 #: while it runs.
 ExecutionPath = models.TextChoices("ExecutionPath", [(p.name, (p.value, p.value)) for p in RescalePath])
 
@@ -110,7 +110,7 @@ class Execution(models.Model):
     Path = ExecutionPath
 
     path = models.CharField(max_length=30, blank=True, choices=ExecutionPath.choices,
-                            help_text="How the runner applied it (sparkclient.control.RescalePath); empty while "
+                            help_text="How the runner applied it (sparkclient.contract.control.RescalePath); empty while "
                                       "it runs.")
     downtime_s = models.FloatField(null=True, blank=True,
                                    help_text="Seconds from the stop command to the new query's first batch (runner).")

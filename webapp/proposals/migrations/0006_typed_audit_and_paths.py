@@ -118,7 +118,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='execution',
             name='path',
-            field=models.CharField(blank=True, choices=[('none', 'none'), ('in-place', 'in-place'), ('in-process', 'in-process'), ('driver-restart', 'driver-restart'), ('driver-handover', 'driver-handover')], help_text='How the runner applied it (sparkclient.control.RescalePath); empty while it runs.', max_length=30),
+            field=models.CharField(blank=True, choices=[('none', 'none'), ('in-place', 'in-place'), ('in-process', 'in-process'), ('driver-restart', 'driver-restart'), ('driver-handover', 'driver-handover')], help_text='How the runner applied it (sparkclient.contract.control.RescalePath); empty while it runs.', max_length=30),
         ),
         migrations.RunPython(forward, backward),
     ]

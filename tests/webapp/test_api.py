@@ -87,6 +87,12 @@ def test_approve_reject_rollback_actions(api, monkeypatch):
     assert rollback["proposed_config"] == done.current_config
     assert api.get(f"/api/proposals/{done.pk}/").json()["status"] == "rolling_back"
     assert api.post(f"/api/proposals/{pending['id']}/rollback/").status_code == 409  # not succeeded
+    # The audit trail names the person and the reason as code, data and the text rendered from them.
+    events = api.get("/api/audit-events/", {"proposal": done.pk, "action": "rolling_back"}).json()["results"]
+    operator = events[0]["actor_user"]
+    assert [(e["actor"], e["reason"]) for e in events] == [("api-operator", {
+        "code": "comment", "data": {"text": "latency got worse"}, "text": "latency got worse"})] and operator
+    assert api.get(f"/api/proposals/{done.pk}/").json()["hold_reason"] is None
 
 
 @pytest.mark.parametrize("query", [{"page": "0"}, {"page": "x"}, {"page": ""}, {"page": "last"}, {"status": ""},

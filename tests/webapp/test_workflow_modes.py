@@ -107,6 +107,8 @@ def test_auto_mode_holds_a_proposal_outside_the_guardrails_for_a_person(
     assert (held.actor_name, held.actor_user, held.reason) == ("policy:ds2", None, proposal.hold_reason)
     client.force_login(make_user())
     assert f'data-code="{guardrail}"' in client.get(f"/jobs/{job.pk}/").content.decode()
+    hold = client.get(f"/api/proposals/{proposal.pk}/").json()["hold_reason"]
+    assert (hold["code"], hold["data"], hold["text"]) == (guardrail, proposal.hold_reason["data"], proposal.hold_text)
     # A person approves it: then it executes.
     with django_capture_on_commit_callbacks(execute=True):
         proposal_approve(proposal=proposal, actor=make_user("person"))

@@ -43,7 +43,7 @@ def actor_user_id(name, users):
 def forward(apps, schema_editor):
     app, model = settings.AUTH_USER_MODEL.split(".")
     user_model = apps.get_model(app, model)
-    users = {getattr(u, user_model.USERNAME_FIELD): u.pk for u in user_model.objects.all()}
+    users = dict(user_model.objects.values_list("username", "pk"))  # django.contrib.auth's User
     audit_event = apps.get_model("proposals", "AuditEvent")
     events = list(audit_event.objects.all())
     for event in events:

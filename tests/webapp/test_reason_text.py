@@ -1,0 +1,73 @@
+"""The one place the coded reasons become words (``webapp.proposals.reason_text``): every code of
+every family has a template, and each template reads its data (one rendering per template; the
+rest of the tests assert codes)."""
+
+import pytest
+
+from scaling.forecast import VerdictReason
+from webapp.jobs.models import EvaluationHold
+from webapp.proposals.codes import AuditReason, GuardrailCode, HoldCode, Reason
+from webapp.proposals.reason_text import TEMPLATES, evaluation_hold_text, reason_text, withdrawal_text
+from webapp.proposals.reasons import WithdrawReason
+
+
+@pytest.mark.parametrize("code", [*AuditReason, *GuardrailCode, *HoldCode, *VerdictReason, *WithdrawReason],
+                         ids=str)
+def test_every_code_has_a_template_that_reads_missing_data(code):
+    assert str(code) in TEMPLATES
+    assert isinstance(reason_text(Reason(code).as_json()), str)
+
+
+def _r(code, **data) -> dict:
+    return Reason(code, data).as_json()
+
+
+@pytest.mark.parametrize(("reason", "text"), [
+    (_r(GuardrailCode.DIRECTIONS, direction="down", allowed="up"),
+     "guardrail guard_directions: this is a scale-down, and only scale-ups are auto-approved"),
+    (_r(GuardrailCode.MAX_EXECUTORS, executors=9, max=8),
+     "guardrail guard_max_executors: 9 executors (cores) exceed the quota of 8"),
+    (_r(GuardrailCode.MAX_CHANGE_FACTOR, knob="a_partitions", old=2, new=5, factor=2.5, max=2),
+     "guardrail guard_max_change_factor: a_partitions 2 → 5 changes by a factor 2.5, more than 2"),
+    (_r(GuardrailCode.EXCLUDED_PERIODS, period="00:00-00:10"),
+     "guardrail guard_excluded_periods: inside the closed change window '00:00-00:10'"),
+    (_r(HoldCode.SCALE_UP_BLOCK, knobs=["cores"], proposal=4),
+     "ineffective-scale-up block: cores scaled up without effect (proposal #4); a person clears the block on "
+     "the job page"),
+    (_r(HoldCode.AUTO_APPROVE_SUSPENDED, reason="rollback of proposal 3"),
+     "auto-approval is suspended for this job (rollback of proposal 3); a person must approve, or re-enable "
+     "auto-approval"),
+    (_r(HoldCode.EXECUTION_IN_FLIGHT, error="proposal 5 of the same job is executing"),
+     "proposal 5 of the same job is executing"),
+    (_r(VerdictReason.NO_BATCHES), "no micro-batch completed since the change"),
+    (_r(VerdictReason.ARRIVAL_SHIFT, arrival_before=1000.0, arrival_after=2500.0),
+     "arrival rate moved 1000 → 2500 rec/s: the prediction does not apply"),
+    (_r(VerdictReason.RATE_SHORT, capacity_ratio=0.5,
+        short=[{"vertex_id": "v1", "realized_tpr": 100.0, "predicted_tpr": 200.0}]),
+     "capacity 50% of the prediction; true processing rate below the prediction: v1 100 vs 200"),
+    (_r(VerdictReason.BACKLOG_GROWING, slope=42.0), "the backlog still grows by 42 rec/s after the change"),
+    (_r(VerdictReason.NO_RATES), "the plan has no stage rate to compare with"),
+    (_r(VerdictReason.WITHIN_TOLERANCE, capacity_ratio=0.97, tolerance=0.2, slope=-3.0),
+     "capacity 97% of the prediction (tolerance 20%); backlog trend -3 rec/s"),
+    (_r(AuditReason.ROLLBACK_OF, proposal=3, cause=_r(AuditReason.EXECUTION_FAILED, attempts=2, error="boom")),
+     "rollback of proposal 3: execution failed after 2 attempt(s): boom"),
+    (_r(AuditReason.ROLLBACK_OF, proposal=3, cause=None), "rollback of proposal 3"),
+    (_r(AuditReason.INEFFECTIVE_SCALE_UP, proposal=3, knobs=["cores"], verdict=_r(VerdictReason.NO_RATES)),
+     "proposal 3 was verified ineffective (the plan has no stage rate to compare with): scale-ups of cores wait "
+     "until a person clears the block"),
+    (_r(AuditReason.NO_DECISION_IN_TIME, expires_at="2026-11-26T10:00:00+00:00"),
+     "no decision before 2026-11-26 10:00:00 UTC (proposal_ttl_s)"),
+    (_r("legacy-text", text="written before reasons had codes"), "written before reasons had codes"),
+    (_r("some-future-code"), "some-future-code"),
+    ({}, ""),
+], ids=lambda v: v.get("code", "none") if isinstance(v, dict) else "")
+def test_a_reason_renders_from_its_code_and_data(reason, text):
+    assert reason_text(reason) == text
+
+
+def test_withdrawals_and_evaluation_holds_render_from_their_codes():
+    assert withdrawal_text({"reason": WithdrawReason.INSIDE_BAND, "evaluations": [1, 2, 3]}) == (
+        "3 evaluations in a row found the load inside the utilization band: no longer needed")
+    assert evaluation_hold_text(EvaluationHold.SCALE_UP_BLOCKED, {"knobs": ["cores"], "proposal": 2}) == (
+        "scale-ups of cores are blocked: proposal #2 was verified ineffective; a person clears the block on the "
+        "job page")

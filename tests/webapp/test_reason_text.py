@@ -6,12 +6,13 @@ import pytest
 
 from scaling.forecast import VerdictReason
 from webapp.jobs.models import EvaluationHold
-from webapp.proposals.codes import AuditReason, GuardrailCode, HoldCode, Reason
+from webapp.proposals.codes import AuditReason, GuardrailCode, HoldCode, Reason, RetryCode
 from webapp.proposals.reason_text import TEMPLATES, evaluation_hold_text, reason_text, withdrawal_text
 from webapp.proposals.reasons import WithdrawReason
 
 
-@pytest.mark.parametrize("code", [*AuditReason, *GuardrailCode, *HoldCode, *VerdictReason, *WithdrawReason],
+@pytest.mark.parametrize("code", [*AuditReason, *GuardrailCode, *HoldCode, *VerdictReason, *WithdrawReason,
+                                  *RetryCode],
                          ids=str)
 def test_every_code_has_a_template_that_reads_missing_data(code):
     assert str(code) in TEMPLATES
@@ -49,6 +50,18 @@ def _r(code, **data) -> dict:
     (_r(VerdictReason.NO_RATES), "the plan has no stage rate to compare with"),
     (_r(VerdictReason.WITHIN_TOLERANCE, capacity_ratio=0.97, tolerance=0.2, slope=-3.0),
      "capacity 97% of the prediction (tolerance 20%); backlog trend -3 rec/s"),
+    (_r(RetryCode.NO_RESTART), "restart strategy none: no retry"),
+    (_r(RetryCode.RETRIES_SPENT, strategy="fixed-delay", attempts=2), "fixed-delay: 2 retries spent"),
+    (_r(RetryCode.RETRY, strategy="exponential-delay", retry=2, attempts=3, delay_s=1.0),
+     "exponential-delay: retry 2 of 3 in 1 s"),
+    (_r(RetryCode.FAILURE_RATE_EXCEEDED, failures=4, interval_s=300.0, max_failures=3),
+     "failure-rate: 4 failures within 300 s, more than 3"),
+    (_r(RetryCode.FAILURE_RATE_RETRY, failures=2, interval_s=300.0, max_failures=3, delay_s=10.0),
+     "failure-rate: 2 of at most 3 failures within 300 s; retry in 10 s"),
+    (_r(RetryCode.REFUSED, failure="out-of-bounds"),
+     "not retried: the runner refused it (out-of-bounds) and would refuse the same command again"),
+    (_r(AuditReason.ATTEMPT_FAILED, error="runner down", retry=_r(RetryCode.NO_RESTART)),
+     "runner down; restart strategy none: no retry"),
     (_r(AuditReason.ROLLBACK_OF, proposal=3, cause=_r(AuditReason.EXECUTION_FAILED, attempts=2, error="boom")),
      "rollback of proposal 3: execution failed after 2 attempt(s): boom"),
     (_r(AuditReason.ROLLBACK_OF, proposal=3, cause=None), "rollback of proposal 3"),

@@ -350,9 +350,7 @@ def test_a_command_the_runner_refuses_for_what_it_is_is_not_retried(no_enqueue):
     proposal.refresh_from_db()
     assert execution.status == "failed" and execution.attempts == 1 and no_enqueue == []
     assert execution.attempt_log[0]["retry"] == {
-        "delay_s": None,
-        "reason": "not retried: the runner refused it (state-not-repartitionable) and would refuse the same "
-                  "command again"}
+        "delay_s": None, "code": "refused_by_runner", "data": {"failure": "state-not-repartitionable"}}
     assert proposal.status in ("rolling_back", "rolled_back")
 
     _job, other = _executing_proposal(name="other")

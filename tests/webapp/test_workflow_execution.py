@@ -212,6 +212,7 @@ def test_a_refused_configuration_is_retried_with_back_off_then_rolled_back_and_a
     assert {e.reason["code"] for e in failed} == {"attempt_failed"}
     assert "runner refuses cores=" in failed[0].reason["data"]["error"]
     assert [e.after["retry_in_s"] for e in failed] == [0.5, 1, None]
+    assert [e.reason["data"]["retry"]["code"] for e in failed] == ["retry", "retry", "retries_spent"]
 
     # While suspended, even a proposal inside the guardrails waits for a person ...
     later = job.proposals.model.objects.filter(job=job).count()

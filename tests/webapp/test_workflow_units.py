@@ -14,8 +14,8 @@ from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatu
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job, JobPolicy
 from webapp.loop.evaluate import evaluation_run
-from webapp.loop.backoff import RestartStrategy, next_retry
-from webapp.proposals.codes import AuditReason, GuardrailCode, Reason
+from webapp.loop.backoff import RestartStrategy, RetryDecision, next_retry
+from webapp.proposals.codes import AuditReason, GuardrailCode, Reason, RetryCode
 from webapp.proposals.guardrails import Guardrails, direction, violated_guardrail
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.loop.execute import attempt_send
@@ -32,7 +32,8 @@ def test_fixed_delay_retries_then_gives_up():
     strategy = RestartStrategy(kind="fixed-delay", attempts=2, delay_s=3)
     assert next_retry(strategy, [0], 0).delay_s == 3
     assert next_retry(strategy, [0, 1], 1).delay_s == 3
-    assert not next_retry(strategy, [0, 1, 2], 2).retry
+    assert next_retry(strategy, [0, 1, 2], 2) == RetryDecision(None, RetryCode.RETRIES_SPENT,
+                                                               {"strategy": "fixed-delay", "attempts": 2})
 
 
 def test_exponential_delay_grows_and_is_capped():
@@ -44,9 +45,10 @@ def test_exponential_delay_grows_and_is_capped():
 def test_failure_rate_counts_failures_inside_the_interval():
     strategy = RestartStrategy(kind="failure-rate", max_failures_per_interval=2, interval_s=60, delay_s=1)
     assert next_retry(strategy, [0, 10], 20).retry
-    assert not next_retry(strategy, [0, 10, 20], 21).retry
+    assert next_retry(strategy, [0, 10, 20], 21) == RetryDecision(
+        None, RetryCode.FAILURE_RATE_EXCEEDED, {"failures": 3, "interval_s": 60, "max_failures": 2})
     assert next_retry(strategy, [0, 10, 100], 101).retry  # the first two fell out of the interval
-    assert not next_retry(RestartStrategy(kind="none"), [0], 0).retry
+    assert next_retry(RestartStrategy(kind="none"), [0], 0) == RetryDecision(None, RetryCode.NO_RESTART)
 
 
 def test_guardrails_name_what_they_refuse():

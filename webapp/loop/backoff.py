@@ -1,13 +1,16 @@
 """Restart back-off strategies for failed executions, after Flink's restart strategies (FLIP-160
 adaptive scheduler; ``restart-strategy.type``): fixed delay, exponential delay, failure rate.
 
-Pure functions on values: no Django, no clock of their own.
+Pure functions on values: no database, no clock of their own; the decision is a code with data
+(``webapp.proposals.codes.RetryCode``), put into words by ``webapp.proposals.reason_text``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from webapp.proposals.codes import RetryCode
 
 STRATEGIES = ("none", "fixed-delay", "exponential-delay", "failure-rate")
 
@@ -42,10 +45,11 @@ class RestartStrategy:
 
 @dataclass(frozen=True)
 class RetryDecision:
-    """Retry after ``delay_s`` seconds, or give up (``delay_s is None``); ``reason`` says why."""
+    """Retry after ``delay_s`` seconds, or give up (``delay_s is None``); ``code`` and ``data`` say why."""
 
     delay_s: float | None
-    reason: str
+    code: RetryCode
+    data: dict = field(default_factory=dict)
 
     @property
     def retry(self) -> bool:
@@ -62,25 +66,20 @@ def next_retry(strategy: RestartStrategy, failure_times_s: Sequence[float], now_
     failures = len(failure_times_s)
     retries_done = failures - 1
     if strategy.kind == "none":
-        return RetryDecision(None, "restart strategy none: no retry")
-    if strategy.kind == "fixed-delay":
+        return RetryDecision(None, RetryCode.NO_RESTART)
+    if strategy.kind in ("fixed-delay", "exponential-delay"):
         if retries_done >= strategy.attempts:
-            return RetryDecision(None, f"fixed-delay: {strategy.attempts} retries spent")
-        return RetryDecision(strategy.delay_s, f"fixed-delay: retry {retries_done + 1} of {strategy.attempts} "
-                                               f"in {strategy.delay_s:g} s")
-    if strategy.kind == "exponential-delay":
-        if retries_done >= strategy.attempts:
-            return RetryDecision(None, f"exponential-delay: {strategy.attempts} retries spent")
+            return RetryDecision(None, RetryCode.RETRIES_SPENT, {"strategy": strategy.kind,
+                                                                  "attempts": strategy.attempts})
         # Flink ExponentialDelayRestartBackoffTimeStrategy: initial × multiplier^(n−1), capped.
-        delay = min(strategy.max_delay_s, strategy.delay_s * strategy.multiplier ** retries_done)
-        return RetryDecision(delay, f"exponential-delay: retry {retries_done + 1} of {strategy.attempts} "
-                                    f"in {delay:g} s")
+        delay = strategy.delay_s if strategy.kind == "fixed-delay" else min(
+            strategy.max_delay_s, strategy.delay_s * strategy.multiplier ** retries_done)
+        return RetryDecision(delay, RetryCode.RETRY, {"strategy": strategy.kind, "retry": retries_done + 1,
+                                                      "attempts": strategy.attempts, "delay_s": delay})
     # Flink FailureRateRestartBackoffTimeStrategy: give up when the failures within the interval
     # exceed max-failures-per-interval.
     recent = sum(1 for t in failure_times_s if t > now_s - strategy.interval_s)
+    data = {"failures": recent, "interval_s": strategy.interval_s, "max_failures": strategy.max_failures_per_interval}
     if recent > strategy.max_failures_per_interval:
-        return RetryDecision(None, f"failure-rate: {recent} failures within {strategy.interval_s:g} s, more than "
-                                   f"{strategy.max_failures_per_interval}")
-    return RetryDecision(strategy.delay_s, f"failure-rate: {recent} of at most {strategy.max_failures_per_interval} "
-                                           f"failures within {strategy.interval_s:g} s; retry in "
-                                           f"{strategy.delay_s:g} s")
+        return RetryDecision(None, RetryCode.FAILURE_RATE_EXCEEDED, data)
+    return RetryDecision(strategy.delay_s, RetryCode.FAILURE_RATE_RETRY, {**data, "delay_s": strategy.delay_s})

@@ -28,7 +28,7 @@ from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.redis import get_redis
 from webapp.loop.backoff import RestartStrategy, RetryDecision, next_retry
 from webapp.proposals import dispatch
-from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
+from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason, RetryCode
 from webapp.proposals.lifecycle import AttemptState, ExecutionStatus, Status, TransitionError, attempt_transition, \
     audit, transition
 from webapp.proposals.models import Execution, Proposal
@@ -217,12 +217,12 @@ def _record_failure(execution: Execution, attempt: int, result: dict, entry: dic
     failure_times = [datetime.fromisoformat(e["finished_at"]).timestamp() for e in failures]
     code = _failure_code(result)
     if code is not None and not code.retryable:  # refused for what it is: the same command is refused again
-        decision = RetryDecision(None, f"not retried: the runner refused it ({code}) and would refuse "
-                                       "the same command again")
+        decision = RetryDecision(None, RetryCode.REFUSED, {"failure": str(code)})
     else:
         decision = next_retry(_restart_strategy(job.policy), failure_times, now.timestamp())
     entry["retry"] = asdict(decision)
-    failed = Reason(AuditReason.ATTEMPT_FAILED, {"error": entry["error"], "retry": decision.reason})
+    failed = Reason(AuditReason.ATTEMPT_FAILED, {"error": entry["error"],
+                                                 "retry": Reason(decision.code, decision.data).as_json()})
     log = [*execution.attempt_log, entry]
     if decision.retry:
         next_at = now + timedelta(seconds=decision.delay_s)

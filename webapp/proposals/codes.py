@@ -11,6 +11,7 @@ renderer reads any stored reason.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from django.db import models
 
@@ -97,6 +98,17 @@ class GuardrailCode(models.TextChoices):
     MAX_EXECUTORS = "guard_max_executors", "executor quota"  # data: executors, max
     MAX_CHANGE_FACTOR = "guard_max_change_factor", "change factor"  # data: knob, old, new, factor, max
     EXCLUDED_PERIODS = "guard_excluded_periods", "closed change window"  # data: period
+
+
+class RetryCode(StrEnum):
+    """Why a failed execution attempt is retried or not (``webapp.loop.backoff.RetryDecision``)."""
+
+    NO_RESTART = "no_restart_strategy"  # restart strategy none
+    RETRIES_SPENT = "retries_spent"  # data: strategy, attempts
+    RETRY = "retry"  # data: strategy, retry (1-based), attempts, delay_s
+    FAILURE_RATE_EXCEEDED = "failure_rate_exceeded"  # data: failures, interval_s, max_failures
+    FAILURE_RATE_RETRY = "failure_rate_retry"  # data: failures, interval_s, max_failures, delay_s
+    REFUSED = "refused_by_runner"  # data: failure (the runner's FailureCode, not retryable)
 
 
 class AuditReason(models.TextChoices):

@@ -1,6 +1,6 @@
 """The one place where the workflow's coded reasons become the sentences an operator reads: a
-proposal's hold, a guardrail, a verification verdict, an audit event's reason, a withdrawal and an
-evaluation's hold. Pages, admin and API call :func:`reason_text` (or :func:`withdrawal_text`,
+proposal's hold, a guardrail, a verification verdict, a retry decision, an audit event's reason, a
+withdrawal and an evaluation's hold. Pages, admin and API call :func:`reason_text` (or :func:`withdrawal_text`,
 :func:`evaluation_hold_text`); nothing stores these sentences, nothing parses them back.
 
 A template reads the reason's ``data`` (``webapp.proposals.codes``); a code this version does not
@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 from scaling.forecast import VerdictReason
 from webapp.jobs.models import EvaluationHold
-from webapp.proposals.codes import LEGACY_TEXT, AuditReason, GuardrailCode, HoldCode
+from webapp.proposals.codes import LEGACY_TEXT, AuditReason, GuardrailCode, HoldCode, RetryCode
 from webapp.proposals.reasons import WithdrawReason
 
 __all__ = ["TEMPLATES", "evaluation_hold_text", "reason_text", "withdrawal_text"]
@@ -96,6 +96,21 @@ _WITHDRAWALS: dict[str, _Template] = {
         f"{_count(d)} evaluations in a row no longer supported it (inside the band or pointing the other way)"),
 }
 
+_RETRIES: dict[str, _Template] = {
+    RetryCode.NO_RESTART: lambda d: "restart strategy none: no retry",
+    RetryCode.RETRIES_SPENT: lambda d: f"{d.get('strategy')}: {d.get('attempts')} retries spent",
+    RetryCode.RETRY: lambda d: (
+        f"{d.get('strategy')}: retry {d.get('retry')} of {d.get('attempts')} in {d.get('delay_s', 0):g} s"),
+    RetryCode.FAILURE_RATE_EXCEEDED: lambda d: (
+        f"failure-rate: {d.get('failures')} failures within {d.get('interval_s', 0):g} s, more than "
+        f"{d.get('max_failures')}"),
+    RetryCode.FAILURE_RATE_RETRY: lambda d: (
+        f"failure-rate: {d.get('failures')} of at most {d.get('max_failures')} failures within "
+        f"{d.get('interval_s', 0):g} s; retry in {d.get('delay_s', 0):g} s"),
+    RetryCode.REFUSED: lambda d: (
+        f"not retried: the runner refused it ({d.get('failure')}) and would refuse the same command again"),
+}
+
 _AUDIT: dict[str, _Template] = {
     AuditReason.COMMENT: lambda d: str(d.get("text", "")),
     LEGACY_TEXT: lambda d: str(d.get("text", "")),
@@ -126,7 +141,7 @@ _AUDIT: dict[str, _Template] = {
         f"attempt {d.get('attempt')}: {d.get('path')} restart, downtime {d.get('downtime_s')} s"),
     AuditReason.ATTEMPT_SUCCEEDED: lambda d: f"attempt {d.get('attempt')} succeeded",
     AuditReason.RESTORED_BY: lambda d: f"configuration restored by proposal {d.get('proposal')}",
-    AuditReason.ATTEMPT_FAILED: lambda d: f"{d.get('error') or 'failed'}; {d.get('retry')}",
+    AuditReason.ATTEMPT_FAILED: lambda d: f"{d.get('error') or 'failed'}; {reason_text(d.get('retry'))}",
     AuditReason.ATTEMPTS_FAILED: lambda d: f"{d.get('attempts')} attempt(s) failed, last: {d.get('error')}",
     AuditReason.EXECUTION_FAILED: lambda d: (
         f"execution failed after {d.get('attempts')} attempt(s): {d.get('error')}"),
@@ -155,7 +170,7 @@ def _merge(*families: dict[str, _Template]) -> dict[str, _Template]:
 
 
 #: Every coded reason's template, by code (the codes are unique across the families).
-TEMPLATES: dict[str, _Template] = _merge(_GUARDRAILS, _HOLDS, _VERDICTS, _WITHDRAWALS, _AUDIT)
+TEMPLATES: dict[str, _Template] = _merge(_GUARDRAILS, _HOLDS, _VERDICTS, _WITHDRAWALS, _RETRIES, _AUDIT)
 
 
 def reason_text(reason: Mapping | str | None) -> str:

@@ -216,14 +216,15 @@ def test_the_jobs_admin_action_re_enables_a_suspended_auto_approval_and_audits_i
                            {"action": "resume_auto_approval", "_selected_action": [job.pk]})
     assert response.status_code == 302
     assert not JobPolicy.objects.get(job=job).auto_approve_suspended
-    assert AuditEvent.objects.filter(job=job, action="auto_approve_resumed", actor="ada").count() == 1
+    assert AuditEvent.objects.filter(job=job, action="auto_approve_resumed", actor_name="ada",
+                                     actor_user__username="ada").count() == 1
 
 
 def test_an_audited_policy_edit_is_in_the_audit_trail():
     job = make_job()
     job_policy_update(job=job, changes={"max_cores": 6}, actor="ada")
     event = AuditEvent.objects.get(job=job, action="policy_changed")
-    assert (event.actor, event.after) == ("ada", {"max_cores": 6})
+    assert (event.actor_name, event.actor_user, event.after) == ("ada", None, {"max_cores": 6})
 
 
 @pytest.mark.parametrize("field", sorted(BOUNDS))

@@ -14,6 +14,7 @@ from tests.webapp.dashboard_factories import make_evaluation, make_role_user, ma
 from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots
 from webapp.loop.evaluate import evaluation_run
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
+from webapp.proposals.codes import ACTION_COLOURS
 from webapp.proposals.models import Proposal
 
 pytestmark = pytest.mark.django_db
@@ -497,6 +498,7 @@ def test_audit_trail_filters_by_action_and_actor_and_shows_diffs(client, operato
     html = client.get(f"/jobs/{job.pk}/history/", {"action": "policy_changed"}).content.decode()
     audit = html[html.index('id="audit"'):]
     assert 'data-action="policy_changed"' in audit and 'data-action="proposed"' not in audit
+    assert f'style="background: {ACTION_COLOURS["policy_changed"]}" title="policy_changed">policy changed<' in audit
     assert "<code>max_cores</code> 8 → <b>6</b>" in audit and "mode" not in audit.split("</table>")[0]
     assert 'data-action="proposed"' in client.get(f"/jobs/{job.pk}/history/", {"actor": "system"}).content.decode()
     assert 'data-action' not in client.get(f"/jobs/{job.pk}/history/", {"actor": "nobody"}).content.decode()

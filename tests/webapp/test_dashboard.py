@@ -492,7 +492,8 @@ def test_audit_trail_filters_by_action_and_actor_and_shows_diffs(client, operato
     from webapp.proposals.models import AuditEvent
 
     job = make_job()
-    AuditEvent.objects.create(job=job, actor_name="ada", action="policy_changed", before={"max_cores": 8, "mode": "manual"},
+    AuditEvent.objects.create(job=job, actor_name="ada", action="policy_changed",
+                              before={"max_cores": 8, "mode": "manual"},
                               after={"max_cores": 6, "mode": "manual"})
     AuditEvent.objects.create(job=job, actor_name="system", action="proposed")
     html = client.get(f"/jobs/{job.pk}/history/", {"action": "policy_changed"}).content.decode()

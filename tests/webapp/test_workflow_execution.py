@@ -65,7 +65,8 @@ def worker(group: ProcessGroup, name: str, *, beat: bool, tmp_path, concurrency:
 
 
 def trail(job: Job) -> list[tuple[int | None, str, str]]:
-    return list(AuditEvent.objects.filter(job=job).order_by("at", "id").values_list("proposal_id", "action", "actor_name"))
+    return list(AuditEvent.objects.filter(job=job).order_by("at", "id")
+                .values_list("proposal_id", "action", "actor_name"))
 
 
 @pytest.mark.workflow

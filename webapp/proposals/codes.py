@@ -120,7 +120,8 @@ class AuditReason(models.TextChoices):
     POLICY_EDITED = "policy_edited", "policy edited"
     REREGISTERED = "reregistered", "job re-registered"
     PLAN_REASONS = "plan_reasons", "the plan's reasons"  # data: reasons (the proposal's)
-    RECOMMENDATION_CHANGED = "recommendation_changed", "recommendation changed"  # data: revision, min_change, evaluation
+    # data: revision, min_change (a fraction), evaluation
+    RECOMMENDATION_CHANGED = "recommendation_changed", "recommendation changed"
     SUPERSEDED_BY = "superseded_by_proposal", "superseded"  # data: proposal
     SUPERSEDED_BY_HELD = "superseded_by_held_scale_down", "superseded by a held scale-down"
     INSIDE_GUARDRAILS = "inside_guardrails", "inside every guardrail"

@@ -8,11 +8,11 @@ from django.db import models
 from sparkclient.contract.control import RescalePath
 from webapp.jobs.models import Evaluation, Job
 from webapp.proposals import lifecycle
-from webapp.proposals.codes import ACTION_COLOURS, AuditAction, AuditReason
+from webapp.proposals.codes import ACTION_COLOURS, AuditAction
 from webapp.proposals.reason_text import reason_text
 
-#: ``Execution.path``: how the runner applied the rescale (``sparkclient.contract.control.RescalePath``); empty
-#: while it runs.
+#: ``Execution.path``: how the runner applied the rescale (``sparkclient.contract.control.RescalePath``);
+#: empty while it runs.
 ExecutionPath = models.TextChoices("ExecutionPath", [(p.name, (p.value, p.value)) for p in RescalePath])
 
 _REASON_HELP = ('{"code": ..., "data": {...}} (webapp.proposals.codes; the text is '
@@ -110,8 +110,8 @@ class Execution(models.Model):
     Path = ExecutionPath
 
     path = models.CharField(max_length=30, blank=True, choices=ExecutionPath.choices,
-                            help_text="How the runner applied it (sparkclient.contract.control.RescalePath); empty while "
-                                      "it runs.")
+                            help_text="How the runner applied it (sparkclient.contract.control.RescalePath); "
+                                      "empty while it runs.")
     downtime_s = models.FloatField(null=True, blank=True,
                                    help_text="Seconds from the stop command to the new query's first batch (runner).")
     pause_s = models.FloatField(null=True, blank=True,
@@ -146,9 +146,6 @@ class AuditEvent(models.Model):
     """Append-only record of every transition and configuration change (NetBox ObjectChange)."""
 
     Action = AuditAction
-    Reasons = AuditReason
-    #: ``{actor_user, actor_name}`` for a user or a non-human actor's name.
-    actor_fields = staticmethod(lifecycle.actor_fields)
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="audit_events")
     proposal = models.ForeignKey(Proposal, on_delete=models.SET_NULL, null=True, blank=True,

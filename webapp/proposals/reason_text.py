@@ -75,7 +75,8 @@ _VERDICTS: dict[str, _Template] = {
     VerdictReason.RATE_SHORT: lambda d: (
         f"capacity {d.get('capacity_ratio', 0):.0%} of the prediction; true processing rate below the "
         f"prediction: {_short_stages(d)}"),
-    VerdictReason.BACKLOG_GROWING: lambda d: f"the backlog still grows by {d.get('slope', 0):.0f} rec/s after the change",
+    VerdictReason.BACKLOG_GROWING: lambda d: (
+        f"the backlog still grows by {d.get('slope', 0):.0f} rec/s after the change"),
     VerdictReason.NO_RATES: lambda d: "the plan has no stage rate to compare with",
     VerdictReason.WITHIN_TOLERANCE: lambda d: (
         f"capacity {d.get('capacity_ratio', 0):.0%} of the prediction (tolerance {d.get('tolerance', 0):.0%}); "

@@ -15,7 +15,7 @@ def forward(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0013_vertexsnapshot_busy_max_s'),
+        ('jobs', '0014_policy_options_from_one_table'),
     ]
 
     operations = [

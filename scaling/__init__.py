@@ -7,7 +7,8 @@ described in ARCHITECTURE.md. ``python -m scaling evaluate FILE.json`` runs SCEN
 """
 
 from scaling.metrics import ClusterState, MetricWindow, VertexMeasurement, VertexMetrics, VertexSamples
-from scaling.planner import JobPlan, VertexPlan, plan_job, plan_micro_batch
+from scaling.plan import JobPlan, VertexPlan
+from scaling.planner import plan_job, plan_micro_batch
 from scaling.algorithms import PlanRequest, evaluate
 from scaling.policy import Policy
 from scaling.state import ScalerState

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from scaling.metrics import ClusterState, VertexMetrics
-from scaling.planner import JobPlan, plan_job, plan_micro_batch
+from scaling.plan import JobPlan
+from scaling.planner import plan_job, plan_micro_batch
 from scaling.policy import Policy, PolicyError
 from scaling.periods import active_period
-from scaling.reasons import Decision, excluded_period_text
+from scaling.reasons import Decision, PlanReason, Reason
 from scaling.state import ScalerState
 from scaling.topology import Topology
 from scaling.vertex_scaler import align_parallelism, alignment_base, parallelism_bounds, pinned_reason
@@ -105,7 +106,7 @@ class DS2Policy:
 
 
 def batch_ratio_executors(batch_durations_s: Sequence[float], cluster: ClusterState, *,
-                          scale_up_ratio: float = 0.9, scale_down_ratio: float = 0.3) -> tuple[int, float | None, str]:
+                          scale_up_ratio: float = 0.9, scale_down_ratio: float = 0.3) -> tuple[int, float | None, Reason]:
     """SPARK-12133 (``ExecutorAllocationManager.manageAllocation``): the executor count for the next
     interval. Returns (executors, R, reason).
 
@@ -114,23 +115,22 @@ def batch_ratio_executors(batch_durations_s: Sequence[float], cluster: ClusterSt
     ``R ≤ scale_down_ratio``: remove one. The result stays within [min_executors, max_executors].
     """
     if not batch_durations_s:
-        return cluster.executors, None, "no batch completed in the scaling interval"
+        return cluster.executors, None, Reason(PlanReason.BATCH_RATIO_NO_BATCH)
     ratio = sum(batch_durations_s) / len(batch_durations_s) / cluster.trigger_interval_s
+    data = {"ratio": ratio, "scale_up_ratio": scale_up_ratio, "scale_down_ratio": scale_down_ratio}
     if ratio >= scale_up_ratio:
         added = max(int(math.floor(ratio + 0.5)), 1)
         executors = max(min(cluster.max_executors, cluster.executors + added), cluster.min_executors)
-        return executors, ratio, (f"batch ratio R {ratio:.3f} >= {scale_up_ratio}: request {added} more "
-                                  f"executor(s) (SPARK-12133)")
+        return executors, ratio, Reason(PlanReason.BATCH_RATIO_UP, None, {**data, "added": added})
     if ratio <= scale_down_ratio and cluster.executors > cluster.min_executors:
-        return cluster.executors - 1, ratio, (f"batch ratio R {ratio:.3f} <= {scale_down_ratio}: remove one "
-                                              f"executor (SPARK-12133)")
-    return cluster.executors, ratio, (f"batch ratio R {ratio:.3f} within ({scale_down_ratio}, {scale_up_ratio})"
-                                      if ratio > scale_down_ratio else
-                                      f"batch ratio R {ratio:.3f} <= {scale_down_ratio} but already at "
-                                      f"min_executors {cluster.min_executors}")
+        return cluster.executors - 1, ratio, Reason(PlanReason.BATCH_RATIO_DOWN, None, data)
+    if ratio > scale_down_ratio:
+        return cluster.executors, ratio, Reason(PlanReason.BATCH_RATIO_WITHIN, None, data)
+    return cluster.executors, ratio, Reason(PlanReason.BATCH_RATIO_AT_MIN, None,
+                                            {**data, "min_executors": cluster.min_executors})
 
 
-def _with_executors(plan: JobPlan, executors: int, reasons: tuple[str, ...], decision: Decision) -> JobPlan:
+def _with_executors(plan: JobPlan, executors: int, reasons: tuple[Reason, ...], decision: Decision) -> JobPlan:
     vertices = tuple(replace(v, proposed=v.current) for v in plan.vertices)
     return replace(plan, decision=decision, reasons=reasons, vertices=vertices, executors_proposed=executors)
 
@@ -157,7 +157,7 @@ class BatchRatioPolicy:
         # Inside an excluded period the plan is not executable: say which period (from the value, not
         # from the micro-batch plan's sentences).
         period = None if base.executable else active_period(policy.excluded_periods, request.now_s)
-        extra = (excluded_period_text(period),) if period is not None else ()
+        extra = (Reason(PlanReason.EXCLUDED_PERIOD, None, {"period": period}),) if period is not None else ()
         plan = _with_executors(base, executors, (reason, *extra), decision)
         return replace(plan, algorithm=self.name, next_state=request.state)
 
@@ -203,8 +203,8 @@ class MinIncreasePolicy:
                                                      mode=mode, legacy=legacy)[0]
                 vertices.append(replace(vp, proposed=proposed, recommended=proposed))
             plan = replace(base, vertices=tuple(vertices), executors_proposed=offered.executors,
-                           reasons=(f"{offered.executors - cluster.executors} new executor(s) available: "
-                                    f"use all {cores} cores (FLIP-160 reactive mode)",))
+                           reasons=(Reason(PlanReason.REACTIVE_EXECUTORS, None, {
+                               "added": offered.executors - cluster.executors, "cores": cores}),))
         else:
             plan = plan_micro_batch(request.topology, request.metrics, cluster, policy,
                                     batch_duration_s=request.batch_duration_s, state=request.state,
@@ -216,8 +216,8 @@ class MinIncreasePolicy:
         growing = cores_new > cluster.cores or any(v.proposed > v.current for v in plan.vertices)
         if growing and not can_scale_up(current, new, policy.min_parallelism_increase):
             plan = _with_executors(plan, cluster.executors, (
-                *plan.reasons, f"cumulative parallelism would grow {current} -> {new}, less than "
-                               f"min_parallelism_increase {policy.min_parallelism_increase} (FLIP-160)"), Decision.NO_CHANGE)
+                *plan.reasons, Reason(PlanReason.MIN_INCREASE_NOT_MET, None, {
+                    "current": current, "new": new, "min_increase": policy.min_parallelism_increase})), Decision.NO_CHANGE)
         elif plan.changes and not plan.executable:
             plan = _with_executors(plan, cluster.executors, plan.reasons, Decision.BLOCKED)
         elif plan.changes:

@@ -21,12 +21,14 @@ from scaling.evaluate import (
 from scaling.metrics import ClusterState, VertexMetrics, job_utilization, task_skew
 from scaling.periods import active_period
 from scaling.policy import Policy
+from scaling.plan import JobPlan, VertexPlan
+from scaling.reason_text import limit_text  # noqa: F401 - re-exported
 from scaling.reasons import (
-    AwaitingActivation, Decision, Direction, HeldScaleDown, Limit, PlanLimit, activation_text, excluded_period_text,
+    AwaitingActivation, Decision, Direction, HeldScaleDown, Limit, PlanLimit, PlanReason, Reason, VertexReason,
 )
 from scaling.state import PendingScaleDown, ScalerState, ScalingRecord, activation
 from scaling.topology import Topology
-from scaling.vertex_scaler import _num, observed_scaling_coefficient, pinned_reason
+from scaling.vertex_scaler import observed_scaling_coefficient, pinned_reason
 
 from scaling.microbatch_sizing import (
     EXECUTORS_KEY, HELPS, RETENTION_WARNING_FRACTION, SEARCH_LIMIT, SKEW_REPORTED, _Stage, _tasks,
@@ -74,8 +76,6 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     Raises:
         KeyError: a vertex of the topology has no metrics.
     """
-    from scaling.planner import JobPlan, VertexPlan  # noqa: PLC0415 - planner re-exports this function
-
     restart_s = state.restart_time_s(policy) if state is not None else policy.restart_time_s
     rates = propagate_target_rates(topology, metrics, policy, restart_time_s=restart_s)
     backlog_mode = is_processing_backlog(topology, metrics, policy)
@@ -166,11 +166,11 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     if backlog_mode and executors < cluster.executors:
         executors = cluster.executors
 
-    reasons: list[str] = []
+    reasons: list[Reason] = []
     pending = {p.vertex_id: p for p in state.pending_scale_downs} if state is not None else {}
     outside_band = load > high or load_down < low
     held: tuple[HeldScaleDown, ...] = ()
-    held_note = ""
+    held_note: Reason | None = None
     interval = policy.scale_down_interval_s
     if state is not None and executors < cluster.executors and interval > 0:
         # Flink ``JobVertexScaler.applyScaleDownInterval`` on the executor count.
@@ -181,8 +181,8 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
         if now_s - interval < pend.first_at_s:
             target = pend.max_recommended
             held = (HeldScaleDown(EXECUTORS_KEY, cluster.executors, target, pend.first_at_s, due_s),)
-            held_note = (f"delayed scale-down of executors {cluster.executors} -> {target} held until "
-                         f"t={_num(due_s)} s (first recommended at t={_num(pend.first_at_s)} s)")
+            held_note = Reason(PlanReason.HELD_EXECUTOR_SCALE_DOWN, None, {
+                "current": cluster.executors, "target": target, "due_s": due_s, "first_at_s": pend.first_at_s})
             executors = cluster.executors
         else:
             target, target_outside = pend.max_in_window(now_s - interval)
@@ -215,15 +215,15 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
         vertex, m, st, r = topology.vertex(vid), metrics[vid], stages[vid], rates[vid]
         ideal = (0 if st.lam <= 0 else 1 if st.tpr == INF else CEIL_MAX if st.tpr <= 0
                  else ceil_exact(st.lam / st.tpr / target_u))  # divided in turn: tpr × u can underflow
-        reason = pinned_reason(topology, vertex, policy)
+        pinned = pinned_reason(topology, vertex, policy)
         proposed, capped = _tasks(topology, vid, cores_planned, policy)
-        note = reason or ""
-        if reason is None and capped:
-            note = f"bounded at {proposed} (source partitions / max parallelism)"
+        note = Reason(pinned, vid) if pinned is not None else None
+        if pinned is None and capped:
+            note = Reason(VertexReason.CAPPED, vid, {"tasks": proposed})
         slots = min(proposed, cores_planned)
         fill = st.need_up / slots / (1.0 - overhead) if slots > 0 and st.need_up > 0 else 0.0
-        if fill > target_u and (capped or reason is not None or st.skew > SKEW_REPORTED):
-            code = (Limit.PINNED_STAGE if reason is not None else Limit.PARTITIONS if capped else Limit.BOTTLENECK)
+        if fill > target_u and (capped or pinned is not None or st.skew > SKEW_REPORTED):
+            code = (Limit.PINNED_STAGE if pinned is not None else Limit.PARTITIONS if capped else Limit.BOTTLENECK)
             limits.append(PlanLimit(code, vid, {"fill": fill, "tasks": proposed, "skew": st.skew}))
         if fill > 1.0 and fill > worst_fill:
             worst_fill, bottleneck = fill, vid
@@ -239,7 +239,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
             vertex_id=vid, current=vertex.parallelism, proposed=proposed, true_processing_rate=st.tpr,
             true_output_rate=st.tor, selectivity=selectivity(m), target_data_rate=r.target_data_rate,
             catch_up_data_rate=r.catch_up_data_rate, ideal_parallelism=ideal, utilization=utilization,
-            busy_core_s_per_s=st.busy, adjustable=vertex.adjustable, note=note, scale_up_threshold=up,
+            busy_core_s_per_s=st.busy, adjustable=vertex.adjustable, reason=note, scale_up_threshold=up,
             scale_down_threshold=down, outside_bounds=outside_band,
             expected_processing_rate=st.tpr * slots, recommended=proposed))
         lag_s = _lag_s(m)
@@ -252,17 +252,17 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
             "catch_up_s": catch_up, "catch_up_duration_s": policy.catch_up_duration_s, "cores_max": hi_exec * cpe}))
 
     if load > high:
-        reasons.append(f"load {load:.2f} above the utilization band [{low}, {high}]: the job needs "
-                       f"{sum(s.need_up for s in stages.values()):.2f} busy cores per second for its target and "
-                       f"catch-up rate on {_cores(cores_now)} ({overhead:.0%} batch overhead)")
+        reasons.append(Reason(PlanReason.LOAD_ABOVE_BAND, None, {
+            "load": load, "low": low, "high": high, "need": sum(s.need_up for s in stages.values()),
+            "cores": cores_now, "overhead": overhead}))
     elif load_down < low:
-        reasons.append(f"load {load_down:.2f} below the utilization band [{low}, {high}]: {total_need:.2f} busy "
-                       f"cores per second needed on {_cores(cores_now)}")
+        reasons.append(Reason(PlanReason.LOAD_BELOW_BAND, None, {
+            "load": load_down, "low": low, "high": high, "need": total_need, "cores": cores_now}))
     for item in limits:
-        reasons.append(limit_text(item))
+        reasons.append(Reason(item.code, item.vertex_id, dict(item.data)))
     if backlog_mode:
-        reasons.append(f"backlog mode: a source's lag is above {_num(policy.backlog_lag_threshold_s)} s, "
-                       f"no scale-downs")
+        reasons.append(Reason(PlanReason.BACKLOG_MODE, None, {"lag_threshold_s": policy.backlog_lag_threshold_s,
+                                                              "mode": "micro-batch"}))
     plan = JobPlan(
         decision=Decision.NO_CHANGE, reasons=(), vertices=tuple(vertex_plans), executors_current=cluster.executors,
         executors_proposed=executors, cores_per_executor=cpe, cores_needed=cores_needed,
@@ -275,35 +275,35 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     # rescale applies only once that many consecutive evaluations recommended one in its direction
     # (a held scale-down counts as a scale-down recommendation).
     direction = 0
-    if held_note:
+    if held_note is not None:
         direction = -1
     elif outside_band and changes:
         direction = 1 if executors > cluster.executors or any(vp.proposed > vp.current for vp in vertex_plans) else -1
     activated, streak = activation(state, policy, direction)
-    waiting = None if activated or held_note else AwaitingActivation(
+    waiting = None if activated or held_note is not None else AwaitingActivation(
         Direction.UP if direction > 0 else Direction.DOWN, abs(streak), policy.activation_evaluations)
-    if outside_band and changes and period is None and not held_note and waiting is None:
+    if outside_band and changes and period is None and held_note is None and waiting is None:
         decision = Decision.SCALE
     else:
-        if held_note:
+        if held_note is not None:
             decision = Decision.BLOCKED
             reasons.append(held_note)
         elif waiting is not None:
             decision = Decision.BLOCKED
-            reasons.append(activation_text(waiting))
+            reasons.append(Reason(PlanReason.ACTIVATION_PENDING, None, waiting.as_json()))
         elif outside_band and changes:
             decision = Decision.BLOCKED
         else:
             decision = Decision.NO_CHANGE
             if not outside_band:
-                reasons.insert(0, f"load {load:.2f} within the utilization band [{low}, {high}]")
+                reasons.insert(0, Reason(PlanReason.WITHIN_BAND, None, {"load": load, "low": low, "high": high}))
             elif not changes:
-                reasons.append("the plan equals the running configuration")
+                reasons.append(Reason(PlanReason.PLAN_EQUALS_RUNNING))
         vertex_plans = [replace(vp, proposed=vp.current, expected_processing_rate=vp.true_processing_rate
                                 * min(vp.current, cores_now)) for vp in vertex_plans]
         executors = cluster.executors
     if period is not None:
-        reasons.append(excluded_period_text(period))
+        reasons.append(Reason(PlanReason.EXCLUDED_PERIOD, None, {"period": period}))
     next_state = None
     if state is not None:
         next_state = replace(state, pending_scale_downs=tuple(pending.values()), activation_streak=streak)
@@ -356,34 +356,3 @@ def _catch_up_s_at_max(topology: Topology, metrics: Mapping[str, VertexMetrics],
         seconds = backlog / drain if drain > 0 else INF
     return seconds if seconds > policy.catch_up_duration_s else None
 
-
-def _cores(n: int) -> str:
-    """``n`` cores in words: "1 core", "3 cores"."""
-    return f"{n} core" if n == 1 else f"{n} cores"
-
-
-def limit_text(item: PlanLimit) -> str:
-    """Words for a limit of a micro-batch plan, rendered from its code and numbers (the plan's
-    reasons, the job page's "Why no proposal?"). Raises ``KeyError`` when ``item.data`` lacks a
-    number its code needs."""
-    d = item.data
-    if item.code == Limit.MAX_EXECUTORS:
-        return (f"max-executors: {_num(d['cores_needed'])} cores needed, {_num(d['cores_max'])} allowed; at the "
-                f"maximum the predicted utilization is {d['predicted_utilization']:.2f} at the target rate, "
-                f"{d['utilization_with_catch_up']:.2f} with the catch-up")
-    if item.code == Limit.CATCH_UP_UNREACHABLE:
-        if not math.isfinite(d["catch_up_s"]):
-            return (f"catch-up-unreachable: the backlog never drains, even at {_num(d['cores_max'])} cores: they "
-                    f"cannot process faster than the records arrive (catch_up_duration_s "
-                    f"{_num(d['catch_up_duration_s'])} s)")
-        return (f"catch-up-unreachable: draining the backlog takes {_num(d['catch_up_s'])} s even at "
-                f"{_num(d['cores_max'])} cores, above catch_up_duration_s {_num(d['catch_up_duration_s'])} s")
-    if item.code == Limit.RETENTION_RISK:
-        return (f"retention-risk: {item.vertex_id}'s backlog is {_num(d['lag_s'])} s old, retention "
-                f"{_num(d['retention_s'])} s")
-    skew = f"its slowest task, busy ×{d['skew']:.2f} its mean task, sets the pace" if "skew" in d else \
-        "its slowest task sets the pace"
-    what = {Limit.PINNED_STAGE: "pinned", Limit.PARTITIONS: "bounded by its partitions",
-            Limit.BOTTLENECK: f"skewed ({skew})"}[item.code]
-    return (f"{item.code}: {item.vertex_id} is {what} at {_num(d['tasks'])} tasks and alone fills "
-            f"{d['fill']:.0%} of each trigger interval; more cores cannot help it")

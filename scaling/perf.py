@@ -9,7 +9,8 @@ import statistics
 import time
 
 from scaling.metrics import MetricWindow, VertexSamples
-from scaling.planner import JobPlan, plan_job
+from scaling.plan import JobPlan
+from scaling.planner import plan_job
 from scaling.policy import Policy
 from scaling.state import ScalerState
 from scaling.topology import Edge, Topology, Vertex

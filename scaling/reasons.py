@@ -1,14 +1,23 @@
 """Decisions and reasons as values (Flink's ``ScaleReason`` is the model): StrEnum codes with
-structured data. Text for people is rendered from them; nothing parses a sentence.
+structured data. Text for people is rendered from them (``scaling.reason_text``); nothing parses
+a sentence.
 
-A ``StrEnum`` member equals its string value, so ``plan.decision == "scale"`` keeps working.
+A ``StrEnum`` member equals its string value, so ``plan.decision == "scale"`` keeps working. The
+codes of ``PlanReason``, ``VertexReason`` and ``Limit`` are distinct, so a stored code names its
+enum.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+
+class PlanFormatError(ValueError):
+    """A stored plan or reason that is not one this version reads (``JobPlan.from_json``,
+    ``Reason.from_json``): the message names the field."""
 
 
 class Decision(StrEnum):
@@ -29,7 +38,7 @@ class VertexChange(StrEnum):
 
 
 class VertexReason(StrEnum):
-    """Why a vertex gets its recommendation (``VertexDecision.reason``, data in ``.data``)."""
+    """Why a vertex gets its recommendation (the code of ``VertexPlan.reason``, a ``Reason``)."""
 
     WITHIN_BOUNDS = "within-bounds"
     SCALE_UP = "scale-up"
@@ -45,8 +54,55 @@ class VertexReason(StrEnum):
     INEFFECTIVE_WARNING = "ineffective-warning"
     BACKLOG_NO_SCALE_DOWN = "backlog-no-scale-down"  # no longer produced (backlog mode joins scale-downs, as
     #                                                  Flink); kept so plans stored before still read
-    HELD_SCALE_DOWN = "held-scale-down"    # data: target, due_s, first_at_s
-    DELAYED_SCALE_DOWN_DUE = "delayed-scale-down-due"  # data: target, window_start_s
+    HELD_SCALE_DOWN = "held-scale-down"    # data: current, target, due_s, first_at_s
+    DELAYED_SCALE_DOWN_DUE = "delayed-scale-down-due"  # data: current, target, window_start_s
+    SCALE_DOWN_WINDOW_NOT_BELOW = "scale-down-window-not-below"  # data: current, target, interval_s
+    EQUALS_CURRENT = "equals-current"      # outside its bounds, but the computed parallelism is the current
+    CAPPED = "capped"                      # micro-batch: data tasks (partitions / max parallelism)
+    # Wrappers: the vertex's own reason is in ``cause`` (``Reason.cause``); data: current, computed.
+    NOT_EXECUTABLE = "not-executable"      # data: period
+    AWAITING_ACTIVATION = "awaiting-activation"
+    NOT_NEEDED = "not-needed"              # a required change while no vertex triggers a scaling
+
+
+class PlanReason(StrEnum):
+    """Why a plan decides what it decides, job-level (Flink's ``ScaleReason``); data in ``Reason.data``."""
+
+    # continuous (FLIP-271 ``ScalingExecutor``)
+    THRESHOLD_EXCEEDED = "threshold-exceeded"   # vertex_id; data: true_processing_rate, scale_up_threshold,
+    #                                             scale_down_threshold
+    CHANGE_HELD = "change-held"                 # vertex_id; the threshold data, the vertex's reason in cause
+    NO_VERTEX_TO_CHANGE = "no-vertex-to-change"
+    EVERY_VERTEX_WITHIN_BOUNDS = "every-vertex-within-bounds"
+    # micro-batch (the utilization band on the job's load)
+    LOAD_ABOVE_BAND = "load-above-band"         # data: load, low, high, need, cores, overhead
+    LOAD_BELOW_BAND = "load-below-band"         # data: load, low, high, need, cores
+    WITHIN_BAND = "within-band"                 # data: load, low, high
+    PLAN_EQUALS_RUNNING = "plan-equals-running"
+    HELD_EXECUTOR_SCALE_DOWN = "held-executor-scale-down"  # data: current, target, due_s, first_at_s
+    # both modes: the job-level gate
+    ACTIVATION_PENDING = "activation-pending"   # data: direction, count, required (DS2's activation time)
+    EXCLUDED_PERIOD = "excluded-period"         # data: period
+    BACKLOG_MODE = "backlog-mode"               # data: lag_threshold_s, mode
+    # the other algorithms (``scaling.algorithms``)
+    BATCH_RATIO_NO_BATCH = "batch-ratio-no-batch"
+    BATCH_RATIO_UP = "batch-ratio-up"           # data: ratio, scale_up_ratio, added
+    BATCH_RATIO_DOWN = "batch-ratio-down"       # data: ratio, scale_down_ratio
+    BATCH_RATIO_WITHIN = "batch-ratio-within"   # data: ratio, scale_down_ratio, scale_up_ratio
+    BATCH_RATIO_AT_MIN = "batch-ratio-at-min"   # data: ratio, scale_down_ratio, min_executors
+    REACTIVE_EXECUTORS = "reactive-executors"   # data: added, cores (FLIP-160 reactive mode)
+    MIN_INCREASE_NOT_MET = "min-increase-not-met"  # data: current, new, min_increase (FLIP-160)
+    # the simulator's baselines (``scaling.sim.baselines``)
+    WAITING_AFTER_ACTION = "waiting-after-action"  # data: wait_s, last_at_s
+    BACKPRESSURE = "backpressure"               # vertex_id (or executors); data: fraction, current, new
+    OVER_PROVISIONED = "over-provisioned"       # vertex_id (or executors); data: busy, current, new
+    NO_BACKPRESSURE = "no-backpressure"
+    METRICS_MISSING = "metrics-missing"
+    UTILIZATION_WITHIN_TOLERANCE = "utilization-within-tolerance"  # data: utilization, target
+    UTILIZATION_STABILIZING = "utilization-stabilizing"  # data: utilization, target, window_s
+    UTILIZATION_SCALE = "utilization-scale"     # data: utilization, target, ratio, current, new (executors)
+    # a plan stored before reasons were codes
+    LEGACY_TEXT = "legacy-text"                 # data: text
 
 
 class Limit(StrEnum):
@@ -58,6 +114,83 @@ class Limit(StrEnum):
     BOTTLENECK = "bottleneck"              # vertex_id; data: fill, skew
     CATCH_UP_UNREACHABLE = "catch-up-unreachable"  # data: catch_up_s (at max executors), catch_up_duration_s
     RETENTION_RISK = "retention-risk"      # vertex_id; data: lag_s, retention_s
+
+
+ReasonCode = PlanReason | VertexReason | Limit
+_CODES: dict[str, ReasonCode] = {str(m): m for enum in (PlanReason, VertexReason, Limit) for m in enum}
+CAUSE = "cause"
+"""The data key of a wrapped reason's code; its data keys carry the prefix ``cause.``."""
+
+
+def reason_code(value: object) -> ReasonCode:
+    """The code named by ``value`` (a string). Raises ``PlanFormatError`` for an unknown one."""
+    code = _CODES.get(value) if isinstance(value, str) else None
+    if code is None:
+        raise PlanFormatError(f"code: unknown reason code {value!r}")
+    return code
+
+
+def _json_value(value: float | int | str | None) -> float | int | str | None:
+    return ("inf" if value > 0 else "-inf") if isinstance(value, float) and math.isinf(value) else value
+
+
+def _read_value(key: str, value: object) -> float | int | str | None:
+    if value in ("inf", "-inf"):
+        return math.inf if value == "inf" else -math.inf
+    if value is None or isinstance(value, str) or (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and value == value):
+        return value
+    raise PlanFormatError(f"data.{key}: a number, a string or null, not {value!r}")
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One reason of a plan: a code, the vertex it concerns (or None for the job), and numbers or
+    words (``data``, read-only). A wrapper reason (``VertexReason.NOT_EXECUTABLE``, ...) carries the
+    reason it wraps as ``cause`` (see ``with_cause``)."""
+
+    code: ReasonCode
+    vertex_id: str | None = None
+    data: Mapping[str, float | int | str | None] = field(default_factory=dict)
+
+    def with_cause(self, cause: Reason) -> Reason:
+        """This reason wrapping ``cause``: its code under ``cause``, its data under ``cause.``."""
+        data = dict(self.data)
+        data[CAUSE] = str(cause.code)
+        data.update({f"{CAUSE}.{k}": v for k, v in cause.data.items()})
+        return Reason(self.code, self.vertex_id, data)
+
+    @property
+    def cause(self) -> Reason | None:
+        """The wrapped reason, or None. Raises ``PlanFormatError`` for an unknown cause code."""
+        if CAUSE not in self.data:
+            return None
+        prefix = f"{CAUSE}."
+        return Reason(reason_code(self.data[CAUSE]), self.vertex_id,
+                      {k[len(prefix):]: v for k, v in self.data.items() if k.startswith(prefix)})
+
+    def to_json(self) -> dict:
+        """``{"code": str, "vertex_id": str | None, "data": {...}}``, infinity as ``"inf"``."""
+        return {"code": str(self.code), "vertex_id": self.vertex_id,
+                "data": {k: _json_value(v) for k, v in self.data.items()}}
+
+    @classmethod
+    def from_json(cls, data: object) -> Reason:
+        """The reason ``to_json`` wrote (``"inf"`` read back as infinity). Raises ``PlanFormatError``."""
+        if not isinstance(data, Mapping):
+            raise PlanFormatError(f"reason: an object, not {type(data).__name__}")
+        vertex_id = data.get("vertex_id")
+        if vertex_id is not None and not isinstance(vertex_id, str):
+            raise PlanFormatError("vertex_id: a string or null")
+        values = data.get("data", {})
+        if not isinstance(values, Mapping) or not all(isinstance(k, str) for k in values):
+            raise PlanFormatError("data: an object")
+        return cls(reason_code(data.get("code")), vertex_id, {k: _read_value(k, v) for k, v in values.items()})
+
+
+def legacy_text(text: str) -> Reason:
+    """A sentence of a plan stored before reasons were codes."""
+    return Reason(PlanReason.LEGACY_TEXT, None, {"text": text})
 
 
 @dataclass(frozen=True)
@@ -109,14 +242,3 @@ class AwaitingActivation:
 
     def as_json(self) -> dict:
         return {"direction": str(self.direction), "count": self.count, "required": self.required}
-
-
-def activation_text(wait: AwaitingActivation) -> str:
-    """The sentence of a plan held by DS2's activation time."""
-    return (f"activation time: scale-{wait.direction} recommended by {wait.count} of {wait.required} consecutive "
-            f"evaluations; it applies when {wait.required} agree (DS2)")
-
-
-def excluded_period_text(period: str) -> str:
-    """The sentence of a plan computed inside the excluded period ``period`` (``JobPlan.executable`` False)."""
-    return f"excluded period {period!r}: the plan is computed but not executable"

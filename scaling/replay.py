@@ -12,7 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from scaling.metrics import ClusterState, VertexMetrics
-from scaling.planner import JobPlan
+from scaling.plan import JobPlan
+from scaling.reason_text import reason_text
+from scaling.reasons import Reason
 from scaling.algorithms import PlanRequest, resolve
 from scaling.policy import Policy
 from scaling.state import ScalerState
@@ -37,7 +39,7 @@ class ReplayDecision:
 
     at_s: float
     decision: str
-    reasons: tuple[str, ...]
+    reasons: tuple[Reason, ...]
     executors_current: int | None
     executors_proposed: int | None
     changes: Mapping[str, tuple[int, int]] = field(default_factory=dict)
@@ -76,5 +78,5 @@ def describe(decision: ReplayDecision) -> str:
     if decision.executors_current != decision.executors_proposed:
         parts.append(f"executors {decision.executors_current} -> {decision.executors_proposed}")
     parts.extend(f"{vid} {old} -> {new}" for vid, (old, new) in decision.changes.items())
-    reason = decision.reasons[0] if decision.reasons else ""
+    reason = reason_text(decision.reasons[0]) if decision.reasons else ""
     return f"{decision.decision}: {', '.join(parts) or 'no change'}" + (f" ({reason})" if reason else "")

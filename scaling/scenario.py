@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from scaling.metrics import ClusterState, MetricsError, VertexMetrics
-from scaling.planner import JobPlan
+from scaling.plan import JobPlan
 from scaling.algorithms import PlanRequest, evaluate
 from scaling.option_types import Kind
 from scaling.options import policy_options

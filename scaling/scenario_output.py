@@ -1,11 +1,16 @@
 """The output document of ``python -m scaling evaluate`` (docs/SCENARIO.md "Output"), rendered from
 the plans: rates rounded to 3 decimals, infinity as ``"inf"``, the structured limits, held
-scale-downs and a rescale awaiting DS2's activation time as JSON objects."""
+scale-downs and a rescale awaiting DS2's activation time as JSON objects. Every reason (the step's
+``reasons``, a vertex's ``reason``) is its code, vertex and data with its words (``reason_text``);
+a vertex's ``note`` is the words of its reason."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
+
+from scaling.reason_text import reason_text
+from scaling.reasons import Reason
 
 
 def _clean(value: float) -> float | str:
@@ -24,6 +29,11 @@ def _clean_json(value: Any) -> Any:
     return value
 
 
+def render_reason(reason: Reason) -> dict:
+    """A reason in the output: ``{"code", "vertex_id", "data", "text"}``, numbers rounded like rates."""
+    return {**_clean_json(reason.to_json()), "text": reason_text(reason)}
+
+
 def render_steps(mode: str, results: list) -> list[dict]:
     """The ``steps`` of SCENARIO.md's output document, one per ``(step, plan)``."""
     steps = []
@@ -37,7 +47,9 @@ def render_steps(mode: str, results: list) -> list[dict]:
                 "scale_up_threshold": _clean(v.scale_up_threshold),
                 "scale_down_threshold": _clean(v.scale_down_threshold),
                 "expected_processing_rate": _clean(v.expected_processing_rate),
-                "utilization": _clean(v.utilization), "outside_bounds": v.outside_bounds, "note": v.note,
+                "utilization": _clean(v.utilization), "outside_bounds": v.outside_bounds,
+                "note": reason_text(v.reason) if v.reason is not None else "",
+                "reason": render_reason(v.reason) if v.reason is not None else None,
             }
             if mode == "micro-batch":
                 out["ideal_parallelism"] = v.ideal_parallelism
@@ -48,7 +60,7 @@ def render_steps(mode: str, results: list) -> list[dict]:
                          "cores_needed": plan.cores_needed, "bottleneck": plan.bottleneck,
                          "limits": [_clean_json(item.as_json()) for item in plan.limits]}
         at_s = int(step.at_s) if float(step.at_s).is_integer() else step.at_s
-        out_step = {"at_s": at_s, "decision": str(plan.decision), "reasons": list(plan.reasons),
+        out_step = {"at_s": at_s, "decision": str(plan.decision), "reasons": [render_reason(r) for r in plan.reasons],
                     "vertices": vertices, "executors": executors}
         if plan.held:
             out_step["held"] = [item.as_json() for item in plan.held]

@@ -5,13 +5,13 @@ FLINK-36018 / FLINK-36535 / FLINK-36863), observed scalability and ineffective s
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 
 from scaling.evaluate import INF, VertexEvaluation, ceil_exact
 from scaling.policy import Policy
-from scaling.reasons import VertexChange, VertexReason
+from scaling.reason_text import align_note
+from scaling.reasons import Reason, VertexChange, VertexReason
 from scaling.state import HISTORY_MAX_AGE_S, PendingScaleDown, ScalerState, ScalingRecord
 from scaling.topology import Topology, Vertex
 
@@ -37,8 +37,7 @@ class VertexDecision:
         outside_bounds: whether the change counts for the job-level gate (Flink
             ``ParallelismChange.isOutsideUtilizationBound``; for a due delayed scale-down, that of
             the recommendation it applies).
-        reason / data: the structured why (``VertexReason`` and its numbers).
-        note: the same, for people.
+        reason: the structured why (a ``VertexReason`` code and its numbers; ``reason_text`` words it).
         pending: the vertex's delayed scale-down after this evaluation, or None.
         ineffective: the last scale-up of this vertex was measured ineffective.
     """
@@ -48,11 +47,9 @@ class VertexDecision:
     recommended: int
     proposed: int
     kind: VertexChange
-    note: str
+    reason: Reason
     pending: PendingScaleDown | None = None
     ineffective: bool = False
-    reason: VertexReason = VertexReason.WITHIN_BOUNDS
-    data: Mapping[str, float] = field(default_factory=dict)
     outside_bounds: bool = False
 
 
@@ -148,15 +145,7 @@ def align(parallelism: int, *, n: int, unit: str, lower: int, upper: int, mode: 
         return aligned, f"alignment of {parallelism} to {n} {unit} blocked: keeps {aligned}"
     if aligned == parallelism:
         return aligned, ""
-    return aligned, _align_note(parallelism, aligned, n, unit)
-
-
-def _align_note(before: int, after: int, n: int, unit: str) -> str:
-    if n % after == 0:
-        how = f"to spread {n} partitions evenly" if unit == "partitions" else f"to the {n} key groups"
-    else:
-        how = f"so no task holds more than {-(-n // after)} of {n} {unit}"
-    return f"aligned {before} -> {after} {how}"
+    return aligned, align_note(parallelism, aligned, n, unit)
 
 
 def observed_scaling_coefficient(history: tuple[ScalingRecord, ...], policy: Policy) -> float:
@@ -193,12 +182,10 @@ def observed_scaling_coefficient(history: tuple[ScalingRecord, ...], policy: Pol
 
 @dataclass(frozen=True)
 class Recommendation:
-    """``compute_parallelism``'s result: the parallelism, why (code + numbers) and a note."""
+    """``compute_parallelism``'s result: the parallelism and why (a ``VertexReason`` with its numbers)."""
 
     parallelism: int
-    reason: VertexReason
-    data: Mapping[str, float]
-    note: str
+    reason: Reason
 
 
 def compute_parallelism(topology: Topology, vertex: Vertex, evaluation: VertexEvaluation,
@@ -228,39 +215,40 @@ def compute_parallelism(topology: Topology, vertex: Vertex, evaluation: VertexEv
     factor = min(max(factor, 1.0 - policy.scale_down_max_factor), 1.0 + policy.scale_up_max_factor)
     raw = int(min(ceil_exact(factor * current) if math.isfinite(factor) else MAX_INT, MAX_INT))
     bounded = min(max(raw, lower), upper)
-    reason = VertexReason.IDLE if tpr == INF else (VertexReason.SCALE_UP if bounded > current
-                                                   else VertexReason.SCALE_DOWN)
-    data: dict[str, float] = {"factor": factor, "coefficient": coefficient}
-    note = ("idle: no input (infinite true processing rate), scale-down capped by scale_down_max_factor"
-            if tpr == INF else "")
+    code = VertexReason.IDLE if tpr == INF else (VertexReason.SCALE_UP if bounded > current
+                                                 else VertexReason.SCALE_DOWN)
+    reason = Reason(code, vertex.id, {"factor": factor, "coefficient": coefficient, "current": current,
+                                      "to": bounded})
     if bounded != raw:
-        reason, data = VertexReason.BOUNDED, {"wanted": raw, "lower": lower, "upper": upper}
-        note = f"bounded {raw} -> {bounded} by [{lower}, {upper}]"
+        reason = Reason(VertexReason.BOUNDED, vertex.id, {"wanted": raw, "lower": lower, "upper": upper,
+                                                           "to": bounded})
+    elif bounded == current and code != VertexReason.IDLE:
+        reason = Reason(VertexReason.WITHIN_BOUNDS, vertex.id, {"factor": factor, "coefficient": coefficient})
     if bounded == current:
-        return Recommendation(current, reason if bounded != raw else VertexReason.WITHIN_BOUNDS, data, note)
+        return Recommendation(current, reason)
     base = alignment_base(topology, vertex)
     if base is not None:
         mode, legacy = policy.alignment_mode
         aligned, blocked = align_parallelism(current, bounded, n=base[0], lower=lower, upper=upper, mode=mode,
                                              legacy=legacy)
         if blocked:
-            return Recommendation(current, VertexReason.ALIGNMENT_BLOCKED, {"from": bounded, "n": base[0]},
-                                  f"alignment of {bounded} to {base[0]} {base[1]} blocked (legacy adjust mode): "
-                                  f"keeps {current}")
+            return Recommendation(current, Reason(VertexReason.ALIGNMENT_BLOCKED, vertex.id, {
+                "from": bounded, "n": base[0], "unit": base[1], "current": current}))
         if aligned != bounded:
-            return Recommendation(aligned, VertexReason.ALIGNED, {"from": bounded, "to": aligned, "n": base[0]},
-                                  _align_note(bounded, aligned, base[0], base[1]))
-    return Recommendation(bounded, reason, data, note)
+            return Recommendation(aligned, Reason(VertexReason.ALIGNED, vertex.id, {
+                "from": bounded, "to": aligned, "n": base[0], "unit": base[1]}))
+    return Recommendation(bounded, reason)
 
 
-def pinned_reason(topology: Topology, vertex: Vertex, policy: Policy) -> str | None:
-    """Why a vertex may not change, or None: excluded, pinned, or a source with source scaling off."""
+def pinned_reason(topology: Topology, vertex: Vertex, policy: Policy) -> VertexReason | None:
+    """Why a vertex may not change, or None: ``excluded`` (``excluded_vertices``), ``pinned`` (not
+    adjustable), or ``source-scaling-disabled`` (a source with ``scaling_sources_enabled`` off)."""
     if vertex.id in policy.excluded_vertices:
-        return "excluded: listed in excluded_vertices"
+        return VertexReason.EXCLUDED
     if not vertex.adjustable:
-        return "pinned: not adjustable (no confirmed knob sets its partitions, or the checkpoint fixes them)"
+        return VertexReason.PINNED
     if not policy.scaling_sources_enabled and topology.is_source(vertex.id):
-        return "source scaling disabled (scaling_sources_enabled is false)"
+        return VertexReason.SOURCE_SCALING_DISABLED
     return None
 
 
@@ -290,77 +278,69 @@ def decide_vertex(topology: Topology, vertex: Vertex, evaluation: VertexEvaluati
     """
     current = vertex.parallelism
     outside = evaluation.outside_bounds
-    reason = pinned_reason(topology, vertex, policy)
-    if reason is not None:
-        code = (VertexReason.EXCLUDED if vertex.id in policy.excluded_vertices else VertexReason.PINNED
-                if not vertex.adjustable else VertexReason.SOURCE_SCALING_DISABLED)
-        return VertexDecision(vertex.id, current, current, current, NO_CHANGE, reason, reason=code)
+    pinned = pinned_reason(topology, vertex, policy)
+    if pinned is not None:
+        return VertexDecision(vertex.id, current, current, current, NO_CHANGE, Reason(pinned, vertex.id))
     # Flink passes the vertex's history trimmed to ``history.max.age`` (``ScalingHistoryUtils.
     # trimScalingHistory``): older scalings neither fit the coefficient nor block a scale-up.
     history = tuple(r for r in state.history if r.vertex_id == vertex.id and r.at_s >= now_s - HISTORY_MAX_AGE_S)
     coefficient = observed_scaling_coefficient(history, policy) if policy.observed_scalability_enabled else 1.0
     rec = compute_parallelism(topology, vertex, evaluation, policy, coefficient)
-    recommended, note = rec.parallelism, rec.note
+    recommended, reason = rec.parallelism, rec.reason
     if recommended == current:
-        return VertexDecision(vertex.id, current, current, current, NO_CHANGE,
-                              note or ("within bounds" if not outside else "computed parallelism equals current"),
-                              reason=rec.reason, data=rec.data)
+        if reason.code == VertexReason.WITHIN_BOUNDS and outside:
+            reason = Reason(VertexReason.EQUALS_CURRENT, vertex.id, reason.data)
+        return VertexDecision(vertex.id, current, current, current, NO_CHANGE, reason)
     if recommended > current:
-        note = note or f"scale up {current} -> {recommended}"
-        record = history[-1] if history else None
-        if record is not None and record.scaled_up and record.new_parallelism == current and is_ineffective(
-                record.true_processing_rate, record.expected_processing_rate, evaluation.true_processing_rate,
-                policy.effectiveness_threshold):
-            data = {"tpr_before": record.true_processing_rate, "tpr_now": evaluation.true_processing_rate,
-                    "expected": record.expected_processing_rate}
-            gain = (f"last scale-up {record.old_parallelism} -> {record.new_parallelism} was ineffective: "
-                    f"true processing rate {_num(record.true_processing_rate)} -> "
-                    f"{_num(evaluation.true_processing_rate)}, expected {_num(record.expected_processing_rate)}")
-            if policy.effectiveness_detection_enabled:
-                return VertexDecision(vertex.id, current, recommended, current, BLOCKED,
-                                      f"blocked: {gain}; not scaling {current} -> {recommended}", ineffective=True,
-                                      reason=VertexReason.INEFFECTIVE_BLOCKED, data=data, outside_bounds=outside)
-            return VertexDecision(vertex.id, current, recommended, recommended, REQUIRED,
-                                  f"{note}; warning: {gain}", ineffective=True,
-                                  reason=VertexReason.INEFFECTIVE_WARNING, data=data, outside_bounds=outside)
-        return VertexDecision(vertex.id, current, recommended, recommended, REQUIRED, note, reason=rec.reason,
-                              data=rec.data, outside_bounds=outside)
+        return _scale_up(vertex.id, current, rec, history, evaluation, policy)
     # Scale-down. Backlog mode does not veto it here: Flink's ``JobVertexScaler`` has no backlog
     # check; backlog processing only makes the scale-down threshold infinite (``ScalingMetricEvaluator.
     # computeProcessingRateThresholds``), so a scale-down never triggers a scaling but joins one
     # (``ScalingExecutor.computeScalingSummary``) and is recorded as a delayed scale-down.
-    note = note or f"scale down {current} -> {recommended}"
     interval = policy.scale_down_interval_s
     if interval <= 0:
-        return VertexDecision(vertex.id, current, recommended, recommended, REQUIRED, note, reason=rec.reason,
-                              data=rec.data, outside_bounds=outside)
+        return VertexDecision(vertex.id, current, recommended, recommended, REQUIRED, reason, outside_bounds=outside)
     pending = state.pending(vertex.id) or PendingScaleDown(vertex.id, now_s, ())
     pending = pending.record(now_s, recommended, outside)
     window_start = now_s - interval
     due_s = pending.first_at_s + interval
     if window_start < pending.first_at_s:
         target = pending.max_recommended
-        return VertexDecision(vertex.id, current, recommended, current, HELD,
-                              f"delayed scale-down {current} -> {target} held until t={_num(due_s)} s "
-                              f"(first recommended at t={_num(pending.first_at_s)} s)", pending=pending,
-                              reason=VertexReason.HELD_SCALE_DOWN,
-                              data={"target": target, "due_s": due_s, "first_at_s": pending.first_at_s},
-                              outside_bounds=outside)
+        return VertexDecision(vertex.id, current, recommended, current, HELD, Reason(
+            VertexReason.HELD_SCALE_DOWN, vertex.id,
+            {"current": current, "target": target, "due_s": due_s, "first_at_s": pending.first_at_s}),
+            pending=pending, outside_bounds=outside)
     target, target_outside = pending.max_in_window(window_start)
     if target >= current:
-        return VertexDecision(vertex.id, current, recommended, current, NO_CHANGE,
-                              f"the largest recommendation of the last {_num(interval)} s, {target}, is not below "
-                              f"the current {current}", pending=pending, reason=VertexReason.WITHIN_BOUNDS,
-                              data={"target": target})
-    return VertexDecision(vertex.id, current, recommended, target, REQUIRED,
-                          f"delayed scale-down {current} -> {target}: the largest recommendation since "
-                          f"t={_num(window_start)} s", pending=pending, reason=VertexReason.DELAYED_SCALE_DOWN_DUE,
-                          data={"target": target, "window_start_s": window_start}, outside_bounds=target_outside)
+        return VertexDecision(vertex.id, current, recommended, current, NO_CHANGE, Reason(
+            VertexReason.SCALE_DOWN_WINDOW_NOT_BELOW, vertex.id,
+            {"current": current, "target": target, "interval_s": interval}), pending=pending)
+    return VertexDecision(vertex.id, current, recommended, target, REQUIRED, Reason(
+        VertexReason.DELAYED_SCALE_DOWN_DUE, vertex.id,
+        {"current": current, "target": target, "window_start_s": window_start}),
+        pending=pending, outside_bounds=target_outside)
 
 
-def _num(value: float) -> str:
-    """A number for messages: up to 3 decimals, ``inf`` for infinity."""
-    if math.isinf(value) or math.isnan(value):
-        return "inf" if value > 0 else "-inf" if math.isinf(value) else "nan"
-    rounded = round(value, 3)
-    return str(int(rounded)) if rounded == int(rounded) and abs(rounded) < 1e15 else str(rounded)
+def _scale_up(vertex_id: str, current: int, rec: Recommendation, history: tuple[ScalingRecord, ...],
+              evaluation: VertexEvaluation, policy: Policy) -> VertexDecision:
+    """A recommended scale-up: at once, unless the last scale-up of this vertex was ineffective
+    (FLIP-271 ``detectIneffectiveScaleUp``): then blocked with ``effectiveness_detection_enabled``,
+    else applied with a warning."""
+    recommended, outside = rec.parallelism, evaluation.outside_bounds
+    record = history[-1] if history else None
+    if record is None or not record.scaled_up or record.new_parallelism != current or not is_ineffective(
+            record.true_processing_rate, record.expected_processing_rate, evaluation.true_processing_rate,
+            policy.effectiveness_threshold):
+        return VertexDecision(vertex_id, current, recommended, recommended, REQUIRED, rec.reason,
+                              outside_bounds=outside)
+    data = {"tpr_before": record.true_processing_rate, "tpr_now": evaluation.true_processing_rate,
+            "expected": record.expected_processing_rate, "old": record.old_parallelism,
+            "new": record.new_parallelism, "current": current, "to": recommended}
+    if policy.effectiveness_detection_enabled:
+        return VertexDecision(vertex_id, current, recommended, current, BLOCKED,
+                              Reason(VertexReason.INEFFECTIVE_BLOCKED, vertex_id, data), ineffective=True,
+                              outside_bounds=outside)
+    return VertexDecision(vertex_id, current, recommended, recommended, REQUIRED,
+                          Reason(VertexReason.INEFFECTIVE_WARNING, vertex_id, data).with_cause(rec.reason),
+                          ineffective=True, outside_bounds=outside)
+

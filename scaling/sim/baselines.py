@@ -24,9 +24,10 @@ import math
 from dataclasses import dataclass, replace
 
 from scaling.metrics import VertexMetrics
-from scaling.planner import JobPlan, plan_job, plan_micro_batch
+from scaling.plan import JobPlan
+from scaling.planner import plan_job, plan_micro_batch
 from scaling.algorithms import PlanRequest
-from scaling.reasons import Decision
+from scaling.reasons import Decision, PlanReason, Reason
 from scaling.policy import Policy
 from scaling.sim.engine import Config, Observation, capacity_per_s
 from scaling.sim.model import SimJob, SimSettings
@@ -48,7 +49,7 @@ def _base_plan(request: PlanRequest) -> JobPlan:
 
 
 def _result(request: PlanRequest, base: JobPlan, algorithm: str, proposed: dict[str, int],
-            executors: int | None, reasons: tuple[str, ...], *, record: bool) -> JobPlan:
+            executors: int | None, reasons: tuple[Reason, ...], *, record: bool) -> JobPlan:
     """A plan proposing ``proposed`` (vertex → parallelism) and ``executors``; no change when equal."""
     current = {v.id: v.parallelism for v in request.topology.vertices}
     vertices = tuple(replace(v, proposed=proposed.get(v.vertex_id, v.current), recommended=proposed.get(
@@ -103,7 +104,8 @@ class DhalionPolicy:
         last = request.state.last_record(JOB_KEY)
         if last is not None and request.now_s - last.at_s < self.wait_s:
             return _result(request, base, self.name, {}, None,
-                           (f"waiting {self.wait_s:g} s after the last action at t={last.at_s:g} s",), record=False)
+                           (Reason(PlanReason.WAITING_AFTER_ACTION, None, {"wait_s": self.wait_s,
+                                                                            "last_at_s": last.at_s}),), record=False)
         fraction = backpressure_fraction(topology, dict(metrics))
         adjustable = [vid for vid in topology.order if pinned_reason(topology, topology.vertex(vid), policy) is None]
         if request.mode == "micro-batch" and request.cluster is not None:
@@ -114,9 +116,8 @@ class DhalionPolicy:
             vertex = topology.vertex(target)
             lower, upper = parallelism_bounds(vertex, policy)
             new = min(upper, max(vertex.parallelism + 1, math.ceil(vertex.parallelism * self.scale_up_factor(fraction))))
-            return _result(request, base, self.name, {target: new}, None, (
-                f"backpressure {fraction:.0%}: scale {target} (first saturated vertex) "
-                f"{vertex.parallelism} -> {new}",), record=True)
+            return _result(request, base, self.name, {target: new}, None, (Reason(PlanReason.BACKPRESSURE, target, {
+                "fraction": fraction, "current": vertex.parallelism, "new": new}),), record=True)
         low = policy.band[0] * 1000.0
         idle = [vid for vid in adjustable if (metrics[vid].busy_time_ms_per_s or 0) < low
                 and topology.vertex(vid).parallelism > 1]
@@ -127,10 +128,10 @@ class DhalionPolicy:
             lower, _ = parallelism_bounds(vertex, policy)
             new = max(lower, math.ceil(vertex.parallelism * busy / policy.utilization_target))
             if new < vertex.parallelism:
-                return _result(request, base, self.name, {target: new}, None, (
-                    f"no backpressure; {target} over-provisioned at {busy:.0%} busy (addition to Dhalion): "
-                    f"{vertex.parallelism} -> {new}",), record=True)
-        return _result(request, base, self.name, {}, None, ("no backpressure",), record=False)
+                return _result(request, base, self.name, {target: new}, None, (Reason(
+                    PlanReason.OVER_PROVISIONED, target, {"busy": busy, "current": vertex.parallelism, "new": new}),),
+                    record=True)
+        return _result(request, base, self.name, {}, None, (Reason(PlanReason.NO_BACKPRESSURE),), record=False)
 
     def _micro_batch(self, request: PlanRequest, base: JobPlan, fraction: float, adjustable: list[str]) -> JobPlan:
         cluster, metrics, policy = request.cluster, request.metrics, request.policy
@@ -144,18 +145,16 @@ class DhalionPolicy:
             if busiest is not None:
                 lower, upper = parallelism_bounds(request.topology.vertex(busiest), policy)
                 proposed[busiest] = max(lower, min(upper, executors * cluster.cores_per_executor))
-            return _result(request, base, self.name, proposed, executors, (
-                f"backpressure {fraction:.0%}: executors {cluster.executors} -> {executors}, "
-                f"partitions of the busiest stage {busiest}",), record=True)
+            return _result(request, base, self.name, proposed, executors, (Reason(PlanReason.BACKPRESSURE, None, {
+                "fraction": fraction, "current": cluster.executors, "new": executors, "busiest": busiest}),),
+                record=True)
         utilization = base.utilization or 0.0
         if utilization < policy.band[0] and cluster.executors > cluster.min_executors:
             executors = max(cluster.min_executors, math.ceil(cluster.executors * utilization / policy.utilization_target))
             if executors < cluster.executors:
-                return _result(request, base, self.name, {}, executors, (
-                    f"no backpressure, utilization {utilization:.0%} (addition to Dhalion): executors "
-                    f"{cluster.executors} -> {executors}",),
-                    record=True)
-        return _result(request, base, self.name, {}, None, ("no backpressure",), record=False)
+                return _result(request, base, self.name, {}, executors, (Reason(PlanReason.OVER_PROVISIONED, None, {
+                    "busy": utilization, "current": cluster.executors, "new": executors}),), record=True)
+        return _result(request, base, self.name, {}, None, (Reason(PlanReason.NO_BACKPRESSURE),), record=False)
 
 
 @dataclass
@@ -178,15 +177,15 @@ class UniformPolicy:
             if not request.batch_durations_s:
                 # No batch completed in the window: the busy time is missing, not zero. HPA assumes
                 # 100 % for pods with missing metrics when scaling down, so it does not act.
-                return replace(_result(request, base, self.name, {}, None, (
-                    "no batch completed in the window: CPU metrics missing",), record=False), next_state=request.state)
+                return replace(_result(request, base, self.name, {}, None, (Reason(PlanReason.METRICS_MISSING),),
+                                       record=False), next_state=request.state)
             utilization = base.utilization or 0.0
         else:
             slots = sum(v.parallelism for v in topology.vertices)
             busy = sum((metrics[v.id].busy_time_ms_per_s or 0) / 1000.0 * v.parallelism for v in topology.vertices)
             utilization = busy / slots
         ratio = utilization / policy.utilization_target
-        reason = f"job utilization {utilization:.0%}, target {policy.utilization_target:.0%}"
+        data = {"utilization": utilization, "target": policy.utilization_target}
         state = request.state
         pending = state.pending(JOB_KEY)
         # HPA (``horizontal.go`` ``stabilizeRecommendation``): keep the recommendations of the last
@@ -198,27 +197,27 @@ class UniformPolicy:
         kept = (*kept, (now, int(round((1.0 if within else ratio) * 1_000_000))))
         state = replace(state, pending_scale_downs=(PendingScaleDown(JOB_KEY, kept[0][0], kept),))
         if within:
-            return replace(_result(request, base, self.name, {}, None, (f"{reason}: within tolerance",),
-                                   record=False), next_state=state)
+            return replace(_result(request, base, self.name, {}, None, (
+                Reason(PlanReason.UTILIZATION_WITHIN_TOLERANCE, None, data),), record=False), next_state=state)
         if ratio < 1.0:
             ratio = max(int(r[1]) for r in kept) / 1_000_000
             if ratio >= 1.0:
-                return replace(_result(request, base, self.name, {}, None, (
-                    f"{reason}: scale-down stabilizing (highest recommendation of the last "
-                    f"{self.scale_down_window_s:g} s is no change)",), record=False), next_state=state)
+                return replace(_result(request, base, self.name, {}, None, (Reason(
+                    PlanReason.UTILIZATION_STABILIZING, None, {**data, "window_s": self.scale_down_window_s}),),
+                    record=False), next_state=state)
         request = replace(request, state=state)
         if request.mode == "micro-batch" and request.cluster is not None:
             cluster = request.cluster
             executors = max(cluster.min_executors, min(cluster.max_executors, math.ceil(cluster.executors * ratio)))
-            return _result(request, base, self.name, {}, executors,
-                           (f"{reason}: executors {cluster.executors} -> {executors}",), record=True)
+            return _result(request, base, self.name, {}, executors, (Reason(PlanReason.UTILIZATION_SCALE, None, {
+                **data, "ratio": ratio, "current": cluster.executors, "new": executors}),), record=True)
         proposed = {}
         for vertex in topology.vertices:
             if pinned_reason(topology, vertex, policy) is None:
                 lower, upper = parallelism_bounds(vertex, policy)
                 proposed[vertex.id] = max(lower, min(upper, math.ceil(vertex.parallelism * ratio)))
         return _result(request, base, self.name, proposed, None,
-                       (f"{reason}: every vertex scaled by {ratio:.2f}",), record=True)
+                       (Reason(PlanReason.UTILIZATION_SCALE, None, {**data, "ratio": ratio}),), record=True)
 
 
 def _vertex_upper(job: SimJob, vid: str, policy: Policy) -> int:

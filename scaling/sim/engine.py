@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from scaling.metrics import ClusterState, MetricWindow, VertexMetrics, busy_time_ms_per_s
-from scaling.planner import JobPlan
+from scaling.plan import JobPlan
 from scaling.algorithms import PlanRequest, ScalingPolicy, resolve
 from scaling.policy import Policy
 from scaling.sim.continuous_engine import ContinuousEngine, capacity_continuous

@@ -9,7 +9,7 @@ import pytest
 from scaling import ClusterState, Policy, Topology, Vertex, VertexMetrics, plan_micro_batch
 from scaling.planner import plan_job
 from scaling.policy import PolicyError
-from scaling.reasons import AwaitingActivation, Direction
+from scaling.reasons import AwaitingActivation, Direction, PlanReason, Reason, VertexReason
 from scaling.state import ScalerState, activation, state_from_dict, state_to_dict
 from tests.scaling.test_planner import three_stages
 
@@ -34,7 +34,7 @@ def test_micro_batch_scale_up_waits_for_the_second_consecutive_recommendation():
     assert (first.decision, first.executors_proposed) == ("blocked", 1)
     assert all(v.proposed == v.current for v in first.vertices)
     assert first.awaiting_activation == AwaitingActivation(Direction.UP, 1, 2)
-    assert any("activation time: scale-up recommended by 1 of 2" in r for r in first.reasons)
+    assert Reason(PlanReason.ACTIVATION_PENDING, None, {"direction": "up", "count": 1, "required": 2}) in first.reasons
     assert first.next_state.activation_streak == 1 and first.next_state.history == ()
     second = plan_micro_batch(topology, metrics, CLUSTER_1, policy, state=first.next_state, now_s=60)
     assert (second.decision, second.executors_proposed, second.awaiting_activation) == ("scale", 5, None)
@@ -92,7 +92,9 @@ def test_continuous_scale_up_waits_for_the_second_consecutive_recommendation():
     first = plan_job(topology, metrics, policy, ScalerState(), now_s=0)
     assert first.decision == "blocked" and first.vertex("src").proposed == 2
     assert first.awaiting_activation == AwaitingActivation(Direction.UP, 1, 2)
-    assert first.vertex("src").note.startswith("awaiting activation: computed 2 -> 5")
+    reason = first.vertex("src").reason
+    assert (reason.code, reason.data["current"], reason.data["computed"]) == (VertexReason.AWAITING_ACTIVATION, 2, 5)
+    assert reason.cause.code == VertexReason.SCALE_UP
     second = plan_job(topology, metrics, policy, first.next_state, now_s=60)
     assert second.decision == "scale" and second.vertex("src").proposed == 5
     assert second.next_state.activation_streak == 0 and second.next_state.history

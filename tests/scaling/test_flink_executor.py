@@ -360,7 +360,8 @@ def test_excluded_periods_for_scaling():
     inside = _evaluate(doc("10:00:00-10:05:00"))
     assert inside["decision"] == "blocked"
     assert all(v["proposed"] == v["current"] for v in inside["vertices"].values())
-    assert any("excluded period" in r for r in inside["reasons"])
+    assert {"code": "excluded-period", "vertex_id": None, "data": {"period": "10:00:00-10:05:00"},
+            "text": "excluded period '10:00:00-10:05:00': the plan is computed but not executable"} in inside["reasons"]
     outside = _evaluate(doc("10:01:40-10:05:00"))
     assert outside["decision"] == "scale"
     assert all(v["proposed"] > v["current"] for v in outside["vertices"].values())
@@ -462,7 +463,7 @@ def test_legacy_modes_block_and_emit():
                      "vertices": [{"id": "v", "parallelism": 22, "max_parallelism": 128, "partitions": 35,
                                    "source": True}],
                      "steps": [{"metrics": {"v": {"records_in_per_s": 25000, "true_processing_rate": 22000}}}]})
-    assert "blocked" in out["vertices"]["v"]["note"] and out["decision"] != "scale"
+    assert out["vertices"]["v"]["reason"]["code"] == "alignment-blocked" and out["decision"] != "scale"
 
 
 def test_modes_do_not_apply_to_non_source_non_hash_vertices():

@@ -9,7 +9,8 @@ import pytest
 from scaling import ClusterState, Edge, Policy, Topology, Vertex, VertexMetrics, plan_micro_batch
 from scaling.periods import active_period, parse_period
 from scaling.policy import PolicyError
-from scaling.reasons import Limit
+from scaling.reason_text import reason_text
+from scaling.reasons import Limit, Reason
 from scaling.scenario import ScenarioError, evaluate_text
 from scaling.state import PendingScaleDown, ScalerState, ScalingRecord, state_from_dict, state_to_dict
 from scaling.vertex_scaler import observed_scaling_coefficient
@@ -193,7 +194,7 @@ def test_plan_says_when_catch_up_cannot_finish_at_max_executors():
     assert limit is not None and limit.data["catch_up_s"] == pytest.approx(10**7 / 3000)
     assert limit.data["catch_up_duration_s"] == 1800
     assert plan.limit(Limit.MAX_EXECUTORS) is not None
-    assert any(r.startswith("catch-up-unreachable:") for r in plan.reasons)
+    assert Reason(Limit.CATCH_UP_UNREACHABLE, None, dict(limit.data)) in plan.reasons
 
 
 def test_a_backlog_that_never_drains_is_said_in_words_not_as_inf_seconds():
@@ -205,7 +206,7 @@ def test_a_backlog_that_never_drains_is_said_in_words_not_as_inf_seconds():
     plan = plan_micro_batch(topology, metrics, cluster, Policy(restart_time_s=0))
     limit = plan.limit(Limit.CATCH_UP_UNREACHABLE)
     assert limit is not None and limit.data["catch_up_s"] == float("inf")
-    text = next(r for r in plan.reasons if r.startswith("catch-up-unreachable:"))
+    text = reason_text(next(r for r in plan.reasons if r.code == Limit.CATCH_UP_UNREACHABLE))
     assert "never drains, even at 4 cores" in text and "inf" not in text
 
 
@@ -220,7 +221,7 @@ def test_max_executors_says_the_utilization_at_the_target_rate_the_page_shows_an
     assert plan.executors_proposed == 4
     assert limit.data["predicted_utilization"] == pytest.approx(plan.predicted_utilization) == pytest.approx(0.25)
     assert limit.data["utilization_with_catch_up"] > limit.data["predicted_utilization"]
-    assert any("the predicted utilization is 0.25 at the target rate" in r for r in plan.reasons)
+    assert Reason(Limit.MAX_EXECUTORS, None, dict(limit.data)) in plan.reasons
 
 
 def test_plan_warns_when_the_backlog_nears_the_sources_retention():
@@ -299,8 +300,8 @@ def test_vertex_plans_carry_the_structured_reason_of_their_note():
     plan = plan_job(topology, {"src": VertexMetrics(1000, 1000, 200)}, Policy(restart_time_s=0, scale_down_interval_s=600),
                     ScalerState(), now_s=0)
     src = plan.vertex("src")
-    assert src.reason == VertexReason.HELD_SCALE_DOWN and src.reason_data["due_s"] == 600
-    assert plan.held[0].target == src.reason_data["target"] and plan.held[0].due_s == 600
+    assert src.reason.code == VertexReason.HELD_SCALE_DOWN and src.reason.data["due_s"] == 600
+    assert plan.held[0].target == src.reason.data["target"] and plan.held[0].due_s == 600
 
 
 @pytest.mark.parametrize(("parallelism", "target", "tpr", "utilization", "expected"), [

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from scaling import ClusterState, Edge, Policy, Topology, Vertex, VertexMetrics, plan_micro_batch
-from scaling.reasons import Limit
+from scaling.reasons import Limit, PlanReason, Reason
 
 
 def three_stages(*, pinned_second: bool) -> tuple[Topology, dict[str, VertexMetrics]]:
@@ -74,7 +74,8 @@ def test_within_band_is_no_change_with_reason():
     assert plan.decision == "no-change"
     assert plan.executors_proposed == 4
     assert all(v.proposed == v.current for v in plan.vertices)
-    assert "within the utilization band [0.4, 1.0]" in plan.reasons[0]
+    assert plan.reasons[0].code == PlanReason.WITHIN_BAND
+    assert (plan.reasons[0].data["low"], plan.reasons[0].data["high"]) == (0.4, 1.0)
 
 
 def test_backlog_adds_catch_up_rate_and_idle_vertex_has_infinite_rate():
@@ -148,7 +149,8 @@ def test_micro_batch_executor_scale_down_is_delayed_with_state():
     assert plan_micro_batch(topology, metrics, cluster, policy).executors_proposed == 4
     first = plan_micro_batch(topology, metrics, cluster, policy, state=ScalerState(), now_s=0)
     assert (first.decision, first.executors_proposed) == ("blocked", 8)
-    assert any("held until t=600 s" in r for r in first.reasons)
+    assert Reason(PlanReason.HELD_EXECUTOR_SCALE_DOWN, None, {"current": 8, "target": 4, "due_s": 600,
+                                                              "first_at_s": 0}) in first.reasons
     due = plan_micro_batch(topology, metrics, cluster, policy, state=first.next_state, now_s=600)
     assert (due.decision, due.executors_proposed) == ("scale", 4)
 

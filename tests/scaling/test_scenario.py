@@ -39,7 +39,10 @@ SCENARIO_OUTPUT = {
     "steps": [{
         "at_s": 0,
         "decision": "scale",
-        "reasons": ["agg: true processing rate 500.0 below scale-up threshold 501.0"],
+        "reasons": [{"code": "threshold-exceeded", "vertex_id": "agg",
+                     "data": {"true_processing_rate": 500.0, "scale_up_threshold": 501.0,
+                              "scale_down_threshold": 1334.0},
+                     "text": "agg: true processing rate 500.0 below scale-up threshold 501.0"}],
         "vertices": {
             "src": {
                 "current": 2, "proposed": 4,
@@ -47,6 +50,8 @@ SCENARIO_OUTPUT = {
                 "scale_up_threshold": 501.0, "scale_down_threshold": 1334.0,
                 "expected_processing_rate": 1176.471, "utilization": 0.85, "outside_bounds": False,
                 "note": "aligned 3 -> 4 to spread 8 partitions evenly",
+                "reason": {"code": "aligned", "vertex_id": "src", "data": {"from": 3, "to": 4, "n": 8, "unit": "partitions"},
+                           "text": "aligned 3 -> 4 to spread 8 partitions evenly"},
             },
             "agg": {
                 "current": 4, "proposed": 8,
@@ -54,6 +59,9 @@ SCENARIO_OUTPUT = {
                 "scale_up_threshold": 501.0, "scale_down_threshold": 1334.0,
                 "expected_processing_rate": 1000.0, "utilization": 1.0, "outside_bounds": True,
                 "note": "aligned 7 -> 8 to the 720 key groups",
+                "reason": {"code": "aligned", "vertex_id": "agg",
+                           "data": {"from": 7, "to": 8, "n": 720, "unit": "key groups"},
+                           "text": "aligned 7 -> 8 to the 720 key groups"},
             },
         },
         "executors": None,
@@ -63,6 +71,16 @@ SCENARIO_OUTPUT = {
 
 def run(doc: dict) -> list[dict]:
     return evaluate_text(json.dumps(doc))["steps"]
+
+
+def why(vertex: dict) -> tuple:
+    """A vertex's reason in the output: (code, data)."""
+    return vertex["reason"]["code"], vertex["reason"]["data"]
+
+
+def codes(step: dict) -> list[tuple]:
+    """A step's reasons: (code, vertex_id)."""
+    return [(r["code"], r["vertex_id"]) for r in step["reasons"]]
 
 
 def test_scenario_md_example_exactly():
@@ -89,7 +107,8 @@ def test_scenario_alignment_modes(alignment, src, agg, src_note):
     doc["policy"]["alignment"] = alignment
     out = run(doc)[0]["vertices"]
     assert (out["src"]["proposed"], out["agg"]["proposed"]) == (src, agg)
-    assert out["src"]["note"] == src_note
+    assert out["src"]["note"] == src_note  # the words of the reason below
+    assert why(out["src"])[0] == ("aligned" if alignment == "evenly_spread" else "scale-up")
 
 
 def test_balanced_and_evenly_spread_differ_when_no_divisor_is_near():
@@ -200,14 +219,18 @@ def test_delayed_scale_down_sequence():
                        ("no-change", 4, 4), ("blocked", 4, 4), ("scale", 4, 2)]
     src = [s["vertices"]["src"] for s in steps]
     assert src[0]["true_processing_rate"] == 5000.0 and src[0]["scale_down_threshold"] == 2500.0
-    assert src[0]["note"] == "delayed scale-down 8 -> 3 held until t=600 s (first recommended at t=0 s)"
-    assert src[1]["note"] == "delayed scale-down 8 -> 4 held until t=600 s (first recommended at t=0 s)"
-    assert src[2]["note"] == "delayed scale-down 8 -> 4: the largest recommendation since t=0 s"
-    assert steps[2]["reasons"] == ["src: true processing rate 5000.0 above scale-down threshold 2500.0"]
-    assert src[3]["note"] == "delayed scale-down 4 -> 2 held until t=1300 s (first recommended at t=700 s)"
-    assert src[4]["outside_bounds"] is False and steps[4]["reasons"] == ["every vertex is within its bounds"]
-    assert src[5]["note"] == "delayed scale-down 4 -> 2 held until t=2000 s (first recommended at t=1400 s)"
-    assert "src: true processing rate 3333.333 above scale-down threshold 2500.0" in steps[5]["reasons"][0]
+    held = "held-scale-down"
+    assert why(src[0]) == (held, {"current": 8, "target": 3, "due_s": 600, "first_at_s": 0})
+    assert why(src[1]) == (held, {"current": 8, "target": 4, "due_s": 600, "first_at_s": 0})
+    assert why(src[2]) == ("delayed-scale-down-due", {"current": 8, "target": 4, "window_start_s": 0})
+    assert steps[2]["reasons"] == [{"code": "threshold-exceeded", "vertex_id": "src", "data": {
+        "true_processing_rate": 5000.0, "scale_up_threshold": 1000.0, "scale_down_threshold": 2500.0},
+        "text": "src: true processing rate 5000.0 above scale-down threshold 2500.0"}]
+    assert why(src[3]) == (held, {"current": 4, "target": 2, "due_s": 1300, "first_at_s": 700})
+    assert src[4]["outside_bounds"] is False and codes(steps[4]) == [("every-vertex-within-bounds", None)]
+    assert why(src[5]) == (held, {"current": 4, "target": 2, "due_s": 2000, "first_at_s": 1400})
+    assert codes(steps[5]) == [("change-held", "src")]
+    assert steps[5]["reasons"][0]["data"]["true_processing_rate"] == 3333.333
 
 
 def test_scale_down_interval_zero_scales_down_at_once():
@@ -240,11 +263,14 @@ def test_held_scale_down_does_not_join_another_vertex_scaling():
     first, second = run(doc)
     assert first["decision"] == "blocked"
     assert (first["vertices"]["a"]["proposed"], first["vertices"]["b"]["proposed"]) == (2, 8)
-    assert first["vertices"]["b"]["note"] == "delayed scale-down 8 -> 2 held until t=3600 s (first recommended at t=0 s)"
+    assert why(first["vertices"]["b"]) == ("held-scale-down", {"current": 8, "target": 2, "due_s": 3600,
+                                                                "first_at_s": 0})
     assert second["decision"] == "scale"
-    assert second["reasons"] == ["a: true processing rate 1000.0 below scale-up threshold 1200.0"]
+    assert codes(second) == [("threshold-exceeded", "a")]
+    assert second["reasons"][0]["data"]["scale_up_threshold"] == 1200.0
     assert (second["vertices"]["a"]["proposed"], second["vertices"]["b"]["proposed"]) == (4, 8)
-    assert second["vertices"]["b"]["note"].startswith("delayed scale-down 8 -> 2 held until t=3600 s")
+    assert why(second["vertices"]["b"])[0] == "held-scale-down"
+    assert why(second["vertices"]["b"])[1]["due_s"] == 3600
 
 
 def test_ineffective_scale_up_sequence():
@@ -268,15 +294,17 @@ def test_ineffective_scale_up_sequence():
         ("scale", 2, 4), ("blocked", 4, 4), ("blocked", 4, 4), ("scale", 4, 8)]
     assert src[0]["expected_processing_rate"] == 1600.0
     assert src[1]["true_processing_rate"] == 850.0 and src[1]["outside_bounds"] is True
-    assert src[1]["note"] == ("blocked: last scale-up 2 -> 4 was ineffective: true processing rate 800 -> 850, "
-                              "expected 1600; not scaling 4 -> 7")
-    assert steps[1]["reasons"][0].startswith("src: true processing rate 850.0 below scale-up threshold 1000.0; blocked")
-    assert src[3]["note"] == "scale up 4 -> 8"
+    assert why(src[1]) == ("ineffective-blocked", {"tpr_before": 800.0, "tpr_now": 850.0, "expected": 1600.0,
+                                                    "old": 2, "new": 4, "current": 4, "to": 7})
+    assert codes(steps[1]) == [("change-held", "src")]
+    assert steps[1]["reasons"][0]["data"]["cause"] == "ineffective-blocked"
+    assert why(src[3])[0] == "scale-up" and (why(src[3])[1]["current"], why(src[3])[1]["to"]) == (4, 8)
     # Detection disabled: the scale-up happens, with a warning in the note.
     doc["policy"]["effectiveness_detection_enabled"] = False
     steps = run(doc)
     assert (steps[1]["decision"], steps[1]["vertices"]["src"]["proposed"]) == ("scale", 7)
-    assert "warning: last scale-up 2 -> 4 was ineffective" in steps[1]["vertices"]["src"]["note"]
+    code, data = why(steps[1]["vertices"]["src"])
+    assert (code, data["old"], data["new"], data["cause"]) == ("ineffective-warning", 2, 4, "scale-up")
 
 
 def test_restart_time_tracking_uses_the_max_measured_downtime_capped():
@@ -301,7 +329,7 @@ def test_backlog_mode_blocks_scale_downs_and_raises_the_band():
     assert out["decision"] == "no-change"
     assert out["vertices"]["src"]["scale_down_threshold"] == "inf"
     assert out["vertices"]["src"]["proposed"] == 8
-    assert any("backlog mode" in r for r in out["reasons"])
+    assert ("backlog-mode", None) in codes(out)
 
 
 def test_idle_vertex_has_infinite_rate_and_obeys_scale_down_max_factor():
@@ -313,7 +341,7 @@ def test_idle_vertex_has_infinite_rate_and_obeys_scale_down_max_factor():
         src = out["vertices"]["src"]
         assert src["true_processing_rate"] == "inf"
         assert (out["decision"], src["proposed"]) == ("scale", expected)
-        assert src["note"].startswith("idle")
+        assert why(src)[0] == "idle"
 
 
 def test_busy_vertex_with_zero_input_does_not_crash_flink_zero_processing_rate():
@@ -337,7 +365,7 @@ def test_excluded_vertices_and_sources_switch_keep_parallelism():
     doc["policy"]["scaling_sources_enabled"] = False
     out = run(doc)[0]
     assert (out["vertices"]["src"]["proposed"], out["vertices"]["agg"]["proposed"]) == (2, 8)
-    assert out["vertices"]["src"]["note"].startswith("source scaling disabled")
+    assert why(out["vertices"]["src"]) == ("source-scaling-disabled", {})
 
 
 @pytest.mark.parametrize(("periods", "at_s", "executable"), [
@@ -356,9 +384,9 @@ def test_excluded_periods_compute_the_plan_but_do_not_execute(periods, at_s, exe
     else:
         assert out["decision"] == "blocked"
         assert out["vertices"]["agg"]["proposed"] == 4
-        assert out["vertices"]["agg"]["note"].startswith(f"not executable in excluded period '{periods[0]}': "
-                                                         f"computed 4 -> 8")
-        assert any("not executable" in r for r in out["reasons"])
+        code, data = why(out["vertices"]["agg"])
+        assert (code, data["period"], data["current"], data["computed"]) == ("not-executable", periods[0], 4, 8)
+        assert ("excluded-period", None) in codes(out)
 
 
 def test_step_parallelism_overrides_what_was_running():

@@ -5,6 +5,8 @@ import math
 
 import pytest
 
+from scaling.reasons import PlanReason
+
 from scaling import ClusterState, Edge, Policy, Topology, Vertex, VertexMetrics, plan_micro_batch
 from scaling.sim import CapacityCurve, Config, Downtime, Noise, PolicyController, SimJob, SimSettings, SimVertex, simulate
 from scaling.sim import workloads
@@ -243,7 +245,8 @@ def test_dhalion_scales_by_heron_scale_up_resolver_capped_at_4x_and_waits_180_s(
     plan = d.plan(PlanRequest(topology, metrics, Policy(), "continuous", now_s=0))
     assert plan.vertex("map").proposed == 8
     again = d.plan(PlanRequest(topology, metrics, Policy(), "continuous", state=plan.next_state, now_s=120))
-    assert again.decision == "no-change" and "waiting 180 s" in again.reasons[0]
+    assert again.decision == "no-change" and again.reasons[0].code == PlanReason.WAITING_AFTER_ACTION
+    assert again.reasons[0].data == {"wait_s": 180.0, "last_at_s": 0}
 
 
 def test_learning_the_scaling_coefficient_converges_in_fewer_steps_on_a_sub_linear_job():

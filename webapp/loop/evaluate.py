@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from scaling import JobPlan, PlanRequest, Policy, evaluate
 from scaling.planner import EXECUTORS_KEY
+from scaling.reason_text import reason_text
 from scaling.state import activated_streak, state_from_dict, state_to_dict
 from sparkclient.contract.binding import StageBinding
 from webapp.jobs.bindings import pinned_knobs, published_plan, stage_bindings
@@ -98,6 +99,13 @@ def plan_as_json(plan: JobPlan) -> dict:
         return value
     data = asdict(plan)
     data.pop("next_state", None)  # the job's state is stored on the job, not in every plan
+    # The stored shape keeps sentences (reasons, a vertex's note) until the readers take JobPlan.to_json.
+    data["reasons"] = [reason_text(r) for r in plan.reasons]
+    for out, vertex in zip(data["vertices"], plan.vertices):
+        reason = vertex.reason
+        out.update(note=reason_text(reason) if reason is not None else "",
+                   reason=str(reason.code) if reason is not None else None,
+                   reason_data=dict(reason.data) if reason is not None else {})
     return clean(data)
 
 
@@ -183,7 +191,7 @@ def _store(ctx: EvaluationContext, plan: JobPlan, *, proposed_config: dict, dire
     if plan.decision == "scale" and direction == Evaluation.Direction.UP and proposed_config != job.config:
         hold, hold_detail = _scale_up_hold(ctx, plan=plan_json, proposed_config=proposed_config)
     return Evaluation.objects.create(
-        job=job, decision=plan.decision, reasons=list(plan.reasons), plan=plan_json,
+        job=job, decision=plan.decision, reasons=[reason_text(r) for r in plan.reasons], plan=plan_json,
         proposed_config=proposed_config, window_s=sum(s.window_s for s in ctx.snapshots), direction=direction,
         hold=hold, hold_detail=hold_detail, held_scale_down=_held_scale_down(ctx, plan))
 

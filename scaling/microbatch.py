@@ -12,35 +12,30 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from scaling.evaluate import (
-    CEIL_MAX, INF, ceil_exact, effective_busy_ms_per_s, is_processing_backlog, propagate_target_rates, selectivity,
-    vertex_true_rates,
+from scaling.evaluate import CEIL_MAX, INF, ceil_exact, selectivity
+from scaling.gate import Gate, backlog_reason, job_gate, next_state
+from scaling.metrics import ClusterState, VertexMetrics, job_utilization
+from scaling.microbatch_sizing import (
+    EXECUTORS_KEY, RETENTION_WARNING_FRACTION, SKEW_REPORTED, MicroBatchModel, Sizing, _tasks, _utilization,
+    evaluate_stages, size_cores,
 )
-from scaling.metrics import ClusterState, VertexMetrics, job_utilization, task_skew
-from scaling.periods import active_period
 from scaling.policy import Policy
 from scaling.plan import JobPlan, VertexPlan
-from scaling.reason_text import limit_text  # noqa: F401 - re-exported
-from scaling.reasons import (
-    AwaitingActivation, Decision, Direction, HeldScaleDown, Limit, PlanLimit, PlanReason, Reason, VertexReason,
-)
-from scaling.state import PendingScaleDown, ScalerState, ScalingRecord, activation
+from scaling.reason_text import limit_text  # noqa: F401 - re-exported (webapp/dashboard/why.py)
+from scaling.reasons import Decision, HeldScaleDown, Limit, PlanLimit, PlanReason, Reason, VertexReason
+from scaling.state import PendingScaleDown, ScalerState, ScalingRecord
 from scaling.topology import Topology
-from scaling.vertex_scaler import observed_scaling_coefficient, pinned_reason
-
-from scaling.microbatch_sizing import (
-    EXECUTORS_KEY, HELPS, RETENTION_WARNING_FRACTION, SEARCH_LIMIT, SKEW_REPORTED, _Stage, _tasks,
-    _utilization,
-    overhead_share, sizing_demand,
-)
+from scaling.vertex_scaler import pinned_reason
 
 
 def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], cluster: ClusterState,
                      policy: Policy, *, batch_duration_s: float | None = None, state: ScalerState | None = None,
-                     now_s: float = 0.0):
-    """Compute cores, executors and partitions for a Spark micro-batch job.
+                     now_s: float = 0.0) -> JobPlan:
+    """Compute cores, executors and partitions for a Spark micro-batch job, in the steps of Flink's
+    ``ScalingExecutor.scaleResource``: evaluate the stages, size the cores, clamp by the scale
+    factors, the delayed scale-down, per-stage plans and limits, the job-level gate.
 
     Args:
         topology: the stages as vertices; ``parallelism`` = tasks per batch.
@@ -76,249 +71,259 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     Raises:
         KeyError: a vertex of the topology has no metrics.
     """
-    restart_s = state.restart_time_s(policy) if state is not None else policy.restart_time_s
-    rates = propagate_target_rates(topology, metrics, policy, restart_time_s=restart_s)
-    backlog_mode = is_processing_backlog(topology, metrics, policy)
-    cores_now = cluster.cores
-    cpe = cluster.cores_per_executor
-    overhead_s = max((m.batch_overhead_s for m in metrics.values()), default=0.0)
-    overhead = overhead_share(overhead_s, cluster.trigger_interval_s)
-    target_u = policy.utilization_target
-    low, high = (0.0, 1.0) if backlog_mode else policy.band
+    job = evaluate_stages(topology, metrics, cluster, policy, state)
+    load, load_down = job.now("need_up"), job.now("need_target")
+    outside_band = load > job.high or load_down < job.low
+    sizing = size_cores(job)
+    executors = _clamp_by_scale_factors(sizing.executors, cluster, policy, job.backlog_mode)
+    delayed = _delayed_scale_down(job, executors, outside_band, state, now_s)
+    stage_plans, stage_limits, bottleneck = _stage_plans(job, delayed.executors, delayed.outside_band)
+    limits = (*_max_executors_limit(job, sizing), *stage_limits, *_catch_up_limit(job))
+    changes = delayed.executors != cluster.executors or any(vp.proposed != vp.current for vp in stage_plans)
+    gate = _gate(job, delayed, stage_plans, changes, state, now_s)
+    reasons = _reasons(job, load, load_down, delayed, limits, changes, gate)
+    if gate.decision != Decision.SCALE:
+        cores_now = cluster.cores
+        stage_plans = tuple(replace(vp, proposed=vp.current, expected_processing_rate=vp.true_processing_rate
+                                    * min(vp.current, cores_now)) for vp in stage_plans)
+    executors = delayed.executors if gate.decision == Decision.SCALE else cluster.executors
+    after = None
+    if state is not None:
+        after = next_state(state, gate, delayed.pending.values(), _records(job, stage_plans, executors, now_s))
+    return JobPlan(
+        decision=gate.decision, reasons=reasons, vertices=stage_plans, executors_current=cluster.executors,
+        executors_proposed=executors, cores_per_executor=cluster.cores_per_executor,
+        cores_needed=sizing.cores_needed, load=load, utilization=job_utilization(job.busy_total, cluster.cores),
+        overhead_fraction=job.overhead, bottleneck=bottleneck,
+        batch_ratio=(batch_duration_s / cluster.trigger_interval_s) if batch_duration_s is not None else None,
+        mode="micro-batch", executable=gate.period is None, backlog_mode=job.backlog_mode, restart_time_s=job.restart_s,
+        next_state=after, held=delayed.held, limits=limits, utilization_now=job.now("base"),
+        predicted_utilization=job.at(executors * cluster.cores_per_executor, "base"), awaiting_activation=gate.awaiting)
 
-    stages: dict[str, _Stage] = {}
-    busy_total = 0.0
-    for vid in topology.order:
-        vertex, m, r = topology.vertex(vid), metrics[vid], rates[vid]
-        tpr_total, tor_total = vertex_true_rates(m)
-        tpr, tor = tpr_total / vertex.parallelism, tor_total / vertex.parallelism
-        busy = (m.busy_time_ms_per_s / 1000.0 * vertex.parallelism if m.busy_time_ms_per_s is not None
-                and m.true_processing_rate is None else ((m.records_in_per_s or 0.0) / tpr if tpr < INF else 0.0))
-        busy_total += busy
-        lam = r.target_data_rate + r.catch_up_data_rate
-        finite = 0 < tpr < INF
-        mean_busy = m.busy_time_ms_per_s or 0.0
-        skew = task_skew(effective_busy_ms_per_s(m), mean_busy)
-        base = r.target_data_rate / tpr if finite else 0.0
-        need_target = (lam + r.restart_data_rate) / tpr if finite else 0.0
-        stages[vid] = _Stage(tpr, tor, busy, lam, base, lam / tpr if finite else 0.0, need_target, skew,
-                             sizing_demand(base, need_target - base, target_u))
 
-    tasks_now = {v.id: v.parallelism for v in topology.vertices}
-    load = _utilization(stages, tasks_now, cores_now, overhead, "need_up")
-    load_down = _utilization(stages, tasks_now, cores_now, overhead, "need_target")
-
-    # The smallest cores whose predicted utilization reaches the target; cores that cannot help are not added.
+def _clamp_by_scale_factors(executors: int, cluster: ClusterState, policy: Policy, backlog_mode: bool) -> int:
+    """Step 3, Flink ``JobVertexScaler``: the executor change is clamped to [1 − scale_down_max_factor,
+    1 + scale_up_max_factor] × current within [min, max] executors; no scale-down in backlog mode."""
     lo_exec, hi_exec = cluster.min_executors, max(cluster.max_executors, cluster.min_executors)
-    # Observed scalability (Flink ``JobVertexScaler.calculateObservedScalingCoefficient``, FLINK-30571's
-    # follow-up) on the executor count: a coefficient α < 1 fitted to the job's own past rescales
-    # (capacity at each executor count) says more cores give less than linear gain; the predicted
-    # utilization of a larger cluster is divided by it.
-    alpha = 1.0
-    if policy.observed_scalability_enabled and state is not None:
-        executor_records = tuple(r for r in state.history if r.vertex_id == EXECUTORS_KEY)
-        alpha = observed_scaling_coefficient(executor_records, policy)
-    predicted: list[float] = []
-    chosen = None
-    total_need = sum(st.need_target for st in stages.values())
-    sized_need = sum(st.need_sized for st in stages.values())
-    # No fewer cores can reach the target than Σ need / target / (1 − overhead) (every stage on all
-    # cores), so the search starts there; it looks at most SEARCH_LIMIT executor counts.
-    first = lo_exec
-    if 0 < sized_need < INF:
-        first = min(hi_exec, max(lo_exec, ceil_exact(sized_need / target_u / (1.0 - overhead) / cpe) - 1))
-
-    def at(cores: int, attr: str) -> float:
-        """``U(cores)`` of the demand ``attr`` with each stage's tasks at ``cores``, divided by the
-        observed scaling coefficient for more cores than now."""
-        u_at = _utilization(stages, {vid: _tasks(topology, vid, cores, policy)[0] for vid in stages}, cores,
-                            overhead, attr)
-        return u_at / alpha if cores > cores_now else u_at
-
-    for executors in range(first, min(hi_exec, first + SEARCH_LIMIT) + 1):
-        u = at(executors * cpe, "need_sized")
-        predicted.append(u)
-        if u <= target_u:
-            chosen = executors
-            break
-    if chosen is not None and at(chosen * cpe, "base") < low:
-        # Issue 13 item 6 / acceptance 7: the catch-up and restart rates must not leave the target
-        # rate below the band (the next evaluation would scale down again). Fewer executors whose
-        # utilization at the target rate lies in [low, target] are taken instead: the catch-up then
-        # drains with the band's headroom. In backlog mode ``low`` is 0 and Flink's sizing stands.
-        for fewer in range(chosen - 1, lo_exec - 1, -1):
-            u_base = at(fewer * cpe, "base")
-            if u_base > target_u:
-                break
-            if u_base >= low:
-                chosen = fewer
-                break
-    best_u = predicted[-1]
-    best_exec = chosen if chosen is not None else first + next(
-        k for k, u in enumerate(predicted) if u <= best_u + HELPS or u == best_u)
-    executors = best_exec
-    cores_needed = max(1, ceil_exact(sized_need / target_u / (1.0 - overhead))) if sized_need < INF else \
-        hi_exec * cpe
-    # Flink ``JobVertexScaler``: the scale factor is clamped to [1 − down-max-factor, 1 + up-max-factor].
     floor_exec = max(lo_exec, ceil_exact(cluster.executors * (1.0 - policy.scale_down_max_factor)))
     ceil_exec = min(hi_exec, max(cluster.executors, math.floor(cluster.executors * (1.0 + policy.scale_up_max_factor))))
     executors = min(max(executors, floor_exec), ceil_exec)
-    if backlog_mode and executors < cluster.executors:
-        executors = cluster.executors
+    return cluster.executors if backlog_mode and executors < cluster.executors else executors
 
-    reasons: list[Reason] = []
+
+@dataclass(frozen=True)
+class _Delayed:
+    """Step 4's outcome: the executors after the delayed scale-down, the scale-down held (with its
+    reason), the pending scale-downs to remember, and whether the job counts as outside its band."""
+
+    executors: int
+    held: tuple[HeldScaleDown, ...]
+    reason: Reason | None
+    pending: dict[str, PendingScaleDown]
+    outside_band: bool
+
+
+def _delayed_scale_down(job: MicroBatchModel, executors: int, outside_band: bool, state: ScalerState | None,
+                        now_s: float) -> _Delayed:
+    """Step 4, Flink ``JobVertexScaler.applyScaleDownInterval`` (FLINK-36018) on the executor count:
+    with a state, a lower count is recorded and held for ``scale_down_interval_s`` after the first
+    recommendation; then the largest recommendation of that sliding window applies (FLINK-36863).
+    Our addition (issue 13 item 6 and acceptance 7): not more executors than keep the current
+    target rate inside the band (``U ≥ low``), so that the scale-down is not followed by another one
+    an interval later (Flink would see the result below its scale-down threshold again)."""
+    current, interval = job.cluster.executors, job.policy.scale_down_interval_s
     pending = {p.vertex_id: p for p in state.pending_scale_downs} if state is not None else {}
-    outside_band = load > high or load_down < low
-    held: tuple[HeldScaleDown, ...] = ()
-    held_note: Reason | None = None
-    interval = policy.scale_down_interval_s
-    if state is not None and executors < cluster.executors and interval > 0:
-        # Flink ``JobVertexScaler.applyScaleDownInterval`` on the executor count.
-        pend = (pending.get(EXECUTORS_KEY) or PendingScaleDown(EXECUTORS_KEY, now_s, ())).record(
-            now_s, executors, outside_band)
-        pending[EXECUTORS_KEY] = pend
-        due_s = pend.first_at_s + interval
-        if now_s - interval < pend.first_at_s:
-            target = pend.max_recommended
-            held = (HeldScaleDown(EXECUTORS_KEY, cluster.executors, target, pend.first_at_s, due_s),)
-            held_note = Reason(PlanReason.HELD_EXECUTOR_SCALE_DOWN, None, {
-                "current": cluster.executors, "target": target, "due_s": due_s, "first_at_s": pend.first_at_s})
-            executors = cluster.executors
-        else:
-            target, target_outside = pend.max_in_window(now_s - interval)
-            # FLINK-36863: the largest recommendation of the window applies. Our addition (issue 13
-            # item 6 and acceptance 7): not more executors than keep the current target rate inside
-            # the band (``U ≥ low``), so that the scale-down is not followed by another one an
-            # interval later (Flink would see the result below its scale-down threshold again).
-            recommended = executors
-            target = min(cluster.executors, target)
-            while target > recommended and at(target * cpe, "base") < low:
-                target -= 1
-            executors = target
-            outside_band = outside_band or target_outside
-    elif state is not None:
-        pending.pop(EXECUTORS_KEY, None)
-    cores_planned = executors * cpe
+    if state is None or executors >= current or interval <= 0:
+        if state is not None:
+            pending.pop(EXECUTORS_KEY, None)
+        return _Delayed(executors, (), None, pending, outside_band)
+    pend = (pending.get(EXECUTORS_KEY) or PendingScaleDown(EXECUTORS_KEY, now_s, ())).record(
+        now_s, executors, outside_band)
+    pending[EXECUTORS_KEY] = pend
+    if now_s - interval < pend.first_at_s:
+        due_s, target = pend.first_at_s + interval, pend.max_recommended
+        reason = Reason(PlanReason.HELD_EXECUTOR_SCALE_DOWN, None, {
+            "current": current, "target": target, "due_s": due_s, "first_at_s": pend.first_at_s})
+        return _Delayed(current, (HeldScaleDown(EXECUTORS_KEY, current, target, pend.first_at_s, due_s),), reason,
+                        pending, outside_band)
+    target, target_outside = pend.max_in_window(now_s - interval)
+    target = min(current, target)
+    while target > executors and job.at(target * job.cluster.cores_per_executor, "base") < job.low:
+        target -= 1
+    return _Delayed(target, (), None, pending, outside_band or target_outside)
 
-    limits: list[PlanLimit] = []
-    if chosen is None:
-        if best_exec >= min(hi_exec, first + SEARCH_LIMIT):  # cores still helped at the maximum
-            # Both utilizations at the maximum: at the target rate (what ``predicted_utilization`` and
-            # the proposal page show) and with the catch-up and restart rates (what the sizing needs).
-            limits.append(PlanLimit(Limit.MAX_EXECUTORS, None, {
-                "cores_needed": cores_needed, "cores_max": hi_exec * cpe,
-                "predicted_utilization": at(best_exec * cpe, "base"), "utilization_with_catch_up": best_u}))
-    vertex_plans = []
-    bottleneck: str | None = None
-    worst_fill = 0.0
-    for vid in topology.order:
-        vertex, m, st, r = topology.vertex(vid), metrics[vid], stages[vid], rates[vid]
-        ideal = (0 if st.lam <= 0 else 1 if st.tpr == INF else CEIL_MAX if st.tpr <= 0
-                 else ceil_exact(st.lam / st.tpr / target_u))  # divided in turn: tpr × u can underflow
-        pinned = pinned_reason(topology, vertex, policy)
-        proposed, capped = _tasks(topology, vid, cores_planned, policy)
-        note = Reason(pinned, vid) if pinned is not None else None
-        if pinned is None and capped:
-            note = Reason(VertexReason.CAPPED, vid, {"tasks": proposed})
-        slots = min(proposed, cores_planned)
-        fill = st.need_up / slots / (1.0 - overhead) if slots > 0 and st.need_up > 0 else 0.0
-        if fill > target_u and (capped or pinned is not None or st.skew > SKEW_REPORTED):
-            code = (Limit.PINNED_STAGE if pinned is not None else Limit.PARTITIONS if capped else Limit.BOTTLENECK)
-            limits.append(PlanLimit(code, vid, {"fill": fill, "tasks": proposed, "skew": st.skew}))
+
+def _stage_plans(job: MicroBatchModel, executors: int,
+                 outside_band: bool) -> tuple[tuple[VertexPlan, ...], list[PlanLimit], str | None]:
+    """Step 5: every stage's plan on ``executors`` (``_stage_plan``), the limits it reports
+    (``pinned-stage``, ``partitions``, ``bottleneck``, ``retention-risk``), and the bottleneck: the
+    stage that alone fills most of each trigger interval beyond it (None when none overfills it)."""
+    thresholds = _band_thresholds(job)
+    plans, limits = [], []
+    bottleneck, worst_fill = None, 0.0
+    for vid in job.topology.order:
+        plan, fill, stage_limits = _stage_plan(job, vid, executors * job.cluster.cores_per_executor,
+                                               thresholds[vid], outside_band)
+        plans.append(plan)
+        limits.extend(stage_limits)
         if fill > 1.0 and fill > worst_fill:
             worst_fill, bottleneck = fill, vid
-        utilization = st.busy / min(vertex.parallelism, cores_now)
-        others_up = sum(s.need_up / min(tasks_now[k], cores_now) for k, s in stages.items() if k != vid)
-        others_down = sum(s.need_target / min(tasks_now[k], cores_now) for k, s in stages.items() if k != vid)
-        slots_now = min(vertex.parallelism, cores_now)
-        room_up = (high * (1.0 - overhead) - others_up) * slots_now
-        room_down = (low * (1.0 - overhead) - others_down) * slots_now
-        up = st.lam / room_up if room_up > 0 else INF
-        down = (st.lam + r.restart_data_rate) / room_down if room_down > 0 else INF
-        vertex_plans.append(VertexPlan(
-            vertex_id=vid, current=vertex.parallelism, proposed=proposed, true_processing_rate=st.tpr,
-            true_output_rate=st.tor, selectivity=selectivity(m), target_data_rate=r.target_data_rate,
-            catch_up_data_rate=r.catch_up_data_rate, ideal_parallelism=ideal, utilization=utilization,
-            busy_core_s_per_s=st.busy, adjustable=vertex.adjustable, reason=note, scale_up_threshold=up,
-            scale_down_threshold=down, outside_bounds=outside_band,
-            expected_processing_rate=st.tpr * slots, recommended=proposed))
-        lag_s = _lag_s(m)
-        if vertex.retention_s and lag_s >= RETENTION_WARNING_FRACTION * vertex.retention_s:
-            limits.append(PlanLimit(Limit.RETENTION_RISK, vid, {"lag_s": lag_s, "retention_s": vertex.retention_s}))
+    return tuple(plans), limits, bottleneck
 
-    catch_up = _catch_up_s_at_max(topology, metrics, stages, policy, hi_exec * cpe, overhead)
-    if catch_up is not None:
-        limits.append(PlanLimit(Limit.CATCH_UP_UNREACHABLE, None, {
-            "catch_up_s": catch_up, "catch_up_duration_s": policy.catch_up_duration_s, "cores_max": hi_exec * cpe}))
 
-    if load > high:
-        reasons.append(Reason(PlanReason.LOAD_ABOVE_BAND, None, {
-            "load": load, "low": low, "high": high, "need": sum(s.need_up for s in stages.values()),
-            "cores": cores_now, "overhead": overhead}))
-    elif load_down < low:
-        reasons.append(Reason(PlanReason.LOAD_BELOW_BAND, None, {
-            "load": load_down, "low": low, "high": high, "need": total_need, "cores": cores_now}))
-    for item in limits:
-        reasons.append(Reason(item.code, item.vertex_id, dict(item.data)))
-    if backlog_mode:
-        reasons.append(Reason(PlanReason.BACKLOG_MODE, None, {"lag_threshold_s": policy.backlog_lag_threshold_s,
-                                                              "mode": "micro-batch"}))
-    plan = JobPlan(
-        decision=Decision.NO_CHANGE, reasons=(), vertices=tuple(vertex_plans), executors_current=cluster.executors,
-        executors_proposed=executors, cores_per_executor=cpe, cores_needed=cores_needed,
-        load=load, utilization=job_utilization(busy_total, cores_now), overhead_fraction=overhead, bottleneck=bottleneck,
-        batch_ratio=(batch_duration_s / cluster.trigger_interval_s) if batch_duration_s is not None else None,
-        mode="micro-batch", backlog_mode=backlog_mode, restart_time_s=restart_s, held=held, limits=tuple(limits))
-    period = active_period(policy.excluded_periods, now_s) if policy.excluded_periods else None
-    changes = plan.changes
-    # DS2's activation time (Kalavri et al., OSDI 2018, §4; ``Policy.activation_evaluations``): a
-    # rescale applies only once that many consecutive evaluations recommended one in its direction
-    # (a held scale-down counts as a scale-down recommendation).
-    direction = 0
-    if held_note is not None:
-        direction = -1
-    elif outside_band and changes:
-        direction = 1 if executors > cluster.executors or any(vp.proposed > vp.current for vp in vertex_plans) else -1
-    activated, streak = activation(state, policy, direction)
-    waiting = None if activated or held_note is not None else AwaitingActivation(
-        Direction.UP if direction > 0 else Direction.DOWN, abs(streak), policy.activation_evaluations)
-    if outside_band and changes and period is None and held_note is None and waiting is None:
-        decision = Decision.SCALE
+def _band_thresholds(job: MicroBatchModel) -> dict[str, tuple[float, float]]:
+    """Per stage, FLIP-271's scale-up and scale-down thresholds on its rate (records/s): the rate at
+    which the job's load, the other stages' demand fixed, reaches the band's upper and lower edge:
+    ``λ / ((high × (1 − overhead) − Σ_others need_up / slots) × slots_v)`` (``(λ + restart) / ...``
+    with ``low`` and ``need_target`` for the scale-down), infinite when there is no room. The
+    others' sums are prefix + suffix sums, so all stages take one pass (no stage re-sums the others,
+    and no total minus a large own term loses the others' small ones)."""
+    cores_now, overhead = job.cluster.cores, job.overhead
+    vids = list(job.stages)
+    slots = [min(job.topology.vertex(vid).parallelism, cores_now) for vid in vids]
+    up_terms = [job.stages[vid].need_up / slots[i] for i, vid in enumerate(vids)]
+    down_terms = [job.stages[vid].need_target / slots[i] for i, vid in enumerate(vids)]
+    others_up, others_down = _others(up_terms), _others(down_terms)
+    result = {}
+    for i, vid in enumerate(vids):
+        st = job.stages[vid]
+        room_up = (job.high * (1.0 - overhead) - others_up[i]) * slots[i]
+        room_down = (job.low * (1.0 - overhead) - others_down[i]) * slots[i]
+        result[vid] = (st.lam / room_up if room_up > 0 else INF,
+                       (st.lam + job.rates[vid].restart_data_rate) / room_down if room_down > 0 else INF)
+    return result
+
+
+def _others(terms: list[float]) -> list[float]:
+    """For each position, the sum of every other term: ``prefix[i] + suffix[i + 1]``."""
+    prefix, total = [], 0.0
+    for term in terms:
+        prefix.append(total)
+        total += term
+    others, total = [0.0] * len(terms), 0.0
+    for i in range(len(terms) - 1, -1, -1):
+        others[i] = prefix[i] + total
+        total += terms[i]
+    return others
+
+
+def _stage_plan(job: MicroBatchModel, vid: str, cores: int, thresholds: tuple[float, float],
+                outside_band: bool) -> tuple[VertexPlan, float, list[PlanLimit]]:
+    """One stage on ``cores`` cores: its tasks (one per core unless pinned or capped), DS2's ideal
+    parallelism π_v = ceil(λ / TPR / u), its fill of each trigger interval ``need_up / min(tasks,
+    C) / (1 − overhead)``, and the limits it reports. Returns (plan, fill, limits)."""
+    topology, policy = job.topology, job.policy
+    vertex, m, st, r = topology.vertex(vid), job.metrics[vid], job.stages[vid], job.rates[vid]
+    target_u = policy.utilization_target
+    ideal = (0 if st.lam <= 0 else 1 if st.tpr == INF else CEIL_MAX if st.tpr <= 0
+             else ceil_exact(st.lam / st.tpr / target_u))  # divided in turn: tpr × u can underflow
+    pinned = pinned_reason(topology, vertex, policy)
+    proposed, capped = _tasks(topology, vid, cores, policy)
+    reason = Reason(pinned, vid) if pinned is not None else None
+    if pinned is None and capped:
+        reason = Reason(VertexReason.CAPPED, vid, {"tasks": proposed})
+    slots = min(proposed, cores)
+    fill = st.need_up / slots / (1.0 - job.overhead) if slots > 0 and st.need_up > 0 else 0.0
+    limits = []
+    if fill > target_u and (capped or pinned is not None or st.skew > SKEW_REPORTED):
+        code = Limit.PINNED_STAGE if pinned is not None else Limit.PARTITIONS if capped else Limit.BOTTLENECK
+        limits.append(PlanLimit(code, vid, {"fill": fill, "tasks": proposed, "skew": st.skew}))
+    lag_s = _lag_s(m)
+    if vertex.retention_s and lag_s >= RETENTION_WARNING_FRACTION * vertex.retention_s:
+        limits.append(PlanLimit(Limit.RETENTION_RISK, vid, {"lag_s": lag_s, "retention_s": vertex.retention_s}))
+    plan = VertexPlan(
+        vertex_id=vid, current=vertex.parallelism, proposed=proposed, true_processing_rate=st.tpr,
+        true_output_rate=st.tor, selectivity=selectivity(m), target_data_rate=r.target_data_rate,
+        catch_up_data_rate=r.catch_up_data_rate, ideal_parallelism=ideal,
+        utilization=st.busy / min(vertex.parallelism, job.cluster.cores), busy_core_s_per_s=st.busy,
+        adjustable=vertex.adjustable, reason=reason, scale_up_threshold=thresholds[0],
+        scale_down_threshold=thresholds[1], outside_bounds=outside_band, expected_processing_rate=st.tpr * slots,
+        recommended=proposed)
+    return plan, fill, limits
+
+
+def _max_executors_limit(job: MicroBatchModel, sizing: Sizing) -> tuple[PlanLimit, ...]:
+    """``max-executors`` when no count reached the target and cores still helped at the last one:
+    both utilizations there, at the target rate (what ``predicted_utilization`` and the proposal
+    page show) and with the catch-up and restart rates (what the sizing needs)."""
+    if sizing.chosen or not sizing.at_limit:
+        return ()
+    cores_max = max(job.cluster.max_executors, job.cluster.min_executors) * job.cluster.cores_per_executor
+    return (PlanLimit(Limit.MAX_EXECUTORS, None, {
+        "cores_needed": sizing.cores_needed, "cores_max": cores_max,
+        "predicted_utilization": job.at(sizing.executors * job.cluster.cores_per_executor, "base"),
+        "utilization_with_catch_up": sizing.best_u}),)
+
+
+def _catch_up_limit(job: MicroBatchModel) -> tuple[PlanLimit, ...]:
+    """``catch-up-unreachable`` when even the maximum executors drain the backlog slower than
+    ``catch_up_duration_s`` (``_catch_up_s_at_max``)."""
+    cores_max = max(job.cluster.max_executors, job.cluster.min_executors) * job.cluster.cores_per_executor
+    catch_up = _catch_up_s_at_max(job.topology, job.metrics, job, cores_max)
+    if catch_up is None:
+        return ()
+    return (PlanLimit(Limit.CATCH_UP_UNREACHABLE, None, {
+        "catch_up_s": catch_up, "catch_up_duration_s": job.policy.catch_up_duration_s, "cores_max": cores_max}),)
+
+
+def _gate(job: MicroBatchModel, delayed: _Delayed, stage_plans: tuple[VertexPlan, ...], changes: bool,
+          state: ScalerState | None, now_s: float) -> Gate:
+    """Step 6, the job-level gate (``gate.job_gate``): the job scales when its load is outside the
+    band (FLIP-271 thresholds on the job) and the plan changes something; a held scale-down blocks
+    it and counts as a scale-down recommendation for DS2's activation time."""
+    if delayed.reason is not None:
+        decision, direction = Decision.BLOCKED, -1
+    elif delayed.outside_band and changes:
+        up = delayed.executors > job.cluster.executors or any(vp.proposed > vp.current for vp in stage_plans)
+        decision, direction = Decision.SCALE, 1 if up else -1
     else:
-        if held_note is not None:
-            decision = Decision.BLOCKED
-            reasons.append(held_note)
-        elif waiting is not None:
-            decision = Decision.BLOCKED
-            reasons.append(Reason(PlanReason.ACTIVATION_PENDING, None, waiting.as_json()))
-        elif outside_band and changes:
-            decision = Decision.BLOCKED
-        else:
-            decision = Decision.NO_CHANGE
-            if not outside_band:
-                reasons.insert(0, Reason(PlanReason.WITHIN_BAND, None, {"load": load, "low": low, "high": high}))
-            elif not changes:
-                reasons.append(Reason(PlanReason.PLAN_EQUALS_RUNNING))
-        vertex_plans = [replace(vp, proposed=vp.current, expected_processing_rate=vp.true_processing_rate
-                                * min(vp.current, cores_now)) for vp in vertex_plans]
-        executors = cluster.executors
-    if period is not None:
-        reasons.append(Reason(PlanReason.EXCLUDED_PERIOD, None, {"period": period}))
-    next_state = None
-    if state is not None:
-        next_state = replace(state, pending_scale_downs=tuple(pending.values()), activation_streak=streak)
-        if decision == Decision.SCALE:
-            job_rate = _job_rate(topology, rates, _utilization(stages, tasks_now, cores_now, overhead, "base"))
-            records = tuple(ScalingRecord(now_s, vp.vertex_id, vp.current, vp.proposed, vp.true_processing_rate,
-                                          vp.true_processing_rate) for vp in vertex_plans if vp.proposed != vp.current)
-            if executors != cluster.executors:
-                records = (*records, ScalingRecord(now_s, EXECUTORS_KEY, cluster.executors, executors,
-                                                   job_rate, job_rate * executors / cluster.executors))
-            next_state = next_state.with_records(records)
-    return replace(plan, decision=decision, reasons=tuple(reasons), vertices=tuple(vertex_plans),
-                   executors_proposed=executors, executable=period is None, next_state=next_state,
-                   utilization_now=_utilization(stages, tasks_now, cores_now, overhead, "base"),
-                   predicted_utilization=at(executors * cpe, "base"), awaiting_activation=waiting)
+        decision, direction = Decision.NO_CHANGE, 0
+    return job_gate(decision, direction, state=state, policy=job.policy, now_s=now_s)
+
+
+def _reasons(job: MicroBatchModel, load: float, load_down: float, delayed: _Delayed, limits: tuple[PlanLimit, ...],
+             changes: bool, gate: Gate) -> tuple[Reason, ...]:
+    """The plan's reasons: the load against the band (``load-above-band``, ``load-below-band`` or
+    ``within-band``), the limits, backlog mode, what held the change back (``held-executor-scale-
+    down``, ``activation-pending``) or ``plan-equals-running``, and the excluded period."""
+    band = {"low": job.low, "high": job.high}
+    first: list[Reason] = []
+    if load > job.high:
+        first.append(Reason(PlanReason.LOAD_ABOVE_BAND, None, {
+            "load": load, **band, "need": sum(s.need_up for s in job.stages.values()), "cores": job.cluster.cores,
+            "overhead": job.overhead}))
+    elif load_down < job.low:
+        first.append(Reason(PlanReason.LOAD_BELOW_BAND, None, {
+            "load": load_down, **band, "need": sum(s.need_target for s in job.stages.values()),
+            "cores": job.cluster.cores}))
+    elif not delayed.outside_band and delayed.reason is None and gate.awaiting is None:
+        first.append(Reason(PlanReason.WITHIN_BAND, None, {"load": load, **band}))
+    then: list[Reason] = [Reason(item.code, item.vertex_id, dict(item.data)) for item in limits]
+    if job.backlog_mode:
+        then.append(backlog_reason(job.policy, "micro-batch"))
+    if delayed.reason is not None:
+        then.append(delayed.reason)
+    elif gate.awaiting is not None:
+        then.append(gate.activation_reason)
+    elif delayed.outside_band and not changes:
+        then.append(Reason(PlanReason.PLAN_EQUALS_RUNNING))
+    if gate.period_reason is not None:
+        then.append(gate.period_reason)
+    return (*first, *then)
+
+
+def _records(job: MicroBatchModel, stage_plans: tuple[VertexPlan, ...], executors: int,
+             now_s: float) -> tuple[ScalingRecord, ...]:
+    """The scalings a ``scale`` applies, for the history: each changed stage (its TPR per core), and
+    the executor count with the source rate the current cores sustain at full load (``_job_rate``),
+    which the observed scaling coefficient of the executors is fitted to."""
+    records = tuple(ScalingRecord(now_s, vp.vertex_id, vp.current, vp.proposed, vp.true_processing_rate,
+                                  vp.true_processing_rate) for vp in stage_plans if vp.proposed != vp.current)
+    current = job.cluster.executors
+    if executors == current:
+        return records
+    job_rate = _job_rate(job.topology, job.rates, job.now("base"))
+    return (*records, ScalingRecord(now_s, EXECUTORS_KEY, current, executors, job_rate, job_rate * executors / current))
 
 
 def _job_rate(topology: Topology, rates: Mapping, load: float) -> float:
@@ -336,16 +341,16 @@ def _lag_s(m: VertexMetrics) -> float:
     return m.backlog / rate if rate > 0 else INF
 
 
-def _catch_up_s_at_max(topology: Topology, metrics: Mapping[str, VertexMetrics], stages: Mapping[str, _Stage],
-                       policy: Policy, cores_max: int, overhead: float) -> float | None:
+def _catch_up_s_at_max(topology: Topology, metrics: Mapping[str, VertexMetrics], job: MicroBatchModel,
+                       cores_max: int) -> float | None:
     """Seconds to drain the backlog at ``cores_max`` cores, when that exceeds ``catch_up_duration_s``
     (else None). The spare share ``1 − U_base`` of the batch drains the backlog at ``(1 / U_base − 1)``
     × the arrival rate (``U_base``: utilization of the arrivals alone)."""
+    policy = job.policy
     backlog = sum(metrics[v].backlog for v in topology.order if topology.is_source(v))
     if backlog <= 0 or policy.catch_up_duration_s <= 0:
         return None
-    tasks = {vid: _tasks(topology, vid, cores_max, policy)[0] for vid in stages}
-    u_base = _utilization(stages, tasks, cores_max, overhead, "base")
+    u_base = _utilization(job.stages, job.tasks_at(cores_max), cores_max, job.overhead, "base")
     arrival = sum((metrics[v].records_in_per_s or 0.0) + metrics[v].backlog_growth_per_s
                   for v in topology.order if topology.is_source(v))
     if u_base >= 1.0 or arrival <= 0:

@@ -1,17 +1,25 @@
-"""The micro-batch model's sizing formulas: per-stage demand (FLIP-271 target capacity), the
-tasks a stage runs on ``C`` cores, and the one utilization formula (``busy_share``) that the planner
-(``scaling.microbatch``) sizes with and the web app's frozen prediction shows."""
+"""The micro-batch model's sizing: per-stage demand (FLIP-271 target capacity), the tasks a stage
+runs on ``C`` cores, the one utilization formula (``busy_share``) that the planner
+(``scaling.microbatch``) sizes with and the web app's frozen prediction shows, and the first two
+steps of the planner: evaluate the stages (``evaluate_stages``) and size the cores (``size_cores``).
+Every step is linear in the number of stages (per executor count it looks at)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from scaling.evaluate import INF
+from scaling.evaluate import (
+    INF, TargetRates, ceil_exact, effective_busy_ms_per_s, is_processing_backlog, propagate_target_rates,
+    vertex_true_rates,
+)
+from scaling.metrics import ClusterState, VertexMetrics, task_skew
 from scaling.policy import Policy
 from scaling.state import ScalerState
 from scaling.topology import Topology
-from scaling.vertex_scaler import align_parallelism, alignment_base, parallelism_bounds, pinned_reason
+from scaling.vertex_scaler import (
+    align_parallelism, alignment_base, observed_scaling_coefficient, parallelism_bounds, pinned_reason,
+)
 
 
 MAX_OVERHEAD_FRACTION = 0.9
@@ -122,3 +130,148 @@ def _utilization(stages: Mapping[str, _Stage], tasks: Mapping[str, int], cores: 
                  attr: str) -> float:
     """``busy_share`` of the demand ``attr`` of every stage with ``tasks``."""
     return busy_share(((getattr(st, attr), tasks[vid]) for vid, st in stages.items()), cores, overhead)
+
+
+@dataclass
+class MicroBatchModel:
+    """A micro-batch job evaluated (``evaluate_stages``): its stages' numbers and the band.
+
+    Attributes:
+        stages: per stage id, in topological order, its ``_Stage``.
+        rates: per stage id, the target, catch-up and restart rates (DS2 Eq. 8, FLIP-271).
+        overhead: the batch overhead's share of the trigger interval.
+        low / high: the utilization band ([0, 1] in backlog mode, FLIP-271).
+        alpha: the observed scaling coefficient of the executor count (1.0 when off).
+        busy_total: busy core-seconds per second of the job now.
+    """
+
+    topology: Topology
+    metrics: Mapping[str, VertexMetrics]
+    cluster: ClusterState
+    policy: Policy
+    rates: Mapping[str, TargetRates]
+    stages: dict[str, _Stage]
+    overhead: float
+    low: float
+    high: float
+    backlog_mode: bool
+    restart_s: float
+    alpha: float
+    busy_total: float
+    _tasks: dict[int, dict[str, int]] = field(default_factory=dict, repr=False)
+
+    @property
+    def tasks_now(self) -> dict[str, int]:
+        """Each stage's tasks now."""
+        return {v.id: v.parallelism for v in self.topology.vertices}
+
+    def tasks_at(self, cores: int) -> dict[str, int]:
+        """Each stage's tasks on ``cores`` cores (``_tasks``), computed once per core count."""
+        if cores not in self._tasks:
+            self._tasks[cores] = {vid: _tasks(self.topology, vid, cores, self.policy)[0] for vid in self.stages}
+        return self._tasks[cores]
+
+    def now(self, attr: str) -> float:
+        """``U`` of the demand ``attr`` on the running cores and tasks."""
+        return _utilization(self.stages, self.tasks_now, self.cluster.cores, self.overhead, attr)
+
+    def at(self, cores: int, attr: str) -> float:
+        """``U(cores)`` of the demand ``attr`` with each stage's tasks at ``cores``, divided by the
+        observed scaling coefficient for more cores than now."""
+        u_at = _utilization(self.stages, self.tasks_at(cores), cores, self.overhead, attr)
+        return u_at / self.alpha if cores > self.cluster.cores else u_at
+
+
+def evaluate_stages(topology: Topology, metrics: Mapping[str, VertexMetrics], cluster: ClusterState,
+                    policy: Policy, state: ScalerState | None) -> MicroBatchModel:
+    """Step 1: every stage's per-core true rates (DS2 Eq. 1, the busiest task's busy time when
+    given: FLIP-271 MAX aggregation; no input → infinite), its busy cores, its demands (``_Stage``),
+    the batch overhead, backlog mode and the band, and the executor count's observed scaling
+    coefficient (Flink ``JobVertexScaler.calculateObservedScalingCoefficient``, FLINK-30571's
+    follow-up): fitted to the job's past rescales, α < 1 says more cores give less than linear gain.
+    Raises ``KeyError`` when a stage has no metrics."""
+    restart_s = state.restart_time_s(policy) if state is not None else policy.restart_time_s
+    rates = propagate_target_rates(topology, metrics, policy, restart_time_s=restart_s)
+    backlog_mode = is_processing_backlog(topology, metrics, policy)
+    overhead_s = max((m.batch_overhead_s for m in metrics.values()), default=0.0)
+    stages = {vid: _stage(topology.vertex(vid).parallelism, metrics[vid], rates[vid], policy.utilization_target)
+              for vid in topology.order}
+    alpha = 1.0
+    if policy.observed_scalability_enabled and state is not None:
+        alpha = observed_scaling_coefficient(tuple(r for r in state.history if r.vertex_id == EXECUTORS_KEY), policy)
+    low, high = (0.0, 1.0) if backlog_mode else policy.band
+    return MicroBatchModel(topology, metrics, cluster, policy, rates, stages,
+                           overhead_share(overhead_s, cluster.trigger_interval_s), low, high, backlog_mode, restart_s,
+                           alpha, sum(st.busy for st in stages.values()))
+
+
+def _stage(tasks: int, m: VertexMetrics, r: TargetRates, target_u: float) -> _Stage:
+    """One stage's numbers (``_Stage``) from its metrics and target rates; per busy core."""
+    tpr_total, tor_total = vertex_true_rates(m)
+    tpr, tor = tpr_total / tasks, tor_total / tasks
+    busy = (m.busy_time_ms_per_s / 1000.0 * tasks if m.busy_time_ms_per_s is not None
+            and m.true_processing_rate is None else ((m.records_in_per_s or 0.0) / tpr if tpr < INF else 0.0))
+    lam = r.target_data_rate + r.catch_up_data_rate
+    finite = 0 < tpr < INF
+    skew = task_skew(effective_busy_ms_per_s(m), m.busy_time_ms_per_s or 0.0)
+    base = r.target_data_rate / tpr if finite else 0.0
+    need_target = (lam + r.restart_data_rate) / tpr if finite else 0.0
+    return _Stage(tpr, tor, busy, lam, base, lam / tpr if finite else 0.0, need_target, skew,
+                  sizing_demand(base, need_target - base, target_u))
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """Step 2's outcome: ``executors`` sized; ``chosen`` False when no count reached the target
+    (then ``best_u`` is the sized utilization at the last count looked at, and ``at_limit`` says
+    cores still helped there); ``cores_needed`` is C* = ceil(Σ sized need / u / (1 − overhead))."""
+
+    executors: int
+    chosen: bool
+    best_u: float
+    at_limit: bool
+    cores_needed: int
+
+
+def size_cores(job: MicroBatchModel) -> Sizing:
+    """Step 2: the smallest executor count whose predicted utilization of the sizing demand
+    (``sizing_demand``) is at most the target (FLIP-271 target utilization), within [min, max]
+    executors; cores that cannot help are not added (a pinned, bounded or skewed stage limits the
+    job: the fewest counts within ``HELPS`` of the lowest ``U``). No fewer cores reach the target
+    than Σ need / target / (1 − overhead), so the search starts there and looks at most
+    ``SEARCH_LIMIT`` counts. When the catch-up would leave the target rate below the band,
+    ``_fewer_within_band`` takes fewer executors."""
+    cluster, target_u, overhead = job.cluster, job.policy.utilization_target, job.overhead
+    cpe = cluster.cores_per_executor
+    lo_exec, hi_exec = cluster.min_executors, max(cluster.max_executors, cluster.min_executors)
+    sized_need = sum(st.need_sized for st in job.stages.values())
+    first = lo_exec
+    if 0 < sized_need < INF:
+        first = min(hi_exec, max(lo_exec, ceil_exact(sized_need / target_u / (1.0 - overhead) / cpe) - 1))
+    last = min(hi_exec, first + SEARCH_LIMIT)
+    cores_needed = max(1, ceil_exact(sized_need / target_u / (1.0 - overhead))) if sized_need < INF else hi_exec * cpe
+    predicted: list[float] = []
+    for executors in range(first, last + 1):
+        predicted.append(job.at(executors * cpe, "need_sized"))
+        if predicted[-1] <= target_u:
+            return Sizing(_fewer_within_band(job, executors), True, predicted[-1], False, cores_needed)
+    best_u = predicted[-1]
+    best = first + next(k for k, u in enumerate(predicted) if u <= best_u + HELPS or u == best_u)
+    return Sizing(best, False, best_u, best >= last, cores_needed)
+
+
+def _fewer_within_band(job: MicroBatchModel, chosen: int) -> int:
+    """Issue 13 item 6 / acceptance 7: the catch-up and restart rates must not leave the target rate
+    below the band (the next evaluation would scale down again). Fewer executors whose utilization
+    at the target rate lies in [low, target] are taken instead: the catch-up then drains with the
+    band's headroom. In backlog mode ``low`` is 0 and Flink's sizing stands."""
+    cpe, target_u = job.cluster.cores_per_executor, job.policy.utilization_target
+    if job.at(chosen * cpe, "base") >= job.low:
+        return chosen
+    for fewer in range(chosen - 1, job.cluster.min_executors - 1, -1):
+        u_base = job.at(fewer * cpe, "base")
+        if u_base > target_u:
+            break
+        if u_base >= job.low:
+            return fewer
+    return chosen

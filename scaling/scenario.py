@@ -229,6 +229,7 @@ def _steps(raw: Any, topology: Topology, mode: str, cluster: ClusterState | None
     if not isinstance(raw, list) or not raw:
         raise _fail("steps", "must be a non-empty list")
     ids = [v.id for v in topology.vertices]
+    known = set(ids)
     result: list[Step] = []
     previous_at = -math.inf
     for i, item in enumerate(raw):
@@ -241,7 +242,7 @@ def _steps(raw: Any, topology: Topology, mode: str, cluster: ClusterState | None
         previous_at = at_s
         metrics_obj = _object(obj.get("metrics"), f"{field}.metrics")
         for key in metrics_obj:
-            if key not in ids:
+            if key not in known:
                 raise _fail(f"{field}.metrics.{key}", "unknown vertex")
         metrics = {}
         for vid in ids:
@@ -250,7 +251,7 @@ def _steps(raw: Any, topology: Topology, mode: str, cluster: ClusterState | None
             metrics[vid] = _metrics(metrics_obj[vid], f"{field}.metrics.{vid}")
         parallelism = {}
         for vid, value in _object(obj.get("parallelism", {}), f"{field}.parallelism").items():
-            if vid not in ids:
+            if vid not in known:
                 raise _fail(f"{field}.parallelism.{vid}", "unknown vertex")
             parallelism[vid] = _integer(value, f"{field}.parallelism.{vid}")
             if parallelism[vid] > topology.vertex(vid).max_parallelism:

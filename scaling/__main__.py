@@ -12,6 +12,7 @@ import json
 import sys
 
 from scaling.options_doc import markdown
+from scaling.perf import run as run_perf
 from scaling.scenario import ScenarioError, evaluate_text
 
 
@@ -41,15 +42,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.command == "bench":
-        from scaling.bench.cli import run_cli  # noqa: PLC0415
+        from scaling.bench.cli import run_cli  # noqa: PLC0415 - the benchmark loads the simulator and plotly
 
         chosen = tuple(args.setting) if args.setting else ("flink-defaults", "tuned")
         return run_cli(quick=args.quick, seed=args.seed, json_file=args.json_file, report=args.report,
                        settings=chosen)
     if args.command == "perf":
-        from scaling.perf import run  # noqa: PLC0415
-
-        print(run(vertices=args.vertices, samples=args.samples, repeat=args.repeat, seed=args.seed))
+        print(run_perf(vertices=args.vertices, samples=args.samples, repeat=args.repeat, seed=args.seed))
         return 0
     try:
         if args.file == "-":

@@ -9,6 +9,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from scaling.load_change import change_point
+
 
 class MetricsError(ValueError):
     """A metric value is out of its domain (negative rate, busy time above 1000 ms/s, ...)."""
@@ -316,44 +318,6 @@ class ClusterState:
     def cores(self) -> int:
         """Task slots: executors × cores per executor."""
         return self.executors * self.cores_per_executor
-
-
-CHANGE_THRESHOLD = 0.25
-"""A level shift of the arrival rate larger than this share of the lower of the two levels is a load
-change (the lower one, so that a rise from 1,000 to 1,300 and the fall back count alike)."""
-MIN_LEVEL_SAMPLES = 2
-"""A new level counts once it held for this many samples (collects): one sample is not a step."""
-
-
-def change_point(series: Sequence[float], *, threshold: float = CHANGE_THRESHOLD) -> int | None:
-    """Where the current load level begins in ``series``, or None.
-
-    A split ``k`` is a level shift when the samples after it are at least ``MIN_LEVEL_SAMPLES``,
-    ``|mean(after) − mean(before)|`` exceeds ``threshold`` × the lower of the two means, and every
-    sample after it lies on the far side of the midpoint between the two levels (a step, not noise).
-    Of those, the split with the largest shift. A spike that ended inside the window is a shift back
-    down to the level after it, so the window keeps the samples after the spike (issue 14: evaluate
-    on the part after the change; DS2's activation time, Kalavri et al., OSDI 2018, §4, is the
-    reference for not taking a short spike for a new load level).
-
-    Args:
-        series: one arrival rate per sample, records/s, oldest first.
-
-    Returns:
-        The index of the first sample of the current level, or None (no shift: use the whole window).
-    """
-    n = len(series)
-    best, best_k = 0.0, None
-    for k in range(1, n - MIN_LEVEL_SAMPLES + 1):
-        before, after = series[:k], series[k:]
-        level = sum(before) / len(before)
-        shift = sum(after) / len(after) - level
-        if abs(shift) <= abs(best) or abs(shift) <= threshold * max(min(level, level + shift), 1e-12):
-            continue
-        middle = level + shift / 2
-        if all((x > middle) if shift > 0 else (x < middle) for x in after):
-            best, best_k = shift, k
-    return best_k
 
 
 def mean(values: Sequence[float]) -> float:

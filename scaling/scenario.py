@@ -23,10 +23,11 @@ from typing import Any
 
 from scaling.metrics import ClusterState, MetricsError, VertexMetrics
 from scaling.plan import JobPlan
-from scaling.algorithms import PlanRequest, evaluate
+from scaling.algorithms import PlanRequest, evaluate, resolve
 from scaling.option_types import Kind
 from scaling.options import policy_options
 from scaling.policy import Policy, PolicyError
+from scaling.scenario_output import render_steps
 from scaling.state import ScalerState
 from scaling.topology import Edge, Topology, TopologyError, Vertex
 
@@ -328,7 +329,6 @@ def load_scenario(doc: Any) -> Scenario:
     cluster = _cluster(doc) if mode == "micro-batch" else None
     if mode != "micro-batch" and ("cluster" in doc or "trigger_interval_s" in doc):
         raise _fail("cluster" if "cluster" in doc else "trigger_interval_s", "only in micro-batch mode")
-    from scaling.algorithms import resolve  # noqa: PLC0415
 
     try:
         implementation = resolve(policy.algorithm)
@@ -382,8 +382,6 @@ def run_scenario(scenario: Scenario) -> list[tuple[Step, JobPlan]]:
 
 def render(scenario: Scenario, results: list[tuple[Step, JobPlan]]) -> dict:
     """The output document of SCENARIO.md (``scaling.scenario_output.render``)."""
-    from scaling.scenario_output import render_steps  # noqa: PLC0415
-
     return {"format": FORMAT, "steps": render_steps(scenario.mode, results)}
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
+from scaling.bench.report import write_report
 from scaling.bench.run import SETTINGS, acceptance, describe_setting, format_table, run_bench
 
 
@@ -36,8 +37,6 @@ def run_cli(*, quick: bool, seed: int, json_file: str | None, report: str | None
             json.dump(rows_json, handle, indent=1)
             handle.write("\n")
     if report and result is not None:
-        from scaling.bench.report import write_report  # noqa: PLC0415
-
         notes = [f"MISSED {t.label}: {t.measured}" for t in acceptance(result.rows) if not t.met]
         print(f"report: {write_report(result, report, notes=notes)}")
     print(f"{len(rows_json)} runs in {total_s:.1f} s (seed {seed}, {'quick' if quick else 'full'})")

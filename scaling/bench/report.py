@@ -7,6 +7,9 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
 from scaling.bench.run import DS2_OPTIONS, ROW_KEYS, BenchResult, Run
 
 MAX_POINTS = 400
@@ -19,8 +22,6 @@ def _thin(values: list[float], every: int) -> list[float]:
 
 
 def _panel(workload: str, runs: list[Run]) -> str:
-    from plotly.subplots import make_subplots  # noqa: PLC0415 - plotly stays inside the report
-
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     first = runs[0].result
     every = max(1, len(first.t_s) // MAX_POINTS)
@@ -54,8 +55,6 @@ def _table(result: BenchResult) -> str:
 
 def write_report(result: BenchResult, path: str | Path, *, notes: list[str] = ()) -> Path:
     """Write the HTML report to ``path`` and return it."""
-    from plotly.offline import get_plotlyjs  # noqa: PLC0415
-
     by_workload: dict[str, list[Run]] = {}
     for run in result.runs:
         by_workload.setdefault(run.workload.name, []).append(run)

@@ -37,7 +37,7 @@ from scaling.options import flink_defaults
 from scaling.policy import Policy
 from scaling.sim import workloads
 from scaling.sim.baselines import DhalionPolicy, ScheduleController, UniformPolicy, oracle_configs, peak_config
-from scaling.sim.engine import Config, Controller, PolicyController, RunResult, simulate
+from scaling.sim.engine import Config, Controller, PolicyController, RunResult, derive_seed, simulate
 from scaling.sim.model import Downtime, Noise, SimJob, SimSettings
 from scaling.sim.topologies import CATALOG, job as make_job
 from scaling.sim.workloads import Trace
@@ -116,8 +116,6 @@ def base_rate_per_s(job: SimJob) -> float:
 
 
 def make_trace(workload: Workload, job: SimJob, seed: int, step_s: float) -> Trace:
-    from scaling.sim.engine import derive_seed  # noqa: PLC0415
-
     base = base_rate_per_s(job)
     duration = workload.hours * 3600.0
     trace_seed = derive_seed(seed, workload.kind, workload.topology)

@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     ev = sub.add_parser("evaluate", help="evaluate a scenario (SCENARIO.md); '-' reads stdin")
     ev.add_argument("file")
-    perf = sub.add_parser("perf", help="time one evaluation of a 1,000-vertex random DAG")
+    perf = sub.add_parser("perf", help="time one evaluation of a 1,000-vertex random DAG by both planners")
     perf.add_argument("--vertices", type=int, default=1000)
     perf.add_argument("--samples", type=int, default=240)
     perf.add_argument("--repeat", type=int, default=15)

@@ -355,7 +355,7 @@ def run_scenario(scenario: Scenario) -> list[tuple[Step, JobPlan]]:
     topology = scenario.topology
     cluster = scenario.cluster
     results = []
-    for step in scenario.steps:
+    for number, step in enumerate(scenario.steps, start=1):
         topology = topology.with_parallelism(step.parallelism)
         if cluster is not None:
             if step.executors is not None or step.available_executors is not None:
@@ -373,7 +373,7 @@ def run_scenario(scenario: Scenario) -> list[tuple[Step, JobPlan]]:
         results.append((step, plan))
         if plan.next_state is not None:
             state = plan.next_state
-        if plan.decision == "scale":
+        if plan.decision == "scale" and number < len(scenario.steps):
             topology = topology.with_parallelism({v.vertex_id: v.proposed for v in plan.vertices})
             if cluster is not None and plan.executors_proposed is not None:
                 cluster = replace(cluster, executors=plan.executors_proposed, available_executors=None)

@@ -198,7 +198,7 @@ def evaluate_stages(topology: Topology, metrics: Mapping[str, VertexMetrics], cl
               for vid in topology.order}
     alpha = 1.0
     if policy.observed_scalability_enabled and state is not None:
-        alpha = observed_scaling_coefficient(tuple(r for r in state.history if r.vertex_id == EXECUTORS_KEY), policy)
+        alpha = observed_scaling_coefficient(state.history_of(EXECUTORS_KEY), policy)
     low, high = (0.0, 1.0) if backlog_mode else policy.band
     return MicroBatchModel(topology, metrics, cluster, policy, rates, stages,
                            overhead_share(overhead_s, cluster.trigger_interval_s), low, high, backlog_mode, restart_s,

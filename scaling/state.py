@@ -7,6 +7,7 @@ Everything is a frozen value; each evaluation returns the next state.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from scaling.policy import Policy
 
@@ -93,16 +94,31 @@ class ScalerState:
 
     def last_record(self, vertex_id: str) -> ScalingRecord | None:
         """The latest applied scaling of ``vertex_id``, or None."""
-        for record in reversed(self.history):
-            if record.vertex_id == vertex_id:
-                return record
-        return None
+        records = self.history_of(vertex_id)
+        return records[-1] if records else None
+
+    def history_of(self, vertex_id: str) -> tuple[ScalingRecord, ...]:
+        """The applied scalings of ``vertex_id``, oldest first."""
+        return self._history_by_vertex.get(vertex_id, ())
 
     def pending(self, vertex_id: str) -> PendingScaleDown | None:
+        """The pending delayed scale-down of ``vertex_id``, or None (the first when several)."""
+        return self._pending_by_vertex.get(vertex_id)
+
+    @cached_property
+    def _history_by_vertex(self) -> dict[str, tuple[ScalingRecord, ...]]:
+        """The history by vertex, built once, so that every vertex's look-up is O(1)."""
+        found: dict[str, list[ScalingRecord]] = {}
+        for record in self.history:
+            found.setdefault(record.vertex_id, []).append(record)
+        return {vid: tuple(records) for vid, records in found.items()}
+
+    @cached_property
+    def _pending_by_vertex(self) -> dict[str, PendingScaleDown]:
+        found: dict[str, PendingScaleDown] = {}
         for pending in self.pending_scale_downs:
-            if pending.vertex_id == vertex_id:
-                return pending
-        return None
+            found.setdefault(pending.vertex_id, pending)
+        return found
 
     def restart_time_s(self, policy: Policy) -> float:
         """The restart time to plan with, seconds (FLIP-271 restart-time tracking): with tracking

@@ -283,7 +283,7 @@ def decide_vertex(topology: Topology, vertex: Vertex, evaluation: VertexEvaluati
         return VertexDecision(vertex.id, current, current, current, NO_CHANGE, Reason(pinned, vertex.id))
     # Flink passes the vertex's history trimmed to ``history.max.age`` (``ScalingHistoryUtils.
     # trimScalingHistory``): older scalings neither fit the coefficient nor block a scale-up.
-    history = tuple(r for r in state.history if r.vertex_id == vertex.id and r.at_s >= now_s - HISTORY_MAX_AGE_S)
+    history = tuple(r for r in state.history_of(vertex.id) if r.at_s >= now_s - HISTORY_MAX_AGE_S)
     coefficient = observed_scaling_coefficient(history, policy) if policy.observed_scalability_enabled else 1.0
     rec = compute_parallelism(topology, vertex, evaluation, policy, coefficient)
     recommended, reason = rec.parallelism, rec.reason

@@ -79,7 +79,9 @@ def test_delayed_scale_down_uses_the_sliding_window_maximum():
     steps = run(doc)
     summary = [(s["decision"], s["vertices"]["src"]["proposed"]) for s in steps]
     assert summary == [("no-change", 20), ("blocked", 20), ("scale", 8)]
-    assert steps[0]["vertices"]["src"]["note"].startswith("delayed scale-down 20 -> 15 held until t=600 s")
+    held = steps[0]["vertices"]["src"]["reason"]
+    assert (held["code"], held["data"]["current"], held["data"]["target"], held["data"]["due_s"]) == (
+        "held-scale-down", 20, 15, 600)
 
 
 def test_pending_scale_down_keeps_a_decreasing_window_and_round_trips():

@@ -98,17 +98,18 @@ def test_scenario_md_example_policy_keys_are_optional():
     assert evaluate_text(json.dumps(doc)) == SCENARIO_OUTPUT
 
 
-@pytest.mark.parametrize(("alignment", "src", "agg", "src_note"), [
-    ("evenly_spread", 4, 8, "aligned 3 -> 4 to spread 8 partitions evenly"),
-    ("off", 3, 7, "scale up 2 -> 3"),
+@pytest.mark.parametrize(("alignment", "src", "agg", "src_reason"), [
+    ("evenly_spread", 4, 8, ("aligned", {"from": 3, "to": 4, "n": 8, "unit": "partitions"})),
+    ("off", 3, 7, ("scale-up", {"current": 2, "to": 3})),
 ])
-def test_scenario_alignment_modes(alignment, src, agg, src_note):
+def test_scenario_alignment_modes(alignment, src, agg, src_reason):
     doc = copy.deepcopy(SCENARIO_INPUT)
     doc["policy"]["alignment"] = alignment
     out = run(doc)[0]["vertices"]
     assert (out["src"]["proposed"], out["agg"]["proposed"]) == (src, agg)
-    assert out["src"]["note"] == src_note  # the words of the reason below
-    assert why(out["src"])[0] == ("aligned" if alignment == "evenly_spread" else "scale-up")
+    code, data = why(out["src"])
+    assert (code, {k: data[k] for k in src_reason[1]}) == src_reason
+    assert out["src"]["note"] == out["src"]["reason"]["text"]
 
 
 def test_balanced_and_evenly_spread_differ_when_no_divisor_is_near():

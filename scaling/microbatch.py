@@ -259,7 +259,7 @@ def _catch_up_limit(job: MicroBatchModel) -> tuple[PlanLimit, ...]:
     """``catch-up-unreachable`` when even the maximum executors drain the backlog slower than
     ``catch_up_duration_s`` (``_catch_up_s_at_max``)."""
     cores_max = max(job.cluster.max_executors, job.cluster.min_executors) * job.cluster.cores_per_executor
-    catch_up = _catch_up_s_at_max(job.topology, job.metrics, job, cores_max)
+    catch_up = _catch_up_s_at_max(job, cores_max)
     if catch_up is None:
         return ()
     return (PlanLimit(Limit.CATCH_UP_UNREACHABLE, None, {
@@ -341,12 +341,11 @@ def _lag_s(m: VertexMetrics) -> float:
     return m.backlog / rate if rate > 0 else INF
 
 
-def _catch_up_s_at_max(topology: Topology, metrics: Mapping[str, VertexMetrics], job: MicroBatchModel,
-                       cores_max: int) -> float | None:
+def _catch_up_s_at_max(job: MicroBatchModel, cores_max: int) -> float | None:
     """Seconds to drain the backlog at ``cores_max`` cores, when that exceeds ``catch_up_duration_s``
     (else None). The spare share ``1 − U_base`` of the batch drains the backlog at ``(1 / U_base − 1)``
     × the arrival rate (``U_base``: utilization of the arrivals alone)."""
-    policy = job.policy
+    topology, metrics, policy = job.topology, job.metrics, job.policy
     backlog = sum(metrics[v].backlog for v in topology.order if topology.is_source(v))
     if backlog <= 0 or policy.catch_up_duration_s <= 0:
         return None

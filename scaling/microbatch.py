@@ -18,7 +18,7 @@ from scaling.evaluate import CEIL_MAX, INF, ceil_exact, selectivity
 from scaling.gate import Gate, backlog_reason, job_gate, next_state
 from scaling.metrics import ClusterState, VertexMetrics, job_utilization
 from scaling.microbatch_sizing import (
-    EXECUTORS_KEY, RETENTION_WARNING_FRACTION, SKEW_REPORTED, MicroBatchModel, Sizing, _tasks, _utilization,
+    EXECUTORS_KEY, RETENTION_WARNING_FRACTION, SKEW_REPORTED, MicroBatchModel, Sizing, _utilization,
     evaluate_stages, size_cores,
 )
 from scaling.policy import Policy
@@ -218,7 +218,7 @@ def _stage_plan(job: MicroBatchModel, vid: str, cores: int, thresholds: tuple[fl
     ideal = (0 if st.lam <= 0 else 1 if st.tpr == INF else CEIL_MAX if st.tpr <= 0
              else ceil_exact(st.lam / st.tpr / target_u))  # divided in turn: tpr × u can underflow
     pinned = pinned_reason(topology, vertex, policy)
-    proposed, capped = _tasks(topology, vid, cores, policy)
+    proposed, capped = job.tasks_at(cores)[vid], job.capped_at(cores)[vid]
     reason = Reason(pinned, vid) if pinned is not None else None
     if pinned is None and capped:
         reason = Reason(VertexReason.CAPPED, vid, {"tasks": proposed})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from scaling.evaluate import (
     INF, TargetRates, ceil_exact, effective_busy_ms_per_s, is_processing_backlog, propagate_target_rates,
@@ -158,17 +159,25 @@ class MicroBatchModel:
     restart_s: float
     alpha: float
     busy_total: float
-    _tasks: dict[int, dict[str, int]] = field(default_factory=dict, repr=False)
+    _tasks: dict[int, tuple[dict[str, int], dict[str, bool]]] = field(default_factory=dict, repr=False)
 
-    @property
+    @cached_property
     def tasks_now(self) -> dict[str, int]:
         """Each stage's tasks now."""
         return {v.id: v.parallelism for v in self.topology.vertices}
 
     def tasks_at(self, cores: int) -> dict[str, int]:
         """Each stage's tasks on ``cores`` cores (``_tasks``), computed once per core count."""
+        return self._tasks_and_caps(cores)[0]
+
+    def capped_at(self, cores: int) -> dict[str, bool]:
+        """Whether each stage's bound keeps its tasks below ``cores`` (``_tasks``)."""
+        return self._tasks_and_caps(cores)[1]
+
+    def _tasks_and_caps(self, cores: int) -> tuple[dict[str, int], dict[str, bool]]:
         if cores not in self._tasks:
-            self._tasks[cores] = {vid: _tasks(self.topology, vid, cores, self.policy)[0] for vid in self.stages}
+            found = {vid: _tasks(self.topology, vid, cores, self.policy) for vid in self.stages}
+            self._tasks[cores] = ({vid: t for vid, (t, _) in found.items()}, {vid: c for vid, (_, c) in found.items()})
         return self._tasks[cores]
 
     def now(self, attr: str) -> float:

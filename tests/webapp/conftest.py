@@ -16,3 +16,11 @@ def enqueued(monkeypatch):
     monkeypatch.setattr("webapp.proposals.dispatch.send", lambda proposal_id, attempt, countdown_s: sent.append(
         (proposal_id,) if attempt == 1 and countdown_s <= 0 else (proposal_id, attempt, countdown_s)))
     return sent
+
+
+@pytest.fixture
+def no_enqueue(monkeypatch):
+    """Record the proposal ids of enqueued executions instead of sending them to a broker."""
+    sent = []
+    monkeypatch.setattr("webapp.proposals.dispatch.send", lambda pk, attempt, countdown_s: sent.append(pk))
+    return sent

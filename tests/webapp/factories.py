@@ -9,6 +9,8 @@ from django.utils import timezone
 
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.jobs.services import job_register
+from webapp.loop.evaluate import evaluation_run
+from webapp.proposals.models import Proposal
 
 #: The demo pipeline's knob declarations (sparkclient.demo.examples.nexmark.KNOBS, as the runner publishes them).
 KNOBS = [
@@ -67,3 +69,11 @@ def make_snapshots(job: Job, *, count=4, window_s=15.0, arrival=900.0, enrich_bu
                                           busy_max_s=enrich_busy_max_s if pos == 1 else None)
         snapshots.append(snapshot)
     return snapshots
+
+
+def make_pending(**policy) -> Proposal:
+    """A job (``policy``: its policy fields) whose first evaluation left one pending scale-up proposal."""
+    job = make_job(metric_window_s=45, **policy)
+    make_snapshots(job)
+    evaluation_run(job=job)
+    return job.proposals.get()

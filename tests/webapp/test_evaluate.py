@@ -1,11 +1,16 @@
-"""One evaluation (``webapp.loop.evaluate``): its policy and its stage bindings are built once and
-passed through its steps."""
+"""Evaluation (``webapp.loop.evaluate``): when a window is evaluated, what the job's memory keeps, and
+one context per evaluation (its policy and its stage bindings built once)."""
+
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from tests.webapp.factories import make_job, make_snapshots
 from webapp.jobs import bindings, policy_mapping
+from webapp.jobs.models import Job
 from webapp.loop import evaluate
+from webapp.loop.evaluate import evaluation_run
 
 pytestmark = pytest.mark.django_db
 
@@ -44,3 +49,46 @@ def test_the_context_holds_the_bindings_of_the_newest_snapshot_and_the_pinned_kn
     assert ctx.bindings == bindings.stage_bindings(job=job, snapshot=snapshots[-1])
     assert ctx.pinned == tuple(bindings.pinned_knobs(job=job))
     assert ctx.positions == {v.vertex_id: v.position for v in snapshots[-1].vertices.all()}
+
+
+def test_window_not_full_gives_no_evaluation():
+    job = make_job(metric_window_s=120)
+    make_snapshots(job, count=2)
+    assert evaluation_run(job=job) is None
+    assert not job.proposals.exists()
+
+
+def test_metrics_right_after_a_restart_are_not_evaluated(settings):
+    """FLIP-271 stabilization: the first SCALER_STABILIZATION_S seconds of a run are ignored."""
+    settings.SCALER_STABILIZATION_S = 30
+    job = make_job(metric_window_s=45)
+    make_snapshots(job, count=4)  # one run, 60 s of snapshots: only the last 30 s are stable
+    assert evaluation_run(job=job) is None
+    make_snapshots(job, count=2, end=timezone.now() + timedelta(seconds=30))  # same run, 30 s later
+    evaluation = evaluation_run(job=job, now=timezone.now() + timedelta(seconds=30))
+    assert evaluation is not None and evaluation.window_s == pytest.approx(45.0)
+
+
+def test_delayed_scale_down_is_held_across_evaluations_then_applied():
+    """FLINK-36018 in the product path: the job's memory carries the pending scale-down from one
+    evaluation to the next; it is proposed only once ``scale_down_interval_s`` has passed."""
+    from webapp.jobs.models import Job
+
+    job = make_job(metric_window_s=45, scale_down_interval_s=600)
+    Job.objects.filter(pk=job.pk).update(config={**job.config, "cores": 6, "source_partitions": 6,
+                                                 "enrich_partitions": 6})
+    job.refresh_from_db()
+    t0 = timezone.now()
+    make_snapshots(job, enrich_busy_s=3.0, backlog_step=0, cores=6, tasks=(6, 6, 2), end=t0)
+    first = evaluation_run(job=job, now=t0)
+    job.refresh_from_db()
+    assert first.decision == "blocked" and not job.proposals.exists(), first.reasons
+    assert any("delayed scale-down" in r for r in first.reasons)
+    assert job.scaler_state["pending_scale_downs"], "the pending scale-down must be remembered"
+
+    later = t0 + timedelta(seconds=601)
+    make_snapshots(job, enrich_busy_s=3.0, backlog_step=0, cores=6, tasks=(6, 6, 2), end=later)
+    second = evaluation_run(job=job, now=later)
+    assert second.decision == "scale", second.reasons
+    proposal = job.proposals.get()
+    assert proposal.proposed_config["cores"] < 6

@@ -1,0 +1,111 @@
+"""Execution (``webapp.loop.execute``): what an attempt's answer records on the job and the proposal,
+when a failed attempt is retried, and what a rescale cost."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from sparkclient.contract import keys
+from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus
+from tests.webapp.factories import make_job, make_pending, make_snapshots, make_user
+from webapp.jobs.models import Job, MetricSnapshot
+from webapp.loop.evaluate import evaluation_run
+from webapp.loop.execute import attempt_send, execution_record_result
+from webapp.loop.rescale_cost import record_open_costs
+from webapp.proposals.models import AuditEvent, Execution, Proposal
+from webapp.proposals.services import proposal_approve
+
+pytestmark = pytest.mark.django_db
+
+
+def _executing_proposal(name: str = "demo"):
+    """A job with a proposal approved and executing (its attempt not yet recorded)."""
+    job = make_job(name=name, metric_window_s=45)
+    make_snapshots(job)
+    evaluation_run(job=job)
+    proposal = job.proposals.get()
+    proposal_approve(proposal=proposal, actor=make_user(username=f"operator-{name}"))
+    Proposal.objects.filter(pk=proposal.pk).update(status=Proposal.Status.EXECUTING)
+    return job, proposal
+
+
+def test_a_successful_execution_records_the_scaling_and_its_downtime(no_enqueue):
+    """Ineffective scale-up detection and restart-time tracking learn from what was executed."""
+    job, proposal = _executing_proposal()
+    execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")
+    execution_record_result(execution_id=execution.pk, attempt=1,
+                            result={"status": "succeeded", "path": "driver-restart", "downtime_s": 27.5,
+                                    "config": proposal.proposed_config})
+    state = Job.objects.get(pk=job.pk).scaler_state
+    assert state["restart_times_s"] == [27.5]
+    scaled = {r["vertex_id"]: (r["old_parallelism"], r["new_parallelism"]) for r in state["history"]}
+    assert scaled["v1"] == (1, proposal.proposed_config["enrich_partitions"])
+
+
+def test_an_execution_records_its_pause_added_lag_and_catch_up_from_the_snapshots(no_enqueue):
+    """Issue 12: pause_s from the runner; added_lag_s and catch_up_s from the backlog around the rescale."""
+    job, proposal = _executing_proposal()
+    start = timezone.now()
+    execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")
+    Execution.objects.filter(pk=execution.pk).update(started_at=start)
+    execution_record_result(execution_id=execution.pk, attempt=1, now=start + timedelta(seconds=10),
+                            result={"status": "succeeded", "path": "in-process", "downtime_s": 3.0, "pause_s": 1.2,
+                                    "config": proposal.proposed_config})
+    MetricSnapshot.objects.filter(job=job).delete()
+
+    def snap(dt, backlog):
+        MetricSnapshot.objects.create(job=job, collected_at=start + timedelta(seconds=dt), window_s=15, batches=3,
+                                      backlog=backlog, arrival_rate_per_s=500.0, trigger_interval_s=2.0)
+
+    for dt, backlog in [(-30, 1000), (-15, 1000), (-1, 1000), (15, 6000), (30, 3000)]:
+        snap(dt, backlog)
+    assert record_open_costs(now=start + timedelta(seconds=31)) == 0
+    execution.refresh_from_db()
+    assert execution.pause_s == 1.2
+    assert execution.added_lag_s == pytest.approx(6000 / 500 - 1000 / 500)
+    assert execution.catch_up_s is None  # not back yet
+    snap(45, 1500)  # within one trigger interval of arrivals (1,000 records) of the steady 1,000
+    assert record_open_costs(now=start + timedelta(seconds=46)) == 1
+    execution.refresh_from_db()
+    assert execution.catch_up_s == pytest.approx(45.0, abs=0.01)
+
+
+def test_a_command_the_runner_refuses_for_what_it_is_is_not_retried(no_enqueue):
+    """``state-not-repartitionable`` (and out-of-bounds, malformed) is refused before anything stops
+    and would be refused again: the proposal fails at its first attempt and rolls back, where it was
+    retried 3 times (found approving a proposal on HDFS-backed state). Other failures still retry."""
+    job, proposal = _executing_proposal()
+    execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")
+    execution_record_result(execution_id=execution.pk, attempt=1,
+                            result={"status": "failed", "path": "none", "code": "state-not-repartitionable",
+                                    "error": "state_partitions is pinned by the checkpoint (2): ..."})
+    execution.refresh_from_db()
+    proposal.refresh_from_db()
+    assert execution.status == "failed" and execution.attempts == 1 and no_enqueue == []
+    assert execution.attempt_log[0]["retry"] == {
+        "delay_s": None, "code": "refused_by_runner", "data": {"failure": "state-not-repartitionable"}}
+    assert proposal.status in ("rolling_back", "rolled_back")
+
+    _job, other = _executing_proposal(name="other")
+    execution = Execution.objects.create(proposal=other, attempts=1, attempt_state="sent")
+    execution_record_result(execution_id=execution.pk, attempt=1,
+                            result={"status": "failed", "path": "in-process", "code": "restart-failed",
+                                    "error": "the query did not start"})
+    execution.refresh_from_db()
+    assert execution.attempt_state == "waiting_retry" and execution.attempt_log[0]["retry"]["delay_s"] is not None
+
+
+def test_a_late_answer_to_a_timed_out_attempt_is_the_outcome(workflow_redis, enqueued):
+    proposal = make_pending()
+    Proposal.objects.filter(pk=proposal.pk).update(status="executing")
+    execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="waiting_retry")
+    workflow_redis.set(keys.control_result(proposal.job.name, execution.exec_id(1)),
+                       RescaleResult(id=execution.exec_id(1), status=ResultStatus.SUCCEEDED,
+                                     path=RescalePath.DRIVER_RESTART, downtime_s=14.0).to_json())
+    execution = attempt_send(proposal_id=proposal.pk, attempt=2)
+    assert execution.status == "succeeded" and execution.path == "driver-restart" and execution.downtime_s == 14.0
+    assert workflow_redis.xlen(keys.control(proposal.job.name)) == 0  # nothing sent again
+    assert AuditEvent.objects.filter(proposal=proposal, action="late_answer").exists()

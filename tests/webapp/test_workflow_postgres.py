@@ -100,7 +100,7 @@ def test_20_concurrent_approvals_make_one_approval_one_execution_19_refusals(pos
             db.commit()
             executions = db.execute("SELECT count(*), max(attempts) FROM proposals_execution "
                                     "WHERE proposal_id = %s", [pk]).fetchone()
-            approvals = db.execute("SELECT actor FROM proposals_auditevent WHERE proposal_id = %s "
+            approvals = db.execute("SELECT actor_name FROM proposals_auditevent WHERE proposal_id = %s "
                                    "AND action = 'approved'", [pk]).fetchall()
             decided_by = db.execute("SELECT u.username FROM proposals_proposal p JOIN auth_user u "
                                     "ON u.id = p.decided_by_id WHERE p.id = %s", [pk]).fetchone()[0]

@@ -41,6 +41,13 @@ def execution_poll(*, execution: Execution, now: datetime | None = None) -> str 
         what = Reason(AuditReason.LEASE_ANSWERED if expired else AuditReason.RUNNER_ANSWERED,
                       {"attempt": execution.attempts, "status": result.get("status")})
     if expired:
+        # Two overlapping beats both see the lease expired: the one whose conditional UPDATE takes the
+        # attempt over records it; the other leaves it (one ``reconciled`` event, one outcome).
+        if not Execution.objects.filter(pk=execution.pk, attempts=execution.attempts,
+                                        attempt_state=AttemptState.SENT,
+                                        lease_expires_at=execution.lease_expires_at).update(
+                lease_expires_at=now + timedelta(seconds=lease_s())):
+            return None
         audit(job=proposal.job, proposal=proposal, actor=Actor.RECONCILE, action=AuditAction.RECONCILED,
               before={"attempt": execution.attempts, "attempt_state": execution.attempt_state}, reason=what)
     execution_record_result(execution_id=execution.pk, attempt=execution.attempts, result=result, now=now)

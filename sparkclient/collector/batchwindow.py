@@ -12,8 +12,8 @@ from sparkclient.collector.offsets import batch_cut_s, rate_creation_s
 from sparkclient.collector.sparkjson import Problem, SparkDataError, as_dict, get_count, get_dict, get_float, get_list, get_str
 from sparkclient.collector.stages import rest_time_s
 
-__all__ = ["BatchWindow", "batch_end_s", "duration_s", "progress_time_s", "progress_where", "query_progresses",
-           "window_batches"]
+__all__ = ["BatchWindow", "batch_end_s", "check_progress", "duration_s", "progress_time_s", "progress_where",
+           "query_progresses", "window_batches"]
 
 Json = dict[str, Any]
 
@@ -64,9 +64,13 @@ def _is_batch_progress(progress: Mapping[str, Any]) -> bool:
     return isinstance(durations, Mapping) and "addBatch" in durations
 
 
-def _check_progress(progress: Any, position: int) -> Json:
-    """``progress`` when every field the sample reads is well formed, else :class:`SparkDataError`."""
-    p = as_dict(progress, f"progress[{position}]")
+def check_progress(progress: Any, position: int | str = 0) -> Json:
+    """``progress`` (a ``StreamingQueryProgress`` dict) when every field the collector reads is well
+    formed: ids and names strings, ``timestamp`` ISO 8601, ``durationMs`` an object of finite
+    durations >= 0 ms, row counts integers >= 0 (``sink.numOutputRows`` >= -1, Spark's "unknown"),
+    rates finite >= 0 rows/s, ``sources`` and ``stateOperators`` lists of objects. Else
+    :class:`SparkDataError` naming the field (``progress[<position>]`` or ``progress[batch N]``)."""
+    p = as_dict(progress, position if isinstance(position, str) else f"progress[{position}]")
     where = progress_where(p)
     if p.get("batchId") is None:
         raise SparkDataError(f"{where}.batchId", Problem.MISSING, "an integer")
@@ -79,6 +83,8 @@ def _check_progress(progress: Any, position: int) -> Json:
         get_float({key: value}, key, f"{where}.durationMs")
     get_count(p, "numInputRows", where)
     get_float(p, "batchDuration", where)
+    for key in ("inputRowsPerSecond", "processedRowsPerSecond"):
+        get_float(p, key, where)
     sink = get_dict(p, "sink", where)
     get_count(sink, "numOutputRows", f"{where}.sink", minimum=-1)
     for index, op in enumerate(get_list(p, "stateOperators", where)):
@@ -88,12 +94,15 @@ def _check_progress(progress: Any, position: int) -> Json:
     for index, source in enumerate(get_list(p, "sources", where)):
         source = as_dict(source, f"{where}.sources[{index}]")
         get_count(source, "numInputRows", f"{where}.sources[{index}]")
+        get_str(source, "description", f"{where}.sources[{index}]")
+        for key in ("inputRowsPerSecond", "processedRowsPerSecond"):
+            get_float(source, key, f"{where}.sources[{index}]")
     return p
 
 
 def query_progresses(progresses: Sequence[Any], run_id: str) -> list[Json]:
     """The checked progresses of the query that ran ``run_id`` (same ``id``; all when no ``id``)."""
-    checked = [_check_progress(p, i) for i, p in enumerate(progresses)]
+    checked = [check_progress(p, i) for i, p in enumerate(progresses)]
     query_ids = {p.get("id") for p in checked if p.get("runId") == run_id and p.get("id")}
     return [p for p in checked if not query_ids or p.get("id") in query_ids or p.get("runId") == run_id]
 
@@ -178,7 +187,7 @@ def window_batches(
     for p in counted:
         batch_id = int(p["batchId"])
         cut = batch_cut_s(p, creation)
-        assert cut is not None  # _check_progress validated the timestamp
+        assert cut is not None  # check_progress validated the timestamp
         position = ordered_ids.index(batch_id)
         previous = batch_by_id[ordered_ids[position - 1]] if position > 0 else None
         before = batch_cut_s(previous, creation) if previous is not None else None

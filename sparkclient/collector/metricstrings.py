@@ -14,8 +14,10 @@ Spark renders SQL plan metrics as display strings, not numbers. The shapes seen 
   ``(driver)`` replaces the stage reference for driver-side metrics;
 - per-task statistics without a total: ``"(min, med, max (stageId: taskId)):\\n(1, 1, 1 (stage 28.0: task 83))"``.
 
-All parsers raise ``ValueError`` with the offending text when it has none of these shapes, when
-it is longer than :data:`MAX_METRIC_CHARS`, or when its value does not fit in 64 bits. Every
+All parsers raise :class:`MetricStringError` (a ``ValueError``) with the offending text when it has
+none of these shapes, when it is longer than :data:`MAX_METRIC_CHARS`, when its value does not fit
+in 64 bits, when it is negative (counts, sizes and durations never are), or when its statistics
+are out of order (``min ≤ med ≤ max``, as Spark computes them from one sorted list of tasks). Every
 regular expression here runs in linear time (no two quantifiers compete for the same characters).
 """
 
@@ -26,8 +28,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sparkclient.collector.sparkjson import Problem
+
 __all__ = [
     "MetricStats",
+    "MetricStringError",
     "parse_bytes",
     "parse_count",
     "parse_duration_ms",
@@ -63,14 +68,25 @@ _STATS_BODY = re.compile(
     rf"\(\s*(?P<min>{_VALUE})\s*,\s*(?P<med>{_VALUE})\s*,\s*(?P<max>{_VALUE})"
     r"\s*(?:\((?P<where>[^()]*)\))?\s*\)\s*$"
 )
-_SCALED = re.compile(r"\s*(-?(?:\d[\d,]*(?:\.\d+)?|\.\d+))\s*([A-Za-z]+)\s*")
+_SCALED = re.compile(r"\s*((?:\d[\d,]*(?:\.\d+)?|\.\d+))\s*([A-Za-z]+)\s*")
+
+
+class MetricStringError(ValueError):
+    """A SQL metric string Spark cannot have rendered. ``problem``: a
+    :class:`sparkclient.collector.sparkjson.Problem` (``MALFORMED``, ``TOO_LARGE``, ``NEGATIVE``,
+    ``UNORDERED``); the message quotes the text."""
+
+    def __init__(self, problem: Problem, message: str) -> None:
+        self.problem = problem
+        super().__init__(message)
 
 
 def _bounded(text: str, what: str) -> str:
     if not isinstance(text, str):
-        raise ValueError(f"not a Spark {what} metric: {text!r} (expected a string)")
+        raise MetricStringError(Problem.WRONG_TYPE, f"not a Spark {what} metric: {text!r} (expected a string)")
     if len(text) > MAX_METRIC_CHARS:
-        raise ValueError(f"not a Spark {what} metric: {len(text)} characters (at most {MAX_METRIC_CHARS})")
+        raise MetricStringError(Problem.TOO_LARGE,
+                                f"not a Spark {what} metric: {len(text)} characters (at most {MAX_METRIC_CHARS})")
     return text
 
 
@@ -99,23 +115,28 @@ class MetricStats:
 def parse_count(text: str) -> int:
     """Parse a count such as ``"4,000"`` or ``"10"`` into an int.
 
-    Raises ``ValueError`` if ``text`` is not an integer with optional ``,`` separators.
+    Raises :class:`MetricStringError` if ``text`` is not an integer with optional ``,`` separators.
     """
     cleaned = _bounded(text, "count").strip().replace(",", "")
-    if not re.fullmatch(r"-?\d{1,18}", cleaned):
-        raise ValueError(f"not a Spark count metric: {text!r} (expected digits such as '4,000')")
+    if cleaned.startswith("-") and re.fullmatch(r"-\d{1,18}", cleaned):
+        raise MetricStringError(Problem.NEGATIVE, f"not a Spark count metric: {text!r} is negative")
+    if not re.fullmatch(r"\d{1,18}", cleaned):
+        raise MetricStringError(Problem.MALFORMED,
+                                f"not a Spark count metric: {text!r} (expected digits such as '4,000')")
     return int(cleaned)
 
 
 def _parse_scaled(text: str, units: dict[str, float] | dict[str, int], what: str) -> int:
     match = _SCALED.fullmatch(_bounded(text, what))
+    if match is None and _SCALED.fullmatch(text.replace("-", "", 1)) is not None:
+        raise MetricStringError(Problem.NEGATIVE, f"not a Spark {what} metric: {text!r} is negative")
     if match is None or match.group(2) not in units:
-        raise ValueError(
+        raise MetricStringError(Problem.MALFORMED, 
             f"not a Spark {what} metric: {text!r} (expected a number and one of {', '.join(units)})"
         )
     value = float(match.group(1).replace(",", "")) * units[match.group(2)]
     if not math.isfinite(value) or abs(value) > 2**63:
-        raise ValueError(f"not a Spark {what} metric: {text[:40]!r}... is out of range")
+        raise MetricStringError(Problem.TOO_LARGE, f"not a Spark {what} metric: {text[:40]!r}... is out of range")
     return int(round(value))
 
 
@@ -123,12 +144,12 @@ def parse_bytes(text: str) -> int:
     """Parse a size such as ``"8.8 KiB"`` into bytes (``9011``), rounding to the nearest byte.
 
     A statistics string (``"total (min, med, max ...)\\n16.5 MiB (...)"``) yields its total.
-    Raises ``ValueError`` on any other shape.
+    Raises :class:`MetricStringError` on any other shape.
     """
-    if "(" in text:
+    if "(" in _bounded(text, "size"):
         stats = parse_size_stats(text)
         if stats.total is None:
-            raise ValueError(f"size statistics without a total: {text!r}")
+            raise MetricStringError(Problem.MISSING, f"size statistics without a total: {text!r}")
         return stats.total
     return _parse_scaled(text, _BYTE_UNITS, "size")
 
@@ -145,25 +166,29 @@ def parse_stats(text: str, parse_value: Callable[[str], int]) -> MetricStats:
     ``"(1, 1, 1 (stage 28.0: task 83))"``, ``"9.1 KiB (1.0 B, 2.0 KiB, 3.0 KiB (driver))"``,
     and a bare value (``"0 ms"``), which gives a total and no statistics.
 
-    Raises ``ValueError`` if the text matches none of these.
+    Raises :class:`MetricStringError` if the text matches none of these.
     """
     body = _HEADER.sub("", _bounded(text, "statistics"), count=1).strip()
     if "(" not in body:
         return MetricStats(total=parse_value(body), min=None, med=None, max=None)
     match = _STATS_BODY.match(body)
     if match is None:
-        raise ValueError(
-            f"not a Spark metric statistics string: {text!r} "
+        raise MetricStringError(
+            Problem.MALFORMED, f"not a Spark metric statistics string: {text!r} "
             "(expected 'total (min, med, max (stage X.Y: task Z))')"
         )
     total_text = (match.group("total") or "").strip().rstrip(":").strip()
     where = (match.group("where") or "").strip()
     ref = _STAGE_REF.search(where)
+    low, med, high = (parse_value(match.group(name)) for name in ("min", "med", "max"))
+    if not low <= med <= high:
+        raise MetricStringError(Problem.UNORDERED, f"not a Spark metric statistics string: {text[:80]!r} "
+                                f"(min {low}, med {med}, max {high}: expected min <= med <= max)")
     return MetricStats(
         total=parse_value(total_text) if total_text else None,
-        min=parse_value(match.group("min")),
-        med=parse_value(match.group("med")),
-        max=parse_value(match.group("max")),
+        min=low,
+        med=med,
+        max=high,
         stage=(int(ref.group(1)), int(ref.group(2))) if ref else None,
         task=int(ref.group(3)) if ref else None,
         on_driver=where == "driver",
@@ -175,13 +200,13 @@ def parse_duration_ms(text: str) -> MetricStats:
 
     ``parse_duration_ms("31 ms (14 ms, 17 ms, 17 ms (stage 28.0: task 82))")`` gives
     ``MetricStats(total=31, min=14, med=17, max=17, stage=(28, 0), task=82)``; a bare
-    ``"1.2 s"`` gives ``total=1200`` and no statistics. Raises ``ValueError`` on other shapes.
+    ``"1.2 s"`` gives ``total=1200`` and no statistics. Raises :class:`MetricStringError` on other shapes.
     """
     return parse_stats(text, _duration_value)
 
 
 def parse_size_stats(text: str) -> MetricStats:
-    """Parse a size metric (bare or per-task statistics) into bytes. Raises ``ValueError``."""
+    """Parse a size metric (bare or per-task statistics) into bytes. Raises :class:`MetricStringError`."""
     return parse_stats(text, lambda value: _parse_scaled(value, _BYTE_UNITS, "size"))
 
 

@@ -1,9 +1,9 @@
 """The query progress the runner publishes, read back from Redis.
 
 The runner's listener (:mod:`sparkclient.runner.progress`) XADDs ``event.progress.json`` to the stream
-``ss:progress:{job}`` under field ``json``. Each entry is parsed into a dict here, or refused with a
-:class:`sparkclient.collector.sparkjson.SparkDataError`; its fields are checked where they are read
-(:func:`sparkclient.collector.batchwindow.window_batches`).
+``ss:progress:{job}`` under field ``json``. Each entry is parsed into a dict here with its fields type-checked
+(:func:`sparkclient.collector.batchwindow.check_progress`), or refused with a
+:class:`sparkclient.collector.sparkjson.SparkDataError` naming the field.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import redis
 
-from sparkclient.collector.batchwindow import batch_end_s
-from sparkclient.collector.sparkjson import Problem, SparkDataError
+from sparkclient.collector.batchwindow import batch_end_s, check_progress, progress_where
+from sparkclient.collector.sparkjson import Problem, SparkDataError, get_dict
 from sparkclient.contract import keys
 
 
@@ -29,8 +29,9 @@ def batch_end_epoch_s(progress: dict[str, Any]) -> float:
 
 
 def ran_a_batch(progress: dict[str, Any]) -> bool:
-    """Whether ``progress`` reports an executed micro-batch (not an idle, no-data trigger)."""
-    return "addBatch" in progress.get("durationMs", {})
+    """Whether ``progress`` reports an executed micro-batch (not an idle, no-data trigger): its
+    ``durationMs`` has ``addBatch``. Raises :class:`SparkDataError` when ``durationMs`` is not an object."""
+    return "addBatch" in get_dict(progress, "durationMs", progress_where(progress))
 
 
 def read_progress(client: redis.Redis, job: str, since_ms: int | None = None) -> list[dict[str, Any]]:
@@ -61,8 +62,8 @@ def parse_progress(text: str | bytes, where: str = "progress") -> dict[str, Any]
     """One published progress (``event.progress.json``) as a dict.
 
     Raises :class:`sparkclient.collector.sparkjson.SparkDataError` naming ``where`` when the text is not a
-    JSON object (truncated, not UTF-8, nested too deep, or another JSON type). The fields inside
-    are checked where they are read (:func:`sparkclient.collector.batchwindow.window_batches`).
+    JSON object (truncated, not UTF-8, nested too deep, or another JSON type), or naming the field
+    when one is not what Spark writes (:func:`sparkclient.collector.batchwindow.check_progress`).
     """
     try:
         value = json.loads(text)
@@ -71,4 +72,4 @@ def parse_progress(text: str | bytes, where: str = "progress") -> dict[str, Any]
                              _text(text)[:60]) from None
     if not isinstance(value, dict):
         raise SparkDataError(where, Problem.WRONG_TYPE, "a JSON progress object", value)
-    return value
+    return check_progress(value, where)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scaling.scenario import ScenarioError, evaluate_text
 from sparkclient.collector.batchwindow import batch_end_s, progress_time_s
 from sparkclient.collector.model_inputs import model_inputs
 from sparkclient.collector.model_inputs import stateful_positions as detect_stateful
@@ -37,6 +38,7 @@ from sparkclient.collector.topology import sample_from_rest
 __all__ = [
     "Captures",
     "RatesUnavailableError",
+    "ScenarioRefusedError",
     "infer_trigger_interval_s",
     "load_captures",
     "sample_from_captures",
@@ -71,6 +73,25 @@ class RatesUnavailableError(ValueError):
         )
 
 
+class ScenarioRefusedError(ValueError):
+    """The scenario built from a sample is one the scaler's own evaluator refuses
+    (``python -m scaling evaluate``: parse, then run): the sample is not emitted. ``reason`` is the
+    evaluator's :class:`scaling.scenario.ScenarioError` (or the ``ValueError`` of a non-finite number)."""
+
+    def __init__(self, reason: ValueError, run_id: str) -> None:
+        self.reason = reason
+        super().__init__(f"the sample of run {run_id} makes a scenario the scaler refuses: {reason}")
+
+
+def _evaluable(doc: Json, run_id: str) -> Json:
+    """``doc`` when ``python -m scaling evaluate`` accepts it, else :class:`ScenarioRefusedError`."""
+    try:
+        evaluate_text(json.dumps(doc, allow_nan=False))
+    except (ScenarioError, ValueError) as exc:  # ValueError: a NaN or infinity json refuses to write
+        raise ScenarioRefusedError(exc, run_id) from None
+    return doc
+
+
 def sample_to_scenario(
     sample: JobSample,
     *,
@@ -86,7 +107,8 @@ def sample_to_scenario(
     ``stateful_positions``: stage positions to pin (default:
     :func:`sparkclient.collector.model_inputs.stateful_positions`). The mapping is
     :func:`sparkclient.collector.model_inputs.model_inputs`, the one the webapp's evaluation uses. Raises ``ValueError`` when the sample has no vertex
-    (no completed batch of the run in the window, or its jobs are not in REST any more).
+    (no completed batch of the run in the window, or its jobs are not in REST any more), and
+    :class:`ScenarioRefusedError` when the scaler's evaluator refuses the document it makes.
     """
     if not sample.vertices:
         raise ValueError(
@@ -149,7 +171,7 @@ def sample_to_scenario(
         doc["steps"][0]["batch_durations_s"] = [round(d, 6) for d in inputs.batch_durations_s]
     if policy:
         doc["policy"] = dict(policy)
-    return doc
+    return _evaluable(doc, sample.run_id)
 
 
 # -- captures ---------------------------------------------------------------------------------

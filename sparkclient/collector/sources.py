@@ -54,7 +54,7 @@ from sparkclient.collector.offsets import (
     source_backlog,
     source_kind,
 )
-from sparkclient.collector.sparkjson import MAX_COUNT
+from sparkclient.collector.sparkjson import MAX_COUNT, Problem, SparkDataError
 
 __all__ = [
     "BacklogUnknown",
@@ -156,6 +156,20 @@ def _records_per_unit(batches: Sequence[Mapping[str, Any]], index: int) -> float
     return rows / units if units > 0 and rows > 0 else None
 
 
+#: Slack on a rate source's ``rowsPerSecond`` for a row count rounded at a batch edge.
+RATE_LIMIT_SLACK = 1.01
+
+
+def _rate_within_limit(per_unit: float | None, source: Mapping[str, Any], index: int) -> float | None:
+    """The rate source's rows per offset second (``per_unit``, else its ``rowsPerSecond``); more than
+    ``rowsPerSecond`` × :data:`RATE_LIMIT_SLACK` is refused: the source generates at most that."""
+    limit = rate_rows_per_s(source.get("description"))
+    if per_unit is not None and limit is not None and per_unit > limit * RATE_LIMIT_SLACK:
+        raise SparkDataError(f"progress.sources[{index}].numInputRows", Problem.TOO_LARGE,
+                             f"at most rowsPerSecond={limit:g} rows per offset second", round(per_unit, 3))
+    return per_unit or limit
+
+
 def _metric(source: Mapping[str, Any], name: str) -> float | None:
     metrics = source.get("metrics")
     if not isinstance(metrics, Mapping):
@@ -174,8 +188,9 @@ def measure_sources(
 
     ``history``: the query's progresses up to the window's end, oldest first, any run (for the
     rate source's creation time and the offsets baseline); ``batches``: the window's batch
-    progresses, oldest first. Never raises on malformed sources: a source it cannot read is
-    reported in ``unknown``.
+    progresses, oldest first. A source it cannot read is reported in ``unknown``; a rate source
+    whose batches carried more rows per offset second than its own ``rowsPerSecond`` raises
+    :class:`SparkDataError` (``Problem.TOO_LARGE``, naming the source's ``numInputRows``).
     """
     if not batches:
         newest = history[-1] if history else None
@@ -203,7 +218,7 @@ def measure_sources(
         reason: BacklogUnknownReason | None = None
         rate: float | None = None
         if kind is SourceKind.RATE:
-            rows_per_s = per_unit or rate_rows_per_s(source.get("description"))
+            rows_per_s = _rate_within_limit(per_unit, source, index)
             creation = rate_creation_s(history, index)
             end = flatten_offsets(source.get("endOffset"))
             rate = rows_per_s

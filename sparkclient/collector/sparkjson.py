@@ -15,6 +15,8 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "MAX_CORES",
+    "MAX_COUNT",
     "Problem",
     "SparkDataError",
     "as_dict",
@@ -31,6 +33,10 @@ __all__ = [
 #: Counts above this are not Spark counts (2^53: beyond it floats lose integer precision).
 MAX_COUNT = 2**53
 
+#: The most cores a sample may report, per executor and in all: the bound the web app's policy
+#: allows for ``max_cores`` (``webapp.jobs.policy_mapping``); a cluster reporting more is not read.
+MAX_CORES = 4096
+
 
 class Problem(StrEnum):
     """Why a field was refused."""
@@ -41,6 +47,7 @@ class Problem(StrEnum):
     TOO_LARGE = "too-large"
     MISSING = "missing"
     MALFORMED = "malformed"
+    UNORDERED = "unordered"  # statistics out of order (min > med, med > max)
 
 
 class SparkDataError(ValueError):

@@ -13,7 +13,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sparkclient.collector.sparkjson import (
-    Problem, SparkDataError, as_dict, as_list, dicts, finite, get_count, get_float, get_list, get_str, id_list,
+    MAX_CORES, Problem, SparkDataError, as_dict, as_list, dicts, finite, get_count, get_float, get_list, get_str,
+    id_list,
 )
 
 __all__ = ["BATCH_STAGE_STATUSES", "BROADCAST_JOB_TAG", "FOLDED_FIELDS", "batch_jobs", "batch_stages",
@@ -38,8 +39,9 @@ def slowest_task_run_ms(summary: Any, where: str = "taskSummary") -> float:
     maximum over the stage's successful tasks.
 
     Raises :class:`SparkDataError` naming the field when the payload is not an object, has no
-    quantile 1.0, or its ``executorRunTime`` list is not as long as ``quantiles`` or holds a value
-    that is not a finite number >= 0.
+    quantile 1.0, or its ``executorRunTime`` list is not as long as ``quantiles``, holds a value
+    that is not a finite number >= 0, or is out of order (``Problem.UNORDERED``: quantiles ascend,
+    so do their values, ``min ≤ p25 ≤ med ≤ p75 ≤ max``).
     """
     payload = as_dict(summary, where)
     quantiles = as_list(payload.get("quantiles"), f"{where}.quantiles")
@@ -51,7 +53,16 @@ def slowest_task_run_ms(summary: Any, where: str = "taskSummary") -> float:
     if len(run_times) != len(quantiles):
         raise SparkDataError(f"{where}.executorRunTime", Problem.MALFORMED,
                              f"{len(quantiles)} values, one per quantile", list(run_times))
-    return finite(run_times[at], f"{where}.executorRunTime[{at}]")
+    values = [finite(value, f"{where}.executorRunTime[{i}]") for i, value in enumerate(run_times)]
+    points = sorted(zip(quantiles, values, strict=True), key=lambda point: _quantile(point[0]))
+    if any(b[1] < a[1] for a, b in zip(points, points[1:])):
+        raise SparkDataError(f"{where}.executorRunTime", Problem.UNORDERED,
+                             "values ascending with the quantiles", list(run_times))
+    return values[at]
+
+
+def _quantile(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else -1.0
 
 
 def vertex_id(position: int) -> str:
@@ -301,15 +312,30 @@ def stages_running_s(stages: Iterable[Json]) -> float | None:
 def executors_and_cores(executors: Iterable[Json]) -> tuple[int, int]:
     """``(executors, cores)`` from ``/executors``: active non-driver executors and their
     ``totalCores``; in local mode (only the ``driver`` entry) ``(1, driver totalCores)``.
-    Raises :class:`SparkDataError` for a malformed entry."""
+    Raises :class:`SparkDataError` for a malformed entry, and (``Problem.TOO_LARGE``) for more
+    than :data:`MAX_CORES` cores or executors, per executor or in all: no cluster the policy
+    allows reports them."""
     entries = dicts(executors, "executors")
     active = [(i, e) for i, e in enumerate(entries) if e.get("isActive", True) is not False]
     workers = [(i, e) for i, e in active if e.get("id") != "driver"]
     if workers:
-        return len(workers), sum(get_count(e, "totalCores", f"executors[{i}]") for i, e in workers)
+        if len(workers) > MAX_CORES:
+            raise SparkDataError("executors", Problem.TOO_LARGE, f"at most {MAX_CORES} executors", len(workers))
+        cores = sum(_cores(e, f"executors[{i}]") for i, e in workers)
+        if cores > MAX_CORES:
+            raise SparkDataError("executors[].totalCores", Problem.TOO_LARGE,
+                                 f"at most {MAX_CORES} cores in all", cores)
+        return len(workers), cores
     drivers = [(i, e) for i, e in active if e.get("id") == "driver"]
     if drivers:
-        cores = get_count(drivers[0][1], "totalCores", f"executors[{drivers[0][0]}]")
+        cores = _cores(drivers[0][1], f"executors[{drivers[0][0]}]")
         if cores > 0:
             return 1, cores
     return 0, 0
+
+
+def _cores(executor: Json, where: str) -> int:
+    cores = get_count(executor, "totalCores", where)
+    if cores > MAX_CORES:
+        raise SparkDataError(f"{where}.totalCores", Problem.TOO_LARGE, f"at most {MAX_CORES} cores", cores)
+    return cores

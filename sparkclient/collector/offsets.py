@@ -60,7 +60,10 @@ def flatten_offsets(offset: Any) -> dict[str, float] | float | None:
     - Kafka ``{"topic": {"0": 123}}`` -> ``{"topic/0": 123.0}``;
     - a JSON string of either is decoded first; a plain number (rate source) -> that float;
     - ``None`` (first batch) or anything non-numeric, non-finite or beyond ±2^53 (e.g. Redis
-      stream ids) -> ``None``.
+      stream ids) -> ``None``;
+    - a dict with a negative partition offset -> ``None``: Kafka's ``-1`` (latest) and ``-2``
+      (earliest) are placeholders (``KafkaOffsetRangeLimit.LATEST`` / ``EARLIEST``), not positions,
+      and no log has a position below 0.
     """
     if isinstance(offset, str):
         text = offset.strip()
@@ -78,7 +81,7 @@ def flatten_offsets(offset: Any) -> dict[str, float] | float | None:
             if isinstance(value, Mapping):
                 return depth < 4 and all(walk(f"{prefix}{key}/", inner, depth + 1) for key, inner in value.items())
             number = offset_number(value)
-            if number is None:
+            if number is None or number < 0:
                 return False
             flat[prefix.rstrip("/")] = number
             return True

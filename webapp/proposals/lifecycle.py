@@ -164,7 +164,7 @@ def transition(*, proposal: Proposal, target: str, actor, reason: Reason | None 
             flight while another proposal of the job is.
     """
     proposal_model = _model("Proposal")
-    allowed = TRANSITIONS[target]
+    allowed = TRANSITIONS.get(target, ())  # a status no move reaches (pending): nothing to start from
     source = tuple(s for s in (source or allowed) if s in allowed)
     try:
         with transaction.atomic():  # a savepoint: a refused UPDATE leaves the caller's transaction usable
@@ -180,7 +180,7 @@ def transition(*, proposal: Proposal, target: str, actor, reason: Reason | None 
                               f"at a time; wait until it finishes") from exc
     if updated == 0:
         current = proposal_model.objects.filter(pk=proposal.pk).values_list("status", flat=True).first()
-        raise TransitionError(f"proposal {proposal.pk} is {current}, not {' or '.join(source)}: "
+        raise TransitionError(f"proposal {proposal.pk} is {current}, not {' or '.join(source) or 'a status'}: "
                               f"cannot move it to {target}")
     before = proposal.status if proposal.status in source else source[0]
     proposal.refresh_from_db()
@@ -214,4 +214,4 @@ def attempt_transition(*, execution_id: int, attempts: int, target: str, match: 
         fields["attempts"] = attempts + 1
     return bool(_model("Execution").objects.filter(
         pk=execution_id, status=ExecutionStatus.RUNNING, attempts=attempts,
-        attempt_state__in=ATTEMPT_TRANSITIONS[target], **(match or {})).update(attempt_state=target, **fields))
+        attempt_state__in=ATTEMPT_TRANSITIONS.get(target, ()), **(match or {})).update(attempt_state=target, **fields))

@@ -75,7 +75,7 @@ def _paths(value: Any, prefix: tuple = ()) -> list[tuple]:
 
 
 MUTATIONS = ("drop", "null", "string", "list", "dict", "bool", "negative", "huge", "nan", "inf", "-inf",
-             "fraction", "zero", "empty-string", "nested-deep")
+             "fraction", "zero", "empty-string", "nested-deep", "scale")
 _HUGE = (10**30, 1e308, 2**63, -(2**63) - 1, 10**400)
 
 
@@ -106,6 +106,9 @@ def _replacement(kind: str, old: Any, draw_index: int) -> Any:
         return 0
     if kind == "empty-string":
         return ""
+    if kind == "scale":  # plausible-looking but impossible: within 2^53, beyond any cluster or source
+        number = isinstance(old, (int, float)) and not isinstance(old, bool)
+        return old * 10 ** (1 + draw_index % 9) if number else old
     return {"a": [{"b": [[[old]]]}]}
 
 

@@ -11,6 +11,7 @@ capture edited the way Spark would write it) where no capture has it, as each te
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from typing import Any
 
@@ -20,7 +21,7 @@ from sparkclient.collector import metricstrings
 from sparkclient.collector.batchwindow import batch_end_s, window_batches
 from sparkclient.collector.progress import parse_progress, ran_a_batch
 from sparkclient.collector.sample import JobSample
-from sparkclient.collector.snapshot import sample_to_scenario
+from sparkclient.collector.snapshot import ScenarioRefusedError, sample_to_scenario
 from sparkclient.collector.sources import measure_sources
 from sparkclient.collector.sparkjson import MAX_CORES, Problem, SparkDataError
 from sparkclient.collector.stages import executors_and_cores, slowest_task_run_ms
@@ -238,3 +239,14 @@ def test_a_rate_source_beyond_its_rows_per_second_is_refused() -> None:
     with pytest.raises(SparkDataError) as refused:
         measure_sources(capture["progresses"], edited, now_s=batch_end_s(edited[-1]))
     assert refused.value.field == "progress.sources[0].numInputRows"
+
+
+def test_a_sample_whose_scenario_the_evaluator_refuses_is_not_emitted() -> None:
+    """A stage of 3,000,000 tasks (beyond the scaler's parallelism bound, 32,768): the snapshot
+    raises :class:`ScenarioRefusedError` naming the evaluator's field instead of printing it."""
+    huge = dataclasses.replace(BASE.vertices[1], tasks=3_000_000)
+    with pytest.raises(ScenarioRefusedError) as refused:
+        sample_to_scenario(dataclasses.replace(BASE, vertices=(BASE.vertices[0], huge)))
+    assert str(refused.value.reason).startswith("vertices[v1].parallelism")
+    assert sample_to_scenario(dataclasses.replace(BASE, vertices=(BASE.vertices[0], dataclasses.replace(
+        huge, tasks=32_768))))["vertices"][1]["parallelism"] == 32_768

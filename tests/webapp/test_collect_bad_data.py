@@ -122,6 +122,28 @@ def test_malformed_rest_data_marks_the_job_degraded_naming_the_field(spark, publ
     assert not MetricSnapshot.objects.exists() and not VertexSnapshot.objects.exists()
 
 
+def test_cores_beyond_any_cluster_mark_the_job_degraded_naming_the_field(spark, published):
+    """4,097 cores on one executor: more than the policy allows any cluster (4,096)."""
+    job, now, _redis = published
+    spark["executors"][-1]["totalCores"] = 4097
+    assert snapshot_collect(job=job, now=now) is None
+    job.refresh_from_db()
+    assert job.health == Job.Health.DEGRADED
+    assert "totalCores" in job.last_error and "too-large" in job.last_error
+    assert not MetricSnapshot.objects.exists()
+
+
+def test_a_progress_whose_durations_are_not_an_object_marks_the_job_degraded(spark, published):
+    job, now, redis = published
+    progress = {**_load("p1_recentProgress.json")[13], "durationMs": 533}
+    redis.xadd(keys.progress(job.name), {"json": json.dumps(progress)})
+    assert snapshot_collect(job=job, now=now) is None
+    job.refresh_from_db()
+    assert job.health == Job.Health.DEGRADED
+    assert "durationMs" in job.last_error and "wrong-type" in job.last_error
+    assert not MetricSnapshot.objects.exists()
+
+
 def test_an_infinite_value_is_refused_at_store_time_and_never_reaches_the_api_or_the_live_page(client, spark,
                                                                                                published):
     job, now, _redis = published

@@ -64,12 +64,19 @@ def _is_batch_progress(progress: Mapping[str, Any]) -> bool:
     return isinstance(durations, Mapping) and "addBatch" in durations
 
 
+#: The counts (rows, ms, bytes, partitions) of a progress's ``stateOperators[]`` (``StateOperatorProgress``).
+_STATE_COUNTS = ("numRowsTotal", "numRowsUpdated", "allUpdatesTimeMs", "numRowsRemoved", "allRemovalsTimeMs",
+                 "commitTimeMs", "memoryUsedBytes", "numRowsDroppedByWatermark", "numShufflePartitions",
+                 "numStateStoreInstances")
+
+
 def check_progress(progress: Any, position: int | str = 0) -> Json:
     """``progress`` (a ``StreamingQueryProgress`` dict) when every field the collector reads is well
     formed: ids and names strings, ``timestamp`` ISO 8601, ``durationMs`` an object of finite
     durations >= 0 ms, row counts integers >= 0 (``sink.numOutputRows`` >= -1, Spark's "unknown"),
-    rates finite >= 0 rows/s, ``sources`` and ``stateOperators`` lists of objects. Else
-    :class:`SparkDataError` naming the field (``progress[<position>]`` or ``progress[batch N]``)."""
+    rates finite >= 0 rows/s, ``sources`` and ``stateOperators`` lists of objects (their counts
+    integers >= 0). Else :class:`SparkDataError` naming the field (``progress[<position>]`` or
+    ``progress[batch N]``)."""
     p = as_dict(progress, position if isinstance(position, str) else f"progress[{position}]")
     where = progress_where(p)
     if p.get("batchId") is None:
@@ -89,8 +96,9 @@ def check_progress(progress: Any, position: int | str = 0) -> Json:
     get_count(sink, "numOutputRows", f"{where}.sink", minimum=-1)
     for index, op in enumerate(get_list(p, "stateOperators", where)):
         op = as_dict(op, f"{where}.stateOperators[{index}]")
-        get_count(op, "numRowsTotal", f"{where}.stateOperators[{index}]")
-        get_count(op, "memoryUsedBytes", f"{where}.stateOperators[{index}]")
+        get_str(op, "operatorName", f"{where}.stateOperators[{index}]")
+        for key in _STATE_COUNTS:
+            get_count(op, key, f"{where}.stateOperators[{index}]")
     for index, source in enumerate(get_list(p, "sources", where)):
         source = as_dict(source, f"{where}.sources[{index}]")
         get_count(source, "numInputRows", f"{where}.sources[{index}]")

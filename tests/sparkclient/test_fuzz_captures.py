@@ -138,6 +138,8 @@ def test_fuzz_progress_from_every_capture() -> None:
         assert all(value is None or _finite_at_least(value, 0) for value in durations.values()), durations
         for row in (progress, *(progress.get("sources") or ())):
             assert row.get("numInputRows") is None or _finite_at_least(row["numInputRows"], 0), row
+        for op in progress.get("stateOperators") or ():
+            assert all(_finite_at_least(v, 0) for k, v in op.items() if k.startswith("num") and v is not None), op
         sink = progress.get("sink") or {}
         assert sink.get("numOutputRows") is None or _finite_at_least(sink["numOutputRows"], -1), sink
         assert isinstance(ran_a_batch(progress), bool)

@@ -197,6 +197,16 @@ SCALER_STABILIZATION_S = env.float("SCALER_STABILIZATION_S", default=30.0)
 # An attempt's lease = execution timeout + this margin; past it the reconcile beat takes over.
 SCALER_EXECUTION_LEASE_MARGIN_S = env.float("SCALER_EXECUTION_LEASE_MARGIN_S", default=30.0)
 SCALER_RECONCILE_INTERVAL_S = env.float("SCALER_RECONCILE_INTERVAL_S", default=15.0)
+# Metric retention (webapp.loop.retention): raw snapshots are kept this long, then rolled up per minute;
+# the roll-ups are kept SCALER_RETENTION_ROLLUP_S; the beat runs every SCALER_RETENTION_INTERVAL_S and
+# handles SCALER_RETENTION_BATCH snapshots per transaction. The audit trail is never pruned.
+SCALER_RETENTION_RAW_S = env.float("SCALER_RETENTION_RAW_S", default=24 * 3600.0)
+SCALER_RETENTION_ROLLUP_S = env.float("SCALER_RETENTION_ROLLUP_S", default=30 * 24 * 3600.0)
+SCALER_RETENTION_INTERVAL_S = env.float("SCALER_RETENTION_INTERVAL_S", default=300.0)
+SCALER_RETENTION_BATCH = env.int("SCALER_RETENTION_BATCH", default=5000)
+if not 0 < SCALER_RETENTION_RAW_S <= SCALER_RETENTION_ROLLUP_S or SCALER_RETENTION_BATCH < 1:
+    raise ImproperlyConfigured("Metric retention: need 0 < SCALER_RETENTION_RAW_S <= SCALER_RETENTION_ROLLUP_S "
+                               "(seconds) and SCALER_RETENTION_BATCH >= 1")
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=REDIS_URL)
@@ -218,6 +228,7 @@ CELERY_BEAT_SCHEDULE = {
     "collect-all-jobs": {"task": "webapp.loop.tasks.collect_all", "schedule": SCALER_COLLECT_INTERVAL_S},
     "reconcile-workflow": {"task": "webapp.loop.tasks.workflow_reconcile",
                            "schedule": SCALER_RECONCILE_INTERVAL_S},
+    "prune-metrics": {"task": "webapp.loop.tasks.prune_metrics", "schedule": SCALER_RETENTION_INTERVAL_S},
 }
 
 LOGGING = {

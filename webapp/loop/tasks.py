@@ -5,6 +5,8 @@
   the job (health, last error).
 - ``execute_attempt``: one execution attempt, sent by its registered name
   (``webapp.proposals.dispatch.EXECUTE_TASK``) by the decision services, which never import the loop.
+- The retention beat (``prune_metrics``): raw snapshots rolled up and deleted in bounded batches,
+  idempotent and safe to run twice at once (``webapp.loop.retention``).
 - The reconcile beat (``workflow_reconcile``). No task retries on its own (no ``autoretry_for``): a
   lost or failed attempt is the reconcile beat's business, which re-enqueues it under the job's
   restart strategy.
@@ -22,7 +24,7 @@ from django.conf import settings
 
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis
-from webapp.loop import evaluate, execute, reconcile
+from webapp.loop import evaluate, execute, reconcile, retention
 from webapp.proposals.dispatch import EXECUTE_TASK
 
 
@@ -65,3 +67,9 @@ def workflow_reconcile() -> dict:
     """Beat: expire proposals, record the runners' answers, take over executions past their lease,
     verify finished ones."""
     return reconcile.workflow_reconcile()
+
+
+@shared_task(acks_late=True)
+def prune_metrics() -> dict:
+    """Beat: roll up and delete the raw snapshots past their window, delete old roll-ups."""
+    return retention.prune_metrics()

@@ -3,6 +3,8 @@ operator can; an anonymous user is redirected to login (and the API wants a toke
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from rest_framework.authtoken.models import Token
 
@@ -79,8 +81,8 @@ def test_admin_edits_policies_and_the_audit_trail_exports(client, pending):
     assert not make_user("vic", role="viewer").has_perm("jobs.change_jobpolicy")
     client.force_login(admin_user)
     assert client.get(f"/admin/jobs/job/{pending.job_id}/change/").status_code == 200
-    csv_body = client.get(f"/audit/jobs/{pending.job_id}.csv").content.decode()
+    csv_body = client.get(f"/audit/jobs/{pending.job_id}.csv").getvalue().decode()
     assert csv_body.splitlines()[0] == "id,at,job,proposal,actor,action,before,after,reason,reason_code,reason_data"
     assert ",policy:ds2,proposed," in csv_body
-    events = client.get(f"/audit/jobs/{pending.job_id}.json").json()["events"]
+    events = json.loads(client.get(f"/audit/jobs/{pending.job_id}.json").getvalue())["events"]
     assert [e["action"] for e in events] == ["proposed"]

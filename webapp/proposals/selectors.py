@@ -3,10 +3,11 @@ a job's executions and audit trail."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from webapp.jobs.models import Job, MetricSnapshot
@@ -35,13 +36,31 @@ def audit_trail(*, job: Job) -> QuerySet[AuditEvent]:
     return job.audit_events.order_by("at", "id")
 
 
-def audit_rows(*, job: Job) -> list[dict]:
-    """The audit trail as plain rows (JSON-ready; times in ISO 8601): ``actor`` is the actor's name,
+#: Audit events read per query by :func:`iter_audit_rows`.
+AUDIT_PAGE = 2000
+
+
+def audit_row(event: AuditEvent, job_name: str) -> dict:
+    """One audit event as a plain row (JSON-ready; time in ISO 8601): ``actor`` is the actor's name,
     ``reason`` ``{code, data, text}`` (None when the event has none)."""
-    return [{"id": e.pk, "at": e.at.isoformat(), "job": job.name, "proposal": e.proposal_id, "actor": e.actor_name,
-             "action": e.action, "before": e.before, "after": e.after,
-             "reason": {**e.reason, "text": e.reason_text} if e.reason else None}
-            for e in audit_trail(job=job)]
+    return {"id": event.pk, "at": event.at.isoformat(), "job": job_name, "proposal": event.proposal_id,
+            "actor": event.actor_name, "action": event.action, "before": event.before, "after": event.after,
+            "reason": {**event.reason, "text": event.reason_text} if event.reason else None}
+
+
+def iter_audit_rows(*, job: Job, page: int = AUDIT_PAGE) -> Iterator[dict]:
+    """The audit trail of ``job`` as :func:`audit_row` rows, oldest first, read ``page`` events per query
+    (keyset pagination on ``(at, id)``): memory stays one page, however long the trail."""
+    last: tuple | None = None
+    while True:
+        events = audit_trail(job=job)
+        if last is not None:
+            events = events.filter(Q(at__gt=last[0]) | Q(at=last[0], id__gt=last[1]))
+        batch = list(events[:page])
+        yield from (audit_row(e, job.name) for e in batch)
+        if len(batch) < page:
+            return
+        last = (batch[-1].at, batch[-1].pk)
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,16 @@ from django.db.models import Prefetch
 
 from scaling.metrics import stage_utilization, task_skew, true_processing_rate
 from webapp.jobs.stages import stage_names
-from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
+from webapp.jobs.models import Job, MetricSnapshot, VertexRollup, VertexSnapshot
 from webapp.jobs.selectors import finite_or_inf
 
 #: Most points a chart draws; longer ranges are averaged into this many buckets.
 MAX_CHART_POINTS = 360
 #: Chart ranges a job page offers, seconds.
-CHART_RANGES_S = {"15m": 900, "1h": 3600, "6h": 6 * 3600, "24h": 24 * 3600}
+CHART_RANGES_S = {"15m": 900, "1h": 3600, "6h": 6 * 3600, "24h": 24 * 3600, "7d": 7 * 24 * 3600,
+                  "30d": 30 * 24 * 3600}
+#: The span of one roll-up (``MetricRollup.minute``): the charts read them past the raw window.
+ROLLUP_STEP = timedelta(minutes=1)
 #: A gap between two snapshots longer than this many collect intervals is a window without data.
 GAP_INTERVALS = 3
 
@@ -178,25 +181,70 @@ class ChartData:
     bucket_s: float
 
 
+def _series_rows(*, job: Job, start: datetime, newest: datetime) -> list[tuple]:
+    """The rows of ``job``'s charts in ``(start, newest]``, oldest first, each ``(key, at, arrival,
+    capacity, backlog, batch_ratio, executors, cores, window_s, batches)``: the raw snapshots (key: the
+    snapshot pk), and beyond them the per-minute roll-ups (key: minus the roll-up pk; ``at`` the minute's
+    end; backlog its last). A raw snapshot whose minute was rolled up already is left out."""
+    rollups = [(-r[0], r[1] + ROLLUP_STEP, *r[2:])
+               for r in job.rollups.filter(minute__gt=start - ROLLUP_STEP, minute__lte=newest).order_by("minute")
+               .values_list("pk", "minute", "arrival_rate_per_s", "processed_rate_per_s", "backlog_last",
+                            "batch_ratio", "executors", "cores", "data_s", "batches")]
+    rolled = {r[1] - ROLLUP_STEP for r in rollups}
+    raw = [r for r in job.snapshots.filter(collected_at__gt=start, collected_at__lte=newest).order_by("collected_at")
+           .values_list("pk", "collected_at", "arrival_rate_per_s", "processed_rate_per_s", "backlog",
+                        "batch_ratio", "executors", "cores", "window_s", "batches")
+           if r[1].replace(second=0, microsecond=0) not in rolled]
+    return sorted(rollups + raw, key=lambda r: r[1])
+
+
+def _utilization(picked: list[tuple | None]) -> dict[str, tuple[str, list[float | None]]]:
+    """Utilization per stage at each bucket's ``picked`` row (None: no data): from the snapshot's vertex
+    rows, or the roll-up's. Two queries."""
+    index = {p[0]: i for i, p in enumerate(picked) if p}
+    window = {p[0]: (p[8], p[7]) for p in picked if p}  # key -> (window_s, cores)
+    measured = [(snapshot_id, vertex_id, name, position,
+                 stage_utilization(busy_s, window[snapshot_id][0], tasks, window[snapshot_id][1]))
+                for snapshot_id, vertex_id, name, position, tasks, busy_s in VertexSnapshot.objects.filter(
+                    snapshot_id__in=[k for k in index if k > 0])
+                .values_list("snapshot_id", "vertex_id", "name", "position", "tasks", "busy_s")]
+    measured += [(-rollup_id, vertex_id, name, position, utilization)
+                 for rollup_id, vertex_id, name, position, utilization in VertexRollup.objects.filter(
+                     rollup_id__in=[-k for k in index if k < 0])
+                 .values_list("rollup_id", "vertex_id", "name", "position", "utilization")]
+    utilization: dict[str, list[float | None]] = {}
+    order: dict[str, int] = {}
+    raw_names: dict[str, str] = {}
+    for key, vertex_id, name, position, value in measured:
+        if vertex_id not in utilization:
+            utilization[vertex_id] = [None] * len(picked)
+            order[vertex_id] = position
+            raw_names[vertex_id] = name
+        utilization[vertex_id][index[key]] = round(value, 3)
+    names = stage_names(raw_names.items())
+    return {vid: (names[vid], utilization[vid]) for vid in sorted(utilization, key=order.__getitem__)}
+
+
 def chart_data(*, job: Job, range_s: int = 3600, max_points: int = MAX_CHART_POINTS) -> ChartData:
-    """The job's series over the ``range_s`` seconds up to its newest snapshot, averaged into at most
-    ``max_points`` buckets over the snapshots *with data*. A bucket whose snapshots all lack data, and
-    a stretch longer than ``GAP_INTERVALS`` collect intervals with no snapshot, become a ``None`` point.
-    Two queries: the snapshot columns of the range, and the vertex rows of one snapshot per bucket."""
-    newest = job.snapshots.order_by("-collected_at").values_list("collected_at", flat=True).first()
-    empty = ChartData([], [], [], [], [], [], [], {}, range_s, 0.0)
-    if newest is None:
-        return empty
-    start = newest - timedelta(seconds=range_s)
-    rows = list(job.snapshots.filter(collected_at__gt=start, collected_at__lte=newest).order_by("collected_at")
-                .values_list("pk", "collected_at", "arrival_rate_per_s", "processed_rate_per_s", "backlog",
-                             "batch_ratio", "executors", "cores", "window_s", "batches"))
+    """The job's series over the ``range_s`` seconds up to its newest snapshot (or roll-up), averaged into
+    at most ``max_points`` buckets over the snapshots *with data*; past the raw retention window the
+    points come from the per-minute roll-ups (``webapp.loop.retention``). A bucket whose rows all lack
+    data, and a stretch longer than ``GAP_INTERVALS`` collect intervals (roll-up minutes) with no row,
+    become a ``None`` point. Five queries."""
+    newest_raw = job.snapshots.order_by("-collected_at").values_list("collected_at", flat=True).first()
+    newest_rollup = job.rollups.order_by("-minute").values_list("minute", flat=True).first()
+    ends = [at for at in (newest_raw, newest_rollup and newest_rollup + ROLLUP_STEP) if at is not None]
+    if not ends:
+        return ChartData([], [], [], [], [], [], [], {}, range_s, 0.0)
+    newest = max(ends)
+    rows = _series_rows(job=job, start=newest - timedelta(seconds=range_s), newest=newest)
     bucket_s = max(range_s / max_points, 1e-6)
     gap_s = max(GAP_INTERVALS * settings.SCALER_COLLECT_INTERVAL_S, 2 * bucket_s)
+    rollup_gap_s = max(gap_s, GAP_INTERVALS * ROLLUP_STEP.total_seconds())
     buckets: list[list[tuple]] = []
     edge = previous = None
     for row in rows:
-        if previous is not None and (row[1] - previous).total_seconds() > gap_s:
+        if previous is not None and (row[1] - previous).total_seconds() > (rollup_gap_s if row[0] < 0 else gap_s):
             buckets.append([("gap", previous + (row[1] - previous) / 2)])  # nothing was collected here
             edge = None
         if edge is None or (row[1] - edge).total_seconds() >= bucket_s:
@@ -204,9 +252,6 @@ def chart_data(*, job: Job, range_s: int = 3600, max_points: int = MAX_CHART_POI
             edge = row[1]
         buckets[-1].append(row)
         previous = row[1]
-
-    def at(bucket) -> datetime:
-        return bucket[-1][1]
 
     def good(bucket) -> list[tuple]:
         return [r for r in bucket if r[0] != "gap" and r[9] > 0]
@@ -219,25 +264,9 @@ def chart_data(*, job: Job, range_s: int = 3600, max_points: int = MAX_CHART_POI
         rows_with_data = good(bucket)
         return rows_with_data[-1][i] if rows_with_data else None
 
-    picked = [good(b)[-1] if good(b) else None for b in buckets]  # newest snapshot with data per bucket
-    vertex_rows = (VertexSnapshot.objects.filter(snapshot_id__in=[p[0] for p in picked if p])
-                   .values_list("snapshot_id", "vertex_id", "name", "position", "tasks", "busy_s"))
-    index = {p[0]: i for i, p in enumerate(picked) if p}
-    window = {p[0]: (p[8], p[7]) for p in picked if p}
-    utilization: dict[str, list[float | None]] = {}
-    order: dict[str, int] = {}
-    raw_names: dict[str, str] = {}
-    for snapshot_id, vertex_id, name, position, tasks, busy_s in vertex_rows:
-        if vertex_id not in utilization:
-            utilization[vertex_id] = [None] * len(buckets)
-            order[vertex_id] = position
-            raw_names[vertex_id] = name
-        window_s, cores = window[snapshot_id]
-        utilization[vertex_id][index[snapshot_id]] = round(stage_utilization(busy_s, window_s, tasks, cores), 3)
-    names = stage_names(raw_names.items())
-    by_stage = {vid: (names[vid], utilization[vid]) for vid in sorted(utilization, key=order.__getitem__)}
+    picked = [good(b)[-1] if good(b) else None for b in buckets]  # newest row with data per bucket
     return ChartData(
-        t=[at(b).isoformat() for b in buckets], arrival_rate=[mean(b, 2) for b in buckets],
+        t=[b[-1][1].isoformat() for b in buckets], arrival_rate=[mean(b, 2) for b in buckets],
         capacity_rate=[mean(b, 3) for b in buckets], backlog=[last(b, 4) for b in buckets],
         batch_ratio=[mean(b, 5) for b in buckets], executors=[last(b, 6) for b in buckets],
-        cores=[last(b, 7) for b in buckets], utilization=by_stage, range_s=range_s, bucket_s=bucket_s)
+        cores=[last(b, 7) for b in buckets], utilization=_utilization(picked), range_s=range_s, bucket_s=bucket_s)

@@ -13,6 +13,7 @@ from django.utils import timezone
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.jobs.selectors import TREND_SNAPSHOTS, window_coverage
 from webapp.proposals.models import AuditEvent, Execution, Proposal
+from webapp.proposals.reason_text import reason_text
 
 #: The columns of the CSV export: ``reason`` is the text, ``reason_code`` and ``reason_data`` what it is rendered from.
 AUDIT_FIELDS = ("id", "at", "job", "proposal", "actor", "action", "before", "after", "reason", "reason_code",
@@ -37,30 +38,33 @@ def audit_trail(*, job: Job) -> QuerySet[AuditEvent]:
 
 
 #: Audit events read per query by :func:`iter_audit_rows`.
-AUDIT_PAGE = 2000
+AUDIT_PAGE = 500
+#: The columns :func:`iter_audit_rows` reads, in this order.
+AUDIT_COLUMNS = ("id", "at", "proposal_id", "actor_name", "action", "before", "after", "reason")
 
 
-def audit_row(event: AuditEvent, job_name: str) -> dict:
-    """One audit event as a plain row (JSON-ready; time in ISO 8601): ``actor`` is the actor's name,
-    ``reason`` ``{code, data, text}`` (None when the event has none)."""
-    return {"id": event.pk, "at": event.at.isoformat(), "job": job_name, "proposal": event.proposal_id,
-            "actor": event.actor_name, "action": event.action, "before": event.before, "after": event.after,
-            "reason": {**event.reason, "text": event.reason_text} if event.reason else None}
+def audit_row(values: tuple, job_name: str) -> dict:
+    """One audit event (its :data:`AUDIT_COLUMNS`) as a plain row (JSON-ready; time in ISO 8601): ``actor``
+    is the actor's name, ``reason`` ``{code, data, text}`` (None when the event has none)."""
+    pk, at, proposal_id, actor_name, action, before, after, reason = values
+    return {"id": pk, "at": at.isoformat(), "job": job_name, "proposal": proposal_id, "actor": actor_name,
+            "action": action, "before": before, "after": after,
+            "reason": {**reason, "text": reason_text(reason)} if reason else None}
 
 
 def iter_audit_rows(*, job: Job, page: int = AUDIT_PAGE) -> Iterator[dict]:
     """The audit trail of ``job`` as :func:`audit_row` rows, oldest first, read ``page`` events per query
-    (keyset pagination on ``(at, id)``): memory stays one page, however long the trail."""
+    (keyset pagination on ``(at, id)``, columns only): memory stays one page, however long the trail."""
     last: tuple | None = None
     while True:
         events = audit_trail(job=job)
         if last is not None:
             events = events.filter(Q(at__gt=last[0]) | Q(at=last[0], id__gt=last[1]))
-        batch = list(events[:page])
-        yield from (audit_row(e, job.name) for e in batch)
+        batch = list(events.values_list(*AUDIT_COLUMNS)[:page])
+        yield from (audit_row(values, job.name) for values in batch)
         if len(batch) < page:
             return
-        last = (batch[-1].at, batch[-1].pk)
+        last = (batch[-1][1], batch[-1][0])
 
 
 @dataclass(frozen=True)

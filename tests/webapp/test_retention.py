@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from tests.webapp.factories import make_job, make_snapshots
 from webapp.dashboard.reads import chart_data
+from webapp.dashboard.views import _rescale_points
 from webapp.jobs.models import MetricRollup, MetricSnapshot, VertexRollup
 from webapp.loop import tasks
 from webapp.loop.retention import minute_of, prune_metrics, raw_cutoff, rollup_of
@@ -140,3 +141,13 @@ def test_the_charts_draw_the_rollups_past_the_raw_window(windows):
     assert after.backlog[0] is not None and len(after.t) == pytest.approx(len(before.t), abs=3)
     assert [name for name, _values in after.utilization.values()] == [n for n, _v in before.utilization.values()]
     assert all(v is not None for _name, values in after.utilization.values() for v in values[:5])
+
+
+def test_the_rescales_chart_draws_the_cores_of_the_rollups_too(windows):
+    now = timezone.now()
+    job = make_job()
+    _history(job, hours=4, end=now)
+    prune_metrics(now=now)
+    points = _rescale_points(job, now - 5 * HOUR)
+    assert points["t"][0] <= (now - 3.9 * HOUR).isoformat() and set(points["cores"]) == {1}
+    assert len(points["t"]) == pytest.approx(4 * 60, abs=3)

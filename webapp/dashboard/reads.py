@@ -181,7 +181,7 @@ class ChartData:
     bucket_s: float
 
 
-def _series_rows(*, job: Job, start: datetime, newest: datetime) -> list[tuple]:
+def series_rows(*, job: Job, start: datetime, newest: datetime) -> list[tuple]:
     """The rows of ``job``'s charts in ``(start, newest]``, oldest first, each ``(key, at, arrival,
     capacity, backlog, batch_ratio, executors, cores, window_s, batches)``: the raw snapshots (key: the
     snapshot pk), and beyond them the per-minute roll-ups (key: minus the roll-up pk; ``at`` the minute's
@@ -237,7 +237,7 @@ def chart_data(*, job: Job, range_s: int = 3600, max_points: int = MAX_CHART_POI
     if not ends:
         return ChartData([], [], [], [], [], [], [], {}, range_s, 0.0)
     newest = max(ends)
-    rows = _series_rows(job=job, start=newest - timedelta(seconds=range_s), newest=newest)
+    rows = series_rows(job=job, start=newest - timedelta(seconds=range_s), newest=newest)
     bucket_s = max(range_s / max_points, 1e-6)
     gap_s = max(GAP_INTERVALS * settings.SCALER_COLLECT_INTERVAL_S, 2 * bucket_s)
     rollup_gap_s = max(gap_s, GAP_INTERVALS * ROLLUP_STEP.total_seconds())

@@ -249,8 +249,8 @@ def _history_context(request: HttpRequest, job: Job) -> dict:
     return {"job": job, "policy": job.policy, "rows": rows, "events": page, "can_decide": can_decide(request.user),
             "event_rows": [(e, present.diff(e.before, e.after)) for e in page],
             "actions": [(a, AuditAction(a).label if a in AuditAction.values else a)
-                        for a in sorted(set(all_events.values_list("action", flat=True)))],
-            "actors": sorted(set(all_events.values_list("actor_name", flat=True))),
+                        for a in sorted(job.audit_events.order_by().values_list("action", flat=True).distinct())],
+            "actors": sorted(job.audit_events.order_by().values_list("actor_name", flat=True).distinct()),
             "action": action, "actor": actor, "filter_query": query,
             "suspended": job.policy.auto_approve_suspended,
             "suspended_reason": job.policy.auto_approve_suspended_reason}
@@ -292,12 +292,11 @@ def _trigger(proposal: Proposal) -> str:
 
 
 def _rescale_points(job: Job, since: datetime) -> dict:
-    """The rescales chart's series: cores per snapshot (None where no batch completed) and the cores
-    each evaluation recommended (its proposed configuration's executors knob; the plan's executors
-    when the job declares no such knob)."""
+    """The rescales chart's series: cores per snapshot, and per minute's roll-up past the raw window
+    (None where no batch completed); the cores each evaluation recommended (its proposed configuration's
+    executors knob; the plan's executors when the job declares no such knob)."""
     knob = next((k.name for k in job.knob_specs() if k.sets == "executors"), None)
-    snaps = list(job.snapshots.filter(collected_at__gte=since).order_by("collected_at")
-                 .values_list("collected_at", "cores", "batches"))
+    snaps = [(row[1], row[7], row[9]) for row in reads.series_rows(job=job, start=since, newest=timezone.now())]
     evaluations = list(job.evaluations.filter(created_at__gte=since).order_by("created_at")
                        .values_list("created_at", "proposed_config", "plan"))
     rec_t, recommended = [], []

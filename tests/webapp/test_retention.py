@@ -3,9 +3,12 @@ loop reads is kept, and the charts draw the roll-ups past the raw window."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
+from django.conf import settings as django_settings
+from django.db import connection
 from django.utils import timezone
 
 from tests.webapp.factories import make_job, make_snapshots
@@ -14,7 +17,7 @@ from webapp.dashboard.views import _rescale_points
 from webapp.jobs.models import MetricRollup, MetricSnapshot, VertexRollup
 from webapp.loop import tasks
 from webapp.loop.retention import minute_of, prune_metrics, raw_cutoff, rollup_of
-from webapp.proposals.models import Proposal
+from webapp.proposals.models import AuditEvent, Proposal
 
 pytestmark = pytest.mark.django_db
 
@@ -71,7 +74,10 @@ def test_pruning_leaves_raw_rows_in_the_raw_window_and_rollups_in_theirs(windows
     now = timezone.now()
     job = make_job()
     _history(job, hours=8, end=now)
+    event = AuditEvent.objects.create(job=job, actor_name="system", action="config_changed")
+    AuditEvent.objects.filter(pk=event.pk).update(at=now - 400 * 24 * HOUR)
     done = prune_metrics(now=now)
+    assert AuditEvent.objects.filter(pk=event.pk).exists()  # the audit trail is never pruned
     raw = job.snapshots.order_by("collected_at").values_list("collected_at", flat=True)
     assert raw[0] >= minute_of(now - 2 * HOUR)
     minutes = list(job.rollups.order_by("minute").values_list("minute", flat=True))
@@ -151,3 +157,34 @@ def test_the_rescales_chart_draws_the_cores_of_the_rollups_too(windows):
     points = _rescale_points(job, now - 5 * HOUR)
     assert points["t"][0] <= (now - 3.9 * HOUR).isoformat() and set(points["cores"]) == {1}
     assert len(points["t"]) == pytest.approx(4 * 60, abs=3)
+
+
+def test_the_retention_beat_runs_the_registered_task():
+    entry = django_settings.CELERY_BEAT_SCHEDULE["prune-metrics"]
+    assert entry["task"] == tasks.prune_metrics.name
+    assert entry["schedule"] == django_settings.SCALER_RETENTION_INTERVAL_S
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_runs_at_once_roll_up_each_minute_once(windows):
+    now = timezone.now()
+    job = make_job()
+    _history(job, hours=5, end=now)
+    results: list[dict] = []
+
+    def run() -> None:
+        try:
+            results.append(prune_metrics(now=now))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    minutes = list(job.rollups.values_list("minute", flat=True))
+    assert len(results) == 2 and sum(r["rollups"] for r in results) >= len(minutes) >= 3 * 60 - 2
+    assert len(set(minutes)) == len(minutes)
+    assert VertexRollup.objects.filter(rollup__job=job).count() == 3 * len(minutes)
+    assert not job.snapshots.filter(collected_at__lt=minute_of(now - 2 * HOUR)).exists()

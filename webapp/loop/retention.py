@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from itertools import groupby
+from statistics import fmean
 
 from django.conf import settings
 from django.db import transaction
@@ -65,13 +66,12 @@ def run_start_pk(*, job: Job) -> int | None:
 
 
 def _weighted(rows: list[tuple], column: int) -> float | None:
-    weights = [max(r[2], 0.0) for r in rows]
-    total = sum(weights)
+    """The mean of ``column`` over ``rows`` weighted by their windows (as ``scaling.metrics.MetricWindow``
+    weights samples by their span); unweighted when no row has a window; None for no rows."""
     if not rows:
         return None
-    if total <= 0:
-        return sum(r[column] for r in rows) / len(rows)
-    return sum(r[column] * w for r, w in zip(rows, weights)) / total
+    weights = [max(r[2], 0.0) for r in rows]
+    return fmean([r[column] for r in rows], weights if sum(weights) > 0 else None)
 
 
 def rollup_of(job_id: int, minute: datetime, rows: list[tuple], vertices: dict[int, list[tuple]]

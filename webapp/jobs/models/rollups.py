@@ -26,7 +26,8 @@ class MetricRollup(models.Model):
     arrival_rate_per_s = models.FloatField(null=True, help_text="Window-weighted mean, records/s.")
     processed_rate_per_s = models.FloatField(null=True, help_text="Window-weighted mean, records/s.")
     batch_ratio = models.FloatField(null=True, help_text="Window-weighted mean batch ratio R.")
-    backlog_last = models.BigIntegerField(null=True, help_text="Backlog of the minute's last snapshot with data, records.")
+    backlog_last = models.BigIntegerField(null=True,
+                                          help_text="Backlog of the minute's last snapshot with data, records.")
     backlog_max = models.BigIntegerField(null=True, help_text="Largest backlog of the minute, records.")
     executors = models.PositiveIntegerField(null=True, help_text="Executors of the last snapshot with data.")
     cores = models.PositiveIntegerField(null=True, help_text="Cores of the last snapshot with data.")

@@ -11,7 +11,7 @@ from django.conf import settings as django_settings
 from django.db import connection
 from django.utils import timezone
 
-from tests.webapp.factories import make_job, make_snapshots
+from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.dashboard.reads import chart_data
 from webapp.dashboard.views import _rescale_points
 from webapp.jobs.models import MetricRollup, MetricSnapshot, VertexRollup
@@ -188,3 +188,16 @@ def test_two_runs_at_once_roll_up_each_minute_once(windows):
     assert len(set(minutes)) == len(minutes)
     assert VertexRollup.objects.filter(rollup__job=job).count() == 3 * len(minutes)
     assert not job.snapshots.filter(collected_at__lt=minute_of(now - 2 * HOUR)).exists()
+
+
+def test_the_job_page_offers_a_week_drawn_from_the_rollups(windows, client):
+    now = timezone.now()
+    job = make_job()
+    _history(job, hours=4, end=now)
+    prune_metrics(now=now)
+    client.force_login(make_user("vera", role="viewer"))
+    assert 'href="?range=7d"' in client.get(f"/jobs/{job.pk}/?range=7d").content.decode()
+    series = client.get(f"/jobs/{job.pk}/live/?range=7d").json()["series"]["data"]
+    arrival = next(trace for trace in series if trace["name"] == "input (arrival) rate")
+    assert arrival["x"][0] <= (now - 3.5 * HOUR).isoformat()  # a point per 28 min (7 d / 360)
+    assert arrival["y"][0] == pytest.approx(900.0)

@@ -101,7 +101,8 @@ class DS2Policy:
         if request.mode == "micro-batch":
             return plan_micro_batch(request.topology, request.metrics, _require_cluster(request, self.name),
                                     request.policy, batch_duration_s=request.batch_duration_s,
-                                    state=request.state, now_s=request.now_s)
+                                    state=request.state, now_s=request.now_s,
+                                    batch_durations_s=request.batch_durations_s)
         return plan_job(request.topology, request.metrics, request.policy, request.state, request.now_s)
 
 

@@ -290,6 +290,8 @@ class ClusterState:
     Attributes:
         available_executors: executors the cluster could grant now (FLIP-160 "new resources
             available"), or None when unknown. Used by the ``min-increase`` policy.
+        executors_adjustable: whether the pipeline can change the executor count (it declares an
+            executors knob); False pins it in every plan (``scaling.signals.cores_fixed``).
     """
 
     executors: int
@@ -298,6 +300,7 @@ class ClusterState:
     max_executors: int = 16
     trigger_interval_s: float = 1.0
     available_executors: int | None = None
+    executors_adjustable: bool = True
 
     def __post_init__(self) -> None:
         if self.executors < 1:

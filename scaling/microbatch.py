@@ -11,20 +11,25 @@ limits the job, as ``reasons.Limit`` codes with their numbers.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from scaling.evaluate import CEIL_MAX, INF, ceil_exact, selectivity
 from scaling.gate import Gate, backlog_reason, job_gate, next_state
 from scaling.metrics import ClusterState, VertexMetrics, job_utilization
+from scaling.microbatch_limits import catch_up_limit, cores_limit, time_behind_s
 from scaling.microbatch_sizing import (
-    EXECUTORS_KEY, RETENTION_WARNING_FRACTION, SKEW_REPORTED, MicroBatchModel, Sizing, _utilization,
+    EXECUTORS_KEY, RETENTION_WARNING_FRACTION, SKEW_REPORTED, MicroBatchModel, Sizing,
     evaluate_stages, size_cores,
 )
 from scaling.policy import Policy
 from scaling.plan import JobPlan, VertexPlan
 from scaling.reason_text import limit_text  # noqa: F401 - re-exported (webapp/dashboard/why.py)
 from scaling.reasons import Decision, HeldScaleDown, Limit, PlanLimit, PlanReason, Reason, VertexReason
+from scaling.signals import (
+    BatchSignals, batch_overrun, batch_signals, cores_fixed, keep_partitions, overrun_executors,
+    scale_down_veto,
+)
 from scaling.state import PendingScaleDown, ScalerState, ScalingRecord
 from scaling.topology import Topology
 from scaling.vertex_scaler import pinned_reason
@@ -32,7 +37,7 @@ from scaling.vertex_scaler import pinned_reason
 
 def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], cluster: ClusterState,
                      policy: Policy, *, batch_duration_s: float | None = None, state: ScalerState | None = None,
-                     now_s: float = 0.0) -> JobPlan:
+                     now_s: float = 0.0, batch_durations_s: Sequence[float] = ()) -> JobPlan:
     """Compute cores, executors and partitions for a Spark micro-batch job, in the steps of Flink's
     ``ScalingExecutor.scaleResource``: evaluate the stages, size the cores, clamp by the scale
     factors, the delayed scale-down, per-stage plans and limits, the job-level gate.
@@ -41,9 +46,12 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
         topology: the stages as vertices; ``parallelism`` = tasks per batch.
         metrics: per vertex id, window averages (records/s, busy ms/s per task; the busiest task's
             busy time ``busy_time_max_ms_per_s`` when known, so a skewed stage is seen as slow).
-        cluster: executors, cores per executor, trigger interval now.
+        cluster: executors, cores per executor, trigger interval now; ``executors_adjustable``
+            False pins the executor count (``signals.cores_fixed``).
         policy: utilization target and band, catch-up and restart time, bounds, scale factors.
-        batch_duration_s: mean batch duration, for SPARK-12133's batch ratio R (display only).
+        batch_duration_s: mean batch duration, seconds, for SPARK-12133's batch ratio R.
+        batch_durations_s: the window's batch durations, seconds (``batch_duration_s`` alone when
+            empty): R vetoes scale-downs and a persistent overrun scales up (``scaling.signals``).
         state: the autoscaler's memory; with one, a lower executor count is held for
             ``scale_down_interval_s`` and then the largest recommendation of that sliding window
             applies (Flink ``DelayedScaleDown``, FLINK-36018 / FLINK-36863).
@@ -66,22 +74,29 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
           bounded or skewed stage limits the job);
         - the executor change is clamped to ``[1 − scale_down_max_factor, 1 + scale_up_max_factor]``
           × current (Flink ``JobVertexScaler``), and no scale-down in backlog mode;
+        - no scale-down of executors or partitions while R ≥ ``scale_down_veto_batch_ratio`` or the
+          backlog grows (SPARK-12133); every batch above ``batch_overrun_ratio`` inside the band scales up;
         - the job acts only when the current load leaves the utilization band (FLIP-271 thresholds).
 
     Raises:
         KeyError: a vertex of the topology has no metrics.
     """
+    cluster = cores_fixed(cluster)
     job = evaluate_stages(topology, metrics, cluster, policy, state)
     load, load_down = job.now("need_up"), job.now("need_target")
     outside_band = load > job.high or load_down < job.low
+    signals = batch_signals(topology, metrics, cluster, tuple(batch_durations_s) or (
+        (batch_duration_s,) if batch_duration_s is not None else ()))
     sizing = size_cores(job)
-    executors = _clamp_by_scale_factors(sizing.executors, cluster, policy, job.backlog_mode)
-    delayed = _delayed_scale_down(job, executors, outside_band, state, now_s)
+    executors, overrun, veto, kept = _measured_executors(job, sizing, signals, outside_band)
+    delayed = _delayed_scale_down(job, executors, outside_band or overrun is not None, state, now_s)
     stage_plans, stage_limits, bottleneck = _stage_plans(job, delayed.executors, delayed.outside_band)
-    limits = (*_max_executors_limit(job, sizing), *stage_limits, *_catch_up_limit(job))
+    stage_plans, vetoed = _vetoed_stages(stage_plans, veto, kept, delayed.executors * cluster.cores_per_executor)
+    limits = (*cores_limit(job, sizing, overrun), *stage_limits, *catch_up_limit(job))
     changes = delayed.executors != cluster.executors or any(vp.proposed != vp.current for vp in stage_plans)
     gate = _gate(job, delayed, stage_plans, changes, state, now_s)
-    reasons = _reasons(job, load, load_down, delayed, limits, changes, gate)
+    reasons = _reasons(job, load, load_down, delayed, limits, changes, gate,
+                       tuple(r for r in (overrun, veto if vetoed and delayed.outside_band else None) if r is not None))
     if gate.decision != Decision.SCALE:
         cores_now = cluster.cores
         stage_plans = tuple(replace(vp, proposed=vp.current, expected_processing_rate=vp.true_processing_rate
@@ -95,10 +110,11 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
         executors_proposed=executors, cores_per_executor=cluster.cores_per_executor,
         cores_needed=sizing.cores_needed, load=load, utilization=job_utilization(job.busy_total, cluster.cores),
         overhead_fraction=job.overhead, bottleneck=bottleneck,
-        batch_ratio=(batch_duration_s / cluster.trigger_interval_s) if batch_duration_s is not None else None,
+        batch_ratio=signals.ratio,
         mode="micro-batch", executable=gate.period is None, backlog_mode=job.backlog_mode, restart_time_s=job.restart_s,
         next_state=after, held=delayed.held, limits=limits, utilization_now=job.now("base"),
-        predicted_utilization=job.at(executors * cluster.cores_per_executor, "base"), awaiting_activation=gate.awaiting)
+        predicted_utilization=(job.at(executors * cluster.cores_per_executor, "base") if gate.decision == Decision.SCALE
+                               else job.now("base")), awaiting_activation=gate.awaiting)
 
 
 def _clamp_by_scale_factors(executors: int, cluster: ClusterState, policy: Policy, backlog_mode: bool) -> int:
@@ -109,6 +125,35 @@ def _clamp_by_scale_factors(executors: int, cluster: ClusterState, policy: Polic
     ceil_exec = min(hi_exec, max(cluster.executors, math.floor(cluster.executors * (1.0 + policy.scale_up_max_factor))))
     executors = min(max(executors, floor_exec), ceil_exec)
     return cluster.executors if backlog_mode and executors < cluster.executors else executors
+
+
+def _measured_executors(job: MicroBatchModel, sizing: Sizing, signals: BatchSignals,
+                        outside_band: bool) -> tuple[int, Reason | None, Reason | None, bool]:
+    """Step 3 with the measured signals (``scaling.signals``): inside the band, a persistent batch
+    overrun asks for the executors that bring R to the target; the count is clamped by the scale
+    factors; a veto (R ≥ ``scale_down_veto_batch_ratio``, a growing backlog) keeps at least the
+    current count. Returns (executors, the overrun or None, the veto in force or None, whether the
+    veto kept executors)."""
+    cluster, policy = job.cluster, job.policy
+    overrun = None if outside_band else batch_overrun(signals, policy)
+    wanted = sizing.executors
+    if overrun is not None:
+        wanted = max(wanted, overrun_executors(signals, cluster, policy))
+    executors = _clamp_by_scale_factors(wanted, cluster, policy, job.backlog_mode)
+    veto = scale_down_veto(signals, policy)
+    if veto is None or executors >= cluster.executors:
+        return executors, overrun, veto, False
+    return cluster.executors, overrun, veto, True
+
+
+def _vetoed_stages(stage_plans: tuple[VertexPlan, ...], veto: Reason | None, executors_kept: bool,
+                   cores: int) -> tuple[tuple[VertexPlan, ...], bool]:
+    """Under a veto no stage loses tasks (``signals.keep_partitions``). Returns (the stage plans,
+    whether the veto kept anything: ``executors_kept`` or a stage's tasks)."""
+    if veto is None:
+        return stage_plans, False
+    plans, kept = keep_partitions(stage_plans, cores)
+    return plans, kept or executors_kept
 
 
 @dataclass(frozen=True)
@@ -228,7 +273,7 @@ def _stage_plan(job: MicroBatchModel, vid: str, cores: int, thresholds: tuple[fl
     if fill > target_u and (capped or pinned is not None or st.skew > SKEW_REPORTED):
         code = Limit.PINNED_STAGE if pinned is not None else Limit.PARTITIONS if capped else Limit.BOTTLENECK
         limits.append(PlanLimit(code, vid, {"fill": fill, "tasks": proposed, "skew": st.skew}))
-    lag_s = _lag_s(m)
+    lag_s = time_behind_s(m)
     if vertex.retention_s and lag_s >= RETENTION_WARNING_FRACTION * vertex.retention_s:
         limits.append(PlanLimit(Limit.RETENTION_RISK, vid, {"lag_s": lag_s, "retention_s": vertex.retention_s}))
     plan = VertexPlan(
@@ -240,30 +285,6 @@ def _stage_plan(job: MicroBatchModel, vid: str, cores: int, thresholds: tuple[fl
         scale_down_threshold=thresholds[1], outside_bounds=outside_band, expected_processing_rate=st.tpr * slots,
         recommended=proposed)
     return plan, fill, limits
-
-
-def _max_executors_limit(job: MicroBatchModel, sizing: Sizing) -> tuple[PlanLimit, ...]:
-    """``max-executors`` when no count reached the target and cores still helped at the last one:
-    both utilizations there, at the target rate (what ``predicted_utilization`` and the proposal
-    page show) and with the catch-up and restart rates (what the sizing needs)."""
-    if sizing.chosen or not sizing.at_limit:
-        return ()
-    cores_max = max(job.cluster.max_executors, job.cluster.min_executors) * job.cluster.cores_per_executor
-    return (PlanLimit(Limit.MAX_EXECUTORS, None, {
-        "cores_needed": sizing.cores_needed, "cores_max": cores_max,
-        "predicted_utilization": job.at(sizing.executors * job.cluster.cores_per_executor, "base"),
-        "utilization_with_catch_up": sizing.best_u}),)
-
-
-def _catch_up_limit(job: MicroBatchModel) -> tuple[PlanLimit, ...]:
-    """``catch-up-unreachable`` when even the maximum executors drain the backlog slower than
-    ``catch_up_duration_s`` (``_catch_up_s_at_max``)."""
-    cores_max = max(job.cluster.max_executors, job.cluster.min_executors) * job.cluster.cores_per_executor
-    catch_up = _catch_up_s_at_max(job, cores_max)
-    if catch_up is None:
-        return ()
-    return (PlanLimit(Limit.CATCH_UP_UNREACHABLE, None, {
-        "catch_up_s": catch_up, "catch_up_duration_s": job.policy.catch_up_duration_s, "cores_max": cores_max}),)
 
 
 def _gate(job: MicroBatchModel, delayed: _Delayed, stage_plans: tuple[VertexPlan, ...], changes: bool,
@@ -282,10 +303,11 @@ def _gate(job: MicroBatchModel, delayed: _Delayed, stage_plans: tuple[VertexPlan
 
 
 def _reasons(job: MicroBatchModel, load: float, load_down: float, delayed: _Delayed, limits: tuple[PlanLimit, ...],
-             changes: bool, gate: Gate) -> tuple[Reason, ...]:
+             changes: bool, gate: Gate, signals: tuple[Reason, ...]) -> tuple[Reason, ...]:
     """The plan's reasons: the load against the band (``load-above-band``, ``load-below-band`` or
-    ``within-band``), the limits, backlog mode, what held the change back (``held-executor-scale-
-    down``, ``activation-pending``) or ``plan-equals-running``, and the excluded period."""
+    ``within-band``), the measured signals (``batch-overrun``, ``scale-down-vetoed``), the limits,
+    backlog mode, what held the change back (``held-executor-scale-down``, ``activation-pending``)
+    or ``plan-equals-running``, and the excluded period."""
     band = {"low": job.low, "high": job.high}
     first: list[Reason] = []
     if load > job.high:
@@ -298,6 +320,7 @@ def _reasons(job: MicroBatchModel, load: float, load_down: float, delayed: _Dela
             "cores": job.cluster.cores}))
     elif not delayed.outside_band and delayed.reason is None and gate.awaiting is None:
         first.append(Reason(PlanReason.WITHIN_BAND, None, {"load": load, **band}))
+    first.extend(signals)
     then: list[Reason] = [Reason(item.code, item.vertex_id, dict(item.data)) for item in limits]
     if job.backlog_mode:
         then.append(backlog_reason(job.policy, "micro-batch"))
@@ -331,32 +354,3 @@ def _job_rate(topology: Topology, rates: Mapping, load: float) -> float:
     utilization it causes (``load``)."""
     load_rate = sum(rates[v].target_data_rate for v in topology.order if topology.is_source(v))
     return load_rate / load if load and load < INF else 0.0
-
-
-def _lag_s(m: VertexMetrics) -> float:
-    """A source's backlog age estimate, seconds: ``backlog / records_in_per_s``."""
-    if m.backlog <= 0:
-        return 0.0
-    rate = m.records_in_per_s or 0.0
-    return m.backlog / rate if rate > 0 else INF
-
-
-def _catch_up_s_at_max(job: MicroBatchModel, cores_max: int) -> float | None:
-    """Seconds to drain the backlog at ``cores_max`` cores, when that exceeds ``catch_up_duration_s``
-    (else None). The spare share ``1 − U_base`` of the batch drains the backlog at ``(1 / U_base − 1)``
-    × the arrival rate (``U_base``: utilization of the arrivals alone)."""
-    topology, metrics, policy = job.topology, job.metrics, job.policy
-    backlog = sum(metrics[v].backlog for v in topology.order if topology.is_source(v))
-    if backlog <= 0 or policy.catch_up_duration_s <= 0:
-        return None
-    u_base = _utilization(job.stages, job.tasks_at(cores_max), cores_max, job.overhead, "base")
-    arrival = sum((metrics[v].records_in_per_s or 0.0) + metrics[v].backlog_growth_per_s
-                  for v in topology.order if topology.is_source(v))
-    if u_base >= 1.0 or arrival <= 0:
-        seconds = INF if u_base >= 1.0 else 0.0
-    else:
-        # The spare capacity drains the backlog; a product that underflows (denormal rates) drains nothing.
-        drain = (1.0 / u_base - 1.0) * arrival if u_base > 0 else INF
-        seconds = backlog / drain if drain > 0 else INF
-    return seconds if seconds > policy.catch_up_duration_s else None
-

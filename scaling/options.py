@@ -128,6 +128,24 @@ OPTIONS: tuple[Option, ...] = (
     Option("observed_scalability_coefficient_min", Kind.NUMBER, 0.5, unit="share", bounds=(0.01, 1.0),
            enabled_by="observed_scalability_enabled", flink_key=AUTOSCALER + "observed-scalability.coefficient-min",
            help="Lower clamp of the fitted scaling coefficient."),
+    Option("scale_down_veto_batch_ratio", Kind.NUMBER, 0.9, unit="ratio", bounds=(0.0, 100.0),
+           help="No scale-down (of the executors or of any stage's partitions) while the window's batch ratio R = "
+                "mean batch duration / trigger interval is at or above this (scale-down-vetoed). The value of "
+                "Spark's spark.streaming.dynamicAllocation.scalingUpRatio (SPARK-12133), the ratio at which Spark "
+                "adds executors. Flink has no such key: its operators run continuously, with no trigger interval "
+                "for a batch to overrun, so its autoscaler reads busy time and backpressure only; a micro-batch "
+                "that overruns its trigger delays every later batch, the first sign Spark itself acts on."),
+    Option("scale_down_veto_backlog_growth", Kind.NUMBER, 0.05, unit="share", bounds=(0.0, 1.0),
+           help="No scale-down while the sources' backlog grows faster than this share of their input rate "
+                "(records/s per records/s; scale-down-vetoed). Up to it the growth is noise: the difference of two "
+                "rates sampled at batch boundaries, which jitter by a few percent between windows. A source "
+                "with no input vetoes at any growth. Flink has no such key: FLIP-271 counts the growth in "
+                "TARGET_DATA_RATE only."),
+    Option("batch_overrun_ratio", Kind.NUMBER, 1.0, unit="ratio", bounds=(0.0, 100.0),
+           help="While the load is inside the utilization band, every batch of the window (at least 2) running "
+                "longer than this × the trigger interval, the backlog not draining, is a scale-up trigger "
+                "(batch-overrun): the cores grow to bring R to utilization_target, linearly (DS2). 1 = the batch overruns its trigger. Flink has "
+                "no such key (see scale_down_veto_batch_ratio)."),
     Option("batch_ratio_scale_up", Kind.NUMBER, 0.9, unit="ratio", bounds=(0.0, 100.0),
            help="batch-ratio algorithm: spark.streaming.dynamicAllocation.scalingUpRatio (SPARK-12133)."),
     Option("batch_ratio_scale_down", Kind.NUMBER, 0.3, unit="ratio", bounds=(0.0, 100.0),

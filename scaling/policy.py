@@ -65,6 +65,9 @@ class Policy:
     observed_scalability_min_observations: int = default("observed_scalability_min_observations")
     observed_scalability_coefficient_min: float = default("observed_scalability_coefficient_min")
     activation_evaluations: int = default("activation_evaluations")
+    scale_down_veto_batch_ratio: float = default("scale_down_veto_batch_ratio")
+    scale_down_veto_backlog_growth: float = default("scale_down_veto_backlog_growth")
+    batch_overrun_ratio: float = default("batch_overrun_ratio")
 
     def __post_init__(self) -> None:
         """Each option against its row of ``scaling.options.OPTIONS`` (kind, bounds, choices), then

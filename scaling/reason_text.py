@@ -8,7 +8,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 
-from scaling.reasons import AwaitingActivation, Limit, PlanLimit, PlanReason, Reason, VertexReason
+from scaling.reasons import AwaitingActivation, Limit, PlanLimit, PlanReason, Reason, VertexReason, VetoSignal
 
 Data = Mapping[str, float | int | str | None]
 
@@ -67,6 +67,11 @@ def limit_text(item: PlanLimit | Reason) -> str:
                     f"{num(d['catch_up_duration_s'])} s)")
         return (f"catch-up-unreachable: draining the backlog takes {num(d['catch_up_s'])} s even at "
                 f"{num(d['cores_max'])} cores, above catch_up_duration_s {num(d['catch_up_duration_s'])} s")
+    if item.code == Limit.CORES_NOT_ADJUSTABLE:
+        return (f"cores-not-adjustable: cannot keep up without more cores: declare a cores knob; the pipeline runs "
+                f"on {cores(d['cores'])} (it declares no executors knob), {num(d['cores_needed'])} needed; there the "
+                f"predicted utilization is {d['predicted_utilization']:.2f} at the target rate, "
+                f"{d['utilization_with_catch_up']:.2f} with the catch-up")
     if item.code == Limit.RETENTION_RISK:
         return (f"retention-risk: {item.vertex_id}'s backlog is {num(d['lag_s'])} s old, retention "
                 f"{num(d['retention_s'])} s")
@@ -132,6 +137,15 @@ def _utilization_scale(d: Data) -> str:
     return f"{_utilization(d)}: every vertex scaled by {d['ratio']:.2f}"
 
 
+def _vetoed(r: Reason) -> str:
+    d = r.data
+    if d["signal"] == VetoSignal.BATCH_RATIO:
+        return (f"scale-down vetoed: batch ratio R {d['value']:.2f} >= {num(d['threshold'])}, the batches fill "
+                f"the trigger interval (SPARK-12133)")
+    return (f"scale-down vetoed: the backlog grows {num(d['value'])} records/s, above the noise of "
+            f"{num(d['threshold'])} records/s")
+
+
 _PINNED = {
     VertexReason.EXCLUDED: "excluded: listed in excluded_vertices",
     VertexReason.PINNED: "pinned: not adjustable (no confirmed knob sets its partitions, or the checkpoint fixes them)",
@@ -185,6 +199,11 @@ _TEXT: dict[object, Callable[[Reason], str]] = {
     PlanReason.HELD_EXECUTOR_SCALE_DOWN: lambda r: (f"delayed scale-down of executors {r.data['current']} -> "
                                                     f"{r.data['target']} held until t={num(r.data['due_s'])} s (first "
                                                     f"recommended at t={num(r.data['first_at_s'])} s)"),
+    PlanReason.BATCH_OVERRUN: lambda r: (f"batch overrun: every one of {r.data['batches']} batches ran longer than "
+                                         f"the trigger (R {r.data['ratio']:.2f}, at least {r.data['min_ratio']:.2f}: "
+                                         f"{num(r.data['batch_duration_s'])} s per "
+                                         f"{num(r.data['trigger_interval_s'])} s trigger): scale up (SPARK-12133)"),
+    PlanReason.SCALE_DOWN_VETOED: _vetoed,
     PlanReason.ACTIVATION_PENDING: lambda r: activation_text(AwaitingActivation(
         r.data["direction"], r.data["count"], r.data["required"])),
     PlanReason.EXCLUDED_PERIOD: lambda r: excluded_period_text(str(r.data["period"])),

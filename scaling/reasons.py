@@ -80,6 +80,9 @@ class PlanReason(StrEnum):
     WITHIN_BAND = "within-band"                 # data: load, low, high
     PLAN_EQUALS_RUNNING = "plan-equals-running"
     HELD_EXECUTOR_SCALE_DOWN = "held-executor-scale-down"  # data: current, target, due_s, first_at_s
+    BATCH_OVERRUN = "batch-overrun"             # data: ratio, min_ratio, batches, trigger_interval_s,
+    #                                             batch_duration_s (scaling.signals)
+    SCALE_DOWN_VETOED = "scale-down-vetoed"     # data: signal (a VetoSignal), value, threshold
     # both modes: the job-level gate
     ACTIVATION_PENDING = "activation-pending"   # data: direction, count, required (DS2's activation time)
     EXCLUDED_PERIOD = "excluded-period"         # data: period
@@ -114,6 +117,15 @@ class Limit(StrEnum):
     BOTTLENECK = "bottleneck"              # vertex_id; data: fill, skew
     CATCH_UP_UNREACHABLE = "catch-up-unreachable"  # data: catch_up_s (at max executors), catch_up_duration_s
     RETENTION_RISK = "retention-risk"      # vertex_id; data: lag_s, retention_s
+    CORES_NOT_ADJUSTABLE = "cores-not-adjustable"  # data: cores, cores_needed, predicted_utilization,
+    #                                                utilization_with_catch_up (no executors knob)
+
+
+class VetoSignal(StrEnum):
+    """The measured signal that vetoed a scale-down (``PlanReason.SCALE_DOWN_VETOED``'s ``signal``)."""
+
+    BATCH_RATIO = "batch-ratio"            # value: R = batch duration / trigger interval (SPARK-12133)
+    BACKLOG_GROWTH = "backlog-growth"      # value: the sources' backlog growth, records/s
 
 
 ReasonCode = PlanReason | VertexReason | Limit

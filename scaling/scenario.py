@@ -7,7 +7,8 @@ autoscaler state (history, delayed scale-downs, effectiveness, restart times) fr
 
 The ``policy`` keys are the options of ``scaling.options.policy_options()`` (docs/POLICY.md), each
 checked against its row of the table. Extensions beyond SCENARIO.md, all optional: vertex key
-``retention_s``; metric key ``busy_time_max_ms_per_s``; step keys ``executors`` (what ran, as
+``retention_s``; metric key ``busy_time_max_ms_per_s``; cluster key ``executors_adjustable`` (false:
+the pipeline declares no executors knob, the executor count is fixed); step keys ``executors`` (what ran, as
 ``parallelism``), ``available_executors``, ``batch_durations_s`` (list, seconds) and
 ``measured_restart_time_s`` (the downtime of the last rescale). ``at_s`` is seconds since the Unix
 epoch (UTC), which places steps in excluded periods.
@@ -39,7 +40,7 @@ VERTEX_KEYS = ("id", "name", "parallelism", "max_parallelism", "partitions", "so
 STEP_KEYS = ("at_s", "metrics", "parallelism", "executors", "available_executors", "batch_durations_s",
              "measured_restart_time_s")
 CLUSTER_KEYS = ("executors", "cores_per_executor", "min_executors", "max_executors", "trigger_interval_s",
-                "available_executors")
+                "available_executors", "executors_adjustable")
 TOP_KEYS = ("format", "mode", "policy", "vertices", "edges", "steps", "cluster", "trigger_interval_s")
 
 
@@ -288,6 +289,8 @@ def _cluster(doc: dict) -> ClusterState:
     for key in ("executors", "cores_per_executor", "min_executors", "max_executors"):
         if key in obj:
             kwargs[key] = _integer(obj[key], f"cluster.{key}")
+    if "executors_adjustable" in obj:
+        kwargs["executors_adjustable"] = _bool(obj["executors_adjustable"], "cluster.executors_adjustable")
     if obj.get("available_executors") is not None:
         kwargs["available_executors"] = _integer(obj["available_executors"], "cluster.available_executors", minimum=0)
     if "executors" not in kwargs:

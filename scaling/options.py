@@ -143,8 +143,10 @@ OPTIONS: tuple[Option, ...] = (
                 "TARGET_DATA_RATE only."),
     Option("batch_overrun_ratio", Kind.NUMBER, 1.0, unit="ratio", bounds=(0.0, 100.0),
            help="While the load is inside the utilization band, every batch of the window (at least 2) running "
-                "longer than this × the trigger interval, the backlog not draining, is a scale-up trigger "
-                "(batch-overrun): the cores grow to bring R to utilization_target, linearly (DS2). 1 = the batch overruns its trigger. Flink has "
+                "longer than this × the trigger interval while the backlog grows beyond scale_down_veto_backlog_growth "
+                "is a scale-up trigger (batch-overrun): the cores grow to bring R to utilization_target, "
+                "linearly (DS2). Long batches with a steady backlog keep up (the next batch starts at once "
+                "and covers more data): no trigger. 1 = the batch overruns its trigger. Flink has "
                 "no such key (see scale_down_veto_batch_ratio)."),
     Option("batch_ratio_scale_up", Kind.NUMBER, 0.9, unit="ratio", bounds=(0.0, 100.0),
            help="batch-ratio algorithm: spark.streaming.dynamicAllocation.scalingUpRatio (SPARK-12133)."),

@@ -5,8 +5,9 @@ the job it is computed for.
   ``streaming.scheduler.ExecutorAllocationManager`` adds executors at ``R ≥ 0.9``) and the sources'
   backlog growth (FLIP-271's ``TARGET_DATA_RATE`` counts it as load) each veto a scale-down of the
   executors or of any stage's partitions (``PlanReason.SCALE_DOWN_VETOED``).
-- A batch ratio above ``batch_overrun_ratio`` in every batch of the window, while the model's load
-  lies inside the utilization band, is a scale-up trigger of its own (``PlanReason.BATCH_OVERRUN``).
+- A batch ratio above ``batch_overrun_ratio`` in every batch of the window with a growing backlog,
+  while the model's load lies inside the utilization band, is a scale-up trigger of its own
+  (``PlanReason.BATCH_OVERRUN``).
 - A pipeline that declares no executors knob runs on the cores it has: ``ClusterState.
   executors_adjustable`` False pins the executor count, and a plan that cannot meet its target on
   those cores says so (``Limit.CORES_NOT_ADJUSTABLE``).
@@ -97,13 +98,15 @@ def scale_down_veto(signals: BatchSignals, policy: Policy) -> Reason | None:
 def batch_overrun(signals: BatchSignals, policy: Policy) -> Reason | None:
     """``batch-overrun`` (data: ratio, min_ratio, batches, trigger_interval_s, batch_duration_s) when
     every batch of the window (at least ``OVERRUN_MIN_BATCHES``) ran longer than
-    ``batch_overrun_ratio`` × the trigger interval and the backlog does not drain (its growth is
-    above ``−backlog_growth_noise``): the job falls behind whatever the model says (SPARK-12133's
-    R). Long batches that drain a backlog (after a spike, a restart) are a catch-up, not an
-    overrun. Else None."""
+    ``batch_overrun_ratio`` × the trigger interval and the backlog grows beyond
+    ``backlog_growth_noise``: the job falls behind whatever the model says (SPARK-12133's R).
+    With a processing-time trigger a batch that overruns starts the next one at once, which then
+    covers more data (Spark's ``ProcessingTimeExecutor``): long batches with a steady backlog keep
+    up at a latency of R triggers, and long batches that drain a backlog (after a spike, a
+    restart) are a catch-up; neither is an overrun. Else None."""
     if signals.min_ratio is None or signals.batches < OVERRUN_MIN_BATCHES:
         return None
-    if signals.backlog_growth_per_s < -backlog_growth_noise(signals, policy):
+    if signals.backlog_growth_per_s <= backlog_growth_noise(signals, policy):
         return None
     if signals.min_ratio <= policy.batch_overrun_ratio:
         return None

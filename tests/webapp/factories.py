@@ -45,10 +45,13 @@ def make_job(name="demo", **policy) -> Job:
 
 
 def make_snapshots(job: Job, *, count=4, window_s=15.0, arrival=900.0, enrich_busy_s=15.0, backlog_step=2000,
-                   tasks=(1, 1, 2), cores=1, end=None, enrich_busy_max_s=None) -> list[MetricSnapshot]:
+                   tasks=(1, 1, 2), cores=1, end=None, enrich_busy_max_s=None,
+                   batch_duration_s=5.0, keeping_up=False) -> list[MetricSnapshot]:
     """``count`` consecutive snapshots of a 3-stage job. Per window: the source reads ``arrival × 0.5 ×
     window`` records in 2 busy s, enrich reads the same in ``enrich_busy_s``, the aggregation in 1 s.
-    ``enrich_busy_max_s``: enrich's busiest task's busy time per task (None: not measured)."""
+    ``enrich_busy_max_s``: enrich's busiest task's busy time per task (None: not measured).
+    ``batch_duration_s``: each batch's duration on the 2 s trigger (5 s: the batches overrun it).
+    ``keeping_up``: the sources' arrival rate is what the job reads (else twice it: the backlog grows)."""
     end = end or timezone.now()
     snapshots = []
     for i in range(count):
@@ -56,9 +59,9 @@ def make_snapshots(job: Job, *, count=4, window_s=15.0, arrival=900.0, enrich_bu
         processed = int(arrival * 0.5 * window_s)
         snapshot = MetricSnapshot.objects.create(
             job=job, collected_at=at, run_id="run-1", config=job.config, window_s=window_s, batches=3,
-            backlog=backlog_step * (i + 1), arrival_rate_per_s=arrival, input_rate_per_s=processed / window_s,
-            processed_rate_per_s=processed / window_s, batch_duration_s=5.0, trigger_interval_s=2.0,
-            batch_overhead_s=0.2, batch_ratio=2.5, executors=1, cores=cores)
+            backlog=backlog_step * (i + 1), arrival_rate_per_s=processed / window_s if keeping_up else arrival, input_rate_per_s=processed / window_s,
+            processed_rate_per_s=processed / window_s, batch_duration_s=batch_duration_s, trigger_interval_s=2.0,
+            batch_overhead_s=0.2, batch_ratio=batch_duration_s / 2.0, executors=1, cores=cores)
         upstream = [[], ["v0"], ["v1"]]
         for pos, (busy, rec_in, rec_out) in enumerate([(2.0, processed, processed),
                                                         (enrich_busy_s, processed, 40),

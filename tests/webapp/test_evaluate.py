@@ -79,7 +79,8 @@ def test_delayed_scale_down_is_held_across_evaluations_then_applied():
                                                  "enrich_partitions": 6})
     job.refresh_from_db()
     t0 = timezone.now()
-    make_snapshots(job, enrich_busy_s=3.0, backlog_step=0, cores=6, tasks=(6, 6, 2), end=t0)
+    make_snapshots(job, enrich_busy_s=3.0, backlog_step=0, cores=6, tasks=(6, 6, 2), batch_duration_s=0.6,
+                   keeping_up=True, end=t0)
     first = evaluation_run(job=job, now=t0)
     job.refresh_from_db()
     assert first.decision == "blocked" and not job.proposals.exists(), first.reasons
@@ -87,7 +88,8 @@ def test_delayed_scale_down_is_held_across_evaluations_then_applied():
     assert job.scaler_state["pending_scale_downs"], "the pending scale-down must be remembered"
 
     later = t0 + timedelta(seconds=601)
-    make_snapshots(job, enrich_busy_s=3.0, backlog_step=0, cores=6, tasks=(6, 6, 2), end=later)
+    make_snapshots(job, enrich_busy_s=3.0, backlog_step=0, cores=6, tasks=(6, 6, 2), batch_duration_s=0.6,
+                   keeping_up=True, end=later)
     second = evaluation_run(job=job, now=later)
     assert second.decision == "scale", second.reasons
     proposal = job.proposals.get()

@@ -4,6 +4,7 @@ the scaling model's inputs (the live evaluation and ``manage.py backtest`` read 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 from django.conf import settings
@@ -12,6 +13,7 @@ from scaling import ClusterState, Topology, VertexMetrics
 from sparkclient.collector.model_inputs import model_inputs
 from sparkclient.collector.sample import JobSample, VertexSample
 from sparkclient.contract.binding import StageBinding
+from sparkclient.contract.spec import KnobTarget
 from webapp.jobs.bindings import stage_bindings
 from webapp.jobs.models import Job, MetricSnapshot
 
@@ -28,7 +30,8 @@ def window_inputs(*, job: Job, snapshots: Sequence[MetricSnapshot], bindings: Se
     A stage is adjustable only when its binding to a knob is confirmed (``bindings``: the stages of
     the newest snapshot, by default :func:`webapp.jobs.bindings.stage_bindings` of it); the executors
     knob counts cores (executors of one core), up to the least of the policy's ``max_cores``, the
-    executors knob's max and the cluster's capacity (:func:`executors_ceiling`).
+    executors knob's max and the cluster's capacity (:func:`executors_ceiling`). A job that declares no
+    executors knob runs on the cores it has: ``ClusterState.executors_adjustable`` is False.
     """
     if bindings is None:
         bindings = stage_bindings(job=job, snapshot=snapshots[-1])
@@ -40,7 +43,16 @@ def window_inputs(*, job: Job, snapshots: Sequence[MetricSnapshot], bindings: Se
     ceiling = executors_ceiling(job=job)
     inputs = model_inputs([snapshot_sample(s) for s in snapshots], adjustable=adjustable, cores_per_executor=1,
                           min_executors=min(job.policy.min_cores, ceiling), max_executors=ceiling)
-    return inputs.topology, inputs.metrics, inputs.cluster, inputs.mean_batch_s
+    cluster = inputs.cluster
+    if not executors_adjustable(job=job):
+        cluster = replace(cluster, executors_adjustable=False)
+    return inputs.topology, inputs.metrics, cluster, inputs.mean_batch_s
+
+
+def executors_adjustable(*, job: Job) -> bool:
+    """Whether the pipeline can change its cores: it declares a knob that sets the executors
+    (``sparkclient.contract.spec.KnobTarget.EXECUTORS``)."""
+    return any(k.sets == KnobTarget.EXECUTORS for k in job.knob_specs())
 
 
 def snapshot_sample(snapshot: MetricSnapshot) -> JobSample:

@@ -56,13 +56,14 @@ def knob_name(vertex_id: str) -> str:
     return f"{vertex_id}_partitions"
 
 
-def knobs_and_plan(sim_job: SimJob, *, max_cores: int = 8) -> tuple[list[dict], list[dict]]:
+def knobs_and_plan(sim_job: SimJob, *, max_cores: int = 8, cores_knob: bool = True) -> tuple[list[dict], list[dict]]:
     """The knob declarations and the plan stages the runner of ``sim_job`` would publish (the pipeline
-    contract, ``sparkclient.contract.spec`` / ``sparkclient.contract.binding``): a source knob for the source
-    stage, a repartition knob per other adjustable stage, none for a pinned (stateful) stage."""
+    contract, ``sparkclient.contract.spec`` / ``sparkclient.contract.binding``): the executors knob (unless
+    ``cores_knob`` is False), a source knob for the source stage, a repartition knob per other adjustable
+    stage, none for a pinned (stateful) stage."""
     knobs = [{"name": EXECUTORS_KNOB, "default": 1, "min": 1, "max": max_cores, "sets": "executors",
-              "description": "cores"},
-             {"name": "trigger_interval_s", "default": TRIGGER_INTERVAL_S, "min": 1, "max": 600, "sets": "other",
+              "description": "cores"}] if cores_knob else []
+    knobs += [{"name": "trigger_interval_s", "default": TRIGGER_INTERVAL_S, "min": 1, "max": 600, "sets": "other",
               "description": "trigger interval"}]
     stages = []
     for v in sim_job.vertices:
@@ -120,7 +121,7 @@ class SimRunner:
         h = self.harness
         sim = h.sim
         knobs = dict(command.knobs)
-        cores = int(knobs[EXECUTORS_KNOB])
+        cores = int(knobs.get(EXECUTORS_KNOB, h.reported_cores))
         new = Config({v.id: int(knobs.get(knob_name(v.id), sim.config.parallelism[v.id])) for v in h.sim_job.vertices},
                      min(cores, h.host_cores) if h.host_cores else cores)
         sim._apply(h.now_s, new, sim._restart_at(h.now_s))
@@ -156,17 +157,22 @@ class LoopHarness:
     restarts: int = 0
     restarted_at_s: float = -math.inf
     reported_cores: int = 1
+    start_cores: int = 1
     timeline: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        start = Config(dict(self._parallelism(self.job.config)), self._sim_cores(self.job.config[EXECUTORS_KNOB]))
-        self.reported_cores = int(self.job.config[EXECUTORS_KNOB])
+        start = Config(dict(self._parallelism(self.job.config)), self._sim_cores(self.cores(self.job.config)))
+        self.reported_cores = self.cores(self.job.config)
         self.sim = _LoopSimulation(self, self.sim_job, self.trace, self.settings, _Passive(), start, seed=self.seed)
         self.runner = SimRunner(self)
 
     # -- plumbing ------------------------------------------------------------------------------------
     def _parallelism(self, config: dict) -> dict[str, int]:
         return {v.id: int(config.get(knob_name(v.id), v.parallelism)) for v in self.sim_job.vertices}
+
+    def cores(self, config: dict) -> int:
+        """The cores ``config`` runs on: its executors knob, else (none declared) the cores it started with."""
+        return int(config.get(EXECUTORS_KNOB, self.start_cores))
 
     def _sim_cores(self, cores: int) -> int:
         return min(int(cores), self.host_cores) if self.host_cores else int(cores)
@@ -239,7 +245,7 @@ class LoopHarness:
         pending = list(self.job.proposals.filter(status=Proposal.Status.PENDING))
         self.timeline.append({
             "t_s": now_s, "load": self.trace.rate_at(now_s - 1e-9), "capacity": self.sim.result.capacity_per_s[-1],
-            "cores": self.job.config[EXECUTORS_KNOB], "pending": [(p.pk, p.revision) for p in pending],
+            "cores": self.cores(self.job.config), "pending": [(p.pk, p.revision) for p in pending],
             "evaluation": evaluation and (evaluation.decision, evaluation.direction, evaluation.hold,
                                           evaluation.plan.get("load")),
         })
@@ -255,24 +261,26 @@ class LoopHarness:
 
 def make_harness(monkeypatch, *, trace: Trace, start_cores: int = 1, policy: dict | None = None,
                  sim_job: SimJob | None = None, host_cores: int | None = None, downtime_s: float = 15.0,
-                 warmup_s: float = 0.0, warmup_factor: float = 1.0, seed: int = 0, name: str = "loop") -> LoopHarness:
+                 warmup_s: float = 0.0, warmup_factor: float = 1.0, seed: int = 0, name: str = "loop",
+                 cores_knob: bool = True) -> LoopHarness:
     """A harness on the demo-like topology (``scaling.sim.topologies.demo``) by default.
 
-    ``policy``: ``JobPolicy`` fields; the metric window is three collect intervals unless given."""
+    ``policy``: ``JobPolicy`` fields; the metric window is three collect intervals unless given.
+    ``cores_knob`` False: the pipeline declares no executors knob and runs on ``start_cores``."""
     sim_job = sim_job or topologies.demo()
     settings = SimSettings(mode="micro-batch", step_s=trace.step_s, collect_interval_s=15.0, policy_interval_s=15.0,
                            metric_window_s=45.0, stabilization_s=0.0, trigger_interval_s=TRIGGER_INTERVAL_S,
                            batch_overhead_s=BATCH_OVERHEAD_S, cores_per_executor=1, min_executors=1, max_executors=64,
                            executors=start_cores, downtime=Downtime(downtime_s))
-    knobs, stages = knobs_and_plan(sim_job)
-    config = {EXECUTORS_KNOB: start_cores, "trigger_interval_s": TRIGGER_INTERVAL_S,
+    knobs, stages = knobs_and_plan(sim_job, cores_knob=cores_knob)
+    config = {**({EXECUTORS_KNOB: start_cores} if cores_knob else {}), "trigger_interval_s": TRIGGER_INTERVAL_S,
               **{knob_name(v.id): start_cores for v in sim_job.vertices if v.source or v.adjustable}}
     job = job_register(name=name, topic="sim", query_name=f"{name}-query", config=config, knobs=knobs,
                        policy={"metric_window_s": 45.0, **(policy or {})})
     Job.objects.filter(pk=job.pk).update(plan_stages=stages)
     job = Job.objects.select_related("policy").get(pk=job.pk)
     harness = LoopHarness(sim_job=sim_job, job=job, trace=trace, settings=settings, host_cores=host_cores,
-                          warmup_s=warmup_s, warmup_factor=warmup_factor, seed=seed)
+                          warmup_s=warmup_s, warmup_factor=warmup_factor, seed=seed, start_cores=start_cores)
     monkeypatch.setattr(timezone, "now", lambda: harness.now)
     monkeypatch.setattr("webapp.proposals.dispatch.enqueue_attempt", harness.enqueue)
     monkeypatch.setattr(control, "send_command", harness.runner.send_command)

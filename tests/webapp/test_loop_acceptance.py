@@ -342,3 +342,27 @@ def test_7_every_executed_plan_predicts_a_utilization_inside_the_band(monkeypatc
     (low, high), executed = EXECUTED_PLANS[scenario]
     outside = [plan for plan in executed if not low <= (plan[3] or 0.0) <= high]
     assert outside == [], f"band [{low}, {high}]: (proposal, cores from, to, predicted utilization) {outside}"
+
+
+# --- 8. a pipeline without an executors knob -------------------------------------------------------------
+
+def test_8_a_job_without_an_executors_knob_is_never_planned_at_other_cores(monkeypatch, client):
+    """The pipeline declares no executors knob and runs on 1 core; the load steps 100 -> 600 events/s.
+    Every plan keeps 1 core (its predictions are for 1 core), the plans that cannot keep up say so
+    (``cores-not-adjustable``), no proposal carries a cores value, and the job page shows the reason."""
+    h = make_harness(monkeypatch, trace=steps((STEP_AT_S, 100), (STEP_AT_S + TEN_MIN_S, 600)), cores_knob=False)
+    h.actions.append(approve_when_pending(make_user()))
+    h.run()
+    evaluations = list(Evaluation.objects.filter(job=h.job).order_by("created_at"))
+    assert evaluations
+    assert {(e.plan["executors_current"], e.plan["executors_proposed"]) for e in evaluations} == {(1, 1)}
+    fixed = [e for e in evaluations if any(item["code"] == "cores-not-adjustable" for item in e.plan["limits"])]
+    assert fixed, [e.reasons for e in evaluations[-3:]]
+    limit = next(item for item in fixed[-1].plan["limits"] if item["code"] == "cores-not-adjustable")
+    assert limit["data"]["cores"] == 1 and limit["data"]["cores_needed"] > 1
+    assert all(EXECUTORS_KNOB not in p.proposed_config for p in h.proposals())
+    assert all(p.prediction.get("cores_new", 1) == 1 for p in h.proposals())
+    assert {row["cores"] for row in h.timeline} == {1} and {c.cores for c in h.sim.result.rescales} <= {1}
+    client.force_login(make_user("op3"))
+    html = client.get(f"/jobs/{h.job.pk}/").content.decode()
+    assert "cores-not-adjustable" in html, html

@@ -85,7 +85,8 @@ def test_healthy(page, redis_server, settings):
     make_role_user("operator")
     job = make_job("healthy", metric_window_s=45)
     Job.objects.filter(pk=job.pk).update(spark_ui_url="http://driver-host:4040")
-    snapshots = make_snapshots(job, count=30, arrival=200.0, enrich_busy_s=3.0, backlog_step=0)
+    snapshots = make_snapshots(job, count=30, arrival=200.0, enrich_busy_s=3.0, backlog_step=0,
+                               batch_duration_s=1.0)
     Job.objects.filter(pk=job.pk).update(health=Job.Health.RUNNING, plan_stages=[*PLAN_STAGES, {
         "input": "shuffle", "partitions": 2, "stateful": False, "operators": ["BroadcastHashJoin"]}])
     evaluation_run(job=job)
@@ -252,7 +253,8 @@ def test_held_scale_down(page):
                                                  "enrich_partitions": 6})
     job.refresh_from_db()
     t0 = timezone.now()
-    make_snapshots(job, count=30, enrich_busy_s=3.0, backlog_step=0, cores=6, tasks=(6, 6, 2), end=t0)
+    make_snapshots(job, count=30, enrich_busy_s=3.0, backlog_step=0, cores=6, tasks=(6, 6, 2), batch_duration_s=0.6,
+                   keeping_up=True, end=t0)
     held = evaluation_run(job=job, now=t0)
     assert held.decision == "blocked" and not job.proposals.exists(), held.reasons
     Job.objects.filter(pk=job.pk).update(health=Job.Health.RUNNING)

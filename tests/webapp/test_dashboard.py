@@ -226,7 +226,7 @@ def test_why_window_not_full_shows_the_time_left(client, operator):
 
 def test_why_every_vertex_within_bounds_shows_the_band(client, operator):
     job = make_job(metric_window_s=45, utilization_target=0.6)
-    make_snapshots(job, arrival=200.0, enrich_busy_s=2.0, backlog_step=0)
+    make_snapshots(job, arrival=200.0, enrich_busy_s=2.0, backlog_step=0, batch_duration_s=1.0)
     evaluation = evaluation_run(job=job)
     assert evaluation.decision == "no-change" and not job.proposals.exists()
     why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
@@ -283,7 +283,7 @@ def test_why_excluded_period_names_it(client, operator):
 
 def test_why_advisor_mode(client, operator):
     job = make_job(metric_window_s=45, mode="advisor")
-    make_snapshots(job, arrival=200.0, enrich_busy_s=2.0, backlog_step=0)
+    make_snapshots(job, arrival=200.0, enrich_busy_s=2.0, backlog_step=0, batch_duration_s=1.0)
     evaluation_run(job=job)
     html = client.get(f"/jobs/{job.pk}/").content.decode()
     why = why_items(html)

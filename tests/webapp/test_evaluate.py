@@ -5,8 +5,11 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from django.utils.html import escape
 
-from tests.webapp.factories import make_job, make_snapshots
+from scaling.reason_text import reason_text
+from scaling.reasons import Limit, PlanReason, VetoSignal
+from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs import bindings, policy_mapping
 from webapp.jobs.models import Job
 from webapp.loop import evaluate
@@ -94,3 +97,44 @@ def test_delayed_scale_down_is_held_across_evaluations_then_applied():
     assert second.decision == "scale", second.reasons
     proposal = job.proposals.get()
     assert proposal.proposed_config["cores"] < 6
+
+
+def test_batches_that_overrun_the_trigger_veto_the_scale_down_and_the_job_page_says_so(client):
+    """Load below the band on 6 cores, but every batch takes 5 s of a 2 s trigger: no scale-down
+    (``scale-down-vetoed`` on the batch ratio), and the job page shows the reason's words."""
+    from webapp.jobs.models import Job
+
+    job = make_job(metric_window_s=45, scale_down_interval_s=0)
+    Job.objects.filter(pk=job.pk).update(config={**job.config, "cores": 6, "source_partitions": 6,
+                                                 "enrich_partitions": 6})
+    job.refresh_from_db()
+    now = timezone.now()
+    snapshots = make_snapshots(job, enrich_busy_s=3.0, backlog_step=0, cores=6, tasks=(6, 6, 2), keeping_up=True,
+                               end=now)
+    plan = evaluate._plan(evaluate.evaluation_context(job=job, snapshots=snapshots, now=now))
+    codes = [r.code for r in plan.reasons]
+    assert PlanReason.LOAD_BELOW_BAND in codes and plan.executors_proposed == plan.executors_current == 6
+    vetoed = next(r for r in plan.reasons if r.code == PlanReason.SCALE_DOWN_VETOED)
+    assert (vetoed.data["signal"], vetoed.data["value"], vetoed.data["threshold"]) == (VetoSignal.BATCH_RATIO, 2.5, 0.9)
+    evaluation = evaluation_run(job=job, now=now)
+    assert evaluation.proposed_config["cores"] == 6
+    assert all(evaluation.proposed_config[k] >= v for k, v in job.config.items() if k.endswith("_partitions"))
+    client.force_login(make_user())
+    html = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert escape(reason_text(vetoed)) in html
+
+
+def test_without_an_executors_knob_the_evaluation_keeps_the_cores():
+    """The job's knobs declare no executors knob: the window's cluster is not adjustable, and a load
+    above the band on 1 core is planned at 1 core with ``cores-not-adjustable``."""
+    from webapp.jobs.models import Job
+
+    job = make_job(metric_window_s=45)
+    Job.objects.filter(pk=job.pk).update(knobs=[k for k in job.knobs if k.get("sets") != "executors"])
+    job.refresh_from_db()
+    snapshots = make_snapshots(job)
+    plan = evaluate._plan(evaluate.evaluation_context(job=job, snapshots=snapshots, now=snapshots[-1].collected_at))
+    assert plan.executors_proposed == plan.executors_current == 1
+    assert plan.predicted_utilization == plan.utilization_now or plan.changes
+    assert plan.limit(Limit.CORES_NOT_ADJUSTABLE) is not None
+    assert plan.limit(Limit.MAX_EXECUTORS) is None

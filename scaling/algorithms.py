@@ -23,6 +23,7 @@ from scaling.planner import plan_job, plan_micro_batch
 from scaling.policy import Policy, PolicyError
 from scaling.periods import active_period
 from scaling.reasons import Decision, PlanReason, Reason
+from scaling.signals import cores_fixed
 from scaling.state import ScalerState
 from scaling.topology import Topology
 from scaling.vertex_scaler import align_parallelism, alignment_base, parallelism_bounds, pinned_reason
@@ -86,9 +87,11 @@ def evaluate(request: PlanRequest) -> JobPlan:
 
 
 def _require_cluster(request: PlanRequest, name: str) -> ClusterState:
+    """The request's cluster, its executor count pinned when the pipeline cannot change it
+    (``signals.cores_fixed``): no algorithm plans cores the pipeline cannot set."""
     if request.mode != "micro-batch" or request.cluster is None:
         raise PolicyError(f"algorithm: {name} needs mode micro-batch with a cluster")
-    return request.cluster
+    return cores_fixed(request.cluster)
 
 
 class DS2Policy:

@@ -72,7 +72,8 @@ class JobPlan:
             (cores × (1 − overhead))``, compared with the utilization band (FLIP-271 thresholds).
         utilization: micro-batch: ``Σ busy / cores``.
         bottleneck: a vertex that cannot reach its share, e.g. pinned partitions, or None.
-        batch_ratio: SPARK-12133's R = batch duration / trigger interval, shown beside the plan.
+        batch_ratio: SPARK-12133's R = mean batch duration / trigger interval; at or above
+            ``scale_down_veto_batch_ratio`` it vetoes scale-downs (``scaling.signals``).
         executable: False inside an excluded period: the plan is computed but must not run.
         backlog_mode: FLIP-271 backlog processing (lag above the threshold): utilization band
             [0, 1], so a scale-down never triggers a scaling (it may join one, as in Flink).

@@ -143,3 +143,13 @@ def test_without_an_executors_knob_no_plan_changes_the_cores(records, busy, exec
                             batch_durations_s=[10.0 * r for r in ratios])
     assert plan.executors_proposed == executors
     assert plan.predicted_utilization == plan.utilization_now or plan.changes
+
+
+def test_no_algorithm_plans_cores_a_pipeline_without_an_executors_knob_cannot_set():
+    """batch-ratio (SPARK-12133) would add executors at R 3; min-increase would take the new ones."""
+    for algorithm in ("batch-ratio", "min-increase", "ds2"):
+        text = json.loads(_doc([30.0, 31.0], busy=450.0, executors=1, adjustable=False,
+                               policy={"algorithm": algorithm}))
+        text["cluster"]["available_executors"] = 8
+        step = _step(json.dumps(text))
+        assert step["executors"]["proposed"] == 1, algorithm

@@ -91,7 +91,8 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     executors, overrun, veto, kept = _measured_executors(job, sizing, signals, outside_band)
     delayed = _delayed_scale_down(job, executors, outside_band or overrun is not None, state, now_s)
     stage_plans, stage_limits, bottleneck = _stage_plans(job, delayed.executors, delayed.outside_band)
-    stage_plans, vetoed = _vetoed_stages(stage_plans, veto, kept, delayed.executors * cluster.cores_per_executor)
+    stage_plans, vetoed = _vetoed_stages(stage_plans, veto, kept, delayed.executors * cluster.cores_per_executor,
+                                         cluster.cores)
     limits = (*cores_limit(job, sizing, overrun), *stage_limits, *catch_up_limit(job))
     changes = delayed.executors != cluster.executors or any(vp.proposed != vp.current for vp in stage_plans)
     gate = _gate(job, delayed, stage_plans, changes, state, now_s)
@@ -147,12 +148,12 @@ def _measured_executors(job: MicroBatchModel, sizing: Sizing, signals: BatchSign
 
 
 def _vetoed_stages(stage_plans: tuple[VertexPlan, ...], veto: Reason | None, executors_kept: bool,
-                   cores: int) -> tuple[tuple[VertexPlan, ...], bool]:
-    """Under a veto no stage loses tasks (``signals.keep_partitions``). Returns (the stage plans,
-    whether the veto kept anything: ``executors_kept`` or a stage's tasks)."""
+                   cores: int, cores_now: int) -> tuple[tuple[VertexPlan, ...], bool]:
+    """Under a veto no stage loses task slots (``signals.keep_partitions``). Returns (the stage
+    plans, whether the veto kept anything: ``executors_kept`` or a stage's tasks)."""
     if veto is None:
         return stage_plans, False
-    plans, kept = keep_partitions(stage_plans, cores)
+    plans, kept = keep_partitions(stage_plans, cores, cores_now)
     return plans, kept or executors_kept
 
 

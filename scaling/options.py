@@ -129,7 +129,7 @@ OPTIONS: tuple[Option, ...] = (
            enabled_by="observed_scalability_enabled", flink_key=AUTOSCALER + "observed-scalability.coefficient-min",
            help="Lower clamp of the fitted scaling coefficient."),
     Option("scale_down_veto_batch_ratio", Kind.NUMBER, 0.9, unit="ratio", bounds=(0.0, 100.0),
-           help="No scale-down (of the executors or of any stage's partitions) while the window's batch ratio R = "
+           help="No scale-down (fewer executors, or a stage on fewer task slots min(tasks, cores)) while the window's batch ratio R = "
                 "mean batch duration / trigger interval is at or above this (scale-down-vetoed). The value of "
                 "Spark's spark.streaming.dynamicAllocation.scalingUpRatio (SPARK-12133), the ratio at which Spark "
                 "adds executors. Flink has no such key: its operators run continuously, with no trigger interval "

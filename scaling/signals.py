@@ -126,14 +126,19 @@ def overrun_executors(signals: BatchSignals, cluster: ClusterState, policy: Poli
     return max(cluster.executors + 1, wanted)
 
 
-def keep_partitions(stage_plans: tuple[VertexPlan, ...], cores: int) -> tuple[tuple[VertexPlan, ...], bool]:
-    """The stage plans with no stage below its current tasks (a vetoed scale-down), each kept one's
-    expected rate ``TPR × min(tasks, cores)`` (records/s). Returns (plans, whether any was kept)."""
+def keep_partitions(stage_plans: tuple[VertexPlan, ...], cores: int,
+                    cores_now: int) -> tuple[tuple[VertexPlan, ...], bool]:
+    """The stage plans with no stage below the task slots it runs on now, ``min(tasks, C_now)``
+    (a vetoed scale-down): a stage runs on ``min(tasks, C)`` cores (``busy_share``), so fewer tasks
+    than that is a scale-down of it, while a stage with more tasks than cores may still be
+    rebalanced to one task per core (64 tasks on 7 cores → 21 on 21: no slot lost, fewer waves).
+    A kept stage's expected rate is ``TPR × min(tasks, cores)`` (records/s). Returns (plans,
+    whether any was kept)."""
     kept, changed = [], False
     for vp in stage_plans:
-        if vp.proposed < vp.current:
-            vp = replace(vp, proposed=vp.current, expected_processing_rate=vp.true_processing_rate
-                         * min(vp.current, cores))
+        floor = min(vp.current, cores_now)
+        if vp.proposed < floor:
+            vp = replace(vp, proposed=floor, expected_processing_rate=vp.true_processing_rate * min(floor, cores))
             changed = True
         kept.append(vp)
     return tuple(kept), changed

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from scaling import ClusterState, Policy, Topology, VertexMetrics
@@ -99,10 +99,13 @@ _SOURCE_RATE = st.floats(100.0, 50_000.0)
 @given(records=_SOURCE_RATE, growth_share=st.floats(0.06, 2.0), busy=st.floats(1.0, 1000.0),
        skew=st.floats(1.0, 4.0), ratios=st.lists(st.floats(0.9, 3.0), min_size=1, max_size=8),
        executors=st.integers(1, 16), tasks=st.integers(1, 64), overhead=st.floats(0.0, 2.0))
+@example(records=1000.0, growth_share=0.5, busy=50.0, skew=1.0, ratios=[1.02, 1.06], executors=8, tasks=8,
+         overhead=0.0)
 def test_an_overrunning_window_with_a_growing_backlog_never_plans_fewer(records, growth_share, busy, skew, ratios,
                                                                         executors, tasks, overhead):
     """Any window with R >= 0.9 and a backlog growing beyond the noise: no fewer executors, no stage
-    with fewer tasks, whatever the model's load says."""
+    on fewer task slots ``min(tasks, cores)`` (nor fewer tasks when it has no more than the cores),
+    whatever the model's load says."""
     topology = Topology((Vertex("src", tasks, source=True), Vertex("agg", tasks)), (Edge("src", "agg"),))
     metrics = {
         "src": VertexMetrics(records, records, 20.0, backlog=records * 10, backlog_growth_per_s=growth_share * records,
@@ -113,7 +116,9 @@ def test_an_overrunning_window_with_a_growing_backlog_never_plans_fewer(records,
     plan = plan_micro_batch(topology, metrics, cluster, Policy(scale_down_interval_s=0),
                             batch_durations_s=[10.0 * r for r in ratios])
     assert plan.executors_proposed >= executors
-    assert all(vp.proposed >= vp.current for vp in plan.vertices)
+    cores = plan.executors_proposed
+    assert all(min(vp.proposed, cores) >= min(vp.current, executors) for vp in plan.vertices)
+    assert all(vp.proposed >= vp.current for vp in plan.vertices if vp.current <= executors)
 
 
 def test_without_an_executors_knob_the_cores_stay_and_the_plan_says_so():

@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0015_typed_decision_and_hold'),
+        ('jobs', '0016_metric_rollups'),
     ]
 
     operations = [

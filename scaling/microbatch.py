@@ -74,8 +74,9 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
           bounded or skewed stage limits the job);
         - the executor change is clamped to ``[1 − scale_down_max_factor, 1 + scale_up_max_factor]``
           × current (Flink ``JobVertexScaler``), and no scale-down in backlog mode;
-        - no scale-down of executors or partitions while R ≥ ``scale_down_veto_batch_ratio`` or the
-          backlog grows (SPARK-12133); every batch above ``batch_overrun_ratio`` inside the band scales up;
+        - no fewer executors, nor a stage on fewer task slots, while R ≥ ``scale_down_veto_batch_ratio``
+          or the backlog grows (SPARK-12133); inside the band, every batch above
+          ``batch_overrun_ratio`` with a growing backlog scales up (``scaling.signals``);
         - the job acts only when the current load leaves the utilization band (FLIP-271 thresholds).
 
     Raises:
@@ -91,13 +92,11 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     executors, overrun, veto, kept = _measured_executors(job, sizing, signals, outside_band)
     delayed = _delayed_scale_down(job, executors, outside_band or overrun is not None, state, now_s)
     stage_plans, stage_limits, bottleneck = _stage_plans(job, delayed.executors, delayed.outside_band)
-    stage_plans, vetoed = _vetoed_stages(stage_plans, veto, kept, delayed.executors * cluster.cores_per_executor,
-                                         cluster.cores)
+    stage_plans, vetoed = _vetoed_stages(job, stage_plans, veto, kept, delayed.executors)
     limits = (*cores_limit(job, sizing, overrun), *stage_limits, *catch_up_limit(job))
     changes = delayed.executors != cluster.executors or any(vp.proposed != vp.current for vp in stage_plans)
     gate = _gate(job, delayed, stage_plans, changes, state, now_s)
-    reasons = _reasons(job, load, load_down, delayed, limits, changes, gate,
-                       tuple(r for r in (overrun, veto if vetoed and delayed.outside_band else None) if r is not None))
+    reasons = _reasons(job, load, load_down, delayed, limits, changes, gate, (overrun, veto if vetoed else None))
     if gate.decision != Decision.SCALE:
         cores_now = cluster.cores
         stage_plans = tuple(replace(vp, proposed=vp.current, expected_processing_rate=vp.true_processing_rate
@@ -147,13 +146,13 @@ def _measured_executors(job: MicroBatchModel, sizing: Sizing, signals: BatchSign
     return cluster.executors, overrun, veto, True
 
 
-def _vetoed_stages(stage_plans: tuple[VertexPlan, ...], veto: Reason | None, executors_kept: bool,
-                   cores: int, cores_now: int) -> tuple[tuple[VertexPlan, ...], bool]:
-    """Under a veto no stage loses task slots (``signals.keep_partitions``). Returns (the stage
-    plans, whether the veto kept anything: ``executors_kept`` or a stage's tasks)."""
+def _vetoed_stages(job: MicroBatchModel, stage_plans: tuple[VertexPlan, ...], veto: Reason | None,
+                   executors_kept: bool, executors: int) -> tuple[tuple[VertexPlan, ...], bool]:
+    """Under a veto no stage loses task slots on ``executors`` (``signals.keep_partitions``).
+    Returns (the stage plans, whether the veto kept anything: ``executors_kept`` or a stage's tasks)."""
     if veto is None:
         return stage_plans, False
-    plans, kept = keep_partitions(stage_plans, cores, cores_now)
+    plans, kept = keep_partitions(stage_plans, executors * job.cluster.cores_per_executor, job.cluster.cores)
     return plans, kept or executors_kept
 
 
@@ -304,9 +303,10 @@ def _gate(job: MicroBatchModel, delayed: _Delayed, stage_plans: tuple[VertexPlan
 
 
 def _reasons(job: MicroBatchModel, load: float, load_down: float, delayed: _Delayed, limits: tuple[PlanLimit, ...],
-             changes: bool, gate: Gate, signals: tuple[Reason, ...]) -> tuple[Reason, ...]:
+             changes: bool, gate: Gate, signals: tuple[Reason | None, Reason | None]) -> tuple[Reason, ...]:
     """The plan's reasons: the load against the band (``load-above-band``, ``load-below-band`` or
-    ``within-band``), the measured signals (``batch-overrun``, ``scale-down-vetoed``), the limits,
+    ``within-band``), the measured signals (``signals``: ``batch-overrun``, and ``scale-down-
+    vetoed`` when the veto kept something while the job is outside its band), the limits,
     backlog mode, what held the change back (``held-executor-scale-down``, ``activation-pending``)
     or ``plan-equals-running``, and the excluded period."""
     band = {"low": job.low, "high": job.high}
@@ -321,7 +321,8 @@ def _reasons(job: MicroBatchModel, load: float, load_down: float, delayed: _Dela
             "cores": job.cluster.cores}))
     elif not delayed.outside_band and delayed.reason is None and gate.awaiting is None:
         first.append(Reason(PlanReason.WITHIN_BAND, None, {"load": load, **band}))
-    first.extend(signals)
+    overrun, vetoed = signals
+    first.extend(r for r in (overrun, vetoed if delayed.outside_band else None) if r is not None)
     then: list[Reason] = [Reason(item.code, item.vertex_id, dict(item.data)) for item in limits]
     if job.backlog_mode:
         then.append(backlog_reason(job.policy, "micro-batch"))

@@ -158,3 +158,17 @@ def test_no_algorithm_plans_cores_a_pipeline_without_an_executors_knob_cannot_se
         text["cluster"]["available_executors"] = 8
         step = _step(json.dumps(text))
         assert step["executors"]["proposed"] == 1, algorithm
+
+
+def test_the_new_codes_have_their_own_words_for_the_data_the_planner_gives():
+    """Each new code renders from its data (not ``reason_text``'s fallback of code and JSON data)."""
+    steps = [_step(_doc(OVERRUN)), _step(_doc([5.0, 5.0])), _step(_doc(OVERRUN, busy=120.0)),
+             _step(_doc([30.0, 31.0], busy=450.0, executors=1, adjustable=False))]
+    seen = {}
+    for step in steps:
+        for reason in step["reasons"]:
+            seen.setdefault(reason["code"], []).append(reason["text"])
+    assert {PlanReason.SCALE_DOWN_VETOED, PlanReason.BATCH_OVERRUN, Limit.CORES_NOT_ADJUSTABLE} <= set(seen)
+    for code in (PlanReason.SCALE_DOWN_VETOED, PlanReason.BATCH_OVERRUN, Limit.CORES_NOT_ADJUSTABLE):
+        assert all(text and '{"' not in text for text in seen[code]), seen[code]
+    assert len(set(seen[PlanReason.SCALE_DOWN_VETOED])) == 2  # one sentence per signal

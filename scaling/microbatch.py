@@ -130,7 +130,8 @@ def _clamp_by_scale_factors(executors: int, cluster: ClusterState, policy: Polic
 def _measured_executors(job: MicroBatchModel, sizing: Sizing, signals: BatchSignals,
                         outside_band: bool) -> tuple[int, Reason | None, Reason | None, bool]:
     """Step 3 with the measured signals (``scaling.signals``): inside the band, a persistent batch
-    overrun asks for the executors that bring R to the target; the count is clamped by the scale
+    overrun asks for the executors that bring R to the target while the model's prediction stays
+    inside the band (``overrun_executors``; none fit: no overrun); the count is clamped by the scale
     factors; a veto (R ≥ ``scale_down_veto_batch_ratio``, a growing backlog) keeps at least the
     current count. Returns (executors, the overrun or None, the veto in force or None, whether the
     veto kept executors)."""
@@ -138,7 +139,10 @@ def _measured_executors(job: MicroBatchModel, sizing: Sizing, signals: BatchSign
     overrun = None if outside_band else batch_overrun(signals, policy)
     wanted = sizing.executors
     if overrun is not None:
-        wanted = max(wanted, overrun_executors(signals, cluster, policy))
+        more = overrun_executors(signals, cluster, policy,
+                                 lambda n: job.at(n * cluster.cores_per_executor, "base") >= job.low)
+        overrun = None if more is None else overrun
+        wanted = wanted if more is None else max(wanted, more)
     executors = _clamp_by_scale_factors(wanted, cluster, policy, job.backlog_mode)
     veto = scale_down_veto(signals, policy)
     if veto is None or executors >= cluster.executors:

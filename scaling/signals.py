@@ -15,7 +15,7 @@ the job it is computed for.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from scaling.evaluate import ceil_exact
@@ -115,15 +115,21 @@ def batch_overrun(signals: BatchSignals, policy: Policy) -> Reason | None:
         "trigger_interval_s": signals.trigger_interval_s, "batch_duration_s": signals.batch_duration_s})
 
 
-def overrun_executors(signals: BatchSignals, cluster: ClusterState, policy: Policy) -> int:
-    """The executors that bring the measured batch ratio to ``utilization_target``, assuming the
-    batch time falls linearly with the cores (DS2 §3.2's linear scaling): ``ceil(C × R / u / cpe)``,
-    at least one executor more than now (R is the busy share of the trigger interval the batch
-    takes; SPARK-12133 adds ``round(R)`` executors at ``R ≥ 0.9``). Clamped later by the scale
-    factors and the executor bounds."""
+def overrun_executors(signals: BatchSignals, cluster: ClusterState, policy: Policy,
+                      within_band: Callable[[int], bool]) -> int | None:
+    """The executors for a batch overrun, or None when none fits: the most, up to those that bring
+    the measured batch ratio to ``utilization_target`` assuming the batch time falls linearly with
+    the cores (DS2 §3.2's linear scaling, ``ceil(C × R / u / cpe)``; SPARK-12133 adds ``round(R)``
+    executors at ``R ≥ 0.9``), and at least one more than now, at which the model's predicted
+    utilization of the target rate stays inside the band (``within_band(executors)``), so that the
+    next evaluation does not scale down again. When even one more executor leaves the band, the
+    long batches are the processing-time trigger's regime (each batch covers the data since the
+    last one), not a lack of cores: None."""
     ratio = signals.ratio or 0.0
-    wanted = ceil_exact(cluster.cores * ratio / policy.utilization_target / cluster.cores_per_executor)
-    return max(cluster.executors + 1, wanted)
+    top = max(cluster.executors + 1, ceil_exact(cluster.cores * ratio / policy.utilization_target
+                                                / cluster.cores_per_executor))
+    top = min(top, max(cluster.max_executors, cluster.min_executors))
+    return next((n for n in range(top, cluster.executors, -1) if within_band(n)), None)
 
 
 def keep_partitions(stage_plans: tuple[VertexPlan, ...], cores: int,

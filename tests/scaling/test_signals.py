@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scaling import ClusterState, Policy, Topology, VertexMetrics
 from scaling.microbatch import plan_micro_batch
 from scaling.reasons import Limit, PlanReason, VetoSignal
-from scaling.scenario import evaluate_text
+from scaling.scenario import evaluate_text, parse, run_scenario
 from scaling.topology import Edge, Vertex
 
 
@@ -76,7 +76,7 @@ def test_backlog_growth_within_the_noise_does_not_veto():
 
 
 def test_a_persistent_overrun_inside_the_band_scales_up_with_its_code():
-    step = _step(_doc(OVERRUN, busy=120.0))
+    step = _step(_doc(OVERRUN, busy=240.0))
     assert step["decision"] == "scale"
     assert PlanReason.WITHIN_BAND not in _codes(step)
     overrun = _reason(step, PlanReason.BATCH_OVERRUN)
@@ -84,6 +84,16 @@ def test_a_persistent_overrun_inside_the_band_scales_up_with_its_code():
                                "batch_duration_s": 10.375}
     # ceil(8 cores x R 1.038 / target 0.7) = 12: R brought to the target, linearly.
     assert step["executors"]["proposed"] == 12
+    ((_, plan),) = run_scenario(parse(_doc(OVERRUN, busy=240.0)))
+    assert plan.predicted_utilization >= 0.4  # the model's prediction stays inside the band [0.4, 1.0]
+
+
+def test_an_overrun_that_one_more_core_would_leave_below_the_band_is_not_a_trigger():
+    """The model's load is inside the band, but 9 cores would put it below: the long batches are the
+    processing-time trigger's regime (each covers the data since the last), not a lack of cores."""
+    step = _step(_doc(OVERRUN, busy=120.0))
+    assert PlanReason.BATCH_OVERRUN not in _codes(step)
+    assert step["executors"]["proposed"] == 8
 
 
 def test_one_long_batch_is_not_a_persistent_overrun():
@@ -162,7 +172,7 @@ def test_no_algorithm_plans_cores_a_pipeline_without_an_executors_knob_cannot_se
 
 def test_the_new_codes_have_their_own_words_for_the_data_the_planner_gives():
     """Each new code renders from its data (not ``reason_text``'s fallback of code and JSON data)."""
-    steps = [_step(_doc(OVERRUN)), _step(_doc([5.0, 5.0])), _step(_doc(OVERRUN, busy=120.0)),
+    steps = [_step(_doc(OVERRUN)), _step(_doc([5.0, 5.0])), _step(_doc(OVERRUN, busy=240.0)),
              _step(_doc([30.0, 31.0], busy=450.0, executors=1, adjustable=False))]
     seen = {}
     for step in steps:

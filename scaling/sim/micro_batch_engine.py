@@ -54,7 +54,8 @@ class MicroBatchEngine:
         job, s, trace = sim.job, sim.settings, sim.trace
         order = job.order
         dt = trace.step_s
-        fed = 0
+        end_s = len(trace.rates_per_s) * dt
+        fed_s = 0.0
         next_start = 0.0
         self.batches = deque()
         completed: list[tuple[float, float, StageSums]] = []
@@ -63,13 +64,18 @@ class MicroBatchEngine:
         self.last_complete = 0.0
 
         def feed(until_s: float) -> None:
-            nonlocal fed
-            while fed < len(trace.rates_per_s) and (fed + 1) * dt <= until_s + 1e-9:
+            """Records arrive at the trace's rate all through each step (as a topic fills between
+            triggers), so a batch reads what arrived since the previous one, not whole steps."""
+            nonlocal fed_s
+            until_s = min(until_s, end_s)
+            while fed_s < until_s - 1e-9:
+                i = min(int(fed_s / dt + 1e-9), len(trace.rates_per_s) - 1)
+                upto = min(until_s, (i + 1) * dt)
                 for vid, log in sim.logs.items():
-                    records = trace.rates_per_s[fed] * job.by_id[vid].source_share * dt
-                    log.append(fed * dt + dt / 2, records)
+                    records = trace.rates_per_s[i] * job.by_id[vid].source_share * (upto - fed_s)
+                    log.append((fed_s + upto) / 2, records)
                     arrived[vid] += records
-                fed += 1
+                fed_s = upto
 
         for k in range(1, ticks + 1):
             tick = k * s.collect_interval_s

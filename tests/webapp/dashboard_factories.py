@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from django.utils import timezone
 
+from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus
 from tests.webapp.factories import make_user
 from webapp.jobs.models import Evaluation, Job
-from webapp.proposals.models import AuditEvent, Execution, Proposal
+from webapp.proposals.models import AuditEvent, Execution, Proposal, result_json
 
 
 def make_role_user(username: str = "operator", role: str = "operator"):
@@ -34,7 +35,9 @@ def make_succeeded(job: Job, *, cores_from: int = 1, cores_to: int = 2, downtime
                                        decided_at=timezone.now())
     Execution.objects.create(proposal=proposal, status=Execution.Status.SUCCEEDED, path=path,
                              downtime_s=downtime_s, finished_at=finished_at or timezone.now(),
-                             result={"status": "succeeded", "config": proposed, "downtime_s": downtime_s})
+                             result=result_json(RescaleResult(id=f"proposal-{proposal.pk}-attempt-1",
+                                                              status=ResultStatus.SUCCEEDED, path=RescalePath(path or "none"),
+                                                              downtime_s=downtime_s, knobs=proposed)))
     for action in ("proposed", "approved", "executing", "succeeded"):
         AuditEvent.objects.create(job=job, proposal=proposal, actor_name="system", action=action)
     Job.objects.filter(pk=job.pk).update(config=proposed)

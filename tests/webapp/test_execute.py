@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from sparkclient.contract import keys
-from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus
+from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, ResultStatus
 from tests.webapp.factories import make_job, make_pending, make_snapshots, make_user
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.loop.evaluate import evaluation_run
@@ -37,8 +37,9 @@ def test_a_successful_execution_records_the_scaling_and_its_downtime(no_enqueue)
     job, proposal = _executing_proposal()
     execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")
     execution_record_result(execution_id=execution.pk, attempt=1,
-                            result={"status": "succeeded", "path": "driver-restart", "downtime_s": 27.5,
-                                    "config": proposal.proposed_config})
+                            result=RescaleResult(id=execution.exec_id(1), status=ResultStatus.SUCCEEDED,
+                                                 path=RescalePath.DRIVER_RESTART, downtime_s=27.5,
+                                                 knobs=proposal.proposed_config))
     state = Job.objects.get(pk=job.pk).scaler_state
     assert state["restart_times_s"] == [27.5]
     scaled = {r["vertex_id"]: (r["old_parallelism"], r["new_parallelism"]) for r in state["history"]}
@@ -52,8 +53,9 @@ def test_an_execution_records_its_pause_added_lag_and_catch_up_from_the_snapshot
     execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")
     Execution.objects.filter(pk=execution.pk).update(started_at=start)
     execution_record_result(execution_id=execution.pk, attempt=1, now=start + timedelta(seconds=10),
-                            result={"status": "succeeded", "path": "in-process", "downtime_s": 3.0, "pause_s": 1.2,
-                                    "config": proposal.proposed_config})
+                            result=RescaleResult(id=execution.exec_id(1), status=ResultStatus.SUCCEEDED,
+                                                 path=RescalePath.IN_PROCESS, downtime_s=3.0, pause_s=1.2,
+                                                 knobs=proposal.proposed_config))
     MetricSnapshot.objects.filter(job=job).delete()
 
     def snap(dt, backlog):
@@ -80,8 +82,8 @@ def test_a_command_the_runner_refuses_for_what_it_is_is_not_retried(no_enqueue):
     job, proposal = _executing_proposal()
     execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")
     execution_record_result(execution_id=execution.pk, attempt=1,
-                            result={"status": "failed", "path": "none", "code": "state-not-repartitionable",
-                                    "error": "state_partitions is pinned by the checkpoint (2): ..."})
+                            result=RescaleResult.failed(execution.exec_id(1), FailureCode.STATE_NOT_REPARTITIONABLE,
+                                                        "state_partitions is pinned by the checkpoint (2): ..."))
     execution.refresh_from_db()
     proposal.refresh_from_db()
     assert execution.status == "failed" and execution.attempts == 1 and no_enqueue == []
@@ -92,8 +94,8 @@ def test_a_command_the_runner_refuses_for_what_it_is_is_not_retried(no_enqueue):
     _job, other = _executing_proposal(name="other")
     execution = Execution.objects.create(proposal=other, attempts=1, attempt_state="sent")
     execution_record_result(execution_id=execution.pk, attempt=1,
-                            result={"status": "failed", "path": "in-process", "code": "restart-failed",
-                                    "error": "the query did not start"})
+                            result=RescaleResult.failed(execution.exec_id(1), FailureCode.RESTART_FAILED,
+                                                        "the query did not start", path=RescalePath.IN_PROCESS))
     execution.refresh_from_db()
     assert execution.attempt_state == "waiting_retry" and execution.attempt_log[0]["retry"]["delay_s"] is not None
 

@@ -23,7 +23,6 @@ from django.utils import timezone
 
 from scaling.state import applied_records, state_from_dict, state_to_dict
 from sparkclient.contract import control
-from sparkclient.contract.control import FailureCode
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.redis import get_redis
 from webapp.loop.backoff import RestartStrategy, RetryDecision, next_retry
@@ -31,7 +30,7 @@ from webapp.proposals import dispatch
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason, RetryCode
 from webapp.proposals.lifecycle import AttemptState, ExecutionStatus, Status, TransitionError, attempt_transition, \
     audit, transition
-from webapp.proposals.models import Execution, Proposal
+from webapp.proposals.models import Execution, Proposal, result_json
 from webapp.proposals.predictions import executor_record
 from webapp.proposals.rollback import last_good_config, start_rollback
 
@@ -51,24 +50,21 @@ def _restart_strategy(policy: JobPolicy) -> RestartStrategy:
                            interval_s=policy.failure_rate_interval_s)
 
 
-def result_as_dict(result: control.RescaleResult) -> dict:
-    """A runner's :class:`~sparkclient.contract.control.RescaleResult` as the JSON stored on the execution
-    (``config`` = the knob values running after it)."""
-    return {"id": result.id, "status": result.status.value, "path": result.path.value,
-            "downtime_s": result.downtime_s, "pause_s": result.pause_s, "error": result.error,
-            "code": result.code.value if result.code else None,
-            "config": result.knobs, "completed_at": result.completed_at,
-            "executor_change_s": result.executor_change_s}
+def unanswered(command_id: str, error: str, now: datetime | None = None) -> control.RescaleResult:
+    """A failure the web app records for an attempt the runner did not answer (a malformed answer, a
+    command that could not be sent, a lease that expired): no runner code, so the restart strategy
+    decides whether to retry."""
+    return control.RescaleResult(id=command_id, status=control.ResultStatus.FAILED, path=control.RescalePath.NONE,
+                                 error=error[:control.MAX_TEXT], completed_at=(now or timezone.now()).timestamp())
 
 
-def runner_result(redis, job_name: str, command_id: str) -> dict | None:
-    """The runner's stored answer to ``command_id`` as a dict, None when there is none; a malformed one
-    counts as a failure naming the field."""
+def runner_result(redis, job_name: str, command_id: str) -> control.RescaleResult | None:
+    """The runner's stored answer to ``command_id``, None when there is none; a malformed one counts
+    as a failure naming the field."""
     try:
-        result = control.get_result(redis, job_name, command_id)
+        return control.get_result(redis, job_name, command_id)
     except control.ProtocolError as exc:
-        return {"status": "failed", "path": "none", "error": f"malformed runner result: {exc}"}
-    return result_as_dict(result) if result is not None else None
+        return unanswered(command_id, f"malformed runner result: {exc}")
 
 
 # --- send ----------------------------------------------------------------------------------------
@@ -121,9 +117,9 @@ def attempt_send(*, proposal_id: int, attempt: int = 1) -> Execution | None:
         # The previous attempt may have timed out while the runner went on and applied it: its
         # late answer is the outcome (with the real path and downtime); send nothing again.
         late = runner_result(redis, job.name, execution.exec_id(attempt - 1))
-        if late is not None and late.get("status") == "succeeded":
+        if late is not None and late.succeeded:
             audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=AuditAction.LATE_ANSWER,
-                  after={"attempt": attempt - 1, "path": late.get("path")},
+                  after={"attempt": attempt - 1, "path": str(late.path)},
                   reason=Reason(AuditReason.LATE_SUCCESS, {"attempt": attempt - 1}))
             return execution_record_result(execution_id=execution.pk, attempt=attempt, result=late)
     exec_id = execution.exec_id(attempt)
@@ -134,20 +130,18 @@ def attempt_send(*, proposal_id: int, attempt: int = 1) -> Execution | None:
         control.send_command(redis, job.name, control.RescaleCommand(id=exec_id, knobs=proposal.proposed_config))
     except (OSError, ValueError) as exc:
         return execution_record_result(execution_id=execution.pk, attempt=attempt,
-                                       result={"status": "failed", "error": str(exc), "path": "none"})
+                                       result=unanswered(exec_id, str(exc)))
     return execution
 
 
 # --- record --------------------------------------------------------------------------------------
 
-def _attempt_entry(execution: Execution, attempt: int, result: dict, now: datetime) -> dict:
-    ok = result.get("status") == "succeeded"
+def _attempt_entry(execution: Execution, attempt: int, result: control.RescaleResult, now: datetime) -> dict:
     return {"attempt": attempt, "exec_id": execution.exec_id(attempt), "finished_at": now.isoformat(),
-            "status": "succeeded" if ok else "failed", "error": result.get("error") or "",
-            "path": result.get("path") or ""}
+            "status": str(result.status), "error": result.error, "path": str(result.path)}
 
 
-def execution_record_result(*, execution_id: int, attempt: int, result: dict,
+def execution_record_result(*, execution_id: int, attempt: int, result: control.RescaleResult,
                             now: datetime | None = None) -> Execution | None:
     """Record the runner's answer to attempt ``attempt``: success finishes the proposal and updates
     the job's configuration; a failure schedules a retry under the restart strategy, or, with the
@@ -170,15 +164,16 @@ def execution_record_result(*, execution_id: int, attempt: int, result: dict,
     return execution
 
 
-def _record_success(execution: Execution, attempt: int, result: dict, entry: dict, now: datetime) -> None:
+def _record_success(execution: Execution, attempt: int, result: control.RescaleResult, entry: dict,
+                    now: datetime) -> None:
     """sent → done (succeeded); the job runs the applied configuration; the proposal succeeded."""
     proposal, job = execution.proposal, execution.proposal.job
     if not attempt_transition(execution_id=execution.pk, attempts=attempt, target=AttemptState.DONE,
-                              status=ExecutionStatus.SUCCEEDED, path=result.get("path") or "",
-                              downtime_s=result.get("downtime_s"), pause_s=result.get("pause_s"), finished_at=now, error="", result=result,
+                              status=ExecutionStatus.SUCCEEDED, path=str(result.path), downtime_s=result.downtime_s,
+                              pause_s=result.pause_s, finished_at=now, error="", result=result_json(result),
                               lease_expires_at=None, attempt_log=[*execution.attempt_log, entry]):
         return
-    applied = result.get("config") or proposal.proposed_config
+    applied = result.knobs or proposal.proposed_config
     before = Job.objects.filter(pk=job.pk).values_list("config", flat=True).first()
     # The job's memory (FLIP-271 state store): the applied scalings (the executors' for observed
     # scalability), and the measured downtime, for restart-time tracking; pending scale-downs clear.
@@ -187,12 +182,11 @@ def _record_success(execution: Execution, attempt: int, result: dict, entry: dic
     sources = {v.vertex_id for v in latest.vertices.all() if v.is_source} if latest is not None else set()
     state = state.with_records((*applied_records(proposal.plan.get("vertices", []), now.timestamp()),
                                 *executor_record(proposal.plan, now.timestamp(), sources or None)))
-    if isinstance(result.get("downtime_s"), (int, float)):
-        state = state.with_restart_time(result["downtime_s"])
+    state = state.with_restart_time(result.downtime_s)
     Job.objects.filter(pk=job.pk).update(config=applied, config_changed_at=now, scaler_state=state_to_dict(state))
     audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=AuditAction.CONFIG_CHANGED, before=before,
-          after=applied, reason=Reason(AuditReason.CONFIG_APPLIED, {"attempt": attempt, "path": result.get("path"),
-                                                                    "downtime_s": result.get("downtime_s")}))
+          after=applied, reason=Reason(AuditReason.CONFIG_APPLIED, {"attempt": attempt, "path": str(result.path),
+                                                                    "downtime_s": result.downtime_s}))
     transition(proposal=proposal, target=Status.SUCCEEDED, actor=Actor.SYSTEM,
                reason=Reason(AuditReason.ATTEMPT_SUCCEEDED, {"attempt": attempt}))
     if proposal.kind == Proposal.Kind.ROLLBACK and proposal.rollback_of_id:
@@ -200,22 +194,14 @@ def _record_success(execution: Execution, attempt: int, result: dict, entry: dic
                    actor=Actor.SYSTEM, reason=Reason(AuditReason.RESTORED_BY, {"proposal": proposal.pk}))
 
 
-def _failure_code(result: dict):
-    """The runner's ``FailureCode`` of a failed attempt, or None (none given, or one this version
-    does not know: then the restart strategy decides)."""
-    try:
-        return FailureCode(result.get("code"))
-    except ValueError:
-        return None
-
-
-def _record_failure(execution: Execution, attempt: int, result: dict, entry: dict, now: datetime) -> None:
+def _record_failure(execution: Execution, attempt: int, result: control.RescaleResult, entry: dict,
+                    now: datetime) -> None:
     """sent → waiting_retry (the back-off allows another attempt), else sent → done (failed) and
     the job rolls back."""
     proposal, job = execution.proposal, execution.proposal.job
     failures = [e for e in execution.attempt_log if e.get("status") == "failed"] + [entry]
     failure_times = [datetime.fromisoformat(e["finished_at"]).timestamp() for e in failures]
-    code = _failure_code(result)
+    code = result.code
     if code is not None and not code.retryable:  # refused for what it is: the same command is refused again
         decision = RetryDecision(None, RetryCode.REFUSED, {"failure": str(code)})
     else:
@@ -235,8 +221,9 @@ def _record_failure(execution: Execution, attempt: int, result: dict, entry: dic
         dispatch.enqueue_attempt(proposal.pk, attempt + 1, countdown_s=decision.delay_s)
         return
     if not attempt_transition(execution_id=execution.pk, attempts=attempt, target=AttemptState.DONE,
-                              status=ExecutionStatus.FAILED, path=result.get("path") or "", finished_at=now,
-                              error=entry["error"], result=result, lease_expires_at=None, attempt_log=log):
+                              status=ExecutionStatus.FAILED, path=str(result.path), finished_at=now,
+                              error=entry["error"], result=result_json(result), lease_expires_at=None,
+                              attempt_log=log):
         return
     audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=AuditAction.ATTEMPT_FAILED,
           after={"attempt": attempt, "retry_in_s": None}, reason=failed)

@@ -13,7 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from webapp.jobs.redis import get_redis
-from webapp.loop.execute import execution_record_result, lease_s, runner_result
+from webapp.loop.execute import execution_record_result, lease_s, runner_result, unanswered
 from webapp.loop.rescale_cost import record_open_costs
 from webapp.loop.verify import proposal_verify, verification_due
 from webapp.proposals import dispatch
@@ -35,11 +35,11 @@ def execution_poll(*, execution: Execution, now: datetime | None = None) -> str 
         return None
     if result is None:
         what = Reason(AuditReason.LEASE_NO_ANSWER, {"attempt": execution.attempts, "lease_s": lease_s()})
-        result = {"status": "failed", "path": "none",
-                  "error": f"no answer from the runner to {execution.exec_id()} before the lease expired"}
+        result = unanswered(execution.exec_id(),
+                            f"no answer from the runner to {execution.exec_id()} before the lease expired", now)
     else:
         what = Reason(AuditReason.LEASE_ANSWERED if expired else AuditReason.RUNNER_ANSWERED,
-                      {"attempt": execution.attempts, "status": result.get("status")})
+                      {"attempt": execution.attempts, "status": str(result.status)})
     if expired:
         # Two overlapping beats both see the lease expired: the one whose conditional UPDATE takes the
         # attempt over records it; the other leaves it (one ``reconciled`` event, one outcome).

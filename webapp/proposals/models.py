@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 from django.conf import settings
 from django.db import models
 
-from sparkclient.contract.control import RescalePath
+from sparkclient.contract.control import RescalePath, RescaleResult
 from webapp.jobs.models import Evaluation, Job
 from webapp.proposals import lifecycle
 from webapp.proposals.codes import ACTION_COLOURS, AuditAction
@@ -137,9 +139,20 @@ class Execution(models.Model):
     class Meta:
         ordering = ["-started_at"]
 
+    @property
+    def rescale_result(self) -> RescaleResult | None:
+        """The runner's answer recorded for this execution (``result``, the control protocol's JSON),
+        None while none is. Raises ``sparkclient.contract.control.ProtocolError`` when the stored JSON is not one."""
+        return RescaleResult.from_json(json.dumps(self.result)) if self.result else None
+
     def exec_id(self, attempt: int | None = None) -> str:
         """The control-channel command id of an attempt (the current one by default)."""
         return f"proposal-{self.proposal_id}-attempt-{attempt or self.attempts}"
+
+
+def result_json(result: RescaleResult) -> dict:
+    """A runner's answer as ``Execution.result`` stores it: :meth:`RescaleResult.to_json` as an object."""
+    return json.loads(result.to_json())
 
 
 class AuditEvent(models.Model):

@@ -38,7 +38,8 @@ def last_good_config(*, job: Job, before: Proposal) -> dict:
                                          proposal__created_at__lt=before.created_at)
                 .exclude(proposal=before).order_by("-finished_at").first())
     if previous is not None:
-        return previous.result.get("config") or previous.proposal.proposed_config
+        result = previous.rescale_result
+        return (result.knobs if result is not None else None) or previous.proposal.proposed_config
     return before.current_config
 
 

@@ -6,10 +6,16 @@ Everything is a frozen value; each evaluation returns the next state.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from scaling.policy import Policy
+
+if TYPE_CHECKING:
+    from scaling.plan import VertexPlan
 
 HISTORY_MAX_COUNT = 3
 """Records kept per vertex and restart measurements kept (Flink ``job.autoscaler.history.max.count``)."""
@@ -219,15 +225,16 @@ def state_from_dict(data: dict | None) -> ScalerState:
     )
 
 
-def applied_records(plan_vertices: list[dict], at_s: float) -> tuple[ScalingRecord, ...]:
-    """The scalings a plan applied, from its JSON vertices (``vertex_id``, ``current``, ``proposed``,
-    ``true_processing_rate``): what ineffective scale-up detection compares against later
-    (FLIP-271 ``ScalingSummary``; expected rate = ``TPR × new / old``, linear scaling)."""
+def applied_records(plan_vertices: Iterable[VertexPlan], at_s: float) -> tuple[ScalingRecord, ...]:
+    """The scalings a plan applied, from its vertices (``vertex_id``, ``current``, ``proposed``,
+    ``true_processing_rate``; a vertex with an infinite rate is left out): what ineffective scale-up
+    detection compares against later (FLIP-271 ``ScalingSummary``; expected rate = ``TPR × new / old``,
+    linear scaling)."""
     records = []
     for v in plan_vertices:
-        old, new, tpr = int(v["current"]), int(v["proposed"]), v.get("true_processing_rate")
-        if new == old or not isinstance(tpr, (int, float)):
+        old, new, tpr = v.current, v.proposed, v.true_processing_rate
+        if new == old or not math.isfinite(tpr):
             continue
-        records.append(ScalingRecord(at_s=at_s, vertex_id=v["vertex_id"], old_parallelism=old, new_parallelism=new,
+        records.append(ScalingRecord(at_s=at_s, vertex_id=v.vertex_id, old_parallelism=old, new_parallelism=new,
                                      true_processing_rate=float(tpr), expected_processing_rate=float(tpr) * new / old))
     return tuple(records)

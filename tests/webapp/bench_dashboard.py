@@ -22,6 +22,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from scaling.reasons import PlanReason, Reason
+
 JOBS = 100
 SNAPSHOTS_PER_JOB = 24 * 3600 // 15  # 5760
 TARGET_MS = 300.0
@@ -78,7 +80,8 @@ def make_fleet(now, jobs_count: int = JOBS) -> list:
                   "records_out", "spill_bytes", "upstream"], vertices)
     Job.objects.update(health=Job.Health.RUNNING)
     for i, job in enumerate(jobs):
-        make_evaluation(job, decision="no-change", reasons=["load 0.62 within the utilization band [0.4, 1.0]"],
+        make_evaluation(job, decision="no-change",
+                        reasons=[Reason(PlanReason.WITHIN_BAND, data={"load": 0.62, "low": 0.4, "high": 1.0})],
                         vertices=[{"vertex_id": f"v{p}", "current": 2, "proposed": 2, "utilization": 0.5,
                                    "true_processing_rate": 4000.0, "target_data_rate": 900.0,
                                    "ideal_parallelism": 1} for p in range(3)])

@@ -247,7 +247,7 @@ class LoopHarness:
             "t_s": now_s, "load": self.trace.rate_at(now_s - 1e-9), "capacity": self.sim.result.capacity_per_s[-1],
             "cores": self.cores(self.job.config), "pending": [(p.pk, p.revision) for p in pending],
             "evaluation": evaluation and (evaluation.decision, evaluation.direction, evaluation.hold,
-                                          evaluation.plan.get("load")),
+                                          evaluation.job_plan.load),
         })
 
     # -- reading the outcome -------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from scaling.reasons import PlanReason
 from tests.webapp.loop import make_harness, steps
 from webapp.jobs.models import Evaluation
 from webapp.proposals.models import Proposal
@@ -30,12 +31,13 @@ def test_a_step_up_is_proposed_after_the_required_evaluations_in_a_row(monkeypat
     assert len(waiting) == required - 1
     for i, evaluation in enumerate(waiting, start=1):
         assert evaluation.decision == "blocked"
-        assert any(f"recommended by {i} of {required} consecutive evaluations" in r for r in evaluation.reasons)
+        activation = [r for r in evaluation.reason_values if r.code == PlanReason.ACTIVATION_PENDING]
+        assert [(r.data["direction"], r.data["count"], r.data["required"]) for r in activation] == [("up", i, required)]
     # While the proposal waits for a decision, the evaluations that go on recommending the same
     # scale-up stay activated: none of them starts the activation time over.
     after = list(h.job.evaluations.filter(created_at__gt=first.created_at).order_by("created_at"))
     assert after and all(e.direction == Evaluation.Direction.UP for e in after)
-    assert [e for e in after if any("consecutive evaluations" in r for r in e.reasons)] == []
+    assert [e for e in after if PlanReason.ACTIVATION_PENDING in {r.code for r in e.reason_values}] == []
     assert h.job.scaler_state.get("activation_streak", 0) == (required if required > 1 else 0)
     assert h.job.proposals.filter(kind=Proposal.Kind.SCALE).count() == 1
 

@@ -10,6 +10,9 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.authtoken.models import Token
 
+from scaling.plan import PLAN_FORMAT
+from scaling.reason_text import reason_text
+from scaling.reasons import PlanReason
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
 from tests.webapp.factories import make_job, make_snapshots
 from webapp.loop.evaluate import evaluation_run
@@ -85,6 +88,9 @@ def test_approve_reject_rollback_actions(api, monkeypatch):
     rollback = response.json()
     assert rollback["kind"] == "rollback" and rollback["rollback_of"] == done.pk
     assert rollback["proposed_config"] == done.current_config
+    # a rollback has no plan; its reason is the person's words, as a text reason
+    assert rollback["plan"] == {} and [(r["code"], r["data"]) for r in rollback["reasons"]] == [
+        (PlanReason.LEGACY_TEXT, {"text": "latency got worse"})]
     assert api.get(f"/api/proposals/{done.pk}/").json()["status"] == "rolling_back"
     assert api.post(f"/api/proposals/{pending['id']}/rollback/").status_code == 409  # not succeeded
     # The audit trail names the person and the reason as code, data and the text rendered from them.
@@ -183,3 +189,23 @@ def test_vertices_carry_the_stage_name_the_dashboard_shows(api):
     rows = api.get("/api/vertices/", {"job": job.pk}).json()["results"]
     assert {r["vertex_id"]: r["stage"] for r in rows} == job_stage_names(job=job) == \
         {"v0": "stage 0", "v1": "stage 1", "v2": "stage 2"}
+
+
+def test_a_proposal_gives_each_reason_its_code_data_and_words(api):
+    """The plan's reasons are values: the API returns each one's code and data, and its words from
+    ``scaling.reason_text`` (the one place they are rendered), in the reasons and inside the plan."""
+    job = make_job(metric_window_s=45)
+    make_snapshots(job, count=4)
+    evaluation_run(job=job)
+    proposal = job.proposals.get()
+    body = api.get(f"/api/proposals/{proposal.pk}/").json()
+    plan = proposal.job_plan
+    assert [r["code"] for r in body["reasons"]] == [str(r.code) for r in plan.reasons]
+    assert body["reasons"][0]["code"] == PlanReason.LOAD_ABOVE_BAND
+    assert body["reasons"][0]["data"]["load"] == plan.reasons[0].data["load"] > 1.0
+    assert [r["text"] for r in body["reasons"]] == [reason_text(r) for r in plan.reasons]
+    assert body["plan"]["format"] == PLAN_FORMAT and body["plan"]["reasons"] == body["reasons"]
+    assert [v["vertex_id"] for v in body["plan"]["vertices"]] == [v.vertex_id for v in plan.vertices]
+    for row, vertex in zip(body["plan"]["vertices"], plan.vertices):
+        expected = None if vertex.reason is None else {**vertex.reason.to_json(), "text": reason_text(vertex.reason)}
+        assert row["reason"] == expected

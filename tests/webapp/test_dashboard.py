@@ -9,7 +9,10 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from django.utils.html import escape
 
+from scaling.reason_text import reason_text
+from scaling.reasons import Limit, PlanReason, Reason, legacy_text
 from tests.webapp.dashboard_factories import make_evaluation, make_role_user, make_succeeded
 from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots
 from webapp.loop.evaluate import evaluation_run
@@ -143,7 +146,7 @@ def test_dag_marks_the_bottleneck_vertex(client, operator):
     evaluation = make_evaluation(job, decision="no-change", bottleneck="v1",
                                  vertices=[{"vertex_id": f"v{i}", "target_data_rate": 450.0, "ideal_parallelism": 2}
                                            for i in range(3)])
-    assert evaluation.plan["bottleneck"] == "v1"
+    assert evaluation.job_plan.bottleneck == "v1"
     live = client.get(f"/jobs/{job.pk}/live/").json()
     nodes = _nodes(live["dag"])
     assert "bottleneck" in nodes[1]["text"] and "bottleneck" not in nodes[0]["text"]
@@ -245,9 +248,9 @@ def test_why_below_the_band_at_the_minimum_says_so(client, operator):
     job.refresh_from_db()
     make_snapshots(job, enrich_busy_s=0.5, backlog_step=0, cores=4, tasks=(4, 4, 4))
     evaluation = evaluation_run(job=job)
-    assert evaluation.decision == "no-change" and evaluation.plan["load"] < 0.4
+    assert evaluation.decision == "no-change" and evaluation.job_plan.load < 0.4
     why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
-    assert why["bounds"].startswith(f"load {evaluation.plan['load']:.2f} is below the utilization band [0.40, 1.00], "
+    assert why["bounds"].startswith(f"load {evaluation.job_plan.load:.2f} is below the utilization band [0.40, 1.00], "
                                     "but the plan equals the running configuration")
     assert "inside" not in why["bounds"]
 
@@ -261,7 +264,7 @@ def test_why_scale_down_delayed_says_until_when(client, operator):
     first = 1_900_000_000 - 3600  # due 2030-03-17 17:46:40 UTC with the default hour
     state = ScalerState(pending_scale_downs=(PendingScaleDown(EXECUTORS_KEY, first, ((first, 1),)),))
     Job.objects.filter(pk=job.pk).update(scaler_state=state_to_dict(state))
-    evaluation = make_evaluation(job, decision="blocked", reasons=["a sentence nobody parses"])
+    evaluation = make_evaluation(job, decision="blocked", reasons=[legacy_text("a sentence nobody parses")])
     Evaluation.objects.filter(pk=evaluation.pk).update(held_scale_down={"executors": 1, "cores": 1,
                                                                         "config": dict(job.config), "plan": {}})
     why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
@@ -274,8 +277,9 @@ def test_why_excluded_period_names_it(client, operator):
     job = make_job(metric_window_s=45, excluded_periods=["* * * * *"])
     make_snapshots(job)
     make_evaluation(job, decision="blocked", executable=False, reasons=[
-        "load 1.60 above the utilization band [0.4, 1.0]: the job needs more",
-        "excluded period '* * * * *': the plan is computed but not executable"])
+        Reason(PlanReason.LOAD_ABOVE_BAND, data={"load": 1.6, "low": 0.4, "high": 1.0, "need": 1.6, "cores": 1,
+                                                 "overhead": 0.1}),
+        Reason(PlanReason.EXCLUDED_PERIOD, data={"period": "* * * * *"})])
     why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
     assert why["excluded"] == ("an excluded period is in force: * * * * *; the plan is computed but "
                                "not executed")
@@ -335,10 +339,10 @@ def test_proposal_page_shows_vertices_executors_predictions_and_buttons(client, 
     html = client.get(f"/proposals/{pending.pk}/").content.decode()
     table = re.search(r'<table class="grid" id="vertex-table">(.*?)</table>', html, re.S).group(1)
     assert table.count("<tr") == 4  # header and three vertices
-    plan = pending.plan
-    for v in plan["vertices"]:
-        assert f"{v['current']} → {v['proposed']}" in table
-    assert f'{plan["executors_current"]} → {plan["executors_proposed"]}' in html
+    plan = pending.job_plan
+    for v in plan.vertices:
+        assert f"{v.current} → {v.proposed}" in table
+    assert f"{plan.executors_current} → {plan.executors_proposed}" in html
     forecast = re.search(r'<section class="card" id="forecast">(.*?)</section>', html, re.S).group(1)
     assert re.search(r'id="utilization" class="predicted">\d+ % now → \d+ % predicted', forecast)
     assert re.search(r'id="batch-ratio" class="predicted">[\d.]+ now → [\d.]+ predicted', forecast)
@@ -431,8 +435,8 @@ def test_a_knob_stage_mismatch_is_named_on_the_page_and_nothing_is_proposed_for_
     job = make_job(metric_window_s=45)
     make_snapshots(job, count=4, tasks=(1, 3, 2))
     evaluation = evaluation_run(job=job)
-    enrich = next(v for v in evaluation.plan["vertices"] if v["vertex_id"] == "v1")
-    assert enrich["proposed"] == enrich["current"] == 3  # not adjustable: nothing proposed for it
+    enrich = evaluation.job_plan.vertex("v1")
+    assert enrich.proposed == enrich.current == 3  # not adjustable: nothing proposed for it
     proposal = job.proposals.first()
     assert proposal is None or proposal.proposed_config["enrich_partitions"] == 1
     page = client.get(f"/jobs/{job.pk}/").content.decode()
@@ -462,7 +466,7 @@ def test_without_a_published_plan_no_stage_is_bound(client, operator):
     job.refresh_from_db()
     make_snapshots(job, count=4)
     evaluation = evaluation_run(job=job)
-    assert all(v["proposed"] == v["current"] for v in evaluation.plan["vertices"])
+    assert all(v.proposed == v.current for v in evaluation.job_plan.vertices)
     page = client.get(f"/jobs/{job.pk}/").content.decode()
     assert page.count('class="msg binding-unverified"') == 3
 
@@ -542,11 +546,15 @@ def test_why_above_the_band_with_a_skewed_stage_names_what_the_plan_cannot_meet(
     # enrich: 2 tasks, 4 s of busy time per 15 s window, its slowest task busy 14 s of it
     make_snapshots(job, enrich_busy_s=4.0, enrich_busy_max_s=14.0, backlog_step=2000, cores=2, tasks=(2, 2, 2))
     evaluation = evaluation_run(job=job)
-    assert evaluation.decision == "no-change" and evaluation.plan["load"] > 1.0, evaluation.plan
+    plan = evaluation.job_plan
+    assert evaluation.decision == "no-change" and plan.load > 1.0, evaluation.plan
     why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
     assert why["bounds"].startswith("load ") and "above the utilization band" in why["bounds"]
-    assert "v1 is skewed (its slowest task, busy ×7.00 its mean task, sets the pace)" in why["limits"]
-    assert "more cores cannot help it" in why["limits"] and "max-executors" in why["limits"]
+    assert [(item.code, item.vertex_id) for item in plan.limits] == [
+        (Limit.MAX_EXECUTORS, None), (Limit.BOTTLENECK, "v1"), (Limit.CATCH_UP_UNREACHABLE, None)]
+    assert plan.limit(Limit.BOTTLENECK).data["skew"] == 7.0 and plan.limit(Limit.MAX_EXECUTORS).data["cores_max"] == 2
+    for item in plan.limits:  # each limit in the plan's words, on the page
+        assert escape(reason_text(Reason(item.code, item.vertex_id, item.data))) in why["limits"]
 
 
 def test_why_out_of_the_band_names_the_stages_not_bound_to_their_knobs(client, operator):
@@ -558,7 +566,7 @@ def test_why_out_of_the_band_names_the_stages_not_bound_to_their_knobs(client, o
     job.refresh_from_db()
     make_snapshots(job, count=4, tasks=(2, 3, 2), enrich_busy_s=1.0, backlog_step=0, cores=2)
     evaluation = evaluation_run(job=job)
-    assert evaluation.decision == "no-change" and evaluation.plan["load"] < 0.4, evaluation.plan
+    assert evaluation.decision == "no-change" and evaluation.job_plan.load < 0.4, evaluation.plan
     why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
     assert why["bounds"].endswith("(stages not bound to their knobs are left as they run)")
     assert why["unbound"] == ("stage 1 (stage 1) and knob &#x27;enrich_partitions&#x27; is not bound (see the "

@@ -87,7 +87,7 @@ def test_delayed_scale_down_is_held_across_evaluations_then_applied():
     first = evaluation_run(job=job, now=t0)
     job.refresh_from_db()
     assert first.decision == "blocked" and not job.proposals.exists(), first.reasons
-    assert any("delayed scale-down" in r for r in first.reasons)
+    assert PlanReason.HELD_EXECUTOR_SCALE_DOWN in {r.code for r in first.reason_values}
     assert job.scaler_state["pending_scale_downs"], "the pending scale-down must be remembered"
 
     later = t0 + timedelta(seconds=601)

@@ -74,7 +74,7 @@ def test_the_dag_reads_the_busiest_task_of_the_stored_snapshots():
     # the true processing rate is at the busiest task's pace, as the plan's; the mean's is kept beside it
     assert rows["v1"]["true_processing_rate"] == pytest.approx(rows["v1"]["true_processing_rate_mean"] / 2)
     assert rows["v0"]["true_processing_rate_mean"] is None
-    planned = {v["vertex_id"]: v["true_processing_rate"] for v in evaluation_run(job=job).plan["vertices"]}
+    planned = {v.vertex_id: v.true_processing_rate for v in evaluation_run(job=job).job_plan.vertices}
     assert {vid: row["true_processing_rate"] for vid, row in rows.items()} == pytest.approx(planned)
     hover = next(a["hovertext"] for a in dag_figure(list(rows.values()))["layout"]["annotations"]
                  if a["name"] == "node:v1")

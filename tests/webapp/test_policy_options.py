@@ -5,6 +5,7 @@ features that learn from past rescales act in the web app (micro-batch mode)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -15,7 +16,9 @@ from rest_framework.authtoken.models import Token
 from scaling.microbatch_sizing import EXECUTORS_KEY
 from scaling.option_types import Kind
 from scaling.options import job_options, policy_options
+from scaling.plan import JobPlan, VertexPlan
 from scaling.policy import Policy
+from scaling.reasons import Decision
 from scaling.state import state_from_dict
 from sparkclient.contract import keys
 from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus
@@ -149,8 +152,8 @@ def test_the_effectiveness_threshold_is_flinks_share_of_the_expected_gain():
     make_snapshots(job)
     evaluation_run(job=job)
     proposal = job.proposals.get()
-    cores_now, cores_new = plan_cores(proposal.plan)
-    before, expected = (capacity_per_s(proposal.plan, c, {"v0"}) for c in (cores_now, cores_new))
+    cores_now, cores_new = plan_cores(proposal.job_plan)
+    before, expected = (capacity_per_s(proposal.job_plan, c, {"v0"}) for c in (cores_now, cores_new))
     assert expected > before
     half = {"realized": {"capacity_per_s": before + 0.5 * (expected - before)}}
 
@@ -163,13 +166,16 @@ def test_the_effectiveness_threshold_is_flinks_share_of_the_expected_gain():
 
 
 def test_an_executor_change_is_recorded_for_observed_scalability():
-    plan = {"executors_current": 2, "executors_proposed": 4, "cores_per_executor": 1, "overhead_fraction": 0.0,
-            "vertices": [{"vertex_id": "src", "target_data_rate": 100.0, "true_processing_rate": 200.0}]}
+    source = VertexPlan(vertex_id="src", current=2, proposed=4, true_processing_rate=200.0, true_output_rate=200.0,
+                        selectivity=1.0, target_data_rate=100.0, catch_up_data_rate=0.0, ideal_parallelism=1,
+                        utilization=0.25, busy_core_s_per_s=0.5, adjustable=True)
+    plan = JobPlan(decision=Decision.SCALE, reasons=(), vertices=(source,), executors_current=2, executors_proposed=4,
+                   cores_per_executor=1, overhead_fraction=0.0)
     (record,) = executor_record(plan, 10.0, {"src"})
     assert (record.vertex_id, record.old_parallelism, record.new_parallelism) == (EXECUTORS_KEY, 2, 4)
     assert record.true_processing_rate == pytest.approx(400.0)   # 2 cores × 200 records per busy core-second
     assert record.expected_processing_rate == pytest.approx(800.0)
-    assert executor_record({**plan, "executors_proposed": 2}, 10.0) == ()
+    assert executor_record(replace(plan, executors_proposed=2), 10.0) == ()
     state = state_from_dict({"history": [], "pending_scale_downs": []}).with_records((record,))
     assert state.last_record(EXECUTORS_KEY) == record
 
@@ -181,7 +187,8 @@ def test_a_succeeded_execution_records_its_executor_change_in_the_jobs_memory(wo
     make_snapshots(job)
     evaluation_run(job=job)
     proposal = job.proposals.get()
-    assert proposal.plan["executors_proposed"] != proposal.plan["executors_current"]
+    plan = proposal.job_plan
+    assert plan.executors_proposed != plan.executors_current
     Proposal.objects.filter(pk=proposal.pk).update(status="executing")
     execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="waiting_retry")
     workflow_redis.set(keys.control_result(job.name, execution.exec_id(1)),
@@ -189,8 +196,7 @@ def test_a_succeeded_execution_records_its_executor_change_in_the_jobs_memory(wo
                                      path=RescalePath.DRIVER_RESTART, downtime_s=14.0).to_json())
     assert attempt_send(proposal_id=proposal.pk, attempt=2).status == "succeeded"
     record = state_from_dict(Job.objects.get(pk=job.pk).scaler_state).last_record(EXECUTORS_KEY)
-    assert (record.old_parallelism, record.new_parallelism) == (proposal.plan["executors_current"],
-                                                               proposal.plan["executors_proposed"])
+    assert (record.old_parallelism, record.new_parallelism) == (plan.executors_current, plan.executors_proposed)
     assert record.true_processing_rate > 0
 
 
@@ -219,5 +225,5 @@ def test_observed_scalability_acts_on_the_live_loops_plan():
         job = make_job(f"learn-{enabled}", metric_window_s=45, observed_scalability_enabled=enabled, max_cores=64)
         Job.objects.filter(pk=job.pk).update(scaler_state={"history": history})
         make_snapshots(job)
-        proposed[enabled] = evaluation_run(job=Job.objects.get(pk=job.pk)).plan["executors_proposed"]
+        proposed[enabled] = evaluation_run(job=Job.objects.get(pk=job.pk)).job_plan.executors_proposed
     assert proposed[True] > proposed[False] > 1, proposed

@@ -6,6 +6,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from scaling.reason_text import reason_text
+from scaling.reasons import PlanReason
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job
 from webapp.loop.evaluate import evaluation_run
@@ -27,12 +29,14 @@ def test_under_provisioned_window_creates_a_scale_up_proposal():
     assert proposal.proposed_config["cores"] > 1
     assert proposal.proposed_config["enrich_partitions"] == proposal.proposed_config["cores"]
     # the stateful stage is bound to its knob (plan + tasks agree): it follows the plan (offline repartition)
-    stateful = next(v for v in evaluation.plan["vertices"] if v["vertex_id"] == "v2")
-    assert proposal.proposed_config["state_partitions"] == stateful["proposed"]
+    stateful = evaluation.job_plan.vertex("v2")
+    assert proposal.proposed_config["state_partitions"] == stateful.proposed
     assert proposal.proposed_config["trigger_interval_s"] == 2  # a setting, never scaled
-    assert "above the utilization band" in proposal.reasons[0]
-    assert AuditEvent.objects.filter(proposal=proposal, action="proposed", actor_name="policy:ds2",
-                                     actor_user=None).exists()
+    assert proposal.reason_values[0].code == PlanReason.LOAD_ABOVE_BAND
+    assert proposal.reason_values == evaluation.job_plan.reasons
+    proposed = AuditEvent.objects.get(proposal=proposal, action="proposed", actor_name="policy:ds2", actor_user=None)
+    assert proposed.reason == {"code": "plan_reasons", "data": {"reasons": proposal.reasons}}
+    assert proposed.reason_text == "; ".join(map(reason_text, proposal.reason_values))  # the plan's own words
 
 
 def test_a_growing_backlog_keeps_the_pending_proposal_and_a_new_demand_revises_it_in_place():
@@ -125,7 +129,7 @@ def test_a_stateful_stage_whose_checkpoint_cannot_be_repartitioned_is_never_prop
     assert kept.proposed_config["state_partitions"] == kept.current_config["state_partitions"] == 2
     # The rest still scales; the planner sizes it around the pinned stage (which keeps its 2 tasks).
     assert kept.proposed_config["cores"] >= scaled.proposed_config["cores"] > 1
-    assert next(v["proposed"] for v in kept.plan["vertices"] if v["vertex_id"] == "v2") == 2
+    assert kept.job_plan.vertex("v2").proposed == 2
 
     user = make_user(username="watcher", role="viewer")
     client.force_login(user)

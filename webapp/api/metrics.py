@@ -47,8 +47,7 @@ JOB_GAUGES = [
 
 
 def _number(value) -> float | None:
-    if value == "inf":
-        return float("inf")
+    """A plan's number as a gauge value (infinity included), None when the plan has none."""
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -88,19 +87,19 @@ class ScalingCollector:
                 for name, field, _text in JOB_GAUGES:
                     job_gauges[name].add_metric([job.name], float(getattr(snapshot, field)))
             evaluation = evaluations.get(job.evaluation_id)
-            if evaluation is None:
+            plan = evaluation.job_plan if evaluation is not None else None
+            if plan is None:
                 continue
-            plan = evaluation.plan or {}
             for family, field in ((job_util, "utilization"), (job_load, "load"),
                                   (cores_needed, "executors_proposed")):
-                value = _number(plan.get(field))
+                value = _number(getattr(plan, field))
                 if value is not None:
                     family.add_metric([job.name], value)
-            for vertex in plan.get("vertices", []):
+            for vertex in plan.vertices:
                 for name, field, _text in VERTEX_GAUGES:
-                    value = _number(vertex.get(field))
+                    value = _number(getattr(vertex, field))
                     if value is not None:
-                        vertex_gauges[name].add_metric([job.name, vertex["vertex_id"]], value)
+                        vertex_gauges[name].add_metric([job.name, vertex.vertex_id], value)
         yield from (health, mode, age, *job_gauges.values(), job_util, job_load, cores_needed,
                     *vertex_gauges.values())
 

@@ -7,6 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from sparkclient.contract.spec import KnobTarget
+from webapp.api.plans import PlanField, ReasonsField, RevisionsField
 from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.jobs.stages import stage_name
 from webapp.outage import OutageCode
@@ -182,6 +183,9 @@ class ProposalSerializer(serializers.ModelSerializer):
     execution = ExecutionSerializer(read_only=True, allow_null=True)
     hold_reason = ReasonSerializer(read_only=True, allow_null=True,
                                    help_text="auto mode: why the policy held it for a person; null when not held.")
+    reasons = ReasonsField()
+    plan = PlanField()
+    revisions = RevisionsField()
     decided_by = serializers.CharField(source="decided_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta:

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db.models import Prefetch
 
 from scaling.metrics import stage_utilization, task_skew, true_processing_rate
+from scaling.plan import JobPlan
 from webapp.jobs.stages import stage_names
 from webapp.jobs.models import Job, MetricSnapshot, VertexRollup, VertexSnapshot
 from webapp.jobs.selectors import finite_or_inf
@@ -85,7 +86,7 @@ def staleness(*, job: Job, newest: MetricSnapshot | None, last_good: MetricSnaps
     return Staleness(since, StaleCause.NO_BATCH)
 
 
-def dag_vertices(*, job: Job, proposal_plan: dict | None = None, evaluation=None, recent: int = 4) -> list[dict]:
+def dag_vertices(*, job: Job, proposal_plan: JobPlan | None = None, evaluation=None, recent: int = 4) -> list[dict]:
     """Per-vertex numbers for the DAG, measured over the newest ``recent`` snapshots *with data* of the
     newest run that had data (so a restart or a stall keeps the last good graph on the page).
 
@@ -121,9 +122,11 @@ def dag_vertices(*, job: Job, proposal_plan: dict | None = None, evaluation=None
             busiest[1] += v.busy_s / max(1, v.tasks)
             busiest[2] += v.busy_max_s is not None
             busiest[3] += v.paced_busy_s
-    evaluated = {v["vertex_id"]: v for v in (evaluation.plan.get("vertices", []) if evaluation else [])}
-    proposed = {v["vertex_id"]: v["proposed"] for v in (proposal_plan or {}).get("vertices", [])}
-    bottleneck = (proposal_plan or (evaluation.plan if evaluation else {})).get("bottleneck")
+    evaluation_plan = evaluation.job_plan if evaluation else None
+    evaluated = {v.vertex_id: v for v in (evaluation_plan.vertices if evaluation_plan else ())}
+    proposed = {v.vertex_id: v.proposed for v in (proposal_plan.vertices if proposal_plan else ())}
+    shown_plan = proposal_plan or evaluation_plan
+    bottleneck = shown_plan.bottleneck if shown_plan else None
     vertices = list(latest.vertices.all())
     names = stage_names((v.vertex_id, v.name) for v in vertices)
     rows = []
@@ -145,8 +148,8 @@ def dag_vertices(*, job: Job, proposal_plan: dict | None = None, evaluation=None
         }
         if v.vertex_id in evaluated:
             plan_v = evaluated[v.vertex_id]
-            row.update(target_data_rate=plan_v.get("target_data_rate"),
-                       ideal_parallelism=plan_v.get("ideal_parallelism"))
+            row.update(target_data_rate=finite_or_inf(plan_v.target_data_rate),
+                       ideal_parallelism=plan_v.ideal_parallelism)
         rows.append(row)
     return rows
 

@@ -20,6 +20,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
+from scaling.plan import JobPlan
+from scaling.reason_text import reason_text as plan_reason_text
 from sparkclient.contract.binding import MismatchReason
 from sparkclient.contract.spec import ADAPTIVE_COALESCE_CONF
 from webapp.dashboard import present, reads
@@ -30,6 +32,8 @@ from webapp.dashboard.why import why_no_proposal
 from webapp.jobs import selectors
 from webapp.jobs.bindings import stage_bindings
 from webapp.jobs.models import Job
+from webapp.jobs.plans import stored_plan
+from webapp.jobs.selectors import finite_or_inf
 from webapp.proposals import selectors as proposal_selectors
 from webapp.proposals.codes import AuditAction
 from webapp.proposals.holds import held_scale_down
@@ -135,7 +139,7 @@ def _chart_range(request: HttpRequest) -> str:
 
 
 def _figures(job: Job, pending: Proposal | None, evaluation, range_key: str) -> dict:
-    vertices = reads.dag_vertices(job=job, proposal_plan=pending.plan if pending else None, evaluation=evaluation)
+    vertices = reads.dag_vertices(job=job, proposal_plan=pending.job_plan if pending else None, evaluation=evaluation)
     chart = reads.chart_data(job=job, range_s=reads.CHART_RANGES_S[range_key])
     since = datetime.fromisoformat(chart.t[0]) if chart.t else timezone.now() - timedelta(seconds=chart.range_s)
     markers = []
@@ -178,25 +182,37 @@ def job_live(request: HttpRequest, pk: int) -> JsonResponse:
 
 # --- proposal page ------------------------------------------------------------------------------
 
+def _vertex_rows(plan: JobPlan | None, names: dict) -> list[dict]:
+    """The proposal page's per-stage table: each vertex of ``plan`` with its capacity now and
+    expected (records/s; None where the rate is infinite) and its reason in words (``scaling.reason_text``)."""
+    if plan is None:
+        return []
+    cores_now, cores_new = plan_cores(plan)
+    rows = []
+    for v in plan.vertices:
+        tpr = v.true_processing_rate if math.isfinite(v.true_processing_rate) else None
+        capacity_now = tpr * min(v.current, cores_now) if tpr is not None else None
+        expected = v.expected_processing_rate if math.isfinite(v.expected_processing_rate) else None
+        if expected is None and tpr is not None:
+            expected = tpr * min(v.proposed, cores_new)
+        bottleneck = plan.bottleneck == v.vertex_id
+        rows.append({"id": v.vertex_id, "stage": names.get(v.vertex_id, v.vertex_id),
+                     "current": v.current, "proposed": v.proposed,
+                     "capacity_now": capacity_now, "capacity_expected": expected,
+                     "target_data_rate": finite_or_inf(v.target_data_rate),
+                     "catch_up_data_rate": finite_or_inf(v.catch_up_data_rate),
+                     "ideal_parallelism": v.ideal_parallelism, "utilization": v.utilization,
+                     "reason": plan_reason_text(v.reason) if v.reason else ("bottleneck" if bottleneck else ""),
+                     "reason_code": str(v.reason.code) if v.reason else "", "bottleneck": bottleneck})
+    return rows
+
+
 def _proposal_context(request: HttpRequest, proposal: Proposal, error: str = "") -> dict:
     job = proposal.job
-    plan = proposal.plan or {}
-    cores_now, cores_new = plan_cores(plan)
+    plan = proposal.job_plan
+    cores_now, cores_new = plan_cores(plan) if plan is not None else (1, 1)
     names = reads.job_stage_names(job=job)
-    rows = []
-    for v in plan.get("vertices", []):
-        tpr = v.get("true_processing_rate")
-        capacity_now = tpr * min(v["current"], cores_now) if isinstance(tpr, (int, float)) else None
-        expected = v.get("expected_processing_rate")
-        if not isinstance(expected, (int, float)) and isinstance(tpr, (int, float)):
-            expected = tpr * min(v["proposed"], cores_new)
-        rows.append({"id": v["vertex_id"], "stage": names.get(v["vertex_id"], v["vertex_id"]),
-                     "current": v["current"], "proposed": v["proposed"],
-                     "capacity_now": capacity_now, "capacity_expected": expected,
-                     "target_data_rate": v.get("target_data_rate"), "catch_up_data_rate": v.get("catch_up_data_rate"),
-                     "ideal_parallelism": v.get("ideal_parallelism"), "utilization": v.get("utilization"),
-                     "reason": v.get("note") or ("bottleneck" if plan.get("bottleneck") == v["vertex_id"] else ""),
-                     "bottleneck": plan.get("bottleneck") == v["vertex_id"]})
+    rows = _vertex_rows(plan, names)
     execution = Execution.objects.filter(proposal=proposal).first()
     realized = (proposal.verification_detail or {}).get("realized")
     return {"proposal": proposal, "job": job, "policy": job.policy, "plan": plan, "rows": rows,
@@ -284,8 +300,8 @@ def _trigger(proposal: Proposal) -> str:
     evaluation = proposal.evaluation
     if evaluation is None:
         return "by hand"
-    load = (evaluation.plan or {}).get("load")
-    if isinstance(load, (int, float)):
+    load = evaluation.job_plan.load if evaluation.job_plan is not None else None
+    if load is not None:
         low, high = selectors.policy_band(proposal.job.policy)
         return f"{evaluation.get_direction_display()}: load {load:.2f}, band {low:g}–{high:g}"
     return evaluation.get_direction_display()
@@ -300,11 +316,11 @@ def _rescale_points(job: Job, since: datetime) -> dict:
     evaluations = list(job.evaluations.filter(created_at__gte=since).order_by("created_at")
                        .values_list("created_at", "proposed_config", "plan"))
     rec_t, recommended = [], []
-    for at, proposed, plan in evaluations:
-        plan = plan or {}
+    for at, proposed, stored in evaluations:
         value = (proposed or {}).get(knob) if knob else None
-        if value is None and isinstance(plan.get("executors_proposed"), int):
-            value = plan["executors_proposed"] * (plan.get("cores_per_executor") or 1)
+        plan = stored_plan(stored) if value is None else None
+        if plan is not None and plan.executors_proposed is not None:
+            value = plan.executors_proposed * (plan.cores_per_executor or 1)
         if isinstance(value, int):
             rec_t.append(at.isoformat())
             recommended.append(value)

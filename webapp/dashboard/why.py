@@ -3,7 +3,8 @@ operator reads are rendered from them here (once each, with local times and "in 
 parses a sentence the model wrote.
 
 Derived from what is stored: the job's health and last error, its policy, the newest snapshot and
-the newest evaluation (``Evaluation.plan`` is the serialized ``scaling.JobPlan``).
+the newest evaluation (``Evaluation.job_plan``, the stored ``scaling.plan.JobPlan``); the plan's own
+reasons are worded by ``scaling.reason_text``.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.utils import timezone
 
-from scaling.microbatch import limit_text
 from scaling.periods import active_period
-from scaling.reasons import Decision, Limit, PlanLimit
+from scaling import reasons as plan_reasons
+from scaling.reason_text import reason_text
+from scaling.reasons import Decision
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.jobs.selectors import policy_band, window_coverage
 from webapp.proposals.holds import held_scale_down
@@ -44,9 +46,9 @@ class Why(StrEnum):
     HELD = "held"            # data: hold, detail (webapp.proposals.reasons.EvaluationHold)
     EXCLUDED = "excluded"    # data: period
     BOUNDS = "bounds"        # data: load, low, high
-    LIMITS = "limits"        # data: limits (the plan's, as stored: code, vertex_id, data)
+    LIMITS = "limits"        # data: limits (the plan's ``PlanLimit`` values)
     UNBOUND = "unbound"      # data: stages (position, stage name, knob or None) the plan may not change
-    OTHER = "other"          # data: decision, reasons (the model's own sentences, shown as they are)
+    OTHER = "other"          # data: decision, reasons (the plan's ``Reason`` values, or none yet)
 
 
 def _duration(seconds: float) -> str:
@@ -125,26 +127,10 @@ def render(code: Why, data: dict) -> str:
         return (", ".join(stages) + (" are" if len(stages) > 1 else " is") + " not bound (see the binding problem "
                 "under Running configuration): the plan cannot change what Spark runs there")
     if code == Why.LIMITS:
-        texts = [text for text in (_limit_words(item) for item in data.get("limits") or ()) if text]
+        texts = [reason_text(plan_reasons.Reason(item.code, item.vertex_id, item.data)) for item in data["limits"]]
         return "what the plan cannot meet: " + "; ".join(texts) if texts else "the plan names limits it cannot meet"
-    return f"last evaluation ({data['decision']}): " + "; ".join(data.get("reasons") or ())
-
-
-def _limit_words(item: object) -> str | None:
-    """A stored plan limit (``dataclasses.asdict`` of ``scaling.reasons.PlanLimit`` through
-    ``webapp.loop.evaluate.plan_as_json``: infinity as ``"inf"``) in words, or None when it is not
-    one this version knows."""
-    if not isinstance(item, dict) or not isinstance(item.get("data"), dict):
-        return None
-    try:
-        code = Limit(item.get("code"))
-    except ValueError:
-        return None
-    data = {k: float("inf") if v == "inf" else v for k, v in item["data"].items()}
-    try:
-        return limit_text(PlanLimit(code, item.get("vertex_id"), data))
-    except (KeyError, TypeError, ValueError):
-        return None
+    text = "; ".join(map(reason_text, data["reasons"])) or "no evaluation has run yet for the current configuration"
+    return f"last evaluation ({data['decision']}): {text}"
 
 
 @dataclass(frozen=True)
@@ -194,13 +180,12 @@ def why_no_proposal(*, job: Job, snapshot: MetricSnapshot | None, evaluation: Ev
                   for b in unbound]
         reasons.extend(_evaluation_reasons(job, evaluation, now, stages))
     if not reasons:
-        reasons.append(Reason(Why.OTHER, {"decision": "none", "reasons": ["no evaluation has run yet for the "
-                                                                          "current configuration"]}))
+        reasons.append(Reason(Why.OTHER, {"decision": "none", "reasons": ()}))
     return reasons
 
 
 def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime, unbound: list[dict]) -> list[Reason]:
-    plan = evaluation.plan or {}
+    plan = evaluation.job_plan
     out: list[Reason] = []
     held = held_scale_down(job=job, now=now)
     if held is not None:
@@ -208,21 +193,21 @@ def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime, unbound
                                         "interval_s": held["interval_s"]}))
     if evaluation.hold:
         out.append(Reason(Why.HELD, {"hold": evaluation.hold, "detail": evaluation.hold_detail}))
-    if plan.get("executable") is False:
+    if plan is not None and not plan.executable:
         out.append(Reason(Why.EXCLUDED, {"period": active_period(tuple(job.policy.excluded_periods or ()),
                                                                  now.timestamp())}))
     if evaluation.decision == Decision.NO_CHANGE and not out:
         low, high = policy_band(job.policy)
-        load = plan.get("load")
-        outside = isinstance(load, (int, float)) and not low <= load <= high
+        load = plan.load if plan is not None else None
+        outside = load is not None and not low <= load <= high
         named = unbound if outside else []
         out.append(Reason(Why.BOUNDS, {"load": load, "low": low, "high": high, "unbound": bool(named)}))
         if named:
             out.append(Reason(Why.UNBOUND, {"stages": named}))
-        if plan.get("limits") and outside:
+        if plan is not None and plan.limits and outside:
             # Out of the band with nothing to change: say what the plan cannot meet (a skewed stage,
             # the executors' maximum, a catch-up out of reach) rather than only "at a bound".
-            out.append(Reason(Why.LIMITS, {"limits": plan["limits"]}))
-    elif not out and (texts := list(evaluation.reasons or plan.get("reasons") or [])):
-        out.append(Reason(Why.OTHER, {"decision": evaluation.decision, "reasons": texts}))
+            out.append(Reason(Why.LIMITS, {"limits": plan.limits}))
+    elif not out and (said := evaluation.reason_values or (plan.reasons if plan is not None else ())):
+        out.append(Reason(Why.OTHER, {"decision": evaluation.decision, "reasons": said}))
     return out

@@ -9,18 +9,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.utils import timezone
 
 from scaling import JobPlan, PlanRequest, Policy, evaluate
 from scaling.planner import EXECUTORS_KEY
-from scaling.reason_text import reason_text
 from scaling.state import activated_streak, state_from_dict, state_to_dict
 from sparkclient.contract.binding import StageBinding
 from webapp.jobs.bindings import pinned_knobs, published_plan, stage_bindings
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
+from webapp.jobs.plans import reasons_json
 from webapp.jobs.policy_mapping import scaling_policy
 from webapp.jobs.selectors import snapshots_in_window
 from webapp.loop.collect import mark_health, snapshot_collect
@@ -85,28 +85,6 @@ def plan_to_config(ctx: EvaluationContext, plan: JobPlan) -> dict:
             proposed[binding.knob] = max(proposed.get(binding.knob, 0), vertex_plan.proposed)
     config.update(proposed)
     return config
-
-
-def plan_as_json(plan: JobPlan) -> dict:
-    """A JobPlan as JSON (infinite rates as the string ``"inf"``, as in SCENARIO.md)."""
-    def clean(value):
-        if isinstance(value, float):
-            return "inf" if value == float("inf") else round(value, 3)
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [clean(v) for v in value]
-        return value
-    data = asdict(plan)
-    data.pop("next_state", None)  # the job's state is stored on the job, not in every plan
-    # The stored shape keeps sentences (reasons, a vertex's note) until the readers take JobPlan.to_json.
-    data["reasons"] = [reason_text(r) for r in plan.reasons]
-    for out, vertex in zip(data["vertices"], plan.vertices):
-        reason = vertex.reason
-        out.update(note=reason_text(reason) if reason is not None else "",
-                   reason=str(reason.code) if reason is not None else None,
-                   reason_data=dict(reason.data) if reason is not None else {})
-    return clean(data)
 
 
 def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | None:
@@ -186,12 +164,11 @@ def _store(ctx: EvaluationContext, plan: JobPlan, *, proposed_config: dict, dire
     """The evaluation row: the plan, the configuration it maps to, its direction, and the live
     loop's hold of a scale-up (ineffective-scale-up block, restart awareness), if any."""
     job = ctx.job
-    plan_json = plan_as_json(plan)
     hold, hold_detail = "", {}
     if plan.decision == "scale" and direction == Evaluation.Direction.UP and proposed_config != job.config:
-        hold, hold_detail = _scale_up_hold(ctx, plan=plan_json, proposed_config=proposed_config)
+        hold, hold_detail = _scale_up_hold(ctx, plan=plan, proposed_config=proposed_config)
     return Evaluation.objects.create(
-        job=job, decision=plan.decision, reasons=[reason_text(r) for r in plan.reasons], plan=plan_json,
+        job=job, decision=plan.decision, reasons=reasons_json(plan.reasons), plan=plan.to_json(),
         proposed_config=proposed_config, window_s=sum(s.window_s for s in ctx.snapshots), direction=direction,
         hold=hold, hold_detail=hold_detail, held_scale_down=_held_scale_down(ctx, plan))
 
@@ -211,7 +188,7 @@ def _evaluation_direction(ctx: EvaluationContext, plan: JobPlan, proposed_config
     return Evaluation.Direction.UP if (plan.load or 0.0) > high else Evaluation.Direction.DOWN
 
 
-def _scale_up_hold(ctx: EvaluationContext, *, plan: dict, proposed_config: dict) -> tuple[str, dict]:
+def _scale_up_hold(ctx: EvaluationContext, *, plan: JobPlan, proposed_config: dict) -> tuple[str, dict]:
     """The live loop's rules that keep a scale-up from becoming a proposal: the ineffective-scale-up
     block, then restart awareness (``webapp.loop.restart``). Returns ``(hold, detail)``, or
     ``("", {})`` when none applies."""
@@ -237,7 +214,7 @@ def _held_scale_down(ctx: EvaluationContext, plan: JobPlan) -> dict:
                                   for v in plan.vertices))
     config = plan_to_config(ctx, held)
     return {"executors": executors, "cores": executors * (plan.cores_per_executor or 1), "config": config,
-            "plan": plan_as_json(held)}
+            "plan": held.to_json()}
 
 
 def collect_and_evaluate(*, job: Job) -> None:

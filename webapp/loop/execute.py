@@ -178,10 +178,12 @@ def _record_success(execution: Execution, attempt: int, result: control.RescaleR
     # The job's memory (FLIP-271 state store): the applied scalings (the executors' for observed
     # scalability), and the measured downtime, for restart-time tracking; pending scale-downs clear.
     state = state_from_dict(Job.objects.filter(pk=job.pk).values_list("scaler_state", flat=True).first())
-    latest = job.snapshots.order_by("-collected_at").first()
-    sources = {v.vertex_id for v in latest.vertices.all() if v.is_source} if latest is not None else set()
-    state = state.with_records((*applied_records(proposal.plan.get("vertices", []), now.timestamp()),
-                                *executor_record(proposal.plan, now.timestamp(), sources or None)))
+    plan = proposal.job_plan
+    if plan is not None:
+        latest = job.snapshots.order_by("-collected_at").first()
+        sources = {v.vertex_id for v in latest.vertices.all() if v.is_source} if latest is not None else set()
+        state = state.with_records((*applied_records(plan.vertices, now.timestamp()),
+                                    *executor_record(plan, now.timestamp(), sources or None)))
     state = state.with_restart_time(result.downtime_s)
     Job.objects.filter(pk=job.pk).update(config=applied, config_changed_at=now, scaler_state=state_to_dict(state))
     audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=AuditAction.CONFIG_CHANGED, before=before,

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from webapp.jobs.bindings import pinned_knobs
 from webapp.jobs.models import Evaluation, Job, JobPolicy
+from webapp.jobs.plans import reasons_json
 from webapp.jobs.selectors import policy_band
 from webapp.proposals import dispatch
 from webapp.proposals.codes import AuditAction, AuditReason, HoldCode, Reason
@@ -41,13 +42,13 @@ def material_change(pending: Proposal, evaluation: Evaluation, *, threshold: flo
     configuration again (a plan capped at ``max_cores`` or a knob's maximum): a revision would
     change nothing the operator approves, and would refuse their approval as outdated.
     """
-    new = demand_cores(evaluation.plan)
+    new = demand_cores(evaluation.job_plan)
     old = (pending.prediction.get("inputs") or {}).get("demand_cores")
     if not isinstance(old, (int, float)) or old <= 0:
-        old = demand_cores(pending.plan)
+        old = demand_cores(pending.job_plan)
     if old > 0 and abs(new - old) > threshold * old:
         return True
-    _, cores = plan_cores(pending.plan)
+    _, cores = plan_cores(pending.job_plan)
     return cores > 0 and new / cores > band[1] and evaluation.proposed_config != pending.proposed_config
 
 
@@ -68,10 +69,10 @@ def _revise(*, proposal: Proposal, evaluation: Evaluation, actor: str, policy: J
     earlier = {"revision": proposal.revision, "evaluation": proposal.evaluation_id,
                "proposed_config": proposal.proposed_config, "reasons": proposal.reasons,
                "prediction": proposal.prediction, "at": now.isoformat()}
-    plan = evaluation.plan
+    plan = evaluation.job_plan
     updated = Proposal.objects.filter(pk=proposal.pk, status=Status.PENDING, revision=proposal.revision).update(
         revision=proposal.revision + 1, revisions=[*proposal.revisions, earlier], evaluation=evaluation,
-        proposed_config=evaluation.proposed_config, reasons=evaluation.reasons, plan=plan,
+        proposed_config=evaluation.proposed_config, reasons=reasons_json(plan.reasons), plan=plan.to_json(),
         prediction=freeze_prediction(job=proposal.job, plan=plan), unsupported_by=[], hold_reason={},
         expires_at=now + timedelta(seconds=policy.proposal_ttl_s))
     if not updated:
@@ -160,8 +161,7 @@ def proposal_create(*, evaluation: Evaluation, now: datetime | None = None,
                 revised = _auto_approve(proposal=revised, policy=policy, now=now)
             return revised
         proposal = proposal_open(job=job, evaluation=evaluation, proposed_config=evaluation.proposed_config,
-                                 plan=evaluation.plan, reasons=evaluation.reasons, actor=actor, policy=policy,
-                                 now=now)
+                                 plan=evaluation.job_plan, actor=actor, policy=policy, now=now)
         if policy.mode == JobPolicy.Mode.AUTO:
             proposal = _auto_approve(proposal=proposal, policy=policy, now=now)
     return proposal

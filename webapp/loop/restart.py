@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
+from scaling.plan import JobPlan
 from webapp.jobs.models import Job
 from webapp.jobs.selectors import latest_snapshot
 from webapp.proposals.models import Execution, Proposal
@@ -47,8 +48,8 @@ def verification_delay_s(policy) -> float:
     return settings.SCALER_STABILIZATION_S + policy.verification_windows * policy.metric_window_s
 
 
-def restart_hold(*, job: Job, plan: dict, now: datetime) -> tuple[EvaluationHold, dict] | None:
-    """Whether a scale-up the evaluation ``plan`` (serialized) asks for is the restart's own backlog
+def restart_hold(*, job: Job, plan: JobPlan, now: datetime) -> tuple[EvaluationHold, dict] | None:
+    """Whether a scale-up the evaluation's ``plan`` asks for is the restart's own backlog
     or warm-up (see the module docstring). Returns ``(hold, detail)`` or None."""
     execution = (Execution.objects.select_related("proposal")
                  .filter(proposal__job=job, proposal__kind=Proposal.Kind.SCALE, status=Execution.Status.SUCCEEDED,
@@ -76,7 +77,7 @@ def restart_hold(*, job: Job, plan: dict, now: datetime) -> tuple[EvaluationHold
     snapshot = latest_snapshot(job=job)
     sources = {v.vertex_id for v in snapshot.vertices.all() if v.is_source} if snapshot else set()
     capacity = capacity_per_s(plan, cores_now, sources)
-    arrival = sum(v.get("target_data_rate") or 0.0 for v in plan.get("vertices", []) if v["vertex_id"] in sources)
+    arrival = sum(v.target_data_rate for v in plan.vertices if v.vertex_id in sources)
     high = policy.utilization_max if policy.utilization_max is not None else min(1.0, policy.utilization_target + 0.3)
     if capacity is None or arrival > high * capacity:
         return None

@@ -16,6 +16,7 @@ The judgement is ``scaling.forecast.verify``; this module reads the windows and 
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -78,12 +79,13 @@ def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[Metr
         # (scaling.metrics.paced_task_busy_s), so a skewed stage is compared like with like.
         acc[1] += v.paced_busy_s
     stages = []
-    for vp in proposal.plan.get("vertices", []):
-        predicted = vp.get("true_processing_rate")
-        records_in, busy_s = sums.get(vp["vertex_id"], (0.0, 0.0))
-        if not isinstance(predicted, (int, float)) or predicted <= 0 or busy_s <= 0:
+    plan = proposal.job_plan
+    for vp in plan.vertices if plan is not None else ():
+        predicted = vp.true_processing_rate
+        records_in, busy_s = sums.get(vp.vertex_id, (0.0, 0.0))
+        if not math.isfinite(predicted) or predicted <= 0 or busy_s <= 0:
             continue
-        stages.append(forecast.StageRate(vp["vertex_id"], predicted, true_processing_rate(records_in, busy_s), busy_s))
+        stages.append(forecast.StageRate(vp.vertex_id, predicted, true_processing_rate(records_in, busy_s), busy_s))
     detail = {"batches": batches, "arrival_before_per_s": arrival_before and round(arrival_before, 3),
               "arrival_after_per_s": round(arrival_after, 3), "backlog_slope_per_s": round(slope, 3),
               "latest_backlog": after[-1].backlog,
@@ -110,9 +112,12 @@ def blocks_scale_ups(*, proposal: Proposal, result: str, detail: dict, policy: J
         return False
     if config_direction(job=proposal.job, current=proposal.current_config, proposed=proposal.proposed_config) != "up":
         return False
-    cores_now, cores_new = plan_cores(proposal.plan)
-    before = capacity_per_s(proposal.plan, cores_now, sources)
-    expected = capacity_per_s(proposal.plan, cores_new, sources)
+    plan = proposal.job_plan
+    if plan is None:
+        return True
+    cores_now, cores_new = plan_cores(plan)
+    before = capacity_per_s(plan, cores_now, sources)
+    expected = capacity_per_s(plan, cores_new, sources)
     now = (detail.get("realized") or {}).get("capacity_per_s")
     if before is None or expected is None or not isinstance(now, (int, float)) or expected <= before:
         return True
@@ -140,10 +145,10 @@ def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Propo
     result, detail, reason = assess(proposal=proposal, after=after, before=before,
                                     tolerance=policy.verification_tolerance)
     # What happened, beside what was predicted (the proposal page shows both, from these stored values).
-    detail["realized"] = realized(plan=proposal.plan, after=since_change, finished_at=execution.finished_at,
+    detail["realized"] = realized(plan=proposal.job_plan, after=since_change, finished_at=execution.finished_at,
                                   downtime_s=execution.downtime_s,
                                   vertices=list(VertexSnapshot.objects.filter(snapshot__in=after)))
-    stable = realized(plan=proposal.plan, after=after, finished_at=execution.finished_at,
+    stable = realized(plan=proposal.job_plan, after=after, finished_at=execution.finished_at,
                       downtime_s=execution.downtime_s, vertices=list(VertexSnapshot.objects.filter(snapshot__in=after)))
     detail["realized"].update({k: stable[k] for k in ("capacity_per_s", "utilization", "busy_share", "batch_ratio")})
     with transaction.atomic():

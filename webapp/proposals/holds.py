@@ -12,6 +12,7 @@ from django.utils import timezone
 from scaling.planner import EXECUTORS_KEY
 from scaling.state import state_from_dict
 from webapp.jobs.models import Job, JobPolicy
+from webapp.jobs.plans import stored_plan
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
 from webapp.proposals.guardrails import Guardrails, direction
 from webapp.proposals.lifecycle import TransitionError, audit
@@ -99,7 +100,8 @@ def scale_up_block_clear(*, job: Job, actor, comment: str = "") -> Job:
 
 def held_scale_down(*, job: Job, now: datetime | None = None) -> dict | None:
     """The delayed scale-down (FLINK-36018 ``DelayedScaleDown``) the job holds now, or None:
-    ``{cores, executors, due_at (datetime), in_s, interval_s, first_at, evaluation, config, plan}``.
+    ``{cores, executors, due_at (datetime), in_s, interval_s, first_at, evaluation, config, plan}``
+    (``plan``: the ``JobPlan`` as it would run, None when the stored one is not readable).
     From the job's scaler state (the pending executor scale-down) and the newest evaluation that
     recorded the held configuration."""
     now = now or timezone.now()
@@ -113,7 +115,7 @@ def held_scale_down(*, job: Job, now: datetime | None = None) -> dict | None:
     interval_s = job.policy.scale_down_interval_s
     due_s = pending.first_at_s + interval_s
     due_at = datetime.fromtimestamp(due_s, tz=now.tzinfo or timezone.get_current_timezone())
-    return {"cores": held.get("cores"), "executors": held.get("executors"), "due_at": due_at,
+    return {"cores": held["cores"], "executors": held["executors"], "due_at": due_at,
             "in_s": max(0.0, due_s - now.timestamp()), "interval_s": interval_s,
             "first_at": datetime.fromtimestamp(pending.first_at_s, tz=due_at.tzinfo), "evaluation": evaluation,
-            "config": held.get("config") or {}, "plan": held.get("plan") or {}}
+            "config": held["config"], "plan": stored_plan(held["plan"])}

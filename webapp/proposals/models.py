@@ -9,6 +9,7 @@ from django.db import models
 
 from sparkclient.contract.control import RescalePath, RescaleResult
 from webapp.jobs.models import Evaluation, Job
+from webapp.jobs.plans import StoredPlanMixin
 from webapp.proposals import lifecycle
 from webapp.proposals.codes import ACTION_COLOURS, AuditAction
 from webapp.proposals.reason_text import reason_text
@@ -21,9 +22,11 @@ _REASON_HELP = ('{"code": ..., "data": {...}} (webapp.proposals.codes; the text 
                 'webapp.proposals.reason_text); {} for none.')
 
 
-class Proposal(models.Model):
+class Proposal(StoredPlanMixin, models.Model):
     """A proposed new configuration for a job. Every status change is one conditional UPDATE
-    in ``webapp.proposals.lifecycle`` (statuses, colours, the transition table)."""
+    in ``webapp.proposals.lifecycle`` (statuses, colours, the transition table). ``plan`` is the
+    evaluation's ``JobPlan.to_json`` (read back as ``job_plan``; empty for a rollback), ``reasons``
+    its reasons (``reason_values``)."""
 
     Status = lifecycle.ProposalStatus
     #: Display colour per status (``lifecycle.COLOURS``).

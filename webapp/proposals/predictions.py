@@ -4,11 +4,13 @@ The proposal page shows the stored prediction, never a live recomputation: the a
 stay the numbers the approval was given on. After the execution, :func:`realized` measures the same
 quantities from the snapshots of the new configuration; verification stores them beside the verdict.
 
-The formulas are ``scaling.forecast``'s; this module reads them off serialized plans and snapshots.
+The formulas are ``scaling.forecast``'s; this module reads them off plans (``scaling.plan.JobPlan``)
+and snapshots.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable
 from datetime import datetime
@@ -16,6 +18,7 @@ from datetime import datetime
 from scaling import forecast
 from scaling.metrics import job_utilization
 from scaling.microbatch_sizing import EXECUTORS_KEY, busy_share
+from scaling.plan import JobPlan
 from scaling.state import ScalingRecord
 from sparkclient.contract.control import RescalePath
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
@@ -26,55 +29,61 @@ PREDICTED = ("capacity_per_s", "utilization", "batch_ratio", "catch_up_s", "down
 
 
 def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A finite number, else None (an infinite rate says nothing a prediction can use)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
 
 
-def plan_cores(plan: dict) -> tuple[int, int]:
-    """(cores now, cores proposed) of a serialized micro-batch plan (executors × cores each)."""
-    per_executor = plan.get("cores_per_executor") or 1
-    now = plan.get("executors_current") or 1
-    new = plan.get("executors_proposed") or now
+def _json_number(value: float) -> float | str:
+    """A plan's number as the frozen prediction stores it: 3 decimals, ``"inf"`` for infinity."""
+    return "inf" if math.isinf(value) else round(value, 3)
+
+
+def plan_cores(plan: JobPlan) -> tuple[int, int]:
+    """(cores now, cores proposed) of a micro-batch plan (executors × cores each)."""
+    per_executor = plan.cores_per_executor or 1
+    now = plan.executors_current or 1
+    new = plan.executors_proposed or now
     return now * per_executor, new * per_executor
 
 
-def cost_core_s_per_record(plan: dict, source_ids: set[str] | None = None) -> float | None:
+def cost_core_s_per_record(plan: JobPlan, source_ids: set[str] | None = None) -> float | None:
     """Core-seconds one source record costs over all stages, ``Σ_v λ_v / TPR_v / Σ_sources λ_s``
-    (seconds), from a serialized plan; None when the plan has no rate to go by."""
-    vertices = plan.get("vertices", [])
-    sources = source_ids or ({vertices[0]["vertex_id"]} if vertices else set())
-    source_rate = sum(_number(v.get("target_data_rate")) or 0.0 for v in vertices if v["vertex_id"] in sources)
+    (seconds), from a plan; None when the plan has no rate to go by."""
+    vertices = plan.vertices
+    sources = source_ids or ({vertices[0].vertex_id} if vertices else set())
+    source_rate = sum(_number(v.target_data_rate) or 0.0 for v in vertices if v.vertex_id in sources)
     return forecast.cost_core_s_per_record(_stage_rates(plan), source_rate)
 
 
-def _stage_rates(plan: dict) -> list[tuple[float, float]]:
-    """(target rate, true processing rate) per vertex of a serialized plan (records/s; 0 unknown)."""
-    return [(_number(v.get("target_data_rate")) or 0.0, _number(v.get("true_processing_rate")) or 0.0)
-            for v in plan.get("vertices", [])]
+def _stage_rates(plan: JobPlan) -> list[tuple[float, float]]:
+    """(target rate, true processing rate) per vertex of a plan (records/s; 0 unknown or infinite)."""
+    return [(_number(v.target_data_rate) or 0.0, _number(v.true_processing_rate) or 0.0) for v in plan.vertices]
 
 
-def demand_cores(plan: dict) -> float:
+def demand_cores(plan: JobPlan) -> float:
     """Busy cores the plan's target rates need, ``Σ_v λ_v / TPR_v`` (cores; the catch-up rate is not
     in it): what a recommendation answers, apart from draining the backlog."""
     return forecast.demand_cores(_stage_rates(plan))
 
 
-def capacity_per_s(plan: dict, cores: int, source_ids: set[str] | None = None) -> float | None:
+def capacity_per_s(plan: JobPlan, cores: int, source_ids: set[str] | None = None) -> float | None:
     """Source records per second ``cores`` sustain under the plan's measured rates:
     ``cores × (1 − overhead) / c`` (records/s); None when the plan has no rate to go by."""
     cost = cost_core_s_per_record(plan, source_ids)
     if cost is None:
         return None
-    return forecast.capacity_per_s(cores, plan.get("overhead_fraction") or 0.0, cost)
+    return forecast.capacity_per_s(cores, plan.overhead_fraction or 0.0, cost)
 
 
-def executor_record(plan: dict, at_s: float, source_ids: set[str] | None = None) -> tuple[ScalingRecord, ...]:
-    """The executor change a serialized micro-batch plan applied, as the scaling history records it
-    for observed scalability (``Policy.observed_scalability_*``: the planner fits its coefficient to
-    the job's executor records): executors before and after, and the source records per second the
-    old cores sustained (:func:`capacity_per_s`; expected: linear in the executors). Empty when the
-    executors did not change or the plan has no rate to go by."""
-    old, new = plan.get("executors_current"), plan.get("executors_proposed")
-    if not isinstance(old, int) or not isinstance(new, int) or old < 1 or new == old:
+def executor_record(plan: JobPlan, at_s: float, source_ids: set[str] | None = None) -> tuple[ScalingRecord, ...]:
+    """The executor change a micro-batch plan applied, as the scaling history records it for observed
+    scalability (``Policy.observed_scalability_*``: the planner fits its coefficient to the job's
+    executor records): executors before and after, and the source records per second the old cores
+    sustained (:func:`capacity_per_s`; expected: linear in the executors). Empty when the executors
+    did not change or the plan has no rate to go by."""
+    old, new = plan.executors_current, plan.executors_proposed
+    if old is None or new is None or old < 1 or new == old:
         return ()
     rate = capacity_per_s(plan, plan_cores(plan)[0], source_ids)
     if rate is None:
@@ -82,17 +91,16 @@ def executor_record(plan: dict, at_s: float, source_ids: set[str] | None = None)
     return (ScalingRecord(at_s, EXECUTORS_KEY, old, new, rate, rate * new / old),)
 
 
-def _utilization(plan: dict, cores_new: int) -> float | None:
+def _utilization(plan: JobPlan, cores_new: int) -> float | None:
     """The busy share of the proposed cores at the target rate (0..1), from the micro-batch model's
     one formula (``scaling.microbatch_sizing.busy_share``, issue 13 acceptance 7): the planner's own
     ``JobPlan.predicted_utilization`` (it includes the observed scaling coefficient), or, for a plan
-    serialized without it, ``busy_share`` of the plan's per-vertex ``λ_v / TPR_v`` on its proposed
-    tasks and cores."""
-    value = _number(plan.get("predicted_utilization"))
+    without it, ``busy_share`` of the plan's per-vertex ``λ_v / TPR_v`` on its proposed tasks and cores."""
+    value = _number(plan.predicted_utilization)
     if value is None and cores_new:
-        demands = [((_number(v.get("target_data_rate")) or 0.0) / tpr, int(v.get("proposed") or v.get("current") or 1))
-                   for v in plan.get("vertices", []) if (tpr := _number(v.get("true_processing_rate")))]
-        value = busy_share(demands, cores_new, _number(plan.get("overhead_fraction")) or 0.0)
+        demands = [((_number(v.target_data_rate) or 0.0) / tpr, int(v.proposed or v.current or 1))
+                   for v in plan.vertices if (tpr := _number(v.true_processing_rate))]
+        value = busy_share(demands, cores_new, _number(plan.overhead_fraction) or 0.0)
     return round(value, 4) if value is not None else None
 
 
@@ -108,7 +116,7 @@ def measured_downtimes_s(*, job: Job, restart: bool, limit: int = 20) -> list[fl
     return list(downtimes.order_by("-finished_at").values_list("downtime_s", flat=True)[:limit])
 
 
-def predict(*, plan: dict, snapshot: MetricSnapshot | None, downtimes_s: Iterable[float],
+def predict(*, plan: JobPlan, snapshot: MetricSnapshot | None, downtimes_s: Iterable[float],
             configured_restart_s: float) -> dict:
     """The prediction of a plan, with its inputs: what the proposal page shows, frozen.
 
@@ -121,7 +129,7 @@ def predict(*, plan: dict, snapshot: MetricSnapshot | None, downtimes_s: Iterabl
     never drains); and ``inputs``: the arrival rate, backlog, overhead, and per vertex the rates used.
     """
     cores_now, cores_new = plan_cores(plan)
-    overhead = _number(plan.get("overhead_fraction")) or 0.0
+    overhead = _number(plan.overhead_fraction) or 0.0
     sources = {v.vertex_id for v in snapshot.vertices.all() if v.is_source} if snapshot else set()
     busy_at_target = demand_cores(plan)
     downtimes = [float(d) for d in downtimes_s]
@@ -129,10 +137,10 @@ def predict(*, plan: dict, snapshot: MetricSnapshot | None, downtimes_s: Iterabl
         downtime_s, downtime_source = statistics.median(downtimes), "measured"
     else:
         downtime_s, downtime_source = float(configured_restart_s), "configured"
-    r_now = _number(plan.get("batch_ratio"))
+    r_now = _number(plan.batch_ratio)
     prediction: dict = {
         "cores_now": cores_now, "cores_new": cores_new,
-        "utilization_now": _number(plan.get("utilization")),
+        "utilization_now": _number(plan.utilization),
         "utilization": _utilization(plan, cores_new),
         "batch_ratio_now": r_now,
         "batch_ratio": (round(forecast.predicted_batch_ratio(r_now, overhead, cores_now, cores_new), 3)
@@ -144,13 +152,13 @@ def predict(*, plan: dict, snapshot: MetricSnapshot | None, downtimes_s: Iterabl
             "arrival_per_s": snapshot.arrival_rate_per_s if snapshot else None,
             "backlog": snapshot.backlog if snapshot else None,
             "snapshot": snapshot.pk if snapshot else None,
-            "overhead_fraction": overhead, "load": _number(plan.get("load")),
+            "overhead_fraction": overhead, "load": _number(plan.load),
             "demand_cores": round(busy_at_target, 4),
-            "restart_time_s": _number(plan.get("restart_time_s")),
-            "vertices": [{"vertex_id": v["vertex_id"], "current": v.get("current"), "proposed": v.get("proposed"),
-                          "true_processing_rate": v.get("true_processing_rate"),
-                          "target_data_rate": v.get("target_data_rate"),
-                          "catch_up_data_rate": v.get("catch_up_data_rate")} for v in plan.get("vertices", [])],
+            "restart_time_s": _number(plan.restart_time_s),
+            "vertices": [{"vertex_id": v.vertex_id, "current": v.current, "proposed": v.proposed,
+                          "true_processing_rate": _json_number(v.true_processing_rate),
+                          "target_data_rate": _json_number(v.target_data_rate),
+                          "catch_up_data_rate": _json_number(v.catch_up_data_rate)} for v in plan.vertices],
         },
     }
     capacity = capacity_per_s(plan, cores_new, sources)
@@ -163,7 +171,7 @@ def predict(*, plan: dict, snapshot: MetricSnapshot | None, downtimes_s: Iterabl
     return prediction
 
 
-def realized(*, plan: dict, after: list[MetricSnapshot], finished_at: datetime, downtime_s: float | None,
+def realized(*, plan: JobPlan | None, after: list[MetricSnapshot], finished_at: datetime, downtime_s: float | None,
              vertices: list[VertexSnapshot]) -> dict:
     """The same quantities as :func:`predict`, measured on the snapshots ``after`` the change (oldest
     first) and their ``vertices``: capacity (records/s, from the realized busy time per source

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from scaling import reasons as plan_reasons
 from scaling.forecast import VerdictReason
+from scaling.plan import PlanFormatError
+from scaling.reason_text import reason_text as plan_reason_text
 from webapp.jobs.models import EvaluationHold
 from webapp.proposals.codes import LEGACY_TEXT, AuditReason, GuardrailCode, HoldCode, RetryCode
 from webapp.proposals.reasons import WithdrawReason
@@ -22,6 +25,17 @@ __all__ = ["TEMPLATES", "evaluation_hold_text", "reason_text", "withdrawal_text"
 def _minutes(seconds: float) -> str:
     seconds = max(0.0, float(seconds))
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def _plan_reason_words(reason: object) -> str:
+    """A plan's reason inside an audit reason (``Reason.to_json``) in the plan's words
+    (``scaling.reason_text``); a sentence stored before plan reasons were codes is itself."""
+    if isinstance(reason, str):
+        return reason
+    try:
+        return plan_reason_text(plan_reasons.Reason.from_json(reason))
+    except PlanFormatError:
+        return str(reason)
 
 
 def _knobs(data: Mapping) -> str:
@@ -118,7 +132,7 @@ _AUDIT: dict[str, _Template] = {
     AuditReason.REGISTRATION_EDITED: lambda d: "registration edited",
     AuditReason.POLICY_EDITED: lambda d: "policy edited",
     AuditReason.REREGISTERED: lambda d: "the job was re-registered",
-    AuditReason.PLAN_REASONS: lambda d: "; ".join(str(r) for r in d.get("reasons") or ()),
+    AuditReason.PLAN_REASONS: lambda d: "; ".join(map(_plan_reason_words, d.get("reasons") or ())),
     AuditReason.RECOMMENDATION_CHANGED: lambda d: (
         f"revision {d.get('revision')}: the recommendation changed by more than {d.get('min_change', 0):.0%} "
         f"(evaluation {d.get('evaluation')})"),

@@ -9,7 +9,9 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from scaling.reasons import legacy_text
 from webapp.jobs.models import Job, JobPolicy
+from webapp.jobs.plans import reasons_json
 from webapp.outage import broker_check
 from webapp.proposals import dispatch
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
@@ -46,7 +48,8 @@ def last_good_config(*, job: Job, before: Proposal) -> dict:
 def start_rollback(*, proposal: Proposal, config: dict, actor, reason: Reason) -> Proposal:
     """In a transaction: ``proposal`` → rolling back, suspend auto-approval, and create the
     rollback proposal (already approved) whose execution restores ``config``. ``reason`` is why
-    (a person's comment, or the failure)."""
+    (a person's comment, or the failure); the rollback has no plan, and its one reason is that
+    reason's words as a text reason (``scaling.reasons.legacy_text``)."""
     now = timezone.now()
     rollback_of = Reason(AuditReason.ROLLBACK_OF, {"proposal": proposal.pk, "cause": reason.as_json()})
     transition(proposal=proposal, target=Status.ROLLING_BACK, actor=actor, reason=reason)
@@ -54,7 +57,8 @@ def start_rollback(*, proposal: Proposal, config: dict, actor, reason: Reason) -
     job = Job.objects.get(pk=proposal.job_id)
     rollback = Proposal.objects.create(
         job=job, kind=Proposal.Kind.ROLLBACK, rollback_of=proposal, status=Status.PENDING,
-        current_config=job.config, proposed_config=config, reasons=[reason_text(reason.as_json())])
+        current_config=job.config, proposed_config=config,
+        reasons=reasons_json([legacy_text(reason_text(reason.as_json()))]))
     audit(job=job, proposal=rollback, actor=actor, action=AuditAction.PROPOSED, before=job.config, after=config,
           reason=rollback_of)
     rollback = transition(proposal=rollback, target=Status.APPROVED, actor=actor, decided_at=now,

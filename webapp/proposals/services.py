@@ -13,7 +13,9 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from scaling.plan import JobPlan
 from webapp.jobs.models import Evaluation, Job, JobPolicy
+from webapp.jobs.plans import reasons_json
 from webapp.jobs.selectors import latest_snapshot
 from webapp.outage import broker_check
 from webapp.proposals import dispatch
@@ -21,7 +23,7 @@ from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
 from webapp.proposals.holds import held_scale_down
 from webapp.proposals.lifecycle import BUSY, StaleRevisionError, Status, TransitionError, audit, transition
 from webapp.proposals.models import Proposal
-from webapp.proposals.permissions import actor_name, require_operator
+from webapp.proposals.permissions import require_operator
 from webapp.proposals.predictions import measured_downtimes_s, plan_cores, predict
 
 __all__ = ["StaleRevisionError", "TransitionError", "auto_approve_resume", "freeze_prediction", "policy_actor",
@@ -33,7 +35,7 @@ def policy_actor(policy: JobPolicy) -> str:
     return Actor.policy(policy.algorithm)
 
 
-def freeze_prediction(*, job: Job, plan: dict) -> dict:
+def freeze_prediction(*, job: Job, plan: JobPlan) -> dict:
     """The prediction the approver is shown, computed once from the plan and the newest snapshot."""
     cores_now, cores_new = plan_cores(plan)
     return predict(plan=plan, snapshot=latest_snapshot(job=job),
@@ -41,17 +43,18 @@ def freeze_prediction(*, job: Job, plan: dict) -> dict:
                    configured_restart_s=job.policy.restart_time_s)
 
 
-def proposal_open(*, job: Job, evaluation: Evaluation | None, proposed_config: dict, plan: dict, reasons: list,
-                  actor, policy: JobPolicy, now: datetime) -> Proposal:
-    """A new pending proposal of ``job`` (revision 1) for ``proposed_config``, with its frozen
-    prediction and its expiry after ``policy.proposal_ttl_s`` seconds; audited ``proposed`` by
-    ``actor`` (a user, or a non-human actor's name)."""
+def proposal_open(*, job: Job, evaluation: Evaluation | None, proposed_config: dict, plan: JobPlan, actor,
+                  policy: JobPolicy, now: datetime) -> Proposal:
+    """A new pending proposal of ``job`` (revision 1) for ``proposed_config``, with ``plan`` and its
+    reasons, its frozen prediction and its expiry after ``policy.proposal_ttl_s`` seconds; audited
+    ``proposed`` by ``actor`` (a user, or a non-human actor's name) with the plan's reasons."""
     proposal = Proposal.objects.create(
         job=job, evaluation=evaluation, current_config=job.config, proposed_config=proposed_config,
-        reasons=reasons, plan=plan, prediction=freeze_prediction(job=job, plan=plan),
+        reasons=reasons_json(plan.reasons), plan=plan.to_json(), prediction=freeze_prediction(job=job, plan=plan),
         expires_at=now + timedelta(seconds=policy.proposal_ttl_s))
     audit(job=job, proposal=proposal, actor=actor, action=AuditAction.PROPOSED, before=job.config,
-          after={**proposed_config, "revision": 1}, reason=Reason(AuditReason.PLAN_REASONS, {"reasons": list(reasons)}))
+          after={**proposed_config, "revision": 1},
+          reason=Reason(AuditReason.PLAN_REASONS, {"reasons": reasons_json(plan.reasons)}))
     return proposal
 
 
@@ -155,14 +158,12 @@ def scale_down_apply_now(*, job: Job, actor, now: datetime | None = None) -> Pro
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
         held = held_scale_down(job=job, now=now)
-        if held is None or not held["config"] or held["config"] == job.config:
+        if held is None or held["plan"] is None or not held["config"] or held["config"] == job.config:
             raise TransitionError(f"job {job.name} holds no scale-down to apply")
         if job.proposals.filter(status__in=BUSY).exists():
             raise TransitionError(f"job {job.name} has a proposal being executed: apply the scale-down after it")
         for old in job.proposals.select_for_update().filter(status=Status.PENDING, kind=Proposal.Kind.SCALE):
             transition(proposal=old, target=Status.SUPERSEDED, actor=actor,
                        reason=Reason(AuditReason.SUPERSEDED_BY_HELD))
-        reason = (f"scale-down to {held['cores']} cores applied now by {actor_name(actor)}; it was held until "
-                  f"{held['due_at']:%H:%M} (scale-down interval {held['interval_s'] / 60:.0f} min)")
         return proposal_open(job=job, evaluation=held["evaluation"], proposed_config=held["config"],
-                             plan=held["plan"], reasons=[reason], actor=actor, policy=policy, now=now)
+                             plan=held["plan"], actor=actor, policy=policy, now=now)

@@ -9,6 +9,7 @@ from django.db import models
 
 from scaling.reasons import Decision
 from webapp.jobs.models.job import Job
+from webapp.jobs.plans import StoredPlanMixin
 
 #: ``Evaluation.decision``: the planner's job-level outcome (``scaling.reasons.Decision``).
 EvaluationDecision = models.TextChoices("EvaluationDecision", [(d.name, (d.value, d.value)) for d in Decision])
@@ -134,14 +135,15 @@ class VertexSnapshot(models.Model):
         super().save(*args, **kwargs)
 
 
-class Evaluation(models.Model):
-    """One run of the planner over the metric window; ``plan`` is the serialized JobPlan.
+class Evaluation(StoredPlanMixin, models.Model):
+    """One run of the planner over the metric window; ``plan`` is the serialized JobPlan
+    (``JobPlan.to_json``, read back as ``job_plan``), ``reasons`` its reasons (``reason_values``).
 
     ``direction`` is where the load points (up: above the band, down: below it, none: inside it).
     ``hold`` names the rule of the live loop that kept a ``scale`` decision from becoming a proposal
-    (:class:`EvaluationHold`), with its data in ``hold_detail``. ``held_scale_down``
-    is a delayed scale-down (FLINK-36018) while it is held: ``{executors, config, plan}``, the plan as
-    it would run (what "apply now" proposes).
+    (:class:`EvaluationHold`), with its data in ``hold_detail``. ``held_scale_down`` is a delayed
+    scale-down (FLINK-36018) while it is held: ``{executors, cores, config, plan}``, the plan as it
+    would run (what "apply now" proposes; ``JobPlan.to_json``).
     """
 
     class Direction(models.TextChoices):

@@ -1,0 +1,79 @@
+"""A proposal's plan and reasons as the API returns them: the stored JSON (``JobPlan.to_json``,
+``Reason.to_json``: each reason's code, vertex and data) with each reason's words beside it, from
+``scaling.reason_text`` (the one place a reason becomes text)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from scaling.plan import JobPlan
+from scaling.reason_text import reason_text
+from scaling.reasons import Reason
+from webapp.jobs.plans import stored_reasons
+
+#: The API's shape of one reason.
+REASON_SCHEMA = {
+    "type": "object", "required": ["code", "vertex_id", "data", "text"],
+    "properties": {"code": {"type": "string", "description": "PlanReason, VertexReason or Limit code"},
+                   "vertex_id": {"type": "string", "nullable": True},
+                   "data": {"type": "object", "description": "Numbers, words or null, per code (infinity as \"inf\")",
+                            "additionalProperties": {}},
+                   "text": {"type": "string", "description": "The reason in words (scaling.reason_text)"}}}
+
+
+def reason_json(reason: Reason) -> dict:
+    """``{code, vertex_id, data, text}``."""
+    return {**reason.to_json(), "text": reason_text(reason)}
+
+
+def plan_json(plan: JobPlan | None) -> dict:
+    """``plan.to_json()`` with ``text`` beside each reason (the plan's, each vertex's, each limit's);
+    ``{}`` when there is no plan."""
+    if plan is None:
+        return {}
+    out = plan.to_json()
+    out["reasons"] = [reason_json(r) for r in plan.reasons]
+    for row, vertex in zip(out["vertices"], plan.vertices, strict=True):
+        row["reason"] = reason_json(vertex.reason) if vertex.reason is not None else None
+    out["limits"] = [{**row, "text": reason_text(Reason(limit.code, limit.vertex_id, limit.data))}
+                     for limit, row in zip(plan.limits, out["limits"], strict=True)]
+    return out
+
+
+@extend_schema_field({"type": "array", "items": REASON_SCHEMA})
+class ReasonsField(serializers.Field):
+    """A proposal's reasons (``Proposal.reason_values``), each with its code, data and words."""
+
+    def __init__(self, **kwargs):
+        super().__init__(source="reason_values", read_only=True, **kwargs)
+
+    def to_representation(self, value) -> list[dict]:
+        return [reason_json(r) for r in value]
+
+
+@extend_schema_field({"type": "object", "description": "The plan (JobPlan.to_json, format 2), each reason with "
+                                                       "its text; {} for a rollback",
+                      "properties": {"format": {"type": "integer"},
+                                     "reasons": {"type": "array", "items": REASON_SCHEMA}}})
+class PlanField(serializers.Field):
+    """A proposal's plan (``Proposal.job_plan``) as :func:`plan_json`."""
+
+    def __init__(self, **kwargs):
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, value) -> dict:
+        return plan_json(value.job_plan)
+
+
+@extend_schema_field({"type": "array", "items": {
+    "type": "object", "properties": {"revision": {"type": "integer"}, "reasons": {"type": "array", "items": REASON_SCHEMA}}}})
+class RevisionsField(serializers.JSONField):
+    """Earlier revisions (``Proposal.revisions``), each one's reasons with their words."""
+
+    def __init__(self, **kwargs):
+        super().__init__(read_only=True, **kwargs)
+
+    def to_representation(self, value) -> list[dict]:
+        return [{**revision, "reasons": [reason_json(r) for r in stored_reasons(revision["reasons"])]}
+                for revision in value or ()]

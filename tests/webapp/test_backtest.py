@@ -8,6 +8,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from scaling.reason_text import reason_text
+from scaling.reasons import PlanReason, Reason
 from tests.webapp.factories import make_job, make_snapshots
 from webapp.loop.management.commands.backtest import parse_duration_s
 
@@ -30,6 +32,8 @@ def test_backtest_reports_what_ds2_would_have_proposed_and_when():
     first = decisions[0]
     assert first["executors"][0] == 1 and first["executors"][1] > 1
     assert first["changes"]["v1"][0] == 1 and first["changes"]["v1"][1] > 1
+    assert first["reasons"][0]["code"] == PlanReason.LOAD_ABOVE_BAND and first["reasons"][0]["data"]["load"] > 1.0
+    assert first["reasons"][0]["text"] == reason_text(Reason.from_json(first["reasons"][0]))
     text = run("--job", job.name, "--policy", "batch-ratio", "--since", "1h")
     assert "executors 1 -> 4" in text  # SPARK-12133: R = 2.5 adds round(2.5) = 3 executors
     assert text.strip().endswith("10 evaluations, 10 proposals (12 snapshots read)")

@@ -10,7 +10,7 @@ from rest_framework import serializers
 from scaling.plan import JobPlan
 from scaling.reason_text import reason_text
 from scaling.reasons import Reason
-from webapp.jobs.plans import stored_reasons
+from webapp.jobs.plans import reason_json, stored_reasons
 
 #: The API's shape of one reason.
 REASON_SCHEMA = {
@@ -20,11 +20,6 @@ REASON_SCHEMA = {
                    "data": {"type": "object", "description": "Numbers, words or null, per code (infinity as \"inf\")",
                             "additionalProperties": {}},
                    "text": {"type": "string", "description": "The reason in words (scaling.reason_text)"}}}
-
-
-def reason_json(reason: Reason) -> dict:
-    """``{code, vertex_id, data, text}``."""
-    return {**reason.to_json(), "text": reason_text(reason)}
 
 
 def plan_json(plan: JobPlan | None) -> dict:

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterable
 
 from scaling.plan import JobPlan, PlanFormatError
+from scaling.reason_text import reason_text
 from scaling.reasons import Reason
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,12 @@ def stored_reasons(data: object) -> tuple[Reason, ...]:
 def reasons_json(reasons: Iterable[Reason]) -> list[dict]:
     """Reasons as ``Evaluation.reasons`` / ``Proposal.reasons`` store them."""
     return [reason.to_json() for reason in reasons]
+
+
+def reason_json(reason: Reason) -> dict:
+    """A reason as the API and the backtest give it: ``{code, vertex_id, data, text}``, its words from
+    :func:`scaling.reason_text.reason_text`."""
+    return {**reason.to_json(), "text": reason_text(reason)}
 
 
 class StoredPlanMixin:

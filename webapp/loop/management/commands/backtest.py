@@ -13,9 +13,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from scaling.policy import PolicyError
-from scaling.reason_text import reason_text
 from scaling.replay import ReplayStep, describe, replay
 from webapp.jobs.models import Job
+from webapp.jobs.plans import reason_json
 from webapp.jobs.policy_mapping import scaling_policy
 from webapp.loop.window import stable_snapshots, window_inputs
 
@@ -79,7 +79,8 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps([{
                 "at": datetime.fromtimestamp(d.at_s, tz=dt_timezone.utc).isoformat(), "decision": d.decision,
                 "proposed": d.proposed, "executors": [d.executors_current, d.executors_proposed],
-                "changes": {k: list(v) for k, v in d.changes.items()}, "reasons": [reason_text(r) for r in d.reasons]} for d in shown],
+                "changes": {k: list(v) for k, v in d.changes.items()},
+                "reasons": [reason_json(r) for r in d.reasons]} for d in shown],
                 indent=1))
             return
         for d in shown:

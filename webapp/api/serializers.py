@@ -2,13 +2,18 @@
 
 import math
 
+from django.core.validators import RegexValidator
 from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from scaling.algorithms import algorithm_names
+from scaling.option_types import Kind
+from scaling.options import job_options
 from sparkclient.contract.spec import KnobTarget
 from webapp.api.plans import PlanField, ReasonsField, RevisionsField
 from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
+from webapp.jobs.sparkui import PORTS_PATTERN
 from webapp.jobs.stages import stage_name
 from webapp.outage import OutageCode
 from webapp.proposals.models import AuditEvent, Execution, Proposal
@@ -41,6 +46,8 @@ class HealthReasonField(serializers.JSONField):
 
 #: Registration fields of a job (``webapp.jobs.services.REGISTRATION_FIELDS``) and their API shapes.
 _REGISTRATION = ["topic", "query_name", "spark_ui_url", "spark_ui_hosts", "spark_ui_ports", "knobs"]
+#: ``spark_ui_ports`` as the schema states it: a port or ``first-last`` (``webapp.jobs.sparkui``).
+_PORTS_KWARGS = {"validators": [RegexValidator(PORTS_PATTERN)]}
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -71,18 +78,29 @@ class StringListField(serializers.JSONField):
     ``clean()``. The schema says ``array`` (so not null), which is what the model accepts."""
 
 
+def _option_bounds() -> dict[str, dict]:
+    """``min_value``/``max_value`` of every bounded policy option, from the option table
+    (``scaling.options.OPTIONS``), so the schema states them; the model validates them again."""
+    return {o.name: {"min_value": o.bounds[0], "max_value": o.bounds[1]}
+            for o in job_options() if o.bounds is not None and o.kind in (Kind.NUMBER, Kind.INTEGER)}
+
+
 class JobPolicySerializer(serializers.ModelSerializer):
     """A job's policy, mode included. Writes (PATCH, admin role) are validated by ``JobPolicy.full_clean``
     (``webapp.jobs.services.job_policy_update``), as in the admin. The suspension fields are read-only:
-    an operator clears a suspension with the resume action."""
+    an operator clears a suspension with the resume action. Each option's bounds and choices are the
+    option table's (``scaling.options``), ``algorithm``'s the registry's (``scaling.algorithms``)."""
 
     serializer_field_mapping = {**serializers.ModelSerializer.serializer_field_mapping,
                                 models.FloatField: FiniteFloatField, models.JSONField: StringListField}
+    algorithm = serializers.ChoiceField(choices=algorithm_names(), required=False,
+                                        help_text=JobPolicy._meta.get_field("algorithm").help_text)
 
     class Meta:
         model = JobPolicy
         exclude = ["id", "job"]
         read_only_fields = ["auto_approve_suspended", "auto_approve_suspended_reason", "auto_approve_suspended_at"]
+        extra_kwargs = _option_bounds()
 
 
 class JobRegisterSerializer(serializers.ModelSerializer):
@@ -98,7 +116,8 @@ class JobRegisterSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = ["name", *_REGISTRATION, "policy"]
-        extra_kwargs = {"name": {"help_text": "The runner's --job name (letters, digits, - and _)."}}
+        extra_kwargs = {"name": {"help_text": "The runner's --job name (letters, digits, - and _)."},
+                        "spark_ui_ports": _PORTS_KWARGS}
 
 
 class JobUpdateSerializer(serializers.ModelSerializer):
@@ -111,6 +130,7 @@ class JobUpdateSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = _REGISTRATION
+        extra_kwargs = {"spark_ui_ports": _PORTS_KWARGS}
 
 
 class StageNameField(serializers.CharField):

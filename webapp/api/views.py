@@ -49,6 +49,19 @@ _EDIT_RESPONSES = {400: OpenApiResponse(description="A field is invalid: the bod
                    403: s.DetailSerializer, 404: s.DetailSerializer}
 
 
+#: The rules between fields that OpenAPI 3.0 cannot state (the server's: ``webapp.jobs.sparkui.rule_errors``,
+#: ``webapp.jobs.policy_mapping.policy_errors``, ``scaling.Policy``); a body that breaks one is a 400.
+_UI_RULES = ("Rules between fields: give spark_ui_url, or spark_ui_hosts with spark_ui_ports (a port or "
+             "range of at most 32 ports, first ≤ last); spark_ui_ports is checked whenever spark_ui_hosts is "
+             "not empty or spark_ui_url is empty.")
+_POLICY_RULES = ("Rules between policy fields, checked on the policy as it results from the edit: "
+                 "utilization_min ≤ utilization_target ≤ utilization_max (empty edges: target ∓ 0.3, clipped "
+                 "to [0, 1]); vertex_min_parallelism ≤ vertex_max_parallelism; batch_ratio_scale_down < "
+                 "batch_ratio_scale_up; min_cores ≤ max_cores; with restart_strategy exponential-delay, "
+                 "restart_max_delay_s ≥ restart_delay_s. excluded_periods and guard_excluded_periods entries "
+                 "are Flink CalendarUtils expressions.")
+
+
 def _registration_error(exc: RegistrationError) -> ValidationError:
     return ValidationError(exc.errors)
 
@@ -56,9 +69,9 @@ def _registration_error(exc: RegistrationError) -> ValidationError:
 @extend_schema_view(
     create=extend_schema(request=s.JobRegisterSerializer, responses={201: s.JobSerializer, **_EDIT_RESPONSES},
                          description="Register a job (admin role): its name, Spark UI URL or discovery rule, "
-                                     "knobs and policy."),
+                                     f"knobs and policy. The name must not be registered yet. {_UI_RULES} {_POLICY_RULES}"),
     partial_update=extend_schema(request=s.JobUpdateSerializer, responses={200: s.JobSerializer, **_EDIT_RESPONSES},
-                                 description="Edit a job's registration (admin role); the name stays."),
+                                 description=f"Edit a job's registration (admin role); the name stays. {_UI_RULES}"),
 )
 class JobViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Streaming jobs with their health, running configuration, registration and policy mode. POST
@@ -102,7 +115,8 @@ class JobViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.Read
     @extend_schema(methods=["GET"], responses={200: s.JobPolicySerializer, 404: s.DetailSerializer})
     @extend_schema(methods=["PATCH"], request=s.JobPolicySerializer,
                    responses={200: s.JobPolicySerializer, **_EDIT_RESPONSES},
-                   description="Edit the job's policy, mode included (admin role); validated as in the admin.")
+                   description="Edit the job's policy, mode included (admin role); validated as in the admin. "
+                               + _POLICY_RULES)
     @action(detail=True, methods=["get", "patch"])
     def policy(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()

@@ -49,6 +49,8 @@ APP_ID_PATTERNS = (
 )
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", re.ASCII)
 _PORTS = re.compile(r"([0-9]{1,5})(?:-([0-9]{1,5}))?", re.ASCII)
+#: A registration's port or port range as text (its numbers are checked by :func:`parse_port_range`).
+PORTS_PATTERN = rf"^(?:{_PORTS.pattern})?$"
 #: Longest URL or app id considered (anything longer is malformed).
 MAX_LENGTH = 2048
 

@@ -67,6 +67,7 @@ class FailureCode(StrEnum):
     NO_FIRST_BATCH = "no-first-batch"
     DRIVER_STOPPED = "driver-stopped"
     DRIVER_CRASHED = "driver-crashed"
+    KEY_REUSED = "key-reused"  # the idempotency key was applied before with other knob values
 
     @property
     def retryable(self) -> bool:
@@ -74,7 +75,7 @@ class FailureCode(StrEnum):
         command, knob values outside their bounds, and state it cannot repartition offline for what
         they are, before anything stops: the same command is refused again."""
         return self not in (FailureCode.MALFORMED_COMMAND, FailureCode.OUT_OF_BOUNDS,
-                            FailureCode.STATE_NOT_REPARTITIONABLE)
+                            FailureCode.STATE_NOT_REPARTITIONABLE, FailureCode.KEY_REUSED)
 
 
 class RunnerState(StrEnum):
@@ -126,14 +127,24 @@ def _object(text: str | bytes | None, what: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class RescaleCommand:
-    """Ask a runner to run with ``knobs`` (the full set of knob values; ``id`` is the execution id)."""
+    """Ask a runner to run with ``knobs`` (the full set of knob values; ``id`` is the attempt's id).
+
+    ``idempotency_key`` names the logical rescale: every attempt of it carries the same key, and a
+    runner that applied the key once answers a repeat with that first result
+    (:mod:`sparkclient.runner.applied`) instead of applying it again. Empty: no key (each command
+    applies). A runner that does not know the field ignores it and applies every attempt.
+    """
 
     id: str
     knobs: dict[str, int]
     action: str = "rescale"
+    idempotency_key: str = ""
 
     def to_json(self) -> str:
-        return json.dumps({"id": self.id, "action": self.action, "knobs": self.knobs}, sort_keys=True)
+        data: dict[str, Any] = {"id": self.id, "action": self.action, "knobs": self.knobs}
+        if self.idempotency_key:
+            data["idempotency_key"] = self.idempotency_key
+        return json.dumps(data, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str | bytes | None) -> RescaleCommand:
@@ -141,7 +152,8 @@ class RescaleCommand:
         data = _object(text, "command")
         if data.get("action") != "rescale":
             raise ProtocolError("action", f"must be 'rescale', got {data.get('action')!r:.40}")
-        return cls(id=_text("id", data.get("id")), knobs=_knob_values("knobs", data.get("knobs")))
+        return cls(id=_text("id", data.get("id")), knobs=_knob_values("knobs", data.get("knobs")),
+                   idempotency_key=_text("idempotency_key", data.get("idempotency_key"), required=False))
 
 
 @dataclass(frozen=True)
@@ -155,6 +167,9 @@ class RescaleResult:
             start after: the time no batch ran (0 for ``in-place``).
         knobs: the knob values running after the command (the old ones when it failed).
         executor_change_s: seconds until the cluster showed the new executor count (in place).
+        replay_of: the id of the earlier command whose apply this answers, when the command's
+            idempotency key had been applied already (the other fields are that first result's:
+            its path, downtime, pause and ``completed_at``); None when this command was applied.
     """
 
     id: str
@@ -167,6 +182,7 @@ class RescaleResult:
     code: FailureCode | None = None
     completed_at: float = field(default_factory=time.time)
     executor_change_s: float | None = None
+    replay_of: str | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -201,7 +217,13 @@ class RescaleResult:
                    knobs=_knob_values("knobs", knobs) if knobs is not None else None,
                    error=_text("error", data.get("error"), required=False), code=code,
                    completed_at=_number("completed_at", data.get("completed_at", 0.0)),
-                   executor_change_s=_number("executor_change_s", data.get("executor_change_s"), allow_none=True))
+                   executor_change_s=_number("executor_change_s", data.get("executor_change_s"), allow_none=True),
+                   replay_of=_text("replay_of", data["replay_of"]) if data.get("replay_of") is not None else None)
+
+    def replayed_as(self, command_id: str) -> RescaleResult:
+        """This (first) result as the answer to a repeat of its command, ``command_id``: the same
+        outcome, path, downtime, pause and ``completed_at``, with ``replay_of`` = this result's id."""
+        return replace(self, id=command_id, replay_of=self.replay_of or self.id)
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from sparkclient.contract.binding import plan_stages_of, plan_stages_to_json, wi
 from sparkclient.collector.progress import ran_a_batch
 from sparkclient.contract.spec import KnobTarget, PipelineSpec, knobs_to_json, session_settings, validate_values
 from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState
+from sparkclient.runner.applied import AppliedKeys
 from sparkclient.runner.executors import ExecutorScaler, active_executor_ids, supports_in_place
 from sparkclient.runner.firstbatch import FIRST_BATCH_TIMEOUT_S, FirstBatchWatch
 from sparkclient.runner.handover import HANDOVER_READY_TIMEOUT_S, read_pending, wait_for_release
@@ -123,6 +124,8 @@ class Driver(RescalePaths):
         self.stop_event = threading.Event()
         self.commands: queue.Queue[tuple[str, dict[str, str]]] = queue.Queue()
         self.first_batch = FirstBatchWatch(self._write_result, FIRST_BATCH_TIMEOUT_S)
+        self.applied = AppliedKeys.in_workdir(workdir)
+        self._in_flight: dict[str, tuple[str, dict[str, int]]] = {}  # command id -> (idempotency key, knobs)
         self._published_run: str | None = None
         self.spark: Any = None
         self.query: Any = None
@@ -138,6 +141,14 @@ class Driver(RescalePaths):
         self.client.hset(keys.runner(self.job), mapping={k: "" if v is None else str(v) for k, v in fields.items()})
 
     def _write_result(self, result: RescaleResult) -> None:
+        """Write a command's result; a succeeded one is first kept with its idempotency key (in the
+        workdir, :mod:`sparkclient.runner.applied`), so a repeat is answered with it even when this
+        write is lost."""
+        key, knobs = self._in_flight.pop(result.id, ("", {}))
+        try:
+            self.applied.record(key, knobs, result)
+        except OSError:
+            log.exception("command %s: keeping its idempotency key %r failed", result.id, key)
         control.write_result(self.client, self.job, result)
         log.info("command %s: %s", result.id, result.to_json())
 
@@ -231,6 +242,11 @@ class Driver(RescalePaths):
                 return None
             if control.get_result(self.client, self.job, command.id) is not None:
                 return None
+            replay = self.applied.answer(command)
+            if replay is not None:  # its key was applied: answer with the first result, touch nothing
+                self._write_result(replay)
+                return None
+            self._in_flight[command.id] = (command.idempotency_key, dict(command.knobs))
             return self._rescale(command)
         finally:
             self.client.set(keys.control_cursor(self.job), entry_id)
@@ -254,6 +270,8 @@ class Driver(RescalePaths):
         if pending is None:
             return
         if control.get_result(self.client, self.job, pending["id"]) is None:
+            self._in_flight[pending["id"]] = (str(pending.get("idempotency_key") or ""),
+                                              dict(pending.get("command_knobs") or self.values))
             self.first_batch.expect(command_id=pending["id"], path=RescalePath(pending.get("path", "driver-restart")),
                                     knobs=self.values, requested_at=pending.get("requested_at", time.time()),
                                     last_batch_end=pending.get("last_batch_end_epoch_s"), old_run_id=None)

@@ -92,7 +92,8 @@ def wait_for_release(client: redis.Redis, job: str, handover_id: str, stop_event
 
 Pending = dict[str, Any]
 """A rescale waiting for the first batch of a new driver: ``id``, ``path``, ``knobs``,
-``requested_at`` (epoch s) and ``last_batch_end_epoch_s`` (epoch s or None)."""
+``requested_at`` (epoch s), ``last_batch_end_epoch_s`` (epoch s or None), and the command's
+``idempotency_key`` and ``command_knobs`` (kept with its result, :mod:`sparkclient.runner.applied`)."""
 
 
 def record_pending(client: redis.Redis, job: str, pending: Pending, knobs: dict[str, int]) -> None:

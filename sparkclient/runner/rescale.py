@@ -192,7 +192,8 @@ class RescalePaths:
         """Record the command as pending (the standby's first batch finishes it), release the
         checkpoint to the standby and return :data:`EXIT_HANDED_OVER`."""
         pending = {"id": command.id, "last_batch_end_epoch_s": last_end, "path": RescalePath.DRIVER_HANDOVER.value,
-                   "knobs": new, "requested_at": requested_at}
+                   "knobs": new, "requested_at": requested_at,
+                   "idempotency_key": command.idempotency_key, "command_knobs": command.knobs}
         record_pending(self.client, self.job, pending, new)
         self.lease.release()  # the query is stopped: the standby may take the checkpoint now
         self.client.hset(keys.handover(self.job), "state", HandoverState.RELEASED)

@@ -1,0 +1,87 @@
+"""The runner's store of applied idempotency keys (:mod:`sparkclient.runner.applied`)."""
+
+from __future__ import annotations
+
+import json
+
+from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, ResultStatus
+from sparkclient.runner.applied import FILE_NAME, AppliedKeys
+
+KNOBS = {"executors": 2, "shuffle_partitions": 8}
+
+
+def applied_result(command_id: str) -> RescaleResult:
+    return RescaleResult(id=command_id, status=ResultStatus.SUCCEEDED, path=RescalePath.IN_PROCESS,
+                         downtime_s=3.25, pause_s=2.5, knobs=KNOBS, completed_at=1_700_000_000.5)
+
+
+def test_a_repeat_is_answered_with_the_first_result_marked_as_a_replay(tmp_path):
+    store = AppliedKeys.in_workdir(tmp_path)
+    first = RescaleCommand(id="proposal-7-attempt-1", knobs=KNOBS, idempotency_key="proposal-7-revision-1-x")
+    assert store.answer(first) is None  # new key: apply it
+    assert store.record(first.idempotency_key, first.knobs, applied_result(first.id))
+
+    repeat = RescaleCommand(id="proposal-7-attempt-2", knobs=KNOBS, idempotency_key=first.idempotency_key)
+    answer = store.answer(repeat)
+    assert answer == RescaleResult(id="proposal-7-attempt-2", status=ResultStatus.SUCCEEDED,
+                                   path=RescalePath.IN_PROCESS, downtime_s=3.25, pause_s=2.5, knobs=KNOBS,
+                                   completed_at=1_700_000_000.5, replay_of="proposal-7-attempt-1")
+    # a third attempt still names the command that applied it, and the wire format keeps the field
+    third = store.answer(RescaleCommand(id="proposal-7-attempt-3", knobs=KNOBS, idempotency_key=first.idempotency_key))
+    assert RescaleResult.from_json(third.to_json()).replay_of == "proposal-7-attempt-1"
+
+
+def test_a_restarted_runner_keeps_the_keys(tmp_path):
+    AppliedKeys.in_workdir(tmp_path).record("k1", KNOBS, applied_result("c1"))
+    restarted = AppliedKeys.in_workdir(tmp_path)  # a new driver process on the same workdir
+    answer = restarted.answer(RescaleCommand(id="c2", knobs=KNOBS, idempotency_key="k1"))
+    assert answer is not None and answer.replay_of == "c1" and answer.pause_s == 2.5
+    assert (tmp_path / FILE_NAME).is_file()
+
+
+def test_a_different_key_applies_and_the_first_apply_wins(tmp_path):
+    store = AppliedKeys.in_workdir(tmp_path)
+    store.record("k1", KNOBS, applied_result("c1"))
+    assert store.answer(RescaleCommand(id="c2", knobs=KNOBS, idempotency_key="k2")) is None
+    assert store.answer(RescaleCommand(id="c3", knobs=KNOBS)) is None  # no key: every command applies
+    assert not store.record("k1", KNOBS, applied_result("c9"))
+    assert store.get("k1").result.id == "c1"
+
+
+def test_a_failed_apply_is_not_kept_so_the_next_attempt_applies(tmp_path):
+    store = AppliedKeys.in_workdir(tmp_path)
+    failed = RescaleResult.failed("c1", FailureCode.RESTART_FAILED, "no", knobs=KNOBS)
+    assert not store.record("k1", KNOBS, failed)
+    assert store.answer(RescaleCommand(id="c2", knobs=KNOBS, idempotency_key="k1")) is None
+
+
+def test_a_key_reused_with_other_knobs_is_refused_for_good(tmp_path):
+    store = AppliedKeys.in_workdir(tmp_path)
+    store.record("k1", KNOBS, applied_result("c1"))
+    answer = store.answer(RescaleCommand(id="c2", knobs={**KNOBS, "executors": 4}, idempotency_key="k1"))
+    assert answer.code is FailureCode.KEY_REUSED and not answer.succeeded and answer.replay_of is None
+    assert not answer.code.retryable and answer.knobs == KNOBS
+
+
+def test_a_corrupt_file_is_set_aside_and_the_store_starts_empty(tmp_path):
+    (tmp_path / FILE_NAME).write_text('{"version": 1, "applied": {"k1": {"knobs": "x"')
+    store = AppliedKeys.in_workdir(tmp_path)
+    assert store.get("k1") is None
+    assert (tmp_path / FILE_NAME).with_suffix(".corrupt").is_file()
+    assert store.record("k1", KNOBS, applied_result("c1")) and store.get("k1").result.id == "c1"
+
+
+def test_the_store_keeps_the_newest_keys(tmp_path):
+    store = AppliedKeys(tmp_path / FILE_NAME, keep=3)
+    for i in range(5):
+        store.record(f"k{i}", KNOBS, applied_result(f"c{i}"))
+    kept = json.loads((tmp_path / FILE_NAME).read_text())["applied"]
+    assert sorted(kept) == ["k2", "k3", "k4"]
+
+
+def test_commands_without_a_key_keep_their_old_wire_format():
+    """An older runner parses only id, action and knobs; an older web app sends no key."""
+    assert json.loads(RescaleCommand(id="c", knobs=KNOBS).to_json()) == {"id": "c", "action": "rescale", "knobs": KNOBS}
+    keyed = RescaleCommand(id="c", knobs=KNOBS, idempotency_key="k")
+    assert RescaleCommand.from_json(keyed.to_json()) == keyed
+    assert RescaleResult.from_json(applied_result("c").to_json()).replay_of is None

@@ -4,6 +4,13 @@ outcome where ``wait_result`` looks for it.
 
 ``answer(command, index)`` returns the result fields (``status``, ``error``, ...) for the
 ``index``-th command (0-based), or None to never answer it (a runner that lost the command).
+
+With a ``workdir`` it keeps the idempotency keys it applied in the real runner's store
+(:class:`sparkclient.runner.applied.AppliedKeys`, the same code the driver uses): a repeat of a key is
+answered with the first result, as a replay, and is not applied again. ``applied`` lists the commands
+it applied, ``replays`` those it answered from the store. ``hold``, when given, is waited on between
+applying a command and writing its result (a test stops Redis meanwhile: the write is lost, as a
+real runner's is in an outage; ``lost`` lists those results).
 """
 
 from __future__ import annotations
@@ -11,11 +18,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import redis
 
 from sparkclient.contract import keys
 from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, ResultStatus, write_result
+from sparkclient.runner.applied import AppliedKeys
 
 
 def succeed(command: dict, index: int) -> dict:
@@ -24,38 +33,66 @@ def succeed(command: dict, index: int) -> dict:
 
 class FakeRunner(threading.Thread):
     def __init__(self, redis_url: str, job: str, answer: Callable[[dict, int], dict | None] = succeed,
-                 delay_s: float = 0.0) -> None:
+                 delay_s: float = 0.0, workdir: Path | None = None, hold: threading.Event | None = None) -> None:
         super().__init__(daemon=True, name=f"fake-runner-{job}")
         self.client = redis.Redis.from_url(redis_url, decode_responses=True)
-        self.job, self.answer, self.delay_s = job, answer, delay_s
+        self.job, self.answer, self.delay_s, self.hold = job, answer, delay_s, hold
+        self.store = AppliedKeys.in_workdir(workdir) if workdir is not None else None
         self.commands: list[dict] = []
         self.received_at: list[float] = []
+        self.applied: list[RescaleCommand] = []
+        self.replays: list[RescaleResult] = []
+        self.lost: list[RescaleResult] = []
         self.stop_event = threading.Event()
 
     def run(self) -> None:
         cursor = "0-0"
         while not self.stop_event.is_set():
-            response = self.client.xread({keys.control(self.job): cursor}, block=200, count=10)
+            try:
+                response = self.client.xread({keys.control(self.job): cursor}, block=200, count=10)
+            except redis.ConnectionError:  # Redis is away: a runner waits for it
+                self.stop_event.wait(0.2)
+                continue
             for _stream, entries in response or []:
                 for entry_id, fields in entries:
                     cursor = entry_id
-                    parsed = RescaleCommand.from_json(fields["json"])
-                    command = {"id": parsed.id, "knobs": parsed.knobs, "config": parsed.knobs}
-                    index = len(self.commands)
-                    self.commands.append(command)
-                    self.received_at.append(time.monotonic())
-                    outcome = self.answer(command, index)
-                    if outcome is None:
-                        continue
-                    if self.delay_s:
-                        time.sleep(self.delay_s)
-                    ok = outcome.get("status") == "succeeded"
-                    result = RescaleResult(
-                        id=parsed.id, status=ResultStatus(outcome.get("status", "succeeded")),
-                        path=RescalePath(outcome.get("path", "in-process")),
-                        downtime_s=float(outcome.get("downtime_s", 0.0)), knobs=parsed.knobs if ok else None,
-                        error=outcome.get("error") or "", code=None if ok else FailureCode.RESTART_FAILED)
-                    write_result(self.client, self.job, result)
+                    self._handle(RescaleCommand.from_json(fields["json"]))
+
+    def _handle(self, parsed: RescaleCommand) -> None:
+        command = {"id": parsed.id, "knobs": parsed.knobs, "config": parsed.knobs}
+        index = len(self.commands)
+        self.commands.append(command)
+        self.received_at.append(time.monotonic())
+        replay = self.store.answer(parsed) if self.store is not None else None
+        if replay is not None:
+            self.replays.append(replay)
+            self._write(replay)
+            return
+        outcome = self.answer(command, index)
+        if outcome is None:
+            return
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        ok = outcome.get("status") == "succeeded"
+        result = RescaleResult(
+            id=parsed.id, status=ResultStatus(outcome.get("status", "succeeded")),
+            path=RescalePath(outcome.get("path", "in-process")),
+            downtime_s=float(outcome.get("downtime_s", 0.0)), pause_s=float(outcome.get("pause_s", 0.0)),
+            knobs=parsed.knobs if ok else None,
+            error=outcome.get("error") or "", code=None if ok else FailureCode.RESTART_FAILED)
+        if ok:
+            self.applied.append(parsed)
+        if self.store is not None:
+            self.store.record(parsed.idempotency_key, parsed.knobs, result)
+        if self.hold is not None:
+            self.hold.wait(timeout=60)
+        self._write(result)
+
+    def _write(self, result: RescaleResult) -> None:
+        try:
+            write_result(self.client, self.job, result)
+        except redis.ConnectionError:
+            self.lost.append(result)
 
     def stop(self) -> None:
         self.stop_event.set()

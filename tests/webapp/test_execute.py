@@ -109,5 +109,7 @@ def test_a_late_answer_to_a_timed_out_attempt_is_the_outcome(workflow_redis, enq
                                      path=RescalePath.DRIVER_RESTART, downtime_s=14.0).to_json())
     execution = attempt_send(proposal_id=proposal.pk, attempt=2)
     assert execution.status == "succeeded" and execution.path == "driver-restart" and execution.downtime_s == 14.0
+    assert execution.applied_attempt == 1  # attempt 2 was claimed, never sent
+    assert [(e["attempt"], e["status"]) for e in execution.attempt_log] == [(1, "succeeded"), (2, "not_sent")]
     assert workflow_redis.xlen(keys.control(proposal.job.name)) == 0  # nothing sent again
     assert AuditEvent.objects.filter(proposal=proposal, action="late_answer").exists()

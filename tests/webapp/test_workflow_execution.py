@@ -141,13 +141,14 @@ def test_a_worker_killed_during_an_execution_is_reconciled_by_the_next_beat(proc
     assert final == "succeeded"
     execution = Execution.objects.get(proposal=proposal)
     assert execution.status == "succeeded" and execution.attempts == 2
-    assert [e["status"] for e in execution.attempt_log] == ["failed", "succeeded"]
+    assert [e["status"] for e in execution.attempt_log] == ["unanswered", "succeeded"]
+    assert execution.applied_attempt == 2  # this runner keeps no keys: it applied attempt 2
     assert [c["id"] for c in runner.commands] == [f"proposal-{proposal.pk}-attempt-1",
                                                   f"proposal-{proposal.pk}-attempt-2"]
     events = [(action, actor) for pk, action, actor in trail(job) if pk == proposal.pk]
     assert events == [
         ("proposed", "policy:ds2"), ("approved", "operator"), ("executing", "system"), ("attempt_started", "system"),
-        ("reconciled", "system:reconcile"), ("attempt_failed", "system"), ("attempt_started", "system"),
+        ("reconciled", "system:reconcile"), ("attempt_unanswered", "system"), ("attempt_started", "system"),
         ("config_changed", "system"), ("succeeded", "system")]
     reconciled = AuditEvent.objects.get(proposal=proposal, action="reconciled")
     assert reconciled.reason == {"code": "lease_expired_without_answer", "data": {"attempt": 1, "lease_s": 4.0}}

@@ -6,9 +6,13 @@ right before the configuration goes to the runner, so a second delivery of the s
 racing reconcile, never sends it twice. While an attempt is in flight the row holds a lease of
 ``SCALER_EXECUTION_TIMEOUT_S`` plus a margin. Each reconcile beat (``webapp.loop.reconcile``) reads
 the runner's answer of every attempt in flight and records it here; an attempt still unanswered when
-its lease expires counts as failed. Failed attempts are retried under the job's restart strategy
-(``backoff``); when the retries are spent the job rolls back to its last configuration that
-succeeded (``webapp.proposals.rollback``).
+its lease expires is ``unanswered``: its outcome is unknown. Failed and unanswered attempts are
+retried under the job's restart strategy (``backoff``); when the retries are spent the job rolls back
+to its last configuration that succeeded (``webapp.proposals.rollback``).
+
+Every attempt carries the execution's idempotency key: a runner that applied an unanswered attempt
+answers the next one with that apply (a replay), and the earlier attempt is recorded as the applied
+one (``webapp.loop.applied``).
 """
 
 from __future__ import annotations
@@ -25,11 +29,12 @@ from scaling.state import applied_records, state_from_dict, state_to_dict
 from sparkclient.contract import control
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.redis import get_redis
+from webapp.loop.applied import applied_at, applied_attempt, success_log
 from webapp.loop.backoff import RestartStrategy, RetryDecision, next_retry
 from webapp.proposals import dispatch
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason, RetryCode
-from webapp.proposals.lifecycle import AttemptState, ExecutionStatus, Status, TransitionError, attempt_transition, \
-    audit, transition
+from webapp.proposals.lifecycle import AttemptOutcome, AttemptState, ExecutionStatus, Status, TransitionError, \
+    attempt_transition, audit, transition
 from webapp.proposals.models import Execution, Proposal, result_json
 from webapp.proposals.predictions import executor_record
 from webapp.proposals.rollback import last_good_config, start_rollback
@@ -127,7 +132,8 @@ def attempt_send(*, proposal_id: int, attempt: int = 1) -> Execution | None:
           after={"attempt": attempt, "exec_id": exec_id, "config": proposal.proposed_config},
           reason=Reason(AuditReason.ATTEMPT_SENT, {"attempt": attempt, "job": job.name}))
     try:
-        control.send_command(redis, job.name, control.RescaleCommand(id=exec_id, knobs=proposal.proposed_config))
+        control.send_command(redis, job.name, control.RescaleCommand(
+            id=exec_id, knobs=proposal.proposed_config, idempotency_key=execution.idempotency_key))
     except (OSError, ValueError) as exc:
         return execution_record_result(execution_id=execution.pk, attempt=attempt,
                                        result=unanswered(exec_id, str(exc)))
@@ -136,17 +142,22 @@ def attempt_send(*, proposal_id: int, attempt: int = 1) -> Execution | None:
 
 # --- record --------------------------------------------------------------------------------------
 
-def _attempt_entry(execution: Execution, attempt: int, result: control.RescaleResult, now: datetime) -> dict:
+def _attempt_entry(execution: Execution, attempt: int, result: control.RescaleResult, now: datetime,
+                   no_answer: bool) -> dict:
+    outcome = (AttemptOutcome.UNANSWERED if no_answer else
+               AttemptOutcome.SUCCEEDED if result.succeeded else AttemptOutcome.FAILED)
     return {"attempt": attempt, "exec_id": execution.exec_id(attempt), "finished_at": now.isoformat(),
-            "status": str(result.status), "error": result.error, "path": str(result.path)}
+            "status": outcome.value, "error": result.error, "path": str(result.path)}
 
 
 def execution_record_result(*, execution_id: int, attempt: int, result: control.RescaleResult,
-                            now: datetime | None = None) -> Execution | None:
+                            now: datetime | None = None, no_answer: bool = False) -> Execution | None:
     """Record the runner's answer to attempt ``attempt``: success finishes the proposal and updates
     the job's configuration; a failure schedules a retry under the restart strategy, or, with the
     retries spent (or at once, when the runner refused the command for what it is:
     ``FailureCode.retryable``), fails the proposal and rolls the job back to its last good configuration.
+    ``no_answer``: ``result`` stands for no answer before the lease (the outcome is unknown), retried
+    like a failure but not recorded as one.
 
     Idempotent: the outcome is recorded only while that attempt is the one in flight (conditional
     UPDATE); otherwise returns the execution unchanged.
@@ -154,7 +165,7 @@ def execution_record_result(*, execution_id: int, attempt: int, result: control.
     now = now or timezone.now()
     execution = Execution.objects.select_related("proposal", "proposal__job", "proposal__job__policy").get(
         pk=execution_id)
-    entry = _attempt_entry(execution, attempt, result, now)
+    entry = _attempt_entry(execution, attempt, result, now, no_answer)
     with transaction.atomic():
         if entry["status"] == "succeeded":
             _record_success(execution, attempt, result, entry, now)
@@ -166,14 +177,21 @@ def execution_record_result(*, execution_id: int, attempt: int, result: control.
 
 def _record_success(execution: Execution, attempt: int, result: control.RescaleResult, entry: dict,
                     now: datetime) -> None:
-    """sent → done (succeeded); the job runs the applied configuration; the proposal succeeded."""
+    """sent → done (succeeded); the job runs the applied configuration; the proposal succeeded. The
+    applied attempt may be an earlier one (a replay, or a late answer: ``webapp.loop.applied``)."""
     proposal, job = execution.proposal, execution.proposal.job
+    applied = applied_attempt(execution, attempt, result.replay_of or result.id)
+    replayed = applied != attempt and bool(result.replay_of)
+    if applied != attempt:
+        now = applied_at(execution, result.completed_at, now)
+    log = success_log(execution, entry, applied=applied, replayed=replayed, finished_at=now, path=str(result.path),
+                      downtime_s=result.downtime_s, pause_s=result.pause_s)
     if not attempt_transition(execution_id=execution.pk, attempts=attempt, target=AttemptState.DONE,
-                              status=ExecutionStatus.SUCCEEDED, path=str(result.path), downtime_s=result.downtime_s,
-                              pause_s=result.pause_s, finished_at=now, error="", result=result_json(result),
-                              lease_expires_at=None, attempt_log=[*execution.attempt_log, entry]):
+                              status=ExecutionStatus.SUCCEEDED, path=str(result.path), applied_attempt=applied,
+                              downtime_s=result.downtime_s, pause_s=result.pause_s, finished_at=now, error="",
+                              result=result_json(result), lease_expires_at=None, attempt_log=log):
         return
-    applied = result.knobs or proposal.proposed_config
+    config = result.knobs or proposal.proposed_config
     before = Job.objects.filter(pk=job.pk).values_list("config", flat=True).first()
     # The job's memory (FLIP-271 state store): the applied scalings (the executors' for observed
     # scalability), and the measured downtime, for restart-time tracking; pending scale-downs clear.
@@ -185,12 +203,14 @@ def _record_success(execution: Execution, attempt: int, result: control.RescaleR
         state = state.with_records((*applied_records(plan.vertices, now.timestamp()),
                                     *executor_record(plan, now.timestamp(), sources or None)))
     state = state.with_restart_time(result.downtime_s)
-    Job.objects.filter(pk=job.pk).update(config=applied, config_changed_at=now, scaler_state=state_to_dict(state))
+    Job.objects.filter(pk=job.pk).update(config=config, config_changed_at=now, scaler_state=state_to_dict(state))
+    data = {"attempt": applied, "path": str(result.path), "downtime_s": result.downtime_s}
+    how = (Reason(AuditReason.CONFIG_APPLIED_REPLAYED, {**data, "answered_by": attempt}) if replayed
+           else Reason(AuditReason.CONFIG_APPLIED, data))
     audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=AuditAction.CONFIG_CHANGED, before=before,
-          after=applied, reason=Reason(AuditReason.CONFIG_APPLIED, {"attempt": attempt, "path": str(result.path),
-                                                                    "downtime_s": result.downtime_s}))
+          after=config, reason=how)
     transition(proposal=proposal, target=Status.SUCCEEDED, actor=Actor.SYSTEM,
-               reason=Reason(AuditReason.ATTEMPT_SUCCEEDED, {"attempt": attempt}))
+               reason=Reason(AuditReason.ATTEMPT_SUCCEEDED, {"attempt": applied}))
     if proposal.kind == Proposal.Kind.ROLLBACK and proposal.rollback_of_id:
         transition(proposal=Proposal.objects.get(pk=proposal.rollback_of_id), target=Status.ROLLED_BACK,
                    actor=Actor.SYSTEM, reason=Reason(AuditReason.RESTORED_BY, {"proposal": proposal.pk}))
@@ -201,7 +221,8 @@ def _record_failure(execution: Execution, attempt: int, result: control.RescaleR
     """sent → waiting_retry (the back-off allows another attempt), else sent → done (failed) and
     the job rolls back."""
     proposal, job = execution.proposal, execution.proposal.job
-    failures = [e for e in execution.attempt_log if e.get("status") == "failed"] + [entry]
+    failures = [e for e in execution.attempt_log
+                if e.get("status") in (AttemptOutcome.FAILED, AttemptOutcome.UNANSWERED)] + [entry]
     failure_times = [datetime.fromisoformat(e["finished_at"]).timestamp() for e in failures]
     code = result.code
     if code is not None and not code.retryable:  # refused for what it is: the same command is refused again
@@ -209,8 +230,11 @@ def _record_failure(execution: Execution, attempt: int, result: control.RescaleR
     else:
         decision = next_retry(_restart_strategy(job.policy), failure_times, now.timestamp())
     entry["retry"] = asdict(decision)
-    failed = Reason(AuditReason.ATTEMPT_FAILED, {"error": entry["error"],
-                                                 "retry": Reason(decision.code, decision.data).as_json()})
+    retry = Reason(decision.code, decision.data).as_json()
+    unanswered = entry["status"] == AttemptOutcome.UNANSWERED
+    action = AuditAction.ATTEMPT_UNANSWERED if unanswered else AuditAction.ATTEMPT_FAILED
+    failed = Reason(AuditReason.ATTEMPT_UNANSWERED, {"attempt": attempt, "retry": retry}) if unanswered else \
+        Reason(AuditReason.ATTEMPT_FAILED, {"error": entry["error"], "retry": retry})
     log = [*execution.attempt_log, entry]
     if decision.retry:
         next_at = now + timedelta(seconds=decision.delay_s)
@@ -218,7 +242,7 @@ def _record_failure(execution: Execution, attempt: int, result: control.RescaleR
                                   next_attempt_at=next_at, error=entry["error"], attempt_log=log,
                                   lease_expires_at=next_at + timedelta(seconds=lease_s())):
             return
-        audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=AuditAction.ATTEMPT_FAILED,
+        audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=action,
               after={"attempt": attempt, "retry_in_s": decision.delay_s}, reason=failed)
         dispatch.enqueue_attempt(proposal.pk, attempt + 1, countdown_s=decision.delay_s)
         return
@@ -227,7 +251,7 @@ def _record_failure(execution: Execution, attempt: int, result: control.RescaleR
                               error=entry["error"], result=result_json(result), lease_expires_at=None,
                               attempt_log=log):
         return
-    audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=AuditAction.ATTEMPT_FAILED,
+    audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=action,
           after={"attempt": attempt, "retry_in_s": None}, reason=failed)
     transition(proposal=proposal, target=Status.FAILED, actor=Actor.SYSTEM,
                reason=Reason(AuditReason.ATTEMPTS_FAILED, {"attempts": attempt, "error": entry["error"]}))

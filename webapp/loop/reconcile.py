@@ -25,15 +25,17 @@ from webapp.proposals.services import proposals_expire
 
 
 def execution_poll(*, execution: Execution, now: datetime | None = None) -> str | None:
-    """Record the runner's answer to the attempt in flight, if it has one; count the attempt as
-    failed when its lease expired without one. Returns what was done (None: still waiting)."""
+    """Record the runner's answer to the attempt in flight, if it has one; record the attempt as
+    unanswered (outcome unknown, retried under the same idempotency key) when its lease expired
+    without one. Returns what was done (None: still waiting)."""
     now = now or timezone.now()
     proposal = execution.proposal
     result = runner_result(get_redis(), proposal.job.name, execution.exec_id())
     expired = execution.lease_expires_at is not None and execution.lease_expires_at < now
     if result is None and not expired:
         return None
-    if result is None:
+    no_answer = result is None
+    if no_answer:
         what = Reason(AuditReason.LEASE_NO_ANSWER, {"attempt": execution.attempts, "lease_s": lease_s()})
         result = unanswered(execution.exec_id(),
                             f"no answer from the runner to {execution.exec_id()} before the lease expired", now)
@@ -50,7 +52,8 @@ def execution_poll(*, execution: Execution, now: datetime | None = None) -> str 
             return None
         audit(job=proposal.job, proposal=proposal, actor=Actor.RECONCILE, action=AuditAction.RECONCILED,
               before={"attempt": execution.attempts, "attempt_state": execution.attempt_state}, reason=what)
-    execution_record_result(execution_id=execution.pk, attempt=execution.attempts, result=result, now=now)
+    execution_record_result(execution_id=execution.pk, attempt=execution.attempts, result=result, now=now,
+                            no_answer=no_answer)
     return reason_text(what.as_json())
 
 

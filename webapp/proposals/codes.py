@@ -40,6 +40,7 @@ class AuditAction(models.TextChoices):
     AUTO_APPROVE_RESUMED = "auto_approve_resumed", "auto-approval resumed"
     ATTEMPT_STARTED = "attempt_started", "attempt started"
     ATTEMPT_FAILED = "attempt_failed", "attempt failed"
+    ATTEMPT_UNANSWERED = "attempt_unanswered", "attempt unanswered"
     LATE_ANSWER = "late_answer", "late answer"
     CONFIG_CHANGED = "config_changed", "configuration changed"
     RECONCILED = "reconciled", "reconciled"
@@ -62,7 +63,7 @@ ACTION_COLOURS: dict[str, str] = {
     AuditAction.FAILED: _RED, AuditAction.ROLLING_BACK: _VIOLET, AuditAction.ROLLED_BACK: _GREY,
     AuditAction.AUTO_APPROVE_HELD: _AMBER, AuditAction.AUTO_APPROVE_SUSPENDED: _RED,
     AuditAction.AUTO_APPROVE_RESUMED: _GREEN, AuditAction.ATTEMPT_STARTED: _VIOLET,
-    AuditAction.ATTEMPT_FAILED: _RED, AuditAction.LATE_ANSWER: _VIOLET, AuditAction.CONFIG_CHANGED: _GREEN,
+    AuditAction.ATTEMPT_FAILED: _RED, AuditAction.ATTEMPT_UNANSWERED: _AMBER, AuditAction.LATE_ANSWER: _VIOLET, AuditAction.CONFIG_CHANGED: _GREEN,
     AuditAction.RECONCILED: _GREY, AuditAction.VERIFICATION_VERIFIED: _GREEN,
     AuditAction.VERIFICATION_INEFFECTIVE: _RED, AuditAction.VERIFICATION_INCONCLUSIVE: _GREY,
     AuditAction.SCALE_UP_BLOCKED: _RED, AuditAction.SCALE_UP_BLOCK_CLEARED: _GREEN,
@@ -135,9 +136,12 @@ class AuditReason(models.TextChoices):
     LATE_SUCCESS = "late_success", "late answer"  # data: attempt
     ATTEMPT_SENT = "attempt_sent", "attempt sent"  # data: attempt, job
     CONFIG_APPLIED = "config_applied", "configuration applied"  # data: attempt, path, downtime_s
+    # data: attempt (the one applied), path, downtime_s, answered_by (the attempt whose answer replayed it)
+    CONFIG_APPLIED_REPLAYED = "config_applied_replayed", "configuration applied, answer replayed"
     ATTEMPT_SUCCEEDED = "attempt_succeeded", "attempt succeeded"  # data: attempt
     RESTORED_BY = "restored_by", "restored by a rollback"  # data: proposal
     ATTEMPT_FAILED = "attempt_failed", "attempt failed"  # data: error, retry (the back-off's decision)
+    ATTEMPT_UNANSWERED = "attempt_unanswered", "attempt unanswered"  # data: attempt, retry
     ATTEMPTS_FAILED = "attempts_failed", "attempts failed"  # data: attempts, error
     EXECUTION_FAILED = "execution_failed", "execution failed"  # data: attempts, error
     ROLLBACK_FAILED = "rollback_failed", "rollback failed"  # data: proposal, error

@@ -94,6 +94,16 @@ class AttemptState(models.TextChoices):
     DONE = "done", "finished"
 
 
+class AttemptOutcome(models.TextChoices):
+    """How one attempt ended (``Execution.attempt_log[i]["status"]``)."""
+
+    SUCCEEDED = "succeeded", "succeeded"  # the runner applied this attempt's command
+    FAILED = "failed", "failed"  # the runner answered that it failed (or the command could not be sent)
+    UNANSWERED = "unanswered", "no answer before the lease"  # outcome unknown: retried under the same key
+    REPLAYED = "replayed", "answered with an earlier attempt's apply"  # the runner did not apply it again
+    NOT_SENT = "not_sent", "not sent: an earlier attempt's late answer came first"
+
+
 #: Attempt states: target -> the states it may be reached from.
 ATTEMPT_TRANSITIONS: dict[str, tuple[str, ...]] = {
     AttemptState.SENT: (AttemptState.PENDING, AttemptState.WAITING_RETRY),  # an attempt is claimed

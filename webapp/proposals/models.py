@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timezone as dt_timezone
 
 from django.conf import settings
 from django.db import models
@@ -133,6 +134,10 @@ class Execution(models.Model):
     error = models.TextField(blank=True)
     result = models.JSONField(default=dict)
     attempts = models.PositiveIntegerField(default=0, help_text="Attempts claimed so far.")
+    applied_attempt = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The attempt whose command the runner applied (path, pause and downtime are "
+                                         "its); earlier than the last one when a later attempt was answered with "
+                                         "its apply (a replay of its idempotency key).")
     attempt_state = models.CharField(max_length=20, choices=AttemptState.choices, default=AttemptState.PENDING)
     attempt_log = models.JSONField(default=list, help_text="Per attempt: id, times, outcome, back-off.")
     lease_expires_at = models.DateTimeField(null=True, blank=True, db_index=True,
@@ -151,6 +156,18 @@ class Execution(models.Model):
     def exec_id(self, attempt: int | None = None) -> str:
         """The control-channel command id of an attempt (the current one by default)."""
         return f"proposal-{self.proposal_id}-attempt-{attempt or self.attempts}"
+
+    def attempt_of(self, command_id: str) -> int | None:
+        """The attempt whose command id is ``command_id``, or None when none of this execution's is."""
+        return next((n for n in range(1, self.attempts + 1) if self.exec_id(n) == command_id), None)
+
+    @property
+    def idempotency_key(self) -> str:
+        """The key every attempt's command carries (``RescaleCommand.idempotency_key``): the proposal,
+        its revision and this execution's start (UTC, microseconds), so a rescale keeps its key across
+        attempts and no other rescale shares it, even after the database was reset."""
+        started = self.started_at.astimezone(dt_timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        return f"proposal-{self.proposal_id}-revision-{self.proposal.revision}-execution-{started}"
 
 
 def result_json(result: RescaleResult) -> dict:

@@ -154,16 +154,22 @@ _AUDIT: dict[str, _Template] = {
     AuditReason.ATTEMPT_SENT: lambda d: f"attempt {d.get('attempt')}: sent to the runner of {d.get('job')}",
     AuditReason.CONFIG_APPLIED: lambda d: (
         f"attempt {d.get('attempt')}: {d.get('path')} restart, downtime {d.get('downtime_s')} s"),
+    AuditReason.CONFIG_APPLIED_REPLAYED: lambda d: (
+        f"attempt {d.get('attempt')}: {d.get('path')} restart, downtime {d.get('downtime_s')} s (its answer was "
+        f"lost; the runner answered attempt {d.get('answered_by')} with it and did not apply it again)"),
     AuditReason.ATTEMPT_SUCCEEDED: lambda d: f"attempt {d.get('attempt')} succeeded",
     AuditReason.RESTORED_BY: lambda d: f"configuration restored by proposal {d.get('proposal')}",
     AuditReason.ATTEMPT_FAILED: lambda d: f"{d.get('error') or 'failed'}; {reason_text(d.get('retry'))}",
+    AuditReason.ATTEMPT_UNANSWERED: lambda d: (
+        f"attempt {d.get('attempt')}: no answer, outcome unknown (the next attempt carries the same idempotency "
+        f"key: a runner that applied it answers with that apply); {reason_text(d.get('retry'))}"),
     AuditReason.ATTEMPTS_FAILED: lambda d: f"{d.get('attempts')} attempt(s) failed, last: {d.get('error')}",
     AuditReason.EXECUTION_FAILED: lambda d: (
         f"execution failed after {d.get('attempts')} attempt(s): {d.get('error')}"),
     AuditReason.ROLLBACK_FAILED: lambda d: f"rollback proposal {d.get('proposal')} failed: {d.get('error')}",
     AuditReason.LEASE_NO_ANSWER: lambda d: (
         f"lease expired during attempt {d.get('attempt')} without an answer from the runner within "
-        f"{d.get('lease_s', 0):.0f} s: counting the attempt as failed"),
+        f"{d.get('lease_s', 0):.0f} s: its outcome is unknown"),
     AuditReason.LEASE_ANSWERED: lambda d: (
         f"lease expired during attempt {d.get('attempt')}; the runner had answered {d.get('status')}: recording it"),
     AuditReason.RUNNER_ANSWERED: lambda d: f"the runner answered attempt {d.get('attempt')}: {d.get('status')}",

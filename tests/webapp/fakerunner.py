@@ -50,7 +50,7 @@ class FakeRunner(threading.Thread):
         while not self.stop_event.is_set():
             try:
                 response = self.client.xread({keys.control(self.job): cursor}, block=200, count=10)
-            except redis.ConnectionError:  # Redis is away: a runner waits for it
+            except (redis.ConnectionError, redis.TimeoutError):  # Redis is away: a runner waits for it
                 self.stop_event.wait(0.2)
                 continue
             for _stream, entries in response or []:
@@ -80,10 +80,10 @@ class FakeRunner(threading.Thread):
             downtime_s=float(outcome.get("downtime_s", 0.0)), pause_s=float(outcome.get("pause_s", 0.0)),
             knobs=parsed.knobs if ok else None,
             error=outcome.get("error") or "", code=None if ok else FailureCode.RESTART_FAILED)
-        if ok:
-            self.applied.append(parsed)
         if self.store is not None:
             self.store.record(parsed.idempotency_key, parsed.knobs, result)
+        if ok:
+            self.applied.append(parsed)
         if self.hold is not None:
             self.hold.wait(timeout=60)
         self._write(result)
@@ -91,7 +91,7 @@ class FakeRunner(threading.Thread):
     def _write(self, result: RescaleResult) -> None:
         try:
             write_result(self.client, self.job, result)
-        except redis.ConnectionError:
+        except (redis.ConnectionError, redis.TimeoutError):
             self.lost.append(result)
 
     def stop(self) -> None:

@@ -6,12 +6,15 @@ with a task in flight, then started again (empty: no persistence, the harshest c
 - an approve during the outage answers 503 with a clear message and changes nothing (the
   dashboard: back to the proposal page with that message);
 - no proposal is lost: the one in flight is taken over by the reconcile beat once Redis is back,
-  and the one refused during the outage can be approved and executes.
+  and the one refused during the outage can be approved and executes;
+- one rescale per approval: a runner whose result is lost with Redis is sent the next attempt with
+  the same idempotency key and answers it with its first apply (a shorter outage).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pytest
@@ -132,3 +135,67 @@ def test_the_worker_survives_a_60_s_redis_outage_with_a_task_in_flight(outage_re
         runner.stop()
         later_runner.stop()
         group.stop()
+
+
+def test_a_redis_outage_during_an_execution_applies_the_rescale_once(outage_redis, settings, tmp_path):
+    """The runner applies attempt 1 and its result is lost with Redis; after the lease the beat
+    sends attempt 2 with the same idempotency key to the runner, restarted on the same workdir: it
+    answers with its first apply, and the execution records attempt 1 as the applied one."""
+    from django.db import connection  # noqa: PLC0415 - the test database exists only inside the test
+
+    port, server = outage_redis
+    url = server["now"].url
+    settings.SCALER_EXECUTION_TIMEOUT_S = 6
+    settings.SCALER_EXECUTION_LEASE_MARGIN_S = 2
+    env = {**os.environ, "REDIS_URL": url, "CELERY_BROKER_URL": url, "CELERY_RESULT_BACKEND": url,
+           "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}", "PYTHONUNBUFFERED": "1",
+           "SCALER_COLLECT_INTERVAL_S": "3600", "SCALER_RECONCILE_INTERVAL_S": "1",
+           "SCALER_EXECUTION_TIMEOUT_S": "6", "SCALER_EXECUTION_LEASE_MARGIN_S": "2", "SCALER_STABILIZATION_S": "0"}
+    group = ProcessGroup(log_dir=tmp_path / "logs", env=env)
+    job = make_job("once", restart_strategy="fixed-delay", restart_attempts=3, restart_delay_s=0.5)
+    make_snapshots(job)
+    evaluation_run(job=job)
+    proposal = job.proposals.get()
+    restart = {"status": "succeeded", "path": "driver-handover", "downtime_s": 7.5, "pause_s": 4.25}
+    workdir, hold = tmp_path / "runner", threading.Event()
+    runner = FakeRunner(url, job.name, answer=lambda command, i: restart, workdir=workdir, hold=hold)
+    runner.start()
+    restarted = FakeRunner(url, job.name, answer=lambda command, i: restart, workdir=workdir)
+    try:
+        worker = group.start("worker", ["python", "-m", "celery", "-A", "webapp", "worker", "-B", "-P", "threads",
+                                        "-c", "2", "--loglevel", "INFO", "-s", str(tmp_path / "beat-schedule")])
+        proposal_approve(proposal=proposal, actor=make_user())
+        wait_for(lambda: runner.applied, timeout_s=60, what="the runner to apply attempt 1", group=group,
+                 interval_s=0.1)
+        server["now"].stop()  # the runner applied it; its result is written while Redis is away
+        hold.set()
+        wait_for(lambda: runner.lost, timeout_s=30, what="the runner's result to be lost", interval_s=0.1)
+        runner.stop()  # and the runner restarts during the outage
+        time.sleep(5.0)
+        assert worker.process.poll() is None, worker.log_path.read_text()[-4000:]
+        server["now"] = start_redis(port=port, workdir=tmp_path / "redis")  # back, empty
+        restarted.start()
+        wait_for(lambda: Proposal.objects.get(pk=proposal.pk).status == "succeeded", timeout_s=120,
+                 what="the proposal to succeed after the outage", group=group, interval_s=0.5)
+    finally:
+        runner.stop()
+        restarted.stop()
+        group.stop()
+    execution = Execution.objects.get(proposal=proposal)
+    first, lost = runner.applied[0], runner.lost[0]
+    print(f"\nattempts {execution.attempts}, applied attempt {execution.applied_attempt}, "
+          f"commands {[c['id'] for c in runner.commands + restarted.commands]}")
+    # The runner applied the rescale exactly once; attempt 2 was answered from its key store.
+    assert len(runner.applied) + len(restarted.applied) == 1 and first.id == execution.exec_id(1)
+    assert [c["id"] for c in restarted.commands] == [execution.exec_id(2)]
+    assert [r.replay_of for r in restarted.replays] == [first.id]
+    assert first.idempotency_key == execution.idempotency_key
+    # The execution records attempt 1, the real restart: its path, pause, downtime and time.
+    assert (execution.attempts, execution.applied_attempt) == (2, 1)
+    assert (execution.path, execution.pause_s, execution.downtime_s) == ("driver-handover", 4.25, 7.5)
+    assert abs(execution.finished_at.timestamp() - lost.completed_at) < 0.01
+    assert [(e["attempt"], e["status"]) for e in execution.attempt_log] == [(1, "succeeded"), (2, "replayed")]
+    # The audit shows one applied attempt and no attempt failed because its result was lost.
+    actions = list(AuditEvent.objects.filter(proposal=proposal).values_list("action", flat=True))
+    assert actions.count("config_changed") == 1 and "attempt_failed" not in actions
+    assert AuditEvent.objects.get(proposal=proposal, action="config_changed").reason["data"]["attempt"] == 1

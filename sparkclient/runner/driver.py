@@ -25,6 +25,10 @@ knob inside its bounds, executors within the cluster's capacity) and then applie
 Downtime = end of the first batch after the restart minus end of the last batch before the stop, s;
 pause = start of that first batch minus the same end (the time no batch ran).
 
+A command's ``idempotency_key`` is applied once: a succeeded apply is kept with its key in the
+workdir (:mod:`sparkclient.runner.applied`) before its result goes to Redis, and a repeat is answered
+with that first result (``replay_of``) without touching the query.
+
 This module is the driver's life: start, serve the control channel, stop. The rest lives by job:
 :mod:`sparkclient.runner.rescale` (check a command, take its path), :mod:`sparkclient.runner.session` (the
 SparkSession and the query), :mod:`sparkclient.runner.handover` (the handover's protocol over Redis),

@@ -15,6 +15,7 @@ from sparkclient.contract import control, keys
 from sparkclient.contract.control import RescaleCommand, RescalePath, RescaleResult, ResultStatus
 from sparkclient.runner.applied import AppliedKeys
 from tests.webapp.factories import make_job, make_snapshots, make_user
+from webapp.api.serializers import ExecutionSerializer
 from webapp.loop.evaluate import evaluation_run
 from webapp.loop.execute import attempt_send
 from webapp.loop.reconcile import workflow_reconcile
@@ -79,6 +80,7 @@ def test_every_attempt_carries_the_same_key_and_a_replay_records_the_first_attem
     assert abs(execution.finished_at.timestamp() - restarted_at) < 0.01  # the real restart's time
     assert [(e["attempt"], e["status"]) for e in execution.attempt_log] == [(1, "succeeded"), (2, "replayed")]
     assert execution.attempt_log[0]["answered_by"] == 2 and execution.attempt_log[1]["applied_by"] == 1
+    assert ExecutionSerializer(execution).data["applied_attempt"] == 1  # the API says which attempt applied
     actions = list(AuditEvent.objects.filter(proposal=proposal).order_by("id").values_list("action", flat=True))
     assert actions.count("config_changed") == 1 and "attempt_failed" not in actions
     assert actions.count("attempt_unanswered") == 1

@@ -181,7 +181,7 @@ class ExecutionSerializer(serializers.ModelSerializer):
     class Meta:
         model = Execution
         fields = ["id", "proposal", "status", "path", "downtime_s", "pause_s", "added_lag_s", "catch_up_s", "started_at", "finished_at", "error",
-                  "result", "attempts", "attempt_state", "attempt_log"]
+                  "result", "attempts", "applied_attempt", "attempt_state", "attempt_log"]
 
 
 class ReasonSerializer(serializers.Serializer):

@@ -4,8 +4,10 @@ Every attempt of one logical rescale carries the same ``idempotency_key``
 (:class:`sparkclient.contract.control.RescaleCommand`). A command whose result was lost (Redis went
 away while the runner wrote it) is sent again after the web app's lease; the runner looks the key up
 here and answers the repeat with the first result, :meth:`RescaleResult.replayed_as`, without
-touching the query. Only a succeeded apply is kept: a failed one changed nothing, so another attempt
-of it applies.
+touching the query, as long as the knob values that apply set are still the ones running. Only a
+succeeded apply is kept: a failed one changed nothing, so another attempt of it applies. A runner
+that no longer runs the apply's knob values (it restarted, and Redis had lost ``ss:config:{job}``)
+applies the repeat again, and that apply replaces the first in the store.
 
 The file is ``<workdir>/applied-commands.json`` (:data:`FILE_NAME`), next to the job's checkpoint,
 so it outlives a driver restart, a warm handover (both drivers share the workdir) and a Redis restart
@@ -27,6 +29,7 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,9 +78,9 @@ class AppliedKeys:
             return self._load().get(key)
 
     def record(self, key: str, knobs: dict[str, int], result: RescaleResult) -> bool:
-        """Keep ``result`` as the first result of ``key``, before it is written to Redis. A failed
-        result, an empty key or a key already kept is not recorded (the first apply wins).
-        Returns whether it was recorded.
+        """Keep ``result``, the result of a command with ``key`` and ``knobs`` that was applied (not
+        answered from the store), before it is written to Redis. A failed result or an empty key is
+        not recorded. Returns whether it was recorded.
 
         Raises:
             OSError: the file could not be written.
@@ -86,25 +89,30 @@ class AppliedKeys:
             return False
         with self._lock:
             applied = self._load()
-            if key in applied:
-                return False
+            applied.pop(key, None)
             applied[key] = AppliedRescale(dict(knobs), result, time.time())
             newest = sorted(applied.items(), key=lambda item: item[1].recorded_at)[-self.keep:]
             self._save(dict(newest))
         return True
 
-    def answer(self, command: RescaleCommand) -> RescaleResult | None:
+    def answer(self, command: RescaleCommand, running: Mapping[str, int] | None) -> RescaleResult | None:
         """The answer to ``command`` when its key was applied before: the first result replayed
         (:meth:`RescaleResult.replayed_as`), or a ``key-reused`` failure when the first apply asked for
-        other knob values. None when the command must be applied (no key, or a new one)."""
+        other knob values. None when the command must be applied: no key, a new one, or the knob
+        values ``running`` now (None: not known) are not those the first apply set."""
         first = self.get(command.idempotency_key)
         if first is None:
             return None
         if first.knobs != command.knobs:
             return RescaleResult.failed(
-                command.id, FailureCode.KEY_REUSED, knobs=first.result.knobs,
+                command.id, FailureCode.KEY_REUSED, knobs=first.result.knobs if running is None else running,
                 error=f"idempotency key {command.idempotency_key!r} was applied by command {first.result.id} "
                       f"with {first.knobs}, not {command.knobs}: a new rescale needs a new key")
+        if running is not None and first.result.knobs is not None and dict(running) != first.result.knobs:
+            log.warning("command %s: key %r was applied by %s, but the runner now runs %s, not %s: applying it "
+                        "again", command.id, command.idempotency_key, first.result.id, dict(running),
+                        first.result.knobs)
+            return None
         return first.result.replayed_as(command.id)
 
     # file -------------------------------------------------------------------------------------

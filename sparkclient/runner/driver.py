@@ -246,7 +246,7 @@ class Driver(RescalePaths):
                 return None
             if control.get_result(self.client, self.job, command.id) is not None:
                 return None
-            replay = self.applied.answer(command)
+            replay = self.applied.answer(command, self.values)
             if replay is not None:  # its key was applied: answer with the first result, touch nothing
                 self._write_result(replay)
                 return None

@@ -7,7 +7,8 @@ outcome where ``wait_result`` looks for it.
 
 With a ``workdir`` it keeps the idempotency keys it applied in the real runner's store
 (:class:`sparkclient.runner.applied.AppliedKeys`, the same code the driver uses): a repeat of a key is
-answered with the first result, as a replay, and is not applied again. ``applied`` lists the commands
+answered with the first result, as a replay, and is not applied again (unless ``values``, the knob
+values it runs with, are no longer those of that apply). ``applied`` lists the commands
 it applied, ``replays`` those it answered from the store. ``hold``, when given, is waited on between
 applying a command and writing its result (a test stops Redis meanwhile: the write is lost, as a
 real runner's is in an outage; ``lost`` lists those results).
@@ -33,11 +34,13 @@ def succeed(command: dict, index: int) -> dict:
 
 class FakeRunner(threading.Thread):
     def __init__(self, redis_url: str, job: str, answer: Callable[[dict, int], dict | None] = succeed,
-                 delay_s: float = 0.0, workdir: Path | None = None, hold: threading.Event | None = None) -> None:
+                 delay_s: float = 0.0, workdir: Path | None = None, hold: threading.Event | None = None,
+                 values: dict[str, int] | None = None) -> None:
         super().__init__(daemon=True, name=f"fake-runner-{job}")
         self.client = redis.Redis.from_url(redis_url, decode_responses=True)
         self.job, self.answer, self.delay_s, self.hold = job, answer, delay_s, hold
         self.store = AppliedKeys.in_workdir(workdir) if workdir is not None else None
+        self.values = values  # the knob values it runs with (None: not known), those of its last apply
         self.commands: list[dict] = []
         self.received_at: list[float] = []
         self.applied: list[RescaleCommand] = []
@@ -63,7 +66,7 @@ class FakeRunner(threading.Thread):
         index = len(self.commands)
         self.commands.append(command)
         self.received_at.append(time.monotonic())
-        replay = self.store.answer(parsed) if self.store is not None else None
+        replay = self.store.answer(parsed, self.values) if self.store is not None else None
         if replay is not None:
             self.replays.append(replay)
             self._write(replay)
@@ -83,6 +86,7 @@ class FakeRunner(threading.Thread):
         if self.store is not None:
             self.store.record(parsed.idempotency_key, parsed.knobs, result)
         if ok:
+            self.values = dict(parsed.knobs)
             self.applied.append(parsed)
         if self.hold is not None:
             self.hold.wait(timeout=60)

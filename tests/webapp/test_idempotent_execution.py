@@ -53,7 +53,7 @@ def test_every_attempt_carries_the_same_key_and_a_replay_records_the_first_attem
     assert first.idempotency_key == execution.idempotency_key and str(proposal.pk) in first.idempotency_key
     # The runner applies attempt 1 (a restart of 3.2 s, 2.5 s without a batch); its result is lost.
     restarted_at = time.time()
-    assert store.answer(first) is None
+    assert store.answer(first, None) is None
     store.record(first.idempotency_key, first.knobs, RescaleResult(
         id=first.id, status=ResultStatus.SUCCEEDED, path=RescalePath.IN_PROCESS, downtime_s=3.2, pause_s=2.5,
         knobs=first.knobs, completed_at=restarted_at))
@@ -68,7 +68,7 @@ def test_every_attempt_carries_the_same_key_and_a_replay_records_the_first_attem
     attempt_send(proposal_id=proposal.pk, attempt=2)
     second = _commands(workflow_redis, job)[-1]
     assert second.id != first.id and second.idempotency_key == first.idempotency_key
-    replay = store.answer(second)  # the runner answers with its first apply, touching nothing
+    replay = store.answer(second, first.knobs)  # the runner answers with its first apply, touching nothing
     assert replay.replay_of == first.id
     control.write_result(workflow_redis, job, replay)
     workflow_reconcile()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, ResultStatus
+import pytest
+
+from sparkclient.contract.control import FailureCode, ProtocolError, RescaleCommand, RescalePath, RescaleResult, ResultStatus
 from sparkclient.runner.applied import FILE_NAME, AppliedKeys
 
 KNOBS = {"executors": 2, "shuffle_partitions": 8}
@@ -95,3 +97,21 @@ def test_commands_without_a_key_keep_their_old_wire_format():
     keyed = RescaleCommand(id="c", knobs=KNOBS, idempotency_key="k")
     assert RescaleCommand.from_json(keyed.to_json()) == keyed
     assert RescaleResult.from_json(applied_result("c").to_json()).replay_of is None
+
+
+@pytest.mark.parametrize("text, field", [
+    ('{"id": "1", "action": "rescale", "knobs": {}, "idempotency_key": 7}', "idempotency_key"),
+    ('{"id": "1", "action": "rescale", "knobs": {}, "idempotency_key": "' + "k" * 3000 + '"}', "idempotency_key"),
+])
+def test_a_malformed_key_is_a_protocol_error_naming_it(text, field):
+    with pytest.raises(ProtocolError) as error:
+        RescaleCommand.from_json(text)
+    assert error.value.field == field
+
+
+def test_a_malformed_replay_of_is_a_protocol_error_naming_it():
+    data = json.loads(applied_result("c").to_json())
+    data["replay_of"] = ["c0"]
+    with pytest.raises(ProtocolError) as error:
+        RescaleResult.from_json(json.dumps(data))
+    assert error.value.field == "replay_of"

@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 
 def lease_s() -> float:
-    """Seconds an attempt may stay unanswered before it counts as failed."""
+    """Seconds an attempt may stay unanswered before it counts as ``unanswered`` and is retried."""
     return settings.SCALER_EXECUTION_TIMEOUT_S + settings.SCALER_EXECUTION_LEASE_MARGIN_S
 
 
@@ -231,9 +231,9 @@ def _record_failure(execution: Execution, attempt: int, result: control.RescaleR
         decision = next_retry(_restart_strategy(job.policy), failure_times, now.timestamp())
     entry["retry"] = asdict(decision)
     retry = Reason(decision.code, decision.data).as_json()
-    unanswered = entry["status"] == AttemptOutcome.UNANSWERED
-    action = AuditAction.ATTEMPT_UNANSWERED if unanswered else AuditAction.ATTEMPT_FAILED
-    failed = Reason(AuditReason.ATTEMPT_UNANSWERED, {"attempt": attempt, "retry": retry}) if unanswered else \
+    no_answer = entry["status"] == AttemptOutcome.UNANSWERED
+    action = AuditAction.ATTEMPT_UNANSWERED if no_answer else AuditAction.ATTEMPT_FAILED
+    failed = Reason(AuditReason.ATTEMPT_UNANSWERED, {"attempt": attempt, "retry": retry}) if no_answer else \
         Reason(AuditReason.ATTEMPT_FAILED, {"error": entry["error"], "retry": retry})
     log = [*execution.attempt_log, entry]
     if decision.retry:

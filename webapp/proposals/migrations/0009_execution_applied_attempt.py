@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('proposals', '0007_typed_audit_drop_free_text'),
+        ('proposals', '0008_plan_format_2'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ import pytest
 
 from scaling.forecast import VerdictReason
 from webapp.jobs.models import EvaluationHold
-from webapp.proposals.codes import AuditReason, GuardrailCode, HoldCode, Reason, RetryCode
+from webapp.proposals.codes import LEGACY_TEXT, AuditReason, GuardrailCode, HoldCode, Reason, RetryCode
 from webapp.proposals.reason_text import TEMPLATES, evaluation_hold_text, reason_text, withdrawal_text
 from webapp.proposals.reasons import WithdrawReason
 
@@ -84,3 +84,19 @@ def test_withdrawals_and_evaluation_holds_render_from_their_codes():
     assert evaluation_hold_text(EvaluationHold.SCALE_UP_BLOCKED, {"knobs": ["cores"], "proposal": 2}) == (
         "scale-ups of cores are blocked: proposal #2 was verified ineffective; a person clears the block on the "
         "job page")
+
+
+@pytest.mark.parametrize(("stored", "expected"), [
+    (None, None), ({}, None), ("", None), ({"data": {"x": 1}}, None), (7, None),
+    ({"code": "comment", "data": {"text": "why"}}, Reason("comment", {"text": "why"})),
+    ({"code": "comment", "data": ["not", "an", "object"]}, Reason("comment", {})),
+    ({"code": "comment"}, Reason("comment", {})),
+    ("free text", Reason(LEGACY_TEXT, {"text": "free text"})),
+])
+def test_a_stored_reason_reads_back_typed_or_as_none(stored, expected):
+    assert Reason.from_json(stored) == expected
+
+
+def test_a_typed_and_a_stored_reason_render_alike():
+    reason = Reason("comment", {"text": "load fell"})
+    assert reason_text(reason) == reason_text(reason.as_json()) == "load fell"

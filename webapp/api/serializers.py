@@ -16,6 +16,7 @@ from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.jobs.sparkui import PORTS_PATTERN
 from webapp.jobs.stages import stage_name
 from webapp.outage import OutageCode
+from webapp.proposals.codes import Reason
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.reason_text import reason_text
 
@@ -194,9 +195,10 @@ class ReasonSerializer(serializers.Serializer):
     text = serializers.CharField(help_text="The reason in words, rendered from code and data.")
 
     def to_representation(self, instance):
-        if not instance or not instance.get("code"):
+        reason = Reason.from_json(instance)
+        if reason is None:
             return None
-        return {"code": instance["code"], "data": instance.get("data") or {}, "text": reason_text(instance)}
+        return {"code": reason.code, "data": reason.data, "text": reason_text(reason)}
 
 
 class ProposalSerializer(serializers.ModelSerializer):

@@ -10,6 +10,7 @@ renderer reads any stored reason.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -163,6 +164,18 @@ class Reason:
     def as_json(self) -> dict:
         """``{"code": str, "data": dict}``, what the JSON fields hold."""
         return {"code": str(self.code), "data": self.data}
+
+    @classmethod
+    def from_json(cls, stored: object) -> Reason | None:
+        """A stored reason read back: ``{"code", "data"}`` as a ``Reason``; a plain string (free text
+        stored inside another JSON value before reasons had codes) as ``legacy-text``; None for none
+        (``{}``, ``""``, None, or a value without a code). ``data`` that is not an object reads as ``{}``."""
+        if isinstance(stored, str):
+            return cls(LEGACY_TEXT, {"text": stored}) if stored else None
+        if not isinstance(stored, Mapping) or not stored.get("code"):
+            return None
+        data = stored.get("data")
+        return cls(str(stored["code"]), dict(data) if isinstance(data, Mapping) else {})
 
 
 def legacy(text: str) -> dict:

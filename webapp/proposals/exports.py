@@ -15,6 +15,8 @@ from collections.abc import Iterable, Iterator
 from django.core.serializers.json import DjangoJSONEncoder
 
 from webapp.jobs.models import Job
+from webapp.proposals.codes import Reason
+from webapp.proposals.reason_text import reason_text
 from webapp.proposals.selectors import AUDIT_FIELDS, iter_audit_rows
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP).
@@ -39,10 +41,11 @@ class _Line:
 def csv_cells(row: dict) -> list[object]:
     """An audit row (:func:`~webapp.proposals.selectors.audit_row`) as the cells of :data:`AUDIT_FIELDS`:
     ``before``, ``after`` and ``reason_data`` as sorted JSON, ``reason`` its text, every text neutralised."""
-    reason = row["reason"] or {}
+    reason = Reason.from_json(row["reason"])
     flat = {**row, "before": json.dumps(row["before"], sort_keys=True),
-            "after": json.dumps(row["after"], sort_keys=True), "reason": reason.get("text", ""),
-            "reason_code": reason.get("code", ""), "reason_data": json.dumps(reason.get("data", {}), sort_keys=True)}
+            "after": json.dumps(row["after"], sort_keys=True), "reason": reason_text(reason),
+            "reason_code": reason.code if reason else "",
+            "reason_data": json.dumps(reason.data if reason else {}, sort_keys=True)}
     return [neutralise(flat[field]) for field in AUDIT_FIELDS]
 
 

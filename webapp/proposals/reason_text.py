@@ -16,7 +16,7 @@ from scaling.forecast import VerdictReason
 from scaling.plan import PlanFormatError
 from scaling.reason_text import reason_text as plan_reason_text
 from webapp.jobs.models import EvaluationHold
-from webapp.proposals.codes import LEGACY_TEXT, AuditReason, GuardrailCode, HoldCode, RetryCode
+from webapp.proposals.codes import LEGACY_TEXT, AuditReason, GuardrailCode, HoldCode, Reason, RetryCode
 from webapp.proposals.reasons import WithdrawReason
 
 __all__ = ["TEMPLATES", "evaluation_hold_text", "reason_text", "withdrawal_text"]
@@ -194,16 +194,15 @@ def _merge(*families: dict[str, _Template]) -> dict[str, _Template]:
 TEMPLATES: dict[str, _Template] = _merge(_GUARDRAILS, _HOLDS, _VERDICTS, _WITHDRAWALS, _RETRIES, _AUDIT)
 
 
-def reason_text(reason: Mapping | str | None) -> str:
-    """The sentence for a stored reason ``{"code": str, "data": dict}``; ``""`` for none (``{}``, None).
-    A plain string (a free text stored inside another JSON value before reasons had codes) is itself."""
-    if isinstance(reason, str):
-        return reason
-    if not reason or not reason.get("code"):
+def reason_text(reason: Reason | Mapping | str | None) -> str:
+    """The sentence for a reason, typed or as stored (``{"code": str, "data": dict}``, read with
+    :meth:`Reason.from_json`); ``""`` for none. A plain string (a free text stored inside another JSON
+    value before reasons had codes) is itself."""
+    parsed = reason if isinstance(reason, Reason) else Reason.from_json(reason)
+    if parsed is None:
         return ""
-    code = str(reason["code"])
-    template = TEMPLATES.get(code)
-    return template(reason.get("data") or {}) if template else code
+    template = TEMPLATES.get(str(parsed.code))
+    return template(parsed.data) if template else str(parsed.code)
 
 
 def withdrawal_text(withdrawal: Mapping) -> str:

@@ -45,8 +45,9 @@ pytestmark = pytest.mark.fuzz
 Json = dict[str, Any]
 
 
-#: Fixture folders that hold no Spark output (``plans``: the scaler's own plan documents).
-NOT_SPARK = {"plans"}
+#: Fixture folders that hold no Spark output: the scaler's own plan documents (``plans``) and the web
+#: app's stored plans of the old shape (``webapp-plans-v1``).
+NOT_SPARK = {"plans", "webapp-plans-v1"}
 
 
 def _documents() -> list[tuple[Path, Any]]:

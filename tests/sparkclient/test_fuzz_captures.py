@@ -28,7 +28,6 @@ from sparkclient.collector.progress import parse_progress, ran_a_batch
 from sparkclient.collector.rest import SparkRestClient, SparkRestError
 from sparkclient.collector.sample import JobSample, SampleError
 from sparkclient.collector.snapshot import (
-    Captures,
     RatesUnavailableError,
     ScenarioRefusedError,
     load_captures,
@@ -38,7 +37,7 @@ from sparkclient.collector.snapshot import (
 from sparkclient.collector.sparkjson import MAX_CORES, SparkDataError
 from sparkclient.collector.stages import batch_jobs, executors_and_cores, slowest_task_run_ms
 from tests.capture_paths import FIXTURES, SPARK_4_3_0
-from tests.sparkclient.test_fuzz_parsers import _assert_finite_sample, _fuzz, mutated, truncated_text
+from tests.sparkclient.test_fuzz_parsers import _assert_finite_sample, _fuzz, captures_of, mutated, truncated_text
 
 pytestmark = pytest.mark.fuzz
 
@@ -313,11 +312,8 @@ def test_fuzz_captures_to_sample_to_scenario() -> None:
     def check(capture: Any) -> None:
         if not isinstance(capture, dict):
             return
-        captures = Captures(jobs=capture.get("jobs"), stages=capture.get("stages"),
-                            executors=capture.get("executors"), progresses=capture.get("progress"),
-                            sql=capture.get("sql"), app_id="app", files=())
         try:
-            sample = sample_from_captures(captures)
+            sample = sample_from_captures(captures_of(capture))
         except (SparkDataError, SampleError):
             raise
         except ValueError as exc:  # the newest run has no progress left: refused with the reason

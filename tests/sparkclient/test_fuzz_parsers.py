@@ -274,15 +274,19 @@ def test_fuzz_metricstrings() -> None:
     _fuzz("metricstrings (5 parsers)", metric_text(), check, ())
 
 
+def captures_of(capture: dict) -> Captures:
+    """A mutated one-document capture (``jobs``, ``stages``, ``executors``, ``progress``, ``sql``) as the
+    snapshot CLI's ``Captures``."""
+    return Captures(jobs=capture.get("jobs"), stages=capture.get("stages"), executors=capture.get("executors"),
+                    progresses=capture.get("progress"), sql=capture.get("sql"), app_id="app", files=())
+
+
 def test_fuzz_snapshot_captures_to_scenario() -> None:
     def check(capture: dict) -> None:
         if not isinstance(capture, dict):
             return
-        captures = Captures(jobs=capture.get("jobs"), stages=capture.get("stages"),
-                            executors=capture.get("executors"), progresses=capture.get("progress"),
-                            sql=capture.get("sql"), app_id="app", files=())
         try:
-            sample = sample_from_captures(captures)
+            sample = sample_from_captures(captures_of(capture))
         except (SparkDataError, SampleError):
             return
         _assert_finite_sample(sample)

@@ -163,6 +163,10 @@ SERIES_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564
 BACKLOG_COLOUR = SERIES_COLOURS[2]
 
 
+#: Lines with small markers: a point between two gaps (a slow job's lone batch) has no line to draw.
+POINTS = {"mode": "lines+markers", "marker": {"size": 4}}
+
+
 def _filled_runs(t: list, values: list, *, name: str, yaxis: str, colour: str) -> list[dict]:
     """A series filled down to zero, as one trace per run of values between ``None`` gaps: Plotly
     fills a ``tozeroy`` trace across its gaps (the fill joins the last point before a gap to the first
@@ -178,7 +182,7 @@ def _filled_runs(t: list, values: list, *, name: str, yaxis: str, colour: str) -
         runs[-1][0].append(x)
         runs[-1][1].append(y)
     runs = [run for run in runs if run[0]] or [([], [])]
-    return [{"type": "scatter", "x": xs, "y": ys, "name": name, "fill": "tozeroy", "yaxis": yaxis, "mode": "lines",
+    return [{"type": "scatter", "x": xs, "y": ys, "name": name, "fill": "tozeroy", "yaxis": yaxis, **POINTS,
              "line": {"color": colour}, "legendgroup": name, "showlegend": i == 0}
             for i, (xs, ys) in enumerate(runs)]
 
@@ -199,12 +203,12 @@ def series_figure(chart: ChartData, rescales: list[dict]) -> dict:
     c = SERIES_COLOURS
     data = [
         {"type": "scatter", "x": t, "y": chart.arrival_rate, "name": "input (arrival) rate", "yaxis": "y",
-         "line": {"color": c[0]}},
+         "line": {"color": c[0]}, **POINTS},
         {"type": "scatter", "x": t, "y": chart.capacity_rate, "name": "capacity (input rows ÷ busy time)",
-         "yaxis": "y", "line": {"color": c[1]}},
+         "yaxis": "y", "line": {"color": c[1]}, **POINTS},
         *_filled_runs(t, chart.backlog, name="backlog", yaxis="y2", colour=BACKLOG_COLOUR),
         {"type": "scatter", "x": t, "y": chart.batch_ratio, "name": "batch ratio R", "yaxis": "y3",
-         "line": {"color": c[3]}},
+         "line": {"color": c[3]}, **POINTS},
         {"type": "scatter", "x": t, "y": chart.executors, "name": "executors", "yaxis": "y4",
          "line": {"shape": "hv", "color": c[4]}},
         {"type": "scatter", "x": t, "y": chart.cores, "name": "cores", "yaxis": "y4",
@@ -212,7 +216,8 @@ def series_figure(chart: ChartData, rescales: list[dict]) -> dict:
     ]
     for i, (name, values) in enumerate(chart.utilization.values()):
         data.append({"type": "scatter", "x": t, "y": values, "name": f"{name} utilization", "yaxis": "y5",
-                     "connectgaps": False, "legendgroup": "utilization", "line": {"color": c[(6 + i) % len(c)]}})
+                     "connectgaps": False, "legendgroup": "utilization", "line": {"color": c[(6 + i) % len(c)]},
+                     **POINTS})
     shapes = []
     if rescales:
         data.append({"type": "scatter", "name": "rescale", "showlegend": False, "yaxis": "y", "mode": "markers",

@@ -13,6 +13,7 @@ Bounded queries: a fixed number per page, whatever the length of the history.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -186,17 +187,18 @@ class ChartData:
 
 def series_rows(*, job: Job, start: datetime, newest: datetime) -> list[tuple]:
     """The rows of ``job``'s charts in ``(start, newest]``, oldest first, each ``(key, at, arrival,
-    capacity, backlog, batch_ratio, executors, cores, window_s, batches)``: the raw snapshots (key: the
-    snapshot pk), and beyond them the per-minute roll-ups (key: minus the roll-up pk; ``at`` the minute's
-    end; backlog its last). A raw snapshot whose minute was rolled up already is left out."""
-    rollups = [(-r[0], r[1] + ROLLUP_STEP, *r[2:])
+    capacity, backlog, batch_ratio, executors, cores, window_s, batches, batch_duration_s)``: the raw
+    snapshots (key: the snapshot pk), and beyond them the per-minute roll-ups (key: minus the roll-up pk;
+    ``at`` the minute's end; backlog its last; batch duration None). A raw snapshot whose minute was
+    rolled up already is left out."""
+    rollups = [(-r[0], r[1] + ROLLUP_STEP, *r[2:], None)
                for r in job.rollups.filter(minute__gt=start - ROLLUP_STEP, minute__lte=newest).order_by("minute")
                .values_list("pk", "minute", "arrival_rate_per_s", "processed_rate_per_s", "backlog_last",
                             "batch_ratio", "executors", "cores", "data_s", "batches")]
     rolled = {r[1] - ROLLUP_STEP for r in rollups}
     raw = [r for r in job.snapshots.filter(collected_at__gt=start, collected_at__lte=newest).order_by("collected_at")
            .values_list("pk", "collected_at", "arrival_rate_per_s", "processed_rate_per_s", "backlog",
-                        "batch_ratio", "executors", "cores", "window_s", "batches")
+                        "batch_ratio", "executors", "cores", "window_s", "batches", "batch_duration_s")
            if r[1].replace(second=0, microsecond=0) not in rolled]
     return sorted(rollups + raw, key=lambda r: r[1])
 
@@ -205,6 +207,7 @@ def _utilization(picked: list[tuple | None]) -> dict[str, tuple[str, list[float 
     """Utilization per stage at each bucket's ``picked`` row (None: no data): from the snapshot's vertex
     rows, or the roll-up's. Two queries."""
     index = {p[0]: i for i, p in enumerate(picked) if p}
+    newest_first = sorted(index, key=index.__getitem__, reverse=True)
     window = {p[0]: (p[8], p[7]) for p in picked if p}  # key -> (window_s, cores)
     measured = [(snapshot_id, vertex_id, name, position,
                  stage_utilization(busy_s, window[snapshot_id][0], tasks, window[snapshot_id][1]))
@@ -218,7 +221,9 @@ def _utilization(picked: list[tuple | None]) -> dict[str, tuple[str, list[float 
     utilization: dict[str, list[float | None]] = {}
     order: dict[str, int] = {}
     raw_names: dict[str, str] = {}
-    for key, vertex_id, name, position, value in measured:
+    rank = {key: i for i, key in enumerate(newest_first)}
+    # Newest point first: the legend and the order follow the stages as they are now.
+    for key, vertex_id, name, position, value in sorted(measured, key=lambda m: rank[m[0]]):
         if vertex_id not in utilization:
             utilization[vertex_id] = [None] * len(picked)
             order[vertex_id] = position
@@ -228,12 +233,35 @@ def _utilization(picked: list[tuple | None]) -> dict[str, tuple[str, list[float 
     return {vid: (names[vid], utilization[vid]) for vid in sorted(utilization, key=order.__getitem__)}
 
 
+def _batch_patience_s(rows: list[tuple]) -> float:
+    """How long after a window with data a window without one still means "a batch is running", not a
+    stall, seconds: two median batch durations of the rows with data (0 without any). A job whose
+    batches take 2 minutes completes none in most 15 s collect windows."""
+    durations = [r[10] for r in rows if r[10] and r[9] > 0]
+    return 2 * statistics.median(durations) if durations else 0.0
+
+
+def _without_running_batches(buckets: list[list[tuple]], *, good, patience_s: float) -> list[list[tuple]]:
+    """``buckets`` less those without data that end within ``patience_s`` of the last bucket with data:
+    no point at all there (the line joins its neighbours), rather than a gap. A longer stretch without
+    data, and a stretch with no row at all, stays a gap."""
+    kept, last_good = [], None
+    for bucket in buckets:
+        if good(bucket):
+            last_good = bucket[-1][1]
+        elif (bucket[0][0] != "gap" and last_good is not None
+              and (bucket[-1][1] - last_good).total_seconds() <= patience_s):
+            continue
+        kept.append(bucket)
+    return kept
+
+
 def chart_data(*, job: Job, range_s: int = 3600, max_points: int = MAX_CHART_POINTS) -> ChartData:
     """The job's series over the ``range_s`` seconds up to its newest snapshot (or roll-up), averaged into
     at most ``max_points`` buckets over the snapshots *with data*; past the raw retention window the
     points come from the per-minute roll-ups (``webapp.loop.retention``). A bucket whose rows all lack
     data, and a stretch longer than ``GAP_INTERVALS`` collect intervals (roll-up minutes) with no row,
-    become a ``None`` point. Five queries."""
+    become a ``None`` point, unless a batch is still running (:func:`_batch_patience_s`). Five queries."""
     newest_raw = job.snapshots.order_by("-collected_at").values_list("collected_at", flat=True).first()
     newest_rollup = job.rollups.order_by("-minute").values_list("minute", flat=True).first()
     ends = [at for at in (newest_raw, newest_rollup and newest_rollup + ROLLUP_STEP) if at is not None]
@@ -258,6 +286,8 @@ def chart_data(*, job: Job, range_s: int = 3600, max_points: int = MAX_CHART_POI
 
     def good(bucket) -> list[tuple]:
         return [r for r in bucket if r[0] != "gap" and r[9] > 0]
+
+    buckets = _without_running_batches(buckets, good=good, patience_s=_batch_patience_s(rows))
 
     def mean(bucket, i):
         rows_with_data = good(bucket)

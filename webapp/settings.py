@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "webapp.loop",
     "webapp.dashboard",
     "webapp.accounts",
+    "webapp.inbox",
     "axes",
 ]
 
@@ -125,6 +126,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "webapp.proposals.permissions.workflow_context",
+                "webapp.inbox.context.inbox_context",
             ],
         },
     },
@@ -208,6 +210,20 @@ if not 0 < SCALER_RETENTION_RAW_S <= SCALER_RETENTION_ROLLUP_S or SCALER_RETENTI
     raise ImproperlyConfigured("Metric retention: need 0 < SCALER_RETENTION_RAW_S <= SCALER_RETENTION_ROLLUP_S "
                                "(seconds) and SCALER_RETENTION_BATCH >= 1")
 
+# Notifications (webapp.inbox): deployment-wide defaults besides the targets edited in the admin; an
+# identical notice is sent at most once per SCALER_NOTIFY_INTERVAL_S (Flink's
+# job.autoscaler.scaling.event.interval, 30 min); a delivery times out after SCALER_NOTIFY_TIMEOUT_S and
+# is retried with a back-off up to SCALER_NOTIFY_MAX_RETRIES times. SCALER_NOTIFY_BASE_URL (e.g.
+# https://scaler.example.com) makes the links in the notices absolute.
+SCALER_NOTIFY_WEBHOOK_URL = env.str("SCALER_NOTIFY_WEBHOOK_URL", default="")
+SCALER_NOTIFY_EMAILS = env.list("SCALER_NOTIFY_EMAILS", default=[])
+SCALER_NOTIFY_INTERVAL_S = env.float("SCALER_NOTIFY_INTERVAL_S", default=30 * 60.0)
+SCALER_NOTIFY_TIMEOUT_S = env.float("SCALER_NOTIFY_TIMEOUT_S", default=5.0)
+SCALER_NOTIFY_MAX_RETRIES = env.int("SCALER_NOTIFY_MAX_RETRIES", default=5)
+SCALER_NOTIFY_BASE_URL = env.str("SCALER_NOTIFY_BASE_URL", default="")
+if SCALER_NOTIFY_WEBHOOK_URL and not SCALER_NOTIFY_WEBHOOK_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured("SCALER_NOTIFY_WEBHOOK_URL must be an http:// or https:// URL")
+
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=REDIS_URL)
 CELERY_TASK_ACKS_LATE = True
@@ -229,6 +245,7 @@ CELERY_BEAT_SCHEDULE = {
     "reconcile-workflow": {"task": "webapp.loop.tasks.workflow_reconcile",
                            "schedule": SCALER_RECONCILE_INTERVAL_S},
     "prune-metrics": {"task": "webapp.loop.tasks.prune_metrics", "schedule": SCALER_RETENTION_INTERVAL_S},
+    "notify-jobs-down": {"task": "webapp.inbox.tasks.jobs_down_notify", "schedule": SCALER_COLLECT_INTERVAL_S},
 }
 
 LOGGING = {

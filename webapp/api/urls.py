@@ -3,7 +3,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from webapp.accounts.access import HasRole
-from webapp.api import views
+from webapp.api import inbox, views
 
 router = DefaultRouter()
 router.register("jobs", views.JobViewSet)
@@ -14,6 +14,7 @@ router.register("executions", views.ExecutionViewSet, basename="execution")
 router.register("audit-events", views.AuditEventViewSet, basename="auditevent")
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(permission_classes=[HasRole]), name="schema"),
+    path("inbox/", inbox.InboxView.as_view(), name="inbox"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[HasRole]), name="swagger-ui"),
     *router.urls,
 ]

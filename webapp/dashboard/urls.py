@@ -2,12 +2,13 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic.base import RedirectView
 
-from webapp.dashboard import actions, views
+from webapp.dashboard import actions, inbox, views
 
 app_name = "dashboard"
 urlpatterns = [
     path("", views.jobs, name="jobs"),
     path("jobs/live/", views.jobs_live, name="jobs_live"),
+    path("inbox/", inbox.inbox, name="inbox"),
     path("jobs/<int:pk>/", views.job_detail, name="job"),
     path("jobs/<int:pk>/live/", views.job_live, name="job_live"),
     path("jobs/<int:pk>/history/", views.history, name="history"),

@@ -1,0 +1,44 @@
+"""``GET /api/inbox/``: the inbox (``webapp.inbox.items``) as JSON, what ``/inbox/`` shows."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from webapp.inbox.items import inbox_items
+from webapp.inbox.kinds import ItemKind
+
+
+class InboxItemSerializer(serializers.Serializer):
+    """One thing that waits for a person."""
+
+    kind = serializers.ChoiceField(choices=ItemKind.choices, help_text="What waits (webapp.inbox.kinds.ItemKind).")
+    job = serializers.IntegerField(source="job_id")
+    job_name = serializers.CharField()
+    since = serializers.DateTimeField(allow_null=True, help_text="Since when it waits; null when unknown "
+                                                                 "(a job down).")
+    text = serializers.CharField(help_text="The item in words, rendered from kind and data.")
+    path = serializers.CharField(help_text="The page to act on it (a proposal's or a job's).")
+    data = serializers.DictField(help_text="The kind's data: pending_proposal {proposal, revision, waited_s, "
+                                           "changes, hold}; inconclusive_verification {proposal, reason}; "
+                                           "auto_approval_suspended {reason}; scale_up_blocked {knobs, proposal}; "
+                                           "job_down {error}.")
+
+
+class InboxSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    items = InboxItemSerializer(many=True)
+
+
+class InboxView(APIView):
+    """Everything that waits for a person across jobs: pending proposals (how long they waited),
+    inconclusive verifications nobody looked at, suspended auto-approval, blocked scale-ups, jobs down."""
+
+    @extend_schema(responses=InboxSerializer, operation_id="inbox_list")
+    def get(self, request: Request) -> Response:
+        items = inbox_items(timezone.now())
+        return Response(InboxSerializer({"count": len(items), "items": items}).data)

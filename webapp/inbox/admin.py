@@ -4,10 +4,13 @@ from django import forms
 from django.contrib import admin
 
 from webapp.inbox.kinds import NoticeKind
-from webapp.inbox.models import NoticeSent, NotificationTarget
+from webapp.inbox.models import NoticeSent, NotificationTarget, webhook_url_validator
 
 
 class NotificationTargetForm(forms.ModelForm):
+    webhook_url = forms.URLField(required=False, max_length=500, assume_scheme="https",
+                                 validators=[webhook_url_validator],
+                                 help_text=NotificationTarget._meta.get_field("webhook_url").help_text)
     kinds = forms.MultipleChoiceField(choices=NoticeKind.choices, required=False,
                                       widget=forms.CheckboxSelectMultiple, help_text="None ticked: every kind.")
 

@@ -1,0 +1,100 @@
+"""The inbox (``webapp.inbox.items``): each kind of waiting item, what takes it out, the page, the
+API and the navigation bar's count."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from rest_framework.authtoken.models import Token
+
+from tests.webapp.dashboard_factories import make_role_user
+from tests.webapp.factories import make_job
+from tests.webapp.inbox_factories import make_every_kind, make_inconclusive, make_pending_proposal
+from webapp.inbox.items import inbox_count, inbox_items
+from webapp.inbox.kinds import ItemKind
+from webapp.proposals.codes import AuditAction, AuditReason, Reason
+from webapp.proposals.lifecycle import audit
+
+pytestmark = pytest.mark.django_db
+
+
+def test_each_kind_is_listed_once_with_its_page():
+    expected = make_every_kind()
+    items = inbox_items()
+    assert sorted(i.kind for i in items) == sorted(expected)
+    for item in items:
+        job, path = expected[item.kind]
+        assert (item.job_name, item.path) == (job.name, path)
+    assert items[0].kind == ItemKind.JOB_DOWN  # a job down comes first
+    assert inbox_count() == len(items) == 5
+
+
+def test_item_data_and_text():
+    make_every_kind()
+    by_kind = {i.kind: i for i in inbox_items()}
+    pending = by_kind[ItemKind.PENDING_PROPOSAL]
+    assert 590 <= pending.data["waited_s"] <= 700 and pending.data["changes"] == {"cores": [1, 3]}
+    assert "waited 10 min for a decision: cores 1 → 3" in pending.text
+    assert by_kind[ItemKind.INCONCLUSIVE_VERIFICATION].data["reason"] == "no micro-batch completed since the change"
+    assert by_kind[ItemKind.SCALE_UP_BLOCKED].data["knobs"] == ["cores"]
+    assert by_kind[ItemKind.JOB_DOWN].text == "the job is down: no runner has reported for this job"
+    assert by_kind[ItemKind.AUTO_APPROVAL_SUSPENDED].since is not None
+
+
+def test_an_inconclusive_verification_leaves_once_a_person_acted_or_a_newer_proposal_came():
+    user = make_role_user()
+    looked_at = make_job("looked-at")
+    make_inconclusive(looked_at)
+    audit(job=looked_at, actor=user, action=AuditAction.POLICY_CHANGED, reason=Reason(AuditReason.POLICY_EDITED))
+    superseded = make_job("superseded")
+    make_inconclusive(superseded)
+    make_pending_proposal(superseded, waited_s=0)
+    kinds = {(i.kind, i.job_name) for i in inbox_items()}
+    assert kinds == {(ItemKind.PENDING_PROPOSAL, "superseded")}
+    assert inbox_count() == 1
+
+
+def test_the_count_is_two_queries_whatever_the_number_of_jobs():
+    make_every_kind()
+    for n in range(5):
+        make_pending_proposal(make_job(f"more-{n}"))
+    with CaptureQueriesContext(connection) as queries:
+        assert inbox_count() == 10
+    assert len(queries) == 2
+
+
+def test_page_lists_each_item_with_its_link_and_the_bar_counts_them(client):
+    expected = make_every_kind()
+    client.force_login(make_role_user("viewer", role="viewer"))
+    page = client.get("/inbox/").content.decode()
+    for kind, (_job, path) in expected.items():
+        assert f'data-kind="{kind}"' in page and f'href="{path}"' in page
+    overview = client.get("/").content.decode()
+    assert '<span class="badge inbox-count" id="inbox-count">5</span>' in overview
+
+
+def test_page_when_nothing_waits(client):
+    client.force_login(make_role_user())
+    page = client.get("/inbox/").content.decode()
+    assert 'id="inbox-empty"' in page and 'id="inbox-count"' not in page
+
+
+def test_the_bar_costs_nothing_on_a_fragment(client):
+    make_every_kind()
+    client.force_login(make_role_user())
+    client.get("/")  # the session and the role are cached by now
+    with CaptureQueriesContext(connection) as queries:
+        client.get("/jobs/live/")
+    assert not any("proposals_proposal" in q["sql"] and "COUNT" in q["sql"].upper() for q in queries.captured_queries)
+
+
+def test_api_lists_the_same_items():
+    expected = make_every_kind()
+    token = Token.objects.create(user=make_role_user("api-viewer", role="viewer"))
+    body = Client(HTTP_AUTHORIZATION=f"Token {token.key}").get("/api/inbox/").json()
+    assert body["count"] == 5
+    assert {(i["kind"], i["path"]) for i in body["items"]} == {(k, p) for k, (_j, p) in expected.items()}
+    assert all(i["text"] and "job" in i and "data" in i for i in body["items"])
+    assert Client().get("/api/inbox/").status_code in (401, 403)

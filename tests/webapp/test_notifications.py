@@ -1,0 +1,224 @@
+"""Notifications (``webapp.inbox``), issue 32 acceptance 4: a pending proposal produces one webhook
+call to a loopback endpoint and no duplicate within the interval; a failing endpoint is retried and
+never delays the loop (the loop only enqueues, after commit; nothing it runs calls HTTP)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+import redis
+from django.core import mail
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from tests.webapp.factories import make_job, make_pending
+from webapp.celery import app
+from webapp.inbox import receivers
+from webapp.inbox.kinds import NoticeKind
+from webapp.inbox.models import NoticeSent, NotificationTarget
+from webapp.inbox.notify import Notice
+from webapp.inbox.tasks import NoticeOutcome, jobs_down_notify, notice_send, webhook_deliver
+from webapp.jobs.models import Job
+from webapp.proposals.codes import Actor, AuditAction
+from webapp.proposals.models import AuditEvent, Proposal
+
+pytestmark = pytest.mark.django_db
+
+
+class Endpoint:
+    """A loopback HTTP server that records each POST's JSON body, answers ``status``, and holds every
+    answer while ``gate`` is clear."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict] = []
+        self.status = 200
+        self.gate = threading.Event()
+        self.gate.set()
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                endpoint.bodies.append(body)
+                endpoint.gate.wait(10)
+                self.send_response(endpoint.status)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.gate.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def endpoint():
+    server = Endpoint()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def eager():
+    """Celery runs every task in the caller (retries too, without their countdown)."""
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
+@pytest.fixture
+def published(monkeypatch):
+    """The notices the receivers enqueue, recorded instead of published."""
+    sent: list[dict] = []
+    monkeypatch.setattr(receivers, "notice_publish", sent.append)
+    return sent
+
+
+def test_a_pending_proposal_makes_one_webhook_call_and_no_duplicate_within_the_interval(
+        endpoint, eager, settings, django_capture_on_commit_callbacks):
+    settings.SCALER_NOTIFY_BASE_URL = "https://scaler.example.com/"
+    NotificationTarget.objects.create(name="team", webhook_url=endpoint.url)
+    with django_capture_on_commit_callbacks(execute=True):
+        proposal = make_pending()
+    assert len(endpoint.bodies) == 1
+    body = endpoint.bodies[0]
+    assert (body["kind"], body["proposal"], body["job"]["name"]) == ("proposal_pending", proposal.pk, "demo")
+    assert body["url"] == f"https://scaler.example.com/proposals/{proposal.pk}/"
+    assert body["text"].startswith(f"[sparkscaler] job demo: proposal #{proposal.pk} waits for a decision: cores 1 → ")
+    # The same event again within the interval (auto mode holding it, here written twice): nothing sent.
+    for _ in range(2):
+        with django_capture_on_commit_callbacks(execute=True):
+            AuditEvent.objects.create(job=proposal.job, proposal=proposal, actor_name="policy:ds2",
+                                      action=AuditAction.AUTO_APPROVE_HELD)
+    assert len(endpoint.bodies) == 1
+    assert notice_send.apply(args=[Notice(NoticeKind.PROPOSAL_PENDING, proposal.job_id, proposal.pk).to_json()]
+                             ).get() == NoticeOutcome.DUPLICATE
+    # Past the interval, the same notice goes out again.
+    NoticeSent.objects.update(last_sent_at=timezone.now() - timedelta(seconds=settings.SCALER_NOTIFY_INTERVAL_S + 1))
+    assert notice_send.apply(args=[Notice(NoticeKind.PROPOSAL_PENDING, proposal.job_id, proposal.pk).to_json()]
+                             ).get() == NoticeOutcome.SENT
+    assert len(endpoint.bodies) == 2 and NoticeSent.objects.get().count == 2
+
+
+def test_a_failing_endpoint_is_retried(endpoint, eager):
+    endpoint.status = 500
+    result = webhook_deliver.apply(args=[endpoint.url, {"text": "x"}])
+    assert len(endpoint.bodies) == webhook_deliver.max_retries + 1 == 6
+    assert result.failed() and isinstance(result.result, httpx.HTTPError)
+    endpoint.bodies.clear()
+    endpoint.status = 404  # refused for good: not retried
+    assert webhook_deliver.apply(args=[endpoint.url, {"text": "x"}]).get() == 404
+    assert len(endpoint.bodies) == 1
+
+
+def test_a_blocked_endpoint_never_delays_the_loop(endpoint, published, monkeypatch, settings,
+                                                  django_capture_on_commit_callbacks):
+    NotificationTarget.objects.create(name="team", webhook_url=endpoint.url)
+    endpoint.gate.clear()  # the endpoint answers nothing until released
+
+    def no_http(*args, **kwargs):
+        raise AssertionError("the live loop called HTTP")
+
+    monkeypatch.setattr(httpx, "post", no_http)
+    monkeypatch.setattr(httpx.Client, "send", no_http)
+    with django_capture_on_commit_callbacks(execute=True):
+        proposal = make_pending()
+    assert proposal.status == Proposal.Status.PENDING
+    assert [Notice.from_json(n).kind for n in published] == [NoticeKind.PROPOSAL_PENDING]
+    assert endpoint.bodies == []
+    monkeypatch.undo()
+    settings.SCALER_NOTIFY_TIMEOUT_S = 0.2
+    with pytest.raises(httpx.TimeoutException):  # the worker's delivery times out (and is retried)
+        webhook_deliver.run(endpoint.url, {"text": "x"})
+    endpoint.gate.set()
+
+
+def test_a_broker_outage_when_enqueueing_is_logged_not_raised(monkeypatch, django_capture_on_commit_callbacks):
+    NotificationTarget.objects.create(name="team", webhook_url="http://127.0.0.1:9/hook")
+
+    def down(stored):
+        raise redis.exceptions.ConnectionError("no broker")
+
+    monkeypatch.setattr(receivers, "notice_publish", down)
+    with django_capture_on_commit_callbacks(execute=True):
+        proposal = make_pending()
+    assert proposal.status == Proposal.Status.PENDING
+
+
+def test_nothing_is_enqueued_without_a_target(published, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        make_pending()
+    assert published == []
+
+
+def test_a_proposal_approved_in_the_same_transaction_is_not_told_as_pending(endpoint, eager,
+                                                                            django_capture_on_commit_callbacks):
+    """Auto mode proposes and approves in one transaction: by the time the notice runs, nothing waits."""
+    NotificationTarget.objects.create(name="team", webhook_url=endpoint.url, kinds=[NoticeKind.PROPOSAL_PENDING])
+    job = make_job()
+    with django_capture_on_commit_callbacks(execute=True):
+        proposal = Proposal.objects.create(job=job)
+        AuditEvent.objects.create(job=job, proposal=proposal, actor_name="policy:ds2", action=AuditAction.PROPOSED)
+        Proposal.objects.filter(pk=proposal.pk).update(status=Proposal.Status.APPROVED)
+    assert endpoint.bodies == []
+    assert notice_send.apply(args=[Notice(NoticeKind.PROPOSAL_PENDING, job.pk, proposal.pk).to_json()]
+                             ).get() == NoticeOutcome.OUTDATED
+
+
+def test_targets_per_job_kinds_and_email(endpoint, eager, settings, django_capture_on_commit_callbacks):
+    job, other = make_job("orders"), make_job("clicks")
+    NotificationTarget.objects.create(name="orders team", job=job, webhook_url=endpoint.url,
+                                      emails="a@example.com, b@example.com", kinds=[NoticeKind.RESCALE_FAILED])
+    settings.SCALER_NOTIFY_EMAILS = ["ops@example.com"]
+    for target in (job, other):
+        proposal = Proposal.objects.create(job=target, status=Proposal.Status.FAILED)
+        with django_capture_on_commit_callbacks(execute=True):
+            AuditEvent.objects.create(job=target, proposal=proposal, actor_name=Actor.SYSTEM,
+                                      action=AuditAction.SUCCEEDED)
+            AuditEvent.objects.create(job=target, proposal=proposal, actor_name=Actor.SYSTEM,
+                                      action=AuditAction.FAILED)
+    assert [(b["kind"], b["job"]["name"]) for b in endpoint.bodies] == [("rescale_failed", "orders")]
+    # The settings' address hears every kind of every job; the orders team only its job's failures.
+    recipients = sorted(tuple(m.to) for m in mail.outbox)
+    assert recipients == sorted([("ops@example.com",)] * 3 + [("ops@example.com", "a@example.com", "b@example.com")])
+
+
+def test_a_job_down_is_told_once_per_interval(endpoint, eager):
+    NotificationTarget.objects.create(name="team", webhook_url=endpoint.url)
+    job = make_job("orders")
+    Job.objects.filter(pk=job.pk).update(health=Job.Health.DOWN, last_error="Spark REST API: connection refused")
+    assert jobs_down_notify() == 1
+    assert jobs_down_notify() == 1  # enqueued again, deduplicated
+    assert [b["text"] for b in endpoint.bodies] == [
+        "[sparkscaler] job orders: the job is down: Spark REST API: connection refused"]
+
+
+@pytest.mark.parametrize("url", ["ftp://example.com/hook", "javascript:alert(1)", "file:///etc/passwd"])
+def test_a_webhook_url_must_be_http_or_https(url):
+    with pytest.raises(ValidationError) as exc:
+        NotificationTarget(name="bad", webhook_url=url).full_clean()
+    assert "webhook_url" in exc.value.message_dict
+    assert webhook_deliver.run(url, {"text": "x"}) is None
+
+
+def test_a_target_needs_a_destination_and_valid_addresses_and_kinds():
+    with pytest.raises(ValidationError) as exc:
+        NotificationTarget(name="t", emails="not-an-address", kinds=["nope"]).full_clean()
+    assert set(exc.value.message_dict) == {"emails", "kinds"}
+    with pytest.raises(ValidationError) as exc:
+        NotificationTarget(name="t").full_clean()
+    assert set(exc.value.message_dict) == {"webhook_url"}

@@ -19,7 +19,7 @@ HEAVY = ("pyspark", "py4j", "pandas", "pyarrow", "plotly")
 #: The modules Celery tasks run (webapp/loop/tasks.py and what it calls).
 TASK_MODULES = sorted([*(ROOT / "webapp" / "loop").glob("*.py"), *(ROOT / "webapp" / "proposals").glob("*.py"),
                        ROOT / "webapp" / "jobs" / "services.py", ROOT / "webapp" / "jobs" / "policy_mapping.py",
-                       ROOT / "webapp" / "outage.py"])
+                       *(ROOT / "webapp" / "inbox").glob("*.py"), ROOT / "webapp" / "outage.py"])
 
 
 def lazy_imports(path: Path) -> list[tuple[int, str]]:

@@ -93,8 +93,14 @@ def test_the_bar_costs_nothing_on_a_fragment(client):
 def test_api_lists_the_same_items():
     expected = make_every_kind()
     token = Token.objects.create(user=make_role_user("api-viewer", role="viewer"))
-    body = Client(HTTP_AUTHORIZATION=f"Token {token.key}").get("/api/inbox/").json()
+    api = Client(HTTP_AUTHORIZATION=f"Token {token.key}")
+    body = api.get("/api/inbox/").json()
     assert body["count"] == 5
     assert {(i["kind"], i["path"]) for i in body["items"]} == {(k, p) for k, (_j, p) in expected.items()}
     assert all(i["text"] and "job" in i and "data" in i for i in body["items"])
     assert Client().get("/api/inbox/").status_code in (401, 403)
+    down_job = expected[ItemKind.JOB_DOWN][0]
+    assert [i["kind"] for i in api.get(f"/api/inbox/?job={down_job.pk}").json()["items"]] == ["job_down"]
+    assert api.get("/api/inbox/?kind=pending_proposal").json()["count"] == 1
+    assert api.get("/api/inbox/?kind=nope").status_code == 400
+    assert api.get("/api/inbox/?job=x").status_code == 400

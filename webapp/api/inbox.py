@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.api.schema import VALIDATION_ERROR
 from webapp.inbox.items import inbox_items
 from webapp.inbox.kinds import ItemKind
 
@@ -29,6 +30,13 @@ class InboxItemSerializer(serializers.Serializer):
                                            "job_down {error}.")
 
 
+class InboxQuerySerializer(serializers.Serializer):
+    """The inbox's filters (each optional; a malformed one is a 400)."""
+
+    kind = serializers.ChoiceField(choices=ItemKind.choices, required=False, help_text="Only items of this kind.")
+    job = serializers.IntegerField(min_value=0, max_value=2**63 - 1, required=False, help_text="Only this job's items.")
+
+
 class InboxSerializer(serializers.Serializer):
     count = serializers.IntegerField()
     items = InboxItemSerializer(many=True)
@@ -38,7 +46,13 @@ class InboxView(APIView):
     """Everything that waits for a person across jobs: pending proposals (how long they waited),
     inconclusive verifications nobody looked at, suspended auto-approval, blocked scale-ups, jobs down."""
 
-    @extend_schema(responses=InboxSerializer, operation_id="inbox_list")
+    @extend_schema(parameters=[InboxQuerySerializer], operation_id="inbox_list",
+                   responses={200: InboxSerializer,
+                              400: OpenApiResponse(VALIDATION_ERROR, "A malformed filter (kind, job).")})
     def get(self, request: Request) -> Response:
-        items = inbox_items(timezone.now())
+        query = InboxQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        kind, job = query.validated_data.get("kind"), query.validated_data.get("job")
+        items = [i for i in inbox_items(timezone.now())
+                 if (kind is None or i.kind == kind) and (job is None or i.job_id == job)]
         return Response(InboxSerializer({"count": len(items), "items": items}).data)

@@ -223,6 +223,10 @@ SCALER_NOTIFY_MAX_RETRIES = env.int("SCALER_NOTIFY_MAX_RETRIES", default=5)
 SCALER_NOTIFY_BASE_URL = env.str("SCALER_NOTIFY_BASE_URL", default="")
 if SCALER_NOTIFY_WEBHOOK_URL and not SCALER_NOTIFY_WEBHOOK_URL.startswith(("http://", "https://")):
     raise ImproperlyConfigured("SCALER_NOTIFY_WEBHOOK_URL must be an http:// or https:// URL")
+# The notices' e-mail goes through Django's e-mail backend: EMAIL_URL (django-environ, e.g.
+# smtp+tls://user:password@smtp.example.com:587) and the sender DEFAULT_FROM_EMAIL.
+vars().update({k: v for k, v in env.email_url("EMAIL_URL", default="smtp://localhost:25").items() if v is not None})
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="sparkscaler@localhost")
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=REDIS_URL)

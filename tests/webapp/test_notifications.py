@@ -198,13 +198,18 @@ def test_targets_per_job_kinds_and_email(endpoint, eager, settings, django_captu
 
 
 def test_a_job_down_is_told_once_per_interval(endpoint, eager):
-    NotificationTarget.objects.create(name="team", webhook_url=endpoint.url)
-    job = make_job("orders")
-    Job.objects.filter(pk=job.pk).update(health=Job.Health.DOWN, last_error="Spark REST API: connection refused")
-    assert jobs_down_notify() == 1
-    assert jobs_down_notify() == 1  # enqueued again, deduplicated
+    job, other = make_job("orders"), make_job("clicks")
+    NotificationTarget.objects.create(name="orders team", job=job, webhook_url=endpoint.url)
+    Job.objects.filter(pk__in=[job.pk, other.pk]).update(health=Job.Health.DOWN,
+                                                         last_error="Spark REST API: connection refused")
+    assert jobs_down_notify() == 1  # only the job with a target
+    assert jobs_down_notify() == 0  # told within the interval
+    assert notice_send.apply(args=[Notice(NoticeKind.JOB_DOWN, job.pk).to_json()]).get() == NoticeOutcome.DUPLICATE
     assert [b["text"] for b in endpoint.bodies] == [
         "[sparkscaler] job orders: the job is down: Spark REST API: connection refused"]
+    NotificationTarget.objects.create(name="everyone", webhook_url=endpoint.url)
+    assert jobs_down_notify() == 1  # now the other one too
+    assert [b["job"]["name"] for b in endpoint.bodies] == ["orders", "clicks"]
 
 
 @pytest.mark.parametrize("url", ["ftp://example.com/hook", "javascript:alert(1)", "file:///etc/passwd"])

@@ -74,12 +74,14 @@ def _settings_defaults() -> tuple[str, list[str]]:
     return settings.SCALER_NOTIFY_WEBHOOK_URL, list(settings.SCALER_NOTIFY_EMAILS)
 
 
-def targets_configured(job_id: int) -> bool:
-    """Whether any notice of the job could go anywhere (one EXISTS query; none with settings defaults)."""
+def targets_configured(job_id: int | None) -> bool:
+    """Whether a notice of the job (None: of any job) could go anywhere (one EXISTS query; none with
+    the settings' defaults)."""
     webhook, emails = _settings_defaults()
     if webhook or emails:
         return True
-    return NotificationTarget.objects.filter(Q(job_id=job_id) | Q(job__isnull=True), enabled=True).exists()
+    targets = NotificationTarget.objects.filter(enabled=True)
+    return (targets if job_id is None else targets.filter(Q(job_id=job_id) | Q(job__isnull=True))).exists()
 
 
 def targets_for(job_id: int, kind: str) -> Destinations:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import smtplib
+from datetime import timedelta
 from enum import StrEnum
 
 import httpx
@@ -24,7 +25,7 @@ from django.core.mail import send_mail
 from django.utils import timezone
 
 from webapp.inbox.kinds import NoticeKind
-from webapp.inbox.models import webhook_url_validator
+from webapp.inbox.models import NoticeSent, NotificationTarget, webhook_url_validator
 from webapp.inbox.notify import Notice, notice_claim, notice_payload, targets_configured, targets_for
 from webapp.jobs.models import Job
 from webapp.proposals.models import Proposal
@@ -98,13 +99,21 @@ def email_deliver(subject: str, body: str, recipients: list[str]) -> int:
 
 @shared_task(acks_late=True)
 def jobs_down_notify() -> int:
-    """Beat: enqueue a notice for each job that is down; returns how many."""
-    down = list(Job.objects.filter(health=Job.Health.DOWN).values_list("pk", "last_error"))
+    """Beat: enqueue a notice for each job that is down and was not told so within the interval;
+    returns how many (at most four queries, whatever the number of jobs)."""
+    if not targets_configured(None):
+        return 0
+    told = NoticeSent.objects.filter(kind=NoticeKind.JOB_DOWN, last_sent_at__gt=timezone.now() - timedelta(
+        seconds=settings.SCALER_NOTIFY_INTERVAL_S)).values("job_id")
+    down = Job.objects.filter(health=Job.Health.DOWN).exclude(pk__in=told)
+    if not (settings.SCALER_NOTIFY_WEBHOOK_URL or settings.SCALER_NOTIFY_EMAILS or NotificationTarget.objects.filter(
+            enabled=True, job__isnull=True).exists()):
+        down = down.filter(notification_targets__enabled=True).distinct()  # only jobs with a target of their own
+    down = down.values_list("pk", "last_error")
     enqueued = 0
     for job_id, error in down:
-        if targets_configured(job_id):
-            notice_send.delay(Notice(NoticeKind.JOB_DOWN, job_id, None, {"error": error}).to_json())
-            enqueued += 1
+        notice_send.delay(Notice(NoticeKind.JOB_DOWN, job_id, None, {"error": error}).to_json())
+        enqueued += 1
     return enqueued
 
 

@@ -16,10 +16,10 @@ from django.core import mail
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from tests.webapp.factories import make_job, make_pending
+from tests.webapp.factories import make_job, make_pending, make_user
 from webapp.celery import app
 from webapp.inbox import receivers
-from webapp.inbox.kinds import NoticeKind
+from webapp.inbox.kinds import NoticeKind, notice_text
 from webapp.inbox.models import NoticeSent, NotificationTarget
 from webapp.inbox.notify import Notice
 from webapp.inbox.tasks import NoticeOutcome, jobs_down_notify, notice_send, webhook_deliver
@@ -227,3 +227,35 @@ def test_a_target_needs_a_destination_and_valid_addresses_and_kinds():
     with pytest.raises(ValidationError) as exc:
         NotificationTarget(name="t").full_clean()
     assert set(exc.value.message_dict) == {"webhook_url"}
+
+
+def test_the_admin_edits_a_target_with_its_kinds(client):
+    client.force_login(make_user("root", role="admin", is_superuser=True, is_staff=True))
+    assert client.get("/admin/inbox/notificationtarget/add/").status_code == 200
+    job = make_job("orders")
+    response = client.post("/admin/inbox/notificationtarget/add/", {
+        "name": "orders team", "job": job.pk, "webhook_url": "https://hooks.example.com/T0/B0", "emails": "a@example.com",
+        "kinds": [NoticeKind.PROPOSAL_PENDING, NoticeKind.JOB_DOWN], "enabled": "on"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    target = NotificationTarget.objects.get()
+    assert (target.job, target.kinds) == (job, ["proposal_pending", "job_down"])
+    refused = client.post("/admin/inbox/notificationtarget/add/", {"name": "bad", "webhook_url": "ftp://x.example.com/",
+                                                                   "enabled": "on"})
+    assert refused.status_code == 200 and NotificationTarget.objects.count() == 1
+    assert client.get("/admin/inbox/noticesent/").status_code == 200
+
+
+@pytest.mark.parametrize(("kind", "data", "text"), [
+    (NoticeKind.PROPOSAL_PENDING, {"proposal": 7, "changes": {"cores": [1, 2]}, "hold": ""},
+     "proposal #7 waits for a decision: cores 1 → 2"),
+    (NoticeKind.RESCALE_SUCCEEDED, {"proposal": 7, "changes": {"cores": [1, 2]}}, "proposal #7 was executed: cores 1 → 2"),
+    (NoticeKind.RESCALE_FAILED, {"proposal": 7, "changes": {"cores": [1, 2]}, "reason": "the runner refused it"},
+     "proposal #7 failed (cores 1 → 2): the runner refused it"),
+    (NoticeKind.ROLLED_BACK, {"proposal": 7, "changes": {"cores": [1, 2]}},
+     "proposal #7 was rolled back (it changed cores 1 → 2)"),
+    (NoticeKind.VERIFICATION_INCONCLUSIVE, {"proposal": 7, "reason": "no micro-batch completed since the change"},
+     "the verification of proposal #7 was inconclusive: no micro-batch completed since the change"),
+    (NoticeKind.JOB_DOWN, {"error": ""}, "the job is down"),
+])
+def test_every_notice_kind_has_its_words(kind, data, text):
+    assert notice_text(kind, "orders", data) == f"[sparkscaler] job orders: {text}"

@@ -90,7 +90,8 @@ _NOTICE_TEXT: dict[str, Callable[[Mapping], str]] = {
         f"proposal #{d['proposal']} failed" + _with(" (", changes_text(d.get("changes") or {}))
         + (")" if d.get("changes") else "") + _with(": ", d.get("reason"))),
     NoticeKind.ROLLED_BACK: lambda d: (
-        f"proposal #{d['proposal']} was rolled back" + _with(": ", changes_text(d.get("changes") or {}))),
+        f"proposal #{d['proposal']} was rolled back" + _with(" (it changed ", changes_text(d.get("changes") or {}))
+        + (")" if d.get("changes") else "")),
     NoticeKind.VERIFICATION_INCONCLUSIVE: lambda d: (
         f"the verification of proposal #{d['proposal']} was inconclusive" + _with(": ", d.get("reason"))),
     NoticeKind.JOB_DOWN: lambda d: "the job is down" + _with(": ", d.get("error")),

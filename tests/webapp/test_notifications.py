@@ -125,12 +125,19 @@ def test_a_failing_endpoint_is_retried(endpoint, eager):
     assert len(endpoint.bodies) == 1
 
 
-def test_a_blocked_endpoint_never_delays_the_loop(endpoint, published, monkeypatch, settings,
+def test_a_blocked_endpoint_never_delays_the_loop(endpoint, monkeypatch, settings,
                                                   django_capture_on_commit_callbacks):
     NotificationTarget.objects.create(name="team", webhook_url=endpoint.url)
     endpoint.gate.clear()  # the endpoint answers nothing until released
+    published = []
+    delay = notice_send.delay
+    # Published to the tests' in-memory broker, as a worker would receive it; recorded here.
+    monkeypatch.setattr(notice_send, "delay", lambda stored: (published.append(stored), delay(stored))[1])
+
+    http_calls = []
 
     def no_http(*args, **kwargs):
+        http_calls.append(args)
         raise AssertionError("the live loop called HTTP")
 
     monkeypatch.setattr(httpx, "post", no_http)
@@ -139,7 +146,7 @@ def test_a_blocked_endpoint_never_delays_the_loop(endpoint, published, monkeypat
         proposal = make_pending()
     assert proposal.status == Proposal.Status.PENDING
     assert [Notice.from_json(n).kind for n in published] == [NoticeKind.PROPOSAL_PENDING]
-    assert endpoint.bodies == []
+    assert endpoint.bodies == [] and http_calls == []
     monkeypatch.undo()
     settings.SCALER_NOTIFY_TIMEOUT_S = 0.2
     with pytest.raises(httpx.TimeoutException):  # the worker's delivery times out (and is retried)

@@ -10,10 +10,11 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 
 from tests.webapp.dashboard_factories import make_role_user
-from tests.webapp.factories import make_job
+from tests.webapp.factories import make_job, make_snapshots
 from tests.webapp.inbox_factories import make_every_kind, make_inconclusive, make_pending_proposal
 from webapp.inbox.items import inbox_count, inbox_items
 from webapp.inbox.kinds import ItemKind
+from webapp.jobs.models import Job
 from webapp.proposals.codes import AuditAction, AuditReason, Reason
 from webapp.proposals.lifecycle import audit
 
@@ -41,6 +42,15 @@ def test_item_data_and_text():
     assert by_kind[ItemKind.SCALE_UP_BLOCKED].data["knobs"] == ["cores"]
     assert by_kind[ItemKind.JOB_DOWN].text == "the job is down: no runner has reported for this job"
     assert by_kind[ItemKind.AUTO_APPROVAL_SUSPENDED].since is not None
+    assert by_kind[ItemKind.JOB_DOWN].since is None  # it never sent metrics
+
+
+def test_a_job_is_down_since_its_newest_snapshot():
+    job = make_job("orders")
+    snapshots = make_snapshots(job, count=3)
+    Job.objects.filter(pk=job.pk).update(health=Job.Health.DOWN)
+    (item,) = inbox_items()
+    assert (item.kind, item.since) == (ItemKind.JOB_DOWN, snapshots[-1].collected_at)
 
 
 def test_an_inconclusive_verification_leaves_once_a_person_acted_or_a_newer_proposal_came():

@@ -21,7 +21,7 @@ class InboxItemSerializer(serializers.Serializer):
     job = serializers.IntegerField(source="job_id")
     job_name = serializers.CharField()
     since = serializers.DateTimeField(allow_null=True, help_text="Since when it waits; null when unknown "
-                                                                 "(a job down).")
+                                                                 "(a job down that never sent metrics).")
     text = serializers.CharField(help_text="The item in words, rendered from kind and data.")
     path = serializers.CharField(help_text="The page to act on it (a proposal's or a job's).")
     data = serializers.DictField(help_text="The kind's data: pending_proposal {proposal, revision, waited_s, "

@@ -7,7 +7,8 @@
   a rollback, a cleared block or a comment means someone looked);
 - **suspended auto-approval** (``JobPolicy.auto_approve_suspended``, a rollback suspends it);
 - **blocked scale-ups** (``Job.scale_up_block``, FLIP-271's ineffective-scale-up detection);
-- a **job down** (``Job.health``: the collector could not read the runner or Spark).
+- a **job down** (``Job.health``: the collector could not read the runner or Spark), since its
+  newest metric snapshot.
 
 Bounded queries: :func:`inbox_items` runs three, :func:`inbox_count` two, whatever the number of jobs.
 """
@@ -22,7 +23,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from webapp.inbox.kinds import ITEM_COLOURS, ItemKind, item_text
-from webapp.jobs.models import Job
+from webapp.jobs.models import Job, MetricSnapshot
 from webapp.proposals.codes import AuditAction
 from webapp.proposals.models import AuditEvent, Proposal
 from webapp.proposals.reason_text import reason_text
@@ -88,10 +89,12 @@ def _proposal_items(now: datetime) -> list[InboxItem]:
 
 def _job_items() -> list[InboxItem]:
     items = []
-    for job in Job.objects.filter(_WAITING_JOBS).select_related("policy").order_by("name"):
+    last_seen = MetricSnapshot.objects.filter(job_id=OuterRef("pk")).order_by("-collected_at").values("collected_at")
+    for job in (Job.objects.filter(_WAITING_JOBS).select_related("policy")
+                .annotate(last_seen=Subquery(last_seen[:1])).order_by("name")):
         path = reverse("dashboard:job", args=[job.pk])
-        if job.health == Job.Health.DOWN:
-            items.append(InboxItem(ItemKind.JOB_DOWN, job.pk, job.name, None, path, {"error": job.last_error}))
+        if job.health == Job.Health.DOWN:  # down since its last metrics, if it ever had any
+            items.append(InboxItem(ItemKind.JOB_DOWN, job.pk, job.name, job.last_seen, path, {"error": job.last_error}))
         if job.scale_up_block:
             block = job.scale_up_block
             items.append(InboxItem(ItemKind.SCALE_UP_BLOCKED, job.pk, job.name, _parse(block.get("since")), path,

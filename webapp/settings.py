@@ -227,6 +227,25 @@ if SCALER_NOTIFY_WEBHOOK_URL and not SCALER_NOTIFY_WEBHOOK_URL.startswith(("http
 # smtp+tls://user:password@smtp.example.com:587) and the sender DEFAULT_FROM_EMAIL.
 vars().update({k: v for k, v in env.email_url("EMAIL_URL", default="smtp://localhost:25").items() if v is not None})
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="sparkscaler@localhost")
+# Cross-job throttles (webapp.loop.throttle): at most SCALER_CLUSTER_MAX_IN_FLIGHT executions in flight per
+# Spark cluster (its master URL, or the host in local mode), and SCALER_CLUSTER_COOLDOWN_S seconds from the end
+# of one execution on a cluster to the start of the next. Rollbacks are never held.
+SCALER_CLUSTER_MAX_IN_FLIGHT = env.int("SCALER_CLUSTER_MAX_IN_FLIGHT", default=1)
+SCALER_CLUSTER_COOLDOWN_S = env.float("SCALER_CLUSTER_COOLDOWN_S", default=30.0)
+if SCALER_CLUSTER_MAX_IN_FLIGHT < 1 or not SCALER_CLUSTER_COOLDOWN_S >= 0:
+    raise ImproperlyConfigured("Cluster throttles: need SCALER_CLUSTER_MAX_IN_FLIGHT >= 1 and "
+                               "SCALER_CLUSTER_COOLDOWN_S >= 0 (seconds)")
+# Bounded collection (webapp.loop.tasks.collect_job): Celery's soft and hard time limits of one collect and
+# evaluate (enforced by the prefork pool; with the threads pool the collection stops itself at the soft limit:
+# no Spark REST request starts past it), the per-job lock outlives the hard limit, and one collection makes at
+# most SCALER_COLLECT_MAX_REQUESTS Spark REST requests (retries included).
+SCALER_COLLECT_SOFT_TIME_LIMIT_S = env.float("SCALER_COLLECT_SOFT_TIME_LIMIT_S",
+                                             default=3 * SCALER_COLLECT_INTERVAL_S)
+SCALER_COLLECT_TIME_LIMIT_S = env.float("SCALER_COLLECT_TIME_LIMIT_S", default=4 * SCALER_COLLECT_INTERVAL_S)
+SCALER_COLLECT_MAX_REQUESTS = env.int("SCALER_COLLECT_MAX_REQUESTS", default=60)
+if not 0 < SCALER_COLLECT_SOFT_TIME_LIMIT_S < SCALER_COLLECT_TIME_LIMIT_S or SCALER_COLLECT_MAX_REQUESTS < 3:
+    raise ImproperlyConfigured("Bounded collection: need 0 < SCALER_COLLECT_SOFT_TIME_LIMIT_S < "
+                               "SCALER_COLLECT_TIME_LIMIT_S (seconds) and SCALER_COLLECT_MAX_REQUESTS >= 3")
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=REDIS_URL)

@@ -6,13 +6,13 @@ import pytest
 
 from scaling.forecast import VerdictReason
 from webapp.jobs.models import EvaluationHold
-from webapp.proposals.codes import LEGACY_TEXT, AuditReason, GuardrailCode, HoldCode, Reason, RetryCode
+from webapp.proposals.codes import LEGACY_TEXT, AuditReason, GuardrailCode, HoldCode, Reason, RetryCode, ThrottleCode
 from webapp.proposals.reason_text import TEMPLATES, evaluation_hold_text, reason_text, withdrawal_text
 from webapp.proposals.reasons import WithdrawReason
 
 
 @pytest.mark.parametrize("code", [*AuditReason, *GuardrailCode, *HoldCode, *VerdictReason, *WithdrawReason,
-                                  *RetryCode],
+                                  *RetryCode, *ThrottleCode],
                          ids=str)
 def test_every_code_has_a_template_that_reads_missing_data(code):
     assert str(code) in TEMPLATES

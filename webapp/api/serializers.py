@@ -189,8 +189,8 @@ class ReasonSerializer(serializers.Serializer):
     """A coded reason: ``code`` (``webapp.proposals.codes``), its ``data``, and ``text``, the sentence
     rendered from them (``webapp.proposals.reason_text``); null when there is none."""
 
-    code = serializers.CharField(help_text="Stable code: a HoldCode, GuardrailCode, AuditReason, WithdrawReason "
-                                           "or scaling.forecast.VerdictReason value, or legacy-text.")
+    code = serializers.CharField(help_text="Stable code: a HoldCode, ThrottleCode, GuardrailCode, AuditReason, "
+                                           "WithdrawReason or scaling.forecast.VerdictReason value, or legacy-text.")
     data = serializers.DictField(help_text="The reason's numbers and names, by key.")
     text = serializers.CharField(help_text="The reason in words, rendered from code and data.")
 
@@ -205,6 +205,9 @@ class ProposalSerializer(serializers.ModelSerializer):
     execution = ExecutionSerializer(read_only=True, allow_null=True)
     hold_reason = ReasonSerializer(read_only=True, allow_null=True,
                                    help_text="auto mode: why the policy held it for a person; null when not held.")
+    waiting = ReasonSerializer(read_only=True, allow_null=True,
+                               help_text="approved: why its execution waits for a slot on its Spark cluster (a "
+                                         "ThrottleCode); null when it does not.")
     reasons = ReasonsField()
     plan = PlanField()
     revisions = RevisionsField()
@@ -214,7 +217,7 @@ class ProposalSerializer(serializers.ModelSerializer):
         model = Proposal
         fields = ["id", "job", "status", "current_config", "proposed_config", "reasons", "plan", "created_at",
                   "decided_at", "decided_by", "comment", "execution",
-                  "kind", "rollback_of", "expires_at", "hold_reason", "verification", "verification_detail",
+                  "kind", "rollback_of", "expires_at", "hold_reason", "waiting", "verification", "verification_detail",
                   "verified_at", "revision", "revisions", "prediction", "withdrawal"]
 
 

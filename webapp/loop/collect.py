@@ -23,6 +23,7 @@ from sparkclient.contract.spec import KnobError, knobs_from_json, validate_value
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.jobs.redis import get_redis
 from webapp.jobs.sparkui import Refusal, UiTarget, ui_target
+from webapp.loop.throttle import cluster_key
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +45,8 @@ class KnobsDiffer(ValueError):
 
 
 def _sync_runner_state(job: Job, status: control.RunnerStatus) -> None:
-    """Adopt the runner's knob values, plan stages and capacity (the runner is the source of truth for
-    what runs). Knob declarations are adopted only while the job has none registered (first use);
+    """Adopt the runner's knob values, plan stages, capacity and cluster (``webapp.loop.throttle.cluster_key``;
+    the runner is the source of truth for what runs). Knob declarations are adopted only while the job has none registered (first use);
     after that a runner declaring others is refused, so whoever can write Redis cannot widen the
     bounds the autoscaler respects: re-register the job's knobs to change them.
 
@@ -74,6 +75,9 @@ def _sync_runner_state(job: Job, status: control.RunnerStatus) -> None:
         updates["plan_stages"] = stage_dicts
     if status.capacity != job.capacity:
         updates["capacity"] = status.capacity
+    cluster = cluster_key(status.master, status.ui_url)
+    if cluster and cluster != job.cluster:
+        updates["cluster"] = cluster
     if status.query_name and not job.query_name:
         updates["query_name"] = status.query_name
     if updates:

@@ -10,6 +10,10 @@ its lease expires is ``unanswered``: its outcome is unknown. Failed and unanswer
 retried under the job's restart strategy (``backoff``); when the retries are spent the job rolls back
 to its last configuration that succeeded (``webapp.proposals.rollback``).
 
+An approved proposal starts (approved → executing) only when its Spark cluster has a free slot and
+its cooldown has passed (``webapp.loop.throttle``); until then it stays approved with the reason in
+``Proposal.waiting``, and is enqueued again when a slot frees.
+
 Every attempt carries the execution's idempotency key: a runner that applied an unanswered attempt
 answers the next one with that apply (a replay), and the earlier attempt is recorded as the applied
 one (``webapp.loop.applied``).
@@ -30,6 +34,7 @@ from sparkclient.contract import control
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.redis import get_redis
 from webapp.loop.applied import applied_at, applied_attempt, success_log
+from webapp.loop import throttle
 from webapp.loop.backoff import RestartStrategy, RetryDecision, next_retry
 from webapp.proposals import dispatch
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason, RetryCode
@@ -74,17 +79,21 @@ def runner_result(redis, job_name: str, command_id: str) -> control.RescaleResul
 
 # --- send ----------------------------------------------------------------------------------------
 
-def _start(proposal: Proposal) -> None:
-    """approved → executing, and the proposal's one execution row (a second delivery finds it)."""
+def _start(proposal: Proposal) -> Reason | None:
+    """approved → executing, and the proposal's one execution row (a second delivery finds it), when
+    the cluster's throttle gives it a slot (``webapp.loop.throttle``); else the reason it waits."""
     if proposal.kind == Proposal.Kind.SCALE and proposal.job.policy.mode == JobPolicy.Mode.ADVISOR:
         raise TransitionError(f"proposal {proposal.pk}: the job is in advisor mode, nothing is executed")
-    with transaction.atomic():
+
+    def start() -> None:
         try:
-            transition(proposal=proposal, target=Status.EXECUTING, actor=Actor.SYSTEM,
+            transition(proposal=proposal, target=Status.EXECUTING, actor=Actor.SYSTEM, waiting={},
                        reason=Reason(AuditReason.EXECUTION_STARTED, {"kind": proposal.kind}))
             Execution.objects.create(proposal=proposal, lease_expires_at=timezone.now() + timedelta(seconds=lease_s()))
         except TransitionError:
             pass  # another delivery started it; the claim decides
+
+    return throttle.start_or_hold(proposal, start)
 
 
 def _claim(execution: Execution, attempt: int) -> bool:
@@ -100,7 +109,8 @@ def attempt_send(*, proposal_id: int, attempt: int = 1) -> Execution | None:
     attempt), claim the attempt, take a late answer of the previous attempt as the outcome, send.
 
     Idempotent: an attempt already claimed, or a proposal no longer executing, returns the
-    execution without sending anything.
+    execution without sending anything. Returns None, sending nothing, when the cluster's throttle
+    holds the proposal (``Proposal.waiting``); held by the cooldown, it is enqueued again for its end.
 
     Raises:
         TransitionError: attempt 1 of a proposal that is neither approved nor executed, or of an
@@ -108,7 +118,14 @@ def attempt_send(*, proposal_id: int, attempt: int = 1) -> Execution | None:
     """
     proposal = Proposal.objects.select_related("job", "job__policy").get(pk=proposal_id)
     if proposal.status == Status.APPROVED:
-        _start(proposal)
+        waiting = _start(proposal)
+        if waiting is not None:
+            logger.info("proposal %s waits for a slot on cluster %s (%s)", proposal_id, proposal.job.cluster,
+                        waiting.code)
+            again_s = throttle.retry_after_s(waiting, timezone.now())
+            if again_s is not None:
+                dispatch.enqueue_attempt(proposal_id, 1, countdown_s=again_s)
+            return None
     execution = Execution.objects.filter(proposal_id=proposal_id).first()
     if execution is None:
         raise TransitionError(f"proposal {proposal_id} is {proposal.status}, not approved: nothing to execute")
@@ -172,6 +189,8 @@ def execution_record_result(*, execution_id: int, attempt: int, result: control.
         else:
             _record_failure(execution, attempt, result, entry, now)
     execution.refresh_from_db()
+    if execution.status != ExecutionStatus.RUNNING:
+        throttle.wake_waiting(execution.proposal.job)  # its slot on the cluster is free
     return execution
 
 

@@ -1,6 +1,6 @@
 """The reconcile beat: expire pending proposals, record the runners' answers to the attempts in
 flight, record an attempt with no answer past its lease as unanswered (its outcome unknown),
-enqueue again an attempt or an approval whose message was lost, verify executions that ran long
+enqueue again an attempt or an approval whose message was lost or whose cluster slot freed, verify executions that ran long
 enough, record what each rescale cost.
 The beat is what makes an execution finish: no worker waits on a runner (``webapp.loop.execute``).
 """
@@ -16,6 +16,7 @@ from django.utils import timezone
 from webapp.jobs.redis import get_redis
 from webapp.loop.execute import execution_record_result, lease_s, runner_result, unanswered
 from webapp.loop.rescale_cost import record_open_costs
+from webapp.loop.throttle import waiting_due
 from webapp.loop.verify import proposal_verify, verification_due
 from webapp.proposals import dispatch
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
@@ -79,11 +80,12 @@ def execution_requeue(*, execution: Execution, now: datetime | None = None) -> s
 
 
 def _restart_lost_approvals(now: datetime) -> int:
-    """Approved proposals whose first attempt was never started within a lease: enqueue it again."""
+    """Approved proposals whose first attempt was never started within a lease: enqueue it again
+    (those waiting for a cluster slot are ``throttle.waiting_due``'s)."""
     restarted = 0
     stale = now - timedelta(seconds=lease_s())
     for proposal in Proposal.objects.select_related("job").filter(
-            status=Status.APPROVED, execution__isnull=True).filter(
+            status=Status.APPROVED, execution__isnull=True).exclude(waiting__has_key="code").filter(
             Q(decided_at__lt=stale) | Q(decided_at__isnull=True, created_at__lt=stale)):
         with transaction.atomic():
             if Proposal.objects.filter(pk=proposal.pk, status=Status.APPROVED).update(decided_at=now):
@@ -98,8 +100,9 @@ def workflow_reconcile(*, now: datetime | None = None) -> dict:
     """The reconcile beat: expire pending proposals, record the runners' answers (and fail attempts
     past their lease), re-enqueue attempts whose message was lost, and verify executions that ran
     long enough. Returns counts per kind of work: ``expired``, ``recorded`` (answers recorded in
-    time), ``reconciled`` (executions taken over past their lease), ``restarted``, ``verified``, ``costed``
-    (executions whose rescale cost was recorded)."""
+    time), ``reconciled`` (executions taken over past their lease), ``restarted``, ``unthrottled`` (proposals
+    waiting for a cluster slot enqueued again, their slot free), ``verified``, ``costed`` (executions whose
+    rescale cost was recorded)."""
     now = now or timezone.now()
     counts = {"expired": proposals_expire(now=now), "recorded": 0, "reconciled": 0, "restarted": 0, "verified": 0}
     for execution in Execution.objects.select_related("proposal__job").filter(
@@ -112,6 +115,7 @@ def workflow_reconcile(*, now: datetime | None = None) -> dict:
         execution_requeue(execution=execution, now=now)
         counts["reconciled"] += 1
     counts["restarted"] = _restart_lost_approvals(now)
+    counts["unthrottled"] = waiting_due(now=now)
     for proposal in verification_due(now=now):
         if proposal_verify(proposal=proposal, now=now) is not None:
             counts["verified"] += 1

@@ -52,6 +52,7 @@ class AuditAction(models.TextChoices):
     SCALE_UP_BLOCK_CLEARED = "scale_up_block_cleared", "scale-up block cleared"
     JOB_CHANGED = "job_changed", "registration changed"
     POLICY_CHANGED = "policy_changed", "policy changed"
+    EXECUTION_THROTTLED = "execution_throttled", "waiting for a cluster slot"
 
 
 _GREY, _AMBER, _BLUE, _VIOLET, _GREEN, _RED = "#6b7280", "#d97706", "#2563eb", "#7c3aed", "#059669", "#dc2626"
@@ -70,6 +71,7 @@ ACTION_COLOURS: dict[str, str] = {
     AuditAction.VERIFICATION_INEFFECTIVE: _RED, AuditAction.VERIFICATION_INCONCLUSIVE: _GREY,
     AuditAction.SCALE_UP_BLOCKED: _RED, AuditAction.SCALE_UP_BLOCK_CLEARED: _GREEN,
     AuditAction.JOB_CHANGED: _BLUE, AuditAction.POLICY_CHANGED: _BLUE,
+    AuditAction.EXECUTION_THROTTLED: _AMBER,
 }
 
 
@@ -92,6 +94,15 @@ class HoldCode(models.TextChoices):
     SCALE_UP_BLOCK = "ineffective_scale_up_block", "ineffective-scale-up block"  # data: knobs, proposal
     AUTO_APPROVE_SUSPENDED = "auto_approval_suspended", "auto-approval suspended"  # data: reason (text)
     EXECUTION_IN_FLIGHT = "execution_in_flight", "another execution in flight"  # data: error (text)
+
+
+class ThrottleCode(models.TextChoices):
+    """Why an approved proposal waits for a slot on its Spark cluster (``Proposal.waiting``,
+    ``webapp.loop.throttle``). Data: cluster, in_flight (the executing proposals' ids), limit,
+    cooldown_s, last_finished_at and free_at (ISO 8601, or None)."""
+
+    CLUSTER_BUSY = "cluster_slots_busy", "every execution slot of the cluster is taken"
+    CLUSTER_COOLDOWN = "cluster_cooldown", "the cluster's cooldown since its last execution"
 
 
 class GuardrailCode(models.TextChoices):

@@ -62,6 +62,9 @@ class Proposal(StoredPlanMixin, models.Model):
     hold_reason = models.JSONField(default=dict, blank=True,
                                    help_text="auto mode: why the policy did not approve it (a HoldCode or the "
                                              "GuardrailCode it breaks), so it waits for a person. " + _REASON_HELP)
+    waiting = models.JSONField(default=dict, blank=True,
+                               help_text="approved: why its execution waits for a slot on its Spark cluster (a "
+                                         "ThrottleCode; webapp.loop.throttle); cleared when it starts. " + _REASON_HELP)
     verification = models.CharField(max_length=20, choices=Verification.choices, default=Verification.NONE,
                                     blank=True)
     verification_detail = models.JSONField(default=dict, blank=True)
@@ -103,6 +106,11 @@ class Proposal(StoredPlanMixin, models.Model):
     def hold_text(self) -> str:
         """Why auto mode held it for a person, in words (``""`` when not held)."""
         return reason_text(self.hold_reason)
+
+    @property
+    def waiting_text(self) -> str:
+        """Why its execution waits for a cluster slot, in words (``""`` when it does not)."""
+        return reason_text(self.waiting)
 
 
 class Execution(models.Model):

@@ -16,7 +16,7 @@ from scaling.forecast import VerdictReason
 from scaling.plan import PlanFormatError
 from scaling.reason_text import reason_text as plan_reason_text
 from webapp.jobs.models import EvaluationHold
-from webapp.proposals.codes import LEGACY_TEXT, AuditReason, GuardrailCode, HoldCode, Reason, RetryCode
+from webapp.proposals.codes import LEGACY_TEXT, AuditReason, GuardrailCode, HoldCode, Reason, RetryCode, ThrottleCode
 from webapp.proposals.reasons import WithdrawReason
 
 __all__ = ["TEMPLATES", "evaluation_hold_text", "reason_text", "withdrawal_text"]
@@ -79,6 +79,26 @@ _HOLDS: dict[str, _Template] = {
         f"auto-approval is suspended for this job ({d.get('reason')}); a person must approve, or re-enable "
         f"auto-approval"),
     HoldCode.EXECUTION_IN_FLIGHT: lambda d: str(d.get("error", "another execution of the job is in flight")),
+}
+
+def _in_flight(data: Mapping) -> str:
+    ids = data.get("in_flight") or ()
+    return ", ".join(f"#{pk}" for pk in ids) or "none"
+
+
+def _at(value: object) -> str:
+    return str(value or "")[:19].replace("T", " ") + " UTC" if value else "unknown"
+
+
+_THROTTLES: dict[str, _Template] = {
+    ThrottleCode.CLUSTER_BUSY: lambda d: (
+        f"waiting for a slot on cluster {d.get('cluster')}: {len(d.get('in_flight') or ())} execution(s) in flight "
+        f"(proposal {_in_flight(d)}), at most {d.get('limit')} (SCALER_CLUSTER_MAX_IN_FLIGHT); it starts when one "
+        f"finishes and {d.get('cooldown_s', 0):g} s have passed (SCALER_CLUSTER_COOLDOWN_S)"),
+    ThrottleCode.CLUSTER_COOLDOWN: lambda d: (
+        f"waiting for cluster {d.get('cluster')}'s cooldown: its last execution finished at "
+        f"{_at(d.get('last_finished_at'))}, the next starts {d.get('cooldown_s', 0):g} s later "
+        f"(SCALER_CLUSTER_COOLDOWN_S), at {_at(d.get('free_at'))}"),
 }
 
 _VERDICTS: dict[str, _Template] = {
@@ -191,7 +211,7 @@ def _merge(*families: dict[str, _Template]) -> dict[str, _Template]:
 
 
 #: Every coded reason's template, by code (the codes are unique across the families).
-TEMPLATES: dict[str, _Template] = _merge(_GUARDRAILS, _HOLDS, _VERDICTS, _WITHDRAWALS, _RETRIES, _AUDIT)
+TEMPLATES: dict[str, _Template] = _merge(_GUARDRAILS, _HOLDS, _THROTTLES, _VERDICTS, _WITHDRAWALS, _RETRIES, _AUDIT)
 
 
 def reason_text(reason: Reason | Mapping | str | None) -> str:

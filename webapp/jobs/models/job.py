@@ -57,6 +57,10 @@ class Job(models.Model):
                   "ones Spark tries, spark.port.maxRetries).")
     plan_stages = models.JSONField(default=list, blank=True,
                                    help_text="The stages of the query's physical plan, as the runner read them.")
+    cluster = models.CharField(
+        max_length=300, blank=True, db_index=True,
+        help_text="The Spark cluster its runner reports (the master URL, or local@<host> in local mode): executions "
+                  "are throttled per cluster (webapp.loop.throttle). Empty: not reported yet.")
     capacity = models.PositiveIntegerField(default=0, help_text="Most executors the cluster can give (0: unknown).")
     health = models.CharField(max_length=20, choices=Health.choices, default=Health.COLLECTING)
     last_error = models.TextField(blank=True)

@@ -86,6 +86,9 @@ class MetricSnapshot(models.Model):
     state_rows = models.BigIntegerField(default=0)
     state_bytes = models.BigIntegerField(default=0)
     errors = models.JSONField(default=list)
+    rest_requests = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Spark REST requests this collect made (retries included; at most "
+                                         "SCALER_COLLECT_MAX_REQUESTS); empty when not counted.")
 
     objects = _CheckedRows.as_manager()
 

@@ -43,6 +43,7 @@ class FakeRunner(threading.Thread):
         self.values = values  # the knob values it runs with (None: not known), those of its last apply
         self.commands: list[dict] = []
         self.received_at: list[float] = []
+        self.answered_at: list[float] = []  # time.monotonic() of each result written
         self.applied: list[RescaleCommand] = []
         self.replays: list[RescaleResult] = []
         self.lost: list[RescaleResult] = []
@@ -95,6 +96,7 @@ class FakeRunner(threading.Thread):
     def _write(self, result: RescaleResult) -> None:
         try:
             write_result(self.client, self.job, result)
+            self.answered_at.append(time.monotonic())
         except (redis.ConnectionError, redis.TimeoutError):
             self.lost.append(result)
 

@@ -6,6 +6,8 @@ it (lists of dicts / dicts with Spark's camelCase keys), so the pure functions o
 
 Transport errors, HTTP 429 and 5xx are retried a bounded number of times with exponential
 back-off (tenacity); anything else, or the last failure, raises :class:`SparkRestError`.
+The client counts the HTTP requests it makes (``requests``, retries included) and, given a budget
+(``max_requests``, ``time_budget_s``), makes none past it (:class:`RequestBudgetSpent`).
 The metric-string parsers live in :mod:`sparkclient.collector.metricstrings` and are re-exported here.
 """
 
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from typing import Any
+
+import time
 
 import httpx
 from tenacity import (
@@ -34,6 +38,7 @@ from sparkclient.collector.metricstrings import (
 
 __all__ = [
     "MetricStats",
+    "RequestBudgetSpent",
     "SparkRestClient",
     "SparkRestError",
     "parse_bytes",
@@ -59,6 +64,11 @@ class SparkRestError(RuntimeError):
         self.url = url
         self.status = status
         self.attempts = attempts
+
+
+class RequestBudgetSpent(SparkRestError):
+    """A request the client did not make: its budget of requests (``max_requests``) or of time
+    (``time_budget_s``) is spent. ``status`` is None and ``attempts`` 0; not retried."""
 
 
 class _RetryableStatus(Exception):
@@ -106,19 +116,27 @@ class SparkRestClient:
     ``attempts`` is the total number of tries per call (>= 1); back-off between tries is
     exponential from ``backoff_s`` seconds, capped at ``max_backoff_s``.
     ``transport`` lets tests inject an ``httpx.MockTransport``.
+    ``max_requests`` bounds the HTTP requests of the client's life (retries included; None: no
+    bound); ``time_budget_s`` the seconds from its creation after which it starts none (None: no
+    bound). ``requests`` counts the HTTP requests made.
 
     Use as a context manager or call :meth:`close`.
     """
 
+    #: Seconds each request may take (connect, read, write, pool) unless told otherwise.
+    DEFAULT_TIMEOUT_S = 5.0
+
     def __init__(
         self,
         base_url: str,
-        timeout_s: float = 5.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
         *,
         attempts: int = 3,
         backoff_s: float = 0.2,
         max_backoff_s: float = 2.0,
         transport: httpx.BaseTransport | None = None,
+        max_requests: int | None = None,
+        time_budget_s: float | None = None,
     ) -> None:
         if attempts < 1:
             raise ValueError(f"attempts must be >= 1, got {attempts}")
@@ -133,6 +151,11 @@ class SparkRestClient:
         self._attempts = attempts
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
+        self.max_requests = max_requests
+        self.time_budget_s = time_budget_s
+        self._deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
+        #: HTTP requests made so far (each retry is one).
+        self.requests = 0
         self._http = httpx.Client(
             base_url=self.api_url,
             timeout=httpx.Timeout(timeout_s),
@@ -173,6 +196,7 @@ class SparkRestClient:
         try:
             for attempt in retrying:
                 with attempt:
+                    self._spend(request_url)
                     response = self._http.get(path.lstrip("/"), params=_clean_params(params))
                     if response.status_code in _RETRY_STATUSES:
                         raise _RetryableStatus(response)
@@ -204,6 +228,16 @@ class SparkRestClient:
                 status=response.status_code,
                 attempts=n,
             ) from exc
+
+    def _spend(self, request_url: str) -> None:
+        """Count one request, or raise :class:`RequestBudgetSpent` when the budget allows none."""
+        if self.max_requests is not None and self.requests >= self.max_requests:
+            raise RequestBudgetSpent(f"GET {request_url} not made: the budget of {self.max_requests} Spark REST "
+                                     "requests per collection is spent", url=request_url, status=None, attempts=0)
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            raise RequestBudgetSpent(f"GET {request_url} not made: the collection's time budget of "
+                                     f"{self.time_budget_s:g} s is spent", url=request_url, status=None, attempts=0)
+        self.requests += 1
 
     def _get_with_path(self, path: str, params: dict[str, Any] | None = None) -> tuple[JSON, str]:
         return self.get(path, params), f"{self.api_url}/{path}"

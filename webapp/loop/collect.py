@@ -122,6 +122,16 @@ def _running_target(job: Job) -> tuple[control.RunnerStatus, UiTarget] | None:
     return status, target
 
 
+def rest_client(base_url: str) -> SparkRestClient:
+    """A Spark REST client for one collection: at most ``SCALER_COLLECT_MAX_REQUESTS`` requests, and none
+    started once the soft time limit is near (``SCALER_COLLECT_SOFT_TIME_LIMIT_S`` less one request's
+    timeout), so a slow driver ends the collection before the task's limits (a request not made is
+    a :class:`sparkclient.collector.rest.RequestBudgetSpent`: a note on the sample, or the job down)."""
+    timeout_s = SparkRestClient.DEFAULT_TIMEOUT_S
+    return SparkRestClient(base_url, timeout_s, max_requests=settings.SCALER_COLLECT_MAX_REQUESTS,
+                           time_budget_s=max(timeout_s, settings.SCALER_COLLECT_SOFT_TIME_LIMIT_S - timeout_s))
+
+
 def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot | None:
     """Read the runner status, the progress published since the previous collect and the Spark REST
     API, and store one MetricSnapshot with a VertexSnapshot per stage.
@@ -132,7 +142,8 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     Returns None, with the job marked ``down`` and the reason in ``last_error``, when the runner is
     not running or Spark does not answer, and marked ``degraded`` with the reason when Spark's data
     or the published progress is malformed (``SparkDataError``, naming the field) or the sample
-    holds a non-finite or negative value (``SampleError``): nothing is stored then.
+    holds a non-finite or negative value (``SampleError``): nothing is stored then. The snapshot
+    records how many Spark REST requests the collection made (``rest_requests``, bounded: :func:`rest_client`).
     """
     # The window ends a moment ago, so the progress of a batch that just completed is published.
     now = now or timezone.now() - timedelta(seconds=PUBLISH_LAG_S)
@@ -156,7 +167,7 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
         mark_health(job, Job.Health.DEGRADED, f"published progress: {exc}")
         return None
     config = job.config
-    client = SparkRestClient(target.base_url)
+    client = rest_client(target.base_url)
     try:
         sample = collect_sample(client, target.app_id, progresses, run_id=status.run_id,
                                 trigger_interval_s=trigger_interval_s, window_s=window_s,
@@ -169,13 +180,16 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
         return None
     finally:
         client.close()
-    snapshot = _store(job, now=now, config=config, sample=sample, window_s=window_s)
+        logger.info("job %s: %d Spark REST request(s) in this collection (at most %d)", job.name, client.requests,
+                    client.max_requests)
+    snapshot = _store(job, now=now, config=config, sample=sample, window_s=window_s, rest_requests=client.requests)
     mark_health(job, Job.Health.RUNNING if sample.batches else Job.Health.DEGRADED,
                 "" if sample.batches else "no micro-batch completed in the last window")
     return snapshot
 
 
-def _store(job: Job, *, now: datetime, config: dict, sample: JobSample, window_s: float) -> MetricSnapshot:
+def _store(job: Job, *, now: datetime, config: dict, sample: JobSample, window_s: float,
+           rest_requests: int | None = None) -> MetricSnapshot:
     """One MetricSnapshot of ``sample`` with a VertexSnapshot per stage, in one transaction; a
     window without a completed batch keeps the collect window's length."""
     with transaction.atomic():
@@ -187,7 +201,7 @@ def _store(job: Job, *, now: datetime, config: dict, sample: JobSample, window_s
             batch_duration_s=sample.batch_duration_s, trigger_interval_s=sample.trigger_interval_s,
             batch_overhead_s=sample.batch_overhead_s, batch_ratio=sample.batch_ratio,
             executors=sample.executors, cores=sample.cores, state_rows=sample.state_rows,
-            state_bytes=sample.state_bytes, errors=list(sample.errors))
+            state_bytes=sample.state_bytes, errors=list(sample.errors), rest_requests=rest_requests)
         VertexSnapshot.objects.bulk_create([
             VertexSnapshot(snapshot=snapshot, vertex_id=v.vertex_id, name=v.name, position=v.position,
                            is_source=v.is_source, tasks=v.tasks, busy_s=v.busy_s, busy_max_s=v.busy_max_s,

@@ -1,8 +1,12 @@
 """Celery tasks of the live loop: thin, take ids, call one step.
 
-- The collect beat (``collect_all`` → ``collect_job``): collections of one job never overlap (Redis
-  lock). No retries: the next beat collects again, and the collector records what went wrong on
-  the job (health, last error).
+- The collect beat (``collect_all`` → ``collect_job``): collections of one job never overlap (a Redis
+  lock that outlives the task's hard time limit). Celery's soft and hard time limits
+  (``SCALER_COLLECT_SOFT_TIME_LIMIT_S``, ``SCALER_COLLECT_TIME_LIMIT_S``) bound a collect and evaluate
+  under the prefork pool; under the threads pool, which enforces neither, the collection stops on its
+  own: its Spark REST client starts no request past the soft limit and makes at most
+  ``SCALER_COLLECT_MAX_REQUESTS`` (``webapp.loop.collect.rest_client``). No retries: the next beat
+  collects again, and the collector records what went wrong on the job (health, last error).
 - ``execute_attempt``: one execution attempt, sent by its registered name
   (``webapp.proposals.dispatch.EXECUTE_TASK``) by the decision services, which never import the loop.
 - The retention beat (``prune_metrics``): raw snapshots rolled up and deleted in bounded batches,
@@ -19,13 +23,18 @@ worker (``tests/webapp/test_faults_imports.py`` keeps function-level imports out
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis
 from webapp.loop import evaluate, execute, reconcile, retention
 from webapp.proposals.dispatch import EXECUTE_TASK
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task
@@ -37,16 +46,32 @@ def collect_all() -> int:
     return len(ids)
 
 
-@shared_task(acks_late=True)
+#: Seconds the per-job collect lock outlives the task's hard time limit.
+LOCK_MARGIN_S = 10.0
+
+
+def collect_lock_ttl_s() -> float:
+    """Seconds the per-job collect lock lives: past the hard time limit, so no second collection of
+    a job starts while the first may still run."""
+    return settings.SCALER_COLLECT_TIME_LIMIT_S + LOCK_MARGIN_S
+
+
+@shared_task(acks_late=True, soft_time_limit=settings.SCALER_COLLECT_SOFT_TIME_LIMIT_S,
+             time_limit=settings.SCALER_COLLECT_TIME_LIMIT_S)
 def collect_job(job_id: int) -> bool:
-    """Collect and evaluate one job, unless another collect of it still holds the lock."""
-    lock = get_redis().lock(f"ss:lock:collect:{job_id}", timeout=4 * settings.SCALER_COLLECT_INTERVAL_S)
+    """Collect and evaluate one job, unless another collect of it still holds the lock. Returns False
+    when skipped, or stopped by the soft time limit (nothing of it is stored then)."""
+    lock = get_redis().lock(f"ss:lock:collect:{job_id}", timeout=collect_lock_ttl_s())
     if not lock.acquire(blocking=False):
         return False
     try:
         job = Job.objects.select_related("policy").get(pk=job_id)
         evaluate.collect_and_evaluate(job=job)
         return True
+    except SoftTimeLimitExceeded:
+        logger.warning("job %s: collect and evaluate stopped at the soft time limit of %g s", job_id,
+                       settings.SCALER_COLLECT_SOFT_TIME_LIMIT_S)
+        return False
     finally:
         lock.release()
 

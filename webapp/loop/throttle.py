@@ -198,8 +198,8 @@ def start_or_hold(proposal: Proposal, start) -> Reason | None:
         if proposal.kind != Proposal.Kind.ROLLBACK:
             _, reason = decide(proposal.job, now=now, exclude=proposal.pk)
             if reason is not None:
-                hold(proposal, reason)
-                return reason
+                # Not approved any more: another delivery started it, and its claim decides.
+                return reason if hold(proposal, reason) else None
         start()
     return None
 

@@ -12,13 +12,14 @@ from django.utils import timezone
 
 from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus, RunnerStatus
 from tests.webapp.factories import make_job, make_snapshots, make_user
-from webapp.jobs.models import Job
+from webapp.jobs.models import Job, JobPolicy
 from webapp.loop.collect import _sync_runner_state
 from webapp.loop.evaluate import evaluation_run
 from webapp.loop.execute import attempt_send, execution_record_result
 from webapp.loop.reconcile import workflow_reconcile
 from webapp.loop.throttle import SlotDecision, cluster_key, slot_decision
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason, ThrottleCode
+from webapp.proposals.lifecycle import TransitionError
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.rollback import start_rollback
 from webapp.proposals.services import proposal_approve
@@ -45,6 +46,14 @@ def test_the_slot_decision(in_flight, limit, elapsed, expected):
     """Cooldown 30 s; the last execution finished 40 s ago (elapsed) or 20 s ago (not: free 10 s from now)."""
     last = NOW - (40 if elapsed else 20)
     assert slot_decision(in_flight=in_flight, limit=limit, last_finished_at=last, cooldown_s=30, now=NOW) == expected
+
+
+@pytest.mark.parametrize(("in_flight", "ahead", "limit", "free"), [
+    (0, 1, 1, False), (1, 1, 2, False), (0, 1, 2, True), (1, 0, 2, True)])
+def test_proposals_that_waited_longer_take_the_free_slots_first(in_flight, ahead, limit, free):
+    decision = slot_decision(in_flight=in_flight, ahead=ahead, limit=limit, last_finished_at=None, cooldown_s=0,
+                             now=NOW)
+    assert decision == (SlotDecision(True) if free else SlotDecision(False, BUSY))
 
 
 def test_no_execution_finished_yet_means_no_cooldown_and_bad_settings_are_refused():
@@ -186,3 +195,34 @@ def test_a_rollback_is_never_held_and_a_job_without_a_cluster_is_not_throttled(w
     # Two jobs whose runners never reported a cluster: each is its own.
     loose = [_approved(name, cluster="") for name in ("x", "y")]
     assert all(attempt_send(proposal_id=p.pk) is not None for p in loose)
+
+
+@pytest.mark.django_db
+def test_first_come_first_served_a_later_approval_does_not_jump_the_queue(workflow_redis, enqueued, settings):
+    settings.SCALER_CLUSTER_MAX_IN_FLIGHT, settings.SCALER_CLUSTER_COOLDOWN_S = 1, 0
+    first, second, third = _approved("a"), _approved("b"), _approved("c")
+    attempt_send(proposal_id=first.pk)
+    assert attempt_send(proposal_id=second.pk) is None and attempt_send(proposal_id=third.pk) is None
+    _succeed(first)
+    # The third's message comes first: the second waited longer, so the third waits on.
+    assert attempt_send(proposal_id=third.pk) is None
+    third.refresh_from_db()
+    assert third.waiting["code"] == BUSY
+    assert third.waiting["data"]["in_flight"] == [] and third.waiting["data"]["ahead"] == [second.pk]
+    assert f"1 approved before it waiting (proposal #{second.pk})" in third.waiting_text
+    assert attempt_send(proposal_id=second.pk) is not None
+
+
+@pytest.mark.django_db
+def test_a_waiter_that_can_never_run_holds_no_place_in_the_queue(workflow_redis, enqueued, settings):
+    """Its job went to advisor mode while it waited: it is not executed, and the next one goes."""
+    settings.SCALER_CLUSTER_MAX_IN_FLIGHT, settings.SCALER_CLUSTER_COOLDOWN_S = 1, 0
+    first, second, third = _approved("a"), _approved("b"), _approved("c")
+    attempt_send(proposal_id=first.pk)
+    attempt_send(proposal_id=second.pk)
+    _succeed(first)
+    JobPolicy.objects.filter(job=second.job).update(mode=JobPolicy.Mode.ADVISOR)
+    with pytest.raises(TransitionError, match="advisor mode"):
+        attempt_send(proposal_id=second.pk)
+    assert Proposal.objects.get(pk=second.pk).waiting == {}
+    assert attempt_send(proposal_id=third.pk) is not None

@@ -83,6 +83,7 @@ def _start(proposal: Proposal) -> Reason | None:
     """approved → executing, and the proposal's one execution row (a second delivery finds it), when
     the cluster's throttle gives it a slot (``webapp.loop.throttle``); else the reason it waits."""
     if proposal.kind == Proposal.Kind.SCALE and proposal.job.policy.mode == JobPolicy.Mode.ADVISOR:
+        Proposal.objects.filter(pk=proposal.pk).update(waiting={})  # never runs: it holds no place in the queue
         raise TransitionError(f"proposal {proposal.pk}: the job is in advisor mode, nothing is executed")
 
     def start() -> None:

@@ -11,6 +11,7 @@ An execution is in flight from its start (approved → executing) until it is do
 between attempts included. A rollback is never held: it restores a job a rescale left broken, and
 holding it would prolong the outage (it does count as in flight for the others).
 
+Slots go first come, first served: a proposal that has waited longer (approved earlier) goes first.
 The decision and the start are one transaction that first locks the rows of the cluster's jobs
 (``SELECT ... FOR UPDATE``, in primary-key order; on SQLite every transaction already takes the
 write lock at ``BEGIN IMMEDIATE``), so two workers never both take the last slot. A proposal that
@@ -73,18 +74,19 @@ class SlotDecision:
 
 
 def slot_decision(*, in_flight: int, limit: int, last_finished_at: float | None, cooldown_s: float,
-                  now: float) -> SlotDecision:
+                  now: float, ahead: int = 0) -> SlotDecision:
     """The throttle on one cluster: busy when ``in_flight`` executions (not counting the one asking)
-    reach ``limit``; cooling down while ``now`` is less than ``cooldown_s`` seconds after the last
-    execution on the cluster finished (``last_finished_at``, epoch seconds; None: none finished).
-    Times in epoch seconds.
+    plus the ``ahead`` proposals that have waited longer reach ``limit`` (first come, first served);
+    cooling down while ``now`` is less than ``cooldown_s`` seconds after the last execution on the
+    cluster finished (``last_finished_at``; None: none finished). Times in epoch seconds.
 
     Raises:
-        ValueError: ``limit`` < 1 or ``cooldown_s`` < 0.
+        ValueError: ``limit`` < 1, ``cooldown_s`` < 0 or a negative count.
     """
-    if limit < 1 or cooldown_s < 0:
-        raise ValueError(f"need limit >= 1 and cooldown_s >= 0, got {limit} and {cooldown_s}")
-    if in_flight >= limit:
+    if limit < 1 or cooldown_s < 0 or in_flight < 0 or ahead < 0:
+        raise ValueError(f"need limit >= 1, cooldown_s >= 0 and counts >= 0, got {limit}, {cooldown_s}, "
+                         f"{in_flight}, {ahead}")
+    if in_flight + ahead >= limit:
         return SlotDecision(False, ThrottleCode.CLUSTER_BUSY)
     if last_finished_at is not None and now < last_finished_at + cooldown_s:
         return SlotDecision(False, ThrottleCode.CLUSTER_COOLDOWN, last_finished_at + cooldown_s)
@@ -107,21 +109,23 @@ def cluster_state(job: Job, *, exclude: int | None = None) -> tuple[list[int], d
     return in_flight, last
 
 
-def decide(job: Job, *, now: datetime, exclude: int | None = None) -> tuple[SlotDecision, Reason | None]:
-    """The throttle's decision for a new execution of ``job`` now, and the waiting reason when it
-    must wait (``ThrottleCode``; data: cluster, in_flight (proposal ids), limit, cooldown_s,
+def decide(job: Job, *, now: datetime, proposal: Proposal | None = None) -> tuple[SlotDecision, Reason | None]:
+    """The throttle's decision for a new execution of ``job`` now (``proposal``: the one asking, not
+    counted; the proposals that have waited longer go first), and the waiting reason when it must
+    wait (``ThrottleCode``; data: cluster, in_flight and ahead (proposal ids), limit, cooldown_s,
     last_finished_at and free_at, ISO 8601 or None). A job without a cluster is never held."""
     if not job.cluster:
         return SlotDecision(True), None
-    in_flight, last = cluster_state(job, exclude=exclude)
+    in_flight, last = cluster_state(job, exclude=proposal.pk if proposal else None)
+    ahead = [p.pk for p in _waiting([job.cluster]) if proposal is not None and _queued(p) < _queued(proposal)]
     limit, cooldown_s = settings.SCALER_CLUSTER_MAX_IN_FLIGHT, settings.SCALER_CLUSTER_COOLDOWN_S
     decision = slot_decision(in_flight=len(in_flight), limit=limit, cooldown_s=cooldown_s, now=now.timestamp(),
-                             last_finished_at=last.timestamp() if last else None)
+                             last_finished_at=last.timestamp() if last else None, ahead=len(ahead))
     if decision.free:
         return decision, None
     free_at = datetime.fromtimestamp(decision.free_at, tz=now.tzinfo) if decision.free_at is not None else None
     return decision, Reason(decision.code, {
-        "cluster": job.cluster, "in_flight": in_flight, "limit": limit, "cooldown_s": cooldown_s,
+        "cluster": job.cluster, "in_flight": in_flight, "ahead": ahead, "limit": limit, "cooldown_s": cooldown_s,
         "last_finished_at": last.isoformat() if last else None, "free_at": free_at.isoformat() if free_at else None})
 
 
@@ -147,12 +151,17 @@ def hold(proposal: Proposal, reason: Reason) -> bool:
     return True
 
 
+def _queued(proposal: Proposal) -> tuple[datetime, int]:
+    """A proposal's place in its cluster's queue: its approval, then its id."""
+    return proposal.decided_at or proposal.created_at, proposal.pk
+
+
 def _waiting(clusters: Iterable[str] | None = None) -> list[Proposal]:
     """Approved proposals that wait for a slot, oldest approval first (``clusters``: only on those)."""
     rows = Proposal.objects.select_related("job").filter(status=Status.APPROVED, execution__isnull=True)
     if clusters is not None:
         rows = rows.filter(job__cluster__in=list(clusters))
-    return sorted((p for p in rows if p.waiting), key=lambda p: (p.decided_at or p.created_at, p.pk))
+    return sorted((p for p in rows if p.waiting), key=_queued)
 
 
 def _due(waiting: list[Proposal], now: datetime) -> list[Proposal]:
@@ -161,7 +170,7 @@ def _due(waiting: list[Proposal], now: datetime) -> list[Proposal]:
     due: list[Proposal] = []
     for cluster in dict.fromkeys(p.job.cluster for p in waiting):
         queue = [p for p in waiting if p.job.cluster == cluster]
-        decision, _ = decide(queue[0].job, now=now)
+        decision, _ = decide(queue[0].job, now=now, proposal=queue[0])
         if decision.free:
             in_flight, _ = cluster_state(queue[0].job)
             due += queue[:settings.SCALER_CLUSTER_MAX_IN_FLIGHT - len(in_flight)] if cluster else queue
@@ -196,7 +205,7 @@ def start_or_hold(proposal: Proposal, start) -> Reason | None:
     with transaction.atomic():
         lock_cluster(proposal.job)
         if proposal.kind != Proposal.Kind.ROLLBACK:
-            _, reason = decide(proposal.job, now=now, exclude=proposal.pk)
+            _, reason = decide(proposal.job, now=now, proposal=proposal)
             if reason is not None:
                 # Not approved any more: another delivery started it, and its claim decides.
                 return reason if hold(proposal, reason) else None

@@ -86,6 +86,11 @@ def _in_flight(data: Mapping) -> str:
     return ", ".join(f"#{pk}" for pk in ids) or "none"
 
 
+def _ahead(data: Mapping) -> str:
+    ids = data.get("ahead") or ()
+    return f", and {len(ids)} approved before it waiting (proposal {_in_flight({'in_flight': ids})})" if ids else ""
+
+
 def _at(value: object) -> str:
     return str(value or "")[:19].replace("T", " ") + " UTC" if value else "unknown"
 
@@ -93,8 +98,9 @@ def _at(value: object) -> str:
 _THROTTLES: dict[str, _Template] = {
     ThrottleCode.CLUSTER_BUSY: lambda d: (
         f"waiting for a slot on cluster {d.get('cluster')}: {len(d.get('in_flight') or ())} execution(s) in flight "
-        f"(proposal {_in_flight(d)}), at most {d.get('limit')} (SCALER_CLUSTER_MAX_IN_FLIGHT); it starts when one "
-        f"finishes and {d.get('cooldown_s', 0):g} s have passed (SCALER_CLUSTER_COOLDOWN_S)"),
+        f"(proposal {_in_flight(d)}){_ahead(d)}, at most {d.get('limit')} (SCALER_CLUSTER_MAX_IN_FLIGHT); it starts "
+        f"when its turn comes and {d.get('cooldown_s', 0):g} s have passed since the last one finished "
+        f"(SCALER_CLUSTER_COOLDOWN_S)"),
     ThrottleCode.CLUSTER_COOLDOWN: lambda d: (
         f"waiting for cluster {d.get('cluster')}'s cooldown: its last execution finished at "
         f"{_at(d.get('last_finished_at'))}, the next starts {d.get('cooldown_s', 0):g} s later "

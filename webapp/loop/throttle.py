@@ -1,7 +1,9 @@
 """Cross-job throttles: at most ``SCALER_CLUSTER_MAX_IN_FLIGHT`` executions in flight per Spark
 cluster, and ``SCALER_CLUSTER_COOLDOWN_S`` seconds from the end of one execution on a cluster to the
-start of the next (Cruise Control's cap on concurrent movements; the cluster-wide cooldown proposed
-for Flink's Kubernetes operator, FLINK-33993-style "rescale storms" of jobs sharing one cluster).
+start of the next: Cruise Control caps concurrent movements (``max.num.cluster.movements``), and a
+cluster-wide cooldown was proposed for Flink's Kubernetes operator, for the same reason: jobs sharing
+a cluster that all restart at once churn it (and its own autoscaler). Flink's autoscaler itself has
+no cross-job limit; these are our settings, not ``job.autoscaler.*`` options.
 
 A job's cluster is ``Job.cluster`` (:func:`cluster_key`, from what its runner reports): the master
 URL, or ``local@<host>`` for local mode. A job whose runner never reported one is a cluster of its

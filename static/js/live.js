@@ -1,6 +1,7 @@
 // Live updates without a full reload (a small fetch loop in place of htmx polling):
 // - any element with data-live-url gets its inner HTML replaced by that URL's fragment every
-//   data-live-every ms (default 5000), unless the user is typing in a field inside it;
+//   data-live-every ms (default 5000), unless the user is typing in a field inside it or has unfolded a
+//   <details> inside it;
 // - the job page (#dag with data-job-live-url) redraws its Plotly figures, stale badge and status panel;
 // - a form with data-confirm="question" asks in the page's <dialog id="confirm-dialog"> before it is
 //   sent (also for forms that a live refresh inserts later): Cancel sends nothing.
@@ -10,6 +11,7 @@
   function busy(el) {
     const dialog = document.getElementById("confirm-dialog");
     if (dialog && dialog.open) return true;  // a question is open: keep the form it belongs to in place
+    if (el.querySelector("details[open]")) return true;  // someone reads what they unfolded: keep it open
     const active = document.activeElement;
     if (active && el.contains(active) && (active.tagName === "INPUT" || active.tagName === "TEXTAREA")) return true;
     return Array.from(el.querySelectorAll("input[type=text], input:not([type]), textarea")).some((i) => i.value);

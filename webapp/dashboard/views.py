@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
@@ -26,6 +25,7 @@ from sparkclient.contract.binding import MismatchReason
 from sparkclient.contract.spec import ADAPTIVE_COALESCE_CONF
 from webapp.dashboard import present, reads
 from webapp.dashboard.figures import dag_figure, executors_figure, parallelism_label, series_figure
+from webapp.dashboard.history import audit_page
 from webapp.dashboard.predictions import prediction_rows
 from webapp.dashboard.templatetags.knobs import knob_changes
 from webapp.dashboard.why import why_no_proposal
@@ -35,7 +35,6 @@ from webapp.jobs.models import Job
 from webapp.jobs.plans import stored_plan
 from webapp.jobs.selectors import finite_or_inf
 from webapp.proposals import selectors as proposal_selectors
-from webapp.proposals.codes import AuditAction
 from webapp.proposals.holds import held_scale_down
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.permissions import can_approve
@@ -250,24 +249,13 @@ DECIDE_ACTIONS = ("approve", "reject")
 
 
 def _history_context(request: HttpRequest, job: Job) -> dict:
-    action, actor = request.GET.get("action", ""), request.GET.get("actor", "")
-    all_events = job.audit_events.select_related("proposal").order_by("-at", "-id")
-    filtered = all_events
-    if action:
-        filtered = filtered.filter(action=action)
-    if actor:
-        filtered = filtered.filter(actor_name=actor)
-    events = Paginator(filtered, 50)
-    page = events.get_page(request.GET.get("page"))
     rows = [{**row, "decided_by": present.decided_by(row["proposal"])}
             for row in proposal_selectors.execution_rows(job=job)]
-    query = urlencode({k: v for k, v in (("action", action), ("actor", actor)) if v})
-    return {"job": job, "policy": job.policy, "rows": rows, "events": page, "can_decide": can_decide(request.user),
-            "event_rows": [(e, present.diff(e.before, e.after)) for e in page],
-            "actions": [(a, AuditAction(a).label if a in AuditAction.values else a)
-                        for a in sorted(job.audit_events.order_by().values_list("action", flat=True).distinct())],
-            "actors": sorted(job.audit_events.order_by().values_list("actor_name", flat=True).distinct()),
-            "action": action, "actor": actor, "filter_query": query,
+    names = reads.job_stage_names(job=job)
+    knob_stages = present.knob_stages(job=job, names=dict(enumerate(names.values())))
+    audit = audit_page(job=job, query=request.GET, knob_stages=knob_stages, stage_names=names)
+    return {"job": job, "policy": job.policy, "rows": rows, "can_decide": can_decide(request.user),
+            **audit, "filter_query": urlencode(audit["audit_filter"].query()),
             "suspended": job.policy.auto_approve_suspended,
             "suspended_reason": job.policy.auto_approve_suspended_reason}
 

@@ -82,10 +82,17 @@ class Actor:
     RECONCILE = "system:reconcile"
     VERIFICATION = "system:verification"
 
+    POLICY_PREFIX = "policy:"
+
     @staticmethod
     def policy(algorithm: str) -> str:
         """The policy that approves in auto mode: ``policy:<algorithm>``."""
-        return f"policy:{algorithm or 'ds2'}"
+        return f"{Actor.POLICY_PREFIX}{algorithm or 'ds2'}"
+
+    @staticmethod
+    def algorithm_of(name: str) -> str | None:
+        """The algorithm of the policy actor named ``name`` (``policy:ds2`` → ``ds2``); None for any other actor."""
+        return name.removeprefix(Actor.POLICY_PREFIX) if name.startswith(Actor.POLICY_PREFIX) else None
 
 
 class HoldCode(models.TextChoices):

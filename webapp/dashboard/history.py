@@ -104,7 +104,7 @@ FIELDS: dict[str, Field] = {
     "arrival_after_per_s": Field("arrival rate after the change", "rec/s"),
     "backlog_slope_per_s": Field("backlog trend", "rec/s"),
     "latest_backlog": Field("latest backlog", "records"),
-    "capacity_ratio": Field("realized capacity against the predicted", "share"),
+    "capacity_ratio": Field("realized / predicted capacity", "share"),
     "capacity_per_s": Field("realized capacity", "rec/s"),
     "utilization": Field("realized utilization at the arrival rate", "share"),
     "busy_share": Field("measured busy share", "share"),
@@ -234,7 +234,8 @@ class StageRow:
 class EventView:
     """One audit event as the page shows it. ``knobs``: the knobs it changed (``unchanged``: the others,
     folded), or with ``knob_sent`` the configuration an attempt sent; ``rows`` and ``more_rows``
-    (folded): its other fields; ``with_before``: the rows have a before column; ``stages``: a
+    (folded): its other fields; ``with_before``: the rows have a before column (else one column headed
+    ``value_header``); ``stages``: a
     verification's stages (folded); ``reason``: its reason in words."""
 
     event: AuditEvent
@@ -246,6 +247,7 @@ class EventView:
     rows: list[Row] = field(default_factory=list)
     more_rows: list[Row] = field(default_factory=list)
     with_before: bool = True
+    value_header: str = "Value"
     stages: list[StageRow] = field(default_factory=list)
 
     @property
@@ -264,6 +266,12 @@ VERIFICATION_ACTIONS = frozenset({AuditAction.VERIFICATION_VERIFIED, AuditAction
                                   AuditAction.VERIFICATION_INCONCLUSIVE})
 #: Detail keys a verification row leaves out: its code (the reason column renders it) and the nested parts.
 _VERIFICATION_SKIP = frozenset({"reason", "vertices", "realized"})
+#: A verification's figures, the realized against the predicted first (any other key follows).
+_VERIFICATION_ORDER = ("capacity_ratio", "capacity_per_s", "utilization", "batch_ratio", "catch_up_s", "downtime_s",
+                       "batches", "window_s", "arrival_before_per_s", "arrival_after_per_s", "backlog_slope_per_s",
+                       "latest_backlog", "busy_share")
+#: Keys an event's reason already says (a withdrawal's reason is its code and data).
+_SAID_BY_REASON = frozenset({"withdrawal"})
 
 
 def _knob_rows(before: Mapping, after: Mapping | None, stages: Mapping[str, str]) -> tuple[list, list]:
@@ -279,6 +287,7 @@ def _knob_rows(before: Mapping, after: Mapping | None, stages: Mapping[str, str]
 def _rows(before: Mapping, after: Mapping, keys: Iterable[str] | None = None) -> list[Row]:
     """The fields that differ between ``before`` and ``after`` (every field when ``before`` is empty)."""
     keys = list(keys) if keys is not None else list(before) + [k for k in after if k not in before]
+    keys = [k for k in keys if k not in _SAID_BY_REASON]
     rows = [Row(k, label(k), value_text(k, before.get(k)) if before else "", value_text(k, after.get(k)))
             for k in keys]
     return [r for r in rows if r.changed or not before]
@@ -290,8 +299,8 @@ def _split(view: dict, rows: list[Row]) -> dict:
 
 def _verification(detail: Mapping, names: Mapping[str, str]) -> dict:
     realized = detail.get("realized") if isinstance(detail.get("realized"), Mapping) else {}
-    figures = [k for k in detail if k not in _VERIFICATION_SKIP] + [k for k in realized if k not in detail]
     values = {**{k: detail[k] for k in detail if k not in _VERIFICATION_SKIP}, **realized}
+    figures = [k for k in _VERIFICATION_ORDER if k in values] + [k for k in values if k not in _VERIFICATION_ORDER]
     stages = [StageRow(stage=names.get(str(v.get("vertex_id")), str(v.get("vertex_id"))),
                        predicted=value_text("predicted_tpr", v.get("predicted_tpr")),
                        realized=value_text("realized_tpr", v.get("realized_tpr")),
@@ -319,6 +328,8 @@ def event_view(event: AuditEvent, *, knob_stages: Mapping[str, str], stage_names
         sent, _ = _knob_rows(after["config"], None, knob_stages)
         rest = {k: v for k, v in after.items() if k != "config"}
         view = _split({"knobs": sent, "knob_sent": True, "with_before": False}, _rows({}, rest))
+    elif before and not after:  # what was there before: a block cleared, an attempt taken over
+        view = _split({"with_before": False, "value_header": "Before"}, _rows({}, before))
     else:
         view = _split({"with_before": bool(before)}, _rows(before, after))
     return EventView(event=event, actor=actor_label(event), reason=event.reason_text, **view)

@@ -80,6 +80,9 @@ def test_each_event_shows_its_fields_before_and_after_with_units(client, ada):
     assert "auto-approval suspended</th><td class=\"before\">no</td><td class=\"after\"><b>yes</b>" in suspended
     assert 'class="actor">auto-approval (ds2 policy)<' in row("auto_approve_held")
     assert 'class="actor">system (reconciler)<' in row("reconciled")
+    registration = row("job_changed")
+    assert ('title="knobs">knob cores</th><td class="before">sets executors, 1–8, default 1</td>'
+            '<td class="after"><b>sets executors, 1–16, default 1</b>') in registration
     assert "<th>Sent</th>" in row("attempt_started")
     assert "no further attempt" in row("attempt_unanswered")
 

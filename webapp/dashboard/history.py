@@ -53,17 +53,16 @@ def _time(value: object) -> str:
     return at.strftime("%Y-%m-%d %H:%M:%S UTC") if isinstance(at, datetime) else value_text("", value)
 
 
+def _declaration(knob: Mapping) -> str:
+    """A knob's declaration (``webapp.jobs.knobs``) without its name: ``sets executors, 1–8, default 1``."""
+    return f"sets {knob.get('sets')}, {knob.get('min')}–{knob.get('max')}, default {knob.get('default')}"
+
+
 def _knob_list(value: object) -> str:
-    """A block's knob names, or a registration's knob declarations (``webapp.jobs.knobs``)."""
+    """A block's knob names, or a registration's knob declarations."""
     if not isinstance(value, list):
         return value_text("", value)
-    out = []
-    for knob in value:
-        if isinstance(knob, Mapping):
-            out.append(f"{knob.get('name')} (sets {knob.get('sets')}, {knob.get('min')}–{knob.get('max')}, "
-                       f"default {knob.get('default')})")
-        else:
-            out.append(value_text("", knob))
+    out = [f"{k.get('name')} ({_declaration(k)})" if isinstance(k, Mapping) else value_text("", k) for k in value]
     return ", ".join(out) or "none"
 
 
@@ -293,6 +292,17 @@ def _rows(before: Mapping, after: Mapping, keys: Iterable[str] | None = None) ->
     return [r for r in rows if r.changed or not before]
 
 
+def _declaration_rows(before: object, after: object) -> list[Row]:
+    """A registration's knob declarations, before → after, one row per knob declared differently."""
+    def by_name(value: object) -> dict[str, str]:
+        return {str(k.get("name")): _declaration(k) for k in value or () if isinstance(k, Mapping)}
+
+    old, new = by_name(before), by_name(after)
+    names = list(old) + [n for n in new if n not in old]
+    return [Row("knobs", f"knob {n}", old.get(n, "not declared"), new.get(n, "not declared"))
+            for n in names if old.get(n) != new.get(n)]
+
+
 def _split(view: dict, rows: list[Row]) -> dict:
     return {**view, "rows": rows[:SHOWN_ROWS], "more_rows": rows[SHOWN_ROWS:]}
 
@@ -328,17 +338,16 @@ def event_view(event: AuditEvent, *, knob_stages: Mapping[str, str], stage_names
         sent, _ = _knob_rows(after["config"], None, knob_stages)
         rest = {k: v for k, v in after.items() if k != "config"}
         view = _split({"knobs": sent, "knob_sent": True, "with_before": False}, _rows({}, rest))
+    elif isinstance(after.get("knobs"), list) and isinstance(before.get("knobs"), list):  # a registration edit
+        rest = [k for k in list(before) + [k for k in after if k not in before] if k != "knobs"]
+        view = _split({}, _rows({k: before.get(k) for k in rest}, {k: after.get(k) for k in rest}, rest)
+                      + _declaration_rows(before["knobs"], after["knobs"]))
     elif before and not after:  # what was there before: a block cleared, an attempt taken over
         view = _split({"with_before": False, "value_header": "Before"}, _rows({}, before))
     else:
         view = _split({"with_before": bool(before)}, _rows(before, after))
     return EventView(event=event, actor=actor_label(event), reason=event.reason_text, **view)
 
-
-def event_views(events: Iterable[AuditEvent], *, knob_stages: Mapping[str, str],
-                stage_names: Mapping[str, str]) -> list[EventView]:
-    """:func:`event_view` of each event, in order."""
-    return [event_view(e, knob_stages=knob_stages, stage_names=stage_names) for e in events]
 
 
 #: Audit events per page of the history page.
@@ -382,5 +391,5 @@ def audit_page(*, job, query: Mapping[str, str], knob_stages: Mapping[str, str],
     page = Paginator(events, PER_PAGE).get_page(query.get("page"))
     actors = sorted(job.audit_events.order_by().values_list("actor_name", flat=True).distinct())
     return {"events": page, "audit_filter": audit_filter,
-            "event_views": event_views(page, knob_stages=knob_stages, stage_names=stage_names),
+            "event_views": [event_view(e, knob_stages=knob_stages, stage_names=stage_names) for e in page],
             "action_choices": AuditAction.choices, "actor_choices": [(a, actor_name_label(a)) for a in actors]}

@@ -107,8 +107,9 @@ def test_filters_by_action_and_by_actor_and_keep_the_filter_across_pages(client,
     by_policy = client.get(f"/jobs/{job.pk}/history/", {"actor": Actor.policy("ds2")}).content.decode()
     assert set(_rows(by_policy)) == {"approved", "auto_approve_held"}
     assert '<option value="policy:ds2" selected>auto-approval (ds2 policy)</option>' in by_policy
+    assert 'id="audit-filtered">filtered: by auto-approval (ds2 policy)<' in by_policy
     both = client.get(f"/jobs/{job.pk}/history/", {"action": "approved", "actor": "ada"}).content.decode()
-    assert _rows(both) == ["approved"] * 4
+    assert _rows(both) == ["approved"] * 4 and 'id="audit-filtered">filtered: approved, by ada<' in both
     by_system = client.get(f"/jobs/{job.pk}/history/", {"actor": "system"}).content.decode()
     assert "page 1 of 2" in by_system and "?actor=system&amp;page=2" in by_system
     unknown = client.get(f"/jobs/{job.pk}/history/", {"action": "no-such-action"}).content.decode()

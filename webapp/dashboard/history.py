@@ -66,13 +66,9 @@ def _knob_list(value: object) -> str:
     return ", ".join(out) or "none"
 
 
-def _option_fields() -> dict[str, Field]:
-    return {o.name: Field(o.name.removesuffix("_s").replace("_", " "), o.unit) for o in OPTIONS}
-
-
 #: Every stored field the audit trail shows: name → label and unit (the policy's options included).
 FIELDS: dict[str, Field] = {
-    **_option_fields(),
+    **{o.name: Field(o.name.removesuffix("_s").replace("_", " "), o.unit) for o in OPTIONS},
     "mode": Field("mode"),
     # proposals and executions
     "status": Field("status", text=_choice(ProposalStatus)),
@@ -374,6 +370,12 @@ class AuditFilter:
         if self.actor:
             events = events.filter(actor_name=self.actor)
         return events
+
+    @property
+    def label(self) -> str:
+        """The filter in words: ``approved, by auto-approval (ds2 policy)``."""
+        action = AuditAction(self.action).label if self.action else ""
+        return ", ".join(p for p in (action, f"by {actor_name_label(self.actor)}" if self.actor else "") if p)
 
     def query(self) -> dict[str, str]:
         """The GET parameters that select it again (for the page links)."""

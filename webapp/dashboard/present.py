@@ -1,4 +1,4 @@
-"""What the dashboard shows in place of raw dicts (issue 16): knob tables, audit diffs, "decided by",
+"""What the dashboard shows in place of raw dicts: knob tables, "decided by",
 the Spark UI link and the demo generator's rate. Rendered from structured data; nothing parses text."""
 
 from __future__ import annotations
@@ -77,23 +77,6 @@ def knob_rows(*, current: dict, proposed: dict | None = None, stages: dict[str, 
     return [KnobRow(knob=k, stages=stages.get(k, ""), current=current.get(k, "–"),
                     proposed=(proposed or {}).get(k) if proposed is not None else None, pinned=pins.get(k, ""))
             for k in keys]
-
-
-@dataclass(frozen=True)
-class Change:
-    """One changed field of an audit event: ``key`` went from ``before`` to ``after`` (``"–"``: absent)."""
-
-    key: str
-    before: object
-    after: object
-
-
-def diff(before, after) -> list[Change]:
-    """The fields that differ between two audit snapshots (dicts); a non-dict pair is one change."""
-    if not isinstance(before, dict) or not isinstance(after, dict):
-        return [] if before == after else [Change("value", before, after)]
-    keys = list(before) + [k for k in after if k not in before]
-    return [Change(k, before.get(k, "–"), after.get(k, "–")) for k in keys if before.get(k, "–") != after.get(k, "–")]
 
 
 #: Statuses of a proposal nobody decided on (it never ran).

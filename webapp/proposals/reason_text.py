@@ -38,6 +38,11 @@ def _plan_reason_words(reason: object) -> str:
         return str(reason)
 
 
+def _downtime(data: Mapping) -> str:
+    seconds = data.get("downtime_s")
+    return f"downtime {seconds:.1f} s" if isinstance(seconds, (int, float)) else "downtime not measured"
+
+
 def _knobs(data: Mapping) -> str:
     return ", ".join(data.get("knobs") or ())
 
@@ -179,9 +184,9 @@ _AUDIT: dict[str, _Template] = {
         f"attempt {d.get('attempt')} succeeded after it had timed out: not sending attempt {d.get('attempt', 0) + 1}"),
     AuditReason.ATTEMPT_SENT: lambda d: f"attempt {d.get('attempt')}: sent to the runner of {d.get('job')}",
     AuditReason.CONFIG_APPLIED: lambda d: (
-        f"attempt {d.get('attempt')}: {d.get('path')} restart, downtime {d.get('downtime_s')} s"),
+        f"attempt {d.get('attempt')}: {d.get('path')} restart, {_downtime(d)}"),
     AuditReason.CONFIG_APPLIED_REPLAYED: lambda d: (
-        f"attempt {d.get('attempt')}: {d.get('path')} restart, downtime {d.get('downtime_s')} s (its answer was "
+        f"attempt {d.get('attempt')}: {d.get('path')} restart, {_downtime(d)} (its answer was "
         f"lost; the runner answered attempt {d.get('answered_by')} with it and did not apply it again)"),
     AuditReason.ATTEMPT_SUCCEEDED: lambda d: f"attempt {d.get('attempt')} succeeded",
     AuditReason.RESTORED_BY: lambda d: f"configuration restored by proposal {d.get('proposal')}",

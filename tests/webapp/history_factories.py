@@ -13,7 +13,7 @@ from scaling.reasons import PlanReason
 from scaling.reasons import Reason as PlanReasonValue
 from webapp.jobs.models import Job
 from webapp.jobs.plans import reasons_json
-from webapp.proposals.codes import Actor, AuditAction, AuditReason, GuardrailCode, Reason, RetryCode
+from webapp.proposals.codes import Actor, AuditAction, AuditReason, GuardrailCode, Reason, RetryCode, ThrottleCode
 from webapp.proposals.models import AuditEvent
 from webapp.proposals.reasons import WithdrawReason
 
@@ -68,6 +68,10 @@ def event_specs(job: Job, proposal_id: int | None, user) -> list[dict]:
         {"actor_name": Actor.SYSTEM, "action": AuditAction.WITHDRAWN,  # webapp.loop.propose._withdraw
          "before": {"status": "pending"}, "after": {"status": "withdrawn", "withdrawal": withdrawal},
          "reason": _reason(WithdrawReason.INSIDE_BAND, evaluations=[11, 12, 13])},
+        {"actor_name": Actor.SYSTEM, "action": AuditAction.EXECUTION_THROTTLED,  # webapp.loop.throttle.hold
+         "before": {"waiting": None}, "after": {"waiting": ThrottleCode.CLUSTER_BUSY.value},
+         "reason": _reason(ThrottleCode.CLUSTER_BUSY, cluster="local@host", in_flight=[7], limit=1,
+                           cooldown_s=30.0, last_finished_at=None, free_at=None)},
         {"actor_name": Actor.SYSTEM, "action": AuditAction.EXECUTING, "before": {"status": "approved"},
          "after": {"status": "executing"}, "reason": _reason(AuditReason.EXECUTION_STARTED, kind="scale")},
         {"actor_name": Actor.SYSTEM, "action": AuditAction.ATTEMPT_STARTED,  # webapp.loop.execute

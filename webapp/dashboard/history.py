@@ -20,7 +20,7 @@ from django.utils.dateparse import parse_datetime
 
 from scaling.options import OPTIONS
 from webapp.dashboard.present import KnobRow
-from webapp.proposals.codes import Actor, AuditAction
+from webapp.proposals.codes import Actor, AuditAction, ThrottleCode
 from webapp.proposals.lifecycle import AttemptState, ProposalStatus
 from webapp.proposals.models import AuditEvent, ExecutionPath
 from webapp.proposals.reason_text import reason_text, withdrawal_text
@@ -73,6 +73,7 @@ FIELDS: dict[str, Field] = {
     # proposals and executions
     "status": Field("status", text=_choice(ProposalStatus)),
     "revision": Field("revision"),
+    "waiting": Field("waiting for", text=_choice(ThrottleCode), none="nothing"),
     "attempt": Field("attempt"),
     "exec_id": Field("command id"),
     "path": Field("execution path", text=_choice(ExecutionPath)),

@@ -22,6 +22,7 @@ from scaling.plan import JobPlan
 from scaling.planner import plan_job, plan_micro_batch
 from scaling.policy import Policy, PolicyError
 from scaling.periods import active_period
+from scaling.readiness import SampleIssue
 from scaling.reasons import Decision, PlanReason, Reason
 from scaling.signals import cores_fixed
 from scaling.state import ScalerState
@@ -37,6 +38,8 @@ class PlanRequest:
         mode: ``continuous`` or ``micro-batch``.
         cluster: the executors (micro-batch mode), else None.
         batch_durations_s: batch durations in the scaling interval, seconds (SPARK-12133's R).
+        not_ready: the issues of the window's samples that are not ready (``scaling.readiness``); the
+            DS2 micro-batch plan never scales down on them.
         now_s: the clock, seconds since the Unix epoch.
     """
 
@@ -48,6 +51,7 @@ class PlanRequest:
     state: ScalerState = field(default_factory=ScalerState)
     now_s: float = 0.0
     batch_durations_s: tuple[float, ...] = ()
+    not_ready: tuple[SampleIssue, ...] = ()
 
     @property
     def batch_duration_s(self) -> float | None:
@@ -105,7 +109,7 @@ class DS2Policy:
             return plan_micro_batch(request.topology, request.metrics, _require_cluster(request, self.name),
                                     request.policy, batch_duration_s=request.batch_duration_s,
                                     state=request.state, now_s=request.now_s,
-                                    batch_durations_s=request.batch_durations_s)
+                                    batch_durations_s=request.batch_durations_s, not_ready=request.not_ready)
         return plan_job(request.topology, request.metrics, request.policy, request.state, request.now_s)
 
 

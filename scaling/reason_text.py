@@ -142,8 +142,38 @@ def _vetoed(r: Reason) -> str:
     if d["signal"] == VetoSignal.BATCH_RATIO:
         return (f"scale-down vetoed: batch ratio R {d['value']:.2f} >= {num(d['threshold'])}, the batches fill "
                 f"the trigger interval (SPARK-12133)")
+    if d["signal"] == VetoSignal.NOT_READY:
+        return (f"scale-down vetoed: {num(d['value'])} sample(s) of the window not ready ({d.get('code', '?')}); "
+                "incomplete metrics never take capacity away")
     return (f"scale-down vetoed: the backlog grows {num(d['value'])} records/s, above the noise of "
             f"{num(d['threshold'])} records/s")
+
+
+_NOT_READY: dict[str, Callable[[Data], str]] = {
+    "missing-stages": lambda d: (f"{d['batches']} of {d['of']} batch(es) left out: their stages are missing "
+                                 "from Spark's /stages"),
+    "sql-plan-unusable": lambda d: (f"the SQL plan is unusable: {d['sources']} sources in the progress, "
+                                    f"{d['source_stages']} source stage(s) found"),
+    "first-batch": lambda d: f"batch {d['batch_id']} is the first batch after a start",
+    "restart-in-window": lambda d: f"the query restarted inside the window ({d['batches']} batch(es) of another run)",
+    "binding-mismatch": lambda d: (f"knob {d['knob']!r} is {d['knob_value']} but Spark ran {d['tasks_ran']} tasks "
+                                   f"in stage {d['position']}"),
+    "implausible-cores": lambda d: (f"Spark reports {cores(d['cores'])}, more than the {num(d['limit'])} the "
+                                    "cluster or host has"),
+    "implausible-rate": lambda d: (f"source {d['source']} claims {num(d['rate_per_s'])} records/s, above its own "
+                                   f"limit of {num(d['limit_per_s'])} records/s"),
+}
+
+
+def not_ready_text(code: str, data: Data) -> str:
+    """The words for a ``scaling.readiness.NotReady`` code and its data."""
+    return _NOT_READY[code](data)
+
+
+def _not_ready(r: Reason) -> str:
+    d = r.data
+    return (f"metrics not ready in {d['samples']} sample(s): {not_ready_text(str(d['code']), d)}; "
+            "no scale-down on them")
 
 
 _PINNED = {
@@ -204,6 +234,7 @@ _TEXT: dict[object, Callable[[Reason], str]] = {
                                          f"{num(r.data['batch_duration_s'])} s per "
                                          f"{num(r.data['trigger_interval_s'])} s trigger): scale up (SPARK-12133)"),
     PlanReason.SCALE_DOWN_VETOED: _vetoed,
+    PlanReason.SAMPLES_NOT_READY: _not_ready,
     PlanReason.ACTIVATION_PENDING: lambda r: activation_text(AwaitingActivation(
         r.data["direction"], r.data["count"], r.data["required"])),
     PlanReason.EXCLUDED_PERIOD: lambda r: excluded_period_text(str(r.data["period"])),

@@ -83,6 +83,7 @@ class PlanReason(StrEnum):
     BATCH_OVERRUN = "batch-overrun"             # data: ratio, min_ratio, batches, trigger_interval_s,
     #                                             batch_duration_s (scaling.signals)
     SCALE_DOWN_VETOED = "scale-down-vetoed"     # data: signal (a VetoSignal), value, threshold
+    SAMPLES_NOT_READY = "samples-not-ready"     # data: code (a scaling.readiness.NotReady), samples, its data
     # both modes: the job-level gate
     ACTIVATION_PENDING = "activation-pending"   # data: direction, count, required (DS2's activation time)
     EXCLUDED_PERIOD = "excluded-period"         # data: period
@@ -126,6 +127,7 @@ class VetoSignal(StrEnum):
 
     BATCH_RATIO = "batch-ratio"            # value: R = batch duration / trigger interval (SPARK-12133)
     BACKLOG_GROWTH = "backlog-growth"      # value: the sources' backlog growth, records/s
+    NOT_READY = "not-ready"                # value: the window's not-ready samples (scaling.readiness)
 
 
 ReasonCode = PlanReason | VertexReason | Limit

@@ -8,6 +8,9 @@ the job it is computed for.
 - A batch ratio above ``batch_overrun_ratio`` in every batch of the window with a growing backlog,
   while the model's load lies inside the utilization band, is a scale-up trigger of its own
   (``PlanReason.BATCH_OVERRUN``).
+- A window with a sample that is not ready (``scaling.readiness``: missing stages, an unusable SQL
+  plan, a restart, an implausible value...) vetoes every scale-down too (``VetoSignal.NOT_READY``),
+  and the plan names each code (``PlanReason.SAMPLES_NOT_READY``).
 - A pipeline that declares no executors knob runs on the cores it has: ``ClusterState.
   executors_adjustable`` False pins the executor count, and a plan that cannot meet its target on
   those cores says so (``Limit.CORES_NOT_ADJUSTABLE``).
@@ -22,6 +25,7 @@ from scaling.evaluate import ceil_exact
 from scaling.metrics import ClusterState, VertexMetrics
 from scaling.plan import VertexPlan
 from scaling.policy import Policy
+from scaling.readiness import SampleIssue
 from scaling.reasons import Limit, PlanLimit, PlanReason, Reason, VetoSignal
 from scaling.topology import Topology
 
@@ -45,6 +49,7 @@ class BatchSignals:
         trigger_interval_s: the trigger interval, seconds.
         backlog_growth_per_s: the sources' backlog growth, records/s (summed).
         input_rate_per_s: the sources' input rate, records/s (summed).
+        not_ready: the issues of the window's samples that are not ready (``scaling.readiness``).
     """
 
     ratio: float | None
@@ -54,13 +59,15 @@ class BatchSignals:
     trigger_interval_s: float
     backlog_growth_per_s: float
     input_rate_per_s: float
+    not_ready: tuple[SampleIssue, ...] = ()
 
 
 def batch_signals(topology: Topology, metrics: Mapping[str, VertexMetrics], cluster: ClusterState,
-                  batch_durations_s: Sequence[float]) -> BatchSignals:
+                  batch_durations_s: Sequence[float], not_ready: Sequence[SampleIssue] = ()) -> BatchSignals:
     """The signals of a window: ``batch_durations_s`` (seconds; each a batch's or a snapshot's mean
-    batch duration) over ``cluster.trigger_interval_s``, and the sources' backlog growth and input
-    rate (records/s) from ``metrics``. Raises ``KeyError`` when a source has no metrics."""
+    batch duration) over ``cluster.trigger_interval_s``, the sources' backlog growth and input
+    rate (records/s) from ``metrics``, and the samples' ``not_ready`` issues. Raises ``KeyError``
+    when a source has no metrics."""
     trigger = cluster.trigger_interval_s
     durations = [d for d in batch_durations_s if d is not None]
     mean_s = sum(durations) / len(durations) if durations else None
@@ -69,7 +76,7 @@ def batch_signals(topology: Topology, metrics: Mapping[str, VertexMetrics], clus
         ratio=mean_s / trigger if mean_s is not None else None,
         min_ratio=min(durations) / trigger if durations else None, batches=len(durations), batch_duration_s=mean_s,
         trigger_interval_s=trigger, backlog_growth_per_s=sum(m.backlog_growth_per_s for m in sources),
-        input_rate_per_s=sum(m.records_in_per_s or 0.0 for m in sources))
+        input_rate_per_s=sum(m.records_in_per_s or 0.0 for m in sources), not_ready=tuple(not_ready))
 
 
 def backlog_growth_noise(signals: BatchSignals, policy: Policy) -> float:
@@ -81,9 +88,22 @@ def backlog_growth_noise(signals: BatchSignals, policy: Policy) -> float:
 
 def scale_down_veto(signals: BatchSignals, policy: Policy) -> Reason | None:
     """``scale-down-vetoed`` (data: signal, value, threshold) when the window forbids a scale-down:
-    its batch ratio is at or above ``scale_down_veto_batch_ratio`` (SPARK-12133's scale-up ratio:
-    Spark would add executors here), or the sources' backlog grows beyond ``backlog_growth_noise``
-    (records/s). Else None."""
+    a sample of it is not ready (signal ``not-ready``, value: the issues, data ``code``: the first
+    one's), its batch ratio is at or above ``scale_down_veto_batch_ratio`` (SPARK-12133's scale-up
+    ratio: Spark would add executors here), or the sources' backlog grows beyond
+    ``backlog_growth_noise`` (records/s). Else None.
+
+    A not-ready sample vetoes scale-downs only: what makes a sample not ready (a source read as a
+    downstream stage with no records, stages missing, a catch-up batch, a wrong binding, implausible
+    cores) makes the measured load read low or the cores high, so the error is on the side of a
+    scale-down, the harm FLINK-39925 describes (busy jobs scaled down on incomplete metrics read as
+    zeros). A scale-up on such a window costs cores, not lag, and is still bounded by the activation
+    time and the restart holds; withholding it would starve a job whose metrics are briefly
+    incomplete while it falls behind."""
+    if signals.not_ready:
+        return Reason(PlanReason.SCALE_DOWN_VETOED, None, {
+            "signal": str(VetoSignal.NOT_READY), "value": len(signals.not_ready), "threshold": 0,
+            "code": str(signals.not_ready[0].code)})
     if signals.ratio is not None and signals.ratio >= policy.scale_down_veto_batch_ratio:
         return Reason(PlanReason.SCALE_DOWN_VETOED, None, {
             "signal": str(VetoSignal.BATCH_RATIO), "value": signals.ratio,

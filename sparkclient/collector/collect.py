@@ -110,6 +110,7 @@ def collect_sample(
     trigger_interval_s: float,
     window_s: float,
     now_s: float,
+    max_cores: int | None = None,
 ) -> JobSample:
     """Fetch ``/jobs``, ``/stages?status=complete&status=skipped``, ``/executors``, the newest batch's
     SQL execution and the window's stage attempts' ``taskSummary`` (the slowest task, at most
@@ -121,7 +122,8 @@ def collect_sample(
     the vertex names, task-summary failures only the busiest task (noted in ``errors``). Raises
     :class:`sparkclient.collector.rest.SparkRestError` when jobs, stages or executors cannot be fetched,
     :class:`SparkDataError` when a payload or a progress is malformed, ``ValueError`` for
-    ``window_s <= 0``.
+    ``window_s <= 0``. ``max_cores``: the cores the cluster or host has (the runner's capacity), None
+    when unknown; more reported by ``/executors`` make the sample not ready (``JobSample.not_ready``).
     """
     if not window_s > 0 or not math.isfinite(window_s):
         raise ValueError(f"window_s must be a finite number > 0 seconds, got {window_s}")
@@ -164,6 +166,7 @@ def collect_sample(
         app_id=app_id,
         collected_at=now_s,
         slowest_task_ms=slowest,
+        max_cores=max_cores,
     )
     if slowest.problem is not None:
         notes.append(f"the slowest task of {slowest.failed} stage attempt(s) not available ({slowest.problem}); "

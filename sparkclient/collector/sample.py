@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
 
+from scaling.readiness import SampleIssue
 from sparkclient.collector.sources import BacklogUnknown
 
 __all__ = ["JobSample", "RatesUnavailable", "SampleError", "VertexSample"]
@@ -98,6 +99,8 @@ class JobSample:
     - ``batch_overhead_s``: mean time per batch spent outside tasks (module docstring).
     - ``rates_unavailable``: set when the rows are not known at all (then every rate is 0 and
       must not be read as a measurement).
+    - ``not_ready``: why the sample is not ready (``scaling.readiness``; rules in
+      :mod:`sparkclient.collector.readiness`), ``()`` when it is: no scale-down is planned on it.
 
     Raises :class:`SampleError` for a negative or non-finite number.
     """
@@ -126,6 +129,12 @@ class JobSample:
     errors: tuple[str, ...] = ()
     backlog_unknown: tuple[BacklogUnknown, ...] = ()
     rates_unavailable: RatesUnavailable | None = None
+    not_ready: tuple[SampleIssue, ...] = ()
+
+    @property
+    def ready(self) -> bool:
+        """Whether the sample may lead to a scale-down (no ``not_ready`` issue)."""
+        return not self.not_ready
 
     def __post_init__(self) -> None:
         _check_numbers(self, "")

@@ -11,8 +11,12 @@ Per source kind (:class:`SourceKind`, from the source ``description`` and the of
   - arrival rate = records per offset second = ``Σ numInputRows / Σ (endOffset − startOffset)``
     over the window's batches (the catch-up batch after a restart carries ``R × downtime`` rows
     over a ``downtime``-second offset range, so it is not counted as a burst of arrivals);
-  - backlog at time ``now`` = ``R × max(0, now − (c + endOffset of the newest batch))``: the rows
-    generated since the newest batch fixed its end offset. It grows while a batch runs late.
+  - backlog at time ``now`` = ``R × max(0, now − due)``, ``due = max(start + trigger, end)`` of the
+    newest batch (``start``: its ``timestamp``, where Spark fetches the latest offset; ``end``: its
+    completion): the rows generated that the next batch should already have taken and nothing has
+    read yet. The source has no admission control, so every batch takes ``latestOffset`` whole
+    (``latestOffset − endOffset`` is 0): a query that keeps up has no backlog, whatever part of a
+    trigger has passed since its last batch; a batch running late makes it grow.
 
 - **Kafka** (``KafkaV2[...]``; offsets ``{"topic": {"partition": offset}}``): backlog
   ``Σ_partitions max(0, latestOffset − endOffset)``; when ``latestOffset`` is absent,
@@ -53,8 +57,9 @@ from sparkclient.collector.offsets import (
     rate_rows_per_s,
     source_backlog,
     source_kind,
+    trigger_execution_s,
 )
-from sparkclient.collector.sparkjson import MAX_COUNT, Problem, SparkDataError
+from sparkclient.collector.sparkjson import MAX_COUNT
 
 __all__ = [
     "BacklogUnknown",
@@ -130,12 +135,16 @@ class SourcesReport:
       offsets to measure it (the caller then falls back to the processed rows, with a note).
     - ``unknown``: one entry per source whose backlog is unknown.
     - ``max_behind``: Kafka's ``maxOffsetsBehindLatest`` summed over Kafka sources, when reported.
+    - ``over_limit``: each source whose batches carried more rows than its own limit allows (a rate
+      source's ``rowsPerSecond``): ``(index, rows per offset second, limit)``. Its rate is then
+      taken at the limit, and the sample is not ready (``scaling.readiness.NotReady.IMPLAUSIBLE_RATE``).
     """
 
     backlog: int
     arrival_per_s: float | None
     unknown: tuple[BacklogUnknown, ...] = ()
     max_behind: int | None = None
+    over_limit: tuple[tuple[int, float, float], ...] = ()
 
 
 # -- measuring -----------------------------------------------------------------------------------
@@ -160,14 +169,15 @@ def _records_per_unit(batches: Sequence[Mapping[str, Any]], index: int) -> float
 RATE_LIMIT_SLACK = 1.01
 
 
-def _rate_within_limit(per_unit: float | None, source: Mapping[str, Any], index: int) -> float | None:
-    """The rate source's rows per offset second (``per_unit``, else its ``rowsPerSecond``); more than
-    ``rowsPerSecond`` × :data:`RATE_LIMIT_SLACK` is refused: the source generates at most that."""
+def _rate_within_limit(per_unit: float | None, source: Mapping[str, Any],
+                       index: int) -> tuple[float | None, tuple[int, float, float] | None]:
+    """The rate source's rows per offset second (``per_unit``, else its ``rowsPerSecond``), and
+    ``(index, per_unit, rowsPerSecond)`` when ``per_unit`` is above ``rowsPerSecond`` ×
+    :data:`RATE_LIMIT_SLACK`: the source generates at most that, so the rate is taken at the limit."""
     limit = rate_rows_per_s(source.get("description"))
     if per_unit is not None and limit is not None and per_unit > limit * RATE_LIMIT_SLACK:
-        raise SparkDataError(f"progress.sources[{index}].numInputRows", Problem.TOO_LARGE,
-                             f"at most rowsPerSecond={limit:g} rows per offset second", round(per_unit, 3))
-    return per_unit or limit
+        return limit, (index, round(per_unit, 3), limit)
+    return per_unit or limit, None
 
 
 def _metric(source: Mapping[str, Any], name: str) -> float | None:
@@ -183,14 +193,16 @@ def measure_sources(
     batches: Sequence[Mapping[str, Any]],
     *,
     now_s: float,
+    trigger_interval_s: float = 0.0,
 ) -> SourcesReport:
     """Backlog at ``now_s`` and arrival rate of every source (module docstring).
 
     ``history``: the query's progresses up to the window's end, oldest first, any run (for the
     rate source's creation time and the offsets baseline); ``batches``: the window's batch
-    progresses, oldest first. A source it cannot read is reported in ``unknown``; a rate source
-    whose batches carried more rows per offset second than its own ``rowsPerSecond`` raises
-    :class:`SparkDataError` (``Problem.TOO_LARGE``, naming the source's ``numInputRows``).
+    progresses, oldest first; ``trigger_interval_s``: the query's trigger, seconds (0: none), when
+    the rate source's next batch is due. A source it cannot read is reported in ``unknown``; a
+    rate source whose batches carried more rows per offset second than its own ``rowsPerSecond``
+    in ``over_limit``.
     """
     if not batches:
         newest = history[-1] if history else None
@@ -211,6 +223,7 @@ def measure_sources(
     arrival_known = True
     unknown: list[BacklogUnknown] = []
     max_behind: int | None = None
+    over_limit: list[tuple[int, float, float]] = []
     for index, source in enumerate(progress_sources(newest)):
         kind = source_kind(source)
         per_unit = _records_per_unit(batches, index)
@@ -218,14 +231,15 @@ def measure_sources(
         reason: BacklogUnknownReason | None = None
         rate: float | None = None
         if kind is SourceKind.RATE:
-            rows_per_s = _rate_within_limit(per_unit, source, index)
+            rows_per_s, beyond = _rate_within_limit(per_unit, source, index)
+            over_limit.extend([beyond] if beyond else [])
             creation = rate_creation_s(history, index)
             end = flatten_offsets(source.get("endOffset"))
             rate = rows_per_s
             if creation is None or not isinstance(end, float) or rows_per_s is None:
                 reason = BacklogUnknownReason.NO_CREATION_TIME
             else:
-                lag = rows_per_s * max(0.0, now_s - (creation + end))
+                lag = rows_per_s * max(0.0, now_s - _rate_batch_due_s(newest, trigger_interval_s))
         else:
             raw = source_backlog(source) if kind is not SourceKind.FILE else None
             if raw is not None:
@@ -255,7 +269,15 @@ def measure_sources(
             arrival += rate
     return SourcesReport(backlog=int(round(min(backlog, MAX_COUNT))),
                          arrival_per_s=arrival if arrival_known and progress_sources(newest) else None,
-                         unknown=tuple(unknown), max_behind=max_behind)
+                         unknown=tuple(unknown), max_behind=max_behind, over_limit=tuple(over_limit))
+
+
+def _rate_batch_due_s(newest: Mapping[str, Any], trigger_interval_s: float) -> float:
+    """When the batch after ``newest`` is due, epoch seconds: a processing-time trigger starts it
+    ``trigger_interval_s`` after ``newest`` started, or at once when ``newest`` ran longer
+    (Spark's ``ProcessingTimeExecutor``)."""
+    start = progress_start_s(newest) or 0.0
+    return max(start + max(0.0, trigger_interval_s), start + trigger_execution_s(newest))
 
 
 def _int_or_none(value: float | None) -> int | None:

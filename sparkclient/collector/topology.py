@@ -92,6 +92,7 @@ from sparkclient.collector.batchwindow import (
 )
 from sparkclient.collector.offsets import flatten_offsets, source_backlog
 from sparkclient.collector.plan import stage_operators
+from sparkclient.collector.readiness import sample_issues
 from sparkclient.collector.sample import JobSample, RatesUnavailable, SampleError, VertexSample
 from sparkclient.collector.sources import SourcesReport, measure_sources
 from sparkclient.collector.sparkjson import as_dict, dicts, get_count, get_float, get_list
@@ -152,6 +153,7 @@ def sample_from_rest(
     app_id: str = "",
     collected_at: float | None = None,
     slowest_task_ms: SlowestTask | None = None,
+    max_cores: int | None = None,
 ) -> JobSample:
     """Build the :class:`JobSample` of query run ``run_id`` for the window
     ``[window_start_s, window_end_s)`` (epoch seconds), from REST payloads and progress dicts.
@@ -168,6 +170,8 @@ def sample_from_rest(
     - ``slowest_task_ms(stage_id, attempt)``: a stage attempt's slowest task's ``executorRunTime``, ms,
       or None (optional; :func:`sparkclient.collector.collect.collect_sample` asks ``taskSummary``); it
       gives each vertex its busiest task's busy time (module docstring, "Busiest task").
+    - ``max_cores``: the cores the cluster or host has (None: unknown); more reported by
+      ``/executors`` make the sample not ready (``not_ready``, :mod:`sparkclient.collector.readiness`).
 
     Batches in the progress whose jobs or stages are missing from REST are left out of the
     vertices, with a note in ``errors``, and out of the overhead (module docstring). Raises
@@ -179,7 +183,7 @@ def sample_from_rest(
     now_s = window_end_s if collected_at is None else collected_at
     errors: list[str] = []
 
-    executed, stage_overheads_s = _executed_batches(batches, jobs, stages, run_id, errors)
+    executed, stage_overheads_s, missing_stages = _executed_batches(batches, jobs, stages, run_id, errors)
     executor_count, cores = executors_and_cores(executors)
     vertices = window_vertices(executed, window, sql, jobs, errors, slots=max(1, cores),
                                slowest_task_ms=slowest_task_ms)
@@ -189,7 +193,7 @@ def sample_from_rest(
     batch_overhead_s = _batch_overhead_s(batches, stage_overheads_s, errors)
     input_rate = input_rows / window_s if window_s > 0 else 0.0
     history, report, arrival = _sources(progresses, batches, run_id, window_end_s, now_s, input_rate,
-                                        rates_unavailable, errors)
+                                        rates_unavailable, errors, trigger_interval_s)
     state_rows, state_bytes = _state_size(batches[-1] if batches else (history[-1] if history else None))
 
     return JobSample(
@@ -217,6 +221,9 @@ def sample_from_rest(
         errors=tuple(errors),
         backlog_unknown=report.unknown,
         rates_unavailable=rates_unavailable,
+        not_ready=sample_issues(progresses, window, run_id=run_id, window_start_s=window_start_s, vertices=vertices,
+                                missing_stage_batches=missing_stages, cores=cores, max_cores=max_cores,
+                                sources=report),
     )
 
 
@@ -240,13 +247,13 @@ def _window(progresses: Sequence[Json], run_id: str, trigger_interval_s: float, 
 
 def _sources(progresses: Sequence[Json], batches: Sequence[Json], run_id: str, window_end_s: float, now_s: float,
              input_rate: float, rates_unavailable: RatesUnavailable | None,
-             errors: list[str]) -> tuple[list[Json], SourcesReport, float]:
+             errors: list[str], trigger_interval_s: float = 0.0) -> tuple[list[Json], SourcesReport, float]:
     """``(history, report, arrival)``: the run's progresses before the window's end in time order, the
     sources' backlog and arrival measured on them (:func:`measure_sources`), and the arrival rate,
     records/s (:func:`_arrival_per_s`). The notes go to ``errors``."""
     history = sorted((p for p in query_progresses(progresses, run_id) if batch_end_s(p) < window_end_s),
                      key=progress_time_s)
-    report = measure_sources(history, batches, now_s=now_s)
+    report = measure_sources(history, batches, now_s=now_s, trigger_interval_s=trigger_interval_s)
     arrival = _arrival_per_s(report.arrival_per_s, input_rate, batches, rates_unavailable, errors)
     errors.extend(entry.message for entry in report.unknown)
     return history, report, arrival
@@ -259,10 +266,11 @@ def _batch_durations_s(batches: Sequence[Json]) -> tuple[float, float]:
 
 
 def _executed_batches(batches: Sequence[Json], jobs: Sequence[Json], stages: Sequence[Json], run_id: str,
-                      errors: list[str]) -> tuple[list[tuple[Json, list[Json]]], list[float]]:
+                      errors: list[str]) -> tuple[list[tuple[Json, list[Json]]], list[float], list[int]]:
     """The window's batches whose jobs and stages are all in REST, each with its stages in vertex
-    order; and the overhead (trigger time outside stages, seconds) of each batch with every stage
-    listed. Batches left out get a note in ``errors``."""
+    order; the overhead (trigger time outside stages, seconds) of each batch with every stage
+    listed; and the ids of the batches left out because stages are missing from ``/stages``.
+    Batches left out get a note in ``errors``."""
     jobs_by_batch = batch_jobs(jobs, run_id)
     stages_by_id = stage_index(stages)
     executed: list[tuple[Json, list[Json]]] = []
@@ -299,7 +307,7 @@ def _executed_batches(batches: Sequence[Json], jobs: Sequence[Json], stages: Seq
             f"{_batches_text(list(missing_stages))}: stages {_ids_text(stage_ids)} missing from /stages (still "
             "running, or dropped past spark.ui.retainedStages); left out of the vertices"
         )
-    return executed, stage_overheads_s
+    return executed, stage_overheads_s, list(missing_stages)
 
 
 def _ids_text(ids: Sequence[int], shown: int = 6) -> str:

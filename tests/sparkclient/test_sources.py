@@ -19,6 +19,7 @@ from sparkclient.collector.snapshot import (
     sample_from_captures,
     sample_to_scenario,
 )
+from sparkclient.collector.offsets import progress_start_s
 from sparkclient.collector.sources import BacklogUnknownReason, SourceKind, measure_sources, rate_creation_s, source_kind
 from sparkclient.collector.topology import RatesUnavailable, batch_end_s, sample_from_rest, window_batches
 from tests.capture_paths import DEMO_CAPTURES, FIXTURES, SPARK_4_3_0
@@ -95,18 +96,23 @@ def test_rate_source_creation_time_survives_the_restart():
     assert both is not None and rate_creation_s(first_run) == pytest.approx(both, abs=1.0)
 
 
-def test_rate_source_backlog_grows_while_its_batches_fall_behind():
-    """Backlog = R × (now − (creation + endOffset of the newest batch)): 0.5 s after the newest
-    batch it is a fraction of a trigger; 85 s later (a batch running late) it is ~170,000 rows."""
+def test_rate_source_backlog_is_zero_while_it_keeps_up_and_grows_while_a_batch_runs_late():
+    """Backlog = R × (now − due), the next batch due a trigger (2 s) after the newest started: 0.5 s
+    after the newest batch the rows generated since it (about a trigger's) wait for a batch not yet
+    due, so there is no backlog, at any moment of the trigger; 85 s later (a batch running late)
+    it is R × the time past due."""
     captures = load_captures(SPARK_4_3_0, "p1_")
     history = sorted(captures.progresses, key=lambda p: p["timestamp"])
     newest = history[-1]
-    now = batch_end_s(newest) + 0.5
-    steady = measure_sources(history, history[-3:], now_s=now)
-    late = measure_sources(history, history[-3:], now_s=now + 85.0)
-    assert 0 < steady.backlog < 2000 * 3
-    assert late.backlog - steady.backlog == pytest.approx(2000 * 85.0, abs=1)
+    due = max(progress_start_s(newest) + 2.0, batch_end_s(newest))
+    assert batch_end_s(newest) < due  # the batch ran shorter than its trigger
+    for now in (batch_end_s(newest) + 0.01, batch_end_s(newest) + 0.5, due):
+        assert measure_sources(history, history[-3:], now_s=now, trigger_interval_s=2.0).backlog == 0
+    late = measure_sources(history, history[-3:], now_s=due + 85.0, trigger_interval_s=2.0)
+    assert late.backlog == pytest.approx(2000 * 85.0, abs=1)
     assert not late.unknown and late.arrival_per_s == pytest.approx(2000.0)
+    # without a trigger the next batch is due when the newest ended
+    assert measure_sources(history, history[-3:], now_s=batch_end_s(newest) + 0.5).backlog == pytest.approx(1000, abs=1)
 
 
 def test_kafka_backlog_is_latest_minus_end_over_partitions_and_arrival_is_offset_growth():

@@ -224,9 +224,10 @@ def test_cores_up_to_the_bound_are_read_and_one_more_is_refused() -> None:
         executors_and_cores([{"id": "driver", "totalCores": MAX_CORES + 1}])
 
 
-def test_a_rate_source_beyond_its_rows_per_second_is_refused() -> None:
+def test_a_rate_source_beyond_its_rows_per_second_is_reported_over_its_limit() -> None:
     """The join capture's rate sources; a batch claiming more rows per offset second than the
-    source's ``rowsPerSecond`` (times 1.01) cannot have come from it."""
+    source's ``rowsPerSecond`` (times 1.01) cannot have come from it: the source is reported over
+    its limit (the sample is then not ready) and its rate taken at the limit."""
     capture = json.loads((FIXTURES / "spark-4.3.0-join" / "join_app.json").read_text())
     batches = [p for p in capture["progresses"] if p["runId"] == capture["run_id"]][-3:]
     assert measure_sources(capture["progresses"], batches, now_s=batch_end_s(batches[-1])).arrival_per_s
@@ -236,9 +237,12 @@ def test_a_rate_source_beyond_its_rows_per_second_is_refused() -> None:
     others = sum(p["sources"][0]["numInputRows"] for p in batches[:-1])
     edited = copy.deepcopy(batches)
     edited[-1]["sources"][0]["numInputRows"] = int(limit * 1.02 * span) - others
-    with pytest.raises(SparkDataError) as refused:
-        measure_sources(capture["progresses"], edited, now_s=batch_end_s(edited[-1]))
-    assert refused.value.field == "progress.sources[0].numInputRows"
+    report = measure_sources(capture["progresses"], edited, now_s=batch_end_s(edited[-1]))
+    ((index, claimed, cap),) = report.over_limit
+    assert (index, cap) == (0, limit) and claimed == pytest.approx(limit * 1.02, rel=0.01)
+    # its rate is taken at the limit: the arrival is no more than the two sources' rowsPerSecond
+    limits = sum(float(s["description"].split("rowsPerSecond=")[1].split(",")[0]) for s in batches[-1]["sources"])
+    assert report.arrival_per_s <= limits * 1.0001
 
 
 def test_a_sample_whose_scenario_the_evaluator_refuses_is_not_emitted() -> None:

@@ -44,7 +44,7 @@ HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateS
 REPARTITIONABLE_STATE_STORES = frozenset({ROCKSDB_PROVIDER})
 
 __all__ = ["OFFLINE_UNSAFE_SINKS", "REPARTITIONABLE_STATE_STORES", "BindingStatus", "MismatchReason", "PinReason",
-           "PlanStage", "StageBinding", "StageInput", "bind_stages", "offline_repartition_blocker",
+           "PlanStage", "StageBinding", "StageInput", "bind_stages", "disagreeing_bindings", "offline_repartition_blocker",
            "plan_stages_from_json", "plan_stages_of", "plan_stages_to_json", "with_state_store"]
 
 #: Sinks (``Sink`` class simple names) that keep a batch log of their own, which the offline
@@ -221,6 +221,20 @@ def bind_stages(plan: Sequence[PlanStage] | None, knobs: Sequence[Knob], values:
     return tuple(replace(b, status=BindingStatus.PINNED, reason=None, pin=pinned[b.knob].pin,
                          state_store=pinned[b.knob].state_store, sink=pinned[b.knob].sink)
                  if b.knob in pinned and b.pin is None else b for b in out)
+
+
+def disagreeing_bindings(bindings: Sequence[StageBinding]) -> tuple[StageBinding, ...]:
+    """The stages whose knob disagrees with the tasks Spark ran: a mismatch (``PLAN_PARTITIONS`` or
+    ``TASKS``) whose tasks differ from the knob's value, for a knob that ran its value's tasks in
+    *no* stage bound to it (200 tasks against a knob of 1: the knob is bound to the wrong stage, or
+    the configuration running is not the knob's). A knob that sets one of its stages as declared
+    is confirmed (a join's second scan runs its own source's partitions), and a stale published
+    plan alone (tasks as the knob says) is no disagreement. Such a sample is not ready
+    (``scaling.readiness.NotReady.BINDING_MISMATCH``)."""
+    wrong = [b for b in bindings if b.knob and b.reason in (MismatchReason.PLAN_PARTITIONS, MismatchReason.TASKS)
+             and b.tasks_ran is not None and b.knob_value is not None and b.tasks_ran != b.knob_value]
+    confirmed = {b.knob for b in bindings if b.knob and b.tasks_ran is not None and b.tasks_ran == b.knob_value}
+    return tuple(b for b in wrong if b.knob not in confirmed)
 
 
 def plan_stages_to_json(stages: Sequence[PlanStage]) -> str:

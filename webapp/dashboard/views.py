@@ -21,6 +21,7 @@ from django.utils.http import urlencode
 
 from scaling.plan import JobPlan
 from scaling.reason_text import reason_text as plan_reason_text
+from scaling.reasons import PlanReason
 from sparkclient.contract.binding import MismatchReason
 from sparkclient.contract.spec import ADAPTIVE_COALESCE_CONF
 from webapp.dashboard import present, reads
@@ -93,6 +94,8 @@ def _job_context(request: HttpRequest, job: Job) -> dict:
                                                 proposed=pending.proposed_config if pending else None,
                                                 stages=stages, pins=present.knob_pins(job=job))}
     context["proposals_decided_by"] = [(p, present.decided_by(p)) for p in context["proposals"]]
+    context["not_ready"] = [r for r in (evaluation.reason_values if evaluation else ())
+                            if r.code == PlanReason.SAMPLES_NOT_READY]
     if context["held"] is not None:
         context["held_in_min"] = math.ceil(context["held"]["in_s"] / 60)
         context["held_interval_min"] = round(context["held"]["interval_s"] / 60)

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from scaling.readiness import issues_to_json
 from sparkclient.collector.collect import collect_sample
 from sparkclient.collector.progress import read_progress
 from sparkclient.collector.rest import SparkRestClient, SparkRestError
@@ -171,7 +172,7 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     try:
         sample = collect_sample(client, target.app_id, progresses, run_id=status.run_id,
                                 trigger_interval_s=trigger_interval_s, window_s=window_s,
-                                now_s=now.timestamp())
+                                now_s=now.timestamp(), max_cores=job.capacity or None)
     except SparkRestError as exc:
         mark_health(job, Job.Health.DOWN, f"Spark REST API: {exc}")
         return None
@@ -201,7 +202,8 @@ def _store(job: Job, *, now: datetime, config: dict, sample: JobSample, window_s
             batch_duration_s=sample.batch_duration_s, trigger_interval_s=sample.trigger_interval_s,
             batch_overhead_s=sample.batch_overhead_s, batch_ratio=sample.batch_ratio,
             executors=sample.executors, cores=sample.cores, state_rows=sample.state_rows,
-            state_bytes=sample.state_bytes, errors=list(sample.errors), rest_requests=rest_requests)
+            state_bytes=sample.state_bytes, errors=list(sample.errors), rest_requests=rest_requests,
+            not_ready=issues_to_json(sample.not_ready))
         VertexSnapshot.objects.bulk_create([
             VertexSnapshot(snapshot=snapshot, vertex_id=v.vertex_id, name=v.name, position=v.position,
                            is_source=v.is_source, tasks=v.tasks, busy_s=v.busy_s, busy_max_s=v.busy_max_s,

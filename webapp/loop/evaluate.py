@@ -16,6 +16,8 @@ from django.utils import timezone
 
 from scaling import JobPlan, PlanRequest, Policy, evaluate
 from scaling.planner import EXECUTORS_KEY
+from scaling.readiness import SampleIssue, not_ready_reasons
+from scaling.reasons import PlanReason
 from scaling.state import activated_streak, state_from_dict, state_to_dict
 from sparkclient.contract.binding import StageBinding
 from webapp.jobs.bindings import pinned_knobs, published_plan, stage_bindings
@@ -26,7 +28,7 @@ from webapp.jobs.selectors import snapshots_in_window
 from webapp.loop.collect import mark_health, snapshot_collect
 from webapp.loop.propose import proposal_create
 from webapp.loop.restart import restart_hold
-from webapp.loop.window import stable_snapshots, window_inputs
+from webapp.loop.window import stable_snapshots, window_inputs, window_readiness
 from webapp.proposals.holds import blocked_knobs, config_direction
 from webapp.proposals.lifecycle import BUSY
 from webapp.proposals.reasons import EvaluationHold
@@ -46,6 +48,8 @@ class EvaluationContext:
         positions: ``{vertex id: stage position}`` of the window's newest snapshot.
         pinned: the knobs the checkpoint pins (no proposal may change them).
         now: the evaluation's time.
+        not_ready: why the window is not ready (``webapp.loop.window.window_readiness``), ``()`` when
+            it is: the plan never scales down on it, whatever the algorithm.
     """
 
     job: Job
@@ -55,6 +59,7 @@ class EvaluationContext:
     positions: Mapping[str, int]
     pinned: tuple[str, ...]
     now: datetime
+    not_ready: tuple[SampleIssue, ...] = ()
 
 
 def evaluation_context(*, job: Job, snapshots: list[MetricSnapshot], now: datetime) -> EvaluationContext:
@@ -62,11 +67,12 @@ def evaluation_context(*, job: Job, snapshots: list[MetricSnapshot], now: dateti
     built and the runner's plan stages parsed and bound once."""
     plan = published_plan(job=job)
     newest = snapshots[-1]
+    bindings = stage_bindings(job=job, snapshot=newest, plan=plan)
     return EvaluationContext(
-        job=job, policy=scaling_policy(job.policy), snapshots=tuple(snapshots),
-        bindings=stage_bindings(job=job, snapshot=newest, plan=plan),
+        job=job, policy=scaling_policy(job.policy), snapshots=tuple(snapshots), bindings=bindings,
         positions={v.vertex_id: v.position for v in newest.vertices.all()},
-        pinned=tuple(pinned_knobs(job=job, plan=plan)), now=now)
+        pinned=tuple(pinned_knobs(job=job, plan=plan)), now=now,
+        not_ready=window_readiness(snapshots=snapshots, bindings=bindings))
 
 
 def plan_to_config(ctx: EvaluationContext, plan: JobPlan) -> dict:
@@ -135,7 +141,8 @@ def _plan(ctx: EvaluationContext) -> JobPlan:
                  or ((mean_batch_s,) if mean_batch_s else ()))
     return evaluate(PlanRequest(topology=topology, metrics=metrics, policy=ctx.policy, mode="micro-batch",
                                 cluster=cluster, state=state_from_dict(ctx.job.scaler_state),
-                                now_s=ctx.now.timestamp(), batch_durations_s=durations))
+                                now_s=ctx.now.timestamp(), batch_durations_s=durations,
+                                not_ready=ctx.not_ready))
 
 
 def _keep_pending_scale_downs(ctx: EvaluationContext, plan: JobPlan, *, direction: str) -> None:
@@ -161,14 +168,21 @@ def _keep_pending_scale_downs(ctx: EvaluationContext, plan: JobPlan, *, directio
 
 
 def _store(ctx: EvaluationContext, plan: JobPlan, *, proposed_config: dict, direction: str) -> Evaluation:
-    """The evaluation row: the plan, the configuration it maps to, its direction, and the live
-    loop's hold of a scale-up (ineffective-scale-up block, restart awareness), if any."""
+    """The evaluation row: the plan, the configuration it maps to, its direction, the live loop's
+    hold of a scale-up (ineffective-scale-up block, restart awareness), if any, and of a scale-down
+    on a window that is not ready (``samples_not_ready``: any algorithm's); the reasons name each
+    not-ready code (``samples-not-ready``) when the plan does not."""
     job = ctx.job
     hold, hold_detail = "", {}
     if plan.decision == "scale" and direction == Evaluation.Direction.UP and proposed_config != job.config:
         hold, hold_detail = _scale_up_hold(ctx, plan=plan, proposed_config=proposed_config)
+    if plan.decision == "scale" and direction == Evaluation.Direction.DOWN and ctx.not_ready:
+        hold, hold_detail = EvaluationHold.SAMPLES_NOT_READY, {"codes": sorted({str(i.code) for i in ctx.not_ready})}
+    reasons = plan.reasons
+    if not any(r.code == PlanReason.SAMPLES_NOT_READY for r in reasons):
+        reasons = (*reasons, *not_ready_reasons(ctx.not_ready))
     return Evaluation.objects.create(
-        job=job, decision=plan.decision, reasons=reasons_json(plan.reasons), plan=plan.to_json(),
+        job=job, decision=plan.decision, reasons=reasons_json(reasons), plan=plan.to_json(),
         proposed_config=proposed_config, window_s=sum(s.window_s for s in ctx.snapshots), direction=direction,
         hold=hold, hold_detail=hold_detail, held_scale_down=_held_scale_down(ctx, plan))
 
@@ -202,9 +216,10 @@ def _scale_up_hold(ctx: EvaluationContext, *, plan: JobPlan, proposed_config: di
 
 def _held_scale_down(ctx: EvaluationContext, plan: JobPlan) -> dict:
     """While the planner holds a scale-down of the executors (FLINK-36018), the plan as it would
-    run: ``{executors, cores, config, plan}``; else ``{}``."""
+    run: ``{executors, cores, config, plan}``; else ``{}``, and ``{}`` on a window that is not ready
+    (no scale-down on it, not even one a person applies from the job page)."""
     pending = plan.next_state.pending(EXECUTORS_KEY) if plan.next_state is not None else None
-    if pending is None or plan.decision == "scale" or plan.executors_current is None:
+    if pending is None or plan.decision == "scale" or plan.executors_current is None or ctx.not_ready:
         return {}
     executors = min(plan.executors_current, pending.max_recommended)
     if executors >= plan.executors_current:

@@ -10,9 +10,11 @@ from datetime import timedelta
 from django.conf import settings
 
 from scaling import ClusterState, Topology, VertexMetrics
+from scaling.readiness import NotReady, SampleIssue, issues_from_json
+from scaling.reasons import PlanFormatError
 from sparkclient.collector.model_inputs import model_inputs
 from sparkclient.collector.sample import JobSample, VertexSample
-from sparkclient.contract.binding import StageBinding
+from sparkclient.contract.binding import StageBinding, disagreeing_bindings
 from sparkclient.contract.spec import KnobTarget
 from webapp.jobs.bindings import stage_bindings
 from webapp.jobs.models import Job, MetricSnapshot
@@ -70,7 +72,30 @@ def snapshot_sample(snapshot: MetricSnapshot) -> JobSample:
         trigger_interval_s=snapshot.trigger_interval_s, batch_overhead_s=snapshot.batch_overhead_s,
         batch_ratio=snapshot.batch_ratio, executors=snapshot.executors, cores=snapshot.cores,
         state_rows=snapshot.state_rows, state_bytes=snapshot.state_bytes,
-        collected_at=snapshot.collected_at.timestamp(), errors=tuple(snapshot.errors))
+        collected_at=snapshot.collected_at.timestamp(), errors=tuple(snapshot.errors),
+        not_ready=stored_issues(snapshot))
+
+
+def stored_issues(snapshot: MetricSnapshot) -> tuple[SampleIssue, ...]:
+    """Why a stored snapshot is not ready (``MetricSnapshot.not_ready``); ``()`` when it is ready.
+    A stored value this version cannot read counts as not ready (``missing-stages``, with no data):
+    what cannot be read cannot be trusted for a scale-down."""
+    try:
+        return issues_from_json(snapshot.not_ready)
+    except PlanFormatError:
+        return (SampleIssue(NotReady.MISSING_STAGES, {"batches": 0, "of": snapshot.batches}),)
+
+
+def window_readiness(*, snapshots: Sequence[MetricSnapshot], bindings: Sequence[StageBinding]
+                     ) -> tuple[SampleIssue, ...]:
+    """Why the window is not ready, ``()`` when it is: each snapshot's stored issues, oldest first,
+    and a knob of the newest that disagrees with the tasks Spark ran (``binding-mismatch``, data:
+    knob, knob_value, tasks_ran, position; :func:`sparkclient.contract.binding.disagreeing_bindings`)."""
+    issues = [issue for s in snapshots for issue in stored_issues(s)]
+    issues.extend(SampleIssue(NotReady.BINDING_MISMATCH, {"knob": b.knob, "knob_value": b.knob_value,
+                                                           "tasks_ran": b.tasks_ran, "position": b.position})
+                  for b in disagreeing_bindings(bindings))
+    return tuple(issues)
 
 
 def executors_ceiling(*, job: Job) -> int:

@@ -257,4 +257,7 @@ def evaluation_hold_text(hold: str, detail: Mapping) -> str:
     if hold == EvaluationHold.SCALE_UP_BLOCKED:
         return (f"scale-ups of {_knobs(detail)} are blocked: proposal #{detail.get('proposal')} was verified "
                 f"ineffective; a person clears the block on the job page")
+    if hold == EvaluationHold.SAMPLES_NOT_READY:
+        codes = ", ".join(str(c) for c in detail.get("codes", ())) or "?"
+        return f"no scale-down: metrics of the window are not ready ({codes})"
     return hold

@@ -27,6 +27,9 @@ class EvaluationHold(models.TextChoices):
     RESTART_CATCH_UP = "restart_catch_up", "restart catch-up"
     # An execution was verified ineffective: scale-ups of its knobs wait until a person clears the block.
     SCALE_UP_BLOCKED = "scale_up_blocked", "scale-up blocked"
+    # A sample of the window is not ready (``scaling.readiness``): no scale-down on it, whatever the
+    # algorithm planned.
+    SAMPLES_NOT_READY = "samples_not_ready", "samples not ready"
 
 
 class SampleRefused(ValueError):
@@ -89,6 +92,9 @@ class MetricSnapshot(models.Model):
     rest_requests = models.PositiveIntegerField(
         null=True, blank=True, help_text="Spark REST requests this collect made (retries included; at most "
                                          "SCALER_COLLECT_MAX_REQUESTS); empty when not counted.")
+    not_ready = models.JSONField(
+        default=list, blank=True, help_text="Why the sample is not ready: [{code, data}] "
+        "(scaling.readiness.SampleIssue); empty: ready. A window holding one never scales down.")
 
     objects = _CheckedRows.as_manager()
 

@@ -1,0 +1,108 @@
+"""Signal validity (scaling/readiness.py, scaling/signals.py): a window holding a sample that is not
+ready never scales down, neither the executors nor any stage's partitions, and the plan names each
+code; a scale-up is still planned. Codes and data only."""
+
+from __future__ import annotations
+
+import pytest
+
+from scaling import ClusterState, Policy, Topology, VertexMetrics
+from scaling.microbatch import plan_micro_batch
+from scaling.readiness import NotReady, SampleIssue, issues_from_json, issues_to_json, not_ready_reasons
+from scaling.reason_text import reason_text
+from scaling.reasons import PlanFormatError, PlanReason, VetoSignal
+from scaling.state import ScalerState
+from scaling.topology import Edge, Vertex
+
+#: One issue of each code, with the data its words need.
+ISSUES = {
+    NotReady.MISSING_STAGES: {"batches": 2, "of": 6},
+    NotReady.SQL_PLAN_UNUSABLE: {"sources": 2, "source_stages": 1},
+    NotReady.FIRST_BATCH: {"batch_id": 0},
+    NotReady.RESTART_IN_WINDOW: {"batches": 1},
+    NotReady.BINDING_MISMATCH: {"knob": "state_partitions", "knob_value": 1, "tasks_ran": 200, "position": 2},
+    NotReady.IMPLAUSIBLE_CORES: {"cores": 4000, "limit": 8},
+    NotReady.IMPLAUSIBLE_RATE: {"source": 0, "rate_per_s": 2400.0, "limit_per_s": 800.0},
+}
+
+
+def _window(busy_ms_per_s: float, *, tasks: int = 8, growth: float = 0.0):
+    """A source and an adjustable aggregation on 8 cores, 2,000 records/s, the aggregation busy
+    ``busy_ms_per_s`` per task: 50 is far below the band (the model scales down), 1000 above it."""
+    topology = Topology((Vertex("src", parallelism=tasks, source=True), Vertex("agg", parallelism=tasks)),
+                        (Edge("src", "agg"),))
+    metrics = {"src": VertexMetrics(records_in_per_s=2000.0, records_out_per_s=2000.0, busy_time_ms_per_s=20.0,
+                                    backlog=0.0, backlog_growth_per_s=growth),
+               "agg": VertexMetrics(records_in_per_s=2000.0, records_out_per_s=100.0,
+                                    busy_time_ms_per_s=busy_ms_per_s)}
+    cluster = ClusterState(executors=8, cores_per_executor=1, min_executors=1, max_executors=32,
+                           trigger_interval_s=10.0)
+    return topology, metrics, cluster
+
+
+POLICY = Policy(scale_down_interval_s=0)
+
+
+def test_the_model_alone_scales_this_window_down():
+    """The harm the validity check prevents: without an issue the plan takes cores and tasks away."""
+    plan = plan_micro_batch(*_window(50.0), POLICY, batch_durations_s=(1.0, 1.0))
+    assert plan.decision == "scale" and plan.executors_proposed < 8
+    assert any(v.proposed < v.current for v in plan.vertices)
+
+
+@pytest.mark.parametrize("code", list(NotReady))
+def test_a_window_with_a_not_ready_sample_never_scales_down(code):
+    issue = SampleIssue(code, ISSUES[code])
+    plan = plan_micro_batch(*_window(50.0), POLICY, batch_durations_s=(1.0, 1.0), not_ready=(issue,))
+    assert plan.executors_proposed == 8
+    assert all(v.proposed >= v.current for v in plan.vertices)
+    reasons = {r.code: r for r in plan.reasons}
+    named = reasons[PlanReason.SAMPLES_NOT_READY]
+    assert (named.data["code"], named.data["samples"]) == (str(code), 1)
+    assert {k: named.data[k] for k in ISSUES[code]} == ISSUES[code]
+    vetoed = reasons[PlanReason.SCALE_DOWN_VETOED]
+    assert (vetoed.data["signal"], vetoed.data["value"], vetoed.data["code"]) == (VetoSignal.NOT_READY, 1, str(code))
+
+
+def test_no_scale_down_is_remembered_to_be_applied_later():
+    """With the delayed scale-down (FLINK-36018), a not-ready window records no pending scale-down
+    that a later evaluation (or a person on the job page) would apply."""
+    policy = Policy(scale_down_interval_s=3600)
+    issue = SampleIssue(NotReady.SQL_PLAN_UNUSABLE, ISSUES[NotReady.SQL_PLAN_UNUSABLE])
+    plan = plan_micro_batch(*_window(50.0), policy, batch_durations_s=(1.0,), state=ScalerState(), now_s=1000.0,
+                            not_ready=(issue,))
+    assert plan.next_state is not None and not plan.next_state.pending_scale_downs and not plan.held
+    held = plan_micro_batch(*_window(50.0), policy, batch_durations_s=(1.0,), state=ScalerState(), now_s=1000.0)
+    assert held.next_state.pending_scale_downs  # the same window, ready: the scale-down is held for later
+
+
+def test_a_scale_up_is_still_planned_on_a_window_not_ready():
+    issue = SampleIssue(NotReady.FIRST_BATCH, {"batch_id": 0})
+    plan = plan_micro_batch(*_window(1000.0, growth=500.0), POLICY, batch_durations_s=(9.0, 9.0), not_ready=(issue,))
+    assert plan.decision == "scale" and plan.executors_proposed > 8
+    assert PlanReason.SAMPLES_NOT_READY in {r.code for r in plan.reasons}
+
+
+def test_each_code_is_named_once_with_its_samples_and_newest_data():
+    issues = (SampleIssue(NotReady.FIRST_BATCH, {"batch_id": 3}), SampleIssue(NotReady.MISSING_STAGES, {"batches": 1,
+                                                                                                     "of": 4}),
+              SampleIssue(NotReady.MISSING_STAGES, {"batches": 2, "of": 5}))
+    reasons = not_ready_reasons(issues)
+    assert [(r.data["code"], r.data["samples"]) for r in reasons] == [("missing-stages", 2), ("first-batch", 1)]
+    assert reasons[0].data["batches"] == 2
+
+
+@pytest.mark.parametrize("code", list(NotReady))
+def test_every_code_has_its_words(code):
+    (reason,) = not_ready_reasons([SampleIssue(code, ISSUES[code])])
+    text = reason_text(reason)
+    assert text.startswith("metrics not ready in 1 sample(s): ") and str(PlanReason.SAMPLES_NOT_READY) not in text
+
+
+def test_issues_round_trip_through_json_and_a_malformed_one_is_refused():
+    issues = tuple(SampleIssue(code, data) for code, data in ISSUES.items())
+    assert issues_from_json(issues_to_json(issues)) == issues
+    assert issues_from_json([]) == () and issues_from_json(None) == ()
+    for bad in ({"code": "nope"}, [{"code": "nope"}], [{"code": "first-batch", "data": {"batch_id": [1]}}], ["x"]):
+        with pytest.raises(PlanFormatError):
+            issues_from_json(bad)

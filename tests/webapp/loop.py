@@ -59,17 +59,20 @@ def knob_name(vertex_id: str) -> str:
 def knobs_and_plan(sim_job: SimJob, *, max_cores: int = 8, cores_knob: bool = True) -> tuple[list[dict], list[dict]]:
     """The knob declarations and the plan stages the runner of ``sim_job`` would publish (the pipeline
     contract, ``sparkclient.contract.spec`` / ``sparkclient.contract.binding``): the executors knob (unless
-    ``cores_knob`` is False), a source knob for the source stage, a repartition knob per other adjustable
-    stage, none for a pinned (stateful) stage."""
+    ``cores_knob`` is False), a source knob for the first source stage (a second source, a join's other
+    scan, runs its own partitions), a repartition knob per other adjustable stage, none for a pinned
+    (stateful) stage."""
     knobs = [{"name": EXECUTORS_KNOB, "default": 1, "min": 1, "max": max_cores, "sets": "executors",
               "description": "cores"}] if cores_knob else []
     knobs += [{"name": "trigger_interval_s", "default": TRIGGER_INTERVAL_S, "min": 1, "max": 600, "sets": "other",
               "description": "trigger interval"}]
     stages = []
     for v in sim_job.vertices:
-        if v.source:
+        if v.source and not any(k["sets"] == "source_partitions" for k in knobs):
             knobs.append({"name": knob_name(v.id), "default": 1, "min": 1, "max": v.partitions or 64,
                           "sets": "source_partitions", "description": v.name})
+            stages.append({"input": "source", "partitions": None, "stateful": False, "operators": [v.name]})
+        elif v.source:  # a second source (a join's other scan) runs its own partitions: no knob sets it
             stages.append({"input": "source", "partitions": None, "stateful": False, "operators": [v.name]})
         elif v.adjustable:
             knobs.append({"name": knob_name(v.id), "default": 1, "min": 1, "max": 64, "sets": "repartition",
@@ -159,6 +162,8 @@ class LoopHarness:
     reported_cores: int = 1
     start_cores: int = 1
     timeline: list[dict] = field(default_factory=list)
+    #: Called with each snapshot once stored (a test rewrites what the collector would have seen).
+    snapshot_hooks: list[Callable[[MetricSnapshot], None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         start = Config(dict(self._parallelism(self.job.config)), self._sim_cores(self.cores(self.job.config)))
@@ -224,6 +229,8 @@ class LoopHarness:
                            records_in=round(acc[v.id].records_in), records_out=round(acc[v.id].records_out),
                            upstream=list(self.sim_job.inputs[v.id]))
             for i, v in enumerate(self.sim_job.vertices)])
+        for hook in self.snapshot_hooks:
+            hook(snapshot)
 
     def beat(self, now_s: float) -> None:
         """reconcile → evaluate/propose → decide (actions) → execute, at ``now_s``."""
@@ -274,7 +281,7 @@ def make_harness(monkeypatch, *, trace: Trace, start_cores: int = 1, policy: dic
                            executors=start_cores, downtime=Downtime(downtime_s))
     knobs, stages = knobs_and_plan(sim_job, cores_knob=cores_knob)
     config = {**({EXECUTORS_KNOB: start_cores} if cores_knob else {}), "trigger_interval_s": TRIGGER_INTERVAL_S,
-              **{knob_name(v.id): start_cores for v in sim_job.vertices if v.source or v.adjustable}}
+              **{k["name"]: start_cores for k in knobs if k["sets"] in ("source_partitions", "repartition")}}
     job = job_register(name=name, topic="sim", query_name=f"{name}-query", config=config, knobs=knobs,
                        policy={"metric_window_s": 45.0, **(policy or {})})
     Job.objects.filter(pk=job.pk).update(plan_stages=stages)

@@ -4,12 +4,17 @@ policy that scales the same job down when its samples are ready; the job page na
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.utils import timezone
 
 from scaling.readiness import NotReady, SampleIssue, issues_to_json
 from scaling.reasons import PlanReason
 from scaling.sim import topologies
+from sparkclient.contract import keys
+from tests.fakespark import fake_spark_ui
+from tests.webapp import test_collect
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from tests.webapp.loop import EXECUTORS_KNOB, LoopHarness, make_harness, steps
 from webapp.jobs.models import Evaluation, EvaluationHold, Job, MetricSnapshot
@@ -123,3 +128,17 @@ def test_the_collector_s_issues_are_stored_and_read_back():
     MetricSnapshot.objects.filter(pk=snapshot.pk).update(not_ready=issues_to_json(issues))
     snapshot.refresh_from_db()
     assert snapshot_sample(snapshot).not_ready == issues and not snapshot_sample(snapshot).ready
+
+
+def test_a_collect_reporting_more_cores_than_the_runner_s_capacity_stores_the_sample_not_ready(workflow_redis,
+                                                                                                 settings):
+    """The p1 capture's executors against a runner whose cluster has 1 core: stored, not ready."""
+    settings.SCALER_COLLECT_INTERVAL_S = 15
+    job = make_job(name="capacity")
+    for progress in test_collect.PROGRESS:
+        workflow_redis.xadd(keys.progress(job.name), {"json": json.dumps(progress)})
+    with fake_spark_ui() as ui:
+        test_collect.running(workflow_redis, job, ui.url, capacity=1)
+        snapshot = test_collect.collect(job)
+    assert snapshot is not None and snapshot.batches > 0 and snapshot.cores > 1
+    assert snapshot.not_ready == [{"code": "implausible-cores", "data": {"cores": snapshot.cores, "limit": 1}}]

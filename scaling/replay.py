@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from scaling.metrics import ClusterState, VertexMetrics
 from scaling.plan import JobPlan
+from scaling.readiness import SampleIssue
 from scaling.reason_text import reason_text
 from scaling.reasons import Reason
 from scaling.algorithms import PlanRequest, resolve
@@ -23,13 +24,15 @@ from scaling.topology import Topology
 
 @dataclass(frozen=True)
 class ReplayStep:
-    """One recorded evaluation point: the window's metrics and what was running at ``at_s``."""
+    """One recorded evaluation point: the window's metrics and what was running at ``at_s``;
+    ``not_ready``: why its samples were not ready (``scaling.readiness``), as the live loop reads it."""
 
     at_s: float
     topology: Topology
     metrics: Mapping[str, VertexMetrics]
     cluster: ClusterState | None = None
     batch_durations_s: tuple[float, ...] = ()
+    not_ready: tuple[SampleIssue, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,8 @@ def replay(steps: Iterable[ReplayStep], policy: Policy, *, state: ScalerState | 
         mode = "micro-batch" if step.cluster is not None else "continuous"
         plan = implementation.plan(PlanRequest(topology=step.topology, metrics=step.metrics, policy=policy, mode=mode,
                                                cluster=step.cluster, state=state, now_s=step.at_s,
-                                               batch_durations_s=step.batch_durations_s))
+                                               batch_durations_s=step.batch_durations_s,
+                                               not_ready=step.not_ready))
         if plan.next_state is not None:
             state = plan.next_state
         changes = {v.vertex_id: (v.current, v.proposed) for v in plan.vertices if v.proposed != v.current}

@@ -11,6 +11,7 @@ from scaling.microbatch import plan_micro_batch
 from scaling.readiness import NotReady, SampleIssue, issues_from_json, issues_to_json, not_ready_reasons
 from scaling.reason_text import reason_text
 from scaling.reasons import PlanFormatError, PlanReason, VetoSignal
+from scaling.replay import ReplayStep, replay
 from scaling.state import ScalerState
 from scaling.topology import Edge, Vertex
 
@@ -106,3 +107,13 @@ def test_issues_round_trip_through_json_and_a_malformed_one_is_refused():
     for bad in ({"code": "nope"}, [{"code": "nope"}], [{"code": "first-batch", "data": {"batch_id": [1]}}], ["x"]):
         with pytest.raises(PlanFormatError):
             issues_from_json(bad)
+
+
+def test_a_backtest_replays_the_samples_readiness():
+    topology, metrics, cluster = _window(50.0)
+    issue = SampleIssue(NotReady.RESTART_IN_WINDOW, {"batches": 1})
+    steps = [ReplayStep(100.0, topology, metrics, cluster, (1.0,)),
+             ReplayStep(100.0, topology, metrics, cluster, (1.0,), (issue,))]
+    ready, not_ready = (replay([step], POLICY)[0] for step in steps)
+    assert ready.proposed and ready.executors_proposed < 8
+    assert not not_ready.proposed and not_ready.executors_proposed == 8

@@ -17,7 +17,7 @@ from scaling.replay import ReplayStep, describe, replay
 from webapp.jobs.models import Job
 from webapp.jobs.plans import reason_json
 from webapp.jobs.policy_mapping import scaling_policy
-from webapp.loop.window import stable_snapshots, window_inputs
+from webapp.loop.window import stable_snapshots, stored_issues, window_inputs
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -68,8 +68,10 @@ class Command(BaseCommand):
             if sum(s.window_s for s in window) < 0.9 * window_s:
                 continue
             topology, metrics, cluster, mean_batch_s = window_inputs(job=target, snapshots=window)
+            # the samples' stored readiness (the binding then is not known: the knobs may have changed since)
             steps.append(ReplayStep(snapshot.collected_at.timestamp(), topology, metrics, cluster,
-                                    (mean_batch_s,) if mean_batch_s else ()))
+                                    (mean_batch_s,) if mean_batch_s else (),
+                                    tuple(issue for s in window for issue in stored_issues(s))))
         try:
             decisions = replay(steps, scaling)
         except PolicyError as exc:

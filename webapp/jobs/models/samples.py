@@ -93,7 +93,7 @@ class MetricSnapshot(models.Model):
         null=True, blank=True, help_text="Spark REST requests this collect made (retries included; at most "
                                          "SCALER_COLLECT_MAX_REQUESTS); empty when not counted.")
     not_ready = models.JSONField(
-        default=list, blank=True, help_text="Why the sample is not ready: [{code, data}] "
+        default=list, db_default=[], blank=True, help_text="Why the sample is not ready: [{code, data}] "
         "(scaling.readiness.SampleIssue); empty: ready. A window holding one never scales down.")
 
     objects = _CheckedRows.as_manager()

@@ -22,7 +22,7 @@ from scaling.plan import JobPlan
 from scaling.planner import plan_job, plan_micro_batch
 from scaling.policy import Policy, PolicyError
 from scaling.periods import active_period
-from scaling.readiness import SampleIssue
+from scaling.readiness import SampleIssue, not_ready_reasons
 from scaling.reasons import Decision, PlanReason, Reason
 from scaling.signals import cores_fixed
 from scaling.state import ScalerState
@@ -86,8 +86,12 @@ def resolve(name: str) -> ScalingPolicy:
 
 
 def evaluate(request: PlanRequest) -> JobPlan:
-    """Plan with the policy the request's ``Policy.algorithm`` names."""
-    return resolve(request.policy.algorithm).plan(request)
+    """Plan with the policy the request's ``Policy.algorithm`` names; the plan names each code of the
+    window's not-ready samples (``request.not_ready``: ``samples-not-ready``, ``scaling.readiness``)."""
+    plan = resolve(request.policy.algorithm).plan(request)
+    if not request.not_ready:
+        return plan
+    return replace(plan, reasons=(*plan.reasons, *not_ready_reasons(request.not_ready)))
 
 
 def _require_cluster(request: PlanRequest, name: str) -> ClusterState:

@@ -24,7 +24,7 @@ from scaling.microbatch_sizing import (
 )
 from scaling.policy import Policy
 from scaling.plan import JobPlan, VertexPlan
-from scaling.readiness import SampleIssue, not_ready_reasons
+from scaling.readiness import SampleIssue
 from scaling.reason_text import limit_text  # noqa: F401 - re-exported (webapp/dashboard/why.py)
 from scaling.reasons import Decision, HeldScaleDown, Limit, PlanLimit, PlanReason, Reason, VertexReason
 from scaling.signals import (
@@ -36,10 +36,9 @@ from scaling.topology import Topology
 from scaling.vertex_scaler import pinned_reason
 
 
-def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], cluster: ClusterState,
-                     policy: Policy, *, batch_duration_s: float | None = None, state: ScalerState | None = None,
-                     now_s: float = 0.0, batch_durations_s: Sequence[float] = (),
-                     not_ready: Sequence[SampleIssue] = ()) -> JobPlan:
+def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], cluster: ClusterState, policy: Policy,
+                     *, batch_duration_s: float | None = None, state: ScalerState | None = None, now_s: float = 0.0,
+                     batch_durations_s: Sequence[float] = (), not_ready: Sequence[SampleIssue] = ()) -> JobPlan:
     """Compute cores, executors and partitions for a Spark micro-batch job, in the steps of Flink's
     ``ScalingExecutor.scaleResource``: evaluate the stages, size the cores, clamp by the scale
     factors, the delayed scale-down, per-stage plans and limits, the job-level gate.
@@ -54,9 +53,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
         batch_duration_s: mean batch duration, seconds, for SPARK-12133's batch ratio R.
         batch_durations_s: the window's batch durations, seconds (``batch_duration_s`` alone when
             empty): R vetoes scale-downs and a persistent overrun scales up (``scaling.signals``).
-        not_ready: the issues of the window's samples that are not ready (``scaling.readiness``):
-            any vetoes a scale-down of the executors and of every stage, and each code is named
-            (``samples-not-ready``).
+        not_ready: the issues of the window's samples that are not ready (``scaling.readiness``).
         state: the autoscaler's memory; with one, a lower executor count is held for
             ``scale_down_interval_s`` and then the largest recommendation of that sliding window
             applies (Flink ``DelayedScaleDown``, FLINK-36018 / FLINK-36863).
@@ -79,8 +76,8 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
           bounded or skewed stage limits the job);
         - the executor change is clamped to ``[1 − scale_down_max_factor, 1 + scale_up_max_factor]``
           × current (Flink ``JobVertexScaler``), and no scale-down in backlog mode;
-        - no fewer executors, nor a stage on fewer task slots, while R ≥ ``scale_down_veto_batch_ratio``
-          or the backlog grows (SPARK-12133); inside the band, every batch above
+        - no fewer executors, nor a stage on fewer task slots, while R ≥ ``scale_down_veto_batch_ratio``,
+          the backlog grows (SPARK-12133) or a sample is not ready; inside the band, every batch above
           ``batch_overrun_ratio`` with a growing backlog scales up (``scaling.signals``);
         - the job acts only when the current load leaves the utilization band (FLIP-271 thresholds).
 
@@ -91,8 +88,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     job = evaluate_stages(topology, metrics, cluster, policy, state)
     load, load_down = job.now("need_up"), job.now("need_target")
     outside_band = load > job.high or load_down < job.low
-    signals = batch_signals(topology, metrics, cluster, tuple(batch_durations_s) or (
-        (batch_duration_s,) if batch_duration_s is not None else ()), not_ready)
+    signals = batch_signals(topology, metrics, cluster, _durations(batch_durations_s, batch_duration_s), not_ready)
     sizing = size_cores(job)
     executors, overrun, veto, kept = _measured_executors(job, sizing, signals, outside_band)
     delayed = _delayed_scale_down(job, executors, outside_band or overrun is not None, state, now_s)
@@ -101,8 +97,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     limits = (*cores_limit(job, sizing, overrun), *stage_limits, *catch_up_limit(job))
     changes = delayed.executors != cluster.executors or any(vp.proposed != vp.current for vp in stage_plans)
     gate = _gate(job, delayed, stage_plans, changes, state, now_s)
-    reasons = (*_reasons(job, load, load_down, delayed, limits, changes, gate, (overrun, veto if vetoed else None)),
-               *not_ready_reasons(not_ready))
+    reasons = _reasons(job, load, load_down, delayed, limits, changes, gate, (overrun, veto if vetoed else None))
     if gate.decision != Decision.SCALE:
         cores_now = cluster.cores
         stage_plans = tuple(replace(vp, proposed=vp.current, expected_processing_rate=vp.true_processing_rate
@@ -121,6 +116,11 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
         next_state=after, held=delayed.held, limits=limits, utilization_now=job.now("base"),
         predicted_utilization=(job.at(executors * cluster.cores_per_executor, "base") if gate.decision == Decision.SCALE
                                else job.now("base")), awaiting_activation=gate.awaiting)
+
+
+def _durations(batch_durations_s: Sequence[float], batch_duration_s: float | None) -> tuple[float, ...]:
+    """The window's batch durations, seconds: ``batch_durations_s``, else the mean alone, else none."""
+    return tuple(batch_durations_s) or ((batch_duration_s,) if batch_duration_s is not None else ())
 
 
 def _clamp_by_scale_factors(executors: int, cluster: ClusterState, policy: Policy, backlog_mode: bool) -> int:

@@ -169,15 +169,16 @@ def _records_per_unit(batches: Sequence[Mapping[str, Any]], index: int) -> float
 RATE_LIMIT_SLACK = 1.01
 
 
-def _rate_within_limit(per_unit: float | None, source: Mapping[str, Any],
-                       index: int) -> tuple[float | None, tuple[int, float, float] | None]:
-    """The rate source's rows per offset second (``per_unit``, else its ``rowsPerSecond``), and
-    ``(index, per_unit, rowsPerSecond)`` when ``per_unit`` is above ``rowsPerSecond`` ×
-    :data:`RATE_LIMIT_SLACK`: the source generates at most that, so the rate is taken at the limit."""
+def _rate_within_limit(per_unit: float | None, source: Mapping[str, Any], index: int,
+                       over_limit: list[tuple[int, float, float]]) -> float | None:
+    """The rate source's rows per offset second (``per_unit``, else its ``rowsPerSecond``). Above
+    ``rowsPerSecond`` × :data:`RATE_LIMIT_SLACK` (the source generates at most that) the rate is
+    taken at the limit and ``(index, per_unit, rowsPerSecond)`` appended to ``over_limit``."""
     limit = rate_rows_per_s(source.get("description"))
     if per_unit is not None and limit is not None and per_unit > limit * RATE_LIMIT_SLACK:
-        return limit, (index, round(per_unit, 3), limit)
-    return per_unit or limit, None
+        over_limit.append((index, round(per_unit, 3), limit))
+        return limit
+    return per_unit or limit
 
 
 def _metric(source: Mapping[str, Any], name: str) -> float | None:
@@ -199,10 +200,9 @@ def measure_sources(
 
     ``history``: the query's progresses up to the window's end, oldest first, any run (for the
     rate source's creation time and the offsets baseline); ``batches``: the window's batch
-    progresses, oldest first; ``trigger_interval_s``: the query's trigger, seconds (0: none), when
-    the rate source's next batch is due. A source it cannot read is reported in ``unknown``; a
-    rate source whose batches carried more rows per offset second than its own ``rowsPerSecond``
-    in ``over_limit``.
+    progresses, oldest first; ``trigger_interval_s``: the query's trigger, seconds (0: none). A
+    source it cannot read is reported in ``unknown``; a rate source whose batches carried more rows
+    per offset second than its own ``rowsPerSecond`` in ``over_limit``.
     """
     if not batches:
         newest = history[-1] if history else None
@@ -218,8 +218,7 @@ def measure_sources(
         earlier = [p for p in history
                    if (t := progress_start_s(p)) is not None and t < first_time and progress_sources(p)]
         baseline = earlier[-1] if earlier else None
-    backlog = 0.0
-    arrival = 0.0
+    backlog = arrival = 0.0
     arrival_known = True
     unknown: list[BacklogUnknown] = []
     max_behind: int | None = None
@@ -231,8 +230,7 @@ def measure_sources(
         reason: BacklogUnknownReason | None = None
         rate: float | None = None
         if kind is SourceKind.RATE:
-            rows_per_s, beyond = _rate_within_limit(per_unit, source, index)
-            over_limit.extend([beyond] if beyond else [])
+            rows_per_s = _rate_within_limit(per_unit, source, index, over_limit)
             creation = rate_creation_s(history, index)
             end = flatten_offsets(source.get("endOffset"))
             rate = rows_per_s

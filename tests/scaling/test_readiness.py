@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from scaling import ClusterState, Policy, Topology, VertexMetrics
-from scaling.microbatch import plan_micro_batch
+from scaling.algorithms import PlanRequest, evaluate
 from scaling.readiness import NotReady, SampleIssue, issues_from_json, issues_to_json, not_ready_reasons
 from scaling.reason_text import reason_text
 from scaling.reasons import PlanFormatError, PlanReason, VetoSignal
@@ -42,6 +42,14 @@ def _window(busy_ms_per_s: float, *, tasks: int = 8, growth: float = 0.0):
 
 
 POLICY = Policy(scale_down_interval_s=0)
+
+
+def plan_micro_batch(topology, metrics, cluster, policy, *, batch_durations_s, not_ready=(), state=None,
+                     now_s=0.0):
+    """The plan as the web app asks for it (``scaling.algorithms.evaluate``: the policy's algorithm, DS2)."""
+    return evaluate(PlanRequest(topology=topology, metrics=metrics, policy=policy, mode="micro-batch",
+                                cluster=cluster, state=state, now_s=now_s,
+                                batch_durations_s=tuple(batch_durations_s), not_ready=tuple(not_ready)))
 
 
 def test_the_model_alone_scales_this_window_down():

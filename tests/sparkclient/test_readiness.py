@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from scaling.microbatch import plan_micro_batch
+from scaling.algorithms import PlanRequest, evaluate
 from scaling.policy import Policy
 from scaling.readiness import NotReady
 from scaling.reasons import PlanReason, VetoSignal
@@ -83,10 +83,11 @@ def test_the_unusable_join_plan_never_yields_a_scale_down():
     cluster = replace(inputs.cluster, executors=8)
     policy = Policy(scale_down_interval_s=0, scale_down_veto_batch_ratio=100.0, scale_down_veto_backlog_growth=1.0)
     durations = (sample.batch_duration_s,) * 2
-    harm = plan_micro_batch(inputs.topology, inputs.metrics, cluster, policy, batch_durations_s=durations)
+    request = PlanRequest(topology=inputs.topology, metrics=inputs.metrics, policy=policy, mode="micro-batch",
+                          cluster=cluster, batch_durations_s=durations)
+    harm = evaluate(request)
     assert harm.decision == "scale" and harm.executors_proposed < 8
-    plan = plan_micro_batch(inputs.topology, inputs.metrics, cluster, policy, batch_durations_s=durations,
-                            not_ready=sample.not_ready)
+    plan = evaluate(replace(request, not_ready=sample.not_ready))
     assert plan.executors_proposed == 8 and all(v.proposed >= v.current for v in plan.vertices)
     reasons = {r.code: r for r in plan.reasons}
     assert reasons[PlanReason.SAMPLES_NOT_READY].data["code"] == NotReady.SQL_PLAN_UNUSABLE

@@ -16,8 +16,7 @@ from django.utils import timezone
 
 from scaling import JobPlan, PlanRequest, Policy, evaluate
 from scaling.planner import EXECUTORS_KEY
-from scaling.readiness import SampleIssue, not_ready_reasons
-from scaling.reasons import PlanReason
+from scaling.readiness import SampleIssue
 from scaling.state import activated_streak, state_from_dict, state_to_dict
 from sparkclient.contract.binding import StageBinding
 from webapp.jobs.bindings import pinned_knobs, published_plan, stage_bindings
@@ -170,19 +169,15 @@ def _keep_pending_scale_downs(ctx: EvaluationContext, plan: JobPlan, *, directio
 def _store(ctx: EvaluationContext, plan: JobPlan, *, proposed_config: dict, direction: str) -> Evaluation:
     """The evaluation row: the plan, the configuration it maps to, its direction, the live loop's
     hold of a scale-up (ineffective-scale-up block, restart awareness), if any, and of a scale-down
-    on a window that is not ready (``samples_not_ready``: any algorithm's); the reasons name each
-    not-ready code (``samples-not-ready``) when the plan does not."""
+    on a window that is not ready (``samples_not_ready``: any algorithm's)."""
     job = ctx.job
     hold, hold_detail = "", {}
     if plan.decision == "scale" and direction == Evaluation.Direction.UP and proposed_config != job.config:
         hold, hold_detail = _scale_up_hold(ctx, plan=plan, proposed_config=proposed_config)
     if plan.decision == "scale" and direction == Evaluation.Direction.DOWN and ctx.not_ready:
         hold, hold_detail = EvaluationHold.SAMPLES_NOT_READY, {"codes": sorted({str(i.code) for i in ctx.not_ready})}
-    reasons = plan.reasons
-    if not any(r.code == PlanReason.SAMPLES_NOT_READY for r in reasons):
-        reasons = (*reasons, *not_ready_reasons(ctx.not_ready))
     return Evaluation.objects.create(
-        job=job, decision=plan.decision, reasons=reasons_json(reasons), plan=plan.to_json(),
+        job=job, decision=plan.decision, reasons=reasons_json(plan.reasons), plan=plan.to_json(),
         proposed_config=proposed_config, window_s=sum(s.window_s for s in ctx.snapshots), direction=direction,
         hold=hold, hold_detail=hold_detail, held_scale_down=_held_scale_down(ctx, plan))
 

@@ -45,6 +45,8 @@ class RescalePath(StrEnum):
     NONE = "none"                      # nothing to change, or refused before anything stopped
     IN_PLACE = "in-place"              # executors changed while the query ran
     IN_PROCESS = "in-process"          # query stopped and started again in the same driver
+    STATE_REPARTITION = "state-repartition"  # query stopped, its state repartitioned offline, started again
+    #                                          in the same driver
     DRIVER_RESTART = "driver-restart"  # a new driver process started after the old one stopped
     DRIVER_HANDOVER = "driver-handover"  # a new driver, started and warmed up before the old one stopped
 

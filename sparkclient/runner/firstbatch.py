@@ -106,7 +106,7 @@ class FirstBatchWatch:
         handover rescale stays pending (``ss:runner:{job}:pending``): the next driver finishes it."""
         with self._lock:
             awaited, self._awaited = self._awaited, None
-        if awaited is not None and awaited.path == RescalePath.IN_PROCESS:
+        if awaited is not None and awaited.path in (RescalePath.IN_PROCESS, RescalePath.STATE_REPARTITION):
             self._write_result(RescaleResult.failed(awaited.id, FailureCode.DRIVER_STOPPED,
                                                     "the driver stopped before the first batch after the restart",
-                                                    path=RescalePath.IN_PROCESS, knobs=awaited.knobs))
+                                                    path=awaited.path, knobs=awaited.knobs))

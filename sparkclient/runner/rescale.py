@@ -170,7 +170,8 @@ class RescalePaths:
         if new_driver:
             return self._hand_over(command, new, requested_at=requested_at, last_end=last_end)
         return self._restart_in_process(command, old, new, requested_at=requested_at, last_end=last_end,
-                                        old_run_id=old_run_id)
+                                        old_run_id=old_run_id,
+                                        path=RescalePath.STATE_REPARTITION if repartition else RescalePath.IN_PROCESS)
 
     def _repartition_offline(self, command: RescaleCommand, old: dict[str, int], new: dict[str, int]) -> bool:
         """Repartition the stopped query's state to the new shuffle partitions. On failure the
@@ -180,7 +181,7 @@ class RescalePaths:
         except (StateRepartitionError, ValueError) as exc:
             self._write_result(RescaleResult.failed(command.id, FailureCode.REPARTITION_FAILED,
                                                     f"offline state repartition failed: {exc}",
-                                                    path=RescalePath.IN_PROCESS, knobs=old))
+                                                    path=RescalePath.STATE_REPARTITION, knobs=old))
             self.query = self._start_query()
             return False
         log.info("command %s: state repartitioned %d -> %d in %.2f s", command.id, done.from_partitions,
@@ -201,10 +202,12 @@ class RescalePaths:
         return EXIT_HANDED_OVER
 
     def _restart_in_process(self, command: RescaleCommand, old: dict[str, int], new: dict[str, int], *,
-                            requested_at: float, last_end: float | None, old_run_id: str) -> None:
+                            requested_at: float, last_end: float | None, old_run_id: str,
+                            path: RescalePath = RescalePath.IN_PROCESS) -> None:
         """Start the query again with ``new`` from the same checkpoint; its first batch finishes the
-        command. When it does not start, the command fails and the query runs with ``old`` again."""
-        self.first_batch.expect(command_id=command.id, path=RescalePath.IN_PROCESS, knobs=new,
+        command, reported as ``path`` (``state-repartition`` after an offline state repartition).
+        When it does not start, the command fails and the query runs with ``old`` again."""
+        self.first_batch.expect(command_id=command.id, path=path, knobs=new,
                                 requested_at=requested_at, last_batch_end=last_end, old_run_id=old_run_id)
         self.values = dict(new)
         try:
@@ -213,7 +216,7 @@ class RescalePaths:
             self.first_batch.forget()
             self._write_result(RescaleResult.failed(command.id, FailureCode.RESTART_FAILED,
                                                     f"restarting the query with {new} failed: {exc}",
-                                                    path=RescalePath.IN_PROCESS, knobs=old))
+                                                    path=path, knobs=old))
             self.values = old
             self.query = self._start_query()
             return

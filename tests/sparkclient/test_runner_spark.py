@@ -160,7 +160,7 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
         result = wait_result(redis_client, JOB, "r2", timeout_s=120)
         print("in-process rescale with offline state repartition:", result)
         assert result.succeeded, result
-        assert result.path is RescalePath.IN_PROCESS and result.downtime_s > 0
+        assert result.path is RescalePath.STATE_REPARTITION and result.downtime_s > 0
         third_run = read_status(redis_client, JOB).run_id
         after = wait_for(lambda: _batches(redis_client, third_run), timeout_s=60, what="a batch after the repartition")[0]
         assert after["stateOperators"][0]["numShufflePartitions"] == 3

@@ -166,7 +166,8 @@ def transition(*, proposal: Proposal, target: str, actor, reason: Reason | None 
                **fields) -> Proposal:
     """Move ``proposal`` to ``target`` with one conditional UPDATE (``fields`` are set with it), and
     audit it. ``match`` adds conditions to the UPDATE (e.g. the revision approved); ``audit_after``
-    adds data to the event; ``source`` narrows the statuses it may start from.
+    adds data to the event; ``source`` narrows the statuses it may start from. A ``decided_at`` before
+    the proposal's ``created_at`` (a "now" taken before the row was made) is set to ``created_at``.
 
     Raises:
         TransitionError: the proposal is not in a status ``target`` may be reached from (someone
@@ -174,6 +175,8 @@ def transition(*, proposal: Proposal, target: str, actor, reason: Reason | None 
             flight while another proposal of the job is.
     """
     proposal_model = _model("Proposal")
+    if fields.get("decided_at") is not None and proposal.created_at and fields["decided_at"] < proposal.created_at:
+        fields["decided_at"] = proposal.created_at  # a decision taken at "now" read before the row was created
     allowed = TRANSITIONS.get(target, ())  # a status no move reaches (pending): nothing to start from
     source = tuple(s for s in (source or allowed) if s in allowed)
     try:

@@ -107,12 +107,13 @@ def _utilization(plan: JobPlan, cores_new: int) -> float | None:
 def measured_downtimes_s(*, job: Job, restart: bool, limit: int = 20) -> list[float]:
     """The job's measured downtimes of succeeded executions, newest first (seconds): those of cores
     changes when ``restart`` (a driver restart or handover, or executors in place: whatever path the
-    job's runner took for its cores), otherwise those of in-process changes (the query restarted in
-    the same driver), the only path a change without a cores change takes."""
+    job's runner took for its cores), otherwise those of changes in the same driver (the query
+    restarted in process, with or without an offline state repartition), the only paths a change
+    without a cores change takes."""
     downtimes = Execution.objects.filter(proposal__job=job, status=Execution.Status.SUCCEEDED,
                                          downtime_s__isnull=False)
-    in_process = str(RescalePath.IN_PROCESS)
-    downtimes = downtimes.exclude(path=in_process) if restart else downtimes.filter(path=in_process)
+    same_driver = [str(RescalePath.IN_PROCESS), str(RescalePath.STATE_REPARTITION)]
+    downtimes = downtimes.exclude(path__in=same_driver) if restart else downtimes.filter(path__in=same_driver)
     return list(downtimes.order_by("-finished_at").values_list("downtime_s", flat=True)[:limit])
 
 

@@ -20,8 +20,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
-__all__ = ["LagSample", "RescaleCost", "lag_s", "rescale_cost"]
+__all__ = ["BENCH_PAUSE_S", "EffectSource", "LagSample", "RescaleCost", "TimeToEffect", "catch_up_after_first_batch_s",
+           "lag_s", "rescale_cost", "time_to_effect"]
 
 
 @dataclass(frozen=True)
@@ -111,3 +113,49 @@ def rescale_cost(samples: Sequence[LagSample], *, started_at_s: float, finished_
         added_lag_s=max(0.0, lag_s(peak) - steady_lag),
         catch_up_s=None if caught_up is None else caught_up.t_s - started_at_s,
     )
+
+
+def catch_up_after_first_batch_s(catch_up_s: float | None, *, execution_s: float) -> float | None:
+    """A catch-up measured from the start of the rescale (:func:`rescale_cost`) counted from the first
+    batch on the new configuration instead, the origin of a predicted catch-up (the drain of the
+    restart's backlog): ``catch_up_s − execution_s`` (``execution_s``: seconds from the start of the
+    rescale to its first batch), never below 0; None when ``catch_up_s`` is."""
+    return None if catch_up_s is None else max(0.0, catch_up_s - max(0.0, execution_s))
+
+
+#: The pause of each rescale path measured by ``python -m sparkclient bench-rescale`` (README, median
+#: of 5 runs on a quiet 2-core machine, seconds): the documented default before a job has executed a
+#: path. It leaves out what precedes the stop (a standby driver's start, an executor request).
+BENCH_PAUSE_S = {"in-process": 1.17, "driver-handover": 1.48, "in-place": 0.0, "state-repartition": 1.74}
+
+
+class EffectSource(StrEnum):
+    """Where an expected time to effect comes from."""
+
+    MEASURED = "measured"  # the median of this job's executions of the path
+    BENCH = "bench"        # the README's bench-rescale pause for the path (no execution measured)
+    UNKNOWN = "unknown"    # neither
+
+
+@dataclass(frozen=True)
+class TimeToEffect:
+    """The expected seconds from the approval to the first batch on the new configuration along
+    ``path``, from ``source`` (``samples`` measured executions); ``seconds`` None when unknown."""
+
+    path: str
+    seconds: float | None
+    source: EffectSource
+    samples: int = 0
+
+
+def time_to_effect(path: str, measured_s: Sequence[float]) -> TimeToEffect:
+    """The expected time to effect of a rescale along ``path`` (a ``RescalePath`` value): the median of
+    ``measured_s`` (this job's executions of that path, seconds from the approval to the runner's
+    answer at the first batch), as FLIP-271's restart-time tracking (``ScalingTracking``) learns the
+    restart time; without one, :data:`BENCH_PAUSE_S` for the path, stated as the bench's."""
+    values = [float(v) for v in measured_s if v is not None and v >= 0]
+    if values:
+        return TimeToEffect(path, statistics.median(values), EffectSource.MEASURED, len(values))
+    if path in BENCH_PAUSE_S:
+        return TimeToEffect(path, BENCH_PAUSE_S[path], EffectSource.BENCH)
+    return TimeToEffect(path, None, EffectSource.UNKNOWN)

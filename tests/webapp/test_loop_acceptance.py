@@ -295,18 +295,27 @@ def test_6_the_proposal_page_shows_the_stored_prediction_beside_the_realized_val
     html = client.get(f"/proposals/{proposal.pk}/").content.decode()
     assert cell(html, "capacity") == f"{predicted['capacity_per_s']:,.0f} rec/s"
     assert cell(html, "realized-capacity") == f"{realized['capacity_per_s']:,.0f} rec/s"
-    assert cell(html, "utilization").endswith(
-        f"→ {predicted['utilization'] * 100:.0f} % predicted at the target rate")
+    assert re.search(rf"→ {predicted['utilization'] * 100:.0f} % on \d+ cores?, at the target rate",
+                     cell(html, "utilization"))
     assert cell(html, "realized-utilization").startswith(f"{realized['utilization'] * 100:.0f} %")
     # Realized as predicted (the harness's capacity is the model's): at the arrival rate the realized
     # utilization is the predicted one, though the measured busy share still carries the catch-up.
     assert realized["utilization"] == pytest.approx(predicted["utilization"], abs=0.1)
     assert cell(html, "batch-ratio").endswith(f"→ {predicted['batch_ratio']:.2f} predicted")
     assert cell(html, "realized-batch-ratio") == f"{realized['batch_ratio']:.2f}"
-    assert cell(html, "catch-up").startswith(f"{round(predicted['catch_up_s'])} s for {predicted['restart_backlog']:,}")
-    assert cell(html, "realized-catch-up") == f"{round(realized['catch_up_s'])} s"
-    assert cell(html, "downtime").startswith(f"{predicted['downtime_s']:.1f} s (configured")
-    assert cell(html, "realized-downtime") == "15.0 s"
+    assert cell(html, "catch-up").startswith(
+        f"{round(predicted['catch_up_s'])} s after the first batch on the new configuration, to drain "
+        f"{predicted['restart_backlog']:,}")
+    # One catch-up: the realized one is the execution's, as its line states it.
+    execution = Execution.objects.get(proposal=proposal)
+    stated = re.search(r'id="execution-catch-up">(.*?)</span>', html).group(1)
+    if execution.catch_up_s is None:
+        assert cell(html, "realized-catch-up") == stated == "not yet: the backlog is still above its level before the rescale"
+    else:
+        assert cell(html, "realized-catch-up").endswith(f"({round(execution.catch_up_s)} s from the start of the rescale)")
+        assert stated.startswith(f"{round(execution.catch_up_s)} s from the start of the rescale")
+    assert cell(html, "downtime").startswith(f"{round(predicted['downtime_s'])} s (configured")
+    assert cell(html, "realized-downtime") == "15 s"
     assert 'data-verdict="verified"' in html
     # Frozen: newer metrics and measured restarts do not change what the approver was shown.
     before = {key: cell(html, key) for key in ("capacity", "utilization", "batch-ratio", "catch-up", "downtime")}

@@ -19,28 +19,25 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from scaling.plan import JobPlan
-from scaling.reason_text import reason_text as plan_reason_text
 from scaling.reasons import PlanReason
 from sparkclient.contract.binding import MismatchReason
 from sparkclient.contract.spec import ADAPTIVE_COALESCE_CONF
-from webapp.dashboard import present, reads
+from webapp.dashboard import numbers, present, reads
+from webapp.dashboard.bounds import effective_max_cores
 from webapp.dashboard.figures import dag_figure, executors_figure, parallelism_label, series_figure
 from webapp.dashboard.history import audit_page
-from webapp.dashboard.predictions import prediction_rows
+from webapp.dashboard.proposal_page import proposal_context
 from webapp.dashboard.templatetags.knobs import knob_changes
 from webapp.dashboard.why import why_no_proposal
 from webapp.jobs import selectors
 from webapp.jobs.bindings import stage_bindings
 from webapp.jobs.models import Job
 from webapp.jobs.plans import stored_plan
-from webapp.jobs.selectors import finite_or_inf
 from webapp.proposals import selectors as proposal_selectors
 from webapp.proposals.holds import held_scale_down
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.permissions import can_approve
-from webapp.proposals.predictions import plan_cores
-from webapp.proposals.reason_text import reason_text, withdrawal_text
+from webapp.proposals.reason_text import reason_text
 
 
 def can_decide(user) -> bool:
@@ -96,13 +93,14 @@ def _job_context(request: HttpRequest, job: Job) -> dict:
     context["proposals_decided_by"] = [(p, present.decided_by(p)) for p in context["proposals"]]
     context["not_ready"] = [r for r in (evaluation.reason_values if evaluation else ())
                             if r.code == PlanReason.SAMPLES_NOT_READY]
+    context["bound"] = effective_max_cores(job)
     if context["held"] is not None:
         context["held_in_min"] = math.ceil(context["held"]["in_s"] / 60)
         context["held_interval_min"] = round(context["held"]["interval_s"] / 60)
     problems = [b for b in stage_bindings(job=job, snapshot=snapshot) if b.problem] if snapshot is not None else []
     if pending is None:
         context["why"] = why_no_proposal(job=job, snapshot=snapshot, evaluation=evaluation, busy=busy,
-                                         unbound=problems, stage_names=names)
+                                         unbound=problems, stage_names=names, bound=context["bound"])
     else:
         context["pending_changes"] = [(k, pending.current_config.get(k), v) for k, v in pending.proposed_config.items()
                                       if pending.current_config.get(k) != v]
@@ -184,51 +182,8 @@ def job_live(request: HttpRequest, pk: int) -> JsonResponse:
 
 # --- proposal page ------------------------------------------------------------------------------
 
-def _vertex_rows(plan: JobPlan | None, names: dict) -> list[dict]:
-    """The proposal page's per-stage table: each vertex of ``plan`` with its capacity now and
-    expected (records/s; None where the rate is infinite) and its reason in words (``scaling.reason_text``)."""
-    if plan is None:
-        return []
-    cores_now, cores_new = plan_cores(plan)
-    rows = []
-    for v in plan.vertices:
-        tpr = v.true_processing_rate if math.isfinite(v.true_processing_rate) else None
-        capacity_now = tpr * min(v.current, cores_now) if tpr is not None else None
-        expected = v.expected_processing_rate if math.isfinite(v.expected_processing_rate) else None
-        if expected is None and tpr is not None:
-            expected = tpr * min(v.proposed, cores_new)
-        bottleneck = plan.bottleneck == v.vertex_id
-        rows.append({"id": v.vertex_id, "stage": names.get(v.vertex_id, v.vertex_id),
-                     "current": v.current, "proposed": v.proposed,
-                     "capacity_now": capacity_now, "capacity_expected": expected,
-                     "target_data_rate": finite_or_inf(v.target_data_rate),
-                     "catch_up_data_rate": finite_or_inf(v.catch_up_data_rate),
-                     "ideal_parallelism": v.ideal_parallelism, "utilization": v.utilization,
-                     "reason": plan_reason_text(v.reason) if v.reason else ("bottleneck" if bottleneck else ""),
-                     "reason_code": str(v.reason.code) if v.reason else "", "bottleneck": bottleneck})
-    return rows
-
-
 def _proposal_context(request: HttpRequest, proposal: Proposal, error: str = "") -> dict:
-    job = proposal.job
-    plan = proposal.job_plan
-    cores_now, cores_new = plan_cores(plan) if plan is not None else (1, 1)
-    names = reads.job_stage_names(job=job)
-    rows = _vertex_rows(plan, names)
-    execution = Execution.objects.filter(proposal=proposal).first()
-    realized = (proposal.verification_detail or {}).get("realized")
-    return {"proposal": proposal, "job": job, "policy": job.policy, "plan": plan, "rows": rows,
-            "cores_now": cores_now, "cores_new": cores_new,
-            "predictions": prediction_rows(proposal.prediction, realized), "realized": realized,
-            "execution": execution, "can_decide": can_decide(request.user), "error": error,
-            "withdrawal_text": withdrawal_text(proposal.withdrawal) if proposal.withdrawal else "",
-            "audit": list(proposal.audit_events.order_by("at", "id")[:50]),
-            "decided_by": present.decided_by(proposal),
-            "config_rows": present.knob_rows(
-                current=proposal.current_config, proposed=proposal.proposed_config,
-                stages=present.knob_stages(job=job, names={i: n for i, n in enumerate(names.values())}),
-                pins=present.knob_pins(job=job) if proposal.status == Proposal.Status.PENDING else None),
-            "executors_knob": any(k.sets == "executors" for k in job.knob_specs())}
+    return proposal_context(proposal, can_decide=can_decide(request.user), error=error)
 
 
 @login_required
@@ -336,14 +291,25 @@ def rescales(request: HttpRequest, pk: int) -> HttpResponse:
             counts["rolled back"] += 1
         elif e.status in ("succeeded", "failed"):
             counts[e.status] += 1
-        realized = (p.verification_detail or {}).get("realized") or {}
         rows.append({"e": e, "p": p, "trigger": _trigger(p), "decided_by": present.decided_by(p),
-                     "predicted_capacity": (p.prediction or {}).get("capacity_per_s"),
-                     "realized_capacity": realized.get("capacity_per_s"),
+                     "path": numbers.path_text(e.path), "catch_up": numbers.catch_up(e),
+                     "added_lag": numbers.added_lag(e), "capacity": _capacity_cell(p),
                      "predicted_catch_up": (p.prediction or {}).get("catch_up_s")})
     first = executions[-1].started_at if executions else timezone.now() - timedelta(hours=1)
     since = min(first - timedelta(minutes=5), timezone.now() - timedelta(hours=1))
-    figure = executors_figure(_rescale_points(job, since), job.policy.min_cores, job.policy.max_cores)
+    bound = effective_max_cores(job)
+    figure = executors_figure(_rescale_points(job, since), job.policy.min_cores, bound.cores)
     return render(request, "dashboard/rescales.html", {"job": job, "policy": job.policy, "rows": rows,
-                                                       "counts": counts, "figure": figure,
+                                                       "counts": counts, "figure": figure, "bound": bound,
                                                        "can_decide": can_decide(request.user)})
+
+
+def _capacity_cell(proposal: Proposal) -> str:
+    """The rescales row's capacity, predicted → realized (records/s); ``"–"`` for a proposal that
+    predicted nothing (a rollback restores a configuration), and nothing realized from zero batches."""
+    detail = proposal.verification_detail or {}
+    predicted = (proposal.prediction or {}).get("capacity_per_s")
+    realized = (detail.get("realized") or {}).get("capacity_per_s") if detail.get("batches") != 0 else None
+    if predicted is None and realized is None:
+        return "–"
+    return " → ".join(f"{v:,.0f}" if v is not None else "–" for v in (predicted, realized)) + " rec/s"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.utils import timezone
 
+from scaling.bounds import CoresBound
 from scaling.periods import active_period
 from scaling import reasons as plan_reasons
 from scaling.reason_text import reason_text
@@ -25,6 +26,7 @@ from scaling.reasons import Decision
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.jobs.selectors import policy_band, window_coverage
 from webapp.proposals.holds import held_scale_down
+from webapp.proposals.predictions import plan_cores
 from webapp.proposals.reason_text import evaluation_hold_text
 
 if TYPE_CHECKING:
@@ -45,7 +47,7 @@ class Why(StrEnum):
     DELAYED = "delayed"      # data: cores, due_at, in_s, interval_s (FLINK-36018)
     HELD = "held"            # data: hold, detail (webapp.proposals.reasons.EvaluationHold)
     EXCLUDED = "excluded"    # data: period
-    BOUNDS = "bounds"        # data: load, low, high
+    BOUNDS = "bounds"        # data: load, low, high, unbound, cores, min_cores, bound (CoresBound.to_dict)
     LIMITS = "limits"        # data: limits (the plan's ``PlanLimit`` values)
     UNBOUND = "unbound"      # data: stages (position, stage name, knob or None) the plan may not change
     OTHER = "other"          # data: decision, reasons (the plan's ``Reason`` values, or none yet)
@@ -116,7 +118,7 @@ def render(code: Why, data: dict) -> str:
             # Outside the band, yet nothing to change: the plan is already the running configuration.
             side = "below" if load < data["low"] else "above"
             why = ("stages not bound to their knobs are left as they run" if data.get("unbound")
-                   else "already at a bound of the policy")
+                   else _at_bound(side, data))
             return (f"load {load:.2f} is {side} the utilization band {band}, but the plan equals the running "
                     f"configuration ({why})")
         load_text = f"load {load:.2f}" if isinstance(load, (int, float)) else "the load"
@@ -133,6 +135,19 @@ def render(code: Why, data: dict) -> str:
     return f"last evaluation ({data['decision']}): {text}"
 
 
+def _at_bound(side: str, data: dict) -> str:
+    """Which bound holds the plan where it runs: the effective most cores and its source above the
+    band (``scaling.bounds``), the policy's ``min_cores`` below it."""
+    bound, cores = data.get("bound"), data.get("cores")
+    if side == "above" and bound and cores is not None and cores >= bound["cores"]:
+        return f"already at the most cores it may have: {bound['text']}"
+    if side == "below" and cores is not None and cores <= data.get("min_cores", 0):
+        return f"already at the policy's least cores, {_cores(data['min_cores'])} (min_cores)"
+    if bound:
+        return f"no change of the stages or cores within the bounds helps; the most cores: {bound['text']}"
+    return "already at a bound"
+
+
 @dataclass(frozen=True)
 class Reason:
     """One reason: ``code`` is stable (tests, API), ``data`` its numbers; ``text`` is what the page shows."""
@@ -147,11 +162,12 @@ class Reason:
 
 def why_no_proposal(*, job: Job, snapshot: MetricSnapshot | None, evaluation: Evaluation | None,
                     busy: object | None = None, now: datetime | None = None,
-                    unbound: Sequence[StageBinding] = (), stage_names: Mapping[int, str] | None = None
-                    ) -> list[Reason]:
+                    unbound: Sequence[StageBinding] = (), stage_names: Mapping[int, str] | None = None,
+                    bound: CoresBound | None = None) -> list[Reason]:
     """Why ``job`` has no pending proposal, most important first. ``busy`` is an approved or executing
     proposal (evaluations pause while one runs); ``unbound``: the stage bindings that are a problem
-    (``StageBinding.problem``), named by ``stage_names`` (position -> stage name). Never empty."""
+    (``StageBinding.problem``), named by ``stage_names`` (position -> stage name); ``bound``: the
+    effective most cores (``webapp.dashboard.bounds``), named where the plan is held at it. Never empty."""
     now = now or timezone.now()
     policy = job.policy
     reasons: list[Reason] = []
@@ -178,13 +194,14 @@ def why_no_proposal(*, job: Job, snapshot: MetricSnapshot | None, evaluation: Ev
         names = stage_names or {}
         stages = [{"position": b.position, "stage": names.get(b.position, f"stage {b.position}"), "knob": b.knob}
                   for b in unbound]
-        reasons.extend(_evaluation_reasons(job, evaluation, now, stages))
+        reasons.extend(_evaluation_reasons(job, evaluation, now, stages, bound))
     if not reasons:
         reasons.append(Reason(Why.OTHER, {"decision": "none", "reasons": ()}))
     return reasons
 
 
-def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime, unbound: list[dict]) -> list[Reason]:
+def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime, unbound: list[dict],
+                        bound: CoresBound | None) -> list[Reason]:
     plan = evaluation.job_plan
     out: list[Reason] = []
     held = held_scale_down(job=job, now=now)
@@ -201,7 +218,10 @@ def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime, unbound
         load = plan.load if plan is not None else None
         outside = load is not None and not low <= load <= high
         named = unbound if outside else []
-        out.append(Reason(Why.BOUNDS, {"load": load, "low": low, "high": high, "unbound": bool(named)}))
+        cores = plan_cores(plan)[0] if plan is not None and plan.executors_current is not None else None
+        out.append(Reason(Why.BOUNDS, {"load": load, "low": low, "high": high, "unbound": bool(named), "cores": cores,
+                                       "min_cores": job.policy.min_cores,
+                                       "bound": bound.to_dict() if bound is not None else None}))
         if named:
             out.append(Reason(Why.UNBOUND, {"stages": named}))
         if plan is not None and plan.limits and outside:

@@ -123,7 +123,8 @@ def predict(*, plan: JobPlan, snapshot: MetricSnapshot | None, downtimes_s: Iter
 
     Returns a dict: ``cores_now``/``cores_new``; ``capacity_per_s`` (records/s the new cores
     sustain); ``utilization_now`` and ``utilization`` (busy share of the cores at the target rate,
-    0..1); ``batch_ratio_now``/``batch_ratio`` (SPARK-12133 R: the task part shrinks with the cores,
+    0..1, ``JobPlan.utilization_now`` and ``predicted_utilization``: the same formula on the running and
+    the proposed cores; the band's load, with the catch-up, is ``inputs.load``); ``batch_ratio_now``/``batch_ratio`` (SPARK-12133 R: the task part shrinks with the cores,
     the overhead part does not); ``downtime_s`` (median measured, else the configured restart time)
     with ``downtime_source``; ``restart_backlog`` (the backlog now plus what arrives during the
     downtime, records) and ``catch_up_s`` (seconds to drain it with the spare capacity, None when it
@@ -141,7 +142,7 @@ def predict(*, plan: JobPlan, snapshot: MetricSnapshot | None, downtimes_s: Iter
     r_now = _number(plan.batch_ratio)
     prediction: dict = {
         "cores_now": cores_now, "cores_new": cores_new,
-        "utilization_now": _number(plan.utilization),
+        "utilization_now": _number(plan.utilization_now if plan.utilization_now is not None else plan.utilization),
         "utilization": _utilization(plan, cores_new),
         "batch_ratio_now": r_now,
         "batch_ratio": (round(forecast.predicted_batch_ratio(r_now, overhead, cores_now, cores_new), 3)
@@ -183,9 +184,10 @@ def realized(*, plan: JobPlan | None, after: list[MetricSnapshot], finished_at: 
     backlog fits in two batches of arrivals; None while it has not), and the measured downtime."""
     window_s = sum(s.window_s for s in after)
     out: dict = {"capacity_per_s": None, "utilization": None, "busy_share": None, "batch_ratio": None,
-                 "catch_up_s": None, "downtime_s": downtime_s, "window_s": round(window_s, 3)}
-    if not after or window_s <= 0:
-        return out
+                 "catch_up_s": None, "downtime_s": downtime_s, "window_s": round(window_s, 3),
+                 "batches": sum(s.batches for s in after)}
+    if not after or window_s <= 0 or not out["batches"]:
+        return out  # nothing is measured from windows without a completed batch
     cores = after[-1].cores or 1
     busy = sum(v.busy_s for v in vertices)
     sources = [v for v in vertices if v.is_source]

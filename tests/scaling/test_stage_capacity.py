@@ -1,0 +1,25 @@
+"""Stage capacities in the job's units add up to the job's capacity (scaling.stage_capacity)."""
+
+import pytest
+
+from scaling import forecast
+from scaling.stage_capacity import busy_shares, combined_capacity_per_s, stage_capacities_per_s
+
+
+def test_the_stages_capacities_combine_into_the_jobs_own_formula():
+    stages = [(1000.0, 60_000.0), (1000.0, 70_000.0), (500.0, 40_000.0), (900.0, 65_000.0)]
+    each = stage_capacities_per_s(stages, source_rate_per_s=1000.0, cores=2, overhead_fraction=0.1)
+    job = forecast.capacity_per_s(2, 0.1, forecast.cost_core_s_per_record(stages, 1000.0))
+    assert combined_capacity_per_s(each) == pytest.approx(job)
+    assert all(c > job for c in each)  # every stage alone is above the job: they share the cores in turn
+    assert sum(busy_shares(each)) == pytest.approx(1.0)
+    assert max(busy_shares(each)) == busy_shares(each)[each.index(min(each))]
+
+
+def test_a_stage_without_input_costs_nothing_and_doubling_cores_doubles_each():
+    one = stage_capacities_per_s([(1000.0, 5000.0), (0.0, 1.0)], source_rate_per_s=1000.0, cores=1,
+                                 overhead_fraction=0.0)
+    two = stage_capacities_per_s([(1000.0, 5000.0), (0.0, 1.0)], source_rate_per_s=1000.0, cores=2,
+                                 overhead_fraction=0.0)
+    assert one == [5000.0, None] and two == [10_000.0, None]
+    assert combined_capacity_per_s(one) == 5000.0 and combined_capacity_per_s([None]) is None

@@ -1,0 +1,148 @@
+"""The figures of an execution as the job, proposal and rescales pages state them: each defined once
+(``scaling.rescale_cost``) and worded here once, with its origin where it matters.
+
+- **catch-up**: seconds from the start of the rescale until the backlog is back to its level before
+  it (``Execution.catch_up_s``, :func:`scaling.rescale_cost.rescale_cost`, followed for
+  ``webapp.loop.rescale_cost.FOLLOW_S`` after the execution); the same figure counted from the first
+  batch on the new configuration is what a prediction's catch-up compares with.
+- **added lag**: peak lag during the rescale minus the steady lag before it, seconds of input.
+- **path**: how the runner applied it (``sparkclient.contract.control.RescalePath``), in words.
+- **time to effect**: the expected seconds from the approval to the first batch on the new
+  configuration along the path a proposal will take (:func:`scaling.rescale_cost.time_to_effect`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from django.utils import timezone
+
+from scaling.rescale_cost import EffectSource, TimeToEffect, catch_up_after_first_batch_s, time_to_effect
+from sparkclient.contract.control import RescalePath
+from sparkclient.contract.spec import KnobTarget
+from webapp.jobs.bindings import plan_bindings
+from webapp.loop.rescale_cost import FOLLOW_S
+from webapp.proposals.models import Execution, Proposal
+
+#: Each path in words (the page never shows the enum's value alone).
+PATH_TEXT = {
+    RescalePath.NONE: "nothing to change",
+    RescalePath.IN_PLACE: "executors changed in place",
+    RescalePath.IN_PROCESS: "query restarted in the same driver",
+    RescalePath.STATE_REPARTITION: "offline state repartition, then the query restarted in the same driver",
+    RescalePath.DRIVER_RESTART: "new driver after the old one stopped",
+    RescalePath.DRIVER_HANDOVER: "warm handover to a new driver",
+}
+#: Paths that change the cores (a runner takes one of them for an executors knob change).
+CORES_PATHS = (RescalePath.IN_PLACE, RescalePath.DRIVER_HANDOVER, RescalePath.DRIVER_RESTART)
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds for people: ``"14 s"``, ``"12 min 1 s"``, ``"2 h 5 min"``; ``"–"`` for None."""
+    if seconds is None:
+        return "–"
+    whole = max(0, round(seconds))
+    if whole < 120:
+        return f"{seconds:.1f} s" if 0 < seconds < 10 and round(seconds, 1) != whole else f"{whole} s"
+    if whole < 7200:
+        return f"{whole // 60} min {whole % 60} s" if whole % 60 else f"{whole // 60} min"
+    return f"{whole // 3600} h {whole % 3600 // 60} min"
+
+
+def path_text(path: str) -> str:
+    """An execution's path in words; ``"–"`` while it has none."""
+    return PATH_TEXT.get(RescalePath(path), path) if path in RescalePath._value2member_map_ else (path or "–")
+
+
+class CatchUpState(StrEnum):
+    MEASURED = "measured"      # back to the level before the rescale
+    FOLLOWING = "following"    # not yet, still followed
+    NOT_WITHIN = "not-within"  # not within the follow-up time
+    NONE = "none"              # no succeeded execution: nothing to catch up
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    """One execution's catch-up: ``from_start_s`` from the start of the rescale, ``after_first_batch_s``
+    from its first batch on the new configuration (both None until measured)."""
+
+    state: CatchUpState
+    from_start_s: float | None = None
+    after_first_batch_s: float | None = None
+
+    @property
+    def text(self) -> str:
+        if self.state == CatchUpState.MEASURED:
+            return (f"{duration(self.from_start_s)} from the start of the rescale "
+                    f"({duration(self.after_first_batch_s)} after the first batch on the new configuration)")
+        if self.state == CatchUpState.FOLLOWING:
+            return "not yet: the backlog is still above its level before the rescale"
+        if self.state == CatchUpState.NOT_WITHIN:
+            return f"not caught up within {duration(FOLLOW_S)} of the rescale"
+        return "–"
+
+
+def catch_up(execution: Execution | None, *, now: datetime | None = None) -> CatchUp:
+    """The catch-up of ``execution`` (None: no execution) as every page states it."""
+    if execution is None or execution.status != Execution.Status.SUCCEEDED or execution.finished_at is None:
+        return CatchUp(CatchUpState.NONE)
+    started = min(execution.started_at, execution.finished_at)
+    if execution.catch_up_s is not None:
+        return CatchUp(CatchUpState.MEASURED, execution.catch_up_s, catch_up_after_first_batch_s(
+            execution.catch_up_s, execution_s=(execution.finished_at - started).total_seconds()))
+    elapsed = ((now or timezone.now()) - execution.finished_at).total_seconds()
+    return CatchUp(CatchUpState.FOLLOWING if elapsed < FOLLOW_S else CatchUpState.NOT_WITHIN)
+
+
+def added_lag(execution: Execution | None) -> str:
+    """``"4.8 s"`` (peak lag during the rescale above the steady lag before it), ``"–"`` until measured."""
+    return duration(execution.added_lag_s) if execution is not None and execution.added_lag_s is not None else "–"
+
+
+def expected_path(proposal: Proposal) -> RescalePath:
+    """The path the runner will take for ``proposal``: for a change of the executors knob, the path of
+    this job's newest succeeded cores change (a warm handover before there is one); for a changed knob
+    that sets a stage whose checkpoint holds state, the offline state repartition; else a restart in
+    the same driver."""
+    job = proposal.job
+    changed = {k for k, v in (proposal.proposed_config or {}).items() if (proposal.current_config or {}).get(k) != v}
+    executors = {k.name for k in job.knob_specs() if k.sets == KnobTarget.EXECUTORS}
+    if changed & executors:
+        last = (Execution.objects.filter(proposal__job=job, status=Execution.Status.SUCCEEDED,
+                                         path__in=[str(p) for p in CORES_PATHS])
+                .order_by("-finished_at").values_list("path", flat=True).first())
+        return RescalePath(last) if last else RescalePath.DRIVER_HANDOVER
+    if any(b.knob in changed and b.state_store for b in plan_bindings(job=job)):
+        return RescalePath.STATE_REPARTITION
+    return RescalePath.IN_PROCESS
+
+
+def measured_times_to_effect_s(*, job, path: RescalePath, limit: int = 20) -> list[float]:
+    """Seconds from the approval (``decided_at``, else the execution's start) to the runner's answer
+    at the first batch on the new configuration, of this job's newest succeeded executions of ``path``."""
+    rows = (Execution.objects.filter(proposal__job=job, status=Execution.Status.SUCCEEDED, path=str(path),
+                                     finished_at__isnull=False)
+            .order_by("-finished_at").values_list("finished_at", "started_at", "proposal__decided_at")[:limit])
+    return [(finished - (decided or started)).total_seconds() for finished, started, decided in rows]
+
+
+def expected_time_to_effect(proposal: Proposal) -> TimeToEffect:
+    """What an approval of ``proposal`` is expected to take until its first batch (see the module docstring)."""
+    path = expected_path(proposal)
+    return time_to_effect(str(path), measured_times_to_effect_s(job=proposal.job, path=path))
+
+
+def time_to_effect_text(effect: TimeToEffect) -> str:
+    """The expected time to effect in words, with its source."""
+    path = path_text(effect.path)
+    if effect.source == EffectSource.MEASURED:
+        runs = f"{effect.samples} execution{'s' if effect.samples != 1 else ''}"
+        return (f"about {duration(effect.seconds)} from the approval to the first batch on the new configuration "
+                f"({path}; median of this job's {runs} of this path)")
+    if effect.source == EffectSource.BENCH:
+        return (f"at least {duration(effect.seconds)} from the approval to the first batch on the new configuration "
+                f"({path}; no execution of this path measured for this job yet: the pause the README's "
+                f"bench-rescale measured on a quiet 2-core machine, not counting a new driver's or executor's start)")
+    return f"unknown ({path}; no execution of this path measured yet)"

@@ -1,0 +1,93 @@
+"""The proposal page's numbers: the plan per stage in the job's units (``scaling.stage_capacity``),
+the frozen prediction beside what was realized (:mod:`webapp.dashboard.predictions`) and the
+execution's figures (:mod:`webapp.dashboard.numbers`), each worded once."""
+
+from __future__ import annotations
+
+import math
+
+from scaling.plan import JobPlan
+from scaling.reason_text import reason_text as plan_reason_text
+from scaling.stage_capacity import busy_shares, combined_capacity_per_s, stage_capacities_per_s
+from webapp.dashboard import numbers, present, reads
+from webapp.dashboard.predictions import prediction_rows
+from webapp.jobs.models import Job
+from webapp.jobs.selectors import finite_or_inf
+from webapp.proposals.models import Execution, Proposal
+from webapp.proposals.predictions import plan_cores
+from webapp.proposals.reason_text import withdrawal_text
+
+
+def _vertex_rows(plan: JobPlan | None, names: dict, source_ids: set[str]) -> tuple[list[dict], dict]:
+    """The proposal page's per-stage table: each vertex of ``plan`` with its tasks and cores now and
+    proposed, its capacity now and expected in source records/s (``scaling.stage_capacity``: alone on
+    the cores, so that the job's is the stages' combined), its share of the busy time and its reason
+    in words (``scaling.reason_text``); and the job's capacity now and expected in the same units."""
+    if plan is None or not plan.vertices:
+        return [], {}
+    cores_now, cores_new = plan_cores(plan)
+    stages = [(_finite(v.target_data_rate), _finite(v.true_processing_rate)) for v in plan.vertices]
+    sources = ({v.vertex_id for v in plan.vertices} & source_ids) or {plan.vertices[0].vertex_id}
+    source_rate = sum(rate for v, (rate, _tpr) in zip(plan.vertices, stages) if v.vertex_id in sources)
+    overhead = plan.overhead_fraction or 0.0
+    now = stage_capacities_per_s(stages, source_rate_per_s=source_rate, cores=cores_now, overhead_fraction=overhead)
+    new = stage_capacities_per_s(stages, source_rate_per_s=source_rate, cores=cores_new, overhead_fraction=overhead)
+    shares = busy_shares(now)
+    rows = []
+    for v, cap_now, cap_new, share in zip(plan.vertices, now, new, shares):
+        bottleneck = plan.bottleneck == v.vertex_id
+        rows.append({"id": v.vertex_id, "stage": names.get(v.vertex_id, v.vertex_id),
+                     "current": v.current, "proposed": v.proposed,
+                     "cores_now": min(v.current, cores_now), "cores_new": min(v.proposed, cores_new),
+                     "capacity_now": cap_now, "capacity_expected": cap_new, "busy_share": share,
+                     "target_data_rate": finite_or_inf(v.target_data_rate),
+                     "catch_up_data_rate": finite_or_inf(v.catch_up_data_rate),
+                     "ideal_parallelism": v.ideal_parallelism, "utilization": v.utilization,
+                     "reason": plan_reason_text(v.reason) if v.reason else ("bottleneck" if bottleneck else ""),
+                     "reason_code": str(v.reason.code) if v.reason else "", "bottleneck": bottleneck})
+    slowest = min((r for r in rows if r["capacity_now"]), key=lambda r: r["capacity_now"], default=None)
+    job = {"now": combined_capacity_per_s(now), "expected": combined_capacity_per_s(new),
+           "cores_now": cores_now, "cores_new": cores_new, "slowest": slowest["stage"] if slowest else None}
+    return rows, job
+
+
+def _finite(value: float) -> float:
+    return value if math.isfinite(value) else 0.0
+
+
+def _source_ids(job: Job) -> set[str]:
+    snapshot = reads.last_good_snapshot(job=job)
+    return {v.vertex_id for v in snapshot.vertices.all() if v.is_source} if snapshot is not None else set()
+
+
+def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -> dict:
+    """The proposal page's context (and its status panel's): the plan per stage, the frozen prediction
+    beside what was realized, the execution's figures and, before a decision, the expected time to effect."""
+    job = proposal.job
+    plan = proposal.job_plan
+    cores_now, cores_new = plan_cores(plan) if plan is not None else (1, 1)
+    names = reads.job_stage_names(job=job)
+    rows, job_capacity = _vertex_rows(plan, names, _source_ids(job))
+    execution = Execution.objects.filter(proposal=proposal).first()
+    detail = proposal.verification_detail or {}
+    realized = detail.get("realized")
+    catch_up = numbers.catch_up(execution)
+    pending = proposal.status == Proposal.Status.PENDING
+    return {"proposal": proposal, "job": job, "policy": job.policy, "plan": plan, "rows": rows,
+            "job_capacity": job_capacity, "cores_now": cores_now, "cores_new": cores_new,
+            "predictions": prediction_rows(proposal.prediction, realized, catch_up=catch_up,
+                                           batches=detail.get("batches")),
+            "realized": realized, "execution": execution, "catch_up": catch_up,
+            "execution_path": numbers.path_text(execution.path) if execution is not None else "",
+            "added_lag": numbers.added_lag(execution),
+            "time_to_effect": (numbers.time_to_effect_text(numbers.expected_time_to_effect(proposal))
+                               if pending and proposal.kind == Proposal.Kind.SCALE else ""),
+            "can_decide": can_decide, "error": error,
+            "withdrawal_text": withdrawal_text(proposal.withdrawal) if proposal.withdrawal else "",
+            "audit": list(proposal.audit_events.order_by("at", "id")[:50]),
+            "decided_by": present.decided_by(proposal),
+            "config_rows": present.knob_rows(
+                current=proposal.current_config, proposed=proposal.proposed_config,
+                stages=present.knob_stages(job=job, names={i: n for i, n in enumerate(names.values())}),
+                pins=present.knob_pins(job=job) if pending else None),
+            "executors_knob": any(k.sets == "executors" for k in job.knob_specs())}

@@ -26,6 +26,18 @@ def rate(value: float) -> str:
     return "inf" if math.isinf(value) else repr(round(value, 3))
 
 
+def seconds(value: float) -> str:
+    """A duration for messages, rounded to units people read: ``"45 s"``, ``"12 min 1 s"``, ``"2 h 5 min"``."""
+    if math.isinf(value) or math.isnan(value):
+        return "never"
+    whole = max(0, round(value))
+    if whole < 120:
+        return f"{whole} s"
+    if whole < 7200:
+        return f"{whole // 60} min {whole % 60} s" if whole % 60 else f"{whole // 60} min"
+    return f"{whole // 3600} h {whole % 3600 // 60} min"
+
+
 def cores(n: float) -> str:
     """``n`` cores in words: "1 core", "3 cores"."""
     return f"{num(n)} core" if n == 1 else f"{num(n)} cores"
@@ -63,18 +75,19 @@ def limit_text(item: PlanLimit | Reason) -> str:
     if item.code == Limit.CATCH_UP_UNREACHABLE:
         if not math.isfinite(d["catch_up_s"]):
             return (f"catch-up-unreachable: the backlog never drains, even at {num(d['cores_max'])} cores: they "
-                    f"cannot process faster than the records arrive (catch_up_duration_s "
-                    f"{num(d['catch_up_duration_s'])} s)")
-        return (f"catch-up-unreachable: draining the backlog takes {num(d['catch_up_s'])} s even at "
-                f"{num(d['cores_max'])} cores, above catch_up_duration_s {num(d['catch_up_duration_s'])} s")
+                    f"cannot process faster than the records arrive (the policy's catch-up target is "
+                    f"{seconds(d['catch_up_duration_s'])})")
+        return (f"catch-up-unreachable: draining the backlog takes {seconds(d['catch_up_s'])} even at "
+                f"{num(d['cores_max'])} cores, above the policy's catch-up target of "
+                f"{seconds(d['catch_up_duration_s'])}")
     if item.code == Limit.CORES_NOT_ADJUSTABLE:
         return (f"cores-not-adjustable: cannot keep up without more cores: declare a cores knob; the pipeline runs "
                 f"on {cores(d['cores'])} (it declares no executors knob), {num(d['cores_needed'])} needed; there the "
                 f"predicted utilization is {d['predicted_utilization']:.2f} at the target rate, "
                 f"{d['utilization_with_catch_up']:.2f} with the catch-up")
     if item.code == Limit.RETENTION_RISK:
-        return (f"retention-risk: {item.vertex_id}'s backlog is {num(d['lag_s'])} s old, retention "
-                f"{num(d['retention_s'])} s")
+        return (f"retention-risk: {item.vertex_id}'s backlog is {seconds(d['lag_s'])} old, retention "
+                f"{seconds(d['retention_s'])}")
     skew = f"its slowest task, busy ×{d['skew']:.2f} its mean task, sets the pace" if "skew" in d else \
         "its slowest task sets the pace"
     what = {Limit.PINNED_STAGE: "pinned", Limit.PARTITIONS: "bounded by its partitions",

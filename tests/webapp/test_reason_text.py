@@ -69,7 +69,7 @@ def _r(code, **data) -> dict:
      "proposal 3 was verified ineffective (the plan has no stage rate to compare with): scale-ups of cores wait "
      "until a person clears the block"),
     (_r(AuditReason.NO_DECISION_IN_TIME, expires_at="2026-11-26T10:00:00+00:00"),
-     "no decision before 2026-11-26 10:00:00 UTC (proposal_ttl_s)"),
+     "no decision before 2026-11-26 10:00:00 UTC (the policy's time to decide)"),
     (_r("legacy-text", text="written before reasons had codes"), "written before reasons had codes"),
     (_r("some-future-code"), "some-future-code"),
     ({}, ""),

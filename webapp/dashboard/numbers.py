@@ -25,16 +25,11 @@ from sparkclient.contract.spec import KnobTarget
 from webapp.jobs.bindings import plan_bindings
 from webapp.loop.rescale_cost import FOLLOW_S
 from webapp.proposals.models import Execution, Proposal
+from webapp.proposals.reason_text import path_text
 
-#: Each path in words (the page never shows the enum's value alone).
-PATH_TEXT = {
-    RescalePath.NONE: "nothing to change",
-    RescalePath.IN_PLACE: "executors changed in place",
-    RescalePath.IN_PROCESS: "query restarted in the same driver",
-    RescalePath.STATE_REPARTITION: "offline state repartition, then the query restarted in the same driver",
-    RescalePath.DRIVER_RESTART: "new driver after the old one stopped",
-    RescalePath.DRIVER_HANDOVER: "warm handover to a new driver",
-}
+__all__ = ["CatchUp", "CatchUpState", "added_lag", "catch_up", "duration", "expected_path",
+           "expected_time_to_effect", "path_text", "time_to_effect_text"]
+
 #: Paths that change the cores (a runner takes one of them for an executors knob change).
 CORES_PATHS = (RescalePath.IN_PLACE, RescalePath.DRIVER_HANDOVER, RescalePath.DRIVER_RESTART)
 
@@ -49,11 +44,6 @@ def duration(seconds: float | None) -> str:
     if whole < 7200:
         return f"{whole // 60} min {whole % 60} s" if whole % 60 else f"{whole // 60} min"
     return f"{whole // 3600} h {whole % 3600 // 60} min"
-
-
-def path_text(path: str) -> str:
-    """An execution's path in words; ``"–"`` while it has none."""
-    return PATH_TEXT.get(RescalePath(path), path) if path in RescalePath._value2member_map_ else (path or "–")
 
 
 class CatchUpState(StrEnum):

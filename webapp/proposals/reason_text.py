@@ -15,11 +15,35 @@ from scaling import reasons as plan_reasons
 from scaling.forecast import VerdictReason
 from scaling.plan import PlanFormatError
 from scaling.reason_text import reason_text as plan_reason_text
+from sparkclient.contract.control import RescalePath
 from webapp.jobs.models import EvaluationHold
 from webapp.proposals.codes import LEGACY_TEXT, AuditReason, GuardrailCode, HoldCode, Reason, RetryCode, ThrottleCode
 from webapp.proposals.reasons import WithdrawReason
 
-__all__ = ["TEMPLATES", "evaluation_hold_text", "reason_text", "withdrawal_text"]
+__all__ = ["PATH_TEXT", "TEMPLATES", "evaluation_hold_text", "path_text", "reason_text", "withdrawal_text"]
+
+
+#: Each execution path in words (``sparkclient.contract.control.RescalePath``).
+PATH_TEXT = {
+    RescalePath.NONE: "nothing to change",
+    RescalePath.IN_PLACE: "executors changed in place",
+    RescalePath.IN_PROCESS: "query restarted in the same driver",
+    RescalePath.STATE_REPARTITION: "offline state repartition, then the query restarted in the same driver",
+    RescalePath.DRIVER_RESTART: "new driver after the old one stopped",
+    RescalePath.DRIVER_HANDOVER: "warm handover to a new driver",
+}
+
+
+def path_text(path: object) -> str:
+    """An execution path in words; the value itself when it is not one, ``"–"`` when empty."""
+    try:
+        return PATH_TEXT[RescalePath(path)]
+    except ValueError:
+        return str(path) if path else "–"
+
+
+def _applied(d: Mapping) -> str:
+    return f"attempt {d.get('attempt')}: {path_text(d.get('path'))}, {_downtime(d)}"
 
 
 def _minutes(seconds: float) -> str:
@@ -171,7 +195,7 @@ _AUDIT: dict[str, _Template] = {
     AuditReason.SUPERSEDED_BY_HELD: lambda d: "superseded by a held scale-down applied now",
     AuditReason.INSIDE_GUARDRAILS: lambda d: "auto mode: inside every guardrail",
     AuditReason.NO_DECISION_IN_TIME: lambda d: (
-        f"no decision before {str(d.get('expires_at', ''))[:19].replace('T', ' ')} UTC (proposal_ttl_s)"),
+        f"no decision before {str(d.get('expires_at', ''))[:19].replace('T', ' ')} UTC (the policy's time to decide)"),
     AuditReason.RESUMED_BY_PERSON: lambda d: "re-enabled by a person",
     AuditReason.CLEARED_BY: lambda d: f"cleared by {d.get('actor')}",
     AuditReason.INEFFECTIVE_SCALE_UP: lambda d: (
@@ -183,10 +207,9 @@ _AUDIT: dict[str, _Template] = {
     AuditReason.LATE_SUCCESS: lambda d: (
         f"attempt {d.get('attempt')} succeeded after it had timed out: not sending attempt {d.get('attempt', 0) + 1}"),
     AuditReason.ATTEMPT_SENT: lambda d: f"attempt {d.get('attempt')}: sent to the runner of {d.get('job')}",
-    AuditReason.CONFIG_APPLIED: lambda d: (
-        f"attempt {d.get('attempt')}: {d.get('path')} restart, {_downtime(d)}"),
+    AuditReason.CONFIG_APPLIED: _applied,
     AuditReason.CONFIG_APPLIED_REPLAYED: lambda d: (
-        f"attempt {d.get('attempt')}: {d.get('path')} restart, {_downtime(d)} (its answer was "
+        f"{_applied(d)} (its answer was "
         f"lost; the runner answered attempt {d.get('answered_by')} with it and did not apply it again)"),
     AuditReason.ATTEMPT_SUCCEEDED: lambda d: f"attempt {d.get('attempt')} succeeded",
     AuditReason.RESTORED_BY: lambda d: f"configuration restored by proposal {d.get('proposal')}",

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scaling.rescale_cost import LagSample, lag_s, rescale_cost
+from scaling.rescale_cost import (EffectSource, LagSample, catch_up_after_first_batch_s, lag_s, rescale_cost,
+                                  time_to_effect)
 
 
 def _series(backlogs, *, rate=500.0, step_s=5.0, t0=0.0):
@@ -76,3 +77,17 @@ def test_properties(samples, started, duration, window, tolerance):
         assert cost.added_lag_s >= 0
     if cost.catch_up_s is not None:
         assert cost.catch_up_s >= duration
+
+
+def test_the_time_to_effect_is_the_median_measured_else_the_bench_and_says_which():
+    measured = time_to_effect("driver-handover", [82.0, 140.0, 100.0])
+    assert (measured.seconds, measured.source, measured.samples) == (100.0, EffectSource.MEASURED, 3)
+    bench = time_to_effect("state-repartition", [])
+    assert (bench.seconds, bench.source) == (1.74, EffectSource.BENCH)
+    assert time_to_effect("driver-restart", []).source == EffectSource.UNKNOWN
+
+
+def test_a_catch_up_from_the_start_counts_from_the_first_batch_without_the_execution():
+    assert catch_up_after_first_batch_s(171.0, execution_s=51.0) == 120.0
+    assert catch_up_after_first_batch_s(10.0, execution_s=51.0) == 0.0
+    assert catch_up_after_first_batch_s(None, execution_s=51.0) is None

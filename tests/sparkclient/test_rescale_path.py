@@ -1,0 +1,50 @@
+"""The path a rescale reports names the offline state repartition when one happened."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkclient.contract.control import RescaleCommand, RescalePath
+from sparkclient.runner import rescale
+from sparkclient.runner.rescale import RescalePaths
+
+
+class _FirstBatch:
+    def __init__(self) -> None:
+        self.paths: list[RescalePath] = []
+
+    def expect(self, *, path, **_kwargs) -> None:
+        self.paths.append(path)
+
+
+class _Driver(RescalePaths):
+    """The driver state ``_restart`` reads, with Spark and Redis left out."""
+
+    def __init__(self) -> None:
+        self.first_batch = _FirstBatch()
+        self.query = type("Query", (), {"runId": "run-1"})()
+        self.values = {"state_partitions": 2}
+        self.statuses: list[dict] = []
+
+    def _set_status(self, **fields) -> None:
+        self.statuses.append(fields)
+
+    def _repartition_offline(self, command, old, new) -> bool:
+        return True
+
+    def _start_query(self):
+        return self.query
+
+    def _commit_values(self, values) -> None:
+        self.values = dict(values)
+
+
+@pytest.mark.parametrize(("repartition", "path"), [(True, RescalePath.STATE_REPARTITION),
+                                                   (False, RescalePath.IN_PROCESS)])
+def test_a_restart_in_the_same_driver_reports_whether_it_repartitioned_state(monkeypatch, repartition, path):
+    monkeypatch.setattr(rescale, "stop_between_batches", lambda *a, **k: 1.0)
+    driver = _Driver()
+    command = RescaleCommand(id="c1", knobs={"state_partitions": 3}, idempotency_key="k1")
+    driver._restart(command, {"state_partitions": 2}, {"state_partitions": 3}, repartition=repartition,
+                    new_driver=False)
+    assert driver.first_batch.paths == [path]

@@ -256,3 +256,21 @@ def test_the_time_to_effect_is_the_median_of_this_jobs_executions_of_the_path(cl
     text = cell(html, "time-to-effect")
     assert text.startswith("Expected time to effect: about 100 s from the approval")
     assert "median of this job's 3 executions of this path" in text
+
+
+def test_a_stage_with_fewer_tasks_than_cores_gains_nothing_from_more_cores(client, operator):
+    """A stage's capacity doubled with its parallelism shown "2 → 2" because the cores doubled: it runs
+    on 2 cores either way, and the page says so."""
+    job = make_job(metric_window_s=45)
+    make_snapshots(job, cores=2)
+    make_evaluation(job, decision="scale", executors_current=2, executors_proposed=4, vertices=[
+        {"vertex_id": "v0", "current": 2, "proposed": 4}, {"vertex_id": "v1", "current": 2, "proposed": 2}])
+    proposal = Proposal.objects.create(job=job, evaluation=job.evaluations.get(), status=Proposal.Status.PENDING,
+                                       current_config=dict(job.config, cores=2), plan=job.evaluations.get().plan,
+                                       proposed_config=dict(job.config, cores=4), prediction={"capacity_per_s": 1.0})
+    html = client.get(f"/proposals/{proposal.pk}/").content.decode()
+    pinned = re.search(r'<tr data-vertex="v1".*?</tr>', html, re.S).group(0)
+    assert 'data-now="2" data-new="2"' in pinned
+    now, new = re.search(r'class="capacity">(\d+) → (\d+)</td>', pinned).groups()
+    assert now == new
+    assert 'id="prediction-capacity-note"' in html  # the frozen prediction's capacity differs: said why

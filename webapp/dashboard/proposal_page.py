@@ -20,9 +20,10 @@ from webapp.proposals.reason_text import withdrawal_text
 
 def _vertex_rows(plan: JobPlan | None, names: dict, source_ids: set[str]) -> tuple[list[dict], dict]:
     """The proposal page's per-stage table: each vertex of ``plan`` with its tasks and cores now and
-    proposed, its capacity now and expected in source records/s (``scaling.stage_capacity``: alone on
-    the cores, so that the job's is the stages' combined), its share of the busy time and its reason
-    in words (``scaling.reason_text``); and the job's capacity now and expected in the same units."""
+    proposed (``min(tasks, cores)``), its capacity now and expected in source records/s on those cores
+    (``scaling.stage_capacity``, so that the job's is the stages' combined), its share of the busy
+    time and its reason in words (``scaling.reason_text``); and the job's capacity now and expected in
+    the same units."""
     if plan is None or not plan.vertices:
         return [], {}
     cores_now, cores_new = plan_cores(plan)
@@ -30,15 +31,16 @@ def _vertex_rows(plan: JobPlan | None, names: dict, source_ids: set[str]) -> tup
     sources = ({v.vertex_id for v in plan.vertices} & source_ids) or {plan.vertices[0].vertex_id}
     source_rate = sum(rate for v, (rate, _tpr) in zip(plan.vertices, stages) if v.vertex_id in sources)
     overhead = plan.overhead_fraction or 0.0
-    now = stage_capacities_per_s(stages, source_rate_per_s=source_rate, cores=cores_now, overhead_fraction=overhead)
-    new = stage_capacities_per_s(stages, source_rate_per_s=source_rate, cores=cores_new, overhead_fraction=overhead)
+    slots_now = [min(v.current, cores_now) for v in plan.vertices]
+    slots_new = [min(v.proposed, cores_new) for v in plan.vertices]
+    now = stage_capacities_per_s(stages, source_rate_per_s=source_rate, slots=slots_now, overhead_fraction=overhead)
+    new = stage_capacities_per_s(stages, source_rate_per_s=source_rate, slots=slots_new, overhead_fraction=overhead)
     shares = busy_shares(now)
     rows = []
-    for v, cap_now, cap_new, share in zip(plan.vertices, now, new, shares):
+    for v, cap_now, cap_new, share, on_now, on_new in zip(plan.vertices, now, new, shares, slots_now, slots_new):
         bottleneck = plan.bottleneck == v.vertex_id
         rows.append({"id": v.vertex_id, "stage": names.get(v.vertex_id, v.vertex_id),
-                     "current": v.current, "proposed": v.proposed,
-                     "cores_now": min(v.current, cores_now), "cores_new": min(v.proposed, cores_new),
+                     "current": v.current, "proposed": v.proposed, "cores_now": on_now, "cores_new": on_new,
                      "capacity_now": cap_now, "capacity_expected": cap_new, "busy_share": share,
                      "target_data_rate": finite_or_inf(v.target_data_rate),
                      "catch_up_data_rate": finite_or_inf(v.catch_up_data_rate),
@@ -68,6 +70,10 @@ def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -
     cores_now, cores_new = plan_cores(plan) if plan is not None else (1, 1)
     names = reads.job_stage_names(job=job)
     rows, job_capacity = _vertex_rows(plan, names, _source_ids(job))
+    predicted = (proposal.prediction or {}).get("capacity_per_s")
+    expected = job_capacity.get("expected")
+    if isinstance(predicted, (int, float)) and expected and abs(predicted - expected) > 0.01 * expected:
+        job_capacity["prediction"] = predicted  # the frozen prediction counts every stage on all the cores
     execution = Execution.objects.filter(proposal=proposal).first()
     detail = proposal.verification_detail or {}
     realized = detail.get("realized")

@@ -48,6 +48,7 @@ def executed(proposal: Proposal, *, catch_up_s: float | None, execution_s: float
                                          downtime_s=4.0, pause_s=1.5, added_lag_s=4.81, catch_up_s=catch_up_s,
                                          finished_at=started + timedelta(seconds=execution_s))
     Execution.objects.filter(pk=execution.pk).update(started_at=started)
+    execution.refresh_from_db()
     return execution
 
 
@@ -274,3 +275,14 @@ def test_a_stage_with_fewer_tasks_than_cores_gains_nothing_from_more_cores(clien
     now, new = re.search(r'class="capacity">(\d+) → (\d+)</td>', pinned).groups()
     assert now == new
     assert 'id="prediction-capacity-note"' in html  # the frozen prediction's capacity differs: said why
+
+
+def test_templates_word_an_execution_with_the_same_renderer():
+    from django.template import Context, Template  # noqa: PLC0415 - only this test renders a template string
+
+    proposal = make_pending()
+    execution = executed(proposal, catch_up_s=171.0, path="state-repartition")
+    text = Template("{% load execution_figures %}{{ e|catch_up }} | {{ e|added_lag }} | {{ e.path|path_text }}"
+                    ).render(Context({"e": execution}))
+    assert text == ("2 min 51 s from the start of the rescale (2 min after the first batch on the new configuration) | "
+                    "4.8 s | offline state repartition, then the query restarted in the same driver")

@@ -1,0 +1,32 @@
+"""An execution's figures in templates, worded once (:mod:`webapp.dashboard.numbers`):
+``{% load execution_figures %}`` then ``{{ execution|catch_up }}``, ``{{ execution|added_lag }}``,
+``{{ execution.path|path_text }}``, ``{{ seconds|duration }}``."""
+
+from __future__ import annotations
+
+from django import template
+
+from webapp.dashboard import numbers
+
+register = template.Library()
+
+
+@register.filter
+def catch_up(execution) -> str:
+    """The execution's one catch-up with its origin (``numbers.catch_up``)."""
+    return numbers.catch_up(execution).text
+
+
+@register.filter
+def added_lag(execution) -> str:
+    return numbers.added_lag(execution)
+
+
+@register.filter
+def path_text(path) -> str:
+    return numbers.path_text(path)
+
+
+@register.filter
+def duration(seconds) -> str:
+    return numbers.duration(seconds if isinstance(seconds, (int, float)) else None)

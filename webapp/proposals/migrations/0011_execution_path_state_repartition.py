@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('proposals', '0009_execution_applied_attempt'),
+        ('proposals', '0010_proposal_waiting_for_cluster_slot'),
     ]
 
     operations = [

@@ -79,7 +79,9 @@ def test_a_catch_up_not_measured_yet_is_not_yet_everywhere(client, operator):
     assert cell(html, "execution-catch-up").startswith("not yet")
     assert cell(html, "realized-catch-up") == cell(html, "execution-catch-up")
     rescales = client.get(f"/jobs/{proposal.job_id}/rescales/").content.decode()
-    assert re.search(r'class="catch-up" data-state="following">not yet', rescales)
+    assert re.search(r'class="catch-up" data-state="following" title="not yet: [^"]*">not yet</td>', rescales)
+    history = client.get(f"/jobs/{proposal.job_id}/history/").content.decode()
+    assert re.search(r'class="catch-up" title="not yet: [^"]*">not yet</td>', history)
 
 
 # --- nothing from zero batches ------------------------------------------------------------------------
@@ -198,6 +200,8 @@ def test_an_offline_state_repartition_is_named_so(client, operator):
     rescales = client.get(f"/jobs/{proposal.job_id}/rescales/").content.decode()
     assert re.search(r'data-path="state-repartition">offline state repartition', rescales)
     assert 'data-path="state-repartition">in-process' not in rescales
+    history = client.get(f"/jobs/{proposal.job_id}/history/").content.decode()
+    assert re.search(r'class="path" data-path="state-repartition">offline state repartition', history)
 
 
 def test_a_rollback_row_has_no_empty_capacity_arrow(client, operator):

@@ -73,6 +73,17 @@ class CatchUp:
             return f"not caught up within {duration(FOLLOW_S)} of the rescale"
         return "–"
 
+    @property
+    def short(self) -> str:
+        """For a table cell: ``"2 min 51 s from the start of the rescale"``, ``"not yet"``, ``"not within 1 h"``."""
+        if self.state == CatchUpState.MEASURED:
+            return f"{duration(self.from_start_s)} from the start of the rescale"
+        if self.state == CatchUpState.FOLLOWING:
+            return "not yet"
+        if self.state == CatchUpState.NOT_WITHIN:
+            return f"not within {duration(FOLLOW_S)}"
+        return "–"
+
 
 def catch_up(execution: Execution | None, *, now: datetime | None = None) -> CatchUp:
     """The catch-up of ``execution`` (None: no execution) as every page states it."""

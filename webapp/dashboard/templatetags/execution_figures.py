@@ -1,5 +1,5 @@
 """An execution's figures in templates, worded once (:mod:`webapp.dashboard.numbers`):
-``{% load execution_figures %}`` then ``{{ execution|catch_up }}``, ``{{ execution|added_lag }}``,
+``{% load execution_figures %}`` then ``{{ execution|catch_up }}`` (``catch_up_short`` in a table), ``{{ execution|added_lag }}``,
 ``{{ execution.path|path_text }}``, ``{{ seconds|duration }}``."""
 
 from __future__ import annotations
@@ -15,6 +15,12 @@ register = template.Library()
 def catch_up(execution) -> str:
     """The execution's one catch-up with its origin (``numbers.catch_up``)."""
     return numbers.catch_up(execution).text
+
+
+@register.filter
+def catch_up_short(execution) -> str:
+    """The same catch-up for a table cell."""
+    return numbers.catch_up(execution).short
 
 
 @register.filter

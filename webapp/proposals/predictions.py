@@ -180,11 +180,12 @@ def realized(*, plan: JobPlan | None, after: list[MetricSnapshot], finished_at: 
     record); utilization at the arrival rate (``scaling.forecast.realized_utilization_at``: the measured
     busy time rescaled to the arrivals, comparable with the prediction "at the target rate"), and the
     measured busy share ``busy_share`` (Σ busy / (window × cores), which includes any catch-up); batch
-    ratio; the catch-up time (seconds from the end of the execution to the first snapshot whose
-    backlog fits in two batches of arrivals; None while it has not), and the measured downtime."""
+    ratio, and the measured downtime; the number of completed batches, and no figure when it is 0.
+    The realized catch-up is the execution's own (``Execution.catch_up_s``, ``scaling.rescale_cost``),
+    followed past the verification window, so it is not measured here a second way."""
     window_s = sum(s.window_s for s in after)
     out: dict = {"capacity_per_s": None, "utilization": None, "busy_share": None, "batch_ratio": None,
-                 "catch_up_s": None, "downtime_s": downtime_s, "window_s": round(window_s, 3),
+                 "downtime_s": downtime_s, "window_s": round(window_s, 3),
                  "batches": sum(s.batches for s in after)}
     if not after or window_s <= 0 or not out["batches"]:
         return out  # nothing is measured from windows without a completed batch
@@ -213,9 +214,4 @@ def realized(*, plan: JobPlan | None, after: list[MetricSnapshot], finished_at: 
         out["utilization"] = round(at_arrival, 4)
     if batches:
         out["batch_ratio"] = round(sum(s.batch_duration_s * s.batches for s in after) / batches / trigger, 3)
-    for s in after:
-        if forecast.caught_up(backlog=s.backlog, trigger_interval_s=trigger, batch_duration_s=s.batch_duration_s,
-                              arrival_per_s=s.arrival_rate_per_s):
-            out["catch_up_s"] = round((s.collected_at - finished_at).total_seconds(), 3)
-            break
     return out

@@ -26,7 +26,7 @@ class BoundSource(StrEnum):
 #: How each source is named on a page.
 SOURCE_TEXT = {BoundSource.HOST: "the host's cores", BoundSource.CLUSTER: "the cluster's free cores",
                BoundSource.QUOTA: "the runner's executor quota (--max-executors)",
-               BoundSource.KNOB: "the executors knob's maximum", BoundSource.POLICY: "the policy's max_cores"}
+               BoundSource.KNOB: "the executors knob's maximum", BoundSource.POLICY: "the policy's maximum"}
 
 
 def capacity_source(master: str) -> BoundSource:

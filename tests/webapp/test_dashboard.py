@@ -489,7 +489,7 @@ def test_rescales_page_counts_and_lists_each_execution(client, operator):
     assert "2.5 s" in row and "auto-approved" in row and "by hand" in row
     assert row.count("<td class=\"added-lag\">–</td>") == 1  # not measured yet: a dash, not 0
     figure = _figure(html, "executors-figure")
-    assert [t["name"] for t in figure["data"]] == ["cores running", "recommended", "min 1", "max 8"]
+    assert [t["name"] for t in figure["data"]] == ["cores running", "recommended", "min 1", "max 8 (knob)"]
 
 
 def test_audit_trail_filters_by_action_and_actor_and_shows_diffs(client, operator):

@@ -176,7 +176,8 @@ def test_the_rescales_page_and_chart_use_the_effective_maximum(client, operator,
     html = client.get(f"/jobs/{job.pk}/rescales/").content.decode()
     assert re.search(r'id="bound" data-cores="2" data-source="host"', html)
     figure = json.loads(re.search(r'id="executors-figure" type="application/json">(.*?)</script>', html, re.S).group(1))
-    assert not [t for t in figure["data"] if t["name"] == "max 8"]
+    assert [t["y"] for t in figure["data"] if t["name"] == "max 2 (host)"] == [[2, 2]]
+    assert not [t for t in figure["data"] if t["name"].startswith("max 8")]
 
 
 def test_a_quota_and_a_knob_are_named_as_sources(monkeypatch):
@@ -290,3 +291,12 @@ def test_templates_word_an_execution_with_the_same_renderer():
                     ).render(Context({"e": execution}))
     assert text == ("2 min 51 s from the start of the rescale (2 min after the first batch on the new configuration) | "
                     "4.8 s | offline state repartition, then the query restarted in the same driver")
+
+
+def test_the_stored_cluster_names_the_host_without_asking_the_runner(monkeypatch):
+    job = make_job(max_cores=8)
+    Job.objects.filter(pk=job.pk).update(capacity=2, cluster="local@127.0.0.1")
+    job.refresh_from_db()
+    monkeypatch.setattr("webapp.dashboard.bounds.runner_master", lambda job: pytest.fail("read the runner"))
+    bound = bounds.effective_max_cores(job)
+    assert (bound.cores, bound.source) == (2, "host")

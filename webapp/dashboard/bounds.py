@@ -12,6 +12,7 @@ from sparkclient.contract.control import ProtocolError
 from sparkclient.contract.spec import KnobTarget
 from webapp.jobs.models import Job
 from webapp.loop.collect import runner_status
+from webapp.loop.throttle import LOCAL_PREFIX
 
 __all__ = ["BoundSource", "CoresBound", "effective_max_cores"]
 
@@ -30,8 +31,9 @@ def effective_max_cores(job: Job, *, master: str | None = None) -> CoresBound:
     the runner's status when None (one Redis read)."""
     policy = job.policy
     knob = next((k for k in job.knob_specs() if k.sets == KnobTarget.EXECUTORS), None)
-    capacity_from = capacity_source(runner_master(job) if master is None else master) if job.capacity \
-        else BoundSource.CLUSTER
+    if master is None:  # the cluster the collector stored spares a Redis read per page
+        master = "local" if job.cluster.startswith(LOCAL_PREFIX) else job.cluster or runner_master(job)
+    capacity_from = capacity_source(master) if job.capacity else BoundSource.CLUSTER
     return cores_bound(policy_min=policy.min_cores, policy_max=policy.max_cores,
                        knob_max=knob.max if knob is not None else None, capacity=job.capacity,
                        capacity_from=capacity_from)

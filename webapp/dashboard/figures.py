@@ -236,11 +236,12 @@ def series_figure(chart: ChartData, rescales: list[dict]) -> dict:
     return {"data": data, "layout": layout}
 
 
-def executors_figure(points: dict, policy_min: int, policy_max: int) -> dict:
+def executors_figure(points: dict, policy_min: int, max_cores: int, max_source: str = "policy") -> dict:
     """The rescales page's chart, like Dataflow's autoscaling tab: the cores the job ran with over
-    time (a step line; gaps where nothing was measured), the cores each evaluation recommended, and
-    the policy's min and max. ``points``: ``{"t": [ISO], "cores": [int | None], "rec_t": [ISO],
-    "recommended": [int]}``."""
+    time (a step line; gaps where nothing was measured), the cores each evaluation recommended, the
+    policy's min and the effective max (``max_cores``, set by ``max_source``: policy, host, cluster,
+    quota or knob; ``webapp.dashboard.bounds``). ``points``: ``{"t": [ISO], "cores": [int | None],
+    "rec_t": [ISO], "recommended": [int]}``."""
     t = points["t"] or points["rec_t"]
     span = [t[0], t[-1]] if t else []
     data = [
@@ -253,7 +254,8 @@ def executors_figure(points: dict, policy_min: int, policy_max: int) -> dict:
         data += [
             {"type": "scatter", "name": f"min {policy_min}", "x": span, "y": [policy_min] * 2, "mode": "lines",
              "line": {"dash": "dash", "color": "#6b7280", "width": 1}},
-            {"type": "scatter", "name": f"max {policy_max}", "x": span, "y": [policy_max] * 2, "mode": "lines",
+            {"type": "scatter", "name": f"max {max_cores} ({max_source})", "x": span, "y": [max_cores] * 2,
+             "mode": "lines",
              "line": {"dash": "dash", "color": "#dc2626", "width": 1}},
         ]
     layout = {"height": 320, "margin": {"l": 50, "r": 20, "t": 10, "b": 40}, "hovermode": "x unified",

@@ -298,7 +298,7 @@ def rescales(request: HttpRequest, pk: int) -> HttpResponse:
     first = executions[-1].started_at if executions else timezone.now() - timedelta(hours=1)
     since = min(first - timedelta(minutes=5), timezone.now() - timedelta(hours=1))
     bound = effective_max_cores(job)
-    figure = executors_figure(_rescale_points(job, since), job.policy.min_cores, bound.cores)
+    figure = executors_figure(_rescale_points(job, since), job.policy.min_cores, bound.cores, str(bound.source))
     return render(request, "dashboard/rescales.html", {"job": job, "policy": job.policy, "rows": rows,
                                                        "counts": counts, "figure": figure, "bound": bound,
                                                        "can_decide": can_decide(request.user)})

@@ -46,6 +46,10 @@ MAX_KEY = 300
 _CLUSTER_SCHEMES = ("spark://", "k8s://", "mesos://", "yarn")
 
 
+#: The cluster key of a local-mode runner, before its host.
+LOCAL_PREFIX = "local@"
+
+
 def cluster_key(master: str, ui_url: str) -> str:
     """The cluster a runner's driver runs on: its master URL (``spark://host:7077``, ``k8s://...``,
     ``yarn``), or ``local@<host of its UI>`` for local mode (``local``, ``local[N]``); ``""`` when
@@ -55,7 +59,7 @@ def cluster_key(master: str, ui_url: str) -> str:
         return master.rstrip("/")[:MAX_KEY]
     host = urlsplit(ui_url.strip()).hostname if ui_url and "://" in ui_url else None
     if host:
-        return f"local@{host}"[:MAX_KEY]
+        return f"{LOCAL_PREFIX}{host}"[:MAX_KEY]
     return ""
 
 

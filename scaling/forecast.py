@@ -109,20 +109,38 @@ class Verdict(StrEnum):
 
 
 class VerdictReason(StrEnum):
-    """Why a verification reached its verdict (data in ``Verification.data``)."""
+    """Why a verification reached its verdict (data in ``Verification.data``). Every verdict that had a
+    capacity to compare carries ``error`` (:func:`capacity_error`), ``tolerance``,
+    ``realized_capacity_per_s`` and ``predicted_capacity_per_s``."""
 
     NO_BATCHES = "no-batches"              # no micro-batch completed since the change
+    FEW_BATCHES = "few-batches"            # data: batches, min_batches (+ capacity data)
     ARRIVAL_SHIFT = "arrival-shift"        # data: arrival_before, arrival_after
-    RATE_SHORT = "rate-short"              # data: short (stage rates below the prediction)
-    BACKLOG_GROWING = "backlog-growing"    # data: slope
-    NO_RATES = "no-rates"                  # the plan has no stage rate to compare with
-    WITHIN_TOLERANCE = "within-tolerance"  # data: tolerance, slope
+    CAPACITY_SHORT = "capacity-short"      # data: capacity data, short (stage rates below the prediction)
+    CAPACITY_ABOVE = "capacity-above"      # data: capacity data (the prediction missed the other way)
+    RATE_SHORT = "rate-short"              # a verdict judged on stage rates: data: short, capacity_ratio
+    BACKLOG_GROWING = "backlog-growing"    # data: slope (+ capacity data)
+    NO_RATES = "no-rates"                  # no capacity to compare with (plan or window without rates)
+    WITHIN_TOLERANCE = "within-tolerance"  # data: capacity data, slope
+
+
+#: Fewest completed micro-batches after the change that can show a capacity clearly worse than predicted.
+MIN_BATCHES = 3
+
+
+def capacity_error(realized_per_s: float | None, predicted_per_s: float | None) -> float | None:
+    """The relative capacity error of a prediction, ``realized / predicted − 1`` (a share: −0.167 is
+    16.7 % below the prediction); None when either capacity (records/s) is unknown or the predicted
+    one is not positive."""
+    if realized_per_s is None or predicted_per_s is None or predicted_per_s <= 0:
+        return None
+    return realized_per_s / predicted_per_s - 1.0
 
 
 @dataclass(frozen=True)
 class StageRate:
     """One stage's predicted and realized true processing rates (records per busy second), and its
-    realized busy time in the window (seconds), which weighs it in the verdict."""
+    realized busy time in the window (seconds): the evidence of a verdict that the capacity fell short."""
 
     vertex_id: str
     predicted_tpr: float
@@ -132,22 +150,6 @@ class StageRate:
     @property
     def ratio(self) -> float:
         return self.realized_tpr / self.predicted_tpr
-
-
-def capacity_ratio(stages: Sequence[StageRate]) -> float | None:
-    """Realized over predicted capacity of a micro-batch job whose stages share the cores: the
-    stages' rate ratios weighted by their realized busy time, ``Σ busy_v × ratio_v / Σ busy_v``.
-
-    A source record costs ``Σ_v q_v / tpr_v`` busy seconds (``q_v`` records at stage ``v`` per
-    source record); the realized cost ``R`` is proportional to the busy times and the predicted one is
-    ``Σ busy_v × ratio_v`` in the same units, so capacity ∝ 1 / cost gives the ratio above. A stage
-    that keeps 1 % of the cores busy and runs at half its predicted rate costs the job 1 % of its
-    capacity, not the verdict. None without busy time.
-    """
-    total = sum(s.busy_s for s in stages)
-    if total <= 0:
-        return None
-    return sum(s.busy_s * s.ratio for s in stages) / total
 
 
 @dataclass(frozen=True)
@@ -160,25 +162,40 @@ class Verification:
 
 
 def verify(*, batches: int, arrival_before: float | None, arrival_after: float, slope_per_s: float,
-           latest_backlog: float, stages: Sequence[StageRate], tolerance: float) -> Verification:
-    """Judge the window after a change against the plan: ``inconclusive`` without batches or when the
-    arrival rate moved more than :data:`ARRIVAL_SHIFT_LIMIT`; ``ineffective`` when the realized
-    capacity (``capacity_ratio``: the stages' rate ratios weighted by their busy time) is below
-    ``1 − tolerance`` of the prediction, or the backlog grows faster than ``tolerance × arrival``;
-    ``verified`` otherwise. A stage with little busy time that runs slower than predicted (per-task
-    overhead dominates its rate) does not make an effective scale-up ineffective."""
+           latest_backlog: float, realized_capacity: float | None, predicted_capacity: float | None,
+           tolerance: float, stages: Sequence[StageRate] = ()) -> Verification:
+    """Judge the window after a change against the plan, on the capacities the proposal page shows
+    (records/s: the frozen prediction and the realized value) and their :func:`capacity_error`.
+
+    ``verified`` only when ``|error| ≤ tolerance`` (a share) and the backlog does not grow faster than
+    ``tolerance × arrival``. Otherwise: ``inconclusive`` without batches, when the arrival rate moved
+    more than :data:`ARRIVAL_SHIFT_LIMIT`, without a capacity to compare, when the capacity fell short
+    on fewer than :data:`MIN_BATCHES` batches, or when it exceeds the prediction by more than the
+    tolerance (the prediction does not describe the job, though it did no harm); ``ineffective`` when
+    it fell short with enough batches, or the backlog grows. ``stages`` (optional) name the stages
+    whose rates fell short, as evidence. Argo Rollouts' analysis has the same three outcomes.
+    """
     if batches == 0:
         return Verification(Verdict.INCONCLUSIVE, VerdictReason.NO_BATCHES)
     if arrival_before and abs(arrival_after - arrival_before) > ARRIVAL_SHIFT_LIMIT * arrival_before:
         return Verification(Verdict.INCONCLUSIVE, VerdictReason.ARRIVAL_SHIFT,
                             {"arrival_before": arrival_before, "arrival_after": arrival_after})
-    ratio = capacity_ratio(stages)
-    if ratio is not None and ratio < 1 - tolerance:
-        short = [s for s in stages if s.ratio < 1 - tolerance]
-        return Verification(Verdict.INEFFECTIVE, VerdictReason.RATE_SHORT, {"short": short, "capacity_ratio": ratio})
-    if slope_per_s > tolerance * max(arrival_after, 1.0) and latest_backlog > 0:
-        return Verification(Verdict.INEFFECTIVE, VerdictReason.BACKLOG_GROWING, {"slope": slope_per_s})
-    if ratio is None:
+    error = capacity_error(realized_capacity, predicted_capacity)
+    growing = slope_per_s > tolerance * max(arrival_after, 1.0) and latest_backlog > 0
+    if error is None:
+        if growing:
+            return Verification(Verdict.INEFFECTIVE, VerdictReason.BACKLOG_GROWING, {"slope": slope_per_s})
         return Verification(Verdict.INCONCLUSIVE, VerdictReason.NO_RATES)
-    return Verification(Verdict.VERIFIED, VerdictReason.WITHIN_TOLERANCE, {"tolerance": tolerance, "slope": slope_per_s,
-                                                                           "capacity_ratio": ratio})
+    data = {"error": error, "tolerance": tolerance, "realized_capacity_per_s": realized_capacity,
+            "predicted_capacity_per_s": predicted_capacity}
+    if error < -tolerance:
+        if batches < MIN_BATCHES:
+            return Verification(Verdict.INCONCLUSIVE, VerdictReason.FEW_BATCHES,
+                                {**data, "batches": batches, "min_batches": MIN_BATCHES})
+        short = [s for s in stages if s.ratio < 1 - tolerance]
+        return Verification(Verdict.INEFFECTIVE, VerdictReason.CAPACITY_SHORT, {**data, "short": short})
+    if error > tolerance:
+        return Verification(Verdict.INCONCLUSIVE, VerdictReason.CAPACITY_ABOVE, data)
+    if growing:
+        return Verification(Verdict.INEFFECTIVE, VerdictReason.BACKLOG_GROWING, {**data, "slope": slope_per_s})
+    return Verification(Verdict.VERIFIED, VerdictReason.WITHIN_TOLERANCE, {**data, "slope": slope_per_s})

@@ -211,9 +211,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("verification_windows", Kind.INTEGER, 2, unit="windows", bounds=(1, 1000), scope=Scope.WEB,
            help="After an execution, verify the prediction once the new configuration ran this many metric "
                 "windows."),
-    Option("verification_tolerance", Kind.NUMBER, 0.25, unit="share", bounds=(0.0, 1.0), scope=Scope.WEB,
-           help="Relative shortfall of the realized true processing rate against the prediction that still counts "
-                "as verified."),
+    Option("verification_tolerance", Kind.NUMBER, 0.1, unit="share", bounds=(0.0, 1.0), scope=Scope.WEB,
+           help="Largest relative error of the realized capacity against the predicted one, either way, that "
+                "still counts as verified (the proposal page shows both and the error); also the margin on the "
+                "predicted catch-up after a verified restart."),
 )
 
 OPTION: dict[str, Option] = {o.name: o for o in OPTIONS}

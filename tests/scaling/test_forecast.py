@@ -3,9 +3,11 @@
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scaling import forecast
-from scaling.forecast import StageRate, Verdict, VerdictReason
+from scaling.forecast import Verdict, VerdictReason
 from scaling.metrics import busy_time_ms_per_s, job_utilization, stage_utilization, true_processing_rate
 from scaling.policy import Policy, utilization_band
 
@@ -50,40 +52,60 @@ def test_backlog_slope_is_the_least_squares_slope():
     assert forecast.backlog_slope_per_s([0], [5]) == 0.0
 
 
+ARGS = {"batches": 5, "arrival_before": 100.0, "arrival_after": 110.0, "slope_per_s": 0.0, "latest_backlog": 10.0,
+        "realized_capacity": 950.0, "predicted_capacity": 1000.0, "tolerance": 0.1}
+
+
 @pytest.mark.parametrize("kwargs, verdict, reason", [
     ({"batches": 0}, Verdict.INCONCLUSIVE, VerdictReason.NO_BATCHES),
     ({"arrival_before": 100.0, "arrival_after": 200.0}, Verdict.INCONCLUSIVE, VerdictReason.ARRIVAL_SHIFT),
-    ({"stages": [StageRate("v1", 100.0, 70.0)]}, Verdict.INEFFECTIVE, VerdictReason.RATE_SHORT),
+    ({"realized_capacity": 700.0}, Verdict.INEFFECTIVE, VerdictReason.CAPACITY_SHORT),
+    ({"realized_capacity": 700.0, "batches": 2}, Verdict.INCONCLUSIVE, VerdictReason.FEW_BATCHES),
+    ({"realized_capacity": 1300.0}, Verdict.INCONCLUSIVE, VerdictReason.CAPACITY_ABOVE),
     ({"slope_per_s": 50.0}, Verdict.INEFFECTIVE, VerdictReason.BACKLOG_GROWING),
-    ({"stages": []}, Verdict.INCONCLUSIVE, VerdictReason.NO_RATES),
+    ({"slope_per_s": 50.0, "realized_capacity": None}, Verdict.INEFFECTIVE, VerdictReason.BACKLOG_GROWING),
+    ({"realized_capacity": None}, Verdict.INCONCLUSIVE, VerdictReason.NO_RATES),
+    ({"predicted_capacity": None}, Verdict.INCONCLUSIVE, VerdictReason.NO_RATES),
     ({}, Verdict.VERIFIED, VerdictReason.WITHIN_TOLERANCE),
 ])
 def test_verify_judges_the_realized_window(kwargs, verdict, reason):
-    args = {"batches": 5, "arrival_before": 100.0, "arrival_after": 110.0, "slope_per_s": 0.0,
-            "latest_backlog": 10.0, "stages": [StageRate("v1", 100.0, 95.0)], "tolerance": 0.2, **kwargs}
-    check = forecast.verify(**args)
+    check = forecast.verify(**{**ARGS, **kwargs})
     assert (check.verdict, check.reason) == (verdict, reason)
 
 
-def test_a_slow_stage_with_little_busy_time_does_not_make_an_effective_scale_up_ineffective():
-    """The demo's proposal 6 (1 -> 2 cores, 600 events/s): the Python UDF stage, busy 95 % of the
-    time, realized 0.977 of its predicted rate; the scan and the state store, 1-2 % busy, 0.48 and
-    0.585 (per-task overhead dominates their rates). The job's capacity is the busy-weighted ratio,
-    0.956 -- verified, not ineffective. Were the busy stage short, the job is."""
-    stages = [StageRate("v0", 43795.6, 21029.2, busy_s=1.5), StageRate("v1", 497.7, 486.4, busy_s=95.0),
-              StageRate("v2", 115.6, 67.6, busy_s=3.5)]
-    assert forecast.capacity_ratio(stages) == pytest.approx((1.5 * 0.4802 + 95 * 0.9773 + 3.5 * 0.5848) / 100,
-                                                            abs=1e-3)
-    args = {"batches": 6, "arrival_before": 600.1, "arrival_after": 599.3, "slope_per_s": 0.0, "latest_backlog": 0.0,
-            "tolerance": 0.2}
-    check = forecast.verify(stages=stages, **args)
-    assert (check.verdict, check.reason) == (Verdict.VERIFIED, VerdictReason.WITHIN_TOLERANCE)
-    short = [StageRate("v0", 43795.6, 43000.0, busy_s=1.5), StageRate("v1", 497.7, 300.0, busy_s=95.0),
-             StageRate("v2", 115.6, 115.0, busy_s=3.5)]
-    check = forecast.verify(stages=short, **args)
-    assert (check.verdict, check.reason) == (Verdict.INEFFECTIVE, VerdictReason.RATE_SHORT)
-    assert [s.vertex_id for s in check.data["short"]] == ["v1"]
-    assert forecast.capacity_ratio([StageRate("v", 1.0, 1.0, busy_s=0.0)]) is None
+@pytest.mark.parametrize("realized, verified", [
+    (681.0, False),    # proposal #1: 817 predicted, 681 realized, -16.7 %
+    (735.0, False),    # -10.0 % and a bit
+    (736.0, True),     # -9.9 %
+    (776.15, True),    # -5 %
+    (817.0, True),
+    (857.85, True),    # +5 %
+    (898.0, True),     # +9.9 %
+    (899.0, False),    # +10.0 % and a bit
+    (1200.0, False),
+])
+def test_verified_only_within_the_tolerance_of_the_capacity_the_page_shows(realized, verified):
+    check = forecast.verify(**{**ARGS, "realized_capacity": realized, "predicted_capacity": 817.0})
+    assert (check.verdict == Verdict.VERIFIED) is verified, check
+    assert check.data["error"] == pytest.approx(realized / 817.0 - 1)
+    assert check.data["tolerance"] == 0.1
+
+
+@given(realized=st.floats(0.0, 1e7), predicted=st.floats(1e-3, 1e7), tolerance=st.floats(0.0, 1.0),
+       batches=st.integers(0, 100), slope=st.floats(-1e4, 1e4))
+def test_a_capacity_error_outside_the_tolerance_is_never_verified(realized, predicted, tolerance, batches, slope):
+    check = forecast.verify(**{**ARGS, "realized_capacity": realized, "predicted_capacity": predicted,
+                               "tolerance": tolerance, "batches": batches, "slope_per_s": slope})
+    if abs(realized / predicted - 1) > tolerance:
+        assert check.verdict != Verdict.VERIFIED
+    if check.verdict == Verdict.VERIFIED:
+        assert abs(check.data["error"]) <= tolerance
+
+
+def test_the_capacity_error_is_relative_to_the_prediction():
+    assert forecast.capacity_error(681.0, 817.0) == pytest.approx(-0.1665, abs=1e-4)
+    assert forecast.capacity_error(None, 817.0) is None
+    assert forecast.capacity_error(681.0, 0.0) is None
 
 
 def test_realized_utilization_takes_the_catch_up_out_of_the_measured_busy_time():

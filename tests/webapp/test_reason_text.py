@@ -47,7 +47,28 @@ def _r(code, **data) -> dict:
         short=[{"vertex_id": "v1", "realized_tpr": 100.0, "predicted_tpr": 200.0}]),
      "capacity 50% of the prediction; true processing rate below the prediction: v1 100 vs 200"),
     (_r(VerdictReason.BACKLOG_GROWING, slope=42.0), "the backlog still grows by 42 rec/s after the change"),
-    (_r(VerdictReason.NO_RATES), "the plan has no stage rate to compare with"),
+    (_r(VerdictReason.NO_RATES), "no capacity to compare: the plan or the window has no rates"),
+    (_r(VerdictReason.CAPACITY_SHORT, error=-0.167, tolerance=0.1, realized_capacity_per_s=681.0,
+        predicted_capacity_per_s=817.0, short=[]),
+     "capacity 681 rec/s realized vs 817 predicted: −16.7 %, outside ±10 %"),
+    (_r(VerdictReason.CAPACITY_SHORT, error=-0.5, tolerance=0.1, realized_capacity_per_s=500.0,
+        predicted_capacity_per_s=1000.0, short=[{"vertex_id": "v1", "realized_tpr": 100.0, "predicted_tpr": 200.0}]),
+     "capacity 500 rec/s realized vs 1,000 predicted: −50.0 %, outside ±10 %; true processing rate below the "
+     "prediction: v1 100 vs 200"),
+    (_r(VerdictReason.CAPACITY_ABOVE, error=0.3, tolerance=0.1, realized_capacity_per_s=1300.0,
+        predicted_capacity_per_s=1000.0),
+     "capacity 1,300 rec/s realized vs 1,000 predicted: +30.0 %, outside ±10 %: the prediction does not describe "
+     "the job"),
+    (_r(VerdictReason.FEW_BATCHES, error=-0.2, tolerance=0.1, realized_capacity_per_s=800.0,
+        predicted_capacity_per_s=1000.0, batches=2, min_batches=3),
+     "capacity 800 rec/s realized vs 1,000 predicted: −20.0 %, outside ±10 %, on only 2 micro-batches (at least 3 "
+     "to call it ineffective)"),
+    (_r(VerdictReason.WITHIN_TOLERANCE, error=-0.05, tolerance=0.125, realized_capacity_per_s=950.0,
+        predicted_capacity_per_s=1000.0, slope=-3.0),
+     "capacity 950 rec/s realized vs 1,000 predicted: −5.0 %, within ±12.5 %; backlog trend -3 rec/s"),
+    (_r(AuditReason.INCONCLUSIVE_VERIFICATION, proposal=3, verdict=_r(VerdictReason.NO_BATCHES)),
+     "proposal #3 could not be verified (no micro-batch completed since the change): auto-approval waits until a "
+     "person has looked and turns it back on"),
     (_r(VerdictReason.WITHIN_TOLERANCE, capacity_ratio=0.97, tolerance=0.2, slope=-3.0),
      "capacity 97% of the prediction (tolerance 20%); backlog trend -3 rec/s"),
     (_r(RetryCode.NO_RESTART), "restart strategy none: no retry"),
@@ -66,7 +87,7 @@ def _r(code, **data) -> dict:
      "rollback of proposal 3: execution failed after 2 attempt(s): boom"),
     (_r(AuditReason.ROLLBACK_OF, proposal=3, cause=None), "rollback of proposal 3"),
     (_r(AuditReason.INEFFECTIVE_SCALE_UP, proposal=3, knobs=["cores"], verdict=_r(VerdictReason.NO_RATES)),
-     "proposal 3 was verified ineffective (the plan has no stage rate to compare with): scale-ups of cores wait "
+     "proposal 3 was verified ineffective (no capacity to compare: the plan or the window has no rates): scale-ups of cores wait "
      "until a person clears the block"),
     (_r(AuditReason.NO_DECISION_IN_TIME, expires_at="2026-11-26T10:00:00+00:00"),
      "no decision before 2026-11-26 10:00:00 UTC (the policy's time to decide)"),

@@ -32,7 +32,7 @@ def test_verification_compares_realized_rates_and_backlog_with_the_prediction(
                              finished_at=done_at)
     later = done_at + timedelta(seconds=100)
     make_snapshots(proposal.job, count=6, end=later, enrich_busy_s=enrich_busy_s, backlog_step=backlog_step,
-                   arrival=arrival, enrich_busy_max_s=enrich_busy_max_s)
+                   arrival=arrival, enrich_busy_max_s=enrich_busy_max_s, cores=proposal.prediction["cores_new"])
     assert workflow_reconcile(now=later)["verified"] == 1
     proposal.refresh_from_db()
     assert proposal.verification == expected, proposal.verification_detail

@@ -1,17 +1,23 @@
 """Verification after execution, as Argo Rollouts' analysis: once the new configuration has run
 for ``verification_windows`` metric windows, compare what happened with what the plan predicted.
 
-The rates are those of the latest metric window (the stabilization interval and the first windows
-carry the restart's warm-up); the catch-up time is measured from the end of the execution.
+The verdict is judged on the numbers the proposal page shows: the frozen predicted capacity
+(``Proposal.prediction["capacity_per_s"]``) and the realized one this module stores
+(``verification_detail["realized"]["capacity_per_s"]``, from the latest metric window: the
+stabilization interval and the first windows carry the restart's warm-up), through their relative
+error (``scaling.forecast.capacity_error``) against ``verification_tolerance``:
 
-- **verified**: the realized capacity, from each stage's realized true processing rate (records per
-  busy core-second, DS2's useful-time rate) weighted by its busy time (``forecast.capacity_ratio``),
-  is within ``verification_tolerance`` of the plan's, and the backlog is not growing (or is empty);
-- **ineffective**: the capacity fell short of the prediction, or the backlog kept growing;
-- **inconclusive**: too few completed batches, or the arrival rate moved so much (more than
-  ±50 %) that the prediction no longer applies.
+- **verified**: ``|error| ≤ tolerance`` and the backlog is not growing (or is empty);
+- **ineffective**: the capacity fell short by more than the tolerance on enough batches, or the
+  backlog kept growing;
+- **inconclusive**: too few batches, the arrival rate moved so much (more than ±50 %) that the
+  prediction no longer applies, no capacity to compare, or a capacity above the prediction by more
+  than the tolerance. In ``auto`` mode an inconclusive verdict suspends auto-approval of the job until
+  a person turns it back on (Argo Rollouts pauses a rollout on an inconclusive analysis).
 
-The judgement is ``scaling.forecast.verify``; this module reads the windows and stores the verdict.
+The judgement is ``scaling.forecast.verify``; this module reads the windows and stores the verdict,
+its measured error and the tolerance. The rescale's added lag, measured over its own window
+(``scaling.rescale_cost``), is stored beside the realized values.
 """
 
 from __future__ import annotations
@@ -28,11 +34,13 @@ from scaling.forecast import VerdictReason
 from scaling.metrics import true_processing_rate
 from scaling.vertex_scaler import is_ineffective
 from webapp.jobs.models import JobPolicy, MetricSnapshot, VertexSnapshot
-from webapp.proposals.codes import Actor, AuditAction, Reason
+from webapp.loop.rescale_cost import execution_record_cost
+from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
 from webapp.proposals.holds import config_direction, scale_up_block_set
 from webapp.proposals.lifecycle import audit
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import capacity_per_s, plan_cores, realized
+from webapp.proposals.rollback import suspend_auto_approve
 from webapp.loop.restart import verification_delay_s
 
 def verification_due(*, now: datetime) -> list[Proposal]:
@@ -47,23 +55,54 @@ def verification_due(*, now: datetime) -> list[Proposal]:
     return due
 
 
+def _number(value) -> float | None:
+    """A stored number (a finite int or float), else None."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
 def verdict_reason(check: forecast.Verification) -> Reason:
     """A verification's reason as stored (code: ``scaling.forecast.VerdictReason``; JSON-ready data:
-    rates in records/s, ``short`` as ``[{vertex_id, realized_tpr, predicted_tpr}]``)."""
-    data = {key: value for key, value in check.data.items() if key != "short"}
+    capacities in records/s, ``error`` and ``tolerance`` as shares, ``short`` as
+    ``[{vertex_id, realized_tpr, predicted_tpr}]``)."""
+    data = {key: round(value, 4) if isinstance(value, float) else value
+            for key, value in check.data.items() if key != "short"}
     if "short" in check.data:
         data["short"] = [{"vertex_id": s.vertex_id, "realized_tpr": s.realized_tpr, "predicted_tpr": s.predicted_tpr}
                          for s in check.data["short"]]
     return Reason(check.reason, data)
 
 
-def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[MetricSnapshot],
+def _stage_rates(proposal: Proposal, after: list[MetricSnapshot]) -> list[forecast.StageRate]:
+    """Each planned stage's predicted and realized true processing rate in ``after`` (records per
+    busy second at the busiest task's pace, as the plan measured it), the evidence of a short verdict."""
+    sums: dict[str, list[float]] = {}
+    for v in VertexSnapshot.objects.filter(snapshot__in=after):
+        acc = sums.setdefault(v.vertex_id, [0.0, 0.0])
+        acc[0] += v.records_in
+        acc[1] += v.paced_busy_s
+    stages = []
+    plan = proposal.job_plan
+    for vp in plan.vertices if plan is not None else ():
+        predicted = vp.true_processing_rate
+        records_in, busy_s = sums.get(vp.vertex_id, (0.0, 0.0))
+        if math.isfinite(predicted) and predicted > 0 and busy_s > 0:
+            stages.append(forecast.StageRate(vp.vertex_id, predicted, true_processing_rate(records_in, busy_s),
+                                             busy_s))
+    return stages
+
+
+def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[MetricSnapshot], realized_values: dict,
            tolerance: float) -> tuple[str, dict, Reason]:
-    """Compare the window ``after`` the change with the plan (``scaling.forecast.verify``).
-    Returns (result, detail, reason)."""
+    """Compare the window ``after`` the change with the plan (``scaling.forecast.verify``), on the
+    predicted capacity frozen in ``proposal.prediction`` and the realized one in ``realized_values``
+    (``webapp.proposals.predictions.realized``): the two the page shows. Returns (result, detail,
+    reason); the detail holds ``error`` and ``tolerance`` (shares) and the reason as stored (``verdict``)."""
     batches = sum(s.batches for s in after)
     if batches == 0:
-        return Proposal.Verification.INCONCLUSIVE, {"batches": 0}, Reason(VerdictReason.NO_BATCHES)
+        reason = Reason(VerdictReason.NO_BATCHES)
+        return (Proposal.Verification.INCONCLUSIVE, {"batches": 0, "tolerance": tolerance,
+                                                     "reason": str(reason.code), "verdict": reason.as_json()}, reason)
     window_s = sum(s.window_s for s in after) or 1.0
     arrival_after = sum(s.arrival_rate_per_s * s.window_s for s in after) / window_s
     before_s = sum(s.window_s for s in before)
@@ -71,33 +110,22 @@ def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[Metr
     t0 = after[0].collected_at
     slope = forecast.backlog_slope_per_s([(s.collected_at - t0).total_seconds() for s in after],
                                          [float(s.backlog) for s in after])
-    sums: dict[str, list[float]] = {}
-    for v in VertexSnapshot.objects.filter(snapshot__in=after):
-        acc = sums.setdefault(v.vertex_id, [0.0, 0.0])
-        acc[0] += v.records_in
-        # The busy time the plan's rate was computed from: the busiest task's pace when measured
-        # (scaling.metrics.paced_task_busy_s), so a skewed stage is compared like with like.
-        acc[1] += v.paced_busy_s
-    stages = []
-    plan = proposal.job_plan
-    for vp in plan.vertices if plan is not None else ():
-        predicted = vp.true_processing_rate
-        records_in, busy_s = sums.get(vp.vertex_id, (0.0, 0.0))
-        if not math.isfinite(predicted) or predicted <= 0 or busy_s <= 0:
-            continue
-        stages.append(forecast.StageRate(vp.vertex_id, predicted, true_processing_rate(records_in, busy_s), busy_s))
+    stages = _stage_rates(proposal, after)
+    predicted = _number((proposal.prediction or {}).get("capacity_per_s"))
+    realized_capacity = _number(realized_values.get("capacity_per_s"))
+    check = forecast.verify(batches=batches, arrival_before=arrival_before, arrival_after=arrival_after,
+                            slope_per_s=slope, latest_backlog=after[-1].backlog, realized_capacity=realized_capacity,
+                            predicted_capacity=predicted, stages=stages, tolerance=tolerance)
+    reason = verdict_reason(check)
+    error = forecast.capacity_error(realized_capacity, predicted)
     detail = {"batches": batches, "arrival_before_per_s": arrival_before and round(arrival_before, 3),
               "arrival_after_per_s": round(arrival_after, 3), "backlog_slope_per_s": round(slope, 3),
-              "latest_backlog": after[-1].backlog,
+              "latest_backlog": after[-1].backlog, "error": None if error is None else round(error, 4),
+              "tolerance": tolerance, "reason": str(check.reason), "verdict": reason.as_json(),
               "vertices": [{"vertex_id": s.vertex_id, "predicted_tpr": round(s.predicted_tpr, 3),
                             "realized_tpr": round(s.realized_tpr, 3), "ratio": round(s.ratio, 3),
                             "busy_s": round(s.busy_s, 3)} for s in stages]}
-    check = forecast.verify(batches=batches, arrival_before=arrival_before, arrival_after=arrival_after,
-                            slope_per_s=slope, latest_backlog=after[-1].backlog, stages=stages, tolerance=tolerance)
-    detail["reason"] = str(check.reason)
-    if check.data.get("capacity_ratio") is not None:
-        detail["capacity_ratio"] = round(check.data["capacity_ratio"], 3)
-    return Proposal.Verification(str(check.verdict)), detail, verdict_reason(check)
+    return Proposal.Verification(str(check.verdict)), detail, reason
 
 
 def blocks_scale_ups(*, proposal: Proposal, result: str, detail: dict, policy: JobPolicy,
@@ -126,7 +154,9 @@ def blocks_scale_ups(*, proposal: Proposal, result: str, detail: dict, policy: J
 
 def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Proposal | None:
     """Record ``verified``, ``ineffective`` or ``inconclusive`` for a succeeded scale proposal
-    (once: a conditional UPDATE on ``verification``). Returns None when it was already recorded."""
+    (once: a conditional UPDATE on ``verification``), with the realized values the page shows beside
+    the prediction. An inconclusive verdict in ``auto`` mode suspends the job's auto-approval until a
+    person resumes it. Returns None when it was already recorded."""
     now = now or timezone.now()
     execution: Execution = proposal.execution
     policy = proposal.job.policy
@@ -142,15 +172,17 @@ def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Propo
     after = [s for s in stable if s.collected_at > now - timedelta(seconds=policy.metric_window_s)] or stable
     window_start = proposal.created_at - timedelta(seconds=policy.metric_window_s)
     before = list(proposal.job.snapshots.filter(collected_at__gt=window_start, collected_at__lte=proposal.created_at))
-    result, detail, reason = assess(proposal=proposal, after=after, before=before,
-                                    tolerance=policy.verification_tolerance)
+    after_vertices = list(VertexSnapshot.objects.filter(snapshot__in=after))
     # What happened, beside what was predicted (the proposal page shows both, from these stored values).
-    detail["realized"] = realized(plan=proposal.job_plan, after=since_change, finished_at=execution.finished_at,
-                                  downtime_s=execution.downtime_s,
-                                  vertices=list(VertexSnapshot.objects.filter(snapshot__in=after)))
-    stable = realized(plan=proposal.job_plan, after=after, finished_at=execution.finished_at,
-                      downtime_s=execution.downtime_s, vertices=list(VertexSnapshot.objects.filter(snapshot__in=after)))
-    detail["realized"].update({k: stable[k] for k in ("capacity_per_s", "utilization", "busy_share", "batch_ratio")})
+    values = realized(plan=proposal.job_plan, after=since_change, finished_at=execution.finished_at,
+                      downtime_s=execution.downtime_s, vertices=after_vertices)
+    latest = realized(plan=proposal.job_plan, after=after, finished_at=execution.finished_at,
+                      downtime_s=execution.downtime_s, vertices=after_vertices)
+    values.update({k: latest[k] for k in ("capacity_per_s", "utilization", "busy_share", "batch_ratio")})
+    values["added_lag_s"] = execution_record_cost(execution, now=now).added_lag_s
+    result, detail, reason = assess(proposal=proposal, after=after, before=before, realized_values=values,
+                                    tolerance=policy.verification_tolerance)
+    detail["realized"] = values
     with transaction.atomic():
         updated = Proposal.objects.filter(pk=proposal.pk, verification=Proposal.Verification.NONE).update(
             verification=result, verification_detail=detail, verified_at=now)
@@ -158,8 +190,11 @@ def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Propo
             return None
         audit(job=proposal.job, proposal=proposal, actor=Actor.VERIFICATION,
               action=AuditAction(f"verification_{result}"), after=detail, reason=reason)
-        sources = {v.vertex_id for v in VertexSnapshot.objects.filter(snapshot__in=after, is_source=True)}
+        sources = {v.vertex_id for v in after_vertices if v.is_source}
         if blocks_scale_ups(proposal=proposal, result=result, detail=detail, policy=policy, sources=sources):
             scale_up_block_set(proposal=proposal, verdict=reason, now=now)
+        if result == Proposal.Verification.INCONCLUSIVE and policy.mode == JobPolicy.Mode.AUTO:
+            suspend_auto_approve(job=proposal.job, now=now, actor=Actor.VERIFICATION, reason=Reason(
+                AuditReason.INCONCLUSIVE_VERIFICATION, {"proposal": proposal.pk, "verdict": reason.as_json()}))
     proposal.refresh_from_db()
     return proposal

@@ -150,6 +150,8 @@ class AuditReason(models.TextChoices):
     RESUMED_BY_PERSON = "resumed_by_person", "re-enabled by a person"
     CLEARED_BY = "cleared_by", "cleared by a person"  # data: actor
     INEFFECTIVE_SCALE_UP = "ineffective_scale_up", "verified ineffective"  # data: proposal, knobs, verdict
+    # data: proposal, verdict (the verification's reason)
+    INCONCLUSIVE_VERIFICATION = "inconclusive_verification", "verification inconclusive"
     ROLLED_BACK_BY = "rolled_back_by", "rolled back by a person"  # data: actor
     ROLLBACK_OF = "rollback_of", "rollback"  # data: proposal, cause (a reason, or None)
     EXECUTION_STARTED = "execution_started", "execution started"  # data: kind

@@ -177,7 +177,7 @@ def realized(*, plan: JobPlan | None, after: list[MetricSnapshot], finished_at: 
              vertices: list[VertexSnapshot]) -> dict:
     """The same quantities as :func:`predict`, measured on the snapshots ``after`` the change (oldest
     first) and their ``vertices``: capacity (records/s, from the realized busy time per source
-    record); utilization at the arrival rate (``scaling.forecast.realized_utilization_at``: the measured
+    record at the busiest task's pace); utilization at the arrival rate (``scaling.forecast.realized_utilization_at``: the measured
     busy time rescaled to the arrivals, comparable with the prediction "at the target rate"), and the
     measured busy share ``busy_share`` (Σ busy / (window × cores), which includes any catch-up); batch
     ratio, and the measured downtime; the number of completed batches, and no figure when it is 0.
@@ -196,8 +196,10 @@ def realized(*, plan: JobPlan | None, after: list[MetricSnapshot], finished_at: 
     batches = sum(s.batches for s in after)
     overhead = sum(s.batch_overhead_s * s.batches for s in after) / batches if batches else 0.0
     trigger = after[-1].trigger_interval_s or 1.0
+    # At the busiest task's pace, as the plan's rates were measured (VertexSnapshot.paced_busy_s): a
+    # skewed stage is compared like with like.
     capacity = forecast.realized_capacity_per_s(cores=cores, overhead_s=overhead, trigger_interval_s=trigger,
-                                                busy_s=busy, source_records=source_in)
+                                                busy_s=sum(v.paced_busy_s for v in vertices), source_records=source_in)
     if capacity is not None:
         out["capacity_per_s"] = round(capacity, 3)
     out["busy_share"] = round(job_utilization(busy / window_s, cores), 4)

@@ -80,6 +80,17 @@ def _short_stages(data: Mapping) -> str:
                      for s in data.get("short") or ())
 
 
+def _capacity_error(data: Mapping) -> str:
+    """``capacity 681 rec/s realized vs 817 predicted: −16.7 %, outside ±10 %`` from a verdict's data
+    (``error`` and ``tolerance`` shares, capacities in records/s)."""
+    error, tolerance = float(data.get("error") or 0.0), float(data.get("tolerance") or 0.0)
+    where = "within" if abs(error) <= tolerance else "outside"
+    sign = "−" if error < 0 else "+"
+    return (f"capacity {data.get('realized_capacity_per_s') or 0:,.0f} rec/s realized vs "
+            f"{data.get('predicted_capacity_per_s') or 0:,.0f} predicted: {sign}{abs(error) * 100:.1f} %, "
+            f"{where} ±{tolerance * 100:g} %")
+
+
 def _rollback_of(data: Mapping) -> str:
     cause = reason_text(data.get("cause"))
     return f"rollback of proposal {data.get('proposal')}" + (f": {cause}" if cause else "")
@@ -138,16 +149,25 @@ _THROTTLES: dict[str, _Template] = {
 
 _VERDICTS: dict[str, _Template] = {
     VerdictReason.NO_BATCHES: lambda d: "no micro-batch completed since the change",
+    VerdictReason.FEW_BATCHES: lambda d: (
+        f"{_capacity_error(d)}, on only {d.get('batches')} micro-batches (at least {d.get('min_batches')} "
+        f"to call it ineffective)"),
     VerdictReason.ARRIVAL_SHIFT: lambda d: (
         f"arrival rate moved {d.get('arrival_before', 0):.0f} → {d.get('arrival_after', 0):.0f} rec/s: the "
         f"prediction does not apply"),
+    VerdictReason.CAPACITY_SHORT: lambda d: _capacity_error(d) + (
+        f"; true processing rate below the prediction: {_short_stages(d)}" if d.get("short") else ""),
+    VerdictReason.CAPACITY_ABOVE: lambda d: f"{_capacity_error(d)}: the prediction does not describe the job",
     VerdictReason.RATE_SHORT: lambda d: (
         f"capacity {d.get('capacity_ratio', 0):.0%} of the prediction; true processing rate below the "
         f"prediction: {_short_stages(d)}"),
     VerdictReason.BACKLOG_GROWING: lambda d: (
-        f"the backlog still grows by {d.get('slope', 0):.0f} rec/s after the change"),
-    VerdictReason.NO_RATES: lambda d: "the plan has no stage rate to compare with",
+        f"the backlog still grows by {d.get('slope', 0):.0f} rec/s after the change"
+        + (f" ({_capacity_error(d)})" if d.get("error") is not None else "")),
+    VerdictReason.NO_RATES: lambda d: "no capacity to compare: the plan or the window has no rates",
     VerdictReason.WITHIN_TOLERANCE: lambda d: (
+        f"{_capacity_error(d)}; backlog trend {d.get('slope', 0):+.0f} rec/s"
+        if d.get("error") is not None else
         f"capacity {d.get('capacity_ratio', 0):.0%} of the prediction (tolerance {d.get('tolerance', 0):.0%}); "
         f"backlog trend {d.get('slope', 0):+.0f} rec/s"),
 }
@@ -201,6 +221,9 @@ _AUDIT: dict[str, _Template] = {
     AuditReason.INEFFECTIVE_SCALE_UP: lambda d: (
         f"proposal {d.get('proposal')} was verified ineffective ({reason_text(d.get('verdict'))}): scale-ups of "
         f"{_knobs(d)} wait until a person clears the block"),
+    AuditReason.INCONCLUSIVE_VERIFICATION: lambda d: (
+        f"proposal #{d.get('proposal')} could not be verified ({reason_text(d.get('verdict'))}): auto-approval "
+        f"waits until a person has looked and turns it back on"),
     AuditReason.ROLLED_BACK_BY: lambda d: f"rolled back by {d.get('actor')}",
     AuditReason.ROLLBACK_OF: _rollback_of,
     AuditReason.EXECUTION_STARTED: lambda d: f"execution of {d.get('kind')} proposal",

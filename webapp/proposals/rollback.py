@@ -21,13 +21,13 @@ from webapp.proposals.permissions import actor_name, require_operator
 from webapp.proposals.reason_text import reason_text
 
 
-def suspend_auto_approve(*, job: Job, reason: Reason, now: datetime) -> None:
-    """Suspend auto-approval of ``job`` (audited); the policy keeps the reason's text to show."""
+def suspend_auto_approve(*, job: Job, reason: Reason, now: datetime, actor: str = Actor.SYSTEM) -> None:
+    """Suspend auto-approval of ``job`` (audited as ``actor``); the policy keeps the reason's text to show."""
     updated = JobPolicy.objects.filter(job=job, auto_approve_suspended=False).update(
         auto_approve_suspended=True, auto_approve_suspended_reason=reason_text(reason.as_json()),
         auto_approve_suspended_at=now)
     if updated:
-        audit(job=job, actor=Actor.SYSTEM, action=AuditAction.AUTO_APPROVE_SUSPENDED,
+        audit(job=job, actor=actor, action=AuditAction.AUTO_APPROVE_SUSPENDED,
               before={"auto_approve_suspended": False}, after={"auto_approve_suspended": True}, reason=reason)
 
 

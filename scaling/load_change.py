@@ -41,3 +41,30 @@ def change_point(series: Sequence[float], *, threshold: float = CHANGE_THRESHOLD
         if all((x > middle) if shift > 0 else (x < middle) for x in after):
             best, best_k = shift, k
     return best_k
+
+
+def departure(series: Sequence[float], level: float, *, threshold: float = CHANGE_THRESHOLD) -> int | None:
+    """Where ``series`` leaves ``level`` for a new load level, or None.
+
+    The first index of a run of at least ``MIN_LEVEL_SAMPLES`` samples that all lie on one side of
+    ``level``, each farther from it than ``threshold`` × the lower of the two (the shift test of
+    :func:`change_point`, sample by sample, so one spike is not a change). Used to end a rescale's own
+    window at the next load change (``scaling.rescale_cost``).
+
+    Args:
+        series: one arrival rate per sample, records/s, oldest first.
+        level: the rate the series is compared with, records/s (≥ 0).
+    """
+    def away(x: float) -> int:
+        if abs(x - level) <= threshold * max(min(level, x), 1e-12):
+            return 0
+        return 1 if x > level else -1
+
+    run_start, side = None, 0
+    for i, x in enumerate(series):
+        here = away(x)
+        if here == 0 or here != side:
+            run_start, side = (i, here) if here else (None, 0)
+        if run_start is not None and i - run_start + 1 >= MIN_LEVEL_SAMPLES:
+            return run_start
+    return None

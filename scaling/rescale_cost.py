@@ -10,6 +10,11 @@ from the source's backlog around it:
   level before it (within ``tolerance_records``; a source's backlog is only ever read at batch
   boundaries, so one trigger interval's arrivals is the natural tolerance).
 
+Both are measured over the rescale's own window: from its start to the first return to the steady
+backlog, or to the next load change (the arrival rate leaves its level before the rescale,
+``scaling.load_change.departure``), or to the next rescale, whichever comes first. A later overload
+is a different event: it is never charged to an earlier rescale.
+
 These are the quantities issue 12 asks for and the ones FLIP-271's catch-up target
 (``job.autoscaler.catch-up.duration``, which includes the restart time) plans against.
 The web app and ``sparkclient bench-rescale`` both call :func:`rescale_cost`, so the formula is here once.
@@ -17,13 +22,25 @@ The web app and ``sparkclient bench-rescale`` both call :func:`rescale_cost`, so
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["BENCH_PAUSE_S", "EffectSource", "LagSample", "RescaleCost", "TimeToEffect", "catch_up_after_first_batch_s",
-           "lag_s", "rescale_cost", "time_to_effect"]
+from scaling.load_change import change_point, departure
+
+__all__ = ["BENCH_PAUSE_S", "EffectSource", "LagSample", "RescaleCost", "TimeToEffect", "WindowEnd",
+           "catch_up_after_first_batch_s", "lag_s", "rescale_cost", "time_to_effect"]
+
+
+class WindowEnd(StrEnum):
+    """What ended a rescale's own window."""
+
+    CAUGHT_UP = "caught-up"        # the backlog was back to its steady level
+    LOAD_CHANGE = "load-change"    # the arrival rate left its level before the rescale
+    NEXT_RESCALE = "next-rescale"  # another rescale started (``until_s``)
+    OPEN = "open"                  # none of these yet: the window runs to the last sample
 
 
 @dataclass(frozen=True)
@@ -50,13 +67,18 @@ class RescaleCost:
         peak_backlog: highest backlog from the rescale's start until caught up (or the last sample), records.
         added_lag_s: peak lag − steady lag, seconds of input (≥ 0); None without a sample before and after.
         catch_up_s: seconds from the rescale's start until the backlog was back to its steady level;
-            None while it has not been (or without a sample before the rescale).
+            None while it has not been, when the window ended first, or without a sample before the rescale.
+        window_end_s: when the rescale's own window ended (the clock of the samples), seconds; None
+            while it is open or unknown.
+        ended_by: what ended it (:class:`WindowEnd`).
     """
 
     steady_backlog: float | None
     peak_backlog: float | None
     added_lag_s: float | None
     catch_up_s: float | None
+    window_end_s: float | None = None
+    ended_by: WindowEnd = WindowEnd.OPEN
 
 
 def lag_s(sample: LagSample) -> float:
@@ -69,21 +91,23 @@ def lag_s(sample: LagSample) -> float:
 
 
 def rescale_cost(samples: Sequence[LagSample], *, started_at_s: float, finished_at_s: float,
-                 steady_window_s: float, tolerance_records: float = 0.0) -> RescaleCost:
-    """The added lag and catch-up time of one rescale.
+                 steady_window_s: float, tolerance_records: float = 0.0, until_s: float = math.inf) -> RescaleCost:
+    """The added lag and catch-up time of one rescale, over its own window (module docstring).
 
     Args:
         samples: backlog readings around the rescale, any order (times in seconds, as ``started_at_s``).
         started_at_s: when the rescale began (the stop command, or the approval), seconds.
         finished_at_s: when the runner reported it done, seconds (≥ ``started_at_s``).
         steady_window_s: the readings in ``[started − steady_window_s, started]`` give the steady
-            backlog and lag before the rescale, seconds (> 0).
+            backlog and lag before the rescale, and the arrival rate's level (its current level,
+            ``scaling.load_change.change_point``), seconds (> 0).
         tolerance_records: the backlog counts as back to its steady level within this many records
             (≥ 0); use the arrivals of one trigger interval.
+        until_s: the window ends here at the latest (the next rescale's start), seconds.
 
     Returns:
         :class:`RescaleCost`; its fields are None where the samples cannot tell (no reading before
-        the rescale, none after it, or not caught up yet).
+        the rescale, none after it, or not caught up yet, or not within its window).
 
     Raises:
         ValueError: ``finished_at_s < started_at_s``, ``steady_window_s ≤ 0`` or a negative tolerance.
@@ -96,23 +120,45 @@ def rescale_cost(samples: Sequence[LagSample], *, started_at_s: float, finished_
         raise ValueError(f"tolerance_records must be ≥ 0, got {tolerance_records}")
     ordered = sorted(samples, key=lambda s: s.t_s)
     before = [s for s in ordered if started_at_s - steady_window_s <= s.t_s <= started_at_s]
-    during = [s for s in ordered if s.t_s > started_at_s]
     if not before:
         return RescaleCost(None, None, None, None)
     steady_backlog = statistics.fmean(s.backlog for s in before)
     steady_lag = statistics.fmean(lag_s(s) for s in before)
-    caught_up = next((s for s in during if s.t_s >= finished_at_s
+    window, end_s, ended_by = _own_window(ordered, before, started_at_s=started_at_s, until_s=until_s)
+    caught_up = next((s for s in window if s.t_s >= finished_at_s
                       and s.backlog <= steady_backlog + tolerance_records), None)
-    window = [s for s in during if caught_up is None or s.t_s <= caught_up.t_s]
+    if caught_up is not None:
+        window = [s for s in window if s.t_s <= caught_up.t_s]
+        end_s, ended_by = caught_up.t_s, WindowEnd.CAUGHT_UP
     if not window:
-        return RescaleCost(steady_backlog, None, None, None)
+        return RescaleCost(steady_backlog, None, None, None, end_s, ended_by)
     peak = max(window, key=lag_s)
     return RescaleCost(
         steady_backlog=steady_backlog,
         peak_backlog=max(s.backlog for s in window),
         added_lag_s=max(0.0, lag_s(peak) - steady_lag),
         catch_up_s=None if caught_up is None else caught_up.t_s - started_at_s,
+        window_end_s=end_s,
+        ended_by=ended_by,
     )
+
+
+def _own_window(ordered: Sequence[LagSample], before: Sequence[LagSample], *, started_at_s: float,
+                until_s: float) -> tuple[list[LagSample], float | None, WindowEnd]:
+    """The readings after the rescale's start and before the next rescale or load change, with
+    where and why the window ends (``OPEN`` when neither happened)."""
+    during = [s for s in ordered if s.t_s > started_at_s]
+    end_s, ended_by = None, WindowEnd.OPEN
+    if math.isfinite(until_s):
+        end_s, ended_by = until_s, WindowEnd.NEXT_RESCALE
+        during = [s for s in during if s.t_s < until_s]
+    rates = [s.arrival_rate_per_s for s in before]
+    level = statistics.fmean(rates[change_point(rates) or 0:])
+    change = departure([s.arrival_rate_per_s for s in during], level)
+    if change is not None:
+        end_s, ended_by = during[change].t_s, WindowEnd.LOAD_CHANGE
+        during = during[:change]
+    return during, end_s, ended_by
 
 
 def catch_up_after_first_batch_s(catch_up_s: float | None, *, execution_s: float) -> float | None:

@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scaling.rescale_cost import (EffectSource, LagSample, catch_up_after_first_batch_s, lag_s, rescale_cost,
-                                  time_to_effect)
+from scaling.load_change import departure
+from scaling.rescale_cost import (EffectSource, LagSample, WindowEnd, catch_up_after_first_batch_s, lag_s,
+                                  rescale_cost, time_to_effect)
 
 
 def _series(backlogs, *, rate=500.0, step_s=5.0, t0=0.0):
@@ -51,6 +52,51 @@ def test_an_in_place_change_without_a_pause_adds_no_lag():
     assert cost.catch_up_s == pytest.approx(5.0)
 
 
+def test_a_later_load_change_ends_the_window_before_its_overload():
+    """A 5 s pause whose backlog stays a little above its steady level (never within the tolerance),
+    then the load doubles at t=40 and the backlog runs away: the overload is not the rescale's."""
+    rates = [500.0] * 8 + [1000.0] * 6
+    backlogs = [1000, 1000, 1000, 3000, 2000, 1600, 1500, 1500, 20_000, 60_000, 100_000, 140_000, 180_000, 220_000]
+    samples = [LagSample(i * 5.0, b, r) for i, (b, r) in enumerate(zip(backlogs, rates))]
+    cost = rescale_cost(samples, started_at_s=10.0, finished_at_s=15.0, steady_window_s=15.0)
+    assert cost.added_lag_s == pytest.approx(3000 / 500 - 1000 / 500)
+    assert (cost.ended_by, cost.window_end_s, cost.catch_up_s) == (WindowEnd.LOAD_CHANGE, 40.0, None)
+    assert cost.peak_backlog == 3000
+
+
+def test_a_return_to_the_steady_level_ends_the_window_before_a_later_overload():
+    samples = _series([1000, 1000, 1000, 3000, 2000, 1000, 9000, 30_000, 60_000])
+    cost = rescale_cost(samples, started_at_s=10.0, finished_at_s=15.0, steady_window_s=15.0)
+    assert (cost.ended_by, cost.catch_up_s, cost.added_lag_s) == (WindowEnd.CAUGHT_UP, 15.0, 4.0)
+
+
+def test_the_next_rescale_ends_the_window():
+    samples = _series([1000, 1000, 1000, 3000, 2000, 1500, 9000, 30_000])
+    cost = rescale_cost(samples, started_at_s=10.0, finished_at_s=15.0, steady_window_s=15.0, until_s=30.0)
+    assert (cost.ended_by, cost.window_end_s, cost.catch_up_s) == (WindowEnd.NEXT_RESCALE, 30.0, None)
+    assert cost.added_lag_s == pytest.approx(4.0)
+
+
+def test_a_load_step_inside_the_steady_window_is_not_a_change_after_the_rescale():
+    """The load rose just before the rescale (what it answers): the level is the new one."""
+    rates = [500.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0]
+    samples = [LagSample(i * 5.0, b, r) for i, (b, r) in enumerate(zip([0, 2000, 4000, 8000, 3000, 2500, 1000], rates))]
+    cost = rescale_cost(samples, started_at_s=15.0, finished_at_s=20.0, steady_window_s=15.0, tolerance_records=2000)
+    assert cost.ended_by == WindowEnd.CAUGHT_UP
+
+
+@pytest.mark.parametrize("series, level, expected", [
+    ([500, 510, 490, 520], 500, None),      # noise
+    ([500, 900, 500, 500], 500, None),      # one spike is not a change
+    ([500, 500, 900, 950, 920], 500, 2),    # a step up
+    ([500, 300, 320, 310], 500, 1),         # a step down (300 is 40 % below, beyond 25 % of the lower)
+    ([500, 900, 300, 300], 500, 2),         # a spike, then a step down: from where the new level holds
+    ([], 500, None),
+])
+def test_departure_finds_where_a_new_load_level_begins(series, level, expected):
+    assert departure(series, level) == expected
+
+
 @pytest.mark.parametrize("kwargs", [dict(started_at_s=5.0, finished_at_s=4.0, steady_window_s=1.0),
                                     dict(started_at_s=5.0, finished_at_s=6.0, steady_window_s=0.0),
                                     dict(started_at_s=5.0, finished_at_s=6.0, steady_window_s=1.0,
@@ -91,3 +137,19 @@ def test_a_catch_up_from_the_start_counts_from_the_first_batch_without_the_execu
     assert catch_up_after_first_batch_s(171.0, execution_s=51.0) == 120.0
     assert catch_up_after_first_batch_s(10.0, execution_s=51.0) == 0.0
     assert catch_up_after_first_batch_s(None, execution_s=51.0) is None
+
+
+@given(samples_st, st.floats(0, 100), st.floats(0, 50), st.floats(0.1, 60), st.floats(0, 1e4),
+       st.lists(st.tuples(st.floats(0, 1e6), st.floats(0, 1e5)), max_size=10))
+def test_what_comes_after_the_window_is_never_charged_to_the_rescale(samples, started, duration, window, tolerance,
+                                                                     later):
+    kwargs = dict(started_at_s=started, finished_at_s=started + duration, steady_window_s=window,
+                  tolerance_records=tolerance)
+    cost = rescale_cost(samples, **kwargs)
+    if cost.window_end_s is None:
+        return
+    last = max([s.t_s for s in samples] + [cost.window_end_s])
+    more = [LagSample(last + 1 + i, backlog, rate) for i, (backlog, rate) in enumerate(later)]
+    again = rescale_cost(samples + more, **kwargs)
+    assert (again.added_lag_s, again.catch_up_s, again.window_end_s) == (cost.added_lag_s, cost.catch_up_s,
+                                                                        cost.window_end_s)

@@ -3,6 +3,7 @@ metric snapshots; the formula is :func:`scaling.rescale_cost.rescale_cost`."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
 from django.utils import timezone
@@ -19,7 +20,9 @@ def execution_record_cost(execution: Execution, *, now: datetime | None = None) 
     """Fill ``added_lag_s`` and ``catch_up_s`` of a succeeded execution from the snapshots around it
     (only windows that completed a batch: a window without one read no backlog). The steady level is
     the proposal's metric window before the execution started; the tolerance one trigger interval of
-    arrivals. Idempotent; ``catch_up_s`` stays None until the backlog is back. Returns the execution."""
+    arrivals. Both are measured over the rescale's own window, which ends at the first return to the
+    steady level, the next load change or the next execution of the job (``scaling.rescale_cost``).
+    Idempotent; ``catch_up_s`` stays None until the backlog is back. Returns the execution."""
     now = now or timezone.now()
     if execution.finished_at is None or execution.status != Execution.Status.SUCCEEDED:
         return execution
@@ -34,9 +37,12 @@ def execution_record_cost(execution: Execution, *, now: datetime | None = None) 
         return execution
     before = [r for r in rows if r.collected_at <= started]
     tolerance = (before[-1] if before else rows[0]).arrival_rate_per_s * (rows[-1].trigger_interval_s or 1.0)
+    following = (Execution.objects.filter(proposal__job=job, started_at__gt=execution.finished_at)
+                 .order_by("started_at").values_list("started_at", flat=True).first())
     cost = rescale_cost([LagSample(r.collected_at.timestamp(), float(r.backlog), r.arrival_rate_per_s) for r in rows],
                         started_at_s=started.timestamp(), finished_at_s=execution.finished_at.timestamp(),
-                        steady_window_s=window_s, tolerance_records=tolerance)
+                        steady_window_s=window_s, tolerance_records=tolerance,
+                        until_s=following.timestamp() if following is not None else math.inf)
     fields = {k: None if v is None else round(v, 3)
               for k, v in (("added_lag_s", cost.added_lag_s), ("catch_up_s", cost.catch_up_s))}
     Execution.objects.filter(pk=execution.pk).update(**fields)

@@ -15,7 +15,7 @@ from webapp.jobs.models import Job
 from webapp.jobs.selectors import finite_or_inf
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import plan_cores
-from webapp.proposals.reason_text import withdrawal_text
+from webapp.proposals.reason_text import reason_text, withdrawal_text
 
 
 def _vertex_rows(plan: JobPlan | None, names: dict, source_ids: set[str]) -> tuple[list[dict], dict]:
@@ -90,6 +90,7 @@ def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -
                                if pending and proposal.kind == Proposal.Kind.SCALE else ""),
             "can_decide": can_decide, "error": error,
             "withdrawal_text": withdrawal_text(proposal.withdrawal) if proposal.withdrawal else "",
+            "verdict_text": reason_text((proposal.verification_detail or {}).get("verdict")),
             "audit": list(proposal.audit_events.order_by("at", "id")[:50]),
             "decided_by": present.decided_by(proposal),
             "config_rows": present.knob_rows(

@@ -93,13 +93,15 @@ def _stage_rates(proposal: Proposal, after: list[MetricSnapshot]) -> list[foreca
 
 
 def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[MetricSnapshot], realized_values: dict,
-           tolerance: float) -> tuple[str, dict, Reason]:
+           tolerance: float, stable: list[MetricSnapshot] | None = None) -> tuple[str, dict, Reason]:
     """Compare the window ``after`` the change with the plan (``scaling.forecast.verify``), on the
     predicted capacity frozen in ``proposal.prediction`` and the realized one in ``realized_values``
-    (``webapp.proposals.predictions.realized``): the two the page shows. Returns (result, detail,
-    reason); the detail holds ``error`` and ``tolerance`` (shares) and the reason as stored (``verdict``)."""
-    batches = sum(s.batches for s in after)
-    if batches == 0:
+    (``webapp.proposals.predictions.realized``): the two the page shows. The batches that count as
+    evidence are those of ``stable`` (the windows after the stabilization interval; default ``after``):
+    a batch that overruns its trigger several times over completes once in several windows. Returns
+    (result, detail, reason); the detail holds ``error`` and ``tolerance`` (shares) and the reason as
+    stored (``verdict``)."""
+    if sum(s.batches for s in after) == 0:
         reason = Reason(VerdictReason.NO_BATCHES)
         return (Proposal.Verification.INCONCLUSIVE, {"batches": 0, "tolerance": tolerance,
                                                      "reason": str(reason.code), "verdict": reason.as_json()}, reason)
@@ -107,6 +109,7 @@ def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[Metr
     arrival_after = sum(s.arrival_rate_per_s * s.window_s for s in after) / window_s
     before_s = sum(s.window_s for s in before)
     arrival_before = sum(s.arrival_rate_per_s * s.window_s for s in before) / before_s if before_s else None
+    batches = sum(s.batches for s in (stable or after))
     t0 = after[0].collected_at
     slope = forecast.backlog_slope_per_s([(s.collected_at - t0).total_seconds() for s in after],
                                          [float(s.backlog) for s in after])
@@ -181,7 +184,7 @@ def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Propo
     values.update({k: latest[k] for k in ("capacity_per_s", "utilization", "busy_share", "batch_ratio")})
     values["added_lag_s"] = execution_record_cost(execution, now=now).added_lag_s
     result, detail, reason = assess(proposal=proposal, after=after, before=before, realized_values=values,
-                                    tolerance=policy.verification_tolerance)
+                                    tolerance=policy.verification_tolerance, stable=stable)
     detail["realized"] = values
     with transaction.atomic():
         updated = Proposal.objects.filter(pk=proposal.pk, verification=Proposal.Verification.NONE).update(

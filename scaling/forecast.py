@@ -116,6 +116,7 @@ class VerdictReason(StrEnum):
     NO_BATCHES = "no-batches"              # no micro-batch completed since the change
     FEW_BATCHES = "few-batches"            # data: batches, min_batches (+ capacity data)
     ARRIVAL_SHIFT = "arrival-shift"        # data: arrival_before, arrival_after
+    LOAD_CHANGE = "load-change"            # data: after_s (the load changed before the backlog was back)
     CAPACITY_SHORT = "capacity-short"      # data: capacity data, short (stage rates below the prediction)
     CAPACITY_ABOVE = "capacity-above"      # data: capacity data (the prediction missed the other way)
     RATE_SHORT = "rate-short"              # a verdict judged on stage rates: data: short, capacity_ratio
@@ -163,13 +164,16 @@ class Verification:
 
 def verify(*, batches: int, arrival_before: float | None, arrival_after: float, slope_per_s: float,
            latest_backlog: float, realized_capacity: float | None, predicted_capacity: float | None,
-           tolerance: float, stages: Sequence[StageRate] = ()) -> Verification:
+           tolerance: float, stages: Sequence[StageRate] = (), load_change_after_s: float | None = None
+           ) -> Verification:
     """Judge the window after a change against the plan, on the capacities the proposal page shows
     (records/s: the frozen prediction and the realized value) and their :func:`capacity_error`.
 
     ``verified`` only when ``|error| ≤ tolerance`` (a share) and the backlog does not grow faster than
     ``tolerance × arrival``. Otherwise: ``inconclusive`` without batches, when the arrival rate moved
-    more than :data:`ARRIVAL_SHIFT_LIMIT`, without a capacity to compare, when the capacity fell short
+    more than :data:`ARRIVAL_SHIFT_LIMIT` or changed level ``load_change_after_s`` seconds after the
+    change, before its backlog was back (``scaling.rescale_cost.WindowEnd.LOAD_CHANGE``), without a
+    capacity to compare, when the capacity fell short
     on fewer than :data:`MIN_BATCHES` batches, or when it exceeds the prediction by more than the
     tolerance (the prediction does not describe the job, though it did no harm); ``ineffective`` when
     it fell short with enough batches, or the backlog grows. ``stages`` (optional) name the stages
@@ -177,6 +181,8 @@ def verify(*, batches: int, arrival_before: float | None, arrival_after: float, 
     """
     if batches == 0:
         return Verification(Verdict.INCONCLUSIVE, VerdictReason.NO_BATCHES)
+    if load_change_after_s is not None:
+        return Verification(Verdict.INCONCLUSIVE, VerdictReason.LOAD_CHANGE, {"after_s": load_change_after_s})
     if arrival_before and abs(arrival_after - arrival_before) > ARRIVAL_SHIFT_LIMIT * arrival_before:
         return Verification(Verdict.INCONCLUSIVE, VerdictReason.ARRIVAL_SHIFT,
                             {"arrival_before": arrival_before, "arrival_after": arrival_after})

@@ -59,6 +59,7 @@ ARGS = {"batches": 5, "arrival_before": 100.0, "arrival_after": 110.0, "slope_pe
 @pytest.mark.parametrize("kwargs, verdict, reason", [
     ({"batches": 0}, Verdict.INCONCLUSIVE, VerdictReason.NO_BATCHES),
     ({"arrival_before": 100.0, "arrival_after": 200.0}, Verdict.INCONCLUSIVE, VerdictReason.ARRIVAL_SHIFT),
+    ({"load_change_after_s": 45.0}, Verdict.INCONCLUSIVE, VerdictReason.LOAD_CHANGE),
     ({"realized_capacity": 700.0}, Verdict.INEFFECTIVE, VerdictReason.CAPACITY_SHORT),
     ({"realized_capacity": 700.0, "batches": 2}, Verdict.INCONCLUSIVE, VerdictReason.FEW_BATCHES),
     ({"realized_capacity": 1300.0}, Verdict.INCONCLUSIVE, VerdictReason.CAPACITY_ABOVE),
@@ -92,10 +93,12 @@ def test_verified_only_within_the_tolerance_of_the_capacity_the_page_shows(reali
 
 
 @given(realized=st.floats(0.0, 1e7), predicted=st.floats(1e-3, 1e7), tolerance=st.floats(0.0, 1.0),
-       batches=st.integers(0, 100), slope=st.floats(-1e4, 1e4))
-def test_a_capacity_error_outside_the_tolerance_is_never_verified(realized, predicted, tolerance, batches, slope):
+       batches=st.integers(0, 100), slope=st.floats(-1e4, 1e4), arrival_after=st.floats(0.0, 1e4))
+def test_a_capacity_error_outside_the_tolerance_is_never_verified(realized, predicted, tolerance, batches, slope,
+                                                                 arrival_after):
     check = forecast.verify(**{**ARGS, "realized_capacity": realized, "predicted_capacity": predicted,
-                               "tolerance": tolerance, "batches": batches, "slope_per_s": slope})
+                               "tolerance": tolerance, "batches": batches, "slope_per_s": slope,
+                               "arrival_after": arrival_after})
     if abs(realized / predicted - 1) > tolerance:
         assert check.verdict != Verdict.VERIFIED
     if check.verdict == Verdict.VERIFIED:

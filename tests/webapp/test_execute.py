@@ -75,6 +75,36 @@ def test_an_execution_records_its_pause_added_lag_and_catch_up_from_the_snapshot
     assert execution.catch_up_s == pytest.approx(45.0, abs=0.01)
 
 
+@pytest.mark.parametrize("later", ["next-execution", "load-change"])
+def test_a_rescale_is_not_charged_what_follows_its_own_window(no_enqueue, later):
+    """The backlog never comes back within a trigger of arrivals; then another execution starts, or
+    the load quadruples, and the backlog runs away: the rescale keeps the added lag of its own window."""
+    job, proposal = _executing_proposal()
+    start = timezone.now()
+    execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")
+    Execution.objects.filter(pk=execution.pk).update(started_at=start)
+    execution_record_result(execution_id=execution.pk, attempt=1, now=start + timedelta(seconds=6),
+                            result=RescaleResult(id=execution.exec_id(1), status=ResultStatus.SUCCEEDED,
+                                                 path=RescalePath.DRIVER_RESTART, downtime_s=5.9, pause_s=5.9,
+                                                 knobs=proposal.proposed_config))
+    MetricSnapshot.objects.filter(job=job).delete()
+    rows = [(-30, 1000, 500), (-15, 1000, 500), (-1, 1000, 500), (15, 4000, 500), (30, 2600, 500), (45, 2500, 500)]
+    overload = 2000.0 if later == "load-change" else 500.0
+    rows += [(60 + 15 * i, 50_000 * (i + 1), overload) for i in range(6)]
+    for dt, backlog, rate in rows:
+        MetricSnapshot.objects.create(job=job, collected_at=start + timedelta(seconds=dt), window_s=15, batches=3,
+                                      backlog=backlog, arrival_rate_per_s=rate, trigger_interval_s=2.0)
+    if later == "next-execution":
+        following = Proposal.objects.create(job=job, status=Proposal.Status.FAILED, current_config=job.config,
+                                            proposed_config=job.config)
+        Execution.objects.create(proposal=following, status="failed", attempts=1, attempt_state="done")
+        Execution.objects.filter(proposal=following).update(started_at=start + timedelta(seconds=50))
+    record_open_costs(now=start + timedelta(seconds=200))
+    execution.refresh_from_db()
+    assert execution.added_lag_s == pytest.approx(4000 / 500 - 1000 / 500)
+    assert execution.catch_up_s is None
+
+
 def test_a_command_the_runner_refuses_for_what_it_is_is_not_retried(no_enqueue):
     """``state-not-repartitionable`` (and out-of-bounds, malformed) is refused before anything stops
     and would be refused again: the proposal fails at its first attempt and rolls back, where it was

@@ -8,7 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from scaling.rescale_cost import LagSample, lag_s
+from scaling.forecast import VerdictReason
+from scaling.rescale_cost import LagSample, WindowEnd, lag_s
 from tests.webapp.factories import make_user
 from tests.webapp.loop import EPOCH, LoopHarness, make_harness, steps
 from tests.webapp.test_loop_acceptance import approve_when_pending
@@ -46,7 +47,8 @@ def test_an_overload_after_the_rescale_returned_to_steady_is_not_charged_to_it(m
     after the overload, the rescale's added lag is what the verification stored right after it."""
     h = scale_up_then(monkeypatch, (STEP_AT_S + 1500, 600), (STEP_AT_S + 2100, OVERLOAD_PER_S))
     (proposal,) = h.executed()
-    execution = execution_record_cost(proposal.execution, now=h.now)
+    execution = proposal.execution
+    execution_record_cost(execution, now=h.now)  # recomputed after the overload
     assert max_lag_s(h) > 10 * execution.added_lag_s > 0
     assert execution.catch_up_s is not None and execution.catch_up_s < 120
     assert proposal.verification == Proposal.Verification.VERIFIED, proposal.verification_detail
@@ -61,7 +63,12 @@ def test_a_load_change_before_the_return_ends_the_rescale_window(monkeypatch):
     h = scale_up_then(monkeypatch, (overload_at_s, 600), (STEP_AT_S + 675, OVERLOAD_PER_S))
     (proposal,) = h.executed()
     assert proposal.execution.started_at < EPOCH + timedelta(seconds=overload_at_s)
-    execution = execution_record_cost(proposal.execution, now=h.now)
+    execution = proposal.execution
+    cost = execution_record_cost(execution, now=h.now)
+    assert cost.ended_by == WindowEnd.LOAD_CHANGE
     assert 0 < execution.added_lag_s <= max_lag_s(h, until_s=overload_at_s)
     assert execution.catch_up_s is None
     assert max_lag_s(h) > 10 * execution.added_lag_s
+    # Its verification cannot judge a prediction made for another load.
+    assert proposal.verification == Proposal.Verification.INCONCLUSIVE
+    assert proposal.verification_detail["reason"] == VerdictReason.LOAD_CHANGE

@@ -47,6 +47,8 @@ def _r(code, **data) -> dict:
         short=[{"vertex_id": "v1", "realized_tpr": 100.0, "predicted_tpr": 200.0}]),
      "capacity 50% of the prediction; true processing rate below the prediction: v1 100 vs 200"),
     (_r(VerdictReason.BACKLOG_GROWING, slope=42.0), "the backlog still grows by 42 rec/s after the change"),
+    (_r(VerdictReason.LOAD_CHANGE, after_s=42.0),
+     "the load changed 42 s after the change, before its backlog was back: the prediction does not apply"),
     (_r(VerdictReason.NO_RATES), "no capacity to compare: the plan or the window has no rates"),
     (_r(VerdictReason.CAPACITY_SHORT, error=-0.167, tolerance=0.1, realized_capacity_per_s=681.0,
         predicted_capacity_per_s=817.0, short=[]),

@@ -103,7 +103,7 @@ def test_an_inconclusive_verdict_in_auto_mode_suspends_auto_approval_until_a_per
     event = AuditEvent.objects.get(job=proposal.job, action=AuditAction.AUTO_APPROVE_SUSPENDED)
     assert (event.actor_name, event.reason["code"], event.reason["data"]["proposal"]) == (
         Actor.VERIFICATION, AuditReason.INCONCLUSIVE_VERIFICATION, proposal.pk)
-    assert event.reason["data"]["verdict"]["code"] == VerdictReason.ARRIVAL_SHIFT
+    assert event.reason["data"]["verdict"]["code"] == VerdictReason.LOAD_CHANGE
     operator = make_user("op")
     client.force_login(operator)
     html = client.get(f"/proposals/{proposal.pk}/").content.decode()

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from scaling.rescale_cost import LagSample, rescale_cost
+from scaling.rescale_cost import LagSample, RescaleCost, rescale_cost
 from webapp.jobs.models import MetricSnapshot
 from webapp.proposals.models import Execution
 
@@ -16,16 +16,17 @@ from webapp.proposals.models import Execution
 FOLLOW_S = 3600.0
 
 
-def execution_record_cost(execution: Execution, *, now: datetime | None = None) -> Execution:
+def execution_record_cost(execution: Execution, *, now: datetime | None = None) -> RescaleCost | None:
     """Fill ``added_lag_s`` and ``catch_up_s`` of a succeeded execution from the snapshots around it
     (only windows that completed a batch: a window without one read no backlog). The steady level is
     the proposal's metric window before the execution started; the tolerance one trigger interval of
     arrivals. Both are measured over the rescale's own window, which ends at the first return to the
     steady level, the next load change or the next execution of the job (``scaling.rescale_cost``).
-    Idempotent; ``catch_up_s`` stays None until the backlog is back. Returns the execution."""
+    Idempotent; ``catch_up_s`` stays None until the backlog is back. Returns the cost (times on the
+    epoch clock), None for an execution that did not succeed or has no snapshot yet."""
     now = now or timezone.now()
     if execution.finished_at is None or execution.status != Execution.Status.SUCCEEDED:
-        return execution
+        return None
     job = execution.proposal.job
     window_s = float(job.policy.metric_window_s)
     # Clocks: started_at is the row's creation time, finished_at the runner's answer time as recorded.
@@ -34,10 +35,10 @@ def execution_record_cost(execution: Execution, *, now: datetime | None = None) 
         job=job, batches__gt=0, collected_at__gte=started - timedelta(seconds=window_s),
         collected_at__lte=now).order_by("collected_at"))
     if not rows:
-        return execution
+        return None
     before = [r for r in rows if r.collected_at <= started]
     tolerance = (before[-1] if before else rows[0]).arrival_rate_per_s * (rows[-1].trigger_interval_s or 1.0)
-    following = (Execution.objects.filter(proposal__job=job, started_at__gt=execution.finished_at)
+    following = (Execution.objects.filter(proposal__job=job, started_at__gt=started).exclude(pk=execution.pk)
                  .order_by("started_at").values_list("started_at", flat=True).first())
     cost = rescale_cost([LagSample(r.collected_at.timestamp(), float(r.backlog), r.arrival_rate_per_s) for r in rows],
                         started_at_s=started.timestamp(), finished_at_s=execution.finished_at.timestamp(),
@@ -47,7 +48,7 @@ def execution_record_cost(execution: Execution, *, now: datetime | None = None) 
               for k, v in (("added_lag_s", cost.added_lag_s), ("catch_up_s", cost.catch_up_s))}
     Execution.objects.filter(pk=execution.pk).update(**fields)
     execution.refresh_from_db()
-    return execution
+    return cost
 
 
 def record_open_costs(*, now: datetime | None = None) -> int:
@@ -58,6 +59,7 @@ def record_open_costs(*, now: datetime | None = None) -> int:
     for execution in Execution.objects.select_related("proposal__job__policy").filter(
             status=Execution.Status.SUCCEEDED, catch_up_s__isnull=True,
             finished_at__gte=now - timedelta(seconds=FOLLOW_S)):
-        if execution_record_cost(execution, now=now).catch_up_s is not None:
+        cost = execution_record_cost(execution, now=now)
+        if cost is not None and cost.catch_up_s is not None:
             done += 1
     return done

@@ -10,8 +10,8 @@ error (``scaling.forecast.capacity_error``) against ``verification_tolerance``:
 - **verified**: ``|error| ≤ tolerance`` and the backlog is not growing (or is empty);
 - **ineffective**: the capacity fell short by more than the tolerance on enough batches, or the
   backlog kept growing;
-- **inconclusive**: too few batches, the arrival rate moved so much (more than ±50 %) that the
-  prediction no longer applies, no capacity to compare, or a capacity above the prediction by more
+- **inconclusive**: too few batches, the arrival rate moved so much (more than ±50 %, or to a new
+  level before the restart's backlog was back) that the prediction no longer applies, no capacity to compare, or a capacity above the prediction by more
   than the tolerance. In ``auto`` mode an inconclusive verdict suspends auto-approval of the job until
   a person turns it back on (Argo Rollouts pauses a rollout on an inconclusive analysis).
 
@@ -32,6 +32,7 @@ from django.utils import timezone
 from scaling import forecast
 from scaling.forecast import VerdictReason
 from scaling.metrics import true_processing_rate
+from scaling.rescale_cost import WindowEnd
 from scaling.vertex_scaler import is_ineffective
 from webapp.jobs.models import JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.loop.rescale_cost import execution_record_cost
@@ -93,12 +94,15 @@ def _stage_rates(proposal: Proposal, after: list[MetricSnapshot]) -> list[foreca
 
 
 def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[MetricSnapshot], realized_values: dict,
-           tolerance: float, stable: list[MetricSnapshot] | None = None) -> tuple[str, dict, Reason]:
+           tolerance: float, stable: list[MetricSnapshot] | None = None,
+           load_change_after_s: float | None = None) -> tuple[str, dict, Reason]:
     """Compare the window ``after`` the change with the plan (``scaling.forecast.verify``), on the
     predicted capacity frozen in ``proposal.prediction`` and the realized one in ``realized_values``
     (``webapp.proposals.predictions.realized``): the two the page shows. The batches that count as
     evidence are those of ``stable`` (the windows after the stabilization interval; default ``after``):
-    a batch that overruns its trigger several times over completes once in several windows. Returns
+    a batch that overruns its trigger several times over completes once in several windows.
+    ``load_change_after_s``: the load changed that many seconds after the change, before the
+    rescale's backlog was back (its window ended there: ``scaling.rescale_cost``). Returns
     (result, detail, reason); the detail holds ``error`` and ``tolerance`` (shares) and the reason as
     stored (``verdict``)."""
     if sum(s.batches for s in after) == 0:
@@ -118,7 +122,8 @@ def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[Metr
     realized_capacity = _number(realized_values.get("capacity_per_s"))
     check = forecast.verify(batches=batches, arrival_before=arrival_before, arrival_after=arrival_after,
                             slope_per_s=slope, latest_backlog=after[-1].backlog, realized_capacity=realized_capacity,
-                            predicted_capacity=predicted, stages=stages, tolerance=tolerance)
+                            predicted_capacity=predicted, stages=stages, tolerance=tolerance,
+                            load_change_after_s=load_change_after_s)
     reason = verdict_reason(check)
     error = forecast.capacity_error(realized_capacity, predicted)
     detail = {"batches": batches, "arrival_before_per_s": arrival_before and round(arrival_before, 3),
@@ -182,9 +187,13 @@ def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Propo
     latest = realized(plan=proposal.job_plan, after=after, finished_at=execution.finished_at,
                       downtime_s=execution.downtime_s, vertices=after_vertices)
     values.update({k: latest[k] for k in ("capacity_per_s", "utilization", "busy_share", "batch_ratio")})
-    values["added_lag_s"] = execution_record_cost(execution, now=now).added_lag_s
+    cost = execution_record_cost(execution, now=now)
+    values["added_lag_s"] = execution.added_lag_s
+    load_change_after_s = (round(cost.window_end_s - execution.finished_at.timestamp(), 1)
+                           if cost is not None and cost.ended_by == WindowEnd.LOAD_CHANGE else None)
     result, detail, reason = assess(proposal=proposal, after=after, before=before, realized_values=values,
-                                    tolerance=policy.verification_tolerance, stable=stable)
+                                    tolerance=policy.verification_tolerance, stable=stable,
+                                    load_change_after_s=load_change_after_s)
     detail["realized"] = values
     with transaction.atomic():
         updated = Proposal.objects.filter(pk=proposal.pk, verification=Proposal.Verification.NONE).update(

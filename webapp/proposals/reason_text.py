@@ -155,6 +155,9 @@ _VERDICTS: dict[str, _Template] = {
     VerdictReason.ARRIVAL_SHIFT: lambda d: (
         f"arrival rate moved {d.get('arrival_before', 0):.0f} → {d.get('arrival_after', 0):.0f} rec/s: the "
         f"prediction does not apply"),
+    VerdictReason.LOAD_CHANGE: lambda d: (
+        f"the load changed {d.get('after_s', 0):.0f} s after the change, before its backlog was back: the "
+        f"prediction does not apply"),
     VerdictReason.CAPACITY_SHORT: lambda d: _capacity_error(d) + (
         f"; true processing rate below the prediction: {_short_stages(d)}" if d.get("short") else ""),
     VerdictReason.CAPACITY_ABOVE: lambda d: f"{_capacity_error(d)}: the prediction does not describe the job",

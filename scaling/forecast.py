@@ -170,30 +170,31 @@ def verify(*, batches: int, arrival_before: float | None, arrival_after: float, 
     (records/s: the frozen prediction and the realized value) and their :func:`capacity_error`.
 
     ``verified`` only when ``|error| ≤ tolerance`` (a share) and the backlog does not grow faster than
-    ``tolerance × arrival``. Otherwise: ``inconclusive`` without batches, when the arrival rate moved
-    more than :data:`ARRIVAL_SHIFT_LIMIT` or changed level ``load_change_after_s`` seconds after the
-    change, before its backlog was back (``scaling.rescale_cost.WindowEnd.LOAD_CHANGE``), without a
-    capacity to compare, when the capacity fell short
-    on fewer than :data:`MIN_BATCHES` batches, or when it exceeds the prediction by more than the
-    tolerance (the prediction does not describe the job, though it did no harm); ``ineffective`` when
-    it fell short with enough batches, or the backlog grows. ``stages`` (optional) name the stages
-    whose rates fell short, as evidence. Argo Rollouts' analysis has the same three outcomes.
+    ``tolerance × arrival``. ``inconclusive``: no batches; the load changed level
+    ``load_change_after_s`` seconds after the change, before its backlog was back
+    (``scaling.rescale_cost.WindowEnd.LOAD_CHANGE``), or the arrival rate moved more than
+    :data:`ARRIVAL_SHIFT_LIMIT`; no capacity to compare; a shortfall beyond the tolerance on fewer
+    than :data:`MIN_BATCHES` batches; a capacity above the prediction by more than the tolerance (the
+    prediction does not describe the job, though it did no harm). ``ineffective``: a shortfall beyond
+    the tolerance on enough batches, or a growing backlog. The data of every verdict with both
+    capacities holds the error, the tolerance and the capacities; ``stages`` (optional) name the
+    stages whose rates fell short, as evidence. Argo Rollouts' analysis has the same three outcomes.
     """
+    error = capacity_error(realized_capacity, predicted_capacity)
+    data = {} if error is None else {"error": error, "tolerance": tolerance, "realized_capacity_per_s": realized_capacity,
+                                     "predicted_capacity_per_s": predicted_capacity}
     if batches == 0:
         return Verification(Verdict.INCONCLUSIVE, VerdictReason.NO_BATCHES)
     if load_change_after_s is not None:
-        return Verification(Verdict.INCONCLUSIVE, VerdictReason.LOAD_CHANGE, {"after_s": load_change_after_s})
+        return Verification(Verdict.INCONCLUSIVE, VerdictReason.LOAD_CHANGE, {**data, "after_s": load_change_after_s})
     if arrival_before and abs(arrival_after - arrival_before) > ARRIVAL_SHIFT_LIMIT * arrival_before:
         return Verification(Verdict.INCONCLUSIVE, VerdictReason.ARRIVAL_SHIFT,
-                            {"arrival_before": arrival_before, "arrival_after": arrival_after})
-    error = capacity_error(realized_capacity, predicted_capacity)
+                            {**data, "arrival_before": arrival_before, "arrival_after": arrival_after})
     growing = slope_per_s > tolerance * max(arrival_after, 1.0) and latest_backlog > 0
     if error is None:
         if growing:
             return Verification(Verdict.INEFFECTIVE, VerdictReason.BACKLOG_GROWING, {"slope": slope_per_s})
         return Verification(Verdict.INCONCLUSIVE, VerdictReason.NO_RATES)
-    data = {"error": error, "tolerance": tolerance, "realized_capacity_per_s": realized_capacity,
-            "predicted_capacity_per_s": predicted_capacity}
     if error < -tolerance:
         if batches < MIN_BATCHES:
             return Verification(Verdict.INCONCLUSIVE, VerdictReason.FEW_BATCHES,

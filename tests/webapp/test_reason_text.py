@@ -49,6 +49,10 @@ def _r(code, **data) -> dict:
     (_r(VerdictReason.BACKLOG_GROWING, slope=42.0), "the backlog still grows by 42 rec/s after the change"),
     (_r(VerdictReason.LOAD_CHANGE, after_s=42.0),
      "the load changed 42 s after the change, before its backlog was back: the prediction does not apply"),
+    (_r(VerdictReason.LOAD_CHANGE, after_s=42.0, error=0.5, tolerance=0.1, realized_capacity_per_s=1500.0,
+        predicted_capacity_per_s=1000.0),
+     "the load changed 42 s after the change, before its backlog was back: the prediction does not apply "
+     "(capacity 1,500 rec/s realized vs 1,000 predicted: +50.0 %, outside ±10 %)"),
     (_r(VerdictReason.NO_RATES), "no capacity to compare: the plan or the window has no rates"),
     (_r(VerdictReason.CAPACITY_SHORT, error=-0.167, tolerance=0.1, realized_capacity_per_s=681.0,
         predicted_capacity_per_s=817.0, short=[]),

@@ -91,6 +91,11 @@ def _capacity_error(data: Mapping) -> str:
             f"{where} ±{tolerance * 100:g} %")
 
 
+def _measured(data: Mapping) -> str:
+    """`` (capacity … outside ±10 %)`` when the verdict's data holds a capacity error, else ``""``."""
+    return f" ({_capacity_error(data)})" if data.get("error") is not None else ""
+
+
 def _rollback_of(data: Mapping) -> str:
     cause = reason_text(data.get("cause"))
     return f"rollback of proposal {data.get('proposal')}" + (f": {cause}" if cause else "")
@@ -154,10 +159,10 @@ _VERDICTS: dict[str, _Template] = {
         f"to call it ineffective)"),
     VerdictReason.ARRIVAL_SHIFT: lambda d: (
         f"arrival rate moved {d.get('arrival_before', 0):.0f} → {d.get('arrival_after', 0):.0f} rec/s: the "
-        f"prediction does not apply"),
+        f"prediction does not apply" + _measured(d)),
     VerdictReason.LOAD_CHANGE: lambda d: (
         f"the load changed {d.get('after_s', 0):.0f} s after the change, before its backlog was back: the "
-        f"prediction does not apply"),
+        f"prediction does not apply" + _measured(d)),
     VerdictReason.CAPACITY_SHORT: lambda d: _capacity_error(d) + (
         f"; true processing rate below the prediction: {_short_stages(d)}" if d.get("short") else ""),
     VerdictReason.CAPACITY_ABOVE: lambda d: f"{_capacity_error(d)}: the prediction does not describe the job",
@@ -165,8 +170,7 @@ _VERDICTS: dict[str, _Template] = {
         f"capacity {d.get('capacity_ratio', 0):.0%} of the prediction; true processing rate below the "
         f"prediction: {_short_stages(d)}"),
     VerdictReason.BACKLOG_GROWING: lambda d: (
-        f"the backlog still grows by {d.get('slope', 0):.0f} rec/s after the change"
-        + (f" ({_capacity_error(d)})" if d.get("error") is not None else "")),
+        f"the backlog still grows by {d.get('slope', 0):.0f} rec/s after the change" + _measured(d)),
     VerdictReason.NO_RATES: lambda d: "no capacity to compare: the plan or the window has no rates",
     VerdictReason.WITHIN_TOLERANCE: lambda d: (
         f"{_capacity_error(d)}; backlog trend {d.get('slope', 0):+.0f} rec/s"

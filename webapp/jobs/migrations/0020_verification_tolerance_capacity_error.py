@@ -21,7 +21,7 @@ def to_old_default(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0018_plan_format_2'),
+        ('jobs', '0019_job_cluster_and_snapshot_rest_requests'),
     ]
 
     operations = [

@@ -124,11 +124,14 @@ def rescale_cost(samples: Sequence[LagSample], *, started_at_s: float, finished_
         return RescaleCost(None, None, None, None)
     steady_backlog = statistics.fmean(s.backlog for s in before)
     steady_lag = statistics.fmean(lag_s(s) for s in before)
-    window, end_s, ended_by = _own_window(ordered, before, started_at_s=started_at_s, until_s=until_s)
-    caught_up = next((s for s in window if s.t_s >= finished_at_s
+    during, end_s, ended_by = _own_window(ordered, before, started_at_s=started_at_s, until_s=until_s)
+    # The reading that opens a new load level still shows whether the backlog was back by then.
+    opening = [s for s in ordered if s.t_s == end_s] if ended_by == WindowEnd.LOAD_CHANGE else []
+    caught_up = next((s for s in [*during, *opening] if s.t_s >= finished_at_s
                       and s.backlog <= steady_backlog + tolerance_records), None)
+    window = during
     if caught_up is not None:
-        window = [s for s in window if s.t_s <= caught_up.t_s]
+        window = [s for s in [*during, *opening] if s.t_s <= caught_up.t_s]
         end_s, ended_by = caught_up.t_s, WindowEnd.CAUGHT_UP
     if not window:
         return RescaleCost(steady_backlog, None, None, None, end_s, ended_by)

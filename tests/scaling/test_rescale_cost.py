@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from scaling.load_change import departure
@@ -141,6 +141,8 @@ def test_a_catch_up_from_the_start_counts_from_the_first_batch_without_the_execu
 
 @given(samples_st, st.floats(0, 100), st.floats(0, 50), st.floats(0.1, 60), st.floats(0, 1e4),
        st.lists(st.tuples(st.floats(0, 1e6), st.floats(0, 1e5)), max_size=10))
+# The reading that caught up is also the first of a new load level, confirmed by the next one.
+@example([LagSample(0.0, 0.0, 0.0), LagSample(1.0, 0.0, 1.0)], 0.0, 0.0, 1.0, 0.0, [(0.0, 1.0)])
 def test_what_comes_after_the_window_is_never_charged_to_the_rescale(samples, started, duration, window, tolerance,
                                                                      later):
     kwargs = dict(started_at_s=started, finished_at_s=started + duration, steady_window_s=window,

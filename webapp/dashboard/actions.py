@@ -137,7 +137,7 @@ def scale_up_block_release(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def suspension_clear(request: HttpRequest, pk: int) -> HttpResponse:
-    """Turn auto-approval back on after a rollback suspended it (operators; audited as
+    """Turn auto-approval back on after a rollback or an inconclusive verification suspended it (operators; audited as
     ``auto_approve_resumed`` by ``webapp.proposals.services.auto_approve_resume``)."""
     _require_decider(request)
     job = get_object_or_404(Job.objects.select_related("policy"), pk=pk)

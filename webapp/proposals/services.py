@@ -126,7 +126,7 @@ def proposals_expire(*, now: datetime | None = None) -> int:
 
 
 def auto_approve_resume(*, job: Job, actor) -> JobPolicy:
-    """A person turns auto-approval back on after a rollback suspended it.
+    """A person turns auto-approval back on after a rollback or an inconclusive verification suspended it.
 
     Raises:
         PermissionDenied: ``actor`` is not an operator.

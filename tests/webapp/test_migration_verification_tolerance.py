@@ -1,4 +1,4 @@
-"""Migration ``jobs.0020_verification_tolerance_capacity_error``: policies still at the old default
+"""Migration ``jobs.0021_verification_tolerance_capacity_error``: policies still at the old default
 tolerance (0.25, under which a capacity 16.7 % short was "verified") get the new default, 0.1; a
 tolerance a person chose stays; going back restores the old default."""
 
@@ -14,7 +14,7 @@ from webapp.jobs.models import JobPolicy
 
 pytestmark = pytest.mark.django_db
 
-migration = importlib.import_module("webapp.jobs.migrations.0020_verification_tolerance_capacity_error")
+migration = importlib.import_module("webapp.jobs.migrations.0021_verification_tolerance_capacity_error")
 
 
 def test_the_old_default_becomes_the_new_one_and_a_chosen_tolerance_stays():

@@ -21,7 +21,7 @@ def to_old_default(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0019_job_cluster_and_snapshot_rest_requests'),
+        ('jobs', '0020_metricsnapshot_not_ready_and_hold'),
     ]
 
     operations = [

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from scaling.microbatch_sizing import busy_share, overhead_share
+from scaling.readiness import SampleIssue
 
 #: Relative change of the arrival rate beyond which a prediction is not comparable (±50 %).
 ARRIVAL_SHIFT_LIMIT = 0.5
@@ -117,6 +118,7 @@ class VerdictReason(StrEnum):
     FEW_BATCHES = "few-batches"            # data: batches, min_batches (+ capacity data)
     ARRIVAL_SHIFT = "arrival-shift"        # data: arrival_before, arrival_after
     LOAD_CHANGE = "load-change"            # data: after_s (the load changed before the backlog was back)
+    NOT_READY = "not-ready"                # data: samples, issues ([{code, data}], the newest per code)
     CAPACITY_SHORT = "capacity-short"      # data: capacity data, short (stage rates below the prediction)
     CAPACITY_ABOVE = "capacity-above"      # data: capacity data (the prediction missed the other way)
     RATE_SHORT = "rate-short"              # a verdict judged on stage rates: data: short, capacity_ratio
@@ -164,13 +166,14 @@ class Verification:
 
 def verify(*, batches: int, arrival_before: float | None, arrival_after: float, slope_per_s: float,
            latest_backlog: float, realized_capacity: float | None, predicted_capacity: float | None,
-           tolerance: float, stages: Sequence[StageRate] = (), load_change_after_s: float | None = None
-           ) -> Verification:
+           tolerance: float, stages: Sequence[StageRate] = (), load_change_after_s: float | None = None,
+           not_ready: Sequence[SampleIssue] = ()) -> Verification:
     """Judge the window after a change against the plan, on the capacities the proposal page shows
     (records/s: the frozen prediction and the realized value) and their :func:`capacity_error`.
 
     ``verified`` only when ``|error| ≤ tolerance`` (a share) and the backlog does not grow faster than
-    ``tolerance × arrival``. ``inconclusive``: no batches; the load changed level
+    ``tolerance × arrival``. ``inconclusive``: no batches; a sample of the window is not ready
+    (``not_ready``: its issues, ``scaling.readiness``; incomplete metrics judge nothing); the load changed level
     ``load_change_after_s`` seconds after the change, before its backlog was back
     (``scaling.rescale_cost.WindowEnd.LOAD_CHANGE``), or the arrival rate moved more than
     :data:`ARRIVAL_SHIFT_LIMIT`; no capacity to compare; a shortfall beyond the tolerance on fewer
@@ -185,6 +188,10 @@ def verify(*, batches: int, arrival_before: float | None, arrival_after: float, 
                                      "predicted_capacity_per_s": predicted_capacity}
     if batches == 0:
         return Verification(Verdict.INCONCLUSIVE, VerdictReason.NO_BATCHES)
+    if not_ready:
+        newest = {issue.code: issue.to_json() for issue in not_ready}
+        return Verification(Verdict.INCONCLUSIVE, VerdictReason.NOT_READY,
+                            {**data, "samples": len(not_ready), "issues": list(newest.values())})
     if load_change_after_s is not None:
         return Verification(Verdict.INCONCLUSIVE, VerdictReason.LOAD_CHANGE, {**data, "after_s": load_change_after_s})
     if arrival_before and abs(arrival_after - arrival_before) > ARRIVAL_SHIFT_LIMIT * arrival_before:

@@ -10,6 +10,7 @@ from scaling import forecast
 from scaling.forecast import Verdict, VerdictReason
 from scaling.metrics import busy_time_ms_per_s, job_utilization, stage_utilization, true_processing_rate
 from scaling.policy import Policy, utilization_band
+from scaling.readiness import NotReady, SampleIssue
 
 
 def test_busy_time_is_per_task_and_capped_at_1000_ms_per_s():
@@ -60,6 +61,8 @@ ARGS = {"batches": 5, "arrival_before": 100.0, "arrival_after": 110.0, "slope_pe
     ({"batches": 0}, Verdict.INCONCLUSIVE, VerdictReason.NO_BATCHES),
     ({"arrival_before": 100.0, "arrival_after": 200.0}, Verdict.INCONCLUSIVE, VerdictReason.ARRIVAL_SHIFT),
     ({"load_change_after_s": 45.0}, Verdict.INCONCLUSIVE, VerdictReason.LOAD_CHANGE),
+    ({"not_ready": [SampleIssue(NotReady.FIRST_BATCH, {"batch_id": 0})]}, Verdict.INCONCLUSIVE,
+     VerdictReason.NOT_READY),
     ({"realized_capacity": 700.0}, Verdict.INEFFECTIVE, VerdictReason.CAPACITY_SHORT),
     ({"realized_capacity": 700.0, "batches": 2}, Verdict.INCONCLUSIVE, VerdictReason.FEW_BATCHES),
     ({"realized_capacity": 1300.0}, Verdict.INCONCLUSIVE, VerdictReason.CAPACITY_ABOVE),

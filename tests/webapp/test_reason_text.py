@@ -53,6 +53,11 @@ def _r(code, **data) -> dict:
         predicted_capacity_per_s=1000.0),
      "the load changed 42 s after the change, before its backlog was back: the prediction does not apply "
      "(capacity 1,500 rec/s realized vs 1,000 predicted: +50.0 %, outside ±10 %)"),
+    (_r(VerdictReason.NOT_READY, samples=2, issues=[
+        {"code": "sql-plan-unusable", "data": {"sources": 2, "source_stages": 1}},
+        {"code": "from-a-later-version", "data": {}}]),
+     "2 sample(s) of the window not ready (the SQL plan is unusable: 2 sources in the progress, 1 source stage(s) "
+     "found; from-a-later-version): incomplete metrics judge nothing"),
     (_r(VerdictReason.NO_RATES), "no capacity to compare: the plan or the window has no rates"),
     (_r(VerdictReason.CAPACITY_SHORT, error=-0.167, tolerance=0.1, realized_capacity_per_s=681.0,
         predicted_capacity_per_s=817.0, short=[]),

@@ -9,8 +9,9 @@ import pytest
 from django.utils import timezone
 
 from scaling.forecast import VerdictReason
+from scaling.readiness import NotReady, SampleIssue
 from tests.webapp.factories import make_pending, make_snapshots, make_user
-from webapp.jobs.models import JobPolicy, VertexSnapshot
+from webapp.jobs.models import JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.loop.reconcile import workflow_reconcile
 from webapp.loop.verify import proposal_verify
 from webapp.proposals.codes import Actor, AuditAction, AuditReason
@@ -103,7 +104,7 @@ def test_an_inconclusive_verdict_in_auto_mode_suspends_auto_approval_until_a_per
     event = AuditEvent.objects.get(job=proposal.job, action=AuditAction.AUTO_APPROVE_SUSPENDED)
     assert (event.actor_name, event.reason["code"], event.reason["data"]["proposal"]) == (
         Actor.VERIFICATION, AuditReason.INCONCLUSIVE_VERIFICATION, proposal.pk)
-    assert event.reason["data"]["verdict"]["code"] == VerdictReason.LOAD_CHANGE
+    assert event.reason["data"]["verdict"]["code"] == VerdictReason.ARRIVAL_SHIFT
     operator = make_user("op")
     client.force_login(operator)
     html = client.get(f"/proposals/{proposal.pk}/").content.decode()
@@ -120,3 +121,19 @@ def test_an_inconclusive_verdict_in_manual_mode_suspends_nothing(enqueued):
     proposal_verify(proposal=Proposal.objects.get(pk=proposal.pk), now=later)
     assert Proposal.objects.get(pk=proposal.pk).verification == Proposal.Verification.INCONCLUSIVE
     assert not JobPolicy.objects.get(job=proposal.job).auto_approve_suspended
+
+
+def test_a_sample_not_ready_in_the_judged_window_makes_the_verdict_inconclusive(enqueued):
+    """Capacity as predicted, but the SQL plan of the newest sample was unusable: nothing is verified
+    on incomplete metrics."""
+    proposal = make_pending(verification_windows=2)
+    later = _succeeded(proposal, capacity_error=0.0, backlog_step=0)
+    issue = SampleIssue(NotReady.SQL_PLAN_UNUSABLE, {"sources": 2, "source_stages": 1})
+    MetricSnapshot.objects.filter(job=proposal.job, collected_at=later).update(not_ready=[issue.to_json()])
+    proposal_verify(proposal=Proposal.objects.get(pk=proposal.pk), now=later)
+    proposal.refresh_from_db()
+    assert proposal.verification == Proposal.Verification.INCONCLUSIVE
+    verdict = proposal.verification_detail["verdict"]
+    assert (verdict["code"], verdict["data"]["samples"], verdict["data"]["issues"]) == (
+        VerdictReason.NOT_READY, 1, [issue.to_json()])
+    assert verdict["data"]["error"] == pytest.approx(0.0, abs=1e-3)

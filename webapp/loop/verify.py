@@ -43,6 +43,7 @@ from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import capacity_per_s, plan_cores, realized
 from webapp.proposals.rollback import suspend_auto_approve
 from webapp.loop.restart import verification_delay_s
+from webapp.loop.window import stored_issues
 
 def verification_due(*, now: datetime) -> list[Proposal]:
     """Succeeded scale proposals not verified yet whose configuration ran long enough."""
@@ -102,7 +103,8 @@ def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[Metr
     evidence are those of ``stable`` (the windows after the stabilization interval; default ``after``):
     a batch that overruns its trigger several times over completes once in several windows.
     ``load_change_after_s``: the load changed that many seconds after the change, before the
-    rescale's backlog was back (its window ended there: ``scaling.rescale_cost``). Returns
+    rescale's backlog was back (its window ended there: ``scaling.rescale_cost``). A not-ready sample
+    in ``after`` (``MetricSnapshot.not_ready``) makes the verdict inconclusive. Returns
     (result, detail, reason); the detail holds ``error`` and ``tolerance`` (shares) and the reason as
     stored (``verdict``)."""
     if sum(s.batches for s in after) == 0:
@@ -123,7 +125,8 @@ def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[Metr
     check = forecast.verify(batches=batches, arrival_before=arrival_before, arrival_after=arrival_after,
                             slope_per_s=slope, latest_backlog=after[-1].backlog, realized_capacity=realized_capacity,
                             predicted_capacity=predicted, stages=stages, tolerance=tolerance,
-                            load_change_after_s=load_change_after_s)
+                            load_change_after_s=load_change_after_s,
+                            not_ready=[issue for s in after for issue in stored_issues(s)])
     reason = verdict_reason(check)
     error = forecast.capacity_error(realized_capacity, predicted)
     detail = {"batches": batches, "arrival_before_per_s": arrival_before and round(arrival_before, 3),

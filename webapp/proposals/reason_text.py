@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from scaling import reasons as plan_reasons
 from scaling.forecast import VerdictReason
 from scaling.plan import PlanFormatError
+from scaling.reason_text import not_ready_text
 from scaling.reason_text import reason_text as plan_reason_text
 from sparkclient.contract.control import RescalePath
 from webapp.jobs.models import EvaluationHold
@@ -91,6 +92,15 @@ def _capacity_error(data: Mapping) -> str:
             f"{where} ±{tolerance * 100:g} %")
 
 
+def _not_ready_words(issue: Mapping) -> str:
+    """A stored not-ready issue (``{code, data}``, ``scaling.readiness.SampleIssue``) in words; its code
+    when this version cannot read it."""
+    try:
+        return not_ready_text(str(issue.get("code")), issue.get("data") or {})
+    except (KeyError, TypeError, ValueError):
+        return str(issue.get("code"))
+
+
 def _measured(data: Mapping) -> str:
     """`` (capacity … outside ±10 %)`` when the verdict's data holds a capacity error, else ``""``."""
     return f" ({_capacity_error(data)})" if data.get("error") is not None else ""
@@ -160,6 +170,10 @@ _VERDICTS: dict[str, _Template] = {
     VerdictReason.ARRIVAL_SHIFT: lambda d: (
         f"arrival rate moved {d.get('arrival_before', 0):.0f} → {d.get('arrival_after', 0):.0f} rec/s: the "
         f"prediction does not apply" + _measured(d)),
+    VerdictReason.NOT_READY: lambda d: (
+        f"{d.get('samples')} sample(s) of the window not ready ("
+        + "; ".join(_not_ready_words(issue) for issue in d.get("issues") or ())
+        + "): incomplete metrics judge nothing" + _measured(d)),
     VerdictReason.LOAD_CHANGE: lambda d: (
         f"the load changed {d.get('after_s', 0):.0f} s after the change, before its backlog was back: the "
         f"prediction does not apply" + _measured(d)),

@@ -184,20 +184,18 @@ def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Propo
     window_start = proposal.created_at - timedelta(seconds=policy.metric_window_s)
     before = list(proposal.job.snapshots.filter(collected_at__gt=window_start, collected_at__lte=proposal.created_at))
     after_vertices = list(VertexSnapshot.objects.filter(snapshot__in=after))
-    # The rescale's own window (scaling.rescale_cost): what follows a load change or the next rescale
-    # is not the rescale's catch-up.
-    cost = execution_record_cost(execution, now=now)
-    cut = cost is not None and cost.ended_by in (WindowEnd.LOAD_CHANGE, WindowEnd.NEXT_RESCALE)
-    own = [s for s in since_change if not cut or s.collected_at.timestamp() < cost.window_end_s]
     # What happened, beside what was predicted (the proposal page shows both, from these stored values).
-    values = realized(plan=proposal.job_plan, after=own, finished_at=execution.finished_at,
+    values = realized(plan=proposal.job_plan, after=since_change, finished_at=execution.finished_at,
                       downtime_s=execution.downtime_s, vertices=after_vertices)
     latest = realized(plan=proposal.job_plan, after=after, finished_at=execution.finished_at,
                       downtime_s=execution.downtime_s, vertices=after_vertices)
     values.update({k: latest[k] for k in ("capacity_per_s", "utilization", "busy_share", "batch_ratio")})
+    # The rescale's cost over its own window (scaling.rescale_cost), as the execution stores it: its
+    # added lag now, and whether a load change ended the window before the backlog was back.
+    cost = execution_record_cost(execution, now=now)
     values["added_lag_s"] = execution.added_lag_s
     load_change_after_s = (round(cost.window_end_s - execution.finished_at.timestamp(), 1)
-                           if cut and cost.ended_by == WindowEnd.LOAD_CHANGE else None)
+                           if cost is not None and cost.ended_by == WindowEnd.LOAD_CHANGE else None)
     result, detail, reason = assess(proposal=proposal, after=after, before=before, realized_values=values,
                                     tolerance=policy.verification_tolerance, stable=stable,
                                     load_change_after_s=load_change_after_s)

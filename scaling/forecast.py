@@ -173,8 +173,8 @@ def verify(*, batches: int, arrival_before: float | None, arrival_after: float, 
 
     ``verified`` only when ``|error| ≤ tolerance`` (a share) and the backlog does not grow faster than
     ``tolerance × arrival``. ``inconclusive``: no batches; a sample of the window is not ready
-    (``not_ready``: its issues, ``scaling.readiness``; incomplete metrics judge nothing); the load changed level
-    ``load_change_after_s`` seconds after the change, before its backlog was back
+    (``not_ready``: its issues, ``scaling.readiness``; incomplete metrics judge nothing); the load
+    changed level ``load_change_after_s`` seconds after the change, before its backlog was back
     (``scaling.rescale_cost.WindowEnd.LOAD_CHANGE``), or the arrival rate moved more than
     :data:`ARRIVAL_SHIFT_LIMIT`; no capacity to compare; a shortfall beyond the tolerance on fewer
     than :data:`MIN_BATCHES` batches; a capacity above the prediction by more than the tolerance (the
@@ -184,7 +184,8 @@ def verify(*, batches: int, arrival_before: float | None, arrival_after: float, 
     stages whose rates fell short, as evidence. Argo Rollouts' analysis has the same three outcomes.
     """
     error = capacity_error(realized_capacity, predicted_capacity)
-    data = {} if error is None else {"error": error, "tolerance": tolerance, "realized_capacity_per_s": realized_capacity,
+    data = {} if error is None else {"error": error, "tolerance": tolerance,
+                                     "realized_capacity_per_s": realized_capacity,
                                      "predicted_capacity_per_s": predicted_capacity}
     if batches == 0:
         return Verification(Verdict.INCONCLUSIVE, VerdictReason.NO_BATCHES)

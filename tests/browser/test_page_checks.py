@@ -20,12 +20,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
+from tests.browser.catch_up import CatchUp, disagree, read_catch_up
 from tests.browser.conftest import CHROMIUM, screenshot
 from tests.browser.pagestates import STATES
+from tests.browser.test_dashboard_browser import login
+from tests.webapp.dashboard_factories import make_role_user
+from tests.webapp.factories import make_job
+from webapp.jobs.models import Job, MetricSnapshot
 from webapp.proposals.models import Proposal
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -47,11 +54,14 @@ class Observed:
     facts: dict = field(default_factory=dict)
 
 
-#: Every catch-up figure on the page: the element's text and the execution it is about (its own
-#: ``data-proposal``, the nearest ancestor's, else the page's proposal).
+#: Every catch-up figure on the page: the element's text, its row's label (the ``th`` of its row,
+#: which may state the origin) and the execution it is about (its own ``data-proposal``, the nearest
+#: ancestor's, else the page's proposal).
 FIGURES_JS = """() => Array.from(document.querySelectorAll('[data-figure="catch-up"]')).map(el => {
     const holder = el.closest('[data-proposal]');
-    return {text: el.innerText.trim(), proposal: holder ? holder.dataset.proposal : 'page'}; })"""
+    const label = el.closest('tr') ? el.closest('tr').querySelector('th') : null;
+    return {text: el.innerText.trim(), label: label ? label.innerText.trim() : '',
+            proposal: holder ? holder.dataset.proposal : 'page'}; })"""
 
 #: The realized figures a verification states (the proposal page's realized column, the history's
 #: verification tables, the Rescales page's capacity column), by proposal.
@@ -67,29 +77,6 @@ REALIZED_JS = """(pk) => {
 #: Words that would be a Python value printed into the page: a dict or list repr, None, True, False
 #: ("None of ..." is prose).
 REPR = re.compile(r"\{'|\['|\bNone\b(?! of\b)|\b(?:True|False)\b")
-#: A duration as the pages word it: "171 s", "2 min 51 s", "1 h 5 min", "1.5 s".
-DURATION = re.compile(r"(?:(\d+) h)?\s*(?:(\d+) min)?\s*(?:(\d+(?:\.\d+)?) s)?")
-NOT_YET = re.compile(r"not (?:yet|caught up)|^–$|^—$")
-
-
-def catch_up_value(text: str) -> float | str | None:
-    """A catch-up figure's value: seconds from the start of the rescale (the duration the text states
-    from it, else its first duration), "none" when it says not caught up (yet), None when unreadable."""
-    if NOT_YET.search(text):
-        return "none"
-    found = []
-    for match in re.finditer(r"(?:\d+ h\s*)?(?:\d+ min\s*)?(?:\d+(?:\.\d+)? s)?", text):
-        if not match.group(0).strip():
-            continue
-        h, m, s = DURATION.fullmatch(match.group(0).strip()).groups()
-        seconds = int(h or 0) * 3600 + int(m or 0) * 60 + float(s or 0)
-        found.append((seconds, text[match.end():match.end() + 40]))
-    if not found:
-        return None
-    from_start = [seconds for seconds, after in found if after.lstrip().startswith("from the start")]
-    return round((from_start or [found[0][0]])[0])
-
-
 def _read(page, url: str, name: str, proposal: Proposal) -> Observed:
     page.goto(url)
     page.wait_for_selector("main")
@@ -122,8 +109,7 @@ def observed(chromium, live_server, django_db_setup, django_db_blocker):
         with django_db_blocker.unblock():
             try:
                 job, proposal = STATES[state]()
-                latest = job.snapshots.order_by("-collected_at").first()
-                facts = {"latest_batches": latest.batches, "proposal": proposal.pk,
+                facts = {"batches_ever": job.snapshots.filter(batches__gt=0).exists(), "proposal": proposal.pk,
                          "verified_batches": (proposal.verification_detail or {}).get("batches"),
                          "executed": hasattr(proposal, "execution")}
                 context = chromium.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 1000})
@@ -166,8 +152,8 @@ ZERO_REALIZED = re.compile(r"^0 %|^0 rec/s|→ 0 rec/s|^0\.00$")
 
 def check_zero_batches(seen: Observed, page: str) -> None:
     assert not ZERO_STATUS.search(seen.status), seen.status
-    if page == "job" and seen.facts["latest_batches"] == 0:
-        assert "no batch yet" in seen.status.lower(), f"the newest window has no batch: {seen.status!r}"
+    if page == "job" and not seen.facts["batches_ever"]:
+        assert "no batch yet" in seen.status.lower(), f"no window has a batch yet: {seen.status!r}"
     if seen.facts["verified_batches"] == 0:
         zeros = [text for text in seen.zero_batch_figures if ZERO_REALIZED.search(text)]
         assert not zeros, f"figures of a verification of 0 batches: {zeros}"
@@ -179,18 +165,18 @@ MIN_FIGURES = {"proposal": 2, "rescales": 1, "history": 1, "job": 0}
 
 
 def check_catch_up(seen: Observed, page: str) -> None:
-    by_proposal: dict[str, list[tuple[str, object]]] = {}
+    by_proposal: dict[str, list[tuple[str, CatchUp | None]]] = {}
     for figure in seen.figures:
         proposal = str(seen.facts["proposal"]) if figure["proposal"] == "page" else figure["proposal"]
-        by_proposal.setdefault(proposal, []).append((figure["text"], catch_up_value(figure["text"])))
+        by_proposal.setdefault(proposal, []).append((figure["text"], read_catch_up(figure["text"], figure["label"])))
     if seen.facts["executed"]:
         mine = by_proposal.get(str(seen.facts["proposal"]), [])
         assert len(mine) >= MIN_FIGURES[page], f"catch-up figures marked data-figure=catch-up: {seen.figures}"
     for proposal, figures in by_proposal.items():
         unreadable = [text for text, value in figures if value is None]
         assert not unreadable, f"proposal {proposal}: catch-up figures without a value: {unreadable}"
-        assert len({value for _text, value in figures}) <= 1, f"proposal {proposal}: catch-up figures " \
-                                                              f"disagree: {[text for text, _v in figures]}"
+        pairs = [(a.text, b.text) for i, (_t, a) in enumerate(figures) for _u, b in figures[i + 1:] if disagree(a, b)]
+        assert not pairs, f"proposal {proposal}: catch-up figures disagree: {pairs}"
 
 
 def run_check(seen: Observed, page: str, check: str) -> None:
@@ -215,3 +201,22 @@ def _cases():
 @pytest.mark.parametrize("state, page, check", list(_cases()))
 def test_page_tells_one_story(observed, state, page, check):
     run_check(observed(state)[page], page, check)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_before_the_first_batch_the_status_line_says_no_batch_yet(page):
+    """A job whose query has started but completed no micro-batch yet: three windows of no batch."""
+    make_role_user("operator")
+    job = make_job("first-batch", metric_window_s=45)
+    now = timezone.now()
+    for i in range(3):
+        MetricSnapshot.objects.create(job=job, collected_at=now - timedelta(seconds=15 * (2 - i)), run_id="run-1",
+                                      config=job.config, window_s=15.0, batches=0, executors=1, cores=1)
+    Job.objects.filter(pk=job.pk).update(health=Job.Health.COLLECTING)
+    login(page)
+    page.goto(f"/jobs/{job.pk}/")
+    page.wait_for_selector("#status")
+    screenshot(page, "pagechecks-before-the-first-batch-job")
+    status = page.locator("#status").inner_text()
+    assert "no batch yet" in status.lower(), status
+    assert not ZERO_STATUS.search(status), status

@@ -27,7 +27,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from tests.browser.catch_up import CatchUp, disagree, read_catch_up
-from tests.browser.conftest import CHROMIUM, screenshot
+from tests.browser.conftest import screenshot
 from tests.browser.pagestates import STATES
 from tests.browser.test_dashboard_browser import login
 from tests.webapp.dashboard_factories import make_role_user
@@ -67,16 +67,16 @@ FIGURES_JS = """() => Array.from(document.querySelectorAll('[data-figure="catch-
 #: verification tables, the Rescales page's capacity column), by proposal.
 REALIZED_JS = """(pk) => {
     const cells = [...document.querySelectorAll('#predicted-realized td.realized')];
-    for (const row of document.querySelectorAll('#audit tr[data-action^="verification_"]')) {
-        if (row.querySelector(`a[href$="/proposals/${pk}/"]`))
-            cells.push(...row.querySelectorAll('tr[data-field] td.after'));
-    }
+    for (const row of document.querySelectorAll(`#audit tr[data-action^="verification_"][data-proposal="${pk}"]`))
+        cells.push(...row.querySelectorAll('tr[data-field] td.after'));
     cells.push(...document.querySelectorAll(`#rescales tr[data-proposal="${pk}"] td`));
     return cells.map(c => c.innerText.trim()); }"""
 
 #: Words that would be a Python value printed into the page: a dict or list repr, None, True, False
 #: ("None of ..." is prose).
 REPR = re.compile(r"\{'|\['|\bNone\b(?! of\b)|\b(?:True|False)\b")
+
+
 def _read(page, url: str, name: str, proposal: Proposal) -> Observed:
     page.goto(url)
     page.wait_for_selector("main")
@@ -130,7 +130,6 @@ def observed(chromium, live_server, django_db_setup, django_db_blocker):
         cache[state] = pages
         return pages
 
-    assert CHROMIUM
     return observe
 
 

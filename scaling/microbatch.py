@@ -20,7 +20,7 @@ from scaling.metrics import ClusterState, VertexMetrics, job_utilization
 from scaling.microbatch_limits import catch_up_limit, cores_limit, time_behind_s
 from scaling.microbatch_sizing import (
     EXECUTORS_KEY, RETENTION_WARNING_FRACTION, SKEW_REPORTED, MicroBatchModel, Sizing,
-    evaluate_stages, size_cores,
+    evaluate_stages, gains_stop, size_cores,
 )
 from scaling.policy import Policy
 from scaling.plan import JobPlan, VertexPlan
@@ -90,11 +90,12 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     outside_band = load > job.high or load_down < job.low
     signals = batch_signals(topology, metrics, cluster, _durations(batch_durations_s, batch_duration_s), not_ready)
     sizing = size_cores(job)
-    executors, overrun, veto, kept = _measured_executors(job, sizing, signals, outside_band)
+    executors, overrun, veto, kept, diminishing = _measured_executors(job, sizing, signals, outside_band)
     delayed = _delayed_scale_down(job, executors, outside_band or overrun is not None, state, now_s)
     stage_plans, stage_limits, bottleneck = _stage_plans(job, delayed.executors, delayed.outside_band)
     stage_plans, vetoed = _vetoed_stages(job, stage_plans, veto, kept, delayed.executors)
-    limits = (*cores_limit(job, sizing, overrun), *stage_limits, *catch_up_limit(job))
+    limits = ((diminishing,) if diminishing else cores_limit(job, sizing, overrun)) + (*stage_limits,
+                                                                                      *catch_up_limit(job))
     changes = delayed.executors != cluster.executors or any(vp.proposed != vp.current for vp in stage_plans)
     gate = _gate(job, delayed, stage_plans, changes, state, now_s)
     reasons = _reasons(job, load, load_down, delayed, limits, changes, gate, (overrun, veto if vetoed else None))
@@ -133,14 +134,15 @@ def _clamp_by_scale_factors(executors: int, cluster: ClusterState, policy: Polic
     return cluster.executors if backlog_mode and executors < cluster.executors else executors
 
 
-def _measured_executors(job: MicroBatchModel, sizing: Sizing, signals: BatchSignals,
-                        outside_band: bool) -> tuple[int, Reason | None, Reason | None, bool]:
+def _measured_executors(job: MicroBatchModel, sizing: Sizing, signals: BatchSignals, outside_band: bool
+                        ) -> tuple[int, Reason | None, Reason | None, bool, PlanLimit | None]:
     """Step 3 with the measured signals (``scaling.signals``): inside the band, a persistent batch
     overrun asks for the executors that bring R to the target while the model's prediction stays
-    inside the band (``overrun_executors``; none fit: no overrun); the count is clamped by the scale
+    inside the band (``overrun_executors``; none fit: no overrun); cores are added only while each
+    step is material (``gains_stop``: diminishing returns); the count is clamped by the scale
     factors; a veto (R ≥ ``scale_down_veto_batch_ratio``, a growing backlog) keeps at least the
     current count. Returns (executors, the overrun or None, the veto in force or None, whether the
-    veto kept executors)."""
+    veto kept executors, the ``diminishing-returns`` limit or None)."""
     cluster, policy = job.cluster, job.policy
     overrun = None if outside_band else batch_overrun(signals, policy)
     wanted = sizing.executors
@@ -149,11 +151,13 @@ def _measured_executors(job: MicroBatchModel, sizing: Sizing, signals: BatchSign
                                  lambda n: job.at(n * cluster.cores_per_executor, "base") >= job.low)
         overrun = None if more is None else overrun
         wanted = wanted if more is None else max(wanted, more)
+    start = min(max(cluster.executors, cluster.min_executors), max(cluster.max_executors, cluster.min_executors))
+    wanted, diminishing = gains_stop(job, start, wanted)
     executors = _clamp_by_scale_factors(wanted, cluster, policy, job.backlog_mode)
     veto = scale_down_veto(signals, policy)
     if veto is None or executors >= cluster.executors:
-        return executors, overrun, veto, False
-    return cluster.executors, overrun, veto, True
+        return executors, overrun, veto, False, diminishing
+    return cluster.executors, overrun, veto, True, diminishing
 
 
 def _vetoed_stages(job: MicroBatchModel, stage_plans: tuple[VertexPlan, ...], veto: Reason | None,
@@ -280,8 +284,9 @@ def _stage_plan(job: MicroBatchModel, vid: str, cores: int, thresholds: tuple[fl
     slots = min(proposed, cores)
     fill = st.need_up / slots / (1.0 - job.overhead) if slots > 0 and st.need_up > 0 else 0.0
     limits = []
-    if fill > target_u and (capped or pinned is not None or st.skew > SKEW_REPORTED):
-        code = Limit.PINNED_STAGE if pinned is not None else Limit.PARTITIONS if capped else Limit.BOTTLENECK
+    bound = capped or job.tasks_at(cores + job.cluster.cores_per_executor)[vid] <= proposed  # more cores: no more tasks
+    if fill > target_u and (bound or pinned is not None or st.skew > SKEW_REPORTED):
+        code = Limit.PINNED_STAGE if pinned is not None else Limit.PARTITIONS if bound else Limit.BOTTLENECK
         limits.append(PlanLimit(code, vid, {"fill": fill, "tasks": proposed, "skew": st.skew}))
     lag_s = time_behind_s(m)
     if vertex.retention_s and lag_s >= RETENTION_WARNING_FRACTION * vertex.retention_s:

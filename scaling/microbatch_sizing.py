@@ -16,6 +16,7 @@ from scaling.evaluate import (
 )
 from scaling.metrics import ClusterState, VertexMetrics, task_skew
 from scaling.policy import Policy
+from scaling.reasons import Limit, PlanLimit
 from scaling.state import ScalerState
 from scaling.topology import Topology
 from scaling.vertex_scaler import (
@@ -37,6 +38,9 @@ SEARCH_LIMIT = 4096
 HELPS = 0.01
 """When the target is out of reach, cores that lower the predicted utilization by less than this
 (one point of the trigger interval) in total are not added: they cannot help."""
+GAIN_WINDOW = 2
+"""A step from ``c`` executors is to a count in ``(c, GAIN_WINDOW × c]`` (``gains_stop``): counts
+that change no stage's task slots (a source aligned to its partitions) are no step of their own."""
 
 
 @dataclass(frozen=True)
@@ -284,3 +288,56 @@ def _fewer_within_band(job: MicroBatchModel, chosen: int) -> int:
         if u_base >= job.low:
             return fewer
     return chosen
+
+
+def step_efficiency(u_from: float, u_to: float, cores_from: int, cores_to: int) -> float:
+    """The share of linear scaling's gain that going from ``cores_from`` to ``cores_to`` cores brings
+    to the predicted utilization: ``(U(c) − U(c′)) / (U(c) × (1 − c / c′))`` (utilizations as shares
+    of the trigger interval, ``busy_share``). A job whose U is ∝ 1/c scores 1 at any size; a job
+    ``U = P + K / c`` held by a pinned or bounded stage (``P``) scores ``(K / c) / U(c)`` for any
+    step, the share of U the cores still act on (Amdahl's law). Like Flink's observed scaling
+    coefficient (``JobVertexScaler.calculateObservedScalingCoefficient``) it is the gain over the
+    linear gain, here predicted from the stages rather than fitted to past rescales. 1.0 when
+    ``U(c)`` is 0 (nothing to gain) or infinite and ``U(c′)`` finite; ``cores_to > cores_from``."""
+    if u_from <= 0.0:
+        return 1.0
+    if u_from == INF:
+        return 1.0 if u_to < INF else 0.0
+    return (u_from - u_to) / (u_from * (1.0 - cores_from / cores_to))
+
+
+def gains_stop(job: MicroBatchModel, start: int, wanted: int) -> tuple[int, PlanLimit | None]:
+    """Diminishing returns: executors are added from ``start`` towards ``wanted`` only while each
+    step is material: some count ``n`` in ``(c, GAIN_WINDOW × c]`` has ``step_efficiency`` of the
+    target rate's utilization at least ``Policy.scale_up_min_efficiency``; the walk moves to the
+    first such ``n``. The utilizations are the stages' own (without the observed scaling
+    coefficient, which scales every count above the current alike and cancels in the ratio).
+
+    Returns (executors, None) when ``wanted`` is reached (or ``wanted ≤ start``, or the option is
+    0), else (the executors where gains stop, a ``Limit.DIMINISHING_RETURNS`` with the cores where gains stop and the next count's (cores,
+    ``utilization`` and ``next_utilization`` as ``MicroBatchModel.at`` predicts them for the
+    target rate, ``efficiency`` of that step, ``min_efficiency``)). Each count is looked at once
+    per step: linear in the executors walked for a job that scales."""
+    threshold = job.policy.scale_up_min_efficiency
+    if threshold <= 0 or wanted <= start:
+        return wanted, None
+    cpe = job.cluster.cores_per_executor
+    hi_exec = max(job.cluster.max_executors, job.cluster.min_executors)
+
+    def own_u(executors: int) -> float:
+        cores = executors * cpe
+        return _utilization(job.stages, job.tasks_at(cores), cores, job.overhead, "base")
+
+    at = start
+    while at < wanted:
+        u_at = own_u(at)
+        window = range(at + 1, min(hi_exec, GAIN_WINDOW * at, at + SEARCH_LIMIT) + 1)
+        step = next((n for n in window if step_efficiency(u_at, own_u(n), at, n) >= threshold), None)
+        if step is None:
+            nxt = at + 1
+            return at, PlanLimit(Limit.DIMINISHING_RETURNS, None, {
+                "cores": at * cpe, "utilization": job.at(at * cpe, "base"), "next_cores": nxt * cpe,
+                "next_utilization": job.at(nxt * cpe, "base"),
+                "efficiency": step_efficiency(u_at, own_u(nxt), at, nxt), "min_efficiency": threshold})
+        at = step
+    return wanted, None

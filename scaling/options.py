@@ -148,6 +148,15 @@ OPTIONS: tuple[Option, ...] = (
                 "linearly (DS2). Long batches with a steady backlog keep up (the next batch starts at once "
                 "and covers more data): no trigger. 1 = the batch overruns its trigger. Flink has "
                 "no such key (see scale_down_veto_batch_ratio)."),
+    Option("scale_up_min_efficiency", Kind.NUMBER, 0.3, unit="share", bounds=(0.0, 1.0),
+           help="Micro-batch: cores are added only while each step brings at least this share of the gain linear "
+                "scaling would bring to the predicted utilization at the target rate: (U(c) − U(c′)) / (U(c) × "
+                "(1 − c/c′)) ≥ this, looking up to twice c for the next count that changes a stage's task slots. "
+                "A job that scales linearly scores 1 at any size and is never stopped; a job held by a pinned or "
+                "bounded stage scores the share of U the other stages carry (Amdahl), so the plan stops where "
+                "that share falls below this (diminishing-returns). 0 adds every core that lowers U. Flink has "
+                "no such key: its JobVertexScaler divides the scale factor by the observed scaling coefficient, "
+                "which makes a sub-linear vertex ask for more, not fewer, instances."),
     Option("batch_ratio_scale_up", Kind.NUMBER, 0.9, unit="ratio", bounds=(0.0, 100.0),
            help="batch-ratio algorithm: spark.streaming.dynamicAllocation.scalingUpRatio (SPARK-12133)."),
     Option("batch_ratio_scale_down", Kind.NUMBER, 0.3, unit="ratio", bounds=(0.0, 100.0),

@@ -68,6 +68,7 @@ class Policy:
     scale_down_veto_batch_ratio: float = default("scale_down_veto_batch_ratio")
     scale_down_veto_backlog_growth: float = default("scale_down_veto_backlog_growth")
     batch_overrun_ratio: float = default("batch_overrun_ratio")
+    scale_up_min_efficiency: float = default("scale_up_min_efficiency")
 
     def __post_init__(self) -> None:
         """Each option against its row of ``scaling.options.OPTIONS`` (kind, bounds, choices), then

@@ -85,6 +85,11 @@ def limit_text(item: PlanLimit | Reason) -> str:
                 f"on {cores(d['cores'])} (it declares no executors knob), {num(d['cores_needed'])} needed; there the "
                 f"predicted utilization is {d['predicted_utilization']:.2f} at the target rate, "
                 f"{d['utilization_with_catch_up']:.2f} with the catch-up")
+    if item.code == Limit.DIMINISHING_RETURNS:
+        return (f"diminishing-returns: cores stop at {num(d['cores'])}: the predicted utilization at the target "
+                f"rate is {d['utilization']:.2f} there and {d['next_utilization']:.2f} on {cores(d['next_cores'])}, "
+                f"{d['efficiency']:.0%} of the gain linear scaling would bring (at least "
+                f"{d['min_efficiency']:.0%} needed: scale_up_min_efficiency)")
     if item.code == Limit.RETENTION_RISK:
         return (f"retention-risk: {item.vertex_id}'s backlog is {seconds(d['lag_s'])} old, retention "
                 f"{seconds(d['retention_s'])}")

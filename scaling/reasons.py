@@ -120,6 +120,8 @@ class Limit(StrEnum):
     RETENTION_RISK = "retention-risk"      # vertex_id; data: lag_s, retention_s
     CORES_NOT_ADJUSTABLE = "cores-not-adjustable"  # data: cores, cores_needed, predicted_utilization,
     #                                                utilization_with_catch_up (no executors knob)
+    DIMINISHING_RETURNS = "diminishing-returns"  # data: cores, utilization, next_cores, next_utilization,
+    #                                              efficiency, min_efficiency (microbatch_sizing.gains_stop)
 
 
 class VetoSignal(StrEnum):

@@ -164,13 +164,19 @@ def test_excluded_periods_refuse_what_they_cannot_read(text, why):
 def test_skewed_stage_is_the_bottleneck_and_is_not_scaled_down():
     """Issue 14 (micro-batch skew): 8 tasks on 8 cores, mean busy 400 ms/s but the slowest task 1020
     ms of each second (10.2 s per 10 s trigger), the backlog growing 800/s. With the mean the plan
-    scaled it down 8 -> 4; with the busiest task's time (FLIP-271 MAX) it scales up and names the
-    skewed stage."""
+    scaled it down 8 -> 4; with the busiest task's time (FLIP-271 MAX) it keeps its 8 cores and names
+    the skewed stage. Its 8 partitions give it 8 tasks at most, so no added core can lower its
+    predicted utilization (diminishing-returns: 0 % of the linear gain); without that rule the plan
+    bought 15 cores that could not help."""
     topology = Topology((Vertex("scan", parallelism=8, source=True, partitions=8),))
     skewed = VertexMetrics(2000, 2000, 400, backlog_growth_per_s=800, busy_time_max_ms_per_s=1000)
     cluster = ClusterState(executors=8, max_executors=32, trigger_interval_s=10.0)
     plan = plan_micro_batch(topology, {"scan": skewed}, cluster, Policy(restart_time_s=0))
-    assert plan.decision == "scale" and plan.executors_proposed > 8
+    assert plan.executors_proposed == 8
+    stop = plan.limit(Limit.DIMINISHING_RETURNS)
+    assert stop is not None and (stop.data["cores"], stop.data["efficiency"]) == (8, 0.0)
+    assert plan_micro_batch(topology, {"scan": skewed}, cluster,
+                            Policy(restart_time_s=0, scale_up_min_efficiency=0)).executors_proposed > 8
     limit = plan.limit(Limit.BOTTLENECK) or plan.limit(Limit.PARTITIONS)
     assert limit is not None and limit.vertex_id == "scan" and limit.data["skew"] == 2.5
     mean_only = VertexMetrics(2000, 2000, 400, backlog_growth_per_s=800)
@@ -245,7 +251,8 @@ def test_cores_that_cannot_help_a_partition_bound_stage_are_not_added():
                             Policy(restart_time_s=0))
     limit = plan.limit(Limit.PARTITIONS)
     assert limit is not None and limit.vertex_id == "scan" and limit.data["tasks"] == 2
-    assert plan.executors_proposed <= 3
+    assert plan.executors_proposed == 2
+    assert plan.limit(Limit.DIMINISHING_RETURNS).data["cores"] == 2
 
 
 def test_a_load_change_inside_the_window_is_evaluated_on_the_part_after_it():

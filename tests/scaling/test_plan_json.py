@@ -29,7 +29,9 @@ def _plans() -> dict[str, JobPlan]:
     even = three_stages(pinned_second=False)
     scenario = parse(json.dumps(SCENARIO_INPUT))
     return {
-        "pinned": plan_micro_batch(*pinned, ClusterState(executors=1, trigger_interval_s=1.0), Policy(restart_time_s=0)),
+        # The stored v1 plan predates the diminishing-returns rule: compare with the rule off.
+        "pinned": plan_micro_batch(*pinned, ClusterState(executors=1, trigger_interval_s=1.0),
+                                   Policy(restart_time_s=0, scale_up_min_efficiency=0)),
         "held": plan_micro_batch(*even, ClusterState(executors=8, trigger_interval_s=1.0),
                                  Policy(restart_time_s=0, scale_down_interval_s=600, utilization_target=0.9),
                                  state=ScalerState(), now_s=0),

@@ -60,10 +60,19 @@ def test_pinned_stage_is_reported_as_bottleneck():
     assert plan.vertex("enrich").proposed == 2
     limit = plan.limit(Limit.PINNED_STAGE)
     assert limit is not None and limit.vertex_id == "enrich" and limit.data["fill"] == pytest.approx(2 / 2 / 0.9)
-    # Issue 13 item 6: cores that cannot help the pinned stage are not added. The target (0.7) is out of
-    # reach (enrich alone needs 1.11 of each trigger); U(C) = (0.75 / C + 1) / 0.9 is within one point
-    # of its lowest (at 16 executors: 1.163) from C = 14 on, so the plan stops at 14, not 16.
-    assert plan.executors_proposed == 14
+    # Cores that cannot help the pinned stage are not added. The target (0.7) is out of reach (enrich
+    # alone needs 1.11 of each trigger). From 1 to 2 cores U drops 3.06 -> 1.53, the linear gain; from
+    # C ≥ 2, U(C) = (0.75 / C + 1) / 0.9 and a step brings (0.75 / C) / (0.75 / C + 1) of the linear
+    # gain: 27 % at C = 2, below scale_up_min_efficiency (0.3), so the plan stops at 2.
+    assert plan.executors_proposed == 2
+    stop = plan.limit(Limit.DIMINISHING_RETURNS)
+    assert stop is not None and stop.data["cores"] == 2 and stop.data["next_cores"] == 3
+    assert stop.data["utilization"] == pytest.approx(1.375 / 0.9)
+    assert stop.data["next_utilization"] == pytest.approx(1.25 / 0.9)
+    assert stop.data["efficiency"] == pytest.approx(0.375 / 1.375)
+    # Without the rule, every core within one point of the lowest U (at 16 executors: 1.163) is added.
+    assert plan_micro_batch(topology, metrics, ClusterState(executors=1, trigger_interval_s=1.0),
+                            Policy(restart_time_s=0, scale_up_min_efficiency=0)).executors_proposed == 14
 
 
 def test_within_band_is_no_change_with_reason():

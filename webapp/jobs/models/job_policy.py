@@ -45,6 +45,7 @@ class JobPolicy(models.Model):
     scale_down_veto_batch_ratio = option_field("scale_down_veto_batch_ratio")
     scale_down_veto_backlog_growth = option_field("scale_down_veto_backlog_growth")
     batch_overrun_ratio = option_field("batch_overrun_ratio")
+    scale_up_min_efficiency = option_field("scale_up_min_efficiency")
     scaling_sources_enabled = option_field("scaling_sources_enabled")
     excluded_vertices = option_field("excluded_vertices")
     excluded_periods = option_field("excluded_periods")

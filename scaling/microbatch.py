@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from scaling.evaluate import CEIL_MAX, INF, ceil_exact, selectivity
+from scaling.findings import pinned_findings
 from scaling.gate import Gate, backlog_reason, job_gate, next_state
 from scaling.metrics import ClusterState, VertexMetrics, job_utilization
 from scaling.microbatch_limits import catch_up_limit, cores_limit, time_behind_s
@@ -116,7 +117,8 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
         mode="micro-batch", executable=gate.period is None, backlog_mode=job.backlog_mode, restart_time_s=job.restart_s,
         next_state=after, held=delayed.held, limits=limits, utilization_now=job.now("base"),
         predicted_utilization=(job.at(executors * cluster.cores_per_executor, "base") if gate.decision == Decision.SCALE
-                               else job.now("base")), awaiting_activation=gate.awaiting)
+                               else job.now("base")), awaiting_activation=gate.awaiting,
+        findings=pinned_findings(job, executors * cluster.cores_per_executor))
 
 
 def _durations(batch_durations_s: Sequence[float], batch_duration_s: float | None) -> tuple[float, ...]:

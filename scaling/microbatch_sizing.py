@@ -38,6 +38,10 @@ SEARCH_LIMIT = 4096
 HELPS = 0.01
 """When the target is out of reach, cores that lower the predicted utilization by less than this
 (one point of the trigger interval) in total are not added: they cannot help."""
+NOISE = 1e-9
+"""A step whose efficiency is within this of ``scale_up_min_efficiency`` is not material: on a job
+``U = P + K / c`` every count of the window then scores the threshold up to rounding, and rounding
+must not pick a count far ahead."""
 GAIN_WINDOW = 2
 """A step from ``c`` executors is to a count in ``(c, GAIN_WINDOW × c]`` (``gains_stop``): counts
 that change no stage's task slots (a source aligned to its partitions) are no step of their own."""
@@ -332,7 +336,7 @@ def gains_stop(job: MicroBatchModel, start: int, wanted: int) -> tuple[int, Plan
     while at < wanted:
         u_at = own_u(at)
         window = range(at + 1, min(hi_exec, GAIN_WINDOW * at, at + SEARCH_LIMIT) + 1)
-        step = next((n for n in window if step_efficiency(u_at, own_u(n), at, n) >= threshold), None)
+        step = next((n for n in window if step_efficiency(u_at, own_u(n), at, n) >= threshold + NOISE), None)
         if step is None:
             nxt = at + 1
             return at, PlanLimit(Limit.DIMINISHING_RETURNS, None, {

@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from scaling.evaluate import INF
+from scaling.findings import Finding
 from scaling.reasons import (
     AwaitingActivation, Decision, Direction, HeldScaleDown, Limit, PlanFormatError, PlanLimit, Reason, legacy_text,
 )
@@ -88,6 +89,8 @@ class JobPlan:
             running cores and on the proposed cores and tasks. None in continuous mode.
         awaiting_activation: a recommended rescale not applied yet: fewer consecutive evaluations
             than ``Policy.activation_evaluations`` recommended it (DS2's activation time).
+        findings: micro-batch: what cores cannot fix, with the action that can (``scaling.findings``:
+            a pinned bottleneck); absent from plans stored before, read as none.
     """
 
     decision: Decision
@@ -113,6 +116,7 @@ class JobPlan:
     utilization_now: float | None = None
     predicted_utilization: float | None = None
     awaiting_activation: AwaitingActivation | None = None
+    findings: tuple[Finding, ...] = ()
 
     def limit(self, code: Limit) -> PlanLimit | None:
         """The first limit with ``code``, or None."""
@@ -160,6 +164,8 @@ class JobPlan:
                                    for i, item in enumerate(_list(data, "vertices")))
         values["held"] = tuple(_at(_held, item, f"held[{i}]") for i, item in enumerate(_list(data, "held")))
         values["limits"] = tuple(_at(_limit, item, f"limits[{i}]") for i, item in enumerate(_list(data, "limits")))
+        values["findings"] = tuple(_at(Finding.from_json, item, f"findings[{i}]")
+                                   for i, item in enumerate(_list(data, "findings")))
         waiting = data.get("awaiting_activation")
         values["awaiting_activation"] = None if waiting is None else _at(_awaiting, waiting, "awaiting_activation")
         if values.get("mode", "micro-batch") not in ("continuous", "micro-batch"):
@@ -177,7 +183,7 @@ def _json(value: Any) -> Any:
         return str(value) if isinstance(value, str) else value
     if isinstance(value, Reason):
         return {"code": str(value.code), "vertex_id": value.vertex_id, "data": _json(dict(value.data))}
-    if isinstance(value, (PlanLimit, HeldScaleDown, AwaitingActivation)):
+    if isinstance(value, (PlanLimit, HeldScaleDown, AwaitingActivation, Finding)):
         return _json(value.as_json())
     if isinstance(value, VertexPlan):
         return {f.name: _json(getattr(value, f.name)) for f in fields(value)}

@@ -8,6 +8,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 
+from scaling.findings import Finding, PinnedAction
 from scaling.reasons import AwaitingActivation, Limit, PlanLimit, PlanReason, Reason, VertexReason, VetoSignal
 
 Data = Mapping[str, float | int | str | None]
@@ -99,6 +100,32 @@ def limit_text(item: PlanLimit | Reason) -> str:
             Limit.BOTTLENECK: f"skewed ({skew})"}[item.code]
     return (f"{item.code}: {item.vertex_id} is {what} at {num(d['tasks'])} tasks and alone fills "
             f"{d['fill']:.0%} of each trigger interval; more cores cannot help it")
+
+
+_PIN_CAUSE = {"state-store": "its checkpoint's state store cannot be repartitioned offline (RocksDB only)",
+              "sink-log": "its sink keeps a batch log the offline repartition would break"}
+
+
+def finding_text(finding: Finding) -> str:
+    """Words for a finding of a micro-batch plan (``scaling.findings``): the pinned stage, its
+    evidence and its action. Raises ``KeyError`` when ``finding.data`` lacks a number it needs."""
+    d = finding.data
+    busy = "" if d.get("busy_s_per_task") is None else f", each busy {num(d['busy_s_per_task'])} s per trigger"
+    evidence = (f"pinned-bottleneck: {finding.vertex_id} runs {num(d['tasks'])} tasks{busy}, and alone needs "
+                f"{d['fill']:.0%} of each trigger interval on {cores(d['cores'])}: more cores cannot help it")
+    want = f"{num(d['partitions'])} partitions"
+    if finding.action == PinnedAction.DECLARE_STATE_PARTITIONS_KNOB:
+        action = (f"declare a STATE_PARTITIONS knob (the job declares none); with the RocksDB state store the "
+                  f"runner then repartitions its state offline to {want}")
+    elif finding.action == PinnedAction.NEW_CHECKPOINT_PARTITIONS:
+        way = "lower" if d["partitions"] < d["tasks"] else "raise"
+        action = (f"{_PIN_CAUSE.get(str(d.get('cause')), 'its checkpoint fixes its partitions')}, so its "
+                  f"STATE_PARTITIONS knob cannot change it: {way} spark.sql.shuffle.partitions to {num(d['partitions'])} "
+                  f"for a new checkpoint")
+    else:
+        action = (f"repartition its state offline to {want} (RocksDB state store only, through a STATE_PARTITIONS "
+                  f"knob), or start a new checkpoint with spark.sql.shuffle.partitions {num(d['partitions'])}")
+    return f"{evidence}; action: {action}"
 
 
 def _cause(reason: Reason) -> str:

@@ -159,6 +159,18 @@ def _read_value(key: str, value: object) -> float | int | str | None:
     raise PlanFormatError(f"data.{key}: a number, a string or null, not {value!r}")
 
 
+def data_json(data: Mapping[str, float | int | str | None]) -> dict:
+    """Numbers and words of a reason (or finding) as JSON: infinity as ``"inf"``."""
+    return {k: _json_value(v) for k, v in data.items()}
+
+
+def read_data(values: object) -> dict[str, float | int | str | None]:
+    """The data ``data_json`` wrote. Raises ``PlanFormatError`` naming the key."""
+    if not isinstance(values, Mapping) or not all(isinstance(k, str) for k in values):
+        raise PlanFormatError("data: an object")
+    return {k: _read_value(k, v) for k, v in values.items()}
+
+
 @dataclass(frozen=True)
 class Reason:
     """One reason of a plan: a code, the vertex it concerns (or None for the job), and numbers or
@@ -187,8 +199,7 @@ class Reason:
 
     def to_json(self) -> dict:
         """``{"code": str, "vertex_id": str | None, "data": {...}}``, infinity as ``"inf"``."""
-        return {"code": str(self.code), "vertex_id": self.vertex_id,
-                "data": {k: _json_value(v) for k, v in self.data.items()}}
+        return {"code": str(self.code), "vertex_id": self.vertex_id, "data": data_json(self.data)}
 
     @classmethod
     def from_json(cls, data: object) -> Reason:
@@ -198,10 +209,7 @@ class Reason:
         vertex_id = data.get("vertex_id")
         if vertex_id is not None and not isinstance(vertex_id, str):
             raise PlanFormatError("vertex_id: a string or null")
-        values = data.get("data", {})
-        if not isinstance(values, Mapping) or not all(isinstance(k, str) for k in values):
-            raise PlanFormatError("data: an object")
-        return cls(reason_code(data.get("code")), vertex_id, {k: _read_value(k, v) for k, v in values.items()})
+        return cls(reason_code(data.get("code")), vertex_id, read_data(data.get("data", {})))
 
 
 def legacy_text(text: str) -> Reason:

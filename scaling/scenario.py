@@ -6,10 +6,10 @@ autoscaler state (history, delayed scale-downs, effectiveness, restart times) fr
 ``render`` turns the plans into the output document.
 
 The ``policy`` keys are the options of ``scaling.options.policy_options()`` (docs/POLICY.md), each
-checked against its row of the table. Extensions beyond SCENARIO.md, all optional: vertex key
-``retention_s``; metric key ``busy_time_max_ms_per_s``; cluster key ``executors_adjustable`` (false:
-the pipeline declares no executors knob, the executor count is fixed); step keys ``executors`` (what ran, as
-``parallelism``), ``available_executors``, ``batch_durations_s`` (list, seconds) and
+checked against its row of the table. Extensions beyond SCENARIO.md, all optional: vertex keys
+``retention_s`` and ``pin_cause`` (``scaling.topology.PinCause``); metric key ``busy_time_max_ms_per_s``;
+cluster key ``executors_adjustable`` (false: the pipeline declares no executors knob, the executor count
+is fixed); step keys ``executors`` (what ran, as ``parallelism``), ``available_executors``, ``batch_durations_s`` (list, seconds) and
 ``measured_restart_time_s`` (the downtime of the last rescale). ``at_s`` is seconds since the Unix
 epoch (UTC), which places steps in excluded periods.
 """
@@ -30,13 +30,14 @@ from scaling.options import policy_options
 from scaling.policy import Policy, PolicyError
 from scaling.scenario_output import render_steps
 from scaling.state import ScalerState
-from scaling.topology import Edge, Topology, TopologyError, Vertex
+from scaling.topology import Edge, PinCause, Topology, TopologyError, Vertex
 
 FORMAT = 1
 MODES = ("continuous", "micro-batch")
 METRIC_KEYS = ("records_in_per_s", "records_out_per_s", "busy_time_ms_per_s", "backlog", "backlog_growth_per_s",
                "batch_overhead_s", "true_processing_rate", "true_output_rate", "busy_time_max_ms_per_s")
-VERTEX_KEYS = ("id", "name", "parallelism", "max_parallelism", "partitions", "source", "adjustable", "retention_s")
+VERTEX_KEYS = ("id", "name", "parallelism", "max_parallelism", "partitions", "source", "adjustable", "retention_s",
+               "pin_cause")
 STEP_KEYS = ("at_s", "metrics", "parallelism", "executors", "available_executors", "batch_durations_s",
              "measured_restart_time_s")
 CLUSTER_KEYS = ("executors", "cores_per_executor", "min_executors", "max_executors", "trigger_interval_s",
@@ -171,6 +172,10 @@ def _vertices(raw: Any) -> tuple[Vertex, ...]:
             kwargs["retention_s"] = _number(obj["retention_s"], f"{field}.retention_s")
             if kwargs["retention_s"] <= 0:
                 raise _fail(f"{field}.retention_s", f"must be > 0, got {kwargs['retention_s']}")
+        if obj.get("pin_cause") is not None:
+            if (cause := _string(obj["pin_cause"], f"{field}.pin_cause")) not in set(PinCause):
+                raise _fail(f"{field}.pin_cause", f"must be one of {', '.join(PinCause)}, got {json.dumps(cause)}")
+            kwargs["pin_cause"] = PinCause(cause)
         vertex = Vertex(**kwargs)
         if vertex.parallelism > vertex.max_parallelism:
             raise _fail(f"{field}.parallelism", f"{vertex.parallelism} is above max_parallelism {vertex.max_parallelism}")

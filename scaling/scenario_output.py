@@ -1,6 +1,7 @@
 """The output document of ``python -m scaling evaluate`` (docs/SCENARIO.md "Output"), rendered from
 the plans: rates rounded to 3 decimals, infinity as ``"inf"``, the structured limits, held
-scale-downs and a rescale awaiting DS2's activation time as JSON objects. Every reason (the step's
+scale-downs, a rescale awaiting DS2's activation time and the findings (``scaling.findings``, with
+their words) as JSON objects. Every reason (the step's
 ``reasons``, a vertex's ``reason``) is its code, vertex and data with its words (``reason_text``);
 a vertex's ``note`` is the words of its reason."""
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from scaling.reason_text import reason_text
+from scaling.reason_text import finding_text, reason_text
 from scaling.reasons import Reason
 
 
@@ -64,6 +65,8 @@ def render_steps(mode: str, results: list) -> list[dict]:
                     "vertices": vertices, "executors": executors}
         if plan.held:
             out_step["held"] = [item.as_json() for item in plan.held]
+        if plan.findings:
+            out_step["findings"] = [{**_clean_json(item.as_json()), "text": finding_text(item)} for item in plan.findings]
         if plan.awaiting_activation is not None:
             out_step["awaiting_activation"] = plan.awaiting_activation.as_json()
         steps.append(out_step)

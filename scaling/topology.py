@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from functools import cached_property
 from graphlib import CycleError, TopologicalSorter
 
@@ -12,6 +13,15 @@ SHIP_STRATEGIES = ("forward", "hash", "rebalance")
 
 class TopologyError(ValueError):
     """The topology is not a valid DAG (unknown vertex, duplicate id, cycle, bad value)."""
+
+
+class PinCause(StrEnum):
+    """Why a stage's partitions are pinned, where known (``Vertex.pin_cause``; the values of the
+    binding's ``sparkclient.contract.binding.PinReason``)."""
+
+    NO_KNOB = "no-knob"            # no knob sets the stage's tasks
+    STATE_STORE = "state-store"    # the checkpoint's state store cannot be repartitioned offline (not RocksDB)
+    SINK_LOG = "sink-log"          # the sink's own batch log would miss the offline repartition's batch
 
 
 @dataclass(frozen=True)
@@ -29,6 +39,8 @@ class Vertex:
             are fixed by its checkpoint).
         retention_s: for a source, how long its log keeps records, seconds (None: unknown). The
             micro-batch plan warns when the backlog's age nears it.
+        pin_cause: for a stage that is not adjustable, why (None: not known); it chooses the
+            action of a pinned bottleneck (``scaling.findings``).
     """
 
     id: str
@@ -39,6 +51,7 @@ class Vertex:
     source: bool = False
     adjustable: bool = True
     retention_s: float | None = None
+    pin_cause: PinCause | None = None
 
     def __post_init__(self) -> None:
         if self.retention_s is not None and not (isinstance(self.retention_s, (int, float))

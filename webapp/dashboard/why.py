@@ -21,7 +21,7 @@ from django.utils import timezone
 from scaling.bounds import CoresBound
 from scaling.periods import active_period
 from scaling import reasons as plan_reasons
-from scaling.reason_text import reason_text
+from scaling.reason_text import finding_text, reason_text
 from scaling.reasons import Decision
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.jobs.selectors import policy_band, window_coverage
@@ -50,6 +50,7 @@ class Why(StrEnum):
     BOUNDS = "bounds"        # data: load, low, high, unbound, cores, min_cores, bound (CoresBound.to_dict)
     LIMITS = "limits"        # data: limits (the plan's ``PlanLimit`` values)
     UNBOUND = "unbound"      # data: stages (position, stage name, knob or None) the plan may not change
+    FINDINGS = "findings"    # data: findings (the plan's ``scaling.findings.Finding`` values: a pinned bottleneck)
     OTHER = "other"          # data: decision, reasons (the plan's ``Reason`` values, or none yet)
 
 
@@ -131,6 +132,8 @@ def render(code: Why, data: dict) -> str:
     if code == Why.LIMITS:
         texts = [reason_text(plan_reasons.Reason(item.code, item.vertex_id, item.data)) for item in data["limits"]]
         return "what the plan cannot meet: " + "; ".join(texts) if texts else "the plan names limits it cannot meet"
+    if code == Why.FINDINGS:
+        return "what cores cannot fix: " + "; ".join(map(finding_text, data["findings"]))
     text = "; ".join(map(reason_text, data["reasons"])) or "no evaluation has run yet for the current configuration"
     return f"last evaluation ({data['decision']}): {text}"
 
@@ -230,4 +233,6 @@ def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime, unbound
             out.append(Reason(Why.LIMITS, {"limits": plan.limits}))
     elif not out and (said := evaluation.reason_values or (plan.reasons if plan is not None else ())):
         out.append(Reason(Why.OTHER, {"decision": evaluation.decision, "reasons": said}))
+    if plan is not None and plan.findings:
+        out.append(Reason(Why.FINDINGS, {"findings": plan.findings}))
     return out

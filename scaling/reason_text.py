@@ -115,8 +115,9 @@ def finding_text(finding: Finding) -> str:
                 f"{d['fill']:.0%} of each trigger interval on {cores(d['cores'])}: more cores cannot help it")
     want = f"{num(d['partitions'])} partitions"
     if finding.action == PinnedAction.DECLARE_STATE_PARTITIONS_KNOB:
-        action = (f"declare a STATE_PARTITIONS knob (the job declares none); with the RocksDB state store the "
-                  f"runner then repartitions its state offline to {want}")
+        action = (f"declare a knob that sets its partitions (STATE_PARTITIONS for a stateful stage; the job "
+                  f"declares none) and raise it to {want}; with the RocksDB state store the runner repartitions "
+                  f"the state offline")
     elif finding.action == PinnedAction.NEW_CHECKPOINT_PARTITIONS:
         way = "lower" if d["partitions"] < d["tasks"] else "raise"
         action = (f"{_PIN_CAUSE.get(str(d.get('cause')), 'its checkpoint fixes its partitions')}, so its "

@@ -93,7 +93,8 @@ def test_the_pinned_bottleneck_finding_has_its_action_and_evidence():
 
 
 @pytest.mark.parametrize(("cause", "action", "words"), [
-    ("no-knob", PinnedAction.DECLARE_STATE_PARTITIONS_KNOB, "declare a STATE_PARTITIONS knob"),
+    ("no-knob", PinnedAction.DECLARE_STATE_PARTITIONS_KNOB, "declare a knob that sets its partitions "
+                                                            "(STATE_PARTITIONS for a stateful stage"),
     ("state-store", PinnedAction.NEW_CHECKPOINT_PARTITIONS, "raise spark.sql.shuffle.partitions to 9 for a new "
                                                             "checkpoint"),
     ("sink-log", PinnedAction.NEW_CHECKPOINT_PARTITIONS, "its sink keeps a batch log"),

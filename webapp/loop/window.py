@@ -12,6 +12,7 @@ from django.conf import settings
 from scaling import ClusterState, Topology, VertexMetrics
 from scaling.readiness import NotReady, SampleIssue, issues_from_json
 from scaling.reasons import PlanFormatError
+from scaling.topology import PinCause
 from sparkclient.collector.model_inputs import model_inputs
 from sparkclient.collector.sample import JobSample, VertexSample
 from sparkclient.contract.binding import StageBinding, disagreeing_bindings
@@ -33,13 +34,18 @@ def window_inputs(*, job: Job, snapshots: Sequence[MetricSnapshot], bindings: Se
     the newest snapshot, by default :func:`webapp.jobs.bindings.stage_bindings` of it); the executors
     knob counts cores (executors of one core), up to the least of the policy's ``max_cores``, the
     executors knob's max and the cluster's capacity (:func:`executors_ceiling`). A job that declares no
-    executors knob runs on the cores it has: ``ClusterState.executors_adjustable`` is False.
+    executors knob runs on the cores it has: ``ClusterState.executors_adjustable`` is False. A pinned
+    stage carries its binding's pin reason as ``Vertex.pin_cause`` (the action of a pinned bottleneck).
     """
     if bindings is None:
         bindings = stage_bindings(job=job, snapshot=snapshots[-1])
 
+    causes: dict[str, PinCause] = {}
+
     def adjustable(vertex) -> bool:
         binding = bindings[vertex.position] if vertex.position < len(bindings) else None
+        if binding is not None and binding.pin is not None:
+            causes[vertex.vertex_id] = PinCause(binding.pin.value)
         return bool(binding and binding.adjustable)
 
     ceiling = executors_ceiling(job=job)
@@ -48,7 +54,9 @@ def window_inputs(*, job: Job, snapshots: Sequence[MetricSnapshot], bindings: Se
     cluster = inputs.cluster
     if not executors_adjustable(job=job):
         cluster = replace(cluster, executors_adjustable=False)
-    return inputs.topology, inputs.metrics, cluster, inputs.mean_batch_s
+    topology = replace(inputs.topology, vertices=tuple(replace(v, pin_cause=causes.get(v.id))
+                                                       for v in inputs.topology.vertices))
+    return topology, inputs.metrics, cluster, inputs.mean_batch_s
 
 
 def executors_adjustable(*, job: Job) -> bool:

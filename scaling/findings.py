@@ -80,8 +80,9 @@ class Finding:
 
 def pinned_findings(job: MicroBatchModel, cores: int) -> tuple[Finding, ...]:
     """Step 5's findings on ``cores`` planned cores: each stage that is not a source and not
-    adjustable (``Vertex.adjustable``: its partitions are pinned) whose tasks do not exceed the cores (more cores cannot help it) and that alone fills more than the
-    utilization target of each trigger interval, ``need_up / tasks / (1 − overhead)``. Its action
+    adjustable (``Vertex.adjustable``: its partitions are pinned) whose tasks do not exceed the
+    cores (more cores cannot help it) and that alone fills more than the utilization target of
+    each trigger interval, ``need_up / tasks / (1 − overhead)``. Its action
     follows ``Vertex.pin_cause`` (``PinnedAction``); the suggested ``partitions`` are
     ``ceil(need_up / (u × (1 − overhead)))``, DS2's π_v with the batch overhead."""
     overhead, target_u = job.overhead, job.policy.utilization_target

@@ -74,7 +74,8 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
           duration at full capacity; Flink's ``AutoScalerUtils.getTargetProcessingCapacity`` adds
           the catch-up on top of the headroom instead) within [min, max] executors; when none
           reaches it, the fewest cores reaching the lowest ``U`` (more would not help: a pinned,
-          bounded or skewed stage limits the job);
+          bounded or skewed stage limits the job); cores are added from the current count only
+          while each step brings ``scale_up_min_efficiency`` of the linear gain (``gains_stop``);
         - the executor change is clamped to ``[1 − scale_down_max_factor, 1 + scale_up_max_factor]``
           × current (Flink ``JobVertexScaler``), and no scale-down in backlog mode;
         - no fewer executors, nor a stage on fewer task slots, while R ≥ ``scale_down_veto_batch_ratio``,

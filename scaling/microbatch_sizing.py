@@ -43,8 +43,8 @@ NOISE = 1e-9
 ``U = P + K / c`` every count of the window then scores the threshold up to rounding, and rounding
 must not pick a count far ahead."""
 GAIN_WINDOW = 2
-"""A step from ``c`` executors is to a count in ``(c, GAIN_WINDOW × c]`` (``gains_stop``): counts
-that change no stage's task slots (a source aligned to its partitions) are no step of their own."""
+"""A step from ``c`` executors is to a count in ``(c, GAIN_WINDOW × c]`` (``gains_stop``): a guard
+for task slots that grow in jumps (counts that change no stage's slots are no step of their own)."""
 
 
 @dataclass(frozen=True)
@@ -318,9 +318,9 @@ def gains_stop(job: MicroBatchModel, start: int, wanted: int) -> tuple[int, Plan
     coefficient, which scales every count above the current alike and cancels in the ratio).
 
     Returns (executors, None) when ``wanted`` is reached (or ``wanted ≤ start``, or the option is
-    0), else (the executors where gains stop, a ``Limit.DIMINISHING_RETURNS`` with the cores where gains stop and the next count's (cores,
-    ``utilization`` and ``next_utilization`` as ``MicroBatchModel.at`` predicts them for the
-    target rate, ``efficiency`` of that step, ``min_efficiency``)). Each count is looked at once
+    0), else (the executors where gains stop, a ``Limit.DIMINISHING_RETURNS``: ``cores`` there and
+    ``next_cores`` one executor more, ``utilization`` and ``next_utilization`` at the target rate as
+    ``MicroBatchModel.at`` predicts them, that step's ``efficiency``, ``min_efficiency``). Each count is looked at once
     per step: linear in the executors walked for a job that scales."""
     threshold = job.policy.scale_up_min_efficiency
     if threshold <= 0 or wanted <= start:

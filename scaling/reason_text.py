@@ -121,8 +121,8 @@ def finding_text(finding: Finding) -> str:
     elif finding.action == PinnedAction.NEW_CHECKPOINT_PARTITIONS:
         way = "lower" if d["partitions"] < d["tasks"] else "raise"
         action = (f"{_PIN_CAUSE.get(str(d.get('cause')), 'its checkpoint fixes its partitions')}, so its "
-                  f"STATE_PARTITIONS knob cannot change it: {way} spark.sql.shuffle.partitions to {num(d['partitions'])} "
-                  f"for a new checkpoint")
+                  f"STATE_PARTITIONS knob cannot change it: {way} spark.sql.shuffle.partitions to "
+                  f"{num(d['partitions'])} for a new checkpoint")
     else:
         action = (f"repartition its state offline to {want} (RocksDB state store only, through a STATE_PARTITIONS "
                   f"knob), or start a new checkpoint with spark.sql.shuffle.partitions {num(d['partitions'])}")

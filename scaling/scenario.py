@@ -7,11 +7,12 @@ autoscaler state (history, delayed scale-downs, effectiveness, restart times) fr
 
 The ``policy`` keys are the options of ``scaling.options.policy_options()`` (docs/POLICY.md), each
 checked against its row of the table. Extensions beyond SCENARIO.md, all optional: vertex keys
-``retention_s`` and ``pin_cause`` (``scaling.topology.PinCause``); metric key ``busy_time_max_ms_per_s``;
-cluster key ``executors_adjustable`` (false: the pipeline declares no executors knob, the executor count
-is fixed); step keys ``executors`` (what ran, as ``parallelism``), ``available_executors``, ``batch_durations_s`` (list, seconds) and
-``measured_restart_time_s`` (the downtime of the last rescale). ``at_s`` is seconds since the Unix
-epoch (UTC), which places steps in excluded periods.
+``retention_s`` and ``pin_cause`` (``scaling.topology.PinCause``); metric key
+``busy_time_max_ms_per_s``; cluster key ``executors_adjustable`` (false: the pipeline declares no
+executors knob, the executor count is fixed); step keys ``executors`` (what ran, as ``parallelism``),
+``available_executors``, ``batch_durations_s`` (list, seconds) and ``measured_restart_time_s`` (the
+downtime of the last rescale). ``at_s`` is seconds since the Unix epoch (UTC), which places steps in
+excluded periods.
 """
 
 from __future__ import annotations

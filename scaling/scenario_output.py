@@ -66,7 +66,8 @@ def render_steps(mode: str, results: list) -> list[dict]:
         if plan.held:
             out_step["held"] = [item.as_json() for item in plan.held]
         if plan.findings:
-            out_step["findings"] = [{**_clean_json(item.as_json()), "text": finding_text(item)} for item in plan.findings]
+            out_step["findings"] = [{**_clean_json(item.as_json()), "text": finding_text(item)}
+                                    for item in plan.findings]
         if plan.awaiting_activation is not None:
             out_step["awaiting_activation"] = plan.awaiting_activation.as_json()
         steps.append(out_step)

@@ -96,10 +96,6 @@ TRACES_SINCE_JS = """(since) => document.getElementById('series').data.filter(t 
     .map(t => ({name: t.name, y: t.y.filter((_y, i) => t.x[i] >= since)}))"""
 
 
-@pytest.mark.xfail(strict=True, reason="chart_data's stall patience is twice the median batch duration over the whole "
-                                       "range (webapp/dashboard/reads.py): once a fast job turns slow (a rollback to "
-                                       "fewer cores), its 2-minute batches are gaps, isolated markers and an empty "
-                                       "executors/cores row")
 def test_a_job_that_turns_slow_keeps_its_points_joined(page):
     """30 min of 2 s batches, then 15 min of 2-minute batches: the slow batches are joined as they
     are when the job was always slow; only a stall longer than the batches is a gap."""

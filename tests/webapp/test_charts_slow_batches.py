@@ -67,3 +67,13 @@ def test_the_legend_follows_the_current_stage_names():
     chart = chart_data(job=job, range_s=3600)
     (name, _values), = chart.utilization.values()
     assert "new" in name
+
+
+def test_a_job_that_turns_slow_keeps_its_slow_batches_joined():
+    job = make_job()
+    start = timezone.now() - timedelta(minutes=45)
+    _windows(job, start=start, count=120, batch_every=1, batch_duration_s=2.0)  # 30 min of 2 s batches
+    _windows(job, start=start + timedelta(minutes=30), count=60, batch_every=8, batch_duration_s=120.0)
+    chart = chart_data(job=job, range_s=3600)
+    slow = chart.arrival_rate[-10:]
+    assert None not in slow and len(_points(chart.arrival_rate)) == 120 + 7

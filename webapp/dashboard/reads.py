@@ -13,7 +13,6 @@ Bounded queries: a fixed number per page, whatever the length of the history.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -233,25 +232,28 @@ def _utilization(picked: list[tuple | None]) -> dict[str, tuple[str, list[float 
     return {vid: (names[vid], utilization[vid]) for vid in sorted(utilization, key=order.__getitem__)}
 
 
-def _batch_patience_s(rows: list[tuple]) -> float:
-    """How long after a window with data a window without one still means "a batch is running", not a
-    stall, seconds: two median batch durations of the rows with data (0 without any). A job whose
-    batches take 2 minutes completes none in most 15 s collect windows."""
-    durations = [r[10] for r in rows if r[10] and r[9] > 0]
-    return 2 * statistics.median(durations) if durations else 0.0
-
-
-def _without_running_batches(buckets: list[list[tuple]], *, good, patience_s: float) -> list[list[tuple]]:
-    """``buckets`` less those without data that end within ``patience_s`` of the last bucket with data:
-    no point at all there (the line joins its neighbours), rather than a gap. A longer stretch without
-    data, and a stretch with no row at all, stays a gap."""
-    kept, last_good = [], None
-    for bucket in buckets:
-        if good(bucket):
-            last_good = bucket[-1][1]
-        elif (bucket[0][0] != "gap" and last_good is not None
-              and (bucket[-1][1] - last_good).total_seconds() <= patience_s):
-            continue
+def _without_running_batches(buckets: list[list[tuple]], *, good) -> list[list[tuple]]:
+    """``buckets`` less those without data while a batch was running: no point at all there (the line
+    joins its neighbours), rather than a gap. A batch was running through a bucket when the next
+    batch with data took at least the time since the last one (a job whose batches take 2 minutes
+    completes none in most 15 s collect windows); after the newest batch, for up to two of its
+    durations. A longer stretch without data, and a stretch with no row at all, stays a gap."""
+    upcoming: list[float | None] = [None] * len(buckets)
+    duration = None
+    for i in range(len(buckets) - 1, -1, -1):
+        rows = good(buckets[i])
+        if rows:
+            duration = rows[0][10]
+        upcoming[i] = duration
+    kept, last = [], None
+    for i, bucket in enumerate(buckets):
+        rows = good(bucket)
+        if rows:
+            last = rows[-1]
+        elif bucket[0][0] != "gap" and last is not None:
+            running_s = upcoming[i] if upcoming[i] is not None else 2 * (last[10] or 0.0)
+            if (bucket[-1][1] - last[1]).total_seconds() <= running_s:
+                continue
         kept.append(bucket)
     return kept
 
@@ -261,7 +263,7 @@ def chart_data(*, job: Job, range_s: int = 3600, max_points: int = MAX_CHART_POI
     at most ``max_points`` buckets over the snapshots *with data*; past the raw retention window the
     points come from the per-minute roll-ups (``webapp.loop.retention``). A bucket whose rows all lack
     data, and a stretch longer than ``GAP_INTERVALS`` collect intervals (roll-up minutes) with no row,
-    become a ``None`` point, unless a batch is still running (:func:`_batch_patience_s`). Five queries."""
+    become a ``None`` point, unless a batch was running (:func:`_without_running_batches`). Five queries."""
     newest_raw = job.snapshots.order_by("-collected_at").values_list("collected_at", flat=True).first()
     newest_rollup = job.rollups.order_by("-minute").values_list("minute", flat=True).first()
     ends = [at for at in (newest_raw, newest_rollup and newest_rollup + ROLLUP_STEP) if at is not None]
@@ -287,7 +289,7 @@ def chart_data(*, job: Job, range_s: int = 3600, max_points: int = MAX_CHART_POI
     def good(bucket) -> list[tuple]:
         return [r for r in bucket if r[0] != "gap" and r[9] > 0]
 
-    buckets = _without_running_batches(buckets, good=good, patience_s=_batch_patience_s(rows))
+    buckets = _without_running_batches(buckets, good=good)
 
     def mean(bucket, i):
         rows_with_data = good(bucket)

@@ -78,7 +78,7 @@ def test_each_event_shows_its_fields_before_and_after_with_units(client, ada):
     assert '<details class="stages">' in verified  # the per-stage table folds
     suspended = row("auto_approve_suspended")
     assert "auto-approval suspended</th><td class=\"before\">no</td><td class=\"after\"><b>yes</b>" in suspended
-    assert 'class="actor">auto-approval (ds2 policy)<' in row("auto_approve_held")
+    assert 'class="actor">the ds2 policy<' in row("auto_approve_held")
     assert 'class="actor">system (reconciler)<' in row("reconciled")
     registration = row("job_changed")
     assert ('title="knobs">knob cores</th><td class="before">sets executors, 1–8, default 1</td>'
@@ -106,8 +106,8 @@ def test_filters_by_action_and_by_actor_and_keep_the_filter_across_pages(client,
     assert '<option value="rejected" selected>rejected</option>' in rejected
     by_policy = client.get(f"/jobs/{job.pk}/history/", {"actor": Actor.policy("ds2")}).content.decode()
     assert set(_rows(by_policy)) == {"approved", "auto_approve_held"}
-    assert '<option value="policy:ds2" selected>auto-approval (ds2 policy)</option>' in by_policy
-    assert 'id="audit-filtered">filtered: by auto-approval (ds2 policy)<' in by_policy
+    assert '<option value="policy:ds2" selected>the ds2 policy</option>' in by_policy
+    assert 'id="audit-filtered">filtered: by the ds2 policy<' in by_policy
     both = client.get(f"/jobs/{job.pk}/history/", {"action": "approved", "actor": "ada"}).content.decode()
     assert _rows(both) == ["approved"] * 4 and 'id="audit-filtered">filtered: approved, by ada<' in both
     by_system = client.get(f"/jobs/{job.pk}/history/", {"actor": "system"}).content.decode()

@@ -137,3 +137,21 @@ def test_a_sample_not_ready_in_the_judged_window_makes_the_verdict_inconclusive(
     assert (verdict["code"], verdict["data"]["samples"], verdict["data"]["issues"]) == (
         VerdictReason.NOT_READY, 1, [issue.to_json()])
     assert verdict["data"]["error"] == pytest.approx(0.0, abs=1e-3)
+
+
+def test_an_inconclusive_verdict_on_no_batch_states_the_batches_of_the_window_it_judged(enqueued):
+    """Batches right after the change, then a metric window with none: the verdict is "no batch", and
+    the realized figures beside it count the batches and seconds of that same window, not of the whole
+    time since the change."""
+    proposal = make_pending(verification_windows=2)
+    later = _succeeded(proposal, backlog_step=0)
+    policy = JobPolicy.objects.get(job=proposal.job)
+    quiet = [later + timedelta(seconds=15 * (i + 1)) for i in range(int(policy.metric_window_s // 15) + 2)]
+    for at in quiet:
+        MetricSnapshot.objects.create(job=proposal.job, collected_at=at, run_id="run-1", config=proposal.job.config,
+                                      window_s=15.0, batches=0)
+    proposal_verify(proposal=Proposal.objects.get(pk=proposal.pk), now=quiet[-1])
+    proposal.refresh_from_db()
+    assert proposal.verification == Proposal.Verification.INCONCLUSIVE
+    assert proposal.verification_detail["reason"] == VerdictReason.NO_BATCHES
+    assert proposal.verification_detail["realized"]["batches"] == 0

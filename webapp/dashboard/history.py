@@ -180,8 +180,8 @@ def value_text(key: str, value: object) -> str:
 
 
 def actor_label(event: AuditEvent) -> str:
-    """Who acted, by name: a person's full name (else username), ``auto-approval (<algorithm> policy)``
-    for the policy of auto mode, ``system``, ``system (reconciler)``, ``system (verification)``."""
+    """Who acted, by name: a person's full name (else username), ``the <algorithm> policy`` (it
+    proposes, and approves in auto mode), ``system``, ``system (reconciler)``, ``system (verification)``."""
     user = event.actor_user
     if user is not None:
         return user.get_full_name() or user.get_username()
@@ -192,7 +192,7 @@ def actor_name_label(name: str) -> str:
     """:func:`actor_label` of a stored ``actor_name`` alone (the filter's choices)."""
     algorithm = Actor.algorithm_of(name)
     if algorithm is not None:
-        return f"auto-approval ({algorithm} policy)"
+        return f"the {algorithm} policy"
     return {Actor.RECONCILE: "system (reconciler)", Actor.VERIFICATION: "system (verification)"}.get(name, name)
 
 
@@ -374,7 +374,7 @@ class AuditFilter:
 
     @property
     def label(self) -> str:
-        """The filter in words: ``approved, by auto-approval (ds2 policy)``."""
+        """The filter in words: ``approved, by the ds2 policy``."""
         action = AuditAction(self.action).label if self.action else ""
         return ", ".join(p for p in (action, f"by {actor_name_label(self.actor)}" if self.actor else "") if p)
 

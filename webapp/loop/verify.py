@@ -189,7 +189,9 @@ def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Propo
                       downtime_s=execution.downtime_s, vertices=after_vertices)
     latest = realized(plan=proposal.job_plan, after=after, finished_at=execution.finished_at,
                       downtime_s=execution.downtime_s, vertices=after_vertices)
-    values.update({k: latest[k] for k in ("capacity_per_s", "utilization", "busy_share", "batch_ratio")})
+    # The figures and their evidence (batches, window) all from the window the verdict judges.
+    values.update({k: latest[k] for k in ("capacity_per_s", "utilization", "busy_share", "batch_ratio", "batches",
+                                          "window_s")})
     # The rescale's cost over its own window (scaling.rescale_cost), as the execution stores it: its
     # added lag now, and whether a load change ended the window before the backlog was back.
     cost = execution_record_cost(execution, now=now)

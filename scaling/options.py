@@ -224,6 +224,31 @@ OPTIONS: tuple[Option, ...] = (
            help="Largest relative error of the realized capacity against the predicted one, either way, that "
                 "still counts as verified (the proposal page shows both and the error); also the margin on the "
                 "predicted catch-up after a verified restart."),
+    # --- memory: the pressure gate and the recommend-only right-sizing (scaling/memory.py) -----------
+    Option("memory_gc_pressure_threshold", Kind.NUMBER, 0.3, unit="share", bounds=(0.0, 1.0), scope=Scope.WEB,
+           flink_key=AUTOSCALER + "memory.gc-pressure.threshold", flink_default=1.0,
+           differs_because="Flink's 1.0 never pauses (no JVM spends more than all its time in GC); a micro-batch "
+                           "job spending 30 % of its task time in GC looks slow for the wrong reason, and more "
+                           "cores do not help it, so the gate is on by default.",
+           help="Above this share of the window's task time spent in GC (Σ jvmGcTime / Σ executorRunTime) the job "
+                "is under memory pressure (Flink ScalingExecutor.isJobUnderMemoryPressure): no scale-down, and a "
+                "scale-up only with the pressure named. 1 turns the GC gate off."),
+    Option("memory_heap_usage_threshold", Kind.NUMBER, 1.0, unit="share", bounds=(0.0, 1.0), scope=Scope.WEB,
+           flink_key=AUTOSCALER + "memory.heap-usage.threshold",
+           help="Above this heap used at its peak / the heap maximum (the mean over the metric window) the job is "
+                "under memory pressure (as the GC threshold). Spark's peak counts garbage not yet "
+                "collected, so a busy JVM nears 1 without pressure: 1 (Flink's default) turns the heap gate off."),
+    Option("memory_tuning_overhead", Kind.NUMBER, 0.2, unit="share", bounds=(0.0, 1.0), scope=Scope.WEB,
+           flink_key=AUTOSCALER + "memory.tuning.overhead",
+           help="The recommended heap (spark.executor.memory, or spark.driver.memory in local mode) is the heap "
+                "used at its peak × (1 + this), rounded up to 64 MB, within memory_min_mb and memory_max_mb."),
+    Option("memory_min_mb", Kind.INTEGER, 512, unit="MB", bounds=(512, 1_048_576), scope=Scope.WEB,
+           help="The smallest heap recommended, MB (Spark refuses a heap below 450 MB: 300 MB reserved × 1.5)."),
+    Option("memory_max_mb", Kind.INTEGER, 65_536, unit="MB", bounds=(512, 1_048_576), scope=Scope.WEB,
+           help="The largest heap recommended, MB."),
+    Option("memory_apply", Kind.SWITCH, False, scope=Scope.WEB, flink_key=AUTOSCALER + "memory.tuning.enabled",
+           help="Off (recommend-only, the default): the job page and API show the memory recommendation and what it "
+                "would save or fix; nothing restarts for it. On: the job opts into applying it with a rescale."),
 )
 
 OPTION: dict[str, Option] = {o.name: o for o in OPTIONS}

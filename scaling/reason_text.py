@@ -64,6 +64,19 @@ def excluded_period_text(period: str) -> str:
     return f"excluded period {period!r}: the plan is computed but not executable"
 
 
+def memory_pressure_text(d: Data) -> str:
+    """The sentence of ``memory-pressure`` (``scaling.memory``): the figures and what the gate does."""
+    parts = []
+    if d.get("gc_share") is not None:
+        parts.append(f"GC {d['gc_share']:.0%} of task time (threshold {d['gc_threshold']:.0%})")
+    if d.get("heap_usage") is not None:
+        peak = (f": {num(round(d['heap_peak_mb']))} of {num(round(d['heap_max_mb']))} MB at peak"
+                if d.get("heap_peak_mb") is not None and d.get("heap_max_mb") is not None else "")
+        parts.append(f"heap {d['heap_usage']:.0%} of its maximum{peak} (threshold {d['heap_threshold']:.0%})")
+    return (f"memory pressure ({', '.join(parts) or d.get('signal')}): no scale-down while it lasts, a scale-up "
+            "only with the pressure named (Flink MemoryPressure)")
+
+
 def limit_text(item: PlanLimit | Reason) -> str:
     """Words for a limit of a micro-batch plan, rendered from its code and numbers (the plan's
     reasons, the job page's "Why no proposal?"). Raises ``KeyError`` when ``item.data`` lacks a
@@ -281,6 +294,7 @@ _TEXT: dict[object, Callable[[Reason], str]] = {
                                          f"{num(r.data['trigger_interval_s'])} s trigger): scale up (SPARK-12133)"),
     PlanReason.SCALE_DOWN_VETOED: _vetoed,
     PlanReason.SAMPLES_NOT_READY: _not_ready,
+    PlanReason.MEMORY_PRESSURE: lambda r: memory_pressure_text(r.data),
     PlanReason.ACTIVATION_PENDING: lambda r: activation_text(AwaitingActivation(
         r.data["direction"], r.data["count"], r.data["required"])),
     PlanReason.EXCLUDED_PERIOD: lambda r: excluded_period_text(str(r.data["period"])),

@@ -84,6 +84,8 @@ class PlanReason(StrEnum):
     #                                             batch_duration_s (scaling.signals)
     SCALE_DOWN_VETOED = "scale-down-vetoed"     # data: signal (a VetoSignal), value, threshold
     SAMPLES_NOT_READY = "samples-not-ready"     # data: code (a scaling.readiness.NotReady), samples, its data
+    MEMORY_PRESSURE = "memory-pressure"         # data: signal ("gc", "heap" or "gc,heap"), gc_share, gc_threshold,
+    #                                             heap_usage, heap_threshold, heap_peak_mb, heap_max_mb (scaling.memory)
     # both modes: the job-level gate
     ACTIVATION_PENDING = "activation-pending"   # data: direction, count, required (DS2's activation time)
     EXCLUDED_PERIOD = "excluded-period"         # data: period

@@ -1,0 +1,165 @@
+"""Memory: the pressure gate and the recommend-only heap size.
+
+- **Pressure** (Flink ``ScalingExecutor.isJobUnderMemoryPressure``, FLINK-33764): above a GC share
+  (``job.autoscaler.memory.gc-pressure.threshold``) or a heap usage
+  (``job.autoscaler.memory.heap-usage.threshold``) the job is under memory pressure. Flink then
+  computes no scaling at all; a Spark job that spends its time in GC looks slow for the wrong reason,
+  so here a scale-down of any kind is held (:func:`hold_under_pressure`) and a scale-up goes ahead
+  only with the pressure named in its reasons (more executors spread the state and the heap use).
+  Flink reads the GC time per second of wall time; Spark reports GC time inside the task time
+  (``jvmGcTime`` of ``executorRunTime``), so the share here is of task time. Flink takes the newest
+  GC pressure and the window's mean heap usage; so does :func:`memory_pressure`.
+- **Recommendation** (Flink ``MemoryTuning``, ``job.autoscaler.memory.tuning.overhead``): the heap
+  used at its peak in the window × (1 + overhead), rounded up to :data:`GRANULARITY_MB`, within the
+  policy's bounds (:func:`recommend_heap`). It is recommend-only: it names a size, it starts nothing.
+
+Sizes are MB (2^20 bytes, Spark's ``m`` suffix), shares 0..1. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from scaling.plan import JobPlan
+from scaling.reasons import Decision, PlanReason, Reason
+
+__all__ = ["GRANULARITY_MB", "MB", "HeapRecommendation", "MemoryReading", "Pressure", "PressureSignal",
+           "hold_under_pressure", "memory_pressure", "recommend_heap"]
+
+MB = 1024 * 1024
+#: Recommended heaps are whole multiples of this, MB.
+GRANULARITY_MB = 64
+
+
+class PressureSignal(StrEnum):
+    """Which threshold a job under memory pressure is above."""
+
+    GC = "gc"       # the GC share of task time
+    HEAP = "heap"   # heap used at its peak / heap maximum
+
+
+@dataclass(frozen=True)
+class MemoryReading:
+    """One metric window's memory: GC share of task time (0..1), heap at peak and heap maximum of the
+    executor closest to its maximum, bytes. Each None when not measured."""
+
+    gc_share: float | None
+    heap_peak_bytes: int | None
+    heap_max_bytes: int | None
+
+    @property
+    def heap_usage(self) -> float | None:
+        """Heap at peak / heap maximum; None when either is unknown."""
+        if self.heap_peak_bytes is None or not self.heap_max_bytes:
+            return None
+        return self.heap_peak_bytes / self.heap_max_bytes
+
+
+@dataclass(frozen=True)
+class Pressure:
+    """A job under memory pressure: the signals above their thresholds and the figures.
+
+    ``gc_share``: the newest window's GC share; ``heap_usage``: the mean over the windows;
+    ``heap_peak_mb`` / ``heap_max_mb``: the highest peak of the windows and its heap maximum."""
+
+    signals: tuple[PressureSignal, ...]
+    gc_share: float | None
+    gc_threshold: float
+    heap_usage: float | None
+    heap_threshold: float
+    heap_peak_mb: float | None
+    heap_max_mb: float | None
+
+    def reason(self) -> Reason:
+        """``memory-pressure`` with the figures (``scaling.reason_text`` renders it)."""
+        return Reason(PlanReason.MEMORY_PRESSURE, None, {
+            "signal": ",".join(str(s) for s in self.signals), "gc_share": self.gc_share,
+            "gc_threshold": self.gc_threshold, "heap_usage": self.heap_usage, "heap_threshold": self.heap_threshold,
+            "heap_peak_mb": self.heap_peak_mb, "heap_max_mb": self.heap_max_mb})
+
+
+def memory_pressure(readings: Sequence[MemoryReading], *, gc_threshold: float,
+                    heap_threshold: float) -> Pressure | None:
+    """The pressure of a window of ``readings`` (oldest first), or None when no signal is above its
+    threshold (or none is measured). GC: the newest measured share ``> gc_threshold``; heap: the mean
+    measured usage ``> heap_threshold`` (Flink compares with ``>``, so a threshold of 1 never fires)."""
+    shares = [r.gc_share for r in readings if r.gc_share is not None]
+    usages = [u for u in (r.heap_usage for r in readings) if u is not None]
+    gc_share = shares[-1] if shares else None
+    heap_usage = statistics.fmean(usages) if usages else None
+    signals = []
+    if gc_share is not None and gc_share > gc_threshold:
+        signals.append(PressureSignal.GC)
+    if heap_usage is not None and heap_usage > heap_threshold:
+        signals.append(PressureSignal.HEAP)
+    if not signals:
+        return None
+    peak = max((r for r in readings if r.heap_peak_bytes is not None and r.heap_max_bytes),
+               key=lambda r: r.heap_peak_bytes or 0, default=None)
+    return Pressure(tuple(signals), gc_share, gc_threshold, heap_usage, heap_threshold,
+                    peak.heap_peak_bytes / MB if peak and peak.heap_peak_bytes is not None else None,
+                    peak.heap_max_bytes / MB if peak and peak.heap_max_bytes else None)
+
+
+def hold_under_pressure(plan: JobPlan, pressure: Pressure | None, *, scales_up: bool) -> JobPlan:
+    """``plan`` through the memory gate. No pressure: unchanged. Under pressure, a plan that is not
+    a pure scale-up (``scales_up``: every knob it changes grows) is ``blocked`` with ``memory-pressure``
+    first in its reasons and no autoscaler memory carried over (no scale-down is held for later,
+    as Flink skips the scaling summary); a scale-up keeps its decision with the reason added."""
+    if pressure is None:
+        return plan
+    reasons = (pressure.reason(), *plan.reasons)
+    if scales_up and plan.decision == Decision.SCALE:
+        return replace(plan, reasons=reasons)
+    if plan.decision != Decision.SCALE:
+        return replace(plan, reasons=reasons, next_state=None)
+    return replace(plan, decision=Decision.BLOCKED, reasons=reasons, next_state=None,
+                   executors_proposed=plan.executors_current,
+                   vertices=tuple(replace(v, proposed=v.current) for v in plan.vertices))
+
+
+@dataclass(frozen=True)
+class HeapRecommendation:
+    """A heap size for each executor (in local mode, the driver).
+
+    ``current_mb``: the heap it runs with; ``recommended_mb``: the size recommended; ``peak_mb``:
+    the heap used at its peak it is sized from; ``executors``: how many JVMs run with it."""
+
+    current_mb: int
+    recommended_mb: int
+    peak_mb: float
+    overhead: float
+    executors: int = 1
+
+    @property
+    def saves_mb(self) -> int:
+        """Heap freed over every executor, MB (negative: the heap grows)."""
+        return (self.current_mb - self.recommended_mb) * self.executors
+
+    @property
+    def changes(self) -> bool:
+        """Whether the recommendation differs from the running size."""
+        return self.recommended_mb != self.current_mb
+
+    def to_json(self) -> dict:
+        return {"current_mb": self.current_mb, "recommended_mb": self.recommended_mb, "peak_mb": self.peak_mb,
+                "overhead": self.overhead, "executors": self.executors, "saves_mb": self.saves_mb}
+
+
+def recommend_heap(*, peak_bytes: int, max_bytes: int, overhead: float, min_mb: int, max_mb: int,
+                   executors: int = 1) -> HeapRecommendation:
+    """The heap each executor needs: ``peak × (1 + overhead)`` (Flink ``memory.tuning.overhead``),
+    rounded up to a multiple of :data:`GRANULARITY_MB`, clamped to ``[min_mb, max_mb]`` (MB).
+    ``peak_bytes``: heap used at its peak over the window; ``max_bytes``: the heap maximum it runs
+    with. Raises ``ValueError`` for a negative size or overhead, or ``min_mb > max_mb``."""
+    if peak_bytes < 0 or max_bytes < 0 or overhead < 0 or min_mb > max_mb or executors < 1:
+        raise ValueError(f"recommend_heap: peak {peak_bytes}, max {max_bytes}, overhead {overhead}, "
+                         f"bounds [{min_mb}, {max_mb}] MB, executors {executors}")
+    wanted_mb = peak_bytes * (1 + overhead) / MB
+    rounded = math.ceil(wanted_mb / GRANULARITY_MB) * GRANULARITY_MB
+    return HeapRecommendation(current_mb=round(max_bytes / MB), recommended_mb=min(max_mb, max(min_mb, rounded)),
+                              peak_mb=peak_bytes / MB, overhead=overhead, executors=executors)

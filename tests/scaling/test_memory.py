@@ -1,0 +1,94 @@
+"""The memory gate and the recommend-only heap size (``scaling.memory``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scaling.memory import (
+    MB, MemoryReading, PressureSignal, hold_under_pressure, memory_pressure, recommend_heap,
+)
+from scaling.plan import JobPlan, VertexPlan
+from scaling.reason_text import reason_text
+from scaling.reasons import Decision, PlanReason, Reason
+from scaling.state import ScalerState
+
+GC, HEAP = 0.3, 1.0
+
+
+def _pressure(*readings: MemoryReading, gc: float = GC, heap: float = HEAP):
+    return memory_pressure(readings, gc_threshold=gc, heap_threshold=heap)
+
+
+def test_gc_share_above_the_threshold_is_pressure_with_its_figures():
+    pressure = _pressure(MemoryReading(0.1, 300 * MB, 512 * MB), MemoryReading(0.42, 480 * MB, 512 * MB))
+    assert pressure is not None and pressure.signals == (PressureSignal.GC,)
+    assert (pressure.gc_share, pressure.heap_peak_mb, pressure.heap_max_mb) == (0.42, 480.0, 512.0)
+    assert pressure.heap_usage == pytest.approx((300 + 480) / 2 / 512)
+    reason = pressure.reason()
+    assert reason.code == PlanReason.MEMORY_PRESSURE and reason.data["signal"] == "gc"
+    assert "GC 42% of task time (threshold 30%)" in reason_text(reason)
+    assert "480 of 512 MB at peak" in reason_text(reason)
+
+
+def test_flink_compares_with_greater_than_and_takes_the_newest_gc_share():
+    """``gcPressure > threshold`` (Flink ScalingExecutor): at the threshold there is no pressure; an older
+    window above it does not count once the newest is below."""
+    assert _pressure(MemoryReading(0.3, None, None)) is None
+    assert _pressure(MemoryReading(0.9, None, None), MemoryReading(0.1, None, None)) is None
+    assert _pressure(MemoryReading(None, None, None)) is None
+
+
+def test_heap_usage_pressure_is_the_windows_mean_and_off_at_flinks_default():
+    full = MemoryReading(0.0, 500 * MB, 512 * MB)
+    assert _pressure(full) is None  # 0.98 < 1.0: the default never fires
+    pressure = _pressure(full, MemoryReading(0.0, 400 * MB, 512 * MB), heap=0.8)
+    assert pressure is not None and pressure.signals == (PressureSignal.HEAP,)
+    assert _pressure(full, MemoryReading(0.0, 300 * MB, 512 * MB), heap=0.8) is None  # mean 0.78
+
+
+def _plan(decision: Decision, current: int, proposed: int) -> JobPlan:
+    vertex = VertexPlan("v0", current=current, proposed=proposed, true_processing_rate=1.0, true_output_rate=1.0,
+                        selectivity=1.0, target_data_rate=1.0, catch_up_data_rate=0.0, ideal_parallelism=proposed,
+                        utilization=0.5, busy_core_s_per_s=0.5, adjustable=True)
+    return JobPlan(decision=decision, reasons=(Reason(PlanReason.LOAD_BELOW_BAND, None, {}),), vertices=(vertex,),
+                   executors_current=current, executors_proposed=proposed, next_state=ScalerState())
+
+
+PRESSURE = memory_pressure([MemoryReading(0.5, 500 * MB, 512 * MB)], gc_threshold=GC, heap_threshold=HEAP)
+
+
+def test_under_pressure_a_scale_down_is_blocked_and_nothing_is_held_for_later():
+    gated = hold_under_pressure(_plan(Decision.SCALE, 6, 3), PRESSURE, scales_up=False)
+    assert gated.decision == Decision.BLOCKED and not gated.changes
+    assert gated.reasons[0].code == PlanReason.MEMORY_PRESSURE and gated.next_state is None
+
+
+def test_under_pressure_a_scale_up_goes_ahead_with_the_pressure_named():
+    plan = _plan(Decision.SCALE, 2, 4)
+    gated = hold_under_pressure(plan, PRESSURE, scales_up=True)
+    assert gated.decision == Decision.SCALE and (gated.executors_proposed, gated.vertices) == (4, plan.vertices)
+    assert [r.code for r in gated.reasons] == [PlanReason.MEMORY_PRESSURE, PlanReason.LOAD_BELOW_BAND]
+
+
+def test_without_pressure_the_plan_is_untouched():
+    plan = _plan(Decision.SCALE, 6, 3)
+    assert hold_under_pressure(plan, None, scales_up=False) is plan
+
+
+@pytest.mark.parametrize("peak_mb, max_mb, expected_mb", [
+    (1000, 8192, 1216),    # 1200 MB rounded up to 64 MB
+    (1600, 8192, 1920),    # 1920 exactly
+    (100, 8192, 512),      # the lower bound
+    (480, 512, 576),       # under pressure the heap grows
+    (60_000, 65_536, 65_536),  # the upper bound
+])
+def test_the_recommendation_is_the_peak_plus_overhead_rounded_up_within_bounds(peak_mb, max_mb, expected_mb):
+    heap = recommend_heap(peak_bytes=peak_mb * MB, max_bytes=max_mb * MB, overhead=0.2, min_mb=512, max_mb=65_536,
+                          executors=3)
+    assert (heap.current_mb, heap.recommended_mb) == (max_mb, expected_mb)
+    assert heap.saves_mb == (max_mb - expected_mb) * 3
+
+
+def test_a_recommendation_refuses_nonsense_bounds():
+    with pytest.raises(ValueError):
+        recommend_heap(peak_bytes=MB, max_bytes=MB, overhead=0.2, min_mb=1024, max_mb=512)

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from scaling.readiness import SampleIssue
+from sparkclient.collector.memory import MemorySample
 from sparkclient.collector.sources import BacklogUnknown
 
 __all__ = ["JobSample", "RatesUnavailable", "SampleError", "VertexSample"]
@@ -101,6 +102,8 @@ class JobSample:
       must not be read as a measurement).
     - ``not_ready``: why the sample is not ready (``scaling.readiness``; rules in
       :mod:`sparkclient.collector.readiness`), ``()`` when it is: no scale-down is planned on it.
+    - ``memory``: the window's memory signals (:class:`sparkclient.collector.memory.MemorySample`);
+      None when not read.
 
     Raises :class:`SampleError` for a negative or non-finite number.
     """
@@ -130,6 +133,7 @@ class JobSample:
     backlog_unknown: tuple[BacklogUnknown, ...] = ()
     rates_unavailable: RatesUnavailable | None = None
     not_ready: tuple[SampleIssue, ...] = ()
+    memory: MemorySample | None = None
 
     @property
     def ready(self) -> bool:

@@ -90,6 +90,7 @@ from sparkclient.collector.batchwindow import (
     query_progresses,
     window_batches,
 )
+from sparkclient.collector.memory import memory_sample
 from sparkclient.collector.offsets import flatten_offsets, source_backlog
 from sparkclient.collector.plan import stage_operators
 from sparkclient.collector.readiness import sample_issues
@@ -195,6 +196,9 @@ def sample_from_rest(
     history, report, arrival = _sources(progresses, batches, run_id, window_end_s, now_s, input_rate,
                                         rates_unavailable, errors, trigger_interval_s)
     state_rows, state_bytes = _state_size(batches[-1] if batches else (history[-1] if history else None))
+    memory = memory_sample(executors, [stage for _progress, ran in executed for stage in ran],
+                           batches[-1] if batches else None,
+                           [(v.vertex_id, v.spill_bytes, v.span_s or window_s) for v in vertices])
 
     return JobSample(
         run_id=run_id, query_name=_query_name(progresses, run_id), app_id=app_id, window_s=window_s,
@@ -213,6 +217,7 @@ def sample_from_rest(
         not_ready=sample_issues(progresses, window, run_id=run_id, window_start_s=window_start_s, vertices=vertices,
                                 missing_stage_batches=missing_stages, cores=cores, max_cores=max_cores,
                                 sources=report),
+        memory=memory,
     )
 
 

@@ -259,6 +259,23 @@ class AuditEventSerializer(serializers.ModelSerializer):
         fields = ["id", "job", "proposal", "at", "actor", "actor_user", "action", "before", "after", "reason"]
 
 
+class JobMemorySerializer(serializers.Serializer):
+    """``GET /api/jobs/{id}/memory/``: the job's memory over its metric window (``webapp.jobs.memory.JobMemory``);
+    every field null when no snapshot measured memory."""
+
+    gc_share = serializers.FloatField(allow_null=True, help_text="Newest share of task time spent in GC, 0..1.")
+    heap_peak_mb = serializers.FloatField(allow_null=True, help_text="Heap used at its peak in the window, MB.")
+    heap_max_mb = serializers.FloatField(allow_null=True, help_text="The heap maximum, MB.")
+    heap_usage = serializers.FloatField(allow_null=True, help_text="heap_peak_mb / heap_max_mb.")
+    pressure = serializers.JSONField(allow_null=True, help_text="The memory-pressure reason ({code, vertex_id, "
+                                     "data}: gc_share, gc_threshold, heap_usage, heap_threshold, heap_peak_mb, "
+                                     "heap_max_mb) while the job is under memory pressure, else null.")
+    recommendation = serializers.JSONField(allow_null=True, help_text="The recommended heap per executor "
+                                           "({current_mb, recommended_mb, peak_mb, overhead, executors, saves_mb}), "
+                                           "or null; recommend-only unless apply is on.")
+    apply = serializers.BooleanField(allow_null=True, help_text="The policy's memory_apply.")
+
+
 class DetailSerializer(serializers.Serializer):
     """An error body: ``{"detail": "..."}``."""
 

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from webapp.accounts.access import HasRole
 from webapp.api import filters
 from webapp.api import serializers as s
+from webapp.jobs.memory import job_memory
 from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.jobs.services import RegistrationError, job_policy_update, job_register, job_update
 from webapp.proposals import rollback, services
@@ -111,6 +112,16 @@ class JobViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.Read
         except RegistrationError as exc:
             raise _registration_error(exc) from None
         return self._job_response(job)
+
+    @extend_schema(responses={200: s.JobMemorySerializer, 404: s.DetailSerializer},
+                   description="The job's memory over its metric window: GC share, heap at peak, the memory "
+                               "pressure gate's finding and the recommend-only heap size (nothing restarts for it).")
+    @action(detail=True, methods=["get"])
+    def memory(self, request: Request, pk: str | None = None) -> Response:
+        found = job_memory(job=self.get_object())
+        empty = {"gc_share": None, "heap_peak_mb": None, "heap_max_mb": None, "heap_usage": None,
+                 "pressure": None, "recommendation": None, "apply": None}
+        return Response(s.JobMemorySerializer(found.to_json() if found else empty).data)
 
     @extend_schema(methods=["GET"], responses={200: s.JobPolicySerializer, 404: s.DetailSerializer})
     @extend_schema(methods=["PATCH"], request=s.JobPolicySerializer,

@@ -31,6 +31,7 @@ from webapp.dashboard.templatetags.knobs import knob_changes
 from webapp.dashboard.why import why_no_proposal
 from webapp.jobs import selectors
 from webapp.jobs.bindings import stage_bindings
+from webapp.jobs.memory import job_memory
 from webapp.jobs.models import Job
 from webapp.jobs.plans import stored_plan
 from webapp.proposals import selectors as proposal_selectors
@@ -94,6 +95,7 @@ def _job_context(request: HttpRequest, job: Job) -> dict:
     context["not_ready"] = [r for r in (evaluation.reason_values if evaluation else ())
                             if r.code == PlanReason.SAMPLES_NOT_READY]
     context["bound"] = effective_max_cores(job)
+    context["memory"] = job_memory(job=job)
     if context["held"] is not None:
         context["held_in_min"] = math.ceil(context["held"]["in_s"] / 60)
         context["held_interval_min"] = round(context["held"]["interval_s"] / 60)

@@ -73,6 +73,8 @@ def policy_errors(policy: JobPolicy) -> dict[str, list[str]]:
             add(_field_of(str(exc)), str(exc))
     if not errors.get("min_cores") and not errors.get("max_cores") and policy.min_cores > policy.max_cores:
         add("min_cores", f"min_cores {policy.min_cores} is above max_cores {policy.max_cores}")
+    if not errors.get("memory_min_mb") and not errors.get("memory_max_mb") and policy.memory_min_mb > policy.memory_max_mb:
+        add("memory_min_mb", f"memory_min_mb {policy.memory_min_mb} is above memory_max_mb {policy.memory_max_mb}")
     if policy.restart_strategy == "exponential-delay" and not errors.get("restart_delay_s") \
             and not errors.get("restart_max_delay_s") and policy.restart_max_delay_s < policy.restart_delay_s:
         add("restart_max_delay_s", "must be at least restart_delay_s (the first back-off)")

@@ -189,6 +189,15 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     return snapshot
 
 
+def _memory_fields(sample: JobSample) -> dict:
+    """The snapshot's memory columns of ``sample`` (empty when it read none)."""
+    memory = sample.memory
+    if memory is None:
+        return {}
+    return {"gc_share": memory.gc_share, "heap_peak_bytes": memory.heap_peak_bytes,
+            "heap_max_bytes": memory.heap_max_bytes, "memory": memory.to_json()}
+
+
 def _store(job: Job, *, now: datetime, config: dict, sample: JobSample, window_s: float,
            rest_requests: int | None = None) -> MetricSnapshot:
     """One MetricSnapshot of ``sample`` with a VertexSnapshot per stage, in one transaction; a
@@ -203,7 +212,7 @@ def _store(job: Job, *, now: datetime, config: dict, sample: JobSample, window_s
             batch_overhead_s=sample.batch_overhead_s, batch_ratio=sample.batch_ratio,
             executors=sample.executors, cores=sample.cores, state_rows=sample.state_rows,
             state_bytes=sample.state_bytes, errors=list(sample.errors), rest_requests=rest_requests,
-            not_ready=issues_to_json(sample.not_ready))
+            not_ready=issues_to_json(sample.not_ready), **_memory_fields(sample))
         VertexSnapshot.objects.bulk_create([
             VertexSnapshot(snapshot=snapshot, vertex_id=v.vertex_id, name=v.name, position=v.position,
                            is_source=v.is_source, tasks=v.tasks, busy_s=v.busy_s, busy_max_s=v.busy_max_s,

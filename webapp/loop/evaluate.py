@@ -15,11 +15,13 @@ from datetime import datetime
 from django.utils import timezone
 
 from scaling import JobPlan, PlanRequest, Policy, evaluate
+from scaling.memory import hold_under_pressure
 from scaling.planner import EXECUTORS_KEY
 from scaling.readiness import SampleIssue
 from scaling.state import activated_streak, state_from_dict, state_to_dict
 from sparkclient.contract.binding import StageBinding
 from webapp.jobs.bindings import pinned_knobs, published_plan, stage_bindings
+from webapp.jobs.memory import window_pressure
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.jobs.plans import reasons_json
 from webapp.jobs.policy_mapping import scaling_policy
@@ -95,7 +97,8 @@ def plan_to_config(ctx: EvaluationContext, plan: JobPlan) -> dict:
 def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | None:
     """Evaluate the metric window of ``job`` with the micro-batch planner and store the result.
 
-    Steps: the window (None while it is not full or holds no batch), the plan (``scaling.evaluate``),
+    Steps: the window (None while it is not full or holds no batch), the plan (``scaling.evaluate``)
+    through the memory gate (``scaling.memory.hold_under_pressure``: under memory pressure no scale-down),
     the job's memory kept, the evaluation stored (with a live-loop hold of a scale-up), handed to the
     proposals (``proposal_create`` creates, revises, keeps or withdraws the pending proposal).
     """
@@ -107,6 +110,12 @@ def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | Non
     plan = _plan(ctx)
     proposed_config = plan_to_config(ctx, plan)
     direction = _evaluation_direction(ctx, plan, proposed_config)
+    gated = hold_under_pressure(plan, window_pressure(job=job, snapshots=ctx.snapshots),
+                                scales_up=direction == Evaluation.Direction.UP)
+    if gated is not plan:
+        plan = gated
+        proposed_config = plan_to_config(ctx, plan)
+        direction = _evaluation_direction(ctx, plan, proposed_config)
     _keep_pending_scale_downs(ctx, plan, direction=direction)
     evaluation = _store(ctx, plan, proposed_config=proposed_config, direction=direction)
     proposal_create(evaluation=evaluation, now=now, pinned=ctx.pinned)

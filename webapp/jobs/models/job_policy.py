@@ -80,6 +80,13 @@ class JobPolicy(models.Model):
     failure_rate_interval_s = option_field("failure_rate_interval_s")
     verification_windows = option_field("verification_windows")
     verification_tolerance = option_field("verification_tolerance")
+    # --- memory: the pressure gate and the recommend-only right-sizing (scaling.memory) ---------------
+    memory_gc_pressure_threshold = option_field("memory_gc_pressure_threshold")
+    memory_heap_usage_threshold = option_field("memory_heap_usage_threshold")
+    memory_tuning_overhead = option_field("memory_tuning_overhead")
+    memory_min_mb = option_field("memory_min_mb")
+    memory_max_mb = option_field("memory_max_mb")
+    memory_apply = option_field("memory_apply")
 
     class Meta:
         verbose_name_plural = "job policies"

@@ -95,6 +95,14 @@ class MetricSnapshot(models.Model):
     not_ready = models.JSONField(
         default=list, db_default=[], blank=True, help_text="Why the sample is not ready: [{code, data}] "
         "(scaling.readiness.SampleIssue); empty: ready. A window holding one never scales down.")
+    gc_share = models.FloatField(null=True, blank=True, help_text="Share of the window's task time spent in GC "
+                                 "(Σ jvmGcTime / Σ executorRunTime of its stages, 0..1); empty when unknown.")
+    heap_peak_bytes = models.BigIntegerField(null=True, blank=True, help_text="Heap used at its peak in the window "
+                                             "(JVMHeapMemory of its stages' peakExecutorMetrics), bytes; empty when unknown.")
+    heap_max_bytes = models.BigIntegerField(null=True, blank=True, help_text="The executors' heap maximum, bytes; "
+                                            "empty when unknown.")
+    memory = models.JSONField(default=dict, blank=True, help_text="The window's memory signals per executor, stage "
+                              "and state operator (sparkclient.collector.memory.MemorySample.to_json).")
 
     objects = _CheckedRows.as_manager()
 

@@ -1,0 +1,92 @@
+"""A job's memory over its metric window: whether it is under memory pressure and the recommend-only
+heap size, from the stored snapshots and the job's policy (the formulas: ``scaling.memory``). The
+evaluation gates its plan with :func:`window_pressure`; the job page and the API show :func:`job_memory`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from scaling.memory import (
+    MB, HeapRecommendation, MemoryReading, Pressure, memory_pressure, recommend_heap,
+)
+from scaling.reasons import Reason
+from webapp.jobs.models import Job, MetricSnapshot
+from webapp.jobs.selectors import snapshots_in_window
+
+__all__ = ["JobMemory", "job_memory", "window_pressure"]
+
+
+def _reading(snapshot: MetricSnapshot) -> MemoryReading:
+    return MemoryReading(snapshot.gc_share, snapshot.heap_peak_bytes, snapshot.heap_max_bytes)
+
+
+def window_pressure(*, job: Job, snapshots: Sequence[MetricSnapshot]) -> Pressure | None:
+    """The memory pressure of ``snapshots`` (oldest first) under the job's thresholds
+    (``memory_gc_pressure_threshold``, ``memory_heap_usage_threshold``), or None."""
+    policy = job.policy
+    return memory_pressure([_reading(s) for s in snapshots], gc_threshold=policy.memory_gc_pressure_threshold,
+                           heap_threshold=policy.memory_heap_usage_threshold)
+
+
+@dataclass(frozen=True)
+class JobMemory:
+    """What the job page and the API show of a job's memory over its metric window.
+
+    ``gc_share``: the newest measured GC share of task time; ``heap_peak_mb`` / ``heap_max_mb``: the
+    window's highest heap at peak and the heap maximum, MB; ``pressure``: the gate's finding, or None;
+    ``recommendation``: the heap recommended when it differs from the running one and it either
+    saves memory or answers the pressure (None otherwise); ``apply``: the job's ``memory_apply``
+    (off: recommend-only, nothing restarts for it)."""
+
+    gc_share: float | None
+    heap_peak_mb: float | None
+    heap_max_mb: float | None
+    pressure: Pressure | None
+    recommendation: HeapRecommendation | None
+    apply: bool
+
+    @property
+    def heap_usage(self) -> float | None:
+        if self.heap_peak_mb is None or not self.heap_max_mb:
+            return None
+        return self.heap_peak_mb / self.heap_max_mb
+
+    @property
+    def pressure_reason(self) -> Reason | None:
+        """The ``memory-pressure`` reason (code and figures), or None."""
+        return self.pressure.reason() if self.pressure else None
+
+    def to_json(self) -> dict:
+        """The API's form: shares 0..1, sizes MB; the pressure's reason as a code with data."""
+        return {"gc_share": self.gc_share, "heap_peak_mb": self.heap_peak_mb, "heap_max_mb": self.heap_max_mb,
+                "heap_usage": self.heap_usage,
+                "pressure": self.pressure_reason.to_json() if self.pressure_reason else None,
+                "recommendation": self.recommendation.to_json() if self.recommendation else None,
+                "apply": self.apply}
+
+
+def job_memory(*, job: Job, now: datetime | None = None) -> JobMemory | None:
+    """The memory of ``job`` over its metric window (``metric_window_s``), or None when no snapshot
+    in it measured any."""
+    snapshots = [s for s in snapshots_in_window(job=job, window_s=job.policy.metric_window_s, now=now)
+                 if s.gc_share is not None or s.heap_peak_bytes is not None]
+    if not snapshots:
+        return None
+    policy = job.policy
+    shares = [s.gc_share for s in snapshots if s.gc_share is not None]
+    sized = [s for s in snapshots if s.heap_peak_bytes is not None and s.heap_max_bytes]
+    peak = max(sized, key=lambda s: s.heap_peak_bytes or 0, default=None)
+    pressure = window_pressure(job=job, snapshots=snapshots)
+    recommendation = None
+    if peak is not None:
+        heap = recommend_heap(peak_bytes=peak.heap_peak_bytes or 0, max_bytes=peak.heap_max_bytes or 0,
+                              overhead=policy.memory_tuning_overhead, min_mb=policy.memory_min_mb,
+                              max_mb=policy.memory_max_mb, executors=max(1, peak.executors))
+        if heap.changes and (heap.recommended_mb < heap.current_mb or pressure is not None):
+            recommendation = heap
+    return JobMemory(gc_share=shares[-1] if shares else None,
+                     heap_peak_mb=peak.heap_peak_bytes / MB if peak else None,
+                     heap_max_mb=peak.heap_max_bytes / MB if peak else None,
+                     pressure=pressure, recommendation=recommendation, apply=policy.memory_apply)

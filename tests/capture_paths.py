@@ -8,7 +8,9 @@
 - :data:`JOIN_CAPTURE`: a stream-stream join of two rate sources (REST, SQL, progress and the
   runner's plan stages; see its README.txt);
 - :data:`BROADCAST_CAPTURE`: a stream joined with a broadcast parquet table (REST, SQL, progress
-  and the runner's plan stages; see its README.txt).
+  and the runner's plan stages; see its README.txt);
+- :data:`MEMORY_CAPTURE`: a stateful query whose RocksDB state grows under a 512 MB driver until it
+  spends its time in GC (REST, SQL, progress, and ``/executors`` read every 3 s; see its README.txt).
 """
 
 from pathlib import Path
@@ -20,3 +22,4 @@ SKEW_CAPTURE = FIXTURES / "spark-4.3.0-skew" / "skew_app.json"
 FOREACHBATCH_CAPTURE = FIXTURES / "spark-4.3.0-foreachbatch" / "foreachbatch_app.json"
 JOIN_CAPTURE = FIXTURES / "spark-4.3.0-join" / "join_app.json"
 BROADCAST_CAPTURE = FIXTURES / "spark-4.3.0-broadcast" / "broadcast_app.json"
+MEMORY_CAPTURE = FIXTURES / "spark-4.3.0-memory" / "memory_app.json"

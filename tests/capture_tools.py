@@ -15,12 +15,12 @@ from sparkclient.collector.stages import batch_jobs
 
 
 def dump_capture(spark: Any, query: Any, *, ui_port: int, out: str, note: str, trigger_interval_s: float,
-                 batches: int = 10) -> None:
+                 batches: int = 10, extra: dict[str, Any] | None = None) -> None:
     """Stop ``query`` after reading its capture, and write it to ``out``: app_id, run_id, now_s,
     trigger_interval_s, plan_stages (the runner's :func:`sparkclient.contract.binding.plan_stages_of`), jobs,
     stages and executors of the last ``batches`` batches, the SQL executions from the first one's root
     on (a job names its root execution; the one that ran it is the root or a later one), and their
-    progress (``recentProgress`` as JSON)."""
+    progress (``recentProgress`` as JSON); ``extra``'s keys are added to the document as they are."""
     now = time.time()
     app_id = spark.sparkContext.applicationId
     run_id = str(query.runId)
@@ -43,5 +43,5 @@ def dump_capture(spark: Any, query: Any, *, ui_port: int, out: str, note: str, t
     with open(out, "w") as f:
         json.dump({"note": note, "app_id": app_id, "run_id": run_id, "now_s": now,
                    "trigger_interval_s": trigger_interval_s, "plan_stages": plan, "jobs": jobs, "stages": stages,
-                   "executors": executors, "sql": sql, "progresses": progresses}, f, indent=1)
+                   "executors": executors, "sql": sql, "progresses": progresses, **(extra or {})}, f, indent=1)
     print("plan", plan)

@@ -90,13 +90,13 @@ from sparkclient.collector.batchwindow import (
     query_progresses,
     window_batches,
 )
-from sparkclient.collector.memory import memory_sample
+from sparkclient.collector.memory import MemorySample, memory_sample
 from sparkclient.collector.offsets import flatten_offsets, source_backlog
 from sparkclient.collector.plan import stage_operators
 from sparkclient.collector.readiness import sample_issues
 from sparkclient.collector.sample import JobSample, RatesUnavailable, SampleError, VertexSample
 from sparkclient.collector.sources import SourcesReport, measure_sources
-from sparkclient.collector.sparkjson import as_dict, dicts, get_count, get_float, get_list
+from sparkclient.collector.sparkjson import SparkDataError, as_dict, dicts, get_count, get_float, get_list
 from sparkclient.collector.stages import (
     batch_jobs,
     batch_stages,
@@ -196,9 +196,7 @@ def sample_from_rest(
     history, report, arrival = _sources(progresses, batches, run_id, window_end_s, now_s, input_rate,
                                         rates_unavailable, errors, trigger_interval_s)
     state_rows, state_bytes = _state_size(batches[-1] if batches else (history[-1] if history else None))
-    memory = memory_sample(executors, [stage for _progress, ran in executed for stage in ran],
-                           batches[-1] if batches else None,
-                           [(v.vertex_id, v.spill_bytes, v.span_s or window_s) for v in vertices])
+    memory = _memory(executors, executed, batches, vertices, window_s, errors)
 
     return JobSample(
         run_id=run_id, query_name=_query_name(progresses, run_id), app_id=app_id, window_s=window_s,
@@ -222,6 +220,19 @@ def sample_from_rest(
 
 
 # -- the steps of the sample ----------------------------------------------------------------------
+
+
+def _memory(executors: Sequence[Json], executed: Sequence[tuple[Json, list[Json]]], batches: Sequence[Json],
+            vertices: Sequence[VertexSample], window_s: float, errors: list[str]) -> MemorySample | None:
+    """The window's memory signals (:func:`memory_sample`), or None with a note in ``errors`` when a
+    memory field is malformed: the rest of the sample stands without them."""
+    try:
+        return memory_sample(executors, [stage for _progress, ran in executed for stage in ran],
+                             batches[-1] if batches else None,
+                             [(v.vertex_id, v.spill_bytes, v.span_s or window_s) for v in vertices])
+    except SparkDataError as exc:
+        errors.append(f"memory signals not available ({exc})")
+        return None
 
 
 def _window(progresses: Sequence[Json], run_id: str, trigger_interval_s: float, window_start_s: float | None,

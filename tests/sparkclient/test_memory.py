@@ -91,6 +91,16 @@ def test_a_malformed_field_is_a_typed_error_naming_it(path, value, field, proble
     assert (caught.value.field, caught.value.problem) == (field, problem)
 
 
+def test_a_malformed_memory_field_costs_the_memory_signals_not_the_sample():
+    capture = json.loads(json.dumps(CAPTURE))
+    capture["executors"][0]["peakMemoryMetrics"]["JVMHeapMemory"] = "x"
+    sample = sample_from_rest(capture["jobs"], capture["stages"], capture["progresses"], capture["executors"],
+                              run_id=capture["run_id"], trigger_interval_s=3.0, window_start_s=None,
+                              window_end_s=capture["now_s"], sql=capture["sql"])
+    assert sample.memory is None and sample.batches == 5
+    assert "memory signals not available" in sample.errors[-1] and "JVMHeapMemory" in sample.errors[-1]
+
+
 def _doc() -> dict[str, Any]:
     """What a memory sample reads of the capture: executors, the stages, the newest progress, the spill."""
     return json.loads(json.dumps({"executors": CAPTURE["executors"], "stages": CAPTURE["stages"],

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkclient.collector.sparkjson import (
-    Problem, SparkDataError, dicts, finite, get_count, get_dict, get_float, get_list, get_str,
+    Problem, SparkDataError, as_dict, dicts, finite, get_count, get_dict, get_float, get_list, get_str,
 )
 
 __all__ = ["RESERVED_SYSTEM_MEMORY_BYTES", "ExecutorMemory", "MemorySample", "StateStoreMemory",
@@ -203,6 +203,7 @@ def state_store_memory(progress: Json | None) -> tuple[StateStoreMemory, ...]:
     Raises :class:`SparkDataError` naming a malformed field."""
     if progress is None:
         return ()
+    progress = as_dict(progress, "progress")
     out = []
     for index, operator in enumerate(dicts(get_list(progress, "stateOperators", "progress"), "stateOperators")):
         where = f"stateOperators[{index}]"

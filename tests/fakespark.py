@@ -1,24 +1,21 @@
 """A fake Spark UI for tests: a local HTTP server on 127.0.0.1 that answers ``/api/v1`` with the
-recorded Spark 4.3.0 captures (``tests/fixtures/spark-4.3.0``). No Spark needed."""
+recorded Spark 4.3.0 captures (``tests/fixtures/spark-4.3.0``), served by
+:class:`sparkclient.demo.fakeui.FakeUis`. No Spark needed."""
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from sparkclient.demo.fakeui import FakeUis, capture_answer
+from sparkclient.demo.replay import Capture
 from tests.capture_paths import SPARK_4_3_0
 
+_CAPTURE = Capture.load(SPARK_4_3_0)
 #: The captured application's id and streaming run id.
-APP = json.loads((SPARK_4_3_0 / "p1_applications.json").read_text())[0]["id"]
-RUN_ID = json.loads((SPARK_4_3_0 / "p1_recentProgress.json").read_text())[-1]["runId"]
-ROUTES = {"/api/v1/applications": "p1_applications.json",
-          f"/api/v1/applications/{APP}/jobs": "p1_app_jobs.json",
-          f"/api/v1/applications/{APP}/stages": "p1_app_stages.json",
-          f"/api/v1/applications/{APP}/executors": "p1_app_executors.json"}
+APP = _CAPTURE.app_id
+RUN_ID = _CAPTURE.run_id
 
 
 @dataclass
@@ -35,32 +32,14 @@ class FakeSparkUI:
 def fake_spark_ui() -> Iterator[FakeSparkUI]:
     """Serve the captures until the block ends; unknown paths get a JSON 404."""
     ui = FakeSparkUI()
+    recorded = capture_answer(SPARK_4_3_0)
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
-            path = self.path.split("?")[0].rstrip("/")
-            ui.requested.append(path)
-            if path in ui.override:
-                status, body = ui.override[path]
-            elif path in ROUTES:
-                status, body = 200, (SPARK_4_3_0 / ROUTES[path]).read_bytes()
-            else:
-                status, body = 404, b'{"message": "no such resource"}'
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(index: int, path: str, query: dict[str, list[str]]) -> tuple[int, bytes]:
+        return ui.override[path] if path in ui.override else recorded(index, path, query)
 
-        def log_message(self, *args):  # keep the test output quiet
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    ui.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    servers = FakeUis(1, answer).start()
+    ui.url, ui.requested = servers.urls[0], servers.requested
     try:
         yield ui
     finally:
-        server.shutdown()
-        server.server_close()
+        servers.stop()

@@ -41,7 +41,7 @@ def workflow_redis(redis_client, redis_server, settings):
 @pytest.fixture(scope="session")
 def postgres_server():
     """A real PostgreSQL server process for the session (only the concurrency tests use it)."""
-    from tests.pgserver import start_postgres  # noqa: PLC0415
+    from sparkclient.demo.pgserver import start_postgres  # noqa: PLC0415
 
     server = start_postgres()
     yield server

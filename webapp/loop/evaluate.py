@@ -6,6 +6,7 @@ that every step takes."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Mapping
@@ -237,12 +238,36 @@ def _held_scale_down(ctx: EvaluationContext, plan: JobPlan) -> dict:
 
 
 def collect_and_evaluate(*, job: Job) -> None:
-    """One beat for one job: collect a snapshot, then evaluate unless a proposal is executing."""
-    started = time.monotonic()
+    """One beat for one job: collect a snapshot, then evaluate unless a proposal is executing.
+
+    Logs one ``webapp.loop.timing`` record per beat (:func:`log_timing`): the collection's and the
+    evaluation's CPU time in this thread (``time.thread_time``), ms."""
+    started, cpu = time.monotonic(), time.thread_time()
     snapshot = snapshot_collect(job=job)
-    if snapshot is None:
-        return
-    busy = job.proposals.filter(status__in=BUSY).exists()
-    if not busy:
-        evaluation_run(job=job)
-    logger.info("collected %s in %.2f s (%d batches)", job.name, time.monotonic() - started, snapshot.batches)
+    collect_ms = (time.thread_time() - cpu) * 1000
+    evaluate_ms, evaluation = None, None
+    if snapshot is not None and not job.proposals.filter(status__in=BUSY).exists():
+        cpu = time.thread_time()
+        evaluation = evaluation_run(job=job)
+        evaluate_ms = (time.thread_time() - cpu) * 1000
+    log_timing(job=job, collected=snapshot is not None, collect_ms=collect_ms, evaluate_ms=evaluate_ms,
+               evaluated=evaluation is not None, wall_s=time.monotonic() - started)
+    if snapshot is not None:
+        logger.info("collected %s in %.2f s (%d batches)", job.name, time.monotonic() - started, snapshot.batches)
+
+
+#: The logger of the per-beat timing records (the fleet benchmark reads them from the worker's log).
+timing_logger = logging.getLogger("webapp.loop.timing")
+#: What starts a timing record's log message; a JSON object follows.
+TIMING_PREFIX = "loop-timing "
+
+
+def log_timing(*, job: Job, collected: bool, collect_ms: float, evaluate_ms: float | None, evaluated: bool,
+               wall_s: float) -> None:
+    """Log one beat's timing record: ``loop-timing {"job": id, "at": epoch s, "collected": bool,
+    "collect_cpu_ms": ms, "evaluate_cpu_ms": ms or null (no evaluation ran), "evaluated": whether an
+    evaluation was stored, "wall_s": s}``."""
+    timing_logger.info("%s%s", TIMING_PREFIX, json.dumps({
+        "job": job.pk, "at": round(time.time(), 3), "collected": collected, "collect_cpu_ms": round(collect_ms, 3),
+        "evaluate_cpu_ms": None if evaluate_ms is None else round(evaluate_ms, 3), "evaluated": evaluated,
+        "wall_s": round(wall_s, 4)}))

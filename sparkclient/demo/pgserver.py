@@ -1,4 +1,5 @@
-"""A throw-away PostgreSQL server started as a process (Debian's ``initdb`` and ``pg_ctl``).
+"""A throw-away PostgreSQL server started as a process (Debian's ``initdb`` and ``pg_ctl``), for the
+tests and the fleet benchmark.
 
 PostgreSQL refuses to run as root, so as root (CI, containers) the data directory belongs to the
 ``postgres`` user and the binaries run through ``runuser -u postgres --``.
@@ -16,6 +17,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import psycopg
 
 
 def _bin_dir() -> Path:
@@ -76,8 +79,6 @@ def start_postgres() -> PostgresServer:
     options = (f"-p {server.port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off "
                f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=120")
     server._run("pg_ctl", "-D", str(data), "-o", options, "-l", str(root / "postgres.log"), "-w", "start")
-    import psycopg  # noqa: PLC0415
-
     deadline = time.monotonic() + 30
     while True:
         try:

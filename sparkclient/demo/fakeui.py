@@ -56,9 +56,14 @@ def replay_answer(replay: Replay, clock: Callable[[], float] = time.time) -> Ans
     base = f"/api/v1/applications/{capture.app_id}"
     static = {"/api/v1/applications": json_bytes(capture.applications), f"{base}/executors": json_bytes(capture.executors)}
 
+    found: dict[str, bytes] = {}  # SQL executions and task summaries, the same bytes for every job
+
     def answer(_index: int, path: str, query: dict[str, list[str]]) -> tuple[int, bytes]:
         if path in static:
             return 200, static[path]
+        key = f"{path}?{sorted(query.items())}"
+        if key in found:
+            return 200, found[key]
         if path in (f"{base}/jobs", f"{base}/stages"):
             return 200, replay.body(path.rsplit("/", 1)[1], clock())
         parts = path[len(base) + 1:].split("/") if path.startswith(base + "/") else []
@@ -72,7 +77,12 @@ def replay_answer(replay: Replay, clock: Callable[[], float] = time.time) -> Ans
                 doc = None
         except ValueError:
             return 400, b'{"message": "malformed id or quantile"}'
-        return (200, json_bytes(doc)) if doc is not None else NOT_FOUND
+        if doc is None:
+            return NOT_FOUND
+        if len(found) > 512:
+            found.clear()
+        found[key] = json_bytes(doc)
+        return 200, found[key]
 
     return answer
 

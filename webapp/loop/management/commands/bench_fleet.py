@@ -9,7 +9,11 @@ It registers the N jobs, lets the live loop run for ``--duration-s``, then measu
 
 - ``collected_within_interval``, ``evaluated_within_interval``: the fractions of jobs on time over the
   measured period (the run after a warm-up of stabilization + metric window + 2 intervals);
+- ``collections_per_due_beat``: snapshots stored over the beats due (jobs × measured s / interval);
+  ``collect_wall_s``: one beat's wall time in the worker (collect + evaluate), p50 and p99;
 - ``cpu_ms``: CPU ms per collection and per evaluation in the worker thread, p50 and p99;
+- ``cores_used``: cores used on average over the measured period by the workers, the beat, the fake
+  fleet, PostgreSQL, Redis, and the rest of the machine (``other``);
 - ``rows_per_job_per_day``: database rows written, and kept after retention;
 - ``overview_server_ms``: the jobs overview's server time, p50 and p99, and its SQL queries;
 - ``spark_requests_per_collection``, ``load_average`` (1 min, sampled every 5 s: mean and max).
@@ -130,6 +134,52 @@ def _run_for(group: ProcessGroup, duration_s: float, stderr) -> list[float]:
     return loads
 
 
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` used so far; 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * _TICK_S
+
+
+def _children_of(parent: int) -> list[int]:
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                pids.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return pids
+
+
+def cpu_snapshot(group: ProcessGroup, postgres, redis) -> dict[str, float]:
+    """CPU seconds used so far by each role: the workers, the beat, the fake fleet, PostgreSQL (the
+    postmaster and its backends), Redis, and the whole machine (``/proc/stat``, every process)."""
+    roles: dict[str, float] = {}
+    for child in group.children:
+        role = child.name.split("-")[0]
+        roles[role] = roles.get(role, 0.0) + _proc_cpu_s(child.process.pid)
+    postmaster = int((postgres.data_dir / "data" / "postmaster.pid").read_text().split()[0])
+    roles["postgres"] = sum(_proc_cpu_s(p) for p in [postmaster, *_children_of(postmaster)])
+    roles["redis"] = _proc_cpu_s(redis.process.pid)
+    cpu = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    roles["machine"] = (sum(int(v) for v in cpu) - int(cpu[3]) - int(cpu[4])) * _TICK_S  # all but idle, iowait
+    return roles
+
+
+def cpu_share(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, float]:
+    """Cores used on average by each role between two :func:`cpu_snapshot` (``other``: the rest of
+    the machine, other people's processes included)."""
+    used = {role: round((after.get(role, 0.0) - before.get(role, 0.0)) / seconds, 3) for role in after}
+    used["other"] = round(used["machine"] - sum(v for k, v in used.items() if k != "machine"), 3)
+    return used
+
+
 def run(options: dict, stderr) -> dict:
     """Start everything, run the loop for ``--duration-s``, measure, stop everything; the report."""
     work = options["log_dir"] or Path(tempfile.mkdtemp(prefix="sparkscaler-fleet-"))
@@ -150,10 +200,14 @@ def run(options: dict, stderr) -> dict:
                            "--window-s", str(options["window_s"])])
         _start_loop(group, options, work)
         started = time.time()
-        loads = _run_for(group, options["duration_s"], stderr)
         warmup_s = options["warmup_s"] if options["warmup_s"] is not None else \
             options["stabilization_s"] + options["window_s"] + 2 * options["interval_s"]
-        start_s, end_s = started + min(warmup_s, options["duration_s"] / 2), time.time()
+        warmup_s = min(warmup_s, options["duration_s"] / 2)
+        loads = _run_for(group, warmup_s, stderr)
+        cpu_before = cpu_snapshot(group, postgres, redis)
+        loads += _run_for(group, options["duration_s"] - warmup_s, stderr)
+        start_s, end_s = started + warmup_s, time.time()
+        cores = cpu_share(cpu_before, cpu_snapshot(group, postgres, redis), end_s - start_s)
         group.run("measure", [*manage, "bench_fleet", "--phase", "measure", "--start", str(start_s),
                               "--end", str(end_s), "--interval-s", str(options["interval_s"]),
                               "--requests", str(options["requests"]), "--out", str(work / "measure.json")])
@@ -161,10 +215,11 @@ def run(options: dict, stderr) -> dict:
         group.stop()
         redis.stop()
         postgres.stop()
-    return report(options, work=work, start_s=start_s, end_s=end_s, loads=loads)
+    return report(options, work=work, start_s=start_s, end_s=end_s, loads=loads, cores=cores)
 
 
-def report(options: dict, *, work: Path, start_s: float, end_s: float, loads: list[float]) -> dict:
+def report(options: dict, *, work: Path, start_s: float, end_s: float, loads: list[float],
+           cores: dict[str, float]) -> dict:
     """The benchmark's JSON result from the measurements, the workers' timing records and the fake
     fleet's request counts."""
     measured = json.loads((work / "measure.json").read_text())
@@ -172,13 +227,18 @@ def report(options: dict, *, work: Path, start_s: float, end_s: float, loads: li
     stats_path = work / "fakefleet-stats.json"
     requests = json.loads(stats_path.read_text())["requests"] if stats_path.exists() else None
     beats = sum(1 for r in records if r["collected"])
+    in_period = [r for r in records if start_s <= r["at"] <= end_s]
+    wanted = options["jobs"] * (end_s - start_s) / options["interval_s"]
     return {
         "jobs": options["jobs"], "workers": options["workers"], "threads_per_worker": options["threads"],
         "duration_s": options["duration_s"], "interval_s": options["interval_s"],
         "measured_s": round(end_s - start_s, 1),
         "collected_within_interval": measured["within"]["collected"],
         "evaluated_within_interval": measured["within"]["evaluated"],
+        "collections_per_due_beat": round(sum(1 for r in in_period if r["collected"]) / wanted, 3),
+        "collect_wall_s": fleetbench.percentiles([r["wall_s"] for r in in_period]),
         "cpu_ms": fleetbench.cpu_ms(records, start_s=start_s, end_s=end_s),
+        "cores_used": cores,
         "rows_per_job_per_day": measured["rows"], "rows": measured["counts"],
         "overview_server_ms": measured["overview"],
         "spark_requests_per_collection": round(requests / beats, 1) if requests and beats else None,

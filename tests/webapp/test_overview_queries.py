@@ -1,0 +1,45 @@
+"""The jobs overview reads each table once, whatever the number of jobs: the same SQL queries for 5
+jobs as for 50, each job with snapshots, a pending proposal and an executed one."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from tests.webapp.dashboard_factories import make_role_user, make_succeeded
+from tests.webapp.factories import make_job, make_snapshots
+from webapp.jobs.models import Job
+from webapp.loop.evaluate import evaluation_run
+from webapp.proposals.models import Proposal
+
+pytestmark = pytest.mark.django_db
+
+
+def add_jobs(first: int, count: int) -> None:
+    """Jobs with 13 snapshots (the backlog trend reads an earlier one), a pending scale-up and an
+    executed rescale; every third one still collecting (the overview counts its window)."""
+    for i in range(first, first + count):
+        job = make_job(f"job-{i:03d}", metric_window_s=45)
+        make_snapshots(job, count=13)
+        evaluation_run(job=job)
+        make_succeeded(job, downtime_s=1.0)
+        Job.objects.filter(pk=job.pk).update(health=Job.Health.COLLECTING if i % 3 == 0 else Job.Health.RUNNING)
+
+
+def overview_queries(client) -> tuple[int, bytes]:
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get("/")
+    assert response.status_code == 200
+    return len(captured), response.content
+
+
+def test_the_overview_of_50_jobs_makes_as_many_queries_as_that_of_5(client):
+    client.force_login(make_role_user("op"))
+    add_jobs(0, 5)
+    few, _ = overview_queries(client)
+    add_jobs(5, 45)
+    assert Proposal.objects.filter(status=Proposal.Status.PENDING).count() == 50
+    many, html = overview_queries(client)
+    assert html.count(b"<tr data-job=") == 50 and html.count(b'class="pending"') == 50
+    assert many == few <= 12

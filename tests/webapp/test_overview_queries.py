@@ -1,14 +1,18 @@
 """The jobs overview reads each table once, whatever the number of jobs: the same SQL queries for 5
-jobs as for 50, each job with snapshots, a pending proposal and an executed one."""
+jobs as for 50, each job with snapshots, a pending proposal and an executed one. Its rows are
+presented in Python (``webapp.dashboard.overview``), as the template's filters would render them."""
 
 from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.template.defaultfilters import floatformat
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
 from tests.webapp.factories import make_job, make_snapshots
+from webapp.dashboard.overview import fixed, pk_url
 from webapp.jobs.models import Job
 from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.models import Proposal
@@ -43,3 +47,16 @@ def test_the_overview_of_50_jobs_makes_as_many_queries_as_that_of_5(client):
     many, html = overview_queries(client)
     assert html.count(b"<tr data-job=") == 50 and html.count(b'class="pending"') == 50
     assert many == few <= 12
+
+
+@pytest.mark.parametrize("value", [-2.5, -0.5, -0.4, -0.04, 0.0, 0.05, 0.125, 1.005, 2.5, 2.675, 12.345, 1e20,
+                                   1234567.891, -98765.4321])
+@pytest.mark.parametrize("places", [0, 1, 2])
+def test_fixed_rounds_as_floatformat(value, places):
+    assert fixed(value, places) == floatformat(value, places)
+
+
+def test_pk_url_is_reverse():
+    for name in ("dashboard:job", "dashboard:proposal"):
+        assert [pk_url(name)(pk) for pk in (1, 12, 2_147_480_001)] == [reverse(name, args=[pk])
+                                                                      for pk in (1, 12, 2_147_480_001)]

@@ -87,6 +87,16 @@ class JobRow:
         return "↑" if self.backlog_trend_per_s > 0 else "↓"
 
 
+#: The columns the overview reads (its rows and ``window_coverage``): a fleet's rows are many, and
+#: their JSON columns (plans, reasons, knobs, the scaler's state) cost more to load than the rest.
+OVERVIEW_FIELDS = {
+    "job": ("name", "health", "config_changed_at", "policy__job", "policy__mode", "policy__metric_window_s"),
+    "snapshot": ("job_id", "collected_at", "batches", "backlog", "batch_ratio", "cores", "executors"),
+    "proposal": ("job_id", "status", "current_config", "proposed_config", "execution__proposal",
+                 "execution__downtime_s"),
+}
+
+
 def jobs_overview(*, now: datetime | None = None) -> list[JobRow]:
     """Every job with its latest snapshot, backlog trend, pending and last decided proposal and the
     time left before its metric window is full. Five queries, whatever the number of jobs."""
@@ -94,15 +104,15 @@ def jobs_overview(*, now: datetime | None = None) -> list[JobRow]:
     newest = MetricSnapshot.objects.filter(job=OuterRef("pk")).order_by("-collected_at").values("pk")
     proposals = Proposal.objects.filter(job=OuterRef("pk")).order_by("-created_at").values("pk")
     decided = [s for s in Proposal.Status.values if s not in ("pending", "superseded", "expired")]
-    jobs = list(Job.objects.select_related("policy").order_by("name").annotate(
+    jobs = list(Job.objects.select_related("policy").only(*OVERVIEW_FIELDS["job"]).order_by("name").annotate(
         latest_id=Subquery(newest[:1]),
         earlier_id=Subquery(newest[TREND_SNAPSHOTS:TREND_SNAPSHOTS + 1]),
         pending_id=Subquery(proposals.filter(status="pending")[:1]),
         last_id=Subquery(proposals.filter(status__in=decided)[:1])))
-    snapshots = MetricSnapshot.objects.in_bulk(
+    snapshots = MetricSnapshot.objects.only(*OVERVIEW_FIELDS["snapshot"]).in_bulk(
         [i for j in jobs for i in (j.latest_id, j.earlier_id) if i is not None])
     wanted = [i for j in jobs for i in (j.pending_id, j.last_id) if i is not None]
-    by_pk = Proposal.objects.select_related("execution").in_bulk(wanted)
+    by_pk = Proposal.objects.select_related("execution").only(*OVERVIEW_FIELDS["proposal"]).in_bulk(wanted)
     collecting = [j for j in jobs if j.health == Job.Health.COLLECTING]
     covered = window_coverage(jobs=collecting, now=now)
     rows = []

@@ -71,8 +71,9 @@ def test_a_tiny_fleet_runs_through_the_real_loop_and_is_measured(tmp_path):
     assert report["rows"]["MetricSnapshot"] >= 3 and report["rows"]["Evaluation"] >= 1
     assert report["cpu_ms"]["collection"]["n"] >= 3 and report["cpu_ms"]["collection"]["p50"] > 0
     assert report["rows_per_job_per_day"]["stages_per_snapshot"] == 2.0  # the capture's two stages
-    assert report["rows_per_job_per_day"]["written"] > report["rows_per_job_per_day"]["after_retention"] > 0
+    rows = report["rows_per_job_per_day"]
+    assert rows["written"] > rows["after_retention"] > 0 and rows["measured_written"] > 0
     overview = report["overview_server_ms"]
-    assert overview["rows"] == 3 and overview["n"] == 3 and overview["queries"] > 0
+    assert overview["rows"] == 3 and overview["n"] == overview["cpu_ms"]["n"] == 3 and overview["queries"] > 0
     # jobs, stages, executors, two SQL executions and the task summaries of the window's stages
     assert report["spark_requests_per_collection"] >= 5

@@ -86,7 +86,8 @@ def measure(options: dict) -> dict:
     start = datetime.fromtimestamp(options["start"], tz=UTC)
     end = datetime.fromtimestamp(options["end"], tz=UTC)
     return {"within": fleetbench.within_interval(start=start, end=end, interval_s=options["interval_s"]),
-            "rows": fleetbench.rows_per_job_per_day(start=start, end=end), "counts": fleetbench.counts(),
+            "rows": fleetbench.rows_per_job_per_day(start=start, end=end, interval_s=options["interval_s"]),
+            "counts": fleetbench.counts(),
             "overview": fleetbench.overview_server_ms(requests=options["requests"])}
 
 

@@ -13,7 +13,8 @@ It registers the N jobs, lets the live loop run for ``--duration-s``, then measu
   ``collect_wall_s``: one beat's wall time in the worker (collect + evaluate), p50 and p99;
 - ``cpu_ms``: CPU ms per collection and per evaluation in the worker thread, p50 and p99;
 - ``cores_used``: cores used on average over the measured period by the workers, the beat, the fake
-  fleet, PostgreSQL, Redis, and the rest of the machine (``other``);
+  fleet, PostgreSQL, Redis, and the rest of the machine (``other``); ``beat_cpu_ms`` and
+  ``jobs_per_core`` (:func:`capacity`): the deployment's CPU per collection, and the jobs a core serves;
 - ``rows_per_job_per_day``: database rows written, and kept after retention;
 - ``overview_server_ms``: the jobs overview's server time, p50 and p99, and its SQL queries;
 - ``spark_requests_per_collection``, ``load_average`` (1 min, sampled every 5 s: mean and max).
@@ -219,6 +220,18 @@ def run(options: dict, stderr) -> dict:
     return report(options, work=work, start_s=start_s, end_s=end_s, loads=loads, cores=cores)
 
 
+def capacity(cores: dict[str, float], *, collections: int, seconds: float, interval_s: float) -> dict:
+    """What one beat costs the deployment and how many jobs a core serves: ``beat_cpu_ms`` is the
+    CPU of the workers, PostgreSQL and Redis per stored collection (the fake fleet's is not the
+    deployment's); ``jobs_per_core`` = interval / beat CPU. A threads-pool worker process runs its
+    Python on one core at a time (the GIL): ``jobs_per_core`` is also the most jobs one worker
+    process keeps on time, on a core of its own."""
+    if not collections:
+        return {"beat_cpu_ms": None, "jobs_per_core": None}
+    beat_s = sum(cores.get(role, 0.0) for role in ("worker", "beat", "postgres", "redis")) * seconds / collections
+    return {"beat_cpu_ms": round(beat_s * 1000, 1), "jobs_per_core": round(interval_s / beat_s) if beat_s else None}
+
+
 def report(options: dict, *, work: Path, start_s: float, end_s: float, loads: list[float],
            cores: dict[str, float]) -> dict:
     """The benchmark's JSON result from the measurements, the workers' timing records and the fake
@@ -240,6 +253,8 @@ def report(options: dict, *, work: Path, start_s: float, end_s: float, loads: li
         "collect_wall_s": fleetbench.percentiles([r["wall_s"] for r in in_period]),
         "cpu_ms": fleetbench.cpu_ms(records, start_s=start_s, end_s=end_s),
         "cores_used": cores,
+        **capacity(cores, collections=sum(1 for r in in_period if r["collected"]), seconds=end_s - start_s,
+                   interval_s=options["interval_s"]),
         "rows_per_job_per_day": measured["rows"], "rows": measured["counts"],
         "overview_server_ms": measured["overview"],
         "spark_requests_per_collection": round(requests / beats, 1) if requests and beats else None,

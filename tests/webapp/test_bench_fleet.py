@@ -1,5 +1,6 @@
 """``manage.py bench_fleet``: its measurements (``webapp.loop.fleetbench``), and one tiny run of the
-whole command (3 jobs for 20 s on PostgreSQL, Redis, the fake fleet, the beat and two workers)."""
+whole command (3 jobs for 20 s on PostgreSQL, Redis, the fake fleet, the beat and two workers). The
+run's figures depend on the machine's load: it checks that everything was measured, not how fast."""
 
 from __future__ import annotations
 
@@ -54,8 +55,7 @@ def test_timing_records_are_read_from_the_worker_logs(tmp_path):
     assert cpu["evaluation"] == {"p50": 9.0, "p99": 9.0, "n": 1}
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(300)  # about 40 s and 15 s of CPU: PostgreSQL, Redis, 2 workers, the beat, 20 s of loop
 def test_a_tiny_fleet_runs_through_the_real_loop_and_is_measured(tmp_path):
     env = {**os.environ, "DEBUG": "true", "PYTHONPATH": str(ROOT)}
     env.pop("DATABASE_URL", None)

@@ -86,3 +86,14 @@ def test_at_the_cap_the_collection_stops_asking_and_the_sample_says_so(workflow_
     assert any("budget of 5 Spark REST requests per collection is spent" in e for e in snapshot.errors), \
         snapshot.errors
     assert snapshot.batches == unbounded.batches  # what the first requests gave is kept
+
+
+@pytest.mark.django_db
+def test_a_queued_collect_expires_at_the_next_beat(monkeypatch, settings):
+    """Workers that fall behind skip to the newest collection: each queued collect expires after one
+    collect interval instead of the queue growing by one per job and beat."""
+    sent = []
+    monkeypatch.setattr(tasks.collect_job, "apply_async", lambda args, **options: sent.append((args, options)))
+    job = make_job()
+    assert tasks.collect_all() == 1
+    assert sent == [((job.pk,), {"expires": settings.SCALER_COLLECT_INTERVAL_S})]

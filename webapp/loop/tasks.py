@@ -39,10 +39,12 @@ logger = logging.getLogger(__name__)
 
 @shared_task
 def collect_all() -> int:
-    """Beat entry point: enqueue one collect per job; returns how many were enqueued."""
+    """Beat entry point: enqueue one collect per job; returns how many were enqueued. A collect still
+    queued when the next beat comes expires (``expires``: one collect interval): workers that fall
+    behind skip to the newest collection instead of working through a queue that only grows."""
     ids = list(Job.objects.values_list("pk", flat=True))
     for job_id in ids:
-        collect_job.delay(job_id)
+        collect_job.apply_async((job_id,), expires=settings.SCALER_COLLECT_INTERVAL_S)
     return len(ids)
 
 

@@ -218,13 +218,14 @@ def state_store_memory(progress: Json | None) -> tuple[StateStoreMemory, ...]:
 
 def stages_heap_peak(stages: Sequence[Json]) -> int | None:
     """The highest ``peakExecutorMetrics.JVMHeapMemory`` of ``stages`` (``/stages`` entries: the heap
-    used at its peak on any executor while the stage ran), bytes; None when none reports it. Raises
-    :class:`SparkDataError` naming a malformed field."""
+    used at its peak on any executor while the stage ran), bytes; None when none reports it. A 0 is
+    not reported: Spark polls executor metrics at each heartbeat (10 s), so a stage shorter than that
+    reads 0. Raises :class:`SparkDataError` naming a malformed field."""
     peaks = []
     for index, stage in enumerate(dicts(stages, "stages")):
         where = f"stages[{index}].peakExecutorMetrics"
         peak = _optional_count(get_dict(stage, "peakExecutorMetrics", f"stages[{index}]"), "JVMHeapMemory", where)
-        if peak is not None:
+        if peak:
             peaks.append(peak)
     return max(peaks) if peaks else None
 

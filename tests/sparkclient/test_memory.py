@@ -12,7 +12,7 @@ import pytest
 
 from sparkclient.collector.memory import (
     RESERVED_SYSTEM_MEMORY_BYTES, ExecutorMemory, MemorySample, executor_memory, gc_shares_between, heap_max_bytes,
-    memory_sample,
+    memory_sample, stages_heap_peak,
 )
 from sparkclient.collector.sparkjson import Problem, SparkDataError
 from sparkclient.collector.topology import batch_end_s, sample_from_rest
@@ -148,3 +148,10 @@ def test_fuzz_executor_readings_and_their_gc_shares():
         assert all(0 <= share <= 1 for share in shares.values())
 
     _fuzz("memory.executor_memory", mutated(CAPTURE["executor_series"][-1]["executors"]), check, (SparkDataError,))
+
+
+def test_a_stage_heap_peak_of_zero_is_not_reported():
+    """Spark polls executor metrics at each heartbeat: a stage shorter than one reads 0."""
+    assert stages_heap_peak([{"peakExecutorMetrics": {"JVMHeapMemory": 0}}]) is None
+    assert stages_heap_peak([{"peakExecutorMetrics": {"JVMHeapMemory": 0}},
+                             {"peakExecutorMetrics": {"JVMHeapMemory": 5}}]) == 5

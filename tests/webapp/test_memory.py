@@ -93,3 +93,14 @@ def test_no_memory_measured_shows_nothing_and_the_api_answers_nulls(client):
     client.force_login(make_user())
     assert client.get(f"/api/jobs/{job.pk}/memory/").json()["recommendation"] is None
     assert 'id="memory"' not in client.get(f"/jobs/{job.pk}/").content.decode()
+
+
+def test_a_heap_peak_of_zero_is_not_measured_and_recommends_nothing(client):
+    """Spark reads 0 for a stage shorter than a heartbeat: no "peak 0 MB", no smaller size from it."""
+    job = make_job(metric_window_s=45)
+    _measure(make_snapshots(job), gc_share=0.0, peak_mb=0, max_mb=1024)
+    client.force_login(make_user())
+    memory = client.get(f"/api/jobs/{job.pk}/memory/").json()
+    assert (memory["recommendation"], memory["heap_peak_mb"], memory["gc_share"]) == (None, None, 0.0)
+    html = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert 'id="heap-peak"' not in html and 'id="memory-recommendation"' not in html

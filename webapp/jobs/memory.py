@@ -76,7 +76,7 @@ def job_memory(*, job: Job, now: datetime | None = None) -> JobMemory | None:
         return None
     policy = job.policy
     shares = [s.gc_share for s in snapshots if s.gc_share is not None]
-    sized = [s for s in snapshots if s.heap_peak_bytes is not None and s.heap_max_bytes]
+    sized = [s for s in snapshots if s.heap_peak_bytes and s.heap_max_bytes]  # a 0 peak was not measured
     peak = max(sized, key=lambda s: s.heap_peak_bytes or 0, default=None)
     pressure = window_pressure(job=job, snapshots=snapshots)
     recommendation = None

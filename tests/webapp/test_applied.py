@@ -19,6 +19,7 @@ from webapp.api.serializers import ExecutionSerializer
 from webapp.loop.evaluate import evaluation_run
 from webapp.loop.execute import attempt_send
 from webapp.loop.reconcile import workflow_reconcile
+from webapp.jobs.models import Job
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.services import proposal_approve
 
@@ -120,3 +121,18 @@ def test_the_key_names_the_execution_not_only_the_proposal(workflow_redis, enque
     # the same proposal id in a database that was reset names another execution: another key
     Execution.objects.filter(pk=execution.pk).update(started_at=execution.started_at + timedelta(microseconds=1))
     assert Execution.objects.get(pk=execution.pk).idempotency_key != key
+
+
+def test_the_config_change_is_audited_from_what_the_proposal_changed(workflow_redis, enqueued):
+    """A handover's new driver reports its configuration, and the collector stores it on the job, before
+    the runner's answer arrives: the audit event still reads old → new, never new → new."""
+    proposal = _approved()
+    attempt_send(proposal_id=proposal.pk, attempt=1)
+    command = _commands(workflow_redis, proposal.job.name)[-1]
+    Job.objects.filter(pk=proposal.job.pk).update(config=proposal.proposed_config)  # the collector was first
+    control.write_result(workflow_redis, proposal.job.name, RescaleResult(
+        id=command.id, status=ResultStatus.SUCCEEDED, path=RescalePath.DRIVER_HANDOVER, downtime_s=9.0,
+        knobs=command.knobs))
+    workflow_reconcile()
+    changed = AuditEvent.objects.get(proposal=proposal, action="config_changed")
+    assert changed.before == proposal.current_config != changed.after

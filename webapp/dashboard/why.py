@@ -145,7 +145,7 @@ def _at_bound(side: str, data: dict) -> str:
     if side == "above" and bound and cores is not None and cores >= bound["cores"]:
         return f"already at the most cores it may have: {bound['text']}"
     if side == "below" and cores is not None and cores <= data.get("min_cores", 0):
-        return f"already at the policy's least cores, {_cores(data['min_cores'])} (min_cores)"
+        return f"already at the policy's least cores, {_cores(data['min_cores'])}"
     if bound:
         return f"no change of the stages or cores within the bounds helps; the most cores: {bound['text']}"
     return "already at a bound"

@@ -212,7 +212,9 @@ def _record_success(execution: Execution, attempt: int, result: control.RescaleR
                               result=result_json(result), lease_expires_at=None, attempt_log=log):
         return
     config = result.knobs or proposal.proposed_config
-    before = Job.objects.filter(pk=job.pk).values_list("config", flat=True).first()
+    # What the proposal changed from: the collector may have stored the runner's new configuration
+    # already (a handover's new driver reports it before its answer arrives).
+    before = proposal.current_config or Job.objects.filter(pk=job.pk).values_list("config", flat=True).first()
     # The job's memory (FLIP-271 state store): the applied scalings (the executors' for observed
     # scalability), and the measured downtime, for restart-time tracking; pending scale-downs clear.
     state = state_from_dict(Job.objects.filter(pk=job.pk).values_list("scaler_state", flat=True).first())

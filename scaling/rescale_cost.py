@@ -31,7 +31,7 @@ from enum import StrEnum
 from scaling.load_change import change_point, departure
 
 __all__ = ["BENCH_PAUSE_S", "EffectSource", "LagSample", "RescaleCost", "TimeToEffect", "WindowEnd",
-           "catch_up_after_first_batch_s", "lag_s", "rescale_cost", "time_to_effect"]
+           "catch_up_after_first_batch_s", "lag_s", "measured_time_to_effect_s", "rescale_cost", "time_to_effect"]
 
 
 class WindowEnd(StrEnum):
@@ -197,11 +197,25 @@ class TimeToEffect:
     samples: int = 0
 
 
+def measured_time_to_effect_s(*, approved_at_s: float, first_batch_at_s: float | None,
+                              answered_at_s: float | None = None) -> float | None:
+    """A rescale's time to effect: seconds from its approval (the bench: the command sent) to the end
+    of the first batch on the new configuration, ``first_batch_at_s − approved_at_s``, never below 0.
+    The first batch's time comes from the runner's clock: with ``answered_at_s`` (when its answer was
+    read, on the approval's clock) it is capped there, as the batch cannot end after its answer was
+    read. None when ``first_batch_at_s`` is (nothing restarted, or the runner did not say). Seconds
+    throughout (any clock shared by the arguments, epoch s in practice)."""
+    if first_batch_at_s is None:
+        return None
+    end = first_batch_at_s if answered_at_s is None else min(first_batch_at_s, answered_at_s)
+    return max(0.0, end - approved_at_s)
+
+
 def time_to_effect(path: str, measured_s: Sequence[float]) -> TimeToEffect:
     """The expected time to effect of a rescale along ``path`` (a ``RescalePath`` value): the median of
-    ``measured_s`` (this job's executions of that path, seconds from the approval to the runner's
-    answer at the first batch), as FLIP-271's restart-time tracking (``ScalingTracking``) learns the
-    restart time; without one, :data:`BENCH_PAUSE_S` for the path, stated as the bench's."""
+    ``measured_s`` (this job's executions of that path, :func:`measured_time_to_effect_s`), as
+    FLIP-271's restart-time tracking (``ScalingTracking``) learns the restart time; without one,
+    :data:`BENCH_PAUSE_S` for the path, stated as the bench's."""
     values = [float(v) for v in measured_s if v is not None and v >= 0]
     if values:
         return TimeToEffect(path, statistics.median(values), EffectSource.MEASURED, len(values))

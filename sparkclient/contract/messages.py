@@ -172,6 +172,9 @@ class RescaleResult:
         replay_of: the id of the earlier command whose apply this answers, when the command's
             idempotency key had been applied already (the other fields are that first result's:
             its path, downtime, pause and ``completed_at``); None when this command was applied.
+        first_batch_at: epoch s of the end of the first batch on the new configuration (a restart's
+            first batch; for ``in-place``, when the cluster showed the new executors); None when
+            nothing changed, the command failed, or the runner did not say.
     """
 
     id: str
@@ -185,6 +188,7 @@ class RescaleResult:
     completed_at: float = field(default_factory=time.time)
     executor_change_s: float | None = None
     replay_of: str | None = None
+    first_batch_at: float | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -220,7 +224,8 @@ class RescaleResult:
                    error=_text("error", data.get("error"), required=False), code=code,
                    completed_at=_number("completed_at", data.get("completed_at", 0.0)),
                    executor_change_s=_number("executor_change_s", data.get("executor_change_s"), allow_none=True),
-                   replay_of=_text("replay_of", data["replay_of"]) if data.get("replay_of") is not None else None)
+                   replay_of=_text("replay_of", data["replay_of"]) if data.get("replay_of") is not None else None,
+                   first_batch_at=_number("first_batch_at", data.get("first_batch_at"), allow_none=True))
 
     def replayed_as(self, command_id: str) -> RescaleResult:
         """This (first) result as the answer to a repeat of its command, ``command_id``: the same

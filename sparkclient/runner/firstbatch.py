@@ -7,7 +7,8 @@ first. Thread-safe: the progress listener, the control thread and the main loop 
 
 Downtime = end of the first batch after the restart minus end of the last batch before the stop, s;
 pause = start of that first batch minus the same end (the time no batch ran). Without a last batch
-before the stop, both count from when the command was taken.
+before the stop, both count from when the command was taken. The result also carries the end of that
+first batch (``first_batch_at``, epoch s): the end of a rescale's time to effect.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class FirstBatchWatch:
 
     def on_batch(self, progress: dict[str, Any]) -> AwaitedRescale | None:
         """A batch completed (``progress``: its progress dict). Writes the awaited rescale's success,
-        with its downtime and pause, and returns it; None when nothing waited on this batch."""
+        with its downtime, pause and first batch's end, and returns it; None when nothing waited on this batch."""
         with self._lock:
             awaited = self._awaited
             if awaited is None or progress.get("runId") == awaited.old_run_id:
@@ -87,7 +88,8 @@ class FirstBatchWatch:
         since = awaited.last_batch_end or awaited.requested_at
         self._write_result(RescaleResult(id=awaited.id, status=ResultStatus.SUCCEEDED, path=awaited.path,
                                          downtime_s=max(0.0, first_end - since),
-                                         pause_s=max(0.0, first_start - since), knobs=awaited.knobs))
+                                         pause_s=max(0.0, first_start - since), knobs=awaited.knobs,
+                                         first_batch_at=first_end))
         return awaited
 
     def check_timeout(self) -> None:

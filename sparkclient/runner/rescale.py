@@ -133,7 +133,7 @@ class RescalePaths:
         if new == old:
             self._write_result(RescaleResult(id=command.id, status=control.ResultStatus.SUCCEEDED,
                                              path=RescalePath.IN_PLACE, knobs=new,
-                                             executor_change_s=change.duration_s))
+                                             executor_change_s=change.duration_s, first_batch_at=time.time()))
         return old
 
     def _commit_values(self, values: dict[str, int]) -> None:

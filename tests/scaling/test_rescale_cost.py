@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from scaling.load_change import departure
 from scaling.rescale_cost import (EffectSource, LagSample, WindowEnd, catch_up_after_first_batch_s, lag_s,
-                                  rescale_cost, time_to_effect)
+                                  measured_time_to_effect_s, rescale_cost, time_to_effect)
 
 
 def _series(backlogs, *, rate=500.0, step_s=5.0, t0=0.0):
@@ -131,6 +131,14 @@ def test_the_time_to_effect_is_the_median_measured_else_the_bench_and_says_which
     bench = time_to_effect("state-repartition", [])
     assert (bench.seconds, bench.source) == (1.74, EffectSource.BENCH)
     assert time_to_effect("driver-restart", []).source == EffectSource.UNKNOWN
+
+
+def test_the_measured_time_to_effect_runs_from_the_approval_to_the_first_batch_within_the_answer():
+    assert measured_time_to_effect_s(approved_at_s=100.0, first_batch_at_s=182.5) == 82.5
+    # the runner's clock ahead of the web app's: the batch cannot end after its answer was read
+    assert measured_time_to_effect_s(approved_at_s=100.0, first_batch_at_s=190.0, answered_at_s=185.0) == 85.0
+    assert measured_time_to_effect_s(approved_at_s=100.0, first_batch_at_s=99.0) == 0.0
+    assert measured_time_to_effect_s(approved_at_s=100.0, first_batch_at_s=None) is None
 
 
 def test_a_catch_up_from_the_start_counts_from_the_first_batch_without_the_execution():

@@ -125,8 +125,9 @@ def test_command_result_and_status_round_trip():
     command = RescaleCommand(id="42-1", knobs={"cores": 2, "work": 3})
     assert RescaleCommand.from_json(command.to_json()) == command
     result = RescaleResult(id="42-1", status=ResultStatus.SUCCEEDED, path=RescalePath.DRIVER_HANDOVER,
-                           downtime_s=3.25, pause_s=1.5, knobs={"cores": 2}, completed_at=10.0)
+                           downtime_s=3.25, pause_s=1.5, knobs={"cores": 2}, completed_at=10.0, first_batch_at=9.5)
     assert RescaleResult.from_json(result.to_json()) == result
+    assert RescaleResult.from_json(result.to_json().replace('"first_batch_at": 9.5, ', '')).first_batch_at is None
     failed = RescaleResult.failed("x", FailureCode.ABOVE_CAPACITY, "9 executors exceed 2")
     assert RescaleResult.from_json(failed.to_json()).code is FailureCode.ABOVE_CAPACITY
     status = RunnerStatus(state="running", pid=7, knobs={"cores": 1}, capacity=2, trigger_interval_s=2.0,

@@ -4,6 +4,8 @@ outcome where ``wait_result`` looks for it.
 
 ``answer(command, index)`` returns the result fields (``status``, ``error``, ...) for the
 ``index``-th command (0-based), or None to never answer it (a runner that lost the command).
+``first_batch_after_s`` in them dates the first batch on the new configuration (the result's
+``first_batch_at``) that many seconds after the command was received.
 
 With a ``workdir`` it keeps the idempotency keys it applied in the real runner's store
 (:class:`sparkclient.runner.applied.AppliedKeys`, the same code the driver uses): a repeat of a key is
@@ -67,6 +69,7 @@ class FakeRunner(threading.Thread):
         index = len(self.commands)
         self.commands.append(command)
         self.received_at.append(time.monotonic())
+        received = time.time()
         replay = self.store.answer(parsed, self.values) if self.store is not None else None
         if replay is not None:
             self.replays.append(replay)
@@ -83,7 +86,8 @@ class FakeRunner(threading.Thread):
             path=RescalePath(outcome.get("path", "in-process")),
             downtime_s=float(outcome.get("downtime_s", 0.0)), pause_s=float(outcome.get("pause_s", 0.0)),
             knobs=parsed.knobs if ok else None,
-            error=outcome.get("error") or "", code=None if ok else FailureCode.RESTART_FAILED)
+            error=outcome.get("error") or "", code=None if ok else FailureCode.RESTART_FAILED,
+            first_batch_at=received + outcome["first_batch_after_s"] if "first_batch_after_s" in outcome else None)
         if self.store is not None:
             self.store.record(parsed.idempotency_key, parsed.knobs, result)
         if ok:

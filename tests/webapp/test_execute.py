@@ -11,8 +11,10 @@ from django.utils import timezone
 from sparkclient.contract import keys
 from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, ResultStatus
 from tests.webapp.factories import make_job, make_pending, make_snapshots, make_user
+from tests.webapp.fakerunner import FakeRunner, record_answers
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.loop.evaluate import evaluation_run
+from webapp.api.serializers import ExecutionSerializer
 from webapp.loop.execute import attempt_send, execution_record_result
 from webapp.loop.rescale_cost import record_open_costs
 from webapp.proposals.models import AuditEvent, Execution, Proposal
@@ -73,6 +75,43 @@ def test_an_execution_records_its_pause_added_lag_and_catch_up_from_the_snapshot
     assert record_open_costs(now=start + timedelta(seconds=46)) == 1
     execution.refresh_from_db()
     assert execution.catch_up_s == pytest.approx(45.0, abs=0.01)
+
+
+def test_the_time_to_effect_runs_from_the_approval_to_the_runners_first_batch(workflow_redis, redis_server,
+                                                                             no_enqueue):
+    """The runner dates its first batch on the new configuration; the execution stores the seconds
+    from the approval to it (not to when the answer was read), and the API gives them."""
+    proposal = make_pending()
+    job = proposal.job
+    proposal_approve(proposal=proposal, actor=make_user())
+    runner = FakeRunner(redis_server.url, job.name, delay_s=1.0, answer=lambda command, i: {
+        "status": "succeeded", "path": "driver-handover", "pause_s": 1.5, "first_batch_after_s": 0.2})
+    runner.start()
+    try:
+        approved = timezone.now() - timedelta(seconds=30)
+        Proposal.objects.filter(pk=proposal.pk).update(decided_at=approved)
+        attempt_send(proposal_id=proposal.pk, attempt=1)
+        record_answers()
+    finally:
+        runner.stop()
+    execution = Execution.objects.get(proposal=proposal)
+    assert execution.status == "succeeded"
+    assert execution.time_to_effect_s == pytest.approx(execution.result["first_batch_at"] - approved.timestamp())
+    assert execution.time_to_effect_s >= 30.0
+    # the answer came a second after its first batch: that second is not the rescale's
+    assert (execution.finished_at - approved).total_seconds() >= execution.time_to_effect_s + 0.8
+    assert ExecutionSerializer(execution).data["time_to_effect_s"] == execution.time_to_effect_s
+
+
+def test_a_result_without_a_first_batch_stores_no_time_to_effect(no_enqueue):
+    """Nothing restarted (or an older runner): no time to effect, not the answer's time."""
+    _job, proposal = _executing_proposal()
+    execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")
+    execution_record_result(execution_id=execution.pk, attempt=1,
+                            result=RescaleResult(id=execution.exec_id(1), status=ResultStatus.SUCCEEDED,
+                                                 path=RescalePath.NONE, knobs=proposal.proposed_config))
+    execution.refresh_from_db()
+    assert execution.status == "succeeded" and execution.time_to_effect_s is None
 
 
 @pytest.mark.parametrize("later", ["next-execution", "load-change"])

@@ -256,12 +256,31 @@ def test_the_time_to_effect_is_the_median_of_this_jobs_executions_of_the_path(cl
     job = proposal.job
     for took_s in (82.0, 140.0, 100.0):
         done = make_succeeded(job, path="driver-handover")
-        Execution.objects.filter(proposal=done).update(finished_at=done.decided_at + timedelta(seconds=took_s))
+        # the measured time to effect, not when the answer was read (an hour later here)
+        Execution.objects.filter(proposal=done).update(time_to_effect_s=took_s,
+                                                       finished_at=done.decided_at + timedelta(hours=1))
+    make_succeeded(job, path="driver-handover")  # no first batch reported: not a sample
     Job.objects.filter(pk=job.pk).update(config=proposal.current_config)
     html = client.get(f"/proposals/{proposal.pk}/").content.decode()
     text = cell(html, "time-to-effect")
     assert text.startswith("Expected time to effect: about 100 s from the approval")
     assert "median of this job's 3 executions of this path" in text
+
+
+def test_the_rescales_page_states_each_executions_time_to_effect_in_its_own_column(client, operator):
+    proposal = make_pending()
+    execution = executed(proposal, catch_up_s=171.0)
+    Execution.objects.filter(pk=execution.pk).update(time_to_effect_s=82.4)
+    other = make_succeeded(proposal.job, path="none")
+    html = client.get(f"/jobs/{proposal.job_id}/rescales/").content.decode()
+    assert cell(html, "time-to-effect-definition") == ("Time to effect: from the approval to the first batch on "
+                                                       "the new configuration.")
+    assert html.count("from the approval to the first batch") == 1  # defined once
+    assert "<th>Time to effect</th>" in html
+    row = re.search(rf'<tr data-proposal="{proposal.pk}".*?</tr>', html, re.S).group(0)
+    assert re.search(r'class="time-to-effect">82 s</td>', row)
+    unmeasured = re.search(rf'<tr data-proposal="{other.pk}".*?</tr>', html, re.S).group(0)
+    assert re.search(r'class="time-to-effect">–</td>', unmeasured)
 
 
 def test_a_stage_with_fewer_tasks_than_cores_gains_nothing_from_more_cores(client, operator):

@@ -181,8 +181,9 @@ class SnapshotSerializer(serializers.ModelSerializer):
 class ExecutionSerializer(serializers.ModelSerializer):
     class Meta:
         model = Execution
-        fields = ["id", "proposal", "status", "path", "downtime_s", "pause_s", "added_lag_s", "catch_up_s", "started_at", "finished_at", "error",
-                  "result", "attempts", "applied_attempt", "attempt_state", "attempt_log"]
+        fields = ["id", "proposal", "status", "path", "downtime_s", "pause_s", "time_to_effect_s", "added_lag_s",
+                  "catch_up_s", "started_at", "finished_at", "error", "result", "attempts", "applied_attempt",
+                  "attempt_state", "attempt_log"]
 
 
 class ReasonSerializer(serializers.Serializer):

@@ -7,8 +7,9 @@
   batch on the new configuration is what a prediction's catch-up compares with.
 - **added lag**: peak lag during the rescale minus the steady lag before it, seconds of input.
 - **path**: how the runner applied it (``sparkclient.contract.control.RescalePath``), in words.
-- **time to effect**: the expected seconds from the approval to the first batch on the new
-  configuration along the path a proposal will take (:func:`scaling.rescale_cost.time_to_effect`).
+- **time to effect**: seconds from the approval to the first batch on the new configuration
+  (``Execution.time_to_effect_s``, measured); expected, along the path a proposal will take, as the
+  median of this job's measured ones of that path (:func:`scaling.rescale_cost.time_to_effect`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.reason_text import path_text
 
 __all__ = ["CatchUp", "CatchUpState", "added_lag", "catch_up", "duration", "expected_path",
-           "expected_time_to_effect", "path_text", "time_to_effect_text"]
+           "expected_time_to_effect", "measured_time_to_effect", "path_text", "time_to_effect_text"]
 
 #: Paths that change the cores (a runner takes one of them for an executors knob change).
 CORES_PATHS = (RescalePath.IN_PLACE, RescalePath.DRIVER_HANDOVER, RescalePath.DRIVER_RESTART)
@@ -121,12 +122,17 @@ def expected_path(proposal: Proposal) -> RescalePath:
 
 
 def measured_times_to_effect_s(*, job, path: RescalePath, limit: int = 20) -> list[float]:
-    """Seconds from the approval (``decided_at``, else the execution's start) to the runner's answer
-    at the first batch on the new configuration, of this job's newest succeeded executions of ``path``."""
-    rows = (Execution.objects.filter(proposal__job=job, status=Execution.Status.SUCCEEDED, path=str(path),
-                                     finished_at__isnull=False)
-            .order_by("-finished_at").values_list("finished_at", "started_at", "proposal__decided_at")[:limit])
-    return [(finished - (decided or started)).total_seconds() for finished, started, decided in rows]
+    """The measured times to effect (``Execution.time_to_effect_s``: seconds from the approval to the
+    first batch on the new configuration) of this job's newest succeeded executions of ``path``."""
+    return list(Execution.objects.filter(proposal__job=job, status=Execution.Status.SUCCEEDED, path=str(path),
+                                         time_to_effect_s__isnull=False)
+                .order_by("-finished_at").values_list("time_to_effect_s", flat=True)[:limit])
+
+
+def measured_time_to_effect(execution: Execution | None) -> str:
+    """``"82 s"`` (the execution's measured time to effect), ``"–"`` when not measured."""
+    return duration(execution.time_to_effect_s) if execution is not None and execution.time_to_effect_s is not None \
+        else "–"
 
 
 def expected_time_to_effect(proposal: Proposal) -> TimeToEffect:

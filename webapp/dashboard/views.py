@@ -281,7 +281,7 @@ def _rescale_points(job: Job, since: datetime) -> dict:
 def rescales(request: HttpRequest, pk: int) -> HttpResponse:
     """The rescales page (Flink 2.3 Web UI "Rescales"; Dataflow's autoscaling tab): counts of
     succeeded, failed and rolled-back executions; each execution with its trigger, who decided it,
-    path, pause, added lag, catch-up and predicted against realized; and the cores over time against
+    path, pause, time to effect, added lag, catch-up and predicted against realized; and the cores over time against
     the recommendation and the policy's min and max."""
     job = get_object_or_404(Job.objects.select_related("policy"), pk=pk)
     executions = list(Execution.objects.filter(proposal__job=job)
@@ -296,7 +296,8 @@ def rescales(request: HttpRequest, pk: int) -> HttpResponse:
             counts[e.status] += 1
         rows.append({"e": e, "p": p, "trigger": _trigger(p), "decided_by": present.decided_by(p),
                      "path": numbers.path_text(e.path), "catch_up": numbers.catch_up(e),
-                     "added_lag": numbers.added_lag(e), "capacity": _capacity_cell(p),
+                     "added_lag": numbers.added_lag(e), "time_to_effect": numbers.measured_time_to_effect(e),
+                     "capacity": _capacity_cell(p),
                      "predicted_catch_up": (p.prediction or {}).get("catch_up_s")})
     first = executions[-1].started_at if executions else timezone.now() - timedelta(hours=1)
     since = min(first - timedelta(minutes=5), timezone.now() - timedelta(hours=1))

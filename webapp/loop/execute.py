@@ -36,6 +36,7 @@ from webapp.jobs.redis import get_redis
 from webapp.loop.applied import applied_at, applied_attempt, success_log
 from webapp.loop import throttle
 from webapp.loop.backoff import RestartStrategy, RetryDecision, next_retry
+from webapp.loop.rescale_cost import time_to_effect_s
 from webapp.proposals import dispatch
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason, RetryCode
 from webapp.proposals.lifecycle import AttemptOutcome, AttemptState, ExecutionStatus, Status, TransitionError, \
@@ -209,6 +210,7 @@ def _record_success(execution: Execution, attempt: int, result: control.RescaleR
     if not attempt_transition(execution_id=execution.pk, attempts=attempt, target=AttemptState.DONE,
                               status=ExecutionStatus.SUCCEEDED, path=str(result.path), applied_attempt=applied,
                               downtime_s=result.downtime_s, pause_s=result.pause_s, finished_at=now, error="",
+                              time_to_effect_s=time_to_effect_s(execution, result, answered_at=now),
                               result=result_json(result), lease_expires_at=None, attempt_log=log):
         return
     config = result.knobs or proposal.proposed_config

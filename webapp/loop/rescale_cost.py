@@ -1,5 +1,7 @@
-"""Record what each rescale cost (``added_lag_s``, ``catch_up_s``) on its execution, from the job's
-metric snapshots; the formula is :func:`scaling.rescale_cost.rescale_cost`."""
+"""Record what each rescale cost on its execution: ``added_lag_s`` and ``catch_up_s`` from the job's
+metric snapshots (:func:`scaling.rescale_cost.rescale_cost`), and ``time_to_effect_s`` from the
+approval to the runner's first batch on the new configuration
+(:func:`scaling.rescale_cost.measured_time_to_effect_s`)."""
 
 from __future__ import annotations
 
@@ -8,12 +10,23 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from scaling.rescale_cost import LagSample, RescaleCost, rescale_cost
+from scaling.rescale_cost import LagSample, RescaleCost, measured_time_to_effect_s, rescale_cost
 from webapp.jobs.models import MetricSnapshot
+from sparkclient.contract.control import RescaleResult
 from webapp.proposals.models import Execution
 
 #: How long after an execution its catch-up is still looked for, seconds; past it, catch_up_s stays empty.
 FOLLOW_S = 3600.0
+
+
+def time_to_effect_s(execution: Execution, result: RescaleResult, *, answered_at: datetime) -> float | None:
+    """Seconds from the approval of ``execution``'s proposal (``decided_at``; the execution's start
+    without one) to the first batch on the new configuration that ``result`` reports
+    (``first_batch_at``, the runner's clock, capped at ``answered_at``, when the web app read the
+    answer); None when the result has no first batch (nothing restarted, or an older runner)."""
+    approved = execution.proposal.decided_at or execution.started_at
+    return measured_time_to_effect_s(approved_at_s=approved.timestamp(), first_batch_at_s=result.first_batch_at,
+                                     answered_at_s=answered_at.timestamp())
 
 
 def execution_record_cost(execution: Execution, *, now: datetime | None = None) -> RescaleCost | None:

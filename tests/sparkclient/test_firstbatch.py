@@ -1,0 +1,24 @@
+"""A restart's first batch finishes its command (``sparkclient.runner.firstbatch``): with its pause,
+downtime and the end of that batch, the end of the rescale's time to effect."""
+
+from __future__ import annotations
+
+from sparkclient.contract.control import RescalePath
+from sparkclient.runner.firstbatch import FirstBatchWatch
+
+
+def _progress(run_id: str, start: str, trigger_ms: int) -> dict:
+    return {"runId": run_id, "timestamp": start, "durationMs": {"addBatch": 10, "triggerExecution": trigger_ms}}
+
+
+def test_the_first_batch_of_a_new_run_reports_when_it_ended():
+    written = []
+    watch = FirstBatchWatch(written.append)
+    last_end = 1_700_000_000.0  # 2023-11-14T22:13:20Z
+    watch.expect(command_id="c1", path=RescalePath.IN_PROCESS, knobs={"cores": 2}, requested_at=last_end + 0.5,
+                 last_batch_end=last_end, old_run_id="old")
+    assert watch.on_batch(_progress("old", "2023-11-14T22:13:21.000Z", 500)) is None  # the stopped run's
+    assert watch.on_batch(_progress("new", "2023-11-14T22:13:22.000Z", 1500)) is not None
+    [result] = written
+    assert result.succeeded and result.first_batch_at == last_end + 3.5
+    assert (result.pause_s, result.downtime_s) == (2.0, 3.5)

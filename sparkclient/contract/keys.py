@@ -80,6 +80,11 @@ def handover(job: str) -> str:
     return f"{PREFIX}runner:{job}:handover"
 
 
+def handover_timings(job: str) -> str:
+    """JSON of the last warm handover's timings (:func:`sparkclient.runner.handover.keep_timings`)."""
+    return f"{PREFIX}runner:{job}:handover:timings"
+
+
 def control(job: str) -> str:
     """Stream of control commands for the runner (field ``json``)."""
     return f"{PREFIX}control:{job}"

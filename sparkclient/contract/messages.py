@@ -148,6 +148,16 @@ class RescaleCommand:
             data["idempotency_key"] = self.idempotency_key
         return json.dumps(data, sort_keys=True)
 
+    @staticmethod
+    def id_of(text: str | bytes | None) -> str | None:
+        """The ``id`` of a command that may not parse (to fail it by its id): a non-empty string of
+        at most 200 characters, else None."""
+        try:
+            raw = json.loads(text or "").get("id")
+        except (ValueError, AttributeError):
+            return None
+        return raw if isinstance(raw, str) and 0 < len(raw) <= 200 else None
+
     @classmethod
     def from_json(cls, text: str | bytes | None) -> RescaleCommand:
         """Raises :class:`ProtocolError` naming the bad field."""

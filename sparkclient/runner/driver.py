@@ -57,7 +57,8 @@ from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePat
 from sparkclient.runner.applied import AppliedKeys
 from sparkclient.runner.executors import ExecutorScaler, active_executor_ids, supports_in_place
 from sparkclient.runner.firstbatch import FIRST_BATCH_TIMEOUT_S, FirstBatchWatch
-from sparkclient.runner.handover import HANDOVER_READY_TIMEOUT_S, read_pending, wait_for_release
+from sparkclient.runner.handover import (HANDOVER_READY_TIMEOUT_S, HandoverStep, keep_timings, mark, read_pending,
+                                         wait_for_release)
 from sparkclient.runner.lease import LEASE_TTL_S, CheckpointLease
 from sparkclient.runner.progress import RedisProgressListener
 from sparkclient.runner.rescale import EXIT_HANDED_OVER, RescalePaths
@@ -234,13 +235,9 @@ class Driver(RescalePaths):
             try:
                 command = RescaleCommand.from_json(fields.get("json"))
             except control.ProtocolError as exc:
-                raw_id = None
-                try:
-                    raw_id = json.loads(fields.get("json") or "").get("id")
-                except (ValueError, AttributeError):
-                    pass
+                raw_id = RescaleCommand.id_of(fields.get("json"))
                 log.error("malformed control entry %s: %s", entry_id, exc)
-                if isinstance(raw_id, str) and raw_id and len(raw_id) <= 200:
+                if raw_id is not None:
                     self._write_result(RescaleResult.failed(raw_id, FailureCode.MALFORMED_COMMAND, str(exc),
                                                             knobs=self.values))
                 return None
@@ -311,10 +308,13 @@ class Driver(RescalePaths):
         """A standby: build the session, warm the JVM up and wait until the running driver released
         the checkpoint. Returns False (Spark stopped) when the handover was called off."""
         self.spark = self._build_session()
+        mark(self.client, self.job, HandoverStep.SESSION)
         warm_up(self.spark, self.executors(), self.workdir)
+        mark(self.client, self.job, HandoverStep.WARM)
         # Before the pause: the query's analysis, and the progress listener (py4j's callback server).
         self._prepared = prepare_query(self.spark, self.spec, self.values, self._session_conf())
         self._add_listener()
+        mark(self.client, self.job, HandoverStep.PREPARED)
         log.info("standby for handover %s ready (query %s)", self.standby,
                  "prepared" if self._prepared else "to be built")
         if wait_for_release(self.client, self.job, self.standby, self.stop_event):
@@ -326,6 +326,7 @@ class Driver(RescalePaths):
         """Acquire the checkpoint lease, publish the driver's status and take over a pending rescale."""
         self.lease.acquire(wait_s=1.5 * LEASE_TTL_S)
         if self.standby:
+            log.info("handover %s timings (epoch s): %s", self.standby, keep_timings(self.client, self.job))
             self.client.delete(keys.handover(self.job))
         self._set_status(state=RunnerState.STARTING, pid=os.getpid(), started_at=time.time(),
                          knobs=json.dumps(self.values, sort_keys=True), knob_specs=knobs_to_json(self.spec.knobs),

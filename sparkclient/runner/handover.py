@@ -14,6 +14,11 @@ through the states of :class:`HandoverState`:
 
 The command's completion (the first batch of the standby) is recorded in ``ss:runner:{job}:pending``
 (:func:`record_pending`, :func:`read_pending`), so a driver that starts finishes it.
+
+Each step also stamps the hash with when it happened (``{step}_at``, epoch s, the steps of
+:class:`HandoverStep`); the standby keeps them, with when it took the checkpoint, in
+``ss:runner:{job}:handover:timings`` (:func:`keep_timings`, :func:`read_timings`): where a
+handover's time goes.
 """
 
 from __future__ import annotations
@@ -28,11 +33,13 @@ import redis
 
 from sparkclient.contract import keys
 
-__all__ = ["HANDOVER_READY_TIMEOUT_S", "HandoverState", "Pending", "read_pending", "record_pending",
-           "request_standby", "wait_for_release"]
+__all__ = ["HANDOVER_READY_TIMEOUT_S", "TIMINGS_TTL_S", "HandoverState", "HandoverStep", "Pending", "keep_timings",
+           "mark", "read_pending", "read_timings", "record_pending", "request_standby", "wait_for_release"]
 
 #: How long the running driver waits for its standby to be ready before failing the rescale, seconds.
 HANDOVER_READY_TIMEOUT_S = 240.0
+#: How long the last handover's timings are kept, seconds.
+TIMINGS_TTL_S = 86400
 
 
 class HandoverState(StrEnum):
@@ -46,6 +53,51 @@ class HandoverState(StrEnum):
     FAILED = "failed"  # the standby could not start; ``error`` says why
 
 
+class HandoverStep(StrEnum):
+    """The steps of a handover, in order; each is stamped ``{step}_at`` (epoch s) on the hash."""
+
+    REQUESTED = "requested"  # the running driver took the command and asked for a standby
+    SPAWNED = "spawned"  # the supervisor started the standby's process
+    SESSION = "session"  # the standby's SparkSession is built
+    WARM = "warm"  # its JVM is warmed up
+    PREPARED = "prepared"  # the query is analysed and the progress listener registered
+    READY = "ready"  # the standby said ready
+    RELEASED = "released"  # the running driver stopped its query and released the checkpoint
+    TAKEN = "taken"  # the standby holds the checkpoint lease (its query starts next)
+
+
+def mark(client: redis.Redis, job: str, step: HandoverStep, **fields: str) -> None:
+    """Stamp ``step`` with the time now on the handover hash, with any other ``fields``."""
+    client.hset(keys.handover(job), mapping={f"{step.value}_at": repr(time.time()), **fields})
+
+
+def keep_timings(client: redis.Redis, job: str) -> dict[str, float]:
+    """The standby's side, once it holds the checkpoint: stamp ``taken`` and keep the handover's
+    stamps (step -> epoch s) for :data:`TIMINGS_TTL_S`. Returns them."""
+    mark(client, job, HandoverStep.TAKEN)
+    timings = _stamps(client.hgetall(keys.handover(job)))
+    client.set(keys.handover_timings(job), json.dumps(timings), ex=TIMINGS_TTL_S)
+    return timings
+
+
+def read_timings(client: redis.Redis, job: str) -> dict[str, float]:
+    """The last handover's stamps (step value -> epoch s); empty when none is kept or it does not parse."""
+    try:
+        return _stamps(json.loads(client.get(keys.handover_timings(job)) or "{}"))
+    except (ValueError, TypeError, AttributeError):
+        return {}
+
+
+def _stamps(raw: dict[str, Any]) -> dict[str, float]:
+    out = {}
+    for step in HandoverStep:
+        try:
+            out[step.value] = float(raw[f"{step.value}_at"] if f"{step.value}_at" in raw else raw[step.value])
+        except (KeyError, ValueError, TypeError):
+            continue
+    return out
+
+
 def request_standby(client: redis.Redis, job: str, command_id: str, knobs: dict[str, int],
                     stop_event: threading.Event, timeout_s: float = HANDOVER_READY_TIMEOUT_S) -> str | None:
     """Ask the supervisor for a standby driver with ``knobs`` and wait until it is ready.
@@ -56,8 +108,7 @@ def request_standby(client: redis.Redis, job: str, command_id: str, knobs: dict[
     """
     key = keys.handover(job)
     client.delete(key)
-    client.hset(key, mapping={"id": command_id, "knobs": json.dumps(knobs), "state": HandoverState.REQUESTED,
-                              "requested_at": repr(time.time())})
+    mark(client, job, HandoverStep.REQUESTED, id=command_id, knobs=json.dumps(knobs), state=HandoverState.REQUESTED)
     deadline = time.monotonic() + timeout_s
     state, error = "", ""
     while time.monotonic() < deadline and not stop_event.is_set():
@@ -75,7 +126,7 @@ def wait_for_release(client: redis.Redis, job: str, handover_id: str, stop_event
     """The standby's side: say it is ready, then wait until the running driver released the
     checkpoint. Returns False when the handover was called off (or ``stop_event`` is set)."""
     key = keys.handover(job)
-    client.hset(key, "state", HandoverState.READY)
+    mark(client, job, HandoverStep.READY, state=HandoverState.READY)
     while not stop_event.is_set():
         if client.hget(key, "id") != handover_id:
             return False

@@ -20,7 +20,8 @@ from sparkclient.contract import control, keys
 from sparkclient.contract.binding import PinReason, offline_repartition_blocker
 from sparkclient.contract.spec import KnobError, validate_values
 from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState
-from sparkclient.runner.handover import HANDOVER_READY_TIMEOUT_S, HandoverState, record_pending, request_standby
+from sparkclient.runner.handover import (HANDOVER_READY_TIMEOUT_S, HandoverState, HandoverStep, mark, record_pending,
+                                         request_standby)
 from sparkclient.runner.session import BATCH_WAIT_TIMEOUT_S, checkpoint_has_state, stop_between_batches
 from sparkclient.runner.staterepartition import StateRepartitionError, checkpoint_info, repartition_state
 
@@ -197,7 +198,7 @@ class RescalePaths:
                    "idempotency_key": command.idempotency_key, "command_knobs": command.knobs}
         record_pending(self.client, self.job, pending, new)
         self.lease.release()  # the query is stopped: the standby may take the checkpoint now
-        self.client.hset(keys.handover(self.job), "state", HandoverState.RELEASED)
+        mark(self.client, self.job, HandoverStep.RELEASED, state=HandoverState.RELEASED)
         log.info("command %s: handed over to the standby driver with %d executors", command.id, self.executors(new))
         return EXIT_HANDED_OVER
 

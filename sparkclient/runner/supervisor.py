@@ -39,7 +39,7 @@ from sparkclient.contract.spec import KnobError, PipelineLoadError, load_pipelin
 from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, RunnerState
 from sparkclient.runner.arguments import parse_pairs
 from sparkclient.runner.driver import EXIT_HANDED_OVER, EXIT_RESTART, EXIT_STANDBY_ABORTED, Driver, load_knob_values
-from sparkclient.runner.handover import HandoverState
+from sparkclient.runner.handover import HandoverState, HandoverStep, mark
 from sparkclient.runner.lease import LeaseUnavailable, release_token
 from sparkclient.runner.procgroup import end_process_group
 
@@ -144,7 +144,7 @@ class Supervisor:
             if self.client.hget(key, "state") == HandoverState.REQUESTED:
                 handover_id = self.client.hget(key, "id") or ""
                 self.standby = self._spawn(standby=handover_id)
-                self.client.hset(key, "state", HandoverState.STARTING)
+                mark(self.client, self.job, HandoverStep.SPAWNED, state=HandoverState.STARTING)
                 log.info("standby driver %d started for handover %s", self.standby.pid, handover_id)
             return
         code = self.standby.poll()

@@ -149,6 +149,13 @@ def test_a_malformed_command_names_its_field(text, field):
     assert err.value.field == field
 
 
+@pytest.mark.parametrize("text, command_id", [
+    ('{"id": "1", "action": "delete"}', "1"), ('{"id": ""}', None), ('{"id": 7}', None), ('[1]', None),
+    ('{"id"', None), (None, None), ('{"id": "%s"}' % ("x" * 201), None)])
+def test_a_command_that_does_not_parse_still_gives_its_id_when_it_has_one(text, command_id):
+    assert RescaleCommand.id_of(text) == command_id
+
+
 def test_a_malformed_status_names_its_field():
     for raw, field in [({"pid": "x"}, "pid"), ({"state": "flying"}, "state"), ({"knobs": "[1]"}, "knobs"),
                        ({"trigger_interval_s": "inf"}, "trigger_interval_s"),

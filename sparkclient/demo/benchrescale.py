@@ -16,20 +16,25 @@ Per run it records, from the runner's result and the backlog sampled every 0.25 
 
 - ``pause_s``: the runner's measure, from the last batch's end before the stop to the first batch's
   start after (0 in place);
+- ``time_to_effect_s``: from the command sent (the bench's approval) to the end of the first batch on
+  the new configuration that the runner reports (:func:`scaling.rescale_cost.measured_time_to_effect_s`,
+  the web app's formula), so a handover's standby start and an in-place executor request count;
 - ``added_lag_s`` and ``catch_up_s`` by :func:`scaling.rescale_cost.rescale_cost` (the web app's formula):
   peak lag during the rescale − mean lag in the 10 s before, seconds of input; and seconds from the
   command until the backlog is back to its level before (within one trigger interval's input);
 - exactly once: after the run the load pauses, the query drains, and the sink must hold every bid
   exactly once.
 
-It prints, per path, the median, min and max of each figure and whether every run was exactly once;
-``--json`` also writes every run. The figures depend on the machine and its load: run it on a quiet one.
+It prints, per path, the median, min and max of each figure and whether every run was exactly once,
+and for each handover where its time went (seconds after the command of each step the runner stamps,
+:class:`sparkclient.runner.handover.HandoverStep`, and of the first batch); ``--json`` also writes every run. The figures depend on the machine and its load: run it on a quiet one.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import statistics
@@ -43,13 +48,14 @@ from typing import Any
 
 import redis
 
-from scaling.rescale_cost import LagSample, rescale_cost
+from scaling.rescale_cost import LagSample, measured_time_to_effect_s, rescale_cost
 from sparkclient.contract.control import RescaleCommand, read_status, send_command, wait_result
 from sparkclient.demo.cluster import start_cluster, stop_cluster
 from sparkclient.demo.generator import read_counts, set_rate
 from sparkclient.demo.redislog import PartitionedLog
 from sparkclient.demo.redisproc import start_redis
 from sparkclient.demo.sink import sink_total
+from sparkclient.runner.handover import read_timings
 
 PATHS = ("in-process", "handover", "in-place", "repartition")
 TOPIC, JOB = "bench", "bench"
@@ -71,6 +77,8 @@ class Run:
     exactly_once: bool
     same_run_id: bool
     error: str = ""
+    time_to_effect_s: float = math.nan
+    handover_steps_s: dict[str, float] | None = None  # step -> seconds after the command (handover only)
 
 
 def _wait(predicate, timeout_s: float, what: str, interval_s: float = 0.25) -> Any:
@@ -126,7 +134,7 @@ class Bench:
             samples.append(self.sample())
             time.sleep(0.25)
         run_id = read_status(self.client, JOB).run_id
-        sent = time.monotonic()
+        sent, sent_epoch = time.monotonic(), time.time()
         send_command(self.client, JOB, RescaleCommand(id=command_id, knobs=knobs))
         result = None
         while result is None:
@@ -136,7 +144,9 @@ class Bench:
             if self.client.exists(f"ss:control:{JOB}:result:{command_id}"):
                 result = wait_result(self.client, JOB, command_id, timeout_s=0.25, poll_s=0.05)
             time.sleep(0.25)
-        finished = time.monotonic()
+        finished, answered_epoch = time.monotonic(), time.time()
+        effect_s = measured_time_to_effect_s(approved_at_s=sent_epoch, first_batch_at_s=result.first_batch_at,
+                                             answered_at_s=answered_epoch)
 
         def measure():
             return rescale_cost(samples, started_at_s=sent, finished_at_s=finished, steady_window_s=10.0,
@@ -155,7 +165,15 @@ class Bench:
                    downtime_s=nan if result.downtime_s is None else result.downtime_s,
                    added_lag_s=nan if cost.added_lag_s is None else cost.added_lag_s,
                    catch_up_s=nan if cost.catch_up_s is None else cost.catch_up_s,
-                   exactly_once=self.exactly_once(), same_run_id=same_run, error=result.error or "")
+                   exactly_once=self.exactly_once(), same_run_id=same_run, error=result.error or "",
+                   time_to_effect_s=nan if effect_s is None else effect_s,
+                   handover_steps_s=self.handover_steps(sent_epoch, result.first_batch_at)
+                   if result.path.value == "driver-handover" else None)
+
+    def handover_steps(self, sent_epoch: float, first_batch_at: float | None) -> dict[str, float]:
+        """Seconds after the command of each step of the last handover, and of its first batch."""
+        stamps = {**read_timings(self.client, JOB), **({"first_batch": first_batch_at} if first_batch_at else {})}
+        return {step: round(at - sent_epoch, 2) for step, at in stamps.items() if at >= sent_epoch - 1}
 
     def exactly_once(self) -> bool:
         """Pause the load, let the query drain, compare the sink with the bids written; resume."""
@@ -214,8 +232,8 @@ def bench_path(path: str, runs: int, workdir: Path, rate: float) -> list[Run]:
 
 def table(runs: list[Run]) -> str:
     """The per-path summary table (median, min, max of each figure; exactly once in every run)."""
-    lines = [f"{'path':<12} {'n':>2} {'pause_s med/min/max':>22} {'added_lag_s med/min/max':>26} "
-             f"{'catch_up_s med/min/max':>25} {'exactly once':>13}"]
+    lines = [f"{'path':<12} {'n':>2} {'pause_s med/min/max':>22} {'time_to_effect_s med/min/max':>31} "
+             f"{'added_lag_s med/min/max':>26} {'catch_up_s med/min/max':>25} {'exactly once':>13}"]
     for path in PATHS:
         mine = [r for r in runs if r.path == path]
         if not mine:
@@ -228,8 +246,13 @@ def table(runs: list[Run]) -> str:
             return f"{statistics.median(values):.2f}/{min(values):.2f}/{max(values):.2f}"
 
         ok = all(r.exactly_once and r.succeeded for r in mine)
-        lines.append(f"{path:<12} {len(mine):>2} {fig('pause_s'):>22} {fig('added_lag_s'):>26} "
+        lines.append(f"{path:<12} {len(mine):>2} {fig('pause_s'):>22} {fig('time_to_effect_s'):>31} "
+                     f"{fig('added_lag_s'):>26} "
                      f"{fig('catch_up_s'):>25} {'yes' if ok else 'NO':>13}")
+    for r in runs:
+        if r.handover_steps_s:
+            steps = ", ".join(f"{step} {at:.1f}" for step, at in r.handover_steps_s.items())
+            lines.append(f"handover steps, s after the command: {steps}")
     return "\n".join(lines)
 
 

@@ -16,9 +16,9 @@ from sparkclient.demo.benchrescale import Run, table
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(path, pause, *, ok=True, catch_up=4.0):
+def _run(path, pause, *, ok=True, catch_up=4.0, effect=math.nan, steps=None):
     return Run(path=path, reported_path=path, succeeded=ok, pause_s=pause, downtime_s=pause + 1, added_lag_s=pause * 2,
-               catch_up_s=catch_up, exactly_once=ok, same_run_id=False)
+               catch_up_s=catch_up, exactly_once=ok, same_run_id=False, time_to_effect_s=effect, handover_steps_s=steps)
 
 
 def test_the_table_gives_median_min_max_per_path_and_flags_a_run_that_lost_exactly_once():
@@ -30,6 +30,20 @@ def test_the_table_gives_median_min_max_per_path_and_flags_a_run_that_lost_exact
     repartition = next(line for line in lines if line.startswith("repartition"))
     assert "n/a" in repartition  # a catch-up never reached is left out, not averaged as NaN
     assert repartition.rstrip().endswith("NO")
+
+
+def test_the_table_gives_the_time_to_effect_per_path_and_where_a_handovers_time_went():
+    text = table([_run("in-process", 1.0, effect=3.5), _run("in-process", 1.2, effect=4.5),
+                  _run("handover", 1.5, effect=82.0, steps={"requested": 0.1, "spawned": 0.6, "session": 50.2,
+                                                            "first_batch": 82.0})])
+    header, *rows = text.splitlines()
+    assert "time_to_effect_s med/min/max" in header
+    in_process = next(line for line in rows if line.startswith("in-process"))
+    assert "4.00/3.50/4.50" in in_process  # beside the pause's 1.10/1.00/1.20
+    assert in_process.index("4.00/3.50/4.50") > in_process.index("1.10/1.00/1.20")
+    handover = next(line for line in rows if line.startswith("handover "))
+    assert "82.00/82.00/82.00" in handover
+    assert "handover steps, s after the command: requested 0.1, spawned 0.6, session 50.2, first_batch 82.0" in rows
 
 
 @pytest.mark.parametrize("argv", [["--paths", "nowhere"], ["--runs", "0"]])
@@ -50,4 +64,6 @@ def test_one_in_process_rescale_is_measured_and_exactly_once(tmp_path):
     [run] = json.loads((tmp_path / "runs.json").read_text())
     assert run["reported_path"] == "in-process" and run["succeeded"] and run["exactly_once"]
     assert run["pause_s"] > 0 and run["catch_up_s"] >= run["pause_s"]
-    assert "in-process" in out.stdout and "exactly once" in out.stdout
+    # from the command to the first batch, which comes before the backlog is back (polled every 0.25 s)
+    assert 0 < run["time_to_effect_s"] <= run["catch_up_s"] + 0.5
+    assert "in-process" in out.stdout and "exactly once" in out.stdout and "time_to_effect_s" in out.stdout

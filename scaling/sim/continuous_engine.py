@@ -24,8 +24,9 @@ def capacity_continuous(job: SimJob, config: Config) -> float:
 
 
 def vertex_capacity_per_s(vertex: SimVertex, tasks: int) -> float:
-    """Records/s a continuous vertex sustains, its busiest task (partition skew) setting the pace."""
-    return vertex.curve.continuous_capacity_per_s(tasks) * vertex.effective_tasks(tasks) / tasks
+    """Records/s a continuous vertex sustains, its busiest task (partition skew, key skew, a serial
+    fraction: ``SimVertex.slowest_task_share``) setting the pace."""
+    return vertex.curve.continuous_capacity_per_s(tasks) / tasks / vertex.slowest_task_share(tasks)
 
 
 class ContinuousEngine:
@@ -33,6 +34,7 @@ class ContinuousEngine:
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
+        self.extra_next_batch_s = 0.0  # no batches: a rescale's cost is its downtime
 
     def run(self) -> None:
         """Feed the trace, step the vertices and collect, to the end of the trace."""
@@ -83,7 +85,9 @@ class ContinuousEngine:
                     limit = min(limit, max(0.0, w_buffer - queue[w]) / v.selectivity)
             n = min(available, capacity, limit)
             if n <= 0:
-                acc[vid].busy_core_s += v.curve.fixed_core_s(tasks) * dt
+                idle = v.curve.fixed_core_s(tasks) * dt
+                acc[vid].busy_core_s += idle
+                acc[vid].busy_max_s += idle / tasks
                 continue
             if v.source:
                 sim.logs[vid].take(n)
@@ -94,7 +98,9 @@ class ContinuousEngine:
             a = acc[vid]
             a.records_in += n
             a.records_out += n * v.selectivity
-            a.busy_core_s += v.curve.busy_core_s(n, tasks, dt)
+            busy = v.curve.busy_core_s(n, tasks, dt)
+            a.busy_core_s += busy
+            a.busy_max_s += busy * v.slowest_task_share(tasks)
 
     def in_flight(self, vid: str, now_s: float) -> float:
         """Records read but not yet processed: none (a continuous job has no batch in flight)."""

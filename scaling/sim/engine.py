@@ -14,29 +14,32 @@ Sources keep a backlog in a log with a retention limit: records older than ``ret
 not read are lost. A rescale stops processing for a downtime (the micro-batch job first finishes the
 batch in flight); arrivals keep piling up meanwhile.
 
-Every ``collect_interval_s`` the simulator takes one metric sample per vertex, in exactly the form
-the collector produces (``scaling.VertexMetrics``: records in/out per second, busy ms per second per
-task, backlog, backlog growth, batch overhead). Every ``policy_interval_s`` a controller sees the
-window of samples taken since the running configuration started, and may return a new one. A
-``PolicyController`` runs a real registered policy (``scaling.algorithms``) on that window, unchanged.
+Every ``collect_interval_s`` the simulator takes one measurement per vertex, in exactly the form
+the collector produces (``scaling.VertexMeasurement``: records in and out, busy task-seconds, not
+capped, the busiest task's paced busy time unless the collector misses it, backlog, backlog growth,
+batch overhead and batches), and the window becomes metrics by the production path,
+``MetricWindow.from_measurements(...).aggregate()`` (as ``sparkclient.collector.model_inputs`` does).
+The batch durations a controller sees are each sample's mean, as production's. Every
+``policy_interval_s`` a controller sees the window of samples taken since the running configuration
+started, and may return a new one. A ``PolicyController`` runs a real registered policy
+(``scaling.algorithms``) on that window, unchanged.
 """
 
 from __future__ import annotations
 
 import math
 import random
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from scaling.metrics import ClusterState, MetricWindow, VertexMetrics, busy_time_ms_per_s
+from scaling.metrics import ClusterState, MetricWindow, VertexMeasurement, VertexMetrics
 from scaling.plan import JobPlan
 from scaling.algorithms import PlanRequest, ScalingPolicy, resolve
 from scaling.policy import Policy
 from scaling.sim.continuous_engine import ContinuousEngine, capacity_continuous
 from scaling.sim.micro_batch_engine import MicroBatchEngine, capacity_micro_batch
-from scaling.sim.model import SimJob, SimSettings
+from scaling.sim.model import SimJob, SimSettings, derive_seed
 from scaling.sim.sourcelog import EPSILON_RECORDS, Accumulator, SourceLog
 from scaling.sim.workloads import Trace
 from scaling.state import ScalerState
@@ -44,11 +47,6 @@ from scaling.topology import Topology
 
 __all__ = ["EPSILON_RECORDS", "Config", "Controller", "Observation", "PolicyController", "Rescale", "RunResult",
            "Simulation", "capacity_per_s", "derive_seed", "simulate"]
-
-
-def derive_seed(*parts: object) -> int:
-    """A stable seed from names and numbers (``hash()`` of a str changes between processes)."""
-    return zlib.crc32("/".join(map(str, parts)).encode())
 
 
 @dataclass(frozen=True)
@@ -175,13 +173,14 @@ class Simulation:
             raise ValueError(f"step_s: the trace has {trace.step_s} s steps, the settings {settings.step_s}")
         self.job, self.trace, self.settings, self.controller = job, trace, settings, controller
         self.config = start
+        self.seed = seed
         # The same noise draws for every policy (issue 14): the seed does not depend on the controller,
         # and every collect draws the same number of values whatever the configuration.
         self.noise_rng = random.Random(derive_seed(seed, job.name, trace.kind, "noise"))
         self.downtime_rng = random.Random(derive_seed(seed, job.name, trace.kind, "downtime"))
         self.logs = {v.id: SourceLog() for v in job.vertices if v.source}
         self.result = RunResult(job.name, controller.name, settings.mode)
-        self.samples: list[tuple[float, dict[str, VertexMetrics], tuple[float, ...]]] = []
+        self.samples: list[tuple[float, dict[str, VertexMeasurement], tuple[float, ...]]] = []
         self.active_since_s = 0.0
         self.down_until_s = 0.0
         self.engine = MicroBatchEngine(self) if settings.mode == "micro-batch" else ContinuousEngine(self)
@@ -196,14 +195,14 @@ class Simulation:
                             max_executors=s.max_executors, trigger_interval_s=s.trigger_interval_s)
 
     def _sample(self, now_s: float, acc: Mapping[str, Accumulator], batch_durations_s: tuple[float, ...], batches: int) -> None:
-        """One collect: metrics per vertex over the last collect interval, with noise."""
-        window_s = self.settings.collect_interval_s
-        metrics = {}
+        """One collect: a ``VertexMeasurement`` per vertex over the last collect interval, with noise
+        (records and busy time; the busiest task's time moves with the busy time)."""
+        window_s, s = self.settings.collect_interval_s, self.settings
+        row = {}
         for vid in self.job.order:
             v, a = self.job.by_id[vid], acc[vid]
             tasks = self.config.parallelism[vid]
-            f_records, f_busy = self.settings.noise.factor(self.noise_rng), self.settings.noise.factor(self.noise_rng)
-            records_in = a.records_in / window_s * f_records
+            f_records, f_busy = s.noise.factor(self.noise_rng), s.noise.factor(self.noise_rng)
             kwargs: dict[str, float] = {}
             if v.source:
                 if v.generator:
@@ -211,13 +210,17 @@ class Simulation:
                 else:
                     kwargs["backlog"] = self.logs[vid].total + self._in_flight(vid, now_s)
                     kwargs["backlog_growth_per_s"] = a.arrived / window_s - a.records_in / window_s
-            if self.settings.mode == "micro-batch" and batches:
-                kwargs["batch_overhead_s"] = self.settings.batch_overhead_s
-            metrics[vid] = VertexMetrics(
-                records_in_per_s=records_in, records_out_per_s=a.records_out / window_s * f_records,
-                busy_time_ms_per_s=busy_time_ms_per_s(a.busy_core_s * f_busy, window_s, tasks), **kwargs)
-        if now_s - window_s >= self.active_since_s + self.settings.stabilization_s - 1e-9:
-            self.samples.append((now_s, metrics, batch_durations_s))
+            if s.mode == "micro-batch" and batches:
+                kwargs["batch_overhead_s"] = s.batch_overhead_s
+            busy_s, busy_max_s = a.busy_core_s * f_busy, a.busy_max_s * f_busy if v.skew_seen else None
+            if s.busy_cap:
+                busy_s, busy_max_s = min(busy_s, window_s * tasks), None
+            row[vid] = VertexMeasurement(
+                span_s=window_s, tasks=tasks, busy_s=busy_s, busy_max_s=busy_max_s, records_in=a.records_in * f_records,
+                records_out=a.records_out * f_records, batches=batches, **kwargs)
+        mean_batch = (sum(batch_durations_s) / len(batch_durations_s),) if batch_durations_s else ()
+        if now_s - window_s >= self.active_since_s + s.stabilization_s - 1e-9:
+            self.samples.append((now_s, row, mean_batch))
 
     def _observe(self, now_s: float) -> Observation:
         s = self.settings
@@ -226,7 +229,7 @@ class Simulation:
         metrics = None
         durations: tuple[float, ...] = ()
         if valid and covered >= s.metric_window_s - 1e-9:
-            window = MetricWindow.from_metrics(m for _, m, _ in valid)
+            window = MetricWindow.from_measurements(m for _, m, _ in valid)
             sources = tuple(v.id for v in self.job.vertices if v.source)
             start = window.change_index(sources) if s.detect_change else None
             metrics = window.aggregate(sources, after_change=s.detect_change)
@@ -235,22 +238,38 @@ class Simulation:
                            metrics, durations)
 
     def _in_place(self, new: Config) -> bool:
-        """Micro-batch: only the executors change (the partitions stay). Spark adds or removes
-        executors while the query runs (dynamic allocation; SPARK-12133's path), so no restart."""
+        """Micro-batch: only the executors change (the partitions stay)."""
         return self.settings.mode == "micro-batch" and not any(
             new.parallelism.get(k, v) != v for k, v in self.config.parallelism.items())
 
+    def _rescale_cost(self, new: Config) -> tuple[float, float, bool]:
+        """The pause, seconds, the first batch's extra seconds, and whether the query restarts: new
+        partitions (or any continuous rescale) restart after ``downtime``; in micro-batch mode new
+        executors only are added in place (Spark dynamic allocation, SPARK-12133's path) or by a warm
+        driver handover (``RescaleCosts``)."""
+        s = self.settings
+        costs = s.rescale_costs
+        if s.mode != "micro-batch" or not self._in_place(new):
+            extra = costs.partitions_first_batch_s if s.mode == "micro-batch" else 0.0
+            return s.downtime.draw(self.downtime_rng), extra, True
+        if costs.executors_move_in_place:
+            return costs.executors_in_place_s, costs.executors_in_place_first_batch_s, False
+        return costs.handover.draw(self.downtime_rng), costs.handover_first_batch_s, True
+
     def _apply(self, now_s: float, new: Config, restart_at_s: float) -> None:
-        if self.controller.free_rescale or self._in_place(new):
-            downtime = 0.0
-            restart_at_s = now_s
+        if self.controller.free_rescale:
+            downtime, extra, restart_at_s = 0.0, 0.0, now_s
         else:
-            downtime = self.settings.downtime.draw(self.downtime_rng)
-            self.controller.restarted(downtime)
+            downtime, extra, restarts = self._rescale_cost(new)
+            if restarts:
+                self.controller.restarted(downtime)
+            else:
+                restart_at_s = now_s
         self.result.rescales.append(Rescale(now_s, self.config, new, downtime))
         self.config = Config(dict(new.parallelism), new.cores)
         self.down_until_s = restart_at_s + downtime
         self.active_since_s = self.down_until_s
+        self.engine.extra_next_batch_s = extra
         self.samples.clear()
 
     def _record(self, now_s: float) -> None:

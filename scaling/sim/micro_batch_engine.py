@@ -1,7 +1,12 @@
 """The micro-batch engine of the simulator (:mod:`scaling.sim.engine`): batch by batch. A batch reads
-everything the sources hold; its stages run one after another on the shared cores
-(``ceil(tasks / cores)`` waves each), after a fixed per-batch overhead; the next batch starts at the
-next trigger, or at once when the batch overran it. A rescale waits for the batch in flight."""
+everything the sources hold; its stages run one after another on the shared cores, each as long as
+its ``ceil(tasks / cores)`` waves or its slowest task (skew, a serial fraction, a straggler:
+``SimVertex.pace``), after a fixed per-batch overhead; the next batch starts at the next trigger, or
+at once when the batch overran it. A rescale waits for the batch in flight; the first batch after it
+takes the rescale path's extra seconds (``RescaleCosts``).
+
+Each stage of each batch also gives its busiest task's busy time at the pace its slowest task sets,
+by the collector's formula (``scaling.metrics.paced_task_busy_s``)."""
 
 from __future__ import annotations
 
@@ -10,7 +15,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from scaling.sim.model import SimJob, SimSettings
+from scaling.metrics import paced_task_busy_s
+from scaling.sim.model import SimJob, SimSettings, SimVertex, derive_seed
 from scaling.sim.sourcelog import EPSILON_RECORDS, Accumulator
 
 if TYPE_CHECKING:
@@ -18,8 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MicroBatchEngine", "capacity_micro_batch"]
 
-#: Per stage of a batch: (records in, records out, busy core-seconds).
-StageSums = dict[str, tuple[float, float, float]]
+#: Per stage of a batch: (records in, records out, busy core-seconds, busiest task's paced busy seconds).
+StageSums = dict[str, tuple[float, float, float, float]]
 
 
 def capacity_micro_batch(job: SimJob, config: Config, settings: SimSettings) -> float:
@@ -29,7 +35,7 @@ def capacity_micro_batch(job: SimJob, config: Config, settings: SimSettings) -> 
     for vid in job.order:
         v = job.by_id[vid]
         tasks = config.parallelism[vid]
-        waves_per_task = math.ceil(tasks / cores) / v.effective_tasks(tasks)
+        waves_per_task = v.pace(tasks, cores)
         per_record += waves_per_task * job.unit_rates[vid] * v.curve.cost_s_per_record(tasks)
         fixed += waves_per_task * v.curve.fixed_core_s(tasks)
     room = settings.trigger_interval_s - settings.batch_overhead_s - fixed
@@ -47,6 +53,7 @@ class MicroBatchEngine:
         self.sim = sim
         self.batches: deque[tuple[float, float, dict[str, float]]] = deque()
         self.last_complete: float | None = None
+        self.extra_next_batch_s = 0.0
 
     def run(self) -> None:
         """Feed the trace, run the batches and collect, to the end of the trace."""
@@ -91,7 +98,7 @@ class MicroBatchEngine:
                     next_start = start + s.trigger_interval_s
                     continue
                 oldest = min(log.take(read[vid]) for vid, log in sim.logs.items())
-                stages, duration = self._batch(order, read)
+                stages, duration = self._batch(order, read, start)
                 complete = start + duration
                 self.batches.append((complete, oldest, read))
                 completed.append((complete, duration, stages))
@@ -111,13 +118,14 @@ class MicroBatchEngine:
             if sim.down_until_s > next_start:
                 next_start = sim.down_until_s
 
-    def _batch(self, order: tuple[str, ...], read: Mapping[str, float]) -> tuple[StageSums, float]:
-        """Run one batch: per stage (records in, records out, busy core-seconds), and its duration."""
+    def _batch(self, order: tuple[str, ...], read: Mapping[str, float], start_s: float) -> tuple[StageSums, float]:
+        """Run one batch: per stage (``StageSums``), and its duration, seconds."""
         sim = self.sim
         job, p, cores = sim.job, sim.config.parallelism, sim.config.cores or 1
         records: dict[str, float] = {}
         stages = {}
-        wall = sim.settings.batch_overhead_s
+        wall = sim.settings.batch_overhead_s + self.extra_next_batch_s
+        self.extra_next_batch_s = 0.0
         for vid in order:
             v = job.by_id[vid]
             if v.source:
@@ -127,9 +135,20 @@ class MicroBatchEngine:
             records[vid] = n
             tasks = p[vid]
             busy = v.curve.busy_core_s(n, tasks, 1.0)
-            wall += math.ceil(tasks / cores) * busy / v.effective_tasks(tasks)
-            stages[vid] = (n, n * v.selectivity, busy)
+            straggler = self._straggler(v, start_s)
+            slowest = busy * v.slowest_task_share(tasks) * straggler
+            wall += max(busy * v.pace(tasks, cores), slowest)
+            paced = paced_task_busy_s(slowest, busy, tasks, cores) if busy > 0 else 0.0
+            stages[vid] = (n, n * v.selectivity, busy, paced)
         return stages, wall
+
+    def _straggler(self, vertex: SimVertex, start_s: float) -> float:
+        """The straggler factor of ``vertex`` in the batch starting at ``start_s``: a draw that
+        depends on the seed, the vertex and the start only, so every policy meets the same ones."""
+        if vertex.straggler_probability <= 0:
+            return 1.0
+        draw = derive_seed(self.sim.seed, vertex.id, "straggler", round(start_s, 3)) / 2**32
+        return vertex.straggler_factor if draw < vertex.straggler_probability else 1.0
 
     def in_flight(self, vid: str, now_s: float) -> float:
         """Records of ``vid`` read by a batch still running at ``now_s``."""
@@ -154,11 +173,12 @@ def _collect(order: tuple[str, ...], completed: list[tuple[float, float, StageSu
     for complete, duration, stages in completed:
         if complete <= tick:
             durations.append(duration)
-            for vid, (rin, rout, busy) in stages.items():
+            for vid, (rin, rout, busy, paced) in stages.items():
                 a = acc[vid]
                 a.records_in += rin
                 a.records_out += rout
                 a.busy_core_s += busy
+                a.busy_max_s += paced
         else:
             remaining.append((complete, duration, stages))
     return acc, durations, remaining

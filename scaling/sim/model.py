@@ -7,12 +7,18 @@ from __future__ import annotations
 
 import math
 import random
+import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from scaling.topology import Edge, Topology, Vertex
 
 CURVES = ("linear", "amdahl", "task-overhead")
+
+
+def derive_seed(*parts: object) -> int:
+    """A stable seed from names and numbers (``hash()`` of a str changes between processes)."""
+    return zlib.crc32("/".join(map(str, parts)).encode())
 
 
 class SimError(ValueError):
@@ -78,7 +84,15 @@ class SimVertex:
         parallelism: the starting parallelism (tasks).
         source_share: for a source, its share of the workload's arrival rate.
         partitions: a source's partitions (bounds its parallelism).
-        adjustable: False pins the vertex (a stateful stage whose partitions the checkpoint fixes).
+        adjustable: False pins the vertex: a stateful stage whose task count its checkpoint's state
+            partitions fix (``parallelism``), so more cores than that cannot make it faster.
+        skew: the slowest task's busy time over the median task's (1: even tasks; a hot key, >1).
+        skew_seen: whether the collector sees the slowest task (Spark's task summary); False is a
+            skew it misses (no summary, AQE-coalesced stages): the sample's busiest task is unknown.
+        serial_fraction: the share of the stage's work one task does alone (Amdahl's law: the
+            slowest task does at least ``s × work + (1 − s) × work / tasks``).
+        straggler_probability / straggler_factor: micro-batch: each batch, with this probability the
+            stage's slowest task runs ``straggler_factor`` times longer (a slow node, a GC pause).
         generator: a source that is throttled instead of queueing (DS2's Heron spouts): records it
             cannot emit are never produced, so it has no backlog; its reported backlog growth is the
             unmet demand, so the target data rate is the configured rate (DS2 §4).
@@ -95,6 +109,18 @@ class SimVertex:
     adjustable: bool = True
     generator: bool = False
     name: str = ""
+    skew: float = 1.0
+    skew_seen: bool = True
+    serial_fraction: float = 0.0
+    straggler_probability: float = 0.0
+    straggler_factor: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.skew >= 1.0 or not self.straggler_factor >= 1.0:
+            raise SimError(f"{self.id}: skew and straggler_factor must be >= 1, got {self.skew}, {self.straggler_factor}")
+        if not 0 <= self.serial_fraction < 1 or not 0 <= self.straggler_probability <= 1:
+            raise SimError(f"{self.id}: serial_fraction must be within [0, 1) and straggler_probability within "
+                           f"[0, 1], got {self.serial_fraction}, {self.straggler_probability}")
 
     def effective_tasks(self, tasks: int) -> float:
         """Tasks as the busiest one sees them: a source's ``partitions`` spread over ``tasks`` give
@@ -103,6 +129,19 @@ class SimVertex:
         if self.partitions and self.source:
             return self.partitions / math.ceil(self.partitions / tasks)
         return float(tasks)
+
+    def slowest_task_share(self, tasks: int) -> float:
+        """The slowest task's share of the stage's busy time (no straggler): the largest of the even
+        share ``1 / n`` (``n`` the effective tasks), the skewed one ``skew / n`` and Amdahl's
+        ``s + (1 − s) / n``."""
+        n = self.effective_tasks(tasks)
+        return max(self.skew / n, self.serial_fraction + (1.0 - self.serial_fraction) / n)
+
+    def pace(self, tasks: int, cores: int) -> float:
+        """Micro-batch: the stage's wall seconds per busy core-second on ``cores`` cores, without a
+        straggler: ``max(ceil(tasks / cores) / n, slowest task's share)`` (the waves of even tasks,
+        or the slowest task when it is longer)."""
+        return max(math.ceil(tasks / max(1, cores)) / self.effective_tasks(tasks), self.slowest_task_share(tasks))
 
 
 @dataclass(frozen=True)
@@ -177,6 +216,40 @@ class Downtime:
 
 
 @dataclass(frozen=True)
+class RescaleCosts:
+    """What a micro-batch rescale costs beyond ``SimSettings.downtime`` (the pause of a restart with
+    new partitions): the extra seconds of the first batch after each path (a cold query, driver or
+    executor), and the executors-only paths. Defaults: free; ``RUNNER_COSTS`` has the runner's.
+
+    Attributes:
+        partitions_first_batch_s: an in-process restart with new partitions.
+        executors_in_place: executors added or removed on a running application (dynamic allocation
+            on a cluster, SPARK-12133's path): its pause (none) and first batch's extra seconds.
+        handover: a warm driver handover that changes the cores (local mode): pause and extra seconds.
+        executors_move_in_place: whether an executors-only change takes the in-place path (True) or
+            the handover (False).
+    """
+
+    partitions_first_batch_s: float = 0.0
+    executors_in_place_s: float = 0.0
+    executors_in_place_first_batch_s: float = 0.0
+    handover: Downtime = field(default_factory=lambda: Downtime(0.0))
+    handover_first_batch_s: float = 0.0
+    executors_move_in_place: bool = True
+
+
+RUNNER_PAUSE = Downtime(1.17, 0.1)
+"""The runner's in-process restart with new partitions: 1.17 s pause (README, ``python -m sparkclient
+bench-rescale --runs 5``, median)."""
+
+RUNNER_COSTS = RescaleCosts(partitions_first_batch_s=0.59, executors_in_place_first_batch_s=1.14,
+                            handover=Downtime(1.48, 0.1), handover_first_batch_s=3.33)
+"""The runner's paths (README, ``bench-rescale``, medians of 5 runs): the first batch's extra seconds
+are the measured added lag minus the pause (in-process 1.76 − 1.17; executors in place 1.14 − 0; warm
+handover 4.81 − 1.48, its pause 1.48 s)."""
+
+
+@dataclass(frozen=True)
 class Noise:
     """Multiplicative noise on reported metrics: each sample's records and busy time are multiplied
     by ``1 + N(0, relative)`` (clipped at 0). The simulated truth is not noisy."""
@@ -210,6 +283,11 @@ class SimSettings:
         cores_per_executor / min_executors / max_executors / executors: micro-batch cluster.
         detect_change: the metric window keeps only the samples after a load change inside it
             (``MetricWindow.aggregate(after_change=True)``), for every controller alike.
+        downtime: a restart's pause (continuous: a Flink restart; micro-batch: new partitions).
+        rescale_costs: micro-batch mode: the other costs of the runner's paths (``RescaleCosts``).
+        busy_cap: caps each sample's busy time at 1000 ms/s per task, as production does NOT (a
+            batch longer than the collect reports all its busy time at its end); only for the printed
+            comparison with the simulator that had the cap.
     """
 
     mode: str = "micro-batch"
@@ -229,6 +307,8 @@ class SimSettings:
     downtime: Downtime = field(default_factory=Downtime)
     noise: Noise = field(default_factory=Noise)
     detect_change: bool = True
+    rescale_costs: RescaleCosts = field(default_factory=RescaleCosts)
+    busy_cap: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in ("continuous", "micro-batch"):

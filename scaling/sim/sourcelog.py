@@ -61,11 +61,13 @@ class SourceLog:
 
 @dataclass
 class Accumulator:
-    """One vertex's sums over a collect interval: records in and out, busy core-seconds, and for a
-    source the records that arrived and (a generator) could not be emitted."""
+    """One vertex's sums over a collect interval: records in and out, busy core-seconds, the busiest
+    task's busy seconds (micro-batch: paced, ``scaling.metrics.paced_task_busy_s``), and for a source
+    the records that arrived and (a generator) could not be emitted."""
 
     records_in: float = 0.0
     records_out: float = 0.0
     busy_core_s: float = 0.0
+    busy_max_s: float = 0.0
     arrived: float = 0.0
     unmet: float = 0.0

@@ -286,15 +286,21 @@ def test_learning_the_scaling_coefficient_converges_in_fewer_steps_on_a_sub_line
     changes = tuple(float(k * segment) for k in range(1, 8))
     trace = Trace("steps", step, tuple(rates), changes)
     steps = {}
-    for learn in (False, True):
-        settings = SimSettings(mode="micro-batch", noise=Noise(0.0), downtime=Downtime(15), metric_window_s=120)
-        policy = Policy(catch_up_duration_s=300, restart_time_s=15, scale_down_interval_s=0,
-                        observed_scalability_enabled=learn, observed_scalability_min_observations=2)
-        result = simulate(job, trace, settings, PolicyController(policy, mode="micro-batch"),
-                          Config({"src": 2, "agg": 2}, 2))
-        steps[learn] = [c.steps for c in convergence(result, trace) if c.up]
-    # The first step-up's two rescales teach the coefficient (it needs 2 observations); it goes alike.
-    assert steps[False][0] == steps[True][0] == 2
-    # Without learning the second step-up stalls just under the load (7 cores, 5,938 records/s).
-    assert steps[False][1:] == [None, 2, 2]
-    assert steps[True][1:] == [2, 1, 1]
+    for cap in (False, True):
+        for learn in (False, True):
+            settings = SimSettings(mode="micro-batch", noise=Noise(0.0), downtime=Downtime(15), metric_window_s=120,
+                                   busy_cap=cap)
+            policy = Policy(catch_up_duration_s=300, restart_time_s=15, scale_down_interval_s=0,
+                            observed_scalability_enabled=learn, observed_scalability_min_observations=2)
+            result = simulate(job, trace, settings, PolicyController(policy, mode="micro-batch"),
+                              Config({"src": 2, "agg": 2}, 2))
+            steps[cap, learn] = [c.steps for c in convergence(result, trace) if c.up]
+    # Measured as production measures (busy time not capped): every step-up converges; the first
+    # one's rescales teach the coefficient (2 observations), after which each step-up takes one.
+    assert steps[False, False] == [3, 2, 2, 2]
+    assert steps[False, True] == [3, 1, 1, 1]
+    # With each sample's busy time capped at 1000 ms/s (the simulator before it measured as
+    # production does), a batch longer than the collect loses busy time: the second step-up stalls
+    # just under the load without learning, a non-convergence production would not see.
+    assert steps[True, False] == [2, None, 2, 2]
+    assert steps[True, True] == [2, 2, 1, 1]

@@ -1,5 +1,6 @@
 """``python -m scaling evaluate FILE.json|-`` (SCENARIO.md), ``python -m scaling perf``,
-``python -m scaling bench [--quick] [--json FILE] [--report FILE] [--seed N]`` and
+``python -m scaling bench [--quick] [--json FILE] [--report FILE] [--seed N]``,
+``python -m scaling bench --convergence [--compare-busy-cap]`` and
 ``python -m scaling options --markdown`` (docs/POLICY.md).
 
 Exit status: 0 on success, 2 on invalid input (one line on stderr naming the field).
@@ -33,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--report", default="bench-report.html", help="the Plotly report ('' for none)")
     bench.add_argument("--setting", action="append", choices=("flink-defaults", "tuned"),
                        help="run only this setting (repeatable); default both")
+    bench.add_argument("--convergence", action="store_true",
+                       help="ds2's convergence from 1/8 of the needed parallelism (scaling.bench.convergence)")
+    bench.add_argument("--compare-busy-cap", action="store_true",
+                       help="with --convergence: also the table with the old 1000 ms/s cap on busy time")
     options = sub.add_parser("options", help="the policy options (scaling/options.py)")
     options.add_argument("--markdown", action="store_true", help="as docs/POLICY.md (the only format)")
     args = parser.parse_args(argv)
@@ -43,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "bench":
         from scaling.bench.cli import run_cli  # noqa: PLC0415 - the benchmark loads the simulator and plotly
+        from scaling.bench.convergence import run_convergence_cli  # noqa: PLC0415 - as above
 
+        if args.convergence:
+            return run_convergence_cli(seed=args.seed, compare_busy_cap=args.compare_busy_cap,
+                                       setting=(args.setting or ["tuned"])[0])
         chosen = tuple(args.setting) if args.setting else ("flink-defaults", "tuned")
         return run_cli(quick=args.quick, seed=args.seed, json_file=args.json_file, report=args.report,
                        settings=chosen)

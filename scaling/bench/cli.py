@@ -12,8 +12,8 @@ from scaling.bench.run import SETTINGS, acceptance, describe_setting, format_tab
 
 def run_cli(*, quick: bool, seed: int, json_file: str | None, report: str | None,
             settings: tuple[str, ...] = tuple(SETTINGS)) -> int:
-    """Print one table per setting with its acceptance targets (issue 14); write the JSON rows (a
-    ``setting`` key added) and the report of the last setting."""
+    """Print one table per setting with its targets (``scaling.bench.acceptance``); write the JSON rows
+    (a ``setting`` key added) and the report of the last setting."""
     rows_json = []
     total_s = 0.0
     result = None
@@ -26,7 +26,7 @@ def run_cli(*, quick: bool, seed: int, json_file: str | None, report: str | None
         print()
         targets = acceptance(result.rows)
         missed = [t for t in targets if not t.met]
-        print(f"Acceptance at {setting} (ds2, micro-batch): " +
+        print(f"Targets at {setting} (ds2): " +
               ("every target met" if not missed else f"{len(missed)} missed"))
         for t in targets:
             print(f"  {'met   ' if t.met else 'MISSED'} {t.label}: {t.measured}")

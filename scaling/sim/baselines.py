@@ -29,6 +29,7 @@ from scaling.planner import plan_job, plan_micro_batch
 from scaling.algorithms import PlanRequest
 from scaling.reasons import Decision, PlanReason, Reason
 from scaling.policy import Policy
+from scaling.sim.continuous_engine import vertex_capacity_per_s
 from scaling.sim.engine import Config, Observation, capacity_per_s
 from scaling.sim.model import SimJob, SimSettings
 from scaling.sim.workloads import Trace
@@ -226,11 +227,11 @@ def _vertex_upper(job: SimJob, vid: str, policy: Policy) -> int:
 
 
 def config_for_load(job: SimJob, settings: SimSettings, policy: Policy, load_per_s: float,
-                    *, partitions: dict[str, int] | None = None) -> Config:
-    """The cheapest configuration whose capacity, at the policy's utilization target, covers
-    ``load_per_s`` (the oracle's rule, on the true capacity curves). Micro-batch: the fewest cores,
+                    *, partitions: dict[str, int] | None = None, utilization: float | None = None) -> Config:
+    """The cheapest configuration whose capacity, at ``utilization`` (default: the policy's target),
+    covers ``load_per_s`` (records/s), on the true capacity curves. Micro-batch: the fewest cores,
     each adjustable stage with one task per core; continuous: per vertex the fewest tasks."""
-    u = policy.utilization_target
+    u = policy.utilization_target if utilization is None else utilization
     if settings.mode == "micro-batch":
         cpe = settings.cores_per_executor
         best = None
@@ -254,7 +255,7 @@ def config_for_load(job: SimJob, settings: SimSettings, policy: Policy, load_per
         upper = _vertex_upper(job, v.id, policy)
         chosen, best_capacity = 1, -1.0
         for p in range(1, upper + 1):
-            capacity = v.curve.continuous_capacity_per_s(p)
+            capacity = vertex_capacity_per_s(v, p)
             if capacity > best_capacity:
                 chosen, best_capacity = p, capacity
             if capacity * u >= need:
@@ -264,9 +265,11 @@ def config_for_load(job: SimJob, settings: SimSettings, policy: Policy, load_per
     return Config(parallelism)
 
 
-def oracle_configs(job: SimJob, trace: Trace, settings: SimSettings, policy: Policy) -> list[Config]:
-    """The hindsight-optimal configuration of each policy interval: the cheapest one covering the
-    interval's mean arrival rate at the policy's utilization target (``config_for_load``)."""
+def oracle_configs(job: SimJob, trace: Trace, settings: SimSettings, policy: Policy,
+                   *, utilization: float | None = None) -> list[Config]:
+    """The hindsight configuration of each policy interval: the cheapest one covering the interval's
+    mean arrival rate at ``utilization`` (``config_for_load``). At 1.0 it is the oracle no policy
+    can beat: the cheapest configuration that keeps up, so the lag stays within a batch or two."""
     interval = settings.policy_interval_s
     count = int(math.ceil(trace.duration_s / interval))
     cache: dict[float, Config] = {}
@@ -274,9 +277,20 @@ def oracle_configs(job: SimJob, trace: Trace, settings: SimSettings, policy: Pol
     for k in range(count):
         load = round(trace.mean_rate(k * interval, (k + 1) * interval), 6)
         if load not in cache:
-            cache[load] = config_for_load(job, settings, policy, load)
+            cache[load] = config_for_load(job, settings, policy, load, utilization=utilization)
         configs.append(cache[load])
     return configs
+
+
+def held_core_s(configs: list[Config], interval_s: float, hold_s: float) -> float:
+    """Core-seconds of ``configs`` (one per ``interval_s``) when each scale-down waits ``hold_s``:
+    each interval holds the most resources of the intervals in the last ``hold_s`` seconds, as
+    Flink's delayed scale-down takes the highest recommendation of its window
+    (``org.apache.flink.autoscaler.DelayedScaleDown.VertexDelayedScaleDownInfo
+    #getMaxRecommendedParallelism``, used by ``JobVertexScaler`` with ``job.autoscaler.scale-down.interval``)."""
+    resources = [c.resources() for c in configs]
+    back = int(round(hold_s / interval_s))
+    return sum(max(resources[max(0, k - back):k + 1]) for k in range(len(resources))) * interval_s
 
 
 def peak_config(configs: list[Config]) -> Config:
@@ -306,4 +320,4 @@ class ScheduleController:
 
 
 __all__ = ["DhalionPolicy", "ScheduleController", "UniformPolicy", "backpressure_fraction", "config_for_load",
-           "oracle_configs", "peak_config", "ScalerState"]
+           "held_core_s", "oracle_configs", "peak_config", "ScalerState"]

@@ -1,6 +1,6 @@
 """The simulated jobs: DS2's word count, DAGs shaped like Nexmark Q1, Q3, Q5, Q8 and Q11, the demo
-pipeline, and a two-branch DAG whose branches need very different parallelism (FLIP-271's case
-against job-wide scaling).
+pipeline, a two-branch DAG whose branches need very different parallelism (FLIP-271's case
+against job-wide scaling), a hot key the collector does not see, and a bottleneck pinned by its state.
 
 Rates are records per busy core-second; selectivities are output records per input record. The
 shapes follow the Nexmark queries (sources, filters, joins, windows); the numbers are plausible,
@@ -110,9 +110,36 @@ def two_branch() -> SimJob:
         "Two branches needing very different parallelism")
 
 
+def missed_skew() -> SimJob:
+    """A keyed aggregation with a hot key: its slowest task is busy 3 times as long as the median,
+    and the collector does not see it (no task summary; AQE coalesced the stage), so the mean busy
+    time reads a third of what sets the batch's pace."""
+    return SimJob("missed-skew", (
+        SimVertex("scan", _linear(40_000.0), 1.0, source=True, partitions=32, name="Scan"),
+        SimVertex("agg", _linear(3_000.0), 0.1, skew=3.0, skew_seen=False, straggler_probability=0.05,
+                  straggler_factor=1.5, name="Aggregate by key (hot key, skew not seen)"),
+        SimVertex("sink", _linear(30_000.0), 1.0, name="Sink"),
+    ), (Edge("scan", "agg", "hash"), Edge("agg", "sink", "forward")), "A hot key the collector misses")
+
+
+def pinned_state() -> SimJob:
+    """A stateful stage pinned by its checkpoint to 2 state partitions carries a third of the work:
+    at the base load it takes about a fifth of each trigger on its 2 tasks, whatever the cores, so
+    cores beyond what the other stages need cannot shorten the batch."""
+    return SimJob("pinned-state", (
+        SimVertex("scan", _linear(40_000.0), 1.0, source=True, partitions=16, name="Scan"),
+        SimVertex("parse", _linear(2_500.0), 1.0, name="Parse and enrich"),
+        SimVertex("state", _linear(24_000.0), 0.05, parallelism=2, adjustable=False,
+                  name="Stateful dedup (2 state partitions, pinned)"),
+        SimVertex("sink", _linear(30_000.0), 1.0, name="Sink"),
+    ), (Edge("scan", "parse", "rebalance"), Edge("parse", "state", "hash"), Edge("state", "sink", "forward")),
+        "A bottleneck pinned by its state partitions")
+
+
 CATALOG = {
     "wordcount": wordcount, "nexmark-q1": nexmark_q1, "nexmark-q3": nexmark_q3, "nexmark-q5": nexmark_q5,
     "nexmark-q8": nexmark_q8, "nexmark-q11": nexmark_q11, "demo": demo, "two-branch": two_branch,
+    "missed-skew": missed_skew, "pinned-state": pinned_state,
 }
 
 

@@ -1,19 +1,26 @@
-"""``python -m scaling bench --quick``: writes the listed JSON rows for both settings, is
-deterministic (issue 7 acceptance 3), and ds2 in micro-batch mode meets issue 14's acceptance 2 on
-the quick workloads at both settings, or the miss is a strict xfail with its measured number (never
-a loosened target). The full bench's numbers are printed by ``python -m scaling bench``; the test
-keeps to the quick subset so the suite stays short. No wall-clock assertion (issue 17 finding 8)."""
+"""``python -m scaling bench``: the quick run writes the listed JSON rows for both settings and is
+deterministic; the oracle is never beaten by a policy that keeps the lag under 60 s; and ds2 meets the
+bench targets (``scaling.bench.acceptance``) on the FULL bench at both settings, or each miss is a
+strict xfail with its measured number (never a loosened target). The whole module is ``slow``
+(tests/conftest.py). No wall-clock assertion."""
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from scaling.bench.run import QUICK, ROW_KEYS, SETTINGS, Row, acceptance
+from scaling.bench.acceptance import acceptance
+from scaling.bench.convergence import convergence_rows, format_convergence
+from scaling.bench.run import QUICK, ROW_KEYS, SETTINGS, Row, run_bench
+from scaling.sim.baselines import held_core_s
+from scaling.sim.engine import Config
 
 REPO = Path(__file__).resolve().parents[2]
+TARGETS = ("core_hours_median", "core_hours_max", "one_step", "two_steps", "lost", "slo", "slo_60", "rescales",
+           "dominance")
 
 
 def run_cli(tmp: Path, seed: int, name: str, *settings: str) -> tuple[list[dict], str]:
@@ -48,9 +55,11 @@ def test_json_rows_have_exactly_the_listed_keys_one_per_setting_workload_and_pol
     assert all(r["core_hours_vs_oracle"] == 1.0 for r in rows if r["policy"] == "oracle")
 
 
-def test_both_settings_are_printed_with_their_options(quick):
+def test_both_settings_and_both_slo_lags_are_printed(quick):
     assert "== setting flink-defaults: utilization target 0.7, band [0.4, 1.0], scale-down interval 3600 s" in quick["table"]
     assert "== setting tuned: utilization target 0.7, band [0.55, 0.85], scale-down interval 900 s" in quick["table"]
+    header = next(line for line in quick["table"].splitlines() if line.startswith("workload"))
+    assert {"slo300_s", "slo60_s", "vs_oracle", "vs_held"} <= set(header.split())
 
 
 def test_same_seed_gives_the_same_table_twice_and_another_seed_does_not(quick):
@@ -61,33 +70,32 @@ def test_same_seed_gives_the_same_table_twice_and_another_seed_does_not(quick):
     assert other != rows
 
 
-def rows_at(quick, setting):
-    return [Row(**{k: v for k, v in r.items() if k not in ("setting", "step_up_steps")}, extra={})
-            for r in quick["rows"] if r["setting"] == setting]
+def test_the_oracle_keeps_the_lag_under_60_s_and_no_policy_that_does_is_cheaper(quick):
+    """The oracle is the cheapest configuration that keeps up: its own lag stays under 60 s, and no
+    policy whose lag stays under 60 s without losing records uses fewer core-hours; holding each
+    scale-down costs it more, never less."""
+    for r in quick["rows"]:
+        if r["policy"] == "oracle":
+            assert r["slo_violation_60_s"] == 0 and r["records_lost"] == 0, r["workload"]
+            assert r["core_hours_vs_held"] <= 1.0, r["workload"]
+        elif r["slo_violation_60_s"] == 0 and r["records_lost"] == 0:
+            assert r["core_hours_vs_oracle"] >= 1.0, (r["setting"], r["workload"], r["policy"])
 
 
-# Measured misses on the quick workloads (seed 7; ds2 with DS2's activation time 2, printed in each
-# table's header), reported, not hidden. The full bench prints the same targets over all 32
-# micro-batch workloads (see the lead's note for those numbers: there, only flink-defaults' max and
-# both settings' rescales miss).
-MISSED = {
-    ("flink-defaults", "core_hours_median"): "ds2 median 1.132x the oracle over the quick four (step/demo 1.479, "
-                                             "random-walk/two-branch 1.327; the full bench's median is 0.993): "
-                                             "Flink's 1 h scale-down interval and band [0.4, 1.0] keep capacity "
-                                             "the oracle gives back each minute",
-    ("flink-defaults", "core_hours_max"): "ds2 1.479x the oracle on step/demo: the step-up takes the oracle's 21 "
-                                          "cores, and Flink's 1 h scale-down interval holds them from the first "
-                                          "scale-down recommendation after the step down (t = 5,520 s) to "
-                                          "t = 9,120 s: 14 cores for 1 h, 14 of the oracle's 31.4 core-hours, so "
-                                          "any policy that keeps the interval is >= 1.44x",
-    ("flink-defaults", "rescales"): "ds2 2 vs dhalion 2 on step/demo (one up, one down: the fewest a step allows) "
-                                    "and 2 vs batch-ratio 0 / dhalion 1 on random-walk/two-branch (the baselines "
-                                    "never or once leave their start; fewer than 0 is impossible)",
-    ("tuned", "rescales"): "ds2 2 vs batch-ratio 0 on random-walk/two-branch: batch-ratio never leaves its start "
-                           "(1.520x the oracle's core-hours where ds2 uses 1.096x), which no policy that "
-                           "rescales at all can beat",
-}
-TARGETS = ("core_hours_median", "core_hours_max", "one_step", "two_steps", "lost", "slo", "rescales")
+def test_the_printed_targets_list_each_target_per_setting(quick):
+    lines = [line.strip() for line in quick["table"].splitlines() if line.strip().startswith(("met", "MISSED"))]
+    assert len(lines) == len(SETTINGS) * len(TARGETS)
+
+
+# --- the full bench's targets ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def full():
+    return {setting: run_bench(quick=False, seed=7, setting=setting).rows for setting in SETTINGS}
+
+
+# Measured misses on the full bench (seed 7), reported, not hidden; filled from `python -m scaling bench --seed 7`.
+MISSED: dict[tuple[str, str], str] = {}
 
 
 def case(setting, target):
@@ -96,52 +104,78 @@ def case(setting, target):
     return pytest.param(setting, target, marks=marks, id=f"{setting}-{target}")
 
 
+@pytest.mark.timeout(2400)
 @pytest.mark.parametrize(("setting", "target"), [case(s, t) for s in SETTINGS for t in TARGETS])
-def test_ds2_micro_batch_meets_issue_14_acceptance_2(quick, setting, target):
-    """One target per test so a miss names itself. Step-ups: the JSON's ``step_up_steps`` (rescales
-    after each load increase until the next change; None when it did not converge)."""
-    rows = quick["rows"]
-    ds2 = [r for r in rows if r["setting"] == setting and r["policy"] == "ds2" and r["workload"].endswith("/micro-batch")]
-    by = {(r["workload"], r["policy"]): r for r in rows if r["setting"] == setting}
-    ratios = sorted(r["core_hours_vs_oracle"] for r in ds2)
-    if target == "core_hours_median":
-        import statistics
-
-        assert statistics.median(ratios) <= 1.10
-    elif target == "core_hours_max":
-        assert max(ratios) <= 1.20
-    elif target in ("one_step", "two_steps"):
-        steps = [s for r in ds2 for s in r["step_up_steps"]]
-        assert steps
-        if target == "one_step":
-            assert sum(1 for s in steps if s == 1) >= 0.8 * len(steps)
-        else:
-            assert all(s is not None and s <= 2 for s in steps)
-    elif target == "lost":
-        assert all(r["records_lost"] == 0 for r in ds2)
-    elif target == "slo":
-        assert all(r["slo_violation_s"] == 0 for r in ds2)
-    else:
-        for r in ds2:
-            for name in ("batch-ratio", "dhalion", "uniform"):
-                other = by[(r["workload"], name)]
-                if other["slo_violation_s"] == 0:
-                    assert r["rescales"] < other["rescales"], (r["workload"], name)
+def test_ds2_meets_the_bench_targets_on_the_full_bench(full, setting, target):
+    """One target per test so a miss names itself, with its number."""
+    found = {t.key: t for t in acceptance(full[setting])}
+    assert tuple(found) == TARGETS
+    assert found[target].met, found[target].measured
 
 
-def test_the_printed_acceptance_lists_each_target_per_setting(quick):
-    lines = [line.strip() for line in quick["table"].splitlines() if line.strip().startswith(("met", "MISSED"))]
-    assert len(lines) == len(SETTINGS) * len(TARGETS)
-    missed = sum(1 for line in lines if line.startswith("MISSED"))
-    assert missed == len(MISSED)
+# --- the acceptance helpers --------------------------------------------------------------------
+
+def row(workload, policy, *, rescales=1, slo=0.0, slo_60=0.0, core_hours=1.0, lost=0, vs_oracle=1.0, vs_held=1.0,
+        steps=(1,)):
+    return Row(workload, policy, rescales, max(steps), 0, 0, slo, slo_60, lost, core_hours, vs_oracle, vs_held, 0,
+               extra={"step_ups": list(steps), "has_changes": True, "converged": True})
 
 
 def test_acceptance_counts_step_ups_in_one_step():
-    """The acceptance helper: 4 of 5 step-ups in one step is 80 % (met); one in 3 steps misses <= 2."""
-    def row(workload, steps):
-        return Row(workload, "ds2", 1, max(steps), 0, 0, 0, 0, 1, 1.0, 0,
-                   extra={"step_ups": steps, "has_changes": True, "converged": True})
-    rows = [row(f"step/t{i}/micro-batch", [s]) for i, s in enumerate((1, 1, 1, 1, 3))]
+    """4 of 5 step-ups in one step is 80 % (met); one in 3 steps misses <= 2."""
+    rows = [row(f"step/t{i}/micro-batch", "ds2", steps=(s,)) for i, s in enumerate((1, 1, 1, 1, 3))]
     targets = {t.key: t for t in acceptance(rows)}
     assert targets["one_step"].met and targets["one_step"].measured == "4 of 5 (80%)"
     assert not targets["two_steps"].met
+
+
+def test_acceptance_median_against_the_oracle_and_max_against_the_held_oracle():
+    rows = [row("a/micro-batch", "ds2", vs_oracle=1.05, vs_held=1.0), row("b/micro-batch", "ds2", vs_oracle=1.3,
+                                                                          vs_held=1.19),
+            row("c/micro-batch", "ds2", vs_oracle=1.08, vs_held=1.08)]
+    targets = {t.key: t for t in acceptance(rows)}
+    assert targets["core_hours_median"].met and targets["core_hours_median"].measured == "median 1.080"
+    assert targets["core_hours_max"].met and "plain 1.300" in targets["core_hours_max"].measured
+    rows.append(row("d/micro-batch", "ds2", vs_oracle=1.21, vs_held=1.21))
+    assert not {t.key: t for t in acceptance(rows)}["core_hours_max"].met
+
+
+def test_acceptance_rescales_in_total_at_most_half_of_each_adaptive_baseline():
+    rows = [row("a/micro-batch", "ds2", rescales=3), row("b/micro-batch", "ds2", rescales=2)]
+    rows += [row(w, name, rescales=5) for w in ("a/micro-batch", "b/micro-batch")
+             for name in ("batch-ratio", "dhalion", "uniform")]
+    assert {t.key: t for t in acceptance(rows)}["rescales"].met  # 5 <= 10 / 2
+    rows[2] = row("a/micro-batch", "batch-ratio", rescales=4)
+    assert not {t.key: t for t in acceptance(rows)}["rescales"].met  # 5 > 9 / 2
+
+
+def test_acceptance_no_baseline_without_lost_records_dominates_ds2():
+    ds2 = row("a/micro-batch", "ds2", rescales=4, core_hours=25.0)
+    as_good = row("a/micro-batch", "dhalion", rescales=4, core_hours=25.0)
+    cheaper = row("a/micro-batch", "uniform", rescales=4, core_hours=23.0)
+    losing = row("a/micro-batch", "batch-ratio", rescales=0, core_hours=20.0, lost=10)
+    slower = row("a/micro-batch", "static-peak", rescales=0, core_hours=20.0, slo_60=30.0)
+    target = {t.key: t for t in acceptance([ds2, as_good, losing, slower])}["dominance"]
+    assert target.met, target.measured
+    target = {t.key: t for t in acceptance([ds2, cheaper])}["dominance"]
+    assert not target.met and "uniform" in target.measured
+
+
+def test_held_core_seconds_take_the_most_resources_of_the_scale_down_interval():
+    """Flink's delayed scale-down: each interval holds the highest recommendation of the last
+    ``hold_s``; scale-ups act at once."""
+    configs = [Config({}, c) for c in (2, 8, 2, 2, 2, 4)]
+    assert held_core_s(configs, 60.0, 0.0) == 20 * 60.0
+    assert held_core_s(configs, 60.0, 120.0) == (2 + 8 + 8 + 8 + 2 + 4) * 60.0
+
+
+def test_convergence_from_an_eighth_is_no_worse_measured_as_production_than_with_the_old_cap():
+    """The convergence mode's tables: measured as production does, more workloads converge from
+    1/8 of the needed parallelism than with each sample's busy time capped at 1000 ms/s."""
+    fixed, capped = (convergence_rows(seed=7, busy_cap=cap) for cap in (False, True))
+    assert [r.workload for r in fixed] == [r.workload for r in capped]
+    converged = [sum(1 for r in rows if r.steps is not None) for rows in (fixed, capped)]
+    assert converged[0] > converged[1]
+    assert all(r.start <= max(1, r.needed // 8) * 2 for r in fixed)
+    assert format_convergence(fixed).splitlines()[-1].startswith(f"converged {converged[0]} of {len(fixed)}")
+    assert statistics.median(r.needed for r in fixed) > statistics.median(r.start for r in fixed)

@@ -304,3 +304,79 @@ def test_learning_the_scaling_coefficient_converges_in_fewer_steps_on_a_sub_line
     # just under the load without learning, a non-convergence production would not see.
     assert steps[True, False] == [2, None, 2, 2]
     assert steps[True, True] == [2, 2, 1, 1]
+
+
+def _spy():
+    seen = []
+
+    class Spy:
+        name, free_rescale = "spy", False
+
+        def decide(self, observation):
+            seen.append(observation)
+
+        def restarted(self, downtime_s):
+            pass
+
+    return Spy(), seen
+
+
+def test_skew_sets_the_batch_pace_and_the_collector_sees_it_only_when_it_can():
+    """A stage whose slowest task is busy 3x the median: its batches take 3x as long on one wave, the
+    window's busiest-task busy time reads 3x the mean when the collector sees it (production's
+    ``paced_task_busy_s``), and only the mean when it misses it."""
+    def run(skew_seen):
+        job = SimJob("s", (SimVertex("src", CapacityCurve(100_000), source=True, parallelism=4),
+                           SimVertex("agg", CapacityCurve(1_000), skew=3.0, skew_seen=skew_seen, parallelism=4)),
+                     (Edge("src", "agg"),))
+        trace = workloads.step(base_per_s=500, factor=1, duration_s=600, up_at_s=math.inf, down_at_s=math.inf)
+        spy, seen = _spy()
+        settings = SimSettings(mode="micro-batch", batch_overhead_s=0.0, noise=Noise(0.0))
+        simulate(job, trace, settings, spy, Config({"src": 4, "agg": 4}, 4))
+        observed = [o for o in seen if o.metrics is not None][-1]
+        return job, settings, observed
+
+    job, settings, observed = run(True)
+    agg = observed.metrics["agg"]
+    assert agg.busy_time_ms_per_s == pytest.approx(125, rel=0.02)  # 500 records/s x 1 ms / 4 tasks
+    assert agg.busy_time_max_ms_per_s == pytest.approx(375, rel=0.02)
+    assert observed.batch_durations_s[-1] == pytest.approx(10 * 0.5 * 3 / 4 + 10 * 500 / 100_000 / 4, rel=0.02)
+    # Capacity: the 4 tasks' slowest takes 3/4 of the stage's busy time.
+    assert capacity_per_s(job, Config({"src": 4, "agg": 4}, 4), settings) == pytest.approx(
+        1 / (3 / 4 / 1_000 + 1 / 4 / 100_000), rel=1e-6)
+    _, _, missed = run(False)
+    assert missed.metrics["agg"].busy_time_max_ms_per_s is None
+    assert missed.metrics["agg"].busy_time_ms_per_s == pytest.approx(125, rel=0.02)
+
+
+def test_a_serial_fraction_and_a_pinned_stage_cap_what_more_cores_give():
+    """Amdahl: with half of the work on one task, 8 tasks are at most 2x one; a stage pinned to 2
+    state partitions is as fast on 16 cores as on 2."""
+    serial = SimVertex("a", CapacityCurve(1_000), serial_fraction=0.5)
+    assert serial.pace(8, 8) == pytest.approx(0.5 + 0.5 / 8)
+    assert 1 / serial.pace(64, 64) < 2.0
+    job = SimJob("p", (SimVertex("src", CapacityCurve(1e9), source=True, parallelism=16),
+                       SimVertex("state", CapacityCurve(1_000), parallelism=2, adjustable=False)),
+                 (Edge("src", "state"),))
+    settings = SimSettings(mode="micro-batch", batch_overhead_s=0.0)
+    two, sixteen = (capacity_per_s(job, Config({"src": 16, "state": 2}, c), settings) for c in (2, 16))
+    assert sixteen == pytest.approx(two, rel=1e-3)
+
+
+def test_micro_batch_rescales_cost_the_runners_paths():
+    """New partitions restart in-process (1.17 s); executors only change in place (no pause) or, when
+    the executors cannot move in place, by a warm driver handover (1.48 s); the first batch after
+    each pays its measured extra."""
+    from scaling.sim.model import RUNNER_COSTS, RUNNER_PAUSE, RescaleCosts
+
+    job = SimJob("r", (SimVertex("src", CapacityCurve(100_000), source=True, parallelism=2),
+                       SimVertex("agg", CapacityCurve(10_000), parallelism=2)), (Edge("src", "agg"),))
+    trace = workloads.step(base_per_s=1_000, factor=1, duration_s=600, up_at_s=math.inf, down_at_s=math.inf)
+    schedule = [Config({"src": 2, "agg": 2}, 2)] * 2 + [Config({"src": 2, "agg": 2}, 4)] * 3 + \
+        [Config({"src": 2, "agg": 4}, 4)] * 6
+    for in_place, pauses in ((True, [0.0, 1.17]), (False, [1.48, 1.17])):
+        costs = RescaleCosts(**{**RUNNER_COSTS.__dict__, "handover": Downtime(1.48), "executors_move_in_place": in_place})
+        settings = SimSettings(mode="micro-batch", downtime=Downtime(RUNNER_PAUSE.fixed_s), rescale_costs=costs)
+        controller = ScheduleController("s", schedule, 60.0, free_rescale=False)
+        result = simulate(job, trace, settings, controller, schedule[0])
+        assert [round(r.downtime_s, 2) for r in result.rescales] == pauses

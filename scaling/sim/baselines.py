@@ -226,22 +226,39 @@ def _vertex_upper(job: SimJob, vid: str, policy: Policy) -> int:
     return min(policy.vertex_max_parallelism, v.max_parallelism, v.partitions or 10**9)
 
 
+TASKS_PER_CORE = (1, 2, 3, 4)
+"""The oracle tries each adjustable stage with this many tasks per core (more tasks than cores even
+out a skewed stage's waves, at a per-task cost on some curves)."""
+
+
+def _micro_batch_config(job: SimJob, settings: SimSettings, policy: Policy, cores: int,
+                        partitions: dict[str, int] | None) -> Config:
+    """The configuration of ``cores`` cores whose adjustable stages have the ``TASKS_PER_CORE``
+    multiple (the same for all) that sustains the most."""
+    best, best_capacity = None, -1.0
+    for k in TASKS_PER_CORE:
+        parallelism = {v.id: (v.parallelism if not v.adjustable else min(k * cores, _vertex_upper(job, v.id, policy)))
+                       for v in job.vertices}
+        parallelism.update(partitions or {})
+        config = Config(parallelism, cores)
+        capacity = capacity_per_s(job, config, settings)
+        if capacity > best_capacity * (1 + 1e-9):
+            best, best_capacity = config, capacity
+    assert best is not None
+    return best
+
+
 def config_for_load(job: SimJob, settings: SimSettings, policy: Policy, load_per_s: float,
                     *, partitions: dict[str, int] | None = None, utilization: float | None = None) -> Config:
     """The cheapest configuration whose capacity, at ``utilization`` (default: the policy's target),
-    covers ``load_per_s`` (records/s), on the true capacity curves. Micro-batch: the fewest cores,
-    each adjustable stage with one task per core; continuous: per vertex the fewest tasks."""
+    covers ``load_per_s`` (records/s), on the true capacity curves; the largest when none does.
+    Micro-batch: the fewest cores, the adjustable stages with 1 to 4 tasks per core
+    (``_micro_batch_config``); continuous: per vertex the fewest tasks."""
     u = policy.utilization_target if utilization is None else utilization
     if settings.mode == "micro-batch":
-        cpe = settings.cores_per_executor
         best = None
         for executors in range(settings.min_executors, settings.max_executors + 1):
-            cores = executors * cpe
-            parallelism = {v.id: (v.parallelism if not v.adjustable else min(cores, _vertex_upper(job, v.id, policy)))
-                           for v in job.vertices}
-            if partitions:
-                parallelism.update(partitions)
-            best = Config(parallelism, cores)
+            best = _micro_batch_config(job, settings, policy, executors * settings.cores_per_executor, partitions)
             if capacity_per_s(job, best, settings) * u >= load_per_s:
                 break
         assert best is not None
@@ -266,19 +283,31 @@ def config_for_load(job: SimJob, settings: SimSettings, policy: Policy, load_per
 
 
 def oracle_configs(job: SimJob, trace: Trace, settings: SimSettings, policy: Policy,
-                   *, utilization: float | None = None) -> list[Config]:
+                   *, utilization: float | None = None, lag_budget_s: float | None = None) -> list[Config]:
     """The hindsight configuration of each policy interval: the cheapest one covering the interval's
-    mean arrival rate at ``utilization`` (``config_for_load``). At 1.0 it is the oracle no policy
-    can beat: the cheapest configuration that keeps up, so the lag stays within a batch or two."""
+    mean arrival rate at ``utilization`` (``config_for_load``).
+
+    With ``lag_budget_s`` (seconds of arrivals; use it with ``utilization`` 1) the oracle may also
+    leave a backlog, so it is the cheapest that keeps the lag under the SLO: each interval, in
+    order, the cheapest configuration whose capacity ``c`` leaves at most ``lag_budget_s`` of the
+    interval's arrivals unread at its end, ``backlog + (rate − c) × interval ≤ budget × rate``,
+    the backlog carried on. Required capacities are rounded up to 0.5 % of the mean rate (a cache).
+    """
     interval = settings.policy_interval_s
     count = int(math.ceil(trace.duration_s / interval))
+    grid = max(1e-9, 0.005 * trace.mean_rate(0.0, trace.duration_s))
     cache: dict[float, Config] = {}
     configs = []
+    backlog = 0.0
     for k in range(count):
-        load = round(trace.mean_rate(k * interval, (k + 1) * interval), 6)
-        if load not in cache:
-            cache[load] = config_for_load(job, settings, policy, load, utilization=utilization)
-        configs.append(cache[load])
+        rate = trace.mean_rate(k * interval, (k + 1) * interval)
+        need = rate if lag_budget_s is None else max(0.0, rate + (backlog - lag_budget_s * rate) / interval)
+        key = round(need, 6) if lag_budget_s is None else math.ceil(need / grid) * grid
+        if key not in cache:
+            cache[key] = config_for_load(job, settings, policy, key, utilization=utilization)
+        configs.append(cache[key])
+        if lag_budget_s is not None:
+            backlog = max(0.0, backlog + (rate - capacity_per_s(job, cache[key], settings)) * interval)
     return configs
 
 

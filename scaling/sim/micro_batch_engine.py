@@ -29,13 +29,14 @@ StageSums = dict[str, tuple[float, float, float, float]]
 
 
 def capacity_micro_batch(job: SimJob, config: Config, settings: SimSettings) -> float:
-    """Arrival rate (records/s) whose batches take exactly one trigger interval with this config."""
+    """Arrival rate (records/s) whose batches take one trigger interval with this config on average
+    (stragglers at their expected cost, ``SimVertex.expected_pace``)."""
     cores = config.cores or 1
     per_record = fixed = 0.0
     for vid in job.order:
         v = job.by_id[vid]
         tasks = config.parallelism[vid]
-        waves_per_task = v.pace(tasks, cores)
+        waves_per_task = v.expected_pace(tasks, cores)
         per_record += waves_per_task * job.unit_rates[vid] * v.curve.cost_s_per_record(tasks)
         fixed += waves_per_task * v.curve.fixed_core_s(tasks)
     room = settings.trigger_interval_s - settings.batch_overhead_s - fixed

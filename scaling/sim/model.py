@@ -143,6 +143,13 @@ class SimVertex:
         or the slowest task when it is longer)."""
         return max(math.ceil(tasks / max(1, cores)) / self.effective_tasks(tasks), self.slowest_task_share(tasks))
 
+    def expected_pace(self, tasks: int, cores: int) -> float:
+        """``pace`` averaged over the straggler draws: with probability ``straggler_probability`` the
+        slowest task takes ``straggler_factor`` times its share."""
+        pace = self.pace(tasks, cores)
+        straggling = max(pace, self.slowest_task_share(tasks) * self.straggler_factor)
+        return (1.0 - self.straggler_probability) * pace + self.straggler_probability * straggling
+
 
 @dataclass(frozen=True)
 class SimJob:

@@ -94,8 +94,31 @@ def full():
     return {setting: run_bench(quick=False, seed=7, setting=setting).rows for setting in SETTINGS}
 
 
-# Measured misses on the full bench (seed 7), reported, not hidden; filled from `python -m scaling bench --seed 7`.
-MISSED: dict[tuple[str, str], str] = {}
+# Measured misses on the full bench (seed 7, 40 workloads per setting), from `python -m scaling bench --seed 7`;
+# reported, not hidden. The oracle is the cheapest configuration keeping the lag under the SLO, so a
+# policy that keeps the utilization target's headroom pays about 1 / 0.7 = 1.43x; the missed-skew
+# workloads (a hot key the collector does not see) are where ds2 goes wrong.
+MISSED = {
+    ("flink-defaults", "core_hours_median"): "core-hours median 1.638x vs <= 1.10x the oracle",
+    ("flink-defaults", "core_hours_max"): "core-hours max 5.751x the held oracle (plain 8.098x) on "
+                                          "random-walk/missed-skew vs <= 1.20x",
+    ("flink-defaults", "two_steps"): "step-ups converging in <= 2 steps: step/missed-skew never converges vs all",
+    ("flink-defaults", "slo"): "lag above 300 s 3030 s (step/missed-skew) and 14070 s (diurnal/missed-skew) vs 0 s",
+    ("flink-defaults", "slo_60"): "lag above 60 s on 16 of 20 workloads (each step-up 120-480 s; missed-skew up to "
+                                  "20880 s) vs 0 s",
+    ("flink-defaults", "dominance"): "16 baseline rows dominate ds2 (dhalion on 7 step and random-walk workloads, "
+                                     "the baselines on missed-skew) vs none",
+    ("tuned", "core_hours_median"): "core-hours median 1.631x vs <= 1.10x the oracle",
+    ("tuned", "core_hours_max"): "core-hours max 5.538x the held oracle (plain 6.538x) on random-walk/missed-skew "
+                                 "vs <= 1.20x",
+    ("tuned", "two_steps"): "step-ups converging in <= 2 steps: step/missed-skew never converges vs all",
+    ("tuned", "slo"): "lag above 300 s 3030 s (step/missed-skew), 30510 s (diurnal/missed-skew), 2100 s "
+                      "(random-walk/missed-skew) vs 0 s",
+    ("tuned", "slo_60"): "lag above 60 s on 13 of 20 workloads (each step-up 120-330 s; missed-skew up to 38520 s) "
+                         "vs 0 s",
+    ("tuned", "dominance"): "15 baseline rows dominate ds2 (dhalion on 6 workloads, batch-ratio on "
+                            "random-walk/nexmark-q8, the baselines on missed-skew) vs none",
+}
 
 
 def case(setting, target):

@@ -117,7 +117,8 @@ class SimVertex:
 
     def __post_init__(self) -> None:
         if not self.skew >= 1.0 or not self.straggler_factor >= 1.0:
-            raise SimError(f"{self.id}: skew and straggler_factor must be >= 1, got {self.skew}, {self.straggler_factor}")
+            raise SimError(f"{self.id}: skew and straggler_factor must be >= 1, got {self.skew}, "
+                           f"{self.straggler_factor}")
         if not 0 <= self.serial_fraction < 1 or not 0 <= self.straggler_probability <= 1:
             raise SimError(f"{self.id}: serial_fraction must be within [0, 1) and straggler_probability within "
                            f"[0, 1], got {self.serial_fraction}, {self.straggler_probability}")

@@ -114,3 +114,4 @@ def test_api_lists_the_same_items():
     assert api.get("/api/inbox/?kind=pending_proposal").json()["count"] == 1
     assert api.get("/api/inbox/?kind=nope").status_code == 400
     assert api.get("/api/inbox/?job=x").status_code == 400
+    assert api.get("/api/inbox/?kind=").status_code == api.get("/api/inbox/?job=").status_code == 400

@@ -50,7 +50,8 @@ class InboxView(APIView):
                    responses={200: InboxSerializer,
                               400: OpenApiResponse(VALIDATION_ERROR, "A malformed filter (kind, job).")})
     def get(self, request: Request) -> Response:
-        query = InboxQuerySerializer(data=request.query_params)
+        # A plain dict, not the QueryDict: DRF reads a blank form field as absent, "?kind=" is a 400.
+        query = InboxQuerySerializer(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
         kind, job = query.validated_data.get("kind"), query.validated_data.get("job")
         items = [i for i in inbox_items(timezone.now())

@@ -2,6 +2,9 @@
 Python, once, so that the template only places them. A fleet has hundreds of rows, and Django's
 ``{% url %}`` tag and ``floatformat`` filter per row cost more than the overview's queries.
 
+The overview shows :data:`OVERVIEW_PAGE_SIZE` jobs a page, those that need a person first (the
+database orders and slices, so a page costs the same at any fleet size).
+
 :func:`fixed` rounds as ``floatformat`` does (half up, from the float's shortest decimal form, no
 negative zero); :func:`pk_url` reverses a URL once per page and fills in each primary key.
 """
@@ -12,11 +15,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
+from django.core.paginator import Page, Paginator
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.functional import cached_property
+from django.utils.http import urlencode
 
 from webapp.dashboard.templatetags.knobs import knob_changes
-from webapp.proposals.selectors import JobRow
+from webapp.proposals.selectors import JobRow, jobs_overview, overview_counts, overview_jobs
+
+#: Jobs per page of the overview.
+OVERVIEW_PAGE_SIZE = 50
+#: The longest name filter (``?q=``) read; a job's name is at most 100 characters.
+_Q_MAX = 100
 
 _PK = 2_147_480_001  # a primary key no URL pattern part repeats
 
@@ -98,3 +109,46 @@ def overview_rows(rows: list[JobRow]) -> list[OverviewRow]:
     """The overview's rows, in order."""
     job_url, proposal_url = pk_url("dashboard:job"), pk_url("dashboard:proposal")
     return [overview_row(row, job_url=job_url, proposal_url=proposal_url) for row in rows]
+
+
+class _CountedPaginator(Paginator):
+    """A :class:`Paginator` whose count is known already (from :func:`overview_counts`): no COUNT query."""
+
+    def __init__(self, object_list, per_page: int, *, count: int) -> None:
+        super().__init__(object_list, per_page)
+        self._known = count
+
+    @cached_property
+    def count(self) -> int:
+        return self._known
+
+
+def _summary(counts: dict[str, int], q: str) -> str:
+    jobs, attention = counts["jobs"], counts["attention"]
+    text = f"{jobs} job{_plural(jobs)}, {attention} need{'s' if attention == 1 else ''} attention"
+    return f"{text}; {counts['matching']} match “{q}”" if q else text
+
+
+def overview_page(params) -> dict:
+    """The overview's context for the query ``params`` (``page``, ``q``: a name filter): ``rows`` (one
+    page of :class:`OverviewRow`), ``page`` (Django's :class:`Page`; any page number made valid),
+    ``links`` (``{"number", "url", "current"}`` per page link, ``{"gap": True}`` where pages are elided),
+    ``previous_url`` and ``next_url`` ("" at the ends), ``summary`` ("500 jobs, 3 need attention"),
+    ``q`` and ``live_url`` (the live fragment of the same page and filter). Four queries at any fleet size."""
+    q = params.get("q", "").strip()[:_Q_MAX]
+    counts = overview_counts(q=q)
+    paginator = _CountedPaginator(overview_jobs(q=q), OVERVIEW_PAGE_SIZE, count=counts["matching"])
+    page: Page = paginator.get_page(params.get("page"))
+    keep = {"q": q} if q else {}
+
+    def url(number: int) -> str:
+        return f"?{urlencode({**keep, 'page': number})}"
+
+    links = [{"gap": True} if n == Paginator.ELLIPSIS else {"number": n, "url": url(n), "current": n == page.number}
+             for n in paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1)]
+    here = {**keep, **({"page": page.number} if page.number > 1 else {})}
+    return {"rows": overview_rows(jobs_overview(list(page.object_list))), "page": page, "q": q,
+            "summary": _summary(counts, q), "links": links if paginator.num_pages > 1 else [],
+            "previous_url": url(page.previous_page_number()) if page.has_previous() else "",
+            "next_url": url(page.next_page_number()) if page.has_next() else "",
+            "live_url": reverse("dashboard:jobs_live") + (f"?{urlencode(here)}" if here else "")}

@@ -26,7 +26,7 @@ from webapp.dashboard import numbers, present, reads
 from webapp.dashboard.bounds import effective_max_cores
 from webapp.dashboard.figures import dag_figure, executors_figure, parallelism_label, series_figure
 from webapp.dashboard.history import audit_page
-from webapp.dashboard.overview import overview_rows
+from webapp.dashboard.overview import overview_page
 from webapp.dashboard.proposal_page import proposal_context
 from webapp.dashboard.templatetags.knobs import knob_changes
 from webapp.dashboard.why import why_no_proposal
@@ -56,15 +56,16 @@ def _require_decider(request: HttpRequest) -> None:
 
 @login_required
 def jobs(request: HttpRequest) -> HttpResponse:
-    """All jobs, one row each: health, configuration, pending proposal, backlog and trend, batch
-    ratio, last action and policy mode."""
-    return render(request, "dashboard/jobs.html", {"rows": overview_rows(proposal_selectors.jobs_overview())})
+    """The jobs, a page at a time and those that need a person first, one row each: health, configuration,
+    pending proposal, backlog and trend, batch ratio, last action and policy mode; ``?q=`` filters by name."""
+    return render(request, "dashboard/jobs.html", overview_page(request.GET))
 
 
 @login_required
 def jobs_live(request: HttpRequest) -> HttpResponse:
-    """The rows of the jobs overview (HTML fragment) for the live refresh."""
-    return render(request, "dashboard/_jobs_rows.html", {"rows": overview_rows(proposal_selectors.jobs_overview())})
+    """The jobs overview's page (HTML fragment: summary, rows, page links) for the live refresh, same
+    ``?page=`` and ``?q=``."""
+    return render(request, "dashboard/_jobs_rows.html", overview_page(request.GET))
 
 
 # --- job page ---------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import Case, Count, Exists, IntegerChoices, IntegerField, OuterRef, Q, QuerySet, Subquery, \
+    Value, When
 from django.utils import timezone
 
 from webapp.jobs.models import Job, MetricSnapshot
@@ -97,18 +98,59 @@ OVERVIEW_FIELDS = {
 }
 
 
-def jobs_overview(*, now: datetime | None = None) -> list[JobRow]:
-    """Every job with its latest snapshot, backlog trend, pending and last decided proposal and the
-    time left before its metric window is full. Five queries, whatever the number of jobs."""
-    now = now or timezone.now()
+class Attention(IntegerChoices):
+    """What a job's overview row waits for, most urgent first: the overview's order (then by name)."""
+
+    DOWN = 0, "down"
+    DEGRADED = 1, "degraded"
+    PENDING = 2, "a proposal waits for a decision"
+    IN_FLIGHT = 3, "a rescale is approved or executing"
+    NONE = 4, "nothing waits"
+
+
+def overview_jobs(*, q: str = "") -> QuerySet[Job]:
+    """The overview's jobs whose name contains ``q`` (case-insensitive; "" for all), annotated with their
+    :class:`Attention` (``attention``), the latest and trend snapshot and the pending and last decided
+    proposal (ids), ordered by attention then name. Slice it: the database orders, the page reads its rows."""
     newest = MetricSnapshot.objects.filter(job=OuterRef("pk")).order_by("-collected_at").values("pk")
     proposals = Proposal.objects.filter(job=OuterRef("pk")).order_by("-created_at").values("pk")
     decided = [s for s in Proposal.Status.values if s not in ("pending", "superseded", "expired")]
-    jobs = list(Job.objects.select_related("policy").only(*OVERVIEW_FIELDS["job"]).order_by("name").annotate(
+    jobs = Job.objects.select_related("policy").only(*OVERVIEW_FIELDS["job"]).annotate(
+        attention=_attention(),
         latest_id=Subquery(newest[:1]),
         earlier_id=Subquery(newest[TREND_SNAPSHOTS:TREND_SNAPSHOTS + 1]),
         pending_id=Subquery(proposals.filter(status="pending")[:1]),
-        last_id=Subquery(proposals.filter(status__in=decided)[:1])))
+        last_id=Subquery(proposals.filter(status__in=decided)[:1]))
+    if q:
+        jobs = jobs.filter(name__icontains=q)
+    return jobs.order_by("attention", "name")
+
+
+def _attention() -> Case:
+    def waiting(statuses) -> Exists:
+        return Exists(Proposal.objects.filter(job=OuterRef("pk"), status__in=statuses))
+
+    return Case(When(health=Job.Health.DOWN, then=Value(Attention.DOWN)),
+                When(health=Job.Health.DEGRADED, then=Value(Attention.DEGRADED)),
+                When(waiting([Proposal.Status.PENDING]), then=Value(Attention.PENDING)),
+                When(waiting(Proposal.IN_FLIGHT), then=Value(Attention.IN_FLIGHT)),
+                default=Value(Attention.NONE), output_field=IntegerField())
+
+
+def overview_counts(*, q: str = "") -> dict[str, int]:
+    """In one aggregate query: ``jobs`` (all), ``attention`` (those whose :class:`Attention` is not NONE)
+    and ``matching`` (whose name contains ``q``; all when ``q`` is "")."""
+    return Job.objects.annotate(attention=_attention()).aggregate(
+        jobs=Count("pk"), attention=Count("pk", filter=Q(attention__lt=Attention.NONE)),
+        matching=Count("pk", filter=Q(name__icontains=q)) if q else Count("pk"))
+
+
+def jobs_overview(jobs: list[Job] | None = None, *, now: datetime | None = None) -> list[JobRow]:
+    """The rows of ``jobs`` (read from :func:`overview_jobs`; None: all of them): each job with its latest
+    snapshot, backlog trend, pending and last decided proposal and the time left before its metric window
+    is full. Three queries, whatever the number of jobs."""
+    now = now or timezone.now()
+    jobs = list(overview_jobs()) if jobs is None else jobs
     snapshots = MetricSnapshot.objects.only(*OVERVIEW_FIELDS["snapshot"]).in_bulk(
         [i for j in jobs for i in (j.latest_id, j.earlier_id) if i is not None])
     wanted = [i for j in jobs for i in (j.pending_id, j.last_id) if i is not None]

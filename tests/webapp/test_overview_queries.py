@@ -1,5 +1,6 @@
 """The jobs overview reads each table once, whatever the number of jobs: the same SQL queries for 5
-jobs as for 50, each job with snapshots, a pending proposal and an executed one. Its rows are
+jobs as for 50 and for 500 (a page of 50 shown), each job with snapshots, a pending proposal and an
+executed one. Its rows are
 presented in Python (``webapp.dashboard.overview``), as the template's filters would render them."""
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def overview_queries(client) -> tuple[int, bytes]:
     return len(captured), response.content
 
 
-def test_the_overview_of_50_jobs_makes_as_many_queries_as_that_of_5(client):
+def test_the_overview_of_500_jobs_makes_as_many_queries_as_that_of_50_and_of_5(client):
     client.force_login(make_role_user("op"))
     add_jobs(0, 5)
     few, _ = overview_queries(client)
@@ -47,6 +48,11 @@ def test_the_overview_of_50_jobs_makes_as_many_queries_as_that_of_5(client):
     many, html = overview_queries(client)
     assert html.count(b"<tr data-job=") == 50 and html.count(b'class="pending"') == 50
     assert many == few <= 12
+    for i in range(450):  # a fleet of 500: the page still shows the first 50
+        Proposal.objects.create(job=make_job(f"later-{i:03d}"), status=Proposal.Status.PENDING)
+    fleet, html = overview_queries(client)
+    assert html.count(b"<tr data-job=") == 50 and b"500 jobs, 500 need attention" in html
+    assert fleet == many
 
 
 @pytest.mark.parametrize("value", [-2.5, -0.5, -0.4, -0.04, 0.0, 0.05, 0.125, 1.005, 2.5, 2.675, 12.345, 1e20,

@@ -126,23 +126,25 @@ def overview_jobs(*, q: str = "") -> QuerySet[Job]:
     return jobs.order_by("attention", "name")
 
 
-def _attention() -> Case:
-    def waiting(statuses) -> Exists:
-        return Exists(Proposal.objects.filter(job=OuterRef("pk"), status__in=statuses))
+def _waiting(statuses) -> Exists:
+    return Exists(Proposal.objects.filter(job=OuterRef("pk"), status__in=statuses))
 
+
+def _attention() -> Case:
     return Case(When(health=Job.Health.DOWN, then=Value(Attention.DOWN)),
                 When(health=Job.Health.DEGRADED, then=Value(Attention.DEGRADED)),
-                When(waiting([Proposal.Status.PENDING]), then=Value(Attention.PENDING)),
-                When(waiting(Proposal.IN_FLIGHT), then=Value(Attention.IN_FLIGHT)),
+                When(_waiting([Proposal.Status.PENDING]), then=Value(Attention.PENDING)),
+                When(_waiting(Proposal.IN_FLIGHT), then=Value(Attention.IN_FLIGHT)),
                 default=Value(Attention.NONE), output_field=IntegerField())
 
 
 def overview_counts(*, q: str = "") -> dict[str, int]:
     """In one aggregate query: ``jobs`` (all), ``attention`` (those whose :class:`Attention` is not NONE)
     and ``matching`` (whose name contains ``q``; all when ``q`` is "")."""
-    return Job.objects.annotate(attention=_attention()).aggregate(
-        jobs=Count("pk"), attention=Count("pk", filter=Q(attention__lt=Attention.NONE)),
-        matching=Count("pk", filter=Q(name__icontains=q)) if q else Count("pk"))
+    needs = Q(health__in=[Job.Health.DOWN, Job.Health.DEGRADED]) | Q(
+        _waiting([Proposal.Status.PENDING, *Proposal.IN_FLIGHT]))
+    return Job.objects.aggregate(jobs=Count("pk"), attention=Count("pk", filter=needs),
+                                 matching=Count("pk", filter=Q(name__icontains=q)) if q else Count("pk"))
 
 
 def jobs_overview(jobs: list[Job] | None = None, *, now: datetime | None = None) -> list[JobRow]:

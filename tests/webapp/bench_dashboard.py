@@ -64,7 +64,7 @@ def make_fleet(now, jobs_count: int = JOBS) -> list:
         for k, at in enumerate(times):
             wave = (k % 240) / 240.0
             snapshots.append((next_id, job.pk, at, "run-1", config, 15.0, 7, int(2000 * wave), 900.0 + 300 * wave,
-                              880.0, 870.0, 1.8, 2.0, 0.2, 0.9, 2, 2, 0, 0, "[]"))
+                              880.0, 870.0, 1.8, 2.0, 0.2, 0.9, 2, 2, 0, 0, "[]", "{}"))
             for pos, busy in enumerate((3.0, 12.0 + 6 * wave, 1.0)):
                 vertices.append((vertex_id, next_id, f"v{pos}", f"stage {pos}", pos, pos == 0, 2, busy,
                                  13_000, 13_000 if pos < 2 else 40, 0, upstream[pos]))
@@ -74,7 +74,7 @@ def make_fleet(now, jobs_count: int = JOBS) -> list:
                  ["id", "job_id", "collected_at", "run_id", "config", "window_s", "batches", "backlog",
                   "arrival_rate_per_s", "input_rate_per_s", "processed_rate_per_s", "batch_duration_s",
                   "trigger_interval_s", "batch_overhead_s", "batch_ratio", "executors", "cores", "state_rows",
-                  "state_bytes", "errors"], snapshots)
+                  "state_bytes", "errors", "memory"], snapshots)
     _bulk_insert("jobs_vertexsnapshot",
                  ["id", "snapshot_id", "vertex_id", "name", "position", "is_source", "tasks", "busy_s", "records_in",
                   "records_out", "spill_bytes", "upstream"], vertices)

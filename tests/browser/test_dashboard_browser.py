@@ -11,6 +11,7 @@ import pytest
 from tests.browser.conftest import REPO, screenshot
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
 from tests.webapp.factories import make_job, make_snapshots
+from webapp.dashboard.overview import OVERVIEW_PAGE_SIZE
 from webapp.jobs.models import Job
 from webapp.loop.evaluate import evaluation_run
 
@@ -71,6 +72,38 @@ def test_job_page_dag_has_one_node_per_vertex_coloured_by_utilization(page):
     assert page.locator("#proposal").inner_text().count(f"proposal #{pending.pk}") == 1
     screenshot(page, "job-page", also=REPO / "docs" / "job-page.png")
     assert not page.js_errors, page.js_errors
+
+
+def test_the_overview_pages_and_filters_and_its_live_refresh_keeps_both(page):
+    make_role_user("operator")
+    jobs = [make_job(f"job-{i:03d}") for i in range(OVERVIEW_PAGE_SIZE + 5)]
+    Job.objects.update(health=Job.Health.RUNNING)
+    Job.objects.filter(pk=jobs[-1].pk).update(health=Job.Health.DOWN)
+    login(page)
+
+    def shown() -> list[str]:
+        return [row.get_attribute("data-job") for row in page.locator("#jobs-rows tr").all()]
+
+    assert len(shown()) == OVERVIEW_PAGE_SIZE and shown()[0] == jobs[-1].name  # down comes first
+    assert page.inner_text("#jobs-summary").startswith(f"{len(jobs)} jobs, 1 needs attention")
+    page.click("#jobs-pages a[rel=next]")
+    page.wait_for_url("**/?page=2")
+    assert shown() == [j.name for j in jobs[OVERVIEW_PAGE_SIZE - 1:-1]]
+    Job.objects.filter(pk=jobs[50].pk).update(health=Job.Health.DEGRADED)  # to page 1 at the next refresh
+    page.wait_for_selector("tr[data-job=job-050]", state="detached", timeout=15_000)
+    assert page.url.endswith("/?page=2") and shown() == ["job-048", "job-049", "job-051", "job-052", "job-053"]
+    assert page.inner_text("#jobs-summary").startswith(f"{len(jobs)} jobs, 2 need attention")
+    screenshot(page, "jobs-overview-page-2")
+
+    page.fill("#jobs-filter input[name=q]", "job-05")
+    page.click("#jobs-filter button[type=submit]")
+    page.wait_for_url("**/?q=job-05")
+    assert shown() == ["job-054", "job-050", "job-051", "job-052", "job-053"]
+    assert page.get_attribute("#jobs-page", "data-live-url") == "/jobs/live/?q=job-05"
+    Job.objects.filter(pk=jobs[51].pk).update(health=Job.Health.DOWN)
+    page.wait_for_function("() => document.querySelector('#jobs-rows tr').dataset.job === 'job-051'",
+                           timeout=15_000)
+    assert shown() == ["job-051", "job-054", "job-050", "job-052", "job-053"]  # the refresh kept the filter
 
 
 def test_approve_a_proposal_and_watch_the_execution_succeed_without_reload(page, worker):

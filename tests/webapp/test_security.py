@@ -267,7 +267,7 @@ def test_the_policy_has_its_own_admin_page_with_collapsed_sections_and_audited_e
     page = client.get(url)
     titles = [fieldset.name for fieldset in page.context["adminform"]]
     assert titles == ["Mode", "Targets", "Bounds", "Delays", "Learning from past rescales", "Guardrails (auto mode)",
-                      "Back-off (failed executions)", "Other algorithms"]
+                      "Back-off (failed executions)", "Other algorithms", "Memory"]
     assert all("collapse" in fieldset.classes for fieldset in list(page.context["adminform"])[1:])
     assert url in client.get(reverse("admin:jobs_job_change", args=[job.pk])).content.decode()
     form = page.context["adminform"].form

@@ -102,13 +102,10 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     gate = _gate(job, delayed, stage_plans, changes, state, now_s)
     reasons = _reasons(job, load, load_down, delayed, limits, changes, gate, (overrun, veto if vetoed else None))
     if gate.decision != Decision.SCALE:
-        cores_now = cluster.cores
-        stage_plans = tuple(replace(vp, proposed=vp.current, expected_processing_rate=vp.true_processing_rate
-                                    * min(vp.current, cores_now)) for vp in stage_plans)
+        stage_plans = _as_they_are(stage_plans, cluster.cores)
     executors = delayed.executors if gate.decision == Decision.SCALE else cluster.executors
-    after = None
-    if state is not None:
-        after = next_state(state, gate, delayed.pending.values(), _records(job, stage_plans, executors, now_s))
+    after = (next_state(state, gate, delayed.pending.values(), _records(job, stage_plans, executors, now_s))
+             if state is not None else None)
     return JobPlan(
         decision=gate.decision, reasons=reasons, vertices=stage_plans, executors_current=cluster.executors,
         executors_proposed=executors, cores_per_executor=cluster.cores_per_executor,
@@ -120,6 +117,13 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
         predicted_utilization=(job.at(executors * cluster.cores_per_executor, "base") if gate.decision == Decision.SCALE
                                else job.now("base")), awaiting_activation=gate.awaiting,
         findings=pinned_findings(job, executors * cluster.cores_per_executor))
+
+
+def _as_they_are(stage_plans: tuple[VertexPlan, ...], cores_now: int) -> tuple[VertexPlan, ...]:
+    """The stage plans of a plan that does not scale: each stage at its current tasks, expected at its
+    true processing rate on the task slots it has now."""
+    return tuple(replace(vp, proposed=vp.current, expected_processing_rate=vp.true_processing_rate
+                         * min(vp.current, cores_now)) for vp in stage_plans)
 
 
 def _durations(batch_durations_s: Sequence[float], batch_duration_s: float | None) -> tuple[float, ...]:

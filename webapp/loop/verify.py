@@ -185,13 +185,9 @@ def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Propo
     before = list(proposal.job.snapshots.filter(collected_at__gt=window_start, collected_at__lte=proposal.created_at))
     after_vertices = list(VertexSnapshot.objects.filter(snapshot__in=after))
     # What happened, beside what was predicted (the proposal page shows both, from these stored values).
-    values = realized(plan=proposal.job_plan, after=since_change, finished_at=execution.finished_at,
-                      downtime_s=execution.downtime_s, vertices=after_vertices)
-    latest = realized(plan=proposal.job_plan, after=after, finished_at=execution.finished_at,
-                      downtime_s=execution.downtime_s, vertices=after_vertices)
     # The figures and their evidence (batches, window) all from the window the verdict judges.
-    values.update({k: latest[k] for k in ("capacity_per_s", "utilization", "busy_share", "batch_ratio", "batches",
-                                          "window_s")})
+    values = realized(plan=proposal.job_plan, after=after, finished_at=execution.finished_at,
+                      downtime_s=execution.downtime_s, vertices=after_vertices)
     # The rescale's cost over its own window (scaling.rescale_cost), as the execution stores it: its
     # added lag now, and whether a load change ended the window before the backlog was back.
     cost = execution_record_cost(execution, now=now)

@@ -10,6 +10,7 @@ from datetime import timedelta
 from django.conf import settings
 
 from scaling import ClusterState, Topology, VertexMetrics
+from scaling.bounds import cores_bound
 from scaling.readiness import NotReady, SampleIssue, issues_from_json
 from scaling.reasons import PlanFormatError
 from scaling.topology import PinCause
@@ -108,15 +109,12 @@ def window_readiness(*, snapshots: Sequence[MetricSnapshot], bindings: Sequence[
 
 def executors_ceiling(*, job: Job) -> int:
     """The most executors a plan may ask for: the least of the policy's ``max_cores``, the executors
-    knob's ``max`` and the cluster's capacity (when known); never below 1."""
+    knob's ``max`` and the cluster's capacity (when known); never below 1 (``scaling.bounds.cores_bound``,
+    the bound the pages show with its source)."""
     policy = job.policy
-    limits = [max(policy.min_cores, policy.max_cores)]
-    executors = next((k for k in job.knob_specs() if k.sets == "executors"), None)
-    if executors is not None:
-        limits.append(executors.max)
-    if job.capacity:
-        limits.append(job.capacity)
-    return max(1, min(limits))
+    executors = next((k for k in job.knob_specs() if k.sets == KnobTarget.EXECUTORS), None)
+    return cores_bound(policy_min=policy.min_cores, policy_max=policy.max_cores,
+                       knob_max=executors.max if executors is not None else None, capacity=job.capacity).cores
 
 
 def stable_snapshots(*, job: Job, snapshots: list[MetricSnapshot]) -> list[MetricSnapshot]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
+from scaling.bench.convergence import run_convergence_cli
 from scaling.bench.report import write_report
 from scaling.bench.run import SETTINGS, acceptance, describe_setting, format_table, run_bench
 

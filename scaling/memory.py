@@ -151,15 +151,20 @@ class HeapRecommendation:
 
 
 def recommend_heap(*, peak_bytes: int, max_bytes: int, overhead: float, min_mb: int, max_mb: int,
-                   executors: int = 1) -> HeapRecommendation:
+                   executors: int = 1, pressure_growth: float | None = None) -> HeapRecommendation:
     """The heap each executor needs: ``peak × (1 + overhead)`` (Flink ``memory.tuning.overhead``),
     rounded up to a multiple of :data:`GRANULARITY_MB`, clamped to ``[min_mb, max_mb]`` (MB).
     ``peak_bytes``: heap used at its peak over the window; ``max_bytes``: the heap maximum it runs
-    with. Raises ``ValueError`` for a negative size or overhead, or ``min_mb > max_mb``."""
-    if peak_bytes < 0 or max_bytes < 0 or overhead < 0 or min_mb > max_mb or executors < 1:
+    with. Under memory pressure (``pressure_growth`` given, ``memory_pressure_growth``) the peak is
+    capped by the maximum and understates the need, so the heap is at least ``max × pressure_growth``:
+    a doubling search while the pressure lasts (Flink's ``MemoryTuning`` sizes from the peak alone,
+    as its heap-usage gate is off by default). Raises ``ValueError`` for a negative size or
+    overhead, a growth below 1, or ``min_mb > max_mb``."""
+    if peak_bytes < 0 or max_bytes < 0 or overhead < 0 or min_mb > max_mb or executors < 1 \
+            or (pressure_growth is not None and pressure_growth < 1):
         raise ValueError(f"recommend_heap: peak {peak_bytes}, max {max_bytes}, overhead {overhead}, "
-                         f"bounds [{min_mb}, {max_mb}] MB, executors {executors}")
-    wanted_mb = peak_bytes * (1 + overhead) / MB
+                         f"bounds [{min_mb}, {max_mb}] MB, executors {executors}, growth {pressure_growth}")
+    wanted_mb = max(peak_bytes * (1 + overhead), max_bytes * (pressure_growth or 0)) / MB
     rounded = math.ceil(wanted_mb / GRANULARITY_MB) * GRANULARITY_MB
     return HeapRecommendation(current_mb=round(max_bytes / MB), recommended_mb=min(max_mb, max(min_mb, rounded)),
                               peak_mb=peak_bytes / MB, overhead=overhead, executors=executors)

@@ -35,6 +35,9 @@ What each :class:`KnobTarget` sets, and how the runner applies a change of it:
   reports the stage as coalesced;
 - ``source_partitions`` and ``repartition``: values the build function passes to its source options
   and ``repartition(n)`` calls; a change restarts the query inside the running driver;
+- ``memory``: the heap of each JVM that runs tasks, MB (local mode: ``spark.driver.memory``; a
+  cluster: ``spark.executor.memory``); a JVM's heap is fixed at its start, so a change starts a new
+  driver (the warm handover);
 - ``other``: a setting of the pipeline that the autoscaler never changes (trigger interval, ...).
 
 Errors: :class:`KnobError` (an invalid declaration or value, naming the knob) and
@@ -86,6 +89,7 @@ class KnobTarget(StrEnum):
     STATE_PARTITIONS = "state_partitions"
     SOURCE_PARTITIONS = "source_partitions"
     REPARTITION = "repartition"
+    MEMORY = "memory"
     OTHER = "other"
 
     @property

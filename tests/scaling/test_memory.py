@@ -92,3 +92,22 @@ def test_the_recommendation_is_the_peak_plus_overhead_rounded_up_within_bounds(p
 def test_a_recommendation_refuses_nonsense_bounds():
     with pytest.raises(ValueError):
         recommend_heap(peak_bytes=MB, max_bytes=MB, overhead=0.2, min_mb=1024, max_mb=512)
+
+
+@pytest.mark.parametrize(("peak_mb", "max_mb", "growth", "bound_mb", "expected_mb"), [
+    (507, 512, 2.0, 65_536, 1024),   # the peak is capped at the maximum: peak × 1.2 = 640 would not lift it
+    (600, 640, 2.0, 65_536, 1280),   # still under pressure after the first step: doubled again
+    (507, 512, 1.0, 65_536, 640),    # growth 1: the peak plus overhead alone
+    (507, 512, 2.0, 768, 768),       # never above memory_max_mb
+    (2000, 1024, 1.5, 65_536, 2432),  # a peak above the growth keeps peak × 1.2 (2400 → 2432)
+])
+def test_under_pressure_the_recommendation_grows_from_the_running_heap(peak_mb, max_mb, growth, bound_mb,
+                                                                       expected_mb):
+    heap = recommend_heap(peak_bytes=peak_mb * MB, max_bytes=max_mb * MB, overhead=0.2, min_mb=512,
+                          max_mb=bound_mb, pressure_growth=growth)
+    assert heap.recommended_mb == expected_mb
+
+
+def test_a_growth_below_one_is_refused():
+    with pytest.raises(ValueError, match="growth 0.5"):
+        recommend_heap(peak_bytes=MB, max_bytes=MB, overhead=0.2, min_mb=512, max_mb=1024, pressure_growth=0.5)

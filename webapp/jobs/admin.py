@@ -101,7 +101,8 @@ POLICY_FIELDSETS = [
     ("Other algorithms", {"classes": ["collapse"], "fields": [
         "batch_ratio_scale_up", "batch_ratio_scale_down", "min_parallelism_increase"]}),
     ("Memory", {"classes": ["collapse"], "fields": [
-        "memory_gc_pressure_threshold", "memory_heap_usage_threshold", "memory_tuning_overhead", "memory_min_mb",
+        "memory_gc_pressure_threshold", "memory_heap_usage_threshold", "memory_tuning_overhead",
+        "memory_pressure_growth", "memory_min_mb",
         "memory_max_mb", "memory_apply"]}),
 ]
 

@@ -83,7 +83,8 @@ def job_memory(*, job: Job, now: datetime | None = None) -> JobMemory | None:
     if peak is not None:
         heap = recommend_heap(peak_bytes=peak.heap_peak_bytes or 0, max_bytes=peak.heap_max_bytes or 0,
                               overhead=policy.memory_tuning_overhead, min_mb=policy.memory_min_mb,
-                              max_mb=policy.memory_max_mb, executors=max(1, peak.executors))
+                              max_mb=policy.memory_max_mb, executors=max(1, peak.executors),
+                              pressure_growth=policy.memory_pressure_growth if pressure is not None else None)
         if heap.changes and (heap.recommended_mb < heap.current_mb or pressure is not None):
             recommendation = heap
     return JobMemory(gc_share=shares[-1] if shares else None,

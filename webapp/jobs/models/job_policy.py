@@ -84,6 +84,7 @@ class JobPolicy(models.Model):
     memory_gc_pressure_threshold = option_field("memory_gc_pressure_threshold")
     memory_heap_usage_threshold = option_field("memory_heap_usage_threshold")
     memory_tuning_overhead = option_field("memory_tuning_overhead")
+    memory_pressure_growth = option_field("memory_pressure_growth")
     memory_min_mb = option_field("memory_min_mb")
     memory_max_mb = option_field("memory_max_mb")
     memory_apply = option_field("memory_apply")

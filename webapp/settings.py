@@ -201,7 +201,8 @@ SCALER_EXECUTION_LEASE_MARGIN_S = env.float("SCALER_EXECUTION_LEASE_MARGIN_S", d
 SCALER_RECONCILE_INTERVAL_S = env.float("SCALER_RECONCILE_INTERVAL_S", default=15.0)
 # Metric retention (webapp.loop.retention): raw snapshots are kept this long, then rolled up per minute;
 # the roll-ups are kept SCALER_RETENTION_ROLLUP_S; the beat runs every SCALER_RETENTION_INTERVAL_S and
-# handles SCALER_RETENTION_BATCH snapshots per transaction. The audit trail is never pruned.
+# handles SCALER_RETENTION_BATCH snapshots per transaction. Evaluations past the raw window go too, except
+# each job's newest and those a proposal refers to. The audit trail is never pruned.
 SCALER_RETENTION_RAW_S = env.float("SCALER_RETENTION_RAW_S", default=24 * 3600.0)
 SCALER_RETENTION_ROLLUP_S = env.float("SCALER_RETENTION_ROLLUP_S", default=30 * 24 * 3600.0)
 SCALER_RETENTION_INTERVAL_S = env.float("SCALER_RETENTION_INTERVAL_S", default=300.0)

@@ -14,7 +14,7 @@ from django.utils import timezone
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.dashboard.reads import chart_data
 from webapp.dashboard.views import _rescale_points
-from webapp.jobs.models import MetricRollup, MetricSnapshot, VertexRollup
+from webapp.jobs.models import Evaluation, MetricRollup, MetricSnapshot, VertexRollup
 from webapp.loop import tasks
 from webapp.loop.retention import minute_of, prune_metrics, raw_cutoff, rollup_of
 from webapp.proposals.models import AuditEvent, Proposal
@@ -85,7 +85,7 @@ def test_pruning_leaves_raw_rows_in_the_raw_window_and_rollups_in_theirs(windows
     assert len(minutes) == len(set(minutes)) and done["rollups"] == len(minutes) >= 3 * 60
     assert VertexRollup.objects.filter(rollup__job=job).count() == 3 * len(minutes)
     # Re-running changes nothing; a second run at the same time (the beat twice) neither.
-    assert prune_metrics(now=now) == {"snapshots": 0, "rollups": 0, "rollups_deleted": 0}
+    assert prune_metrics(now=now) == {"snapshots": 0, "rollups": 0, "rollups_deleted": 0, "evaluations": 0}
     assert list(job.rollups.order_by("minute").values_list("minute", flat=True)) == minutes
 
 
@@ -201,3 +201,19 @@ def test_the_job_page_offers_a_week_drawn_from_the_rollups(windows, client):
     arrival = next(trace for trace in series if trace["name"] == "input (arrival) rate")
     assert arrival["x"][0] <= (now - 3.5 * HOUR).isoformat()  # a point per 28 min (7 d / 360)
     assert arrival["y"][0] == pytest.approx(900.0)
+
+
+def test_evaluations_past_the_raw_window_go_except_the_newest_and_a_proposals(windows):
+    now = timezone.now()
+    job, other = make_job(), make_job(name="other")
+    made = [Evaluation.objects.create(job=job, decision="no-change", window_s=60.0) for _ in range(5)]
+    for age_h, evaluation in zip((5, 4, 3, 1, 0), made, strict=True):
+        Evaluation.objects.filter(pk=evaluation.pk).update(created_at=now - age_h * HOUR)
+    cited = Proposal.objects.create(job=job, evaluation=made[1], status=Proposal.Status.REJECTED,
+                                    current_config={}, proposed_config={})
+    lone = Evaluation.objects.create(job=other, decision="no-change", window_s=60.0)
+    Evaluation.objects.filter(pk=lone.pk).update(created_at=now - 9 * HOUR)  # its job's newest: kept
+    assert prune_metrics(now=now)["evaluations"] == 2  # 5 h and 3 h old, cited by nothing
+    assert set(Evaluation.objects.values_list("pk", flat=True)) == {made[1].pk, made[3].pk, made[4].pk, lone.pk}
+    assert Proposal.objects.get(pk=cited.pk).evaluation_id == made[1].pk
+    assert prune_metrics(now=now)["evaluations"] == 0

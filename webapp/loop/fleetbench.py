@@ -127,9 +127,9 @@ def rows_per_job_per_day(*, start: datetime, end: datetime, interval_s: float) -
 
     - ``written``: snapshot, stage and evaluation rows a job writes per day (before retention);
     - ``after_retention``: what a day of history keeps once past the raw window: one roll-up per
-      minute with a roll-up per stage, and the evaluations (which nothing prunes);
-    - ``held_metrics``: the metric rows a job holds in steady state (the raw window and the roll-up
-      window); the evaluations come on top, ``evaluations`` more every day;
+      minute with a roll-up per stage (evaluations past it are pruned, but for those a proposal cites);
+    - ``held_metrics``: the rows a job holds in steady state: snapshots, stages and evaluations of
+      the raw window, and the roll-ups of the roll-up window; ``evaluations``: written per day;
     - ``measured_written``: the snapshot, stage and evaluation rows this run wrote per job per day
       (below ``written`` when beats were missed).
     """
@@ -143,9 +143,9 @@ def rows_per_job_per_day(*, start: datetime, end: datetime, interval_s: float) -
     beats = DAY_S / interval_s
     rollups = DAY_S / 60 * (1 + stages)
     raw_days, rollup_days = settings.SCALER_RETENTION_RAW_S / DAY_S, settings.SCALER_RETENTION_ROLLUP_S / DAY_S
-    return {"written": round(beats * (2 + stages)), "after_retention": round(rollups + beats),
+    return {"written": round(beats * (2 + stages)), "after_retention": round(rollups),
             "evaluations": round(beats), "stages_per_snapshot": round(stages, 2),
-            "held_metrics": round(beats * (1 + stages) * raw_days + rollups * rollup_days),
+            "held_metrics": round(beats * (2 + stages) * raw_days + rollups * rollup_days),
             "measured_written": round(measured)}
 
 

@@ -1,5 +1,7 @@
 """Bounded metric storage: raw snapshots past the raw window are rolled up per minute, then deleted;
 roll-ups past their own window are deleted (``SCALER_RETENTION_RAW_S``, ``SCALER_RETENTION_ROLLUP_S``).
+Evaluations past the raw window are deleted too (one every beat: 5,760 a job a day at 15 s), except the
+job's newest and those a proposal refers to (its page shows the evaluation it came from).
 
 Each batch is one transaction: it rolls up the complete minutes of at most ``SCALER_RETENTION_BATCH``
 snapshots and deletes those snapshots (their vertex rows go with them), so a minute is either rolled up
@@ -25,7 +27,7 @@ from django.db.models import Min, Q
 from django.utils import timezone
 
 from scaling.metrics import stage_utilization
-from webapp.jobs.models import Job, MetricRollup, MetricSnapshot, VertexRollup, VertexSnapshot
+from webapp.jobs.models import Evaluation, Job, MetricRollup, MetricSnapshot, VertexRollup, VertexSnapshot
 from webapp.loop.rescale_cost import FOLLOW_S
 from webapp.proposals.models import Proposal
 
@@ -158,14 +160,30 @@ def prune_rollups(*, before: datetime, batch: int) -> int:
             return deleted
 
 
+def prune_evaluations(*, job: Job, cutoff: datetime, batch: int) -> int:
+    """Delete ``job``'s evaluations older than ``cutoff``, ``batch`` per transaction, except its newest and
+    those a proposal refers to; returns how many."""
+    newest = job.evaluations.order_by("-created_at", "-pk").values_list("pk", flat=True).first()
+    deleted = 0
+    while True:
+        with transaction.atomic():
+            ids = list(Evaluation.objects.filter(job=job, created_at__lt=cutoff, proposals__isnull=True)
+                       .exclude(pk=newest).order_by("created_at").values_list("pk", flat=True)[:batch])
+            Evaluation.objects.filter(pk__in=ids).delete()
+        deleted += len(ids)
+        if len(ids) < batch:
+            return deleted
+
+
 def prune_metrics(*, now: datetime | None = None) -> dict:
     """The retention beat: per job, roll up and delete the raw snapshots past its raw window
     (:func:`raw_cutoff`), then delete the roll-ups older than ``SCALER_RETENTION_ROLLUP_S``. Returns
-    ``{"snapshots": deleted, "rollups": written, "rollups_deleted": deleted}``."""
+    ``{"snapshots": deleted, "rollups": written, "rollups_deleted": deleted, "evaluations": deleted}``
+    (evaluations: :func:`prune_evaluations` past the same raw window)."""
     now = now or timezone.now()
     batch = max(1, int(settings.SCALER_RETENTION_BATCH))
     rollup_from = minute_of(now - timedelta(seconds=settings.SCALER_RETENTION_ROLLUP_S))
-    deleted = written = 0
+    deleted = written = evaluations = 0
     for job in Job.objects.select_related("policy").order_by("pk"):
         cutoff, keep = raw_cutoff(job=job, now=now), run_start_pk(job=job)
         more = True
@@ -173,5 +191,6 @@ def prune_metrics(*, now: datetime | None = None) -> dict:
             count, made, more = prune_job_batch(job=job, cutoff=cutoff, rollup_from=rollup_from, keep=keep,
                                                 batch=batch)
             deleted, written = deleted + count, written + made
+        evaluations += prune_evaluations(job=job, cutoff=cutoff, batch=batch)
     return {"snapshots": deleted, "rollups": written,
-            "rollups_deleted": prune_rollups(before=rollup_from, batch=batch)}
+            "rollups_deleted": prune_rollups(before=rollup_from, batch=batch), "evaluations": evaluations}

@@ -27,12 +27,20 @@ from enum import StrEnum
 from scaling.plan import JobPlan
 from scaling.reasons import Decision, PlanReason, Reason
 
-__all__ = ["GRANULARITY_MB", "MB", "HeapRecommendation", "MemoryReading", "Pressure", "PressureSignal",
-           "hold_under_pressure", "memory_pressure", "recommend_heap"]
+__all__ = ["GRANULARITY_MB", "MB", "HeapRecommendation", "MemoryReading", "Pressure", "PressureSignal", "gc_share",
+           "hold_under_pressure", "memory_pressure", "plan_scales_up", "recommend_heap"]
 
 MB = 1024 * 1024
 #: Recommended heaps are whole multiples of this, MB.
 GRANULARITY_MB = 64
+
+
+def gc_share(gc_ms: float, task_ms: float) -> float | None:
+    """``gc_ms / task_ms`` clipped to [0, 1] (GC runs inside the task time it is counted in: Spark's
+    ``jvmGcTime`` within ``executorRunTime``); None for no task time."""
+    if task_ms <= 0:
+        return None
+    return min(1.0, max(0.0, gc_ms / task_ms))
 
 
 class PressureSignal(StrEnum):
@@ -120,6 +128,14 @@ def hold_under_pressure(plan: JobPlan, pressure: Pressure | None, *, scales_up: 
     return replace(plan, decision=Decision.BLOCKED, reasons=reasons, next_state=None,
                    executors_proposed=plan.executors_current,
                    vertices=tuple(replace(v, proposed=v.current) for v in plan.vertices))
+
+
+def plan_scales_up(plan: JobPlan) -> bool:
+    """Whether ``plan`` only grows: no vertex and no executor count below its current value (the
+    ``scales_up`` of :func:`hold_under_pressure` for a plan alone)."""
+    executors_down = plan.executors_proposed is not None and plan.executors_current is not None \
+        and plan.executors_proposed < plan.executors_current
+    return not executors_down and all(v.proposed >= v.current for v in plan.vertices)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,10 @@ checked against its row of the table. Extensions beyond SCENARIO.md, all optiona
 ``retention_s`` and ``pin_cause`` (``scaling.topology.PinCause``); metric key
 ``busy_time_max_ms_per_s``; cluster key ``executors_adjustable`` (false: the pipeline declares no
 executors knob, the executor count is fixed); step keys ``executors`` (what ran, as ``parallelism``),
-``available_executors``, ``batch_durations_s`` (list, seconds) and ``measured_restart_time_s`` (the
-downtime of the last rescale). ``at_s`` is seconds since the Unix epoch (UTC), which places steps in
+``available_executors``, ``batch_durations_s`` (list, seconds), ``measured_restart_time_s`` (the
+downtime of the last rescale) and, in micro-batch mode, ``memory`` (``scaling.scenario_memory``: per
+executor heap maximum, heap at peak, GC share and state, MB; under memory pressure the plan goes
+through the gate ``scaling.memory.hold_under_pressure``, as the live loop's). ``at_s`` is seconds since the Unix epoch (UTC), which places steps in
 excluded periods.
 """
 
@@ -23,13 +25,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from scaling.memory import hold_under_pressure, plan_scales_up
 from scaling.metrics import ClusterState, MetricsError, VertexMetrics
 from scaling.plan import JobPlan
 from scaling.algorithms import PlanRequest, evaluate, resolve
 from scaling.option_types import Kind
 from scaling.options import policy_options
 from scaling.policy import Policy, PolicyError
+from scaling.scenario_memory import StepMemory, parse_memory, step_pressure
 from scaling.scenario_output import render_steps
+from scaling.scenario_values import MAX_NUMBER, MAX_PARALLELISM, ScenarioError  # noqa: F401 - re-exported
+from scaling.scenario_values import (as_object as _object, boolean as _bool, check_keys as _keys, fail as _fail,
+                                     integer as _integer, number as _number, string as _string)
 from scaling.state import ScalerState
 from scaling.topology import Edge, PinCause, Topology, TopologyError, Vertex
 
@@ -40,14 +47,10 @@ METRIC_KEYS = ("records_in_per_s", "records_out_per_s", "busy_time_ms_per_s", "b
 VERTEX_KEYS = ("id", "name", "parallelism", "max_parallelism", "partitions", "source", "adjustable", "retention_s",
                "pin_cause")
 STEP_KEYS = ("at_s", "metrics", "parallelism", "executors", "available_executors", "batch_durations_s",
-             "measured_restart_time_s")
+             "measured_restart_time_s", "memory")
 CLUSTER_KEYS = ("executors", "cores_per_executor", "min_executors", "max_executors", "trigger_interval_s",
                 "available_executors", "executors_adjustable")
 TOP_KEYS = ("format", "mode", "policy", "vertices", "edges", "steps", "cluster", "trigger_interval_s")
-
-
-class ScenarioError(ValueError):
-    """Invalid scenario input; the message is one line and names the field."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class Step:
     available_executors: int | None = None
     batch_durations_s: tuple[float, ...] = ()
     measured_restart_time_s: float | None = None
+    memory: StepMemory | None = None
 
 
 @dataclass(frozen=True)
@@ -70,58 +74,6 @@ class Scenario:
     topology: Topology
     steps: tuple[Step, ...]
     cluster: ClusterState | None = None
-
-
-def _fail(field: str, message: str) -> ScenarioError:
-    return ScenarioError(f"{field}: {message}")
-
-
-def _object(value: Any, field: str) -> dict:
-    if not isinstance(value, dict):
-        raise _fail(field, f"must be an object, got {type(value).__name__}")
-    return value
-
-
-def _keys(obj: dict, allowed: tuple[str, ...], field: str) -> None:
-    for key in obj:
-        if key not in allowed:
-            raise _fail(f"{field}.{key}" if field else key, "unknown field")
-
-
-MAX_NUMBER = 1e15
-"""Numbers in a scenario are at most this large (records, rates, seconds); beyond it they are typos."""
-MAX_PARALLELISM = 32768
-"""Flink's largest max parallelism (key groups); also the bound on tasks, partitions and executors."""
-
-
-def _number(value: Any, field: str, *, minimum: float | None = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -MAX_NUMBER <= value <= MAX_NUMBER:
-        raise _fail(field, f"must be a finite number within ±{MAX_NUMBER:g}, got {json.dumps(value)}")
-    if minimum is not None and value < minimum:
-        raise _fail(field, f"must be >= {minimum:g}, got {value}")
-    return value
-
-
-def _integer(value: Any, field: str, *, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(field, f"must be an integer, got {json.dumps(value)}")
-    if value < minimum:
-        raise _fail(field, f"must be >= {minimum}, got {value}")
-    if value > MAX_PARALLELISM:
-        raise _fail(field, f"must be <= {MAX_PARALLELISM}, got {value}")
-    return value
-
-
-def _bool(value: Any, field: str) -> bool:
-    if not isinstance(value, bool):
-        raise _fail(field, f"must be true or false, got {json.dumps(value)}")
-    return value
-
-
-def _string(value: Any, field: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise _fail(field, f"must be a non-empty string, got {json.dumps(value)}")
-    return value
 
 
 def _policy(raw: Any) -> Policy:
@@ -284,6 +236,10 @@ def _steps(raw: Any, topology: Topology, mode: str, cluster: ClusterState | None
         if obj.get("measured_restart_time_s") is not None:
             extra["measured_restart_time_s"] = _number(obj["measured_restart_time_s"],
                                                        f"{field}.measured_restart_time_s")
+        if obj.get("memory") is not None:
+            if mode != "micro-batch":
+                raise _fail(f"{field}.memory", "only in micro-batch mode")
+            extra["memory"] = parse_memory(obj["memory"], f"{field}.memory")
         result.append(Step(at_s=at_s, metrics=metrics, parallelism=parallelism, **extra))
     return tuple(result)
 
@@ -379,6 +335,7 @@ def run_scenario(scenario: Scenario) -> list[tuple[Step, JobPlan]]:
         plan = evaluate(PlanRequest(topology=topology, metrics=step.metrics, policy=scenario.policy,
                                     mode=scenario.mode, cluster=cluster, state=state, now_s=step.at_s,
                                     batch_durations_s=step.batch_durations_s))
+        plan = hold_under_pressure(plan, step_pressure(step.memory), scales_up=plan_scales_up(plan))
         results.append((step, plan))
         if plan.next_state is not None:
             state = plan.next_state

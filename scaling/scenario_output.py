@@ -1,6 +1,7 @@
 """The output document of ``python -m scaling evaluate`` (docs/SCENARIO.md "Output"), rendered from
 the plans: rates rounded to 3 decimals, infinity as ``"inf"``, the structured limits, held
-scale-downs, a rescale awaiting DS2's activation time and the findings (``scaling.findings``, with
+scale-downs, a rescale awaiting DS2's activation time, a step's memory (``scaling.scenario_memory``:
+the pressure flag and the heap recommendation) and the findings (``scaling.findings``, with
 their words) as JSON objects. Every reason (the step's
 ``reasons``, a vertex's ``reason``) is its code, vertex and data with its words (``reason_text``);
 a vertex's ``note`` is the words of its reason."""
@@ -12,6 +13,7 @@ from typing import Any
 
 from scaling.reason_text import finding_text, reason_text
 from scaling.reasons import Reason
+from scaling.scenario_memory import memory_output
 
 
 def _clean(value: float) -> float | str:
@@ -70,5 +72,9 @@ def render_steps(mode: str, results: list) -> list[dict]:
                                     for item in plan.findings]
         if plan.awaiting_activation is not None:
             out_step["awaiting_activation"] = plan.awaiting_activation.as_json()
+        if getattr(step, "memory", None) is not None:
+            memory = memory_output(step.memory, plan.executors_current)
+            pressure = memory["pressure"]
+            out_step["memory"] = {**_clean_json(memory), "pressure": render_reason(pressure) if pressure else None}
         steps.append(out_step)
     return steps

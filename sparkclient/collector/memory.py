@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scaling.memory import gc_share
 from sparkclient.collector.sparkjson import (
     Problem, SparkDataError, as_dict, dicts, finite, get_count, get_dict, get_float, get_list, get_str,
 )
@@ -122,14 +123,6 @@ class MemorySample:
             "state_stores": [{"operator": s.operator, "memory_used_bytes": s.memory_used_bytes,
                               **dict(s.rocksdb_bytes)} for s in self.state_stores],
         }
-
-
-def gc_share(gc_ms: float, task_ms: float) -> float | None:
-    """``gc_ms / task_ms`` clipped to [0, 1] (GC runs inside the task time it is counted in); None for
-    no task time."""
-    if task_ms <= 0:
-        return None
-    return min(1.0, max(0.0, gc_ms / task_ms))
 
 
 def heap_max_bytes(on_heap_unified_bytes: int, memory_fraction: float = DEFAULT_MEMORY_FRACTION) -> int:

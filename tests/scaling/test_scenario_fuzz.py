@@ -1,6 +1,6 @@
 """Issue 14: every scenario input gives a plan or a one-line error naming the field, never a
 traceback. Hypothesis generates 10,000 scenarios (valid ones and ones with nulls, NaN, inf, negative
-and huge numbers, wrong types, executors outside their bounds) and runs them in-process through
+and huge numbers, wrong types, executors outside their bounds, micro-batch steps with memory figures) and runs them in-process through
 ``scaling.__main__.evaluate_command``, the function ``python -m scaling evaluate`` runs."""
 
 import json
@@ -32,6 +32,10 @@ count = maybe(st.integers(1, 64))
 metrics = st.fixed_dictionaries({"records_in_per_s": rate, "records_out_per_s": rate, "busy_time_ms_per_s": busy},
                                 optional={"backlog": rate, "backlog_growth_per_s": maybe(st.floats(-1e4, 1e4)),
                                           "busy_time_max_ms_per_s": busy, "batch_overhead_s": maybe(st.floats(0, 5))})
+memory = st.one_of(maybe(st.fixed_dictionaries({}, optional={
+    "heap_max_mb": maybe(st.one_of(st.floats(1, 65_536), st.sampled_from([512, 8192, 1e-300, 2e6]))),
+    "heap_peak_mb": maybe(st.floats(0, 70_000)), "gc_share": maybe(st.floats(0, 1)),
+    "state_mb": maybe(st.floats(0, 1e5))})), junk)
 policy = st.fixed_dictionaries({}, optional={
     "utilization_target": maybe(st.floats(0.3, 0.8)), "catch_up_duration_s": maybe(st.sampled_from([0, 60, 1800])),
     "effectiveness_threshold": maybe(st.floats(0, 1)), "effectiveness_detection_enabled": maybe(st.booleans()),
@@ -66,6 +70,8 @@ def scenarios(draw):
         step = {"at_s": k * 60, "metrics": {v["id"]: draw(metrics) for v in vertices}}
         if mode == "micro-batch" and draw(st.booleans()):
             step["executors"] = draw(maybe(st.integers(1, 40)))
+        if draw(st.integers(0, 3)) == 0:
+            step["memory"] = draw(memory)
         steps.append(step)
     doc = {"format": 1, "mode": mode, "policy": draw(policy), "vertices": vertices, "edges": edges, "steps": steps}
     if mode == "micro-batch":
@@ -92,6 +98,8 @@ def test_ten_thousand_scenarios_exit_0_or_2_naming_the_field(doc):
         for step in steps:
             for vertex in step["vertices"].values():
                 assert isinstance(vertex["proposed"], int) and 1 <= vertex["proposed"] <= 32768
+            if step.get("memory") and step["memory"]["recommendation"]:
+                assert 512 <= step["memory"]["recommendation"]["recommended_mb"] <= 65_536
             if step["executors"] is not None:
                 assert step["executors"]["proposed"] <= max(doc["cluster"].get("max_executors", 16),
                                                             step["executors"]["current"])

@@ -7,13 +7,15 @@ import json
 import sys
 
 from scaling.bench.convergence import run_convergence_cli
+from scaling.bench.memory import describe_memory, format_memory_table, memory_target, run_memory_bench
 from scaling.bench.report import write_report
 from scaling.bench.run import SETTINGS, acceptance, describe_setting, format_table, run_bench
 
 
 def run_cli(*, quick: bool, seed: int, json_file: str | None, report: str | None,
             settings: tuple[str, ...] = tuple(SETTINGS)) -> int:
-    """Print one table per setting with its targets (``scaling.bench.acceptance``); write the JSON rows
+    """Print one table per setting with its targets (``scaling.bench.acceptance``) and the memory
+    workloads' table with its target (``scaling.bench.memory``); write the JSON rows
     (a ``setting`` key added) and the report of the last setting."""
     rows_json = []
     total_s = 0.0
@@ -31,6 +33,12 @@ def run_cli(*, quick: bool, seed: int, json_file: str | None, report: str | None
               ("every target met" if not missed else f"{len(missed)} missed"))
         for t in targets:
             print(f"  {'met   ' if t.met else 'MISSED'} {t.label}: {t.measured}")
+        print()
+        memory = run_memory_bench(seed=seed, setting=setting)
+        print(f"-- memory workloads at {setting} ({describe_memory()}) --")
+        print(format_memory_table(memory))
+        target = memory_target(memory)
+        print(f"  {'met   ' if target.met else 'MISSED'} {target.label}: {target.measured}")
         print()
         rows_json.extend({"setting": setting, **row.as_json()} for row in result.rows)
     if json_file:

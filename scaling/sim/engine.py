@@ -23,6 +23,12 @@ The batch durations a controller sees are each sample's mean, as production's. E
 ``policy_interval_s`` a controller sees the window of samples taken since the running configuration
 started, and may return a new one. A ``PolicyController`` runs a real registered policy
 (``scaling.algorithms``) on that window, unchanged.
+
+A job with memory (``SimJob.memory``, micro-batch mode, :mod:`scaling.sim.memory`) also gives each
+collect a ``scaling.memory.MemoryReading`` (GC share of task time by ``scaling.memory.gc_share``, the
+heap at peak, the heap maximum), and a ``PolicyController`` passes its plan through production's
+memory gate (``hold_under_pressure``) and, when its ``MemorySizing.apply`` is on, changes the heap.
+A heap change starts a new JVM: it costs the warm handover (``RescaleCosts.handover``).
 """
 
 from __future__ import annotations
@@ -30,13 +36,15 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from scaling.memory import MemoryReading, hold_under_pressure, plan_scales_up
 from scaling.metrics import ClusterState, MetricWindow, VertexMeasurement, VertexMetrics
 from scaling.plan import JobPlan
 from scaling.algorithms import PlanRequest, ScalingPolicy, resolve
 from scaling.policy import Policy
+from scaling.sim.memory import HeapModel, MemorySizing, grown_heap_mb
 from scaling.sim.continuous_engine import ContinuousEngine, capacity_continuous
 from scaling.sim.micro_batch_engine import MicroBatchEngine, capacity_micro_batch
 from scaling.sim.model import SimJob, SimSettings, derive_seed
@@ -51,10 +59,12 @@ __all__ = ["EPSILON_RECORDS", "Config", "Controller", "Observation", "PolicyCont
 
 @dataclass(frozen=True)
 class Config:
-    """A running configuration: parallelism (tasks) per vertex, and cores in micro-batch mode."""
+    """A running configuration: parallelism (tasks) per vertex, cores in micro-batch mode, and each
+    executor's heap, MB, when memory is simulated (None in a controller's answer: keep the heap)."""
 
     parallelism: Mapping[str, int]
     cores: int | None = None
+    heap_mb: int | None = None
 
     def resources(self) -> int:
         """Cores held: micro-batch, the executors' cores; continuous, one slot per task."""
@@ -64,7 +74,8 @@ class Config:
 @dataclass(frozen=True)
 class Observation:
     """What a controller sees at a policy tick: the metric window since the configuration started
-    (None while it is not full), and the running configuration."""
+    (None while it is not full), the running configuration, and the memory readings of the
+    window's collects (when memory is simulated)."""
 
     now_s: float
     config: Config
@@ -72,6 +83,7 @@ class Observation:
     cluster: ClusterState | None
     metrics: Mapping[str, VertexMetrics] | None
     batch_durations_s: tuple[float, ...] = ()
+    memory: tuple[MemoryReading, ...] = ()
 
 
 class Controller(Protocol):
@@ -87,7 +99,8 @@ class Controller(Protocol):
 
 @dataclass
 class PolicyController:
-    """Runs a ``scaling.algorithms`` policy on the simulated metrics, carrying its ``ScalerState``."""
+    """Runs a ``scaling.algorithms`` policy on the simulated metrics, carrying its ``ScalerState``;
+    its plan goes through the memory gate at ``memory``'s thresholds, and ``memory.apply`` sizes the heap."""
 
     policy: Policy
     name: str = ""
@@ -96,6 +109,7 @@ class PolicyController:
     free_rescale: bool = False
     state: ScalerState = field(default_factory=ScalerState)
     plans: list[tuple[float, JobPlan]] = field(default_factory=list)
+    memory: MemorySizing = field(default_factory=MemorySizing)
 
     def __post_init__(self) -> None:
         if self.implementation is None:
@@ -109,15 +123,20 @@ class PolicyController:
                               mode=self.mode, cluster=observation.cluster, state=self.state,
                               now_s=observation.now_s, batch_durations_s=observation.batch_durations_s)
         plan = self.implementation.plan(request)
+        pressure = self.memory.pressure(observation.memory) if observation.memory else None
+        plan = hold_under_pressure(plan, pressure, scales_up=plan_scales_up(plan))
         self.plans.append((observation.now_s, plan))
         if plan.next_state is not None:
             self.state = plan.next_state
+        heap = None
+        if observation.config.heap_mb is not None and observation.cluster is not None:
+            heap = self.memory.heap_mb(observation.memory, pressure, observation.cluster.executors)
         if plan.decision != "scale" or not plan.executable or not plan.changes:
-            return None
+            return None if heap is None else replace(observation.config, heap_mb=heap)
         cores = None
         if observation.cluster is not None and plan.executors_proposed is not None:
             cores = plan.executors_proposed * observation.cluster.cores_per_executor
-        return Config({v.vertex_id: v.proposed for v in plan.vertices}, cores)
+        return Config({v.vertex_id: v.proposed for v in plan.vertices}, cores, heap)
 
     def restarted(self, downtime_s: float) -> None:
         self.state = self.state.with_restart_time(downtime_s)
@@ -138,7 +157,9 @@ class RunResult:
     Series (one value per tick, at ``t_s``): ``load_per_s`` the true arrival rate; ``capacity_per_s``
     the arrival rate the running configuration sustains (0 while down); ``backlog`` unprocessed
     records at the sources; ``lag_s`` the age of the oldest unprocessed record; ``resources`` cores
-    (micro-batch) or slots (continuous).
+    (micro-batch) or slots (continuous). With memory: ``executors`` and ``heap_needed_mb`` (the
+    smallest heap not under pressure, ``HeapModel.smallest_calm_heap_mb``) per tick, ``memory_mb_s``
+    Σ executors × heap × seconds, and ``memory_failures`` the batches that ran out of heap.
     """
 
     job: str
@@ -155,6 +176,10 @@ class RunResult:
     records_lost: float = 0.0
     core_seconds: float = 0.0
     duration_s: float = 0.0
+    executors: list[int] = field(default_factory=list)
+    heap_needed_mb: list[int] = field(default_factory=list)
+    memory_mb_s: float = 0.0
+    memory_failures: int = 0
 
 
 def capacity_per_s(job: SimJob, config: Config, settings: SimSettings) -> float:
@@ -172,7 +197,10 @@ class Simulation:
         if settings.step_s != trace.step_s:
             raise ValueError(f"step_s: the trace has {trace.step_s} s steps, the settings {settings.step_s}")
         self.job, self.trace, self.settings, self.controller = job, trace, settings, controller
-        self.config = start
+        self.heap_model = HeapModel(job.memory, trace, settings.cores_per_executor) \
+            if job.memory is not None and settings.mode == "micro-batch" else None
+        self.sizing = MemorySizing()
+        self.config = replace(start, heap_mb=start.heap_mb or job.memory.start_heap_mb) if self.heap_model else start
         self.seed = seed
         # The same noise draws for every policy (issue 14): the seed does not depend on the controller,
         # and every collect draws the same number of values whatever the configuration.
@@ -180,7 +208,7 @@ class Simulation:
         self.downtime_rng = random.Random(derive_seed(seed, job.name, trace.kind, "downtime"))
         self.logs = {v.id: SourceLog() for v in job.vertices if v.source}
         self.result = RunResult(job.name, controller.name, settings.mode)
-        self.samples: list[tuple[float, dict[str, VertexMeasurement], tuple[float, ...]]] = []
+        self.samples: list[tuple[float, dict[str, VertexMeasurement], tuple[float, ...], MemoryReading | None]] = []
         self.active_since_s = 0.0
         self.down_until_s = 0.0
         self.engine = MicroBatchEngine(self) if settings.mode == "micro-batch" else ContinuousEngine(self)
@@ -194,9 +222,10 @@ class Simulation:
                             cores_per_executor=s.cores_per_executor, min_executors=s.min_executors,
                             max_executors=s.max_executors, trigger_interval_s=s.trigger_interval_s)
 
-    def _sample(self, now_s: float, acc: Mapping[str, Accumulator], batch_durations_s: tuple[float, ...], batches: int) -> None:
+    def _sample(self, now_s: float, acc: Mapping[str, Accumulator], batch_durations_s: tuple[float, ...], batches: int,
+                memory: MemoryReading | None = None) -> None:
         """One collect: a ``VertexMeasurement`` per vertex over the last collect interval, with noise
-        (records and busy time; the busiest task's time moves with the busy time)."""
+        (records and busy time; the busiest task's time moves with the busy time), and ``memory``."""
         window_s, s = self.settings.collect_interval_s, self.settings
         row = {}
         for vid in self.job.order:
@@ -220,7 +249,7 @@ class Simulation:
                 records_out=a.records_out * f_records, batches=batches, **kwargs)
         mean_batch = (sum(batch_durations_s) / len(batch_durations_s),) if batch_durations_s else ()
         if now_s - window_s >= self.active_since_s + s.stabilization_s - 1e-9:
-            self.samples.append((now_s, row, mean_batch))
+            self.samples.append((now_s, row, mean_batch, memory))
 
     def _observe(self, now_s: float) -> Observation:
         s = self.settings
@@ -229,13 +258,14 @@ class Simulation:
         metrics = None
         durations: tuple[float, ...] = ()
         if valid and covered >= s.metric_window_s - 1e-9:
-            window = MetricWindow.from_measurements(m for _, m, _ in valid)
+            window = MetricWindow.from_measurements(m for _, m, _, _ in valid)
             sources = tuple(v.id for v in self.job.vertices if v.source)
             start = window.change_index(sources) if s.detect_change else None
             metrics = window.aggregate(sources, after_change=s.detect_change)
-            durations = tuple(d for _, _, ds in valid[start or 0:] for d in ds)
+            durations = tuple(d for _, _, ds, _ in valid[start or 0:] for d in ds)
+        memory = tuple(r for _, _, _, r in valid if r is not None) if metrics is not None else ()
         return Observation(now_s, self.config, self.job.topology(dict(self.config.parallelism)), self._cluster(),
-                           metrics, durations)
+                           metrics, durations, memory)
 
     def _in_place(self, new: Config) -> bool:
         """Micro-batch: only the executors change (the partitions stay)."""
@@ -249,6 +279,8 @@ class Simulation:
         driver handover (``RescaleCosts``)."""
         s = self.settings
         costs = s.rescale_costs
+        if new.heap_mb is not None and new.heap_mb != self.config.heap_mb:  # a new JVM: the new driver's cost
+            return costs.handover.draw(self.downtime_rng), costs.handover_first_batch_s, True
         if s.mode != "micro-batch" or not self._in_place(new):
             extra = costs.partitions_first_batch_s if s.mode == "micro-batch" else 0.0
             return s.downtime.draw(self.downtime_rng), extra, True
@@ -256,8 +288,10 @@ class Simulation:
             return costs.executors_in_place_s, costs.executors_in_place_first_batch_s, False
         return costs.handover.draw(self.downtime_rng), costs.handover_first_batch_s, True
 
-    def _apply(self, now_s: float, new: Config, restart_at_s: float) -> None:
-        if self.controller.free_rescale:
+    def _apply(self, now_s: float, new: Config, restart_at_s: float, *, forced: bool = False) -> None:
+        """Run ``new`` from ``restart_at_s`` after its cost (none for a ``free_rescale`` controller,
+        unless ``forced``: a restart after a failure costs every controller the same)."""
+        if self.controller.free_rescale and not forced:
             downtime, extra, restart_at_s = 0.0, 0.0, now_s
         else:
             downtime, extra, restarts = self._rescale_cost(new)
@@ -266,7 +300,7 @@ class Simulation:
             else:
                 restart_at_s = now_s
         self.result.rescales.append(Rescale(now_s, self.config, new, downtime))
-        self.config = Config(dict(new.parallelism), new.cores)
+        self.config = Config(dict(new.parallelism), new.cores, new.heap_mb or self.config.heap_mb)
         self.down_until_s = restart_at_s + downtime
         self.active_since_s = self.down_until_s
         self.engine.extra_next_batch_s = extra
@@ -283,11 +317,18 @@ class Simulation:
         oldest = min([log.oldest_s() for log in self.logs.values()] + [self._in_flight_oldest(now_s)])
         r.lag_s.append(max(0.0, now_s - oldest) if oldest < math.inf else 0.0)
         r.resources.append(self.config.resources())
+        if self.heap_model is not None:
+            executors = self._executors()
+            r.executors.append(executors)
+            r.heap_needed_mb.append(self.heap_model.smallest_calm_heap_mb(self.heap_model.used_mb(now_s, executors),
+                                                                          self.sizing))
 
     def _tick(self, now_s: float) -> None:
         """Record the tick, then let the controller decide at policy ticks."""
         self._record(now_s)
         self.result.core_seconds += self.config.resources() * self.settings.collect_interval_s
+        if self.heap_model is not None:
+            self.result.memory_mb_s += self._executors() * (self.config.heap_mb or 0) * self.settings.collect_interval_s
         s = self.settings
         at_policy_tick = abs(now_s / s.policy_interval_s - round(now_s / s.policy_interval_s)) < 1e-9
         if at_policy_tick and now_s >= self.down_until_s:
@@ -296,7 +337,7 @@ class Simulation:
                 self._apply(now_s, new, self._restart_at(now_s))
 
     def _differs(self, new: Config) -> bool:
-        return (new.cores != self.config.cores
+        return (new.cores != self.config.cores or (new.heap_mb is not None and new.heap_mb != self.config.heap_mb)
                 or any(new.parallelism.get(k, v) != v for k, v in self.config.parallelism.items()))
 
     def run(self) -> RunResult:
@@ -306,6 +347,29 @@ class Simulation:
         self.result.records_arrived = sum(self.trace.rates_per_s) * self.trace.step_s
         self.result.duration_s = self.trace.duration_s
         return self.result
+
+    # -- memory ----------------------------------------------------------------------------------
+    def _executors(self) -> int:
+        return max(1, (self.config.cores or 1) // self.settings.cores_per_executor)
+
+    def heap_use(self, t_s: float) -> tuple[float, float] | None:
+        """One executor's live heap at ``t_s``, MB, and the GC time per mutator second it costs
+        (``inf``: above the heap maximum, the batch fails); None when memory is not simulated."""
+        if self.heap_model is None or not self.config.heap_mb:
+            return None
+        used = self.heap_model.used_mb(t_s, self._executors())
+        usage = used / self.config.heap_mb
+        return used, self.heap_model.memory.gc_ratio(usage) if usage < 1 else math.inf
+
+    def memory_failure(self, now_s: float) -> None:
+        """An OutOfMemoryError in the batch starting at ``now_s``: its records stay in the source, and
+        the job restarts in a new JVM with the heap × ``oom_growth``, at the handover's cost."""
+        memory = self.heap_model.memory if self.heap_model else None
+        if memory is None or not self.config.heap_mb:
+            raise ValueError("memory_failure: memory is not simulated")
+        self.result.memory_failures += 1
+        heap = grown_heap_mb(self.config.heap_mb, memory.oom_growth, self.sizing.max_mb)
+        self._apply(now_s, replace(self.config, heap_mb=heap), now_s, forced=True)
 
     def _in_flight(self, vid: str, now_s: float) -> float:
         """Records of ``vid`` read by a batch still running at ``now_s`` (micro-batch)."""

@@ -6,7 +6,11 @@ at once when the batch overran it. A rescale waits for the batch in flight; the 
 takes the rescale path's extra seconds (``RescaleCosts``).
 
 Each stage of each batch also gives its busiest task's busy time at the pace its slowest task sets,
-by the collector's formula (``scaling.metrics.paced_task_busy_s``)."""
+by the collector's formula (``scaling.metrics.paced_task_busy_s``).
+
+With memory (:mod:`scaling.sim.memory`), GC stretches each stage's task time by the heap's GC ratio
+at the batch's start, and a batch that would need more heap than the maximum fails before it reads
+(``Simulation.memory_failure``); each collect gives the batches' GC share and heap at peak."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from scaling.metrics import paced_task_busy_s
+from scaling.sim.memory import collect_reading
 from scaling.sim.model import SimJob, SimSettings, SimVertex, derive_seed
 from scaling.sim.sourcelog import EPSILON_RECORDS, Accumulator
 
@@ -26,6 +31,8 @@ __all__ = ["MicroBatchEngine", "capacity_micro_batch"]
 
 #: Per stage of a batch: (records in, records out, busy core-seconds, busiest task's paced busy seconds).
 StageSums = dict[str, tuple[float, float, float, float]]
+#: A batch's memory: (GC seconds, task seconds, one executor's heap used, MB; None without memory).
+BatchMemory = tuple[float, float, float | None]
 
 
 def capacity_micro_batch(job: SimJob, config: Config, settings: SimSettings) -> float:
@@ -66,7 +73,7 @@ class MicroBatchEngine:
         fed_s = 0.0
         next_start = 0.0
         self.batches = deque()
-        completed: list[tuple[float, float, StageSums]] = []
+        completed: list[tuple[float, float, StageSums, BatchMemory]] = []
         arrived = {vid: 0.0 for vid in sim.logs}
         ticks = int(trace.duration_s // s.collect_interval_s)
         self.last_complete = 0.0
@@ -98,11 +105,16 @@ class MicroBatchEngine:
                 if sum(read.values()) <= EPSILON_RECORDS:
                     next_start = start + s.trigger_interval_s
                     continue
+                use = sim.heap_use(start)
+                if use is not None and math.isinf(use[1]):
+                    sim.memory_failure(start)
+                    next_start = sim.down_until_s
+                    continue
                 oldest = min(log.take(read[vid]) for vid, log in sim.logs.items())
-                stages, duration = self._batch(order, read, start)
+                stages, duration, memory = self._batch(order, read, start, use)
                 complete = start + duration
                 self.batches.append((complete, oldest, read))
-                completed.append((complete, duration, stages))
+                completed.append((complete, duration, stages, memory))
                 self.last_complete = complete
                 next_start = max(start + s.trigger_interval_s, complete)
             feed(tick)
@@ -110,23 +122,28 @@ class MicroBatchEngine:
                 log.expire(tick, s.retention_s)
             while self.batches and self.batches[0][0] <= tick:
                 self.batches.popleft()
-            acc, durations, completed = _collect(order, completed, tick)
+            acc, durations, completed, (gc_s, task_s, peak_mb) = _collect(order, completed, tick)
             for vid in sim.logs:
                 acc[vid].arrived = arrived[vid]
                 arrived[vid] = 0.0
-            sim._sample(tick, acc, tuple(durations), len(durations))
+            sim._sample(tick, acc, tuple(durations), len(durations),
+                        collect_reading(gc_s, task_s, peak_mb, sim.config.heap_mb))
             sim._tick(tick)
             if sim.down_until_s > next_start:
                 next_start = sim.down_until_s
 
-    def _batch(self, order: tuple[str, ...], read: Mapping[str, float], start_s: float) -> tuple[StageSums, float]:
-        """Run one batch: per stage (``StageSums``), and its duration, seconds."""
+    def _batch(self, order: tuple[str, ...], read: Mapping[str, float], start_s: float,
+               use: tuple[float, float] | None = None) -> tuple[StageSums, float, BatchMemory]:
+        """Run one batch: per stage (``StageSums``), its duration, seconds, and its memory; ``use``:
+        the heap used, MB, and the GC ratio (``Simulation.heap_use``) that stretch its task time."""
         sim = self.sim
         job, p, cores = sim.job, sim.config.parallelism, sim.config.cores or 1
         records: dict[str, float] = {}
         stages = {}
         wall = sim.settings.batch_overhead_s + self.extra_next_batch_s
         self.extra_next_batch_s = 0.0
+        ratio = use[1] if use is not None else 0.0
+        gc_s = task_s = 0.0
         for vid in order:
             v = job.by_id[vid]
             if v.source:
@@ -135,13 +152,15 @@ class MicroBatchEngine:
                 n = sum(records[u] * job.by_id[u].selectivity for u in job.inputs[vid])
             records[vid] = n
             tasks = p[vid]
-            busy = v.curve.busy_core_s(n, tasks, 1.0)
+            mutator = v.curve.busy_core_s(n, tasks, 1.0)
+            busy = mutator * (1.0 + ratio)
+            gc_s, task_s = gc_s + mutator * ratio, task_s + busy
             straggler = self._straggler(v, start_s)
             slowest = busy * v.slowest_task_share(tasks) * straggler
             wall += max(busy * v.pace(tasks, cores), slowest)
             paced = paced_task_busy_s(slowest, busy, tasks, cores) if busy > 0 else 0.0
             stages[vid] = (n, n * v.selectivity, busy, paced)
-        return stages, wall
+        return stages, wall, (gc_s, task_s, use[0] if use is not None else None)
 
     def _straggler(self, vertex: SimVertex, start_s: float) -> float:
         """The straggler factor of ``vertex`` in the batch starting at ``start_s``: a draw that
@@ -164,16 +183,23 @@ class MicroBatchEngine:
         return now_s if self.last_complete is None else max(now_s, self.last_complete)
 
 
-def _collect(order: tuple[str, ...], completed: list[tuple[float, float, StageSums]], tick: float
-             ) -> tuple[dict[str, Accumulator], list[float], list[tuple[float, float, StageSums]]]:
-    """The sums per vertex and the durations of the batches complete by ``tick``, and the batches
-    still running."""
+Completed = list[tuple[float, float, StageSums, BatchMemory]]
+
+
+def _collect(order: tuple[str, ...], completed: Completed, tick: float
+             ) -> tuple[dict[str, Accumulator], list[float], Completed, BatchMemory]:
+    """The sums per vertex, the durations and the memory (GC and task seconds, the highest heap
+    used) of the batches complete by ``tick``, and the batches still running."""
     acc = {vid: Accumulator() for vid in order}
     durations = []
     remaining = []
-    for complete, duration, stages in completed:
+    gc_s = task_s = 0.0
+    peaks = []
+    for complete, duration, stages, (batch_gc_s, batch_task_s, used_mb) in completed:
         if complete <= tick:
             durations.append(duration)
+            gc_s, task_s = gc_s + batch_gc_s, task_s + batch_task_s
+            peaks.extend([used_mb] if used_mb is not None else [])
             for vid, (rin, rout, busy, paced) in stages.items():
                 a = acc[vid]
                 a.records_in += rin
@@ -181,5 +207,5 @@ def _collect(order: tuple[str, ...], completed: list[tuple[float, float, StageSu
                 a.busy_core_s += busy
                 a.busy_max_s += paced
         else:
-            remaining.append((complete, duration, stages))
-    return acc, durations, remaining
+            remaining.append((complete, duration, stages, (batch_gc_s, batch_task_s, used_mb)))
+    return acc, durations, remaining, (gc_s, task_s, max(peaks, default=None))

@@ -10,8 +10,12 @@ import random
 import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from scaling.topology import Edge, Topology, Vertex
+
+if TYPE_CHECKING:
+    from scaling.sim.memory import SimMemory
 
 CURVES = ("linear", "amdahl", "task-overhead")
 
@@ -155,12 +159,14 @@ class SimVertex:
 @dataclass(frozen=True)
 class SimJob:
     """A simulated job: vertices and edges. Each edge carries the full output of its upstream
-    vertex (DS2's adjacency entry 1)."""
+    vertex (DS2's adjacency entry 1). ``memory``: its heap use and GC (``scaling.sim.memory``,
+    micro-batch mode); None: memory is not simulated."""
 
     name: str
     vertices: tuple[SimVertex, ...]
     edges: tuple[Edge, ...] = ()
     description: str = ""
+    memory: SimMemory | None = None
 
     def __post_init__(self) -> None:
         shares = sum(v.source_share for v in self.vertices if v.source)

@@ -32,10 +32,10 @@ count = maybe(st.integers(1, 64))
 metrics = st.fixed_dictionaries({"records_in_per_s": rate, "records_out_per_s": rate, "busy_time_ms_per_s": busy},
                                 optional={"backlog": rate, "backlog_growth_per_s": maybe(st.floats(-1e4, 1e4)),
                                           "busy_time_max_ms_per_s": busy, "batch_overhead_s": maybe(st.floats(0, 5))})
-memory = st.one_of(maybe(st.fixed_dictionaries({}, optional={
+memory = maybe(st.fixed_dictionaries({}, optional={
     "heap_max_mb": maybe(st.one_of(st.floats(1, 65_536), st.sampled_from([512, 8192, 1e-300, 2e6]))),
     "heap_peak_mb": maybe(st.floats(0, 70_000)), "gc_share": maybe(st.floats(0, 1)),
-    "state_mb": maybe(st.floats(0, 1e5))})), junk)
+    "state_mb": maybe(st.floats(0, 1e5))}))
 policy = st.fixed_dictionaries({}, optional={
     "utilization_target": maybe(st.floats(0.3, 0.8)), "catch_up_duration_s": maybe(st.sampled_from([0, 60, 1800])),
     "effectiveness_threshold": maybe(st.floats(0, 1)), "effectiveness_detection_enabled": maybe(st.booleans()),
@@ -70,7 +70,7 @@ def scenarios(draw):
         step = {"at_s": k * 60, "metrics": {v["id"]: draw(metrics) for v in vertices}}
         if mode == "micro-batch" and draw(st.booleans()):
             step["executors"] = draw(maybe(st.integers(1, 40)))
-        if draw(st.integers(0, 3)) == 0:
+        if mode == "micro-batch" and draw(st.integers(0, 2)) == 0:
             step["memory"] = draw(memory)
         steps.append(step)
     doc = {"format": 1, "mode": mode, "policy": draw(policy), "vertices": vertices, "edges": edges, "steps": steps}

@@ -1,0 +1,183 @@
+"""Memory in the simulator: each executor's heap use, the GC it costs, the batch that fails above
+the heap maximum, and the memory sizing a policy applies (production's ``scaling.memory``).
+
+**Heap use** of one executor (MB), at time ``t`` with ``executors`` executors::
+
+    used = base_mb + task_working_set_mb × cores_per_executor + state_mb(t) / executors
+    state_mb(t) = min(max_state_mb, state_mb_per_record × records arrived in (t − state_retention_s, t])
+
+The state is a session or dedup store: every record is kept for ``state_retention_s`` (the watermark's
+delay) and the keys cap it (``max_state_mb``), so it grows, then plateaus or follows the load. The
+state partitions spread it evenly over the executors; each task running at once holds a working set.
+
+**GC** (the cost model of a tracing collector: Appel, "Garbage collection can be faster than stack
+allocation", IPL 1987; Jones & Lins, *Garbage Collection*, 1996, §3.4): the work per allocated byte
+grows as live / free, so with the heap usage ``u = used / heap``::
+
+    GC time / mutator time = gc_cost × max(0, u − gc_onset) / (1 − u)
+
+Below ``gc_onset`` the young collections are taken as free; past it each collection traces the live
+state and the cost rises steeply as the heap fills. ``gc_cost`` 0.05 and ``gc_onset`` 0.5 are an
+assumption, not a measurement: a GC share of task time (``ratio / (1 + ratio)``) of 9 % at
+``u`` = 0.83 (a heap of peak × 1.2), 31 % at 0.95, 71 % at 0.99 (the real pipeline of the memory
+acceptance read 0.35 at 507 of 512 MB). Task time is mutator time × (1 + ratio): the stages slow down
+and their busy time, which counts GC as Spark's ``executorRunTime`` does, grows with it.
+
+**Above the maximum** (``u >= 1``) the batch fails with an OutOfMemoryError; its records stay in the
+source (they are read again), and the job restarts in a new JVM with the heap × ``oom_growth``, at the
+warm handover's cost: downtime, never records lost.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate
+
+from scaling.memory import GRANULARITY_MB, MB, MemoryReading, gc_share, Pressure, memory_pressure, recommend_heap
+from scaling.options import default
+from scaling.sim.model import SimError
+from scaling.sim.workloads import Trace
+
+__all__ = ["HeapModel", "MemorySizing", "SimMemory", "collect_reading", "grown_heap_mb", "interval_oracle_mb_s"]
+
+
+@dataclass(frozen=True)
+class SimMemory:
+    """A job's memory (module docstring). Sizes MB, times seconds; ``start_heap_mb`` is the heap
+    (``spark.executor.memory``) every policy starts with."""
+
+    start_heap_mb: int
+    base_mb: float = 350.0
+    task_working_set_mb: float = 150.0
+    state_mb_per_record: float = 0.0
+    state_retention_s: float = 600.0
+    max_state_mb: float = math.inf
+    gc_cost: float = 0.05
+    gc_onset: float = 0.5
+    oom_growth: float = float(default("memory_pressure_growth"))
+
+    def __post_init__(self) -> None:
+        if self.start_heap_mb <= 0 or self.base_mb < 0 or self.task_working_set_mb < 0 or self.state_mb_per_record < 0:
+            raise SimError(f"memory: sizes must be >= 0 and the heap > 0, got {self}")
+        if self.state_retention_s <= 0 or not 0 <= self.gc_onset < 1 or self.gc_cost < 0 or self.oom_growth <= 1:
+            raise SimError(f"memory: retention > 0, gc_onset in [0, 1), gc_cost >= 0, oom_growth > 1, got {self}")
+
+    def gc_ratio(self, usage: float) -> float:
+        """GC time / mutator time at heap usage ``usage`` (< 1)."""
+        return self.gc_cost * max(0.0, usage - self.gc_onset) / (1.0 - usage)
+
+
+class HeapModel:
+    """``memory`` over ``trace``: the state and each executor's heap use at any time (module docstring)."""
+
+    def __init__(self, memory: SimMemory, trace: Trace, cores_per_executor: int) -> None:
+        self.memory, self.trace, self.cores_per_executor = memory, trace, cores_per_executor
+        self._arrived = [0.0, *accumulate(rate * trace.step_s for rate in trace.rates_per_s)]
+
+    def _arrived_by(self, t_s: float) -> float:
+        steps = max(0.0, min(t_s / self.trace.step_s, len(self.trace.rates_per_s)))
+        whole = int(steps)
+        partial = self._arrived[whole + 1] - self._arrived[whole] if whole < len(self.trace.rates_per_s) else 0.0
+        return self._arrived[whole] + partial * (steps - whole)
+
+    def state_mb(self, t_s: float) -> float:
+        """The whole state at ``t_s``, MB."""
+        m = self.memory
+        retained = self._arrived_by(t_s) - self._arrived_by(t_s - m.state_retention_s)
+        return min(m.max_state_mb, m.state_mb_per_record * retained)
+
+    def used_mb(self, t_s: float, executors: int) -> float:
+        """One executor's live heap at ``t_s`` with ``executors`` executors, MB."""
+        m = self.memory
+        return m.base_mb + m.task_working_set_mb * self.cores_per_executor + self.state_mb(t_s) / max(1, executors)
+
+    def smallest_calm_heap_mb(self, used_mb: float, sizing: MemorySizing) -> int:
+        """The smallest heap (a multiple of ``GRANULARITY_MB``, at least ``sizing.min_mb``) at which
+        ``used_mb`` is not under memory pressure: GC share at most ``sizing.gc_threshold``, usage at
+        most ``sizing.heap_threshold`` and below 1 (the oracle's heap, known from the model)."""
+        heap = max(sizing.min_mb, math.ceil(used_mb / GRANULARITY_MB) * GRANULARITY_MB)
+        while True:
+            usage = used_mb / heap
+            ratio = self.memory.gc_ratio(usage) if usage < 1 else math.inf
+            if usage < 1 and usage <= sizing.heap_threshold and ratio / (1 + ratio) <= sizing.gc_threshold:
+                return heap
+            heap += GRANULARITY_MB
+
+
+def _option(name: str) -> float:
+    return float(default(name))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class MemorySizing:
+    """The memory options a simulated policy runs with, at the option table's defaults: the gate's
+    thresholds, the recommendation's overhead, growth under pressure and bounds (MB), and ``apply``
+    (``memory_apply``: off, recommend-only, the heap never changes for it)."""
+
+    gc_threshold: float = field(default_factory=lambda: _option("memory_gc_pressure_threshold"))
+    heap_threshold: float = field(default_factory=lambda: _option("memory_heap_usage_threshold"))
+    overhead: float = field(default_factory=lambda: _option("memory_tuning_overhead"))
+    growth: float = field(default_factory=lambda: _option("memory_pressure_growth"))
+    min_mb: int = field(default_factory=lambda: int(_option("memory_min_mb")))
+    max_mb: int = field(default_factory=lambda: int(_option("memory_max_mb")))
+    apply: bool = bool(default("memory_apply"))
+
+    def pressure(self, readings: Sequence[MemoryReading]) -> Pressure | None:
+        """``scaling.memory.memory_pressure`` of the window's readings at these thresholds."""
+        return memory_pressure(readings, gc_threshold=self.gc_threshold, heap_threshold=self.heap_threshold)
+
+    def heap_mb(self, readings: Sequence[MemoryReading], pressure: Pressure | None, executors: int) -> int | None:
+        """The heap to apply, MB, or None (``apply`` off, no peak measured, or no change worth a
+        restart): ``recommend_heap`` from the window's highest peak, taken when it differs from the
+        running heap and either saves memory or answers the pressure (as the job page offers it)."""
+        sized = [r for r in readings if r.heap_peak_bytes and r.heap_max_bytes]
+        if not self.apply or not sized:
+            return None
+        peak = max(sized, key=lambda r: r.heap_peak_bytes or 0)
+        heap = recommend_heap(peak_bytes=peak.heap_peak_bytes or 0, max_bytes=peak.heap_max_bytes or 0,
+                              overhead=self.overhead, min_mb=self.min_mb, max_mb=self.max_mb, executors=executors,
+                              pressure_growth=self.growth if pressure is not None else None)
+        if heap.changes and (heap.recommended_mb < heap.current_mb or pressure is not None):
+            return heap.recommended_mb
+        return None
+
+
+def grown_heap_mb(heap_mb: int, growth: float, max_mb: int) -> int:
+    """The heap after an OutOfMemoryError: ``heap × growth`` rounded up to ``GRANULARITY_MB``, at most
+    ``max_mb`` (and at least one step more)."""
+    return min(max_mb, max(heap_mb + GRANULARITY_MB, math.ceil(heap_mb * growth / GRANULARITY_MB) * GRANULARITY_MB))
+
+
+def interval_oracle_mb_s(t_s: Sequence[float], executors: Sequence[int], needed_mb: Sequence[int],
+                         interval_s: float, tick_s: float, start_heap_mb: int) -> tuple[float, float]:
+    """The memory oracle's MB-seconds over a run's ticks (``executors`` and ``needed_mb``, the
+    smallest calm heap, per tick): per policy interval the largest heap its ticks need (a heap that
+    never enters pressure in it), and over the whole run the one heap that never does. Like every
+    controller it starts with ``start_heap_mb`` and changes the heap at a policy tick, so the first
+    interval runs at least that. Returns ``(per interval, whole run)``, MB·s; both on the run's own
+    executors."""
+    if not t_s:
+        return 0.0, 0.0
+    starts = [k * interval_s for k in range(int(t_s[-1] // interval_s) + 2)]
+    worst: dict[int, int] = {0: start_heap_mb}
+    for t, need in zip(t_s, needed_mb):
+        k = bisect.bisect_left(starts, t) - 1
+        worst[k] = max(worst.get(k, 0), need)
+    intervals = [bisect.bisect_left(starts, t) - 1 for t in t_s]
+    one_heap = max(needed_mb)
+    per_interval = sum(n * worst[k] * tick_s for k, n in zip(intervals, executors))
+    whole = sum(n * (worst[0] if k == 0 else one_heap) * tick_s for k, n in zip(intervals, executors))
+    return per_interval, whole
+
+
+def collect_reading(gc_s: float, task_s: float, peak_mb: float | None, heap_mb: int | None) -> MemoryReading | None:
+    """One collect's ``MemoryReading`` as the collector makes it: production's ``gc_share`` of the
+    GC and task seconds, the heap at peak (capped by the maximum, as a JVM's is) and the maximum;
+    None without a heap."""
+    if not heap_mb:
+        return None
+    peak = None if peak_mb is None else round(min(peak_mb, heap_mb) * MB)
+    return MemoryReading(gc_share(gc_s * 1000.0, task_s * 1000.0), peak, heap_mb * MB)

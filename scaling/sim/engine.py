@@ -299,8 +299,9 @@ class Simulation:
                 self.controller.restarted(downtime)
             else:
                 restart_at_s = now_s
-        self.result.rescales.append(Rescale(now_s, self.config, new, downtime))
-        self.config = Config(dict(new.parallelism), new.cores, new.heap_mb or self.config.heap_mb)
+        running = Config(dict(new.parallelism), new.cores, new.heap_mb or self.config.heap_mb)
+        self.result.rescales.append(Rescale(now_s, self.config, running, downtime))
+        self.config = running
         self.down_until_s = restart_at_s + downtime
         self.active_since_s = self.down_until_s
         self.engine.extra_next_batch_s = extra

@@ -14,6 +14,7 @@ import pytest
 
 from scaling.bench.acceptance import acceptance
 from scaling.bench.convergence import convergence_rows, format_convergence
+from scaling.bench.memory import MEMORY_WORKLOADS, memory_target, run_memory_bench
 from scaling.bench.run import QUICK, ROW_KEYS, SETTINGS, Row, run_bench
 from scaling.sim.baselines import held_core_s
 from scaling.sim.engine import Config
@@ -84,8 +85,53 @@ def test_no_policy_that_keeps_the_lag_under_60_s_is_cheaper_than_the_oracle(quic
 
 
 def test_the_printed_targets_list_each_target_per_setting(quick):
+    """Each setting's targets, and the memory workloads' target after their table."""
     lines = [line.strip() for line in quick["table"].splitlines() if line.strip().startswith(("met", "MISSED"))]
-    assert len(lines) == len(SETTINGS) * len(TARGETS)
+    assert len(lines) == len(SETTINGS) * (len(TARGETS) + 1)
+    assert sum("memory GB-hours <= 1.20x the oracle at 0 records lost" in line for line in lines) == len(SETTINGS)
+
+
+def test_the_memory_table_has_a_row_per_memory_workload_and_policy_with_ds2s_memory_options(quick):
+    table = quick["table"]
+    assert table.count("ds2 only: memory_apply on") == len(SETTINGS)
+    for workload in MEMORY_WORKLOADS:
+        rows = [line.split() for line in table.splitlines() if line.startswith(workload.name + " ")]
+        assert sorted(row[1] for row in rows) == sorted(2 * ["ds2", "batch-ratio", "dhalion", "uniform",
+                                                             "static-peak", "oracle"])
+
+
+# --- the memory workloads' target -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def memory():
+    """The memory workloads at both settings (about 1.5 s each)."""
+    return {setting: run_memory_bench(seed=7, setting=setting) for setting in SETTINGS}
+
+
+# Measured (seed 7): ds2 sizes the heap at peak x 1.2 once its first metric window is full (t = 240 s);
+# on the demo at 8 GB those 240 s at 8 GB are the miss (640 MB after them against the oracle's 576 MB).
+MEMORY_MISSED = {
+    "flink-defaults": "memory GB-hours max 1.394x the oracle (steady/demo-8g: 240 s at 8 GB before the first "
+                      "full window, then 640 MB vs 576 MB) vs <= 1.20x; sessions steady 1.085x, step 1.180x; 0 lost",
+    "tuned": "memory GB-hours max 1.394x the oracle (steady/demo-8g: 240 s at 8 GB before the first full window, "
+             "then 640 MB vs 576 MB) vs <= 1.20x; sessions steady 1.085x, step 1.180x; 0 lost",
+}
+
+
+@pytest.mark.parametrize("setting", [
+    pytest.param(s, marks=[pytest.mark.xfail(strict=True, reason=MEMORY_MISSED[s])] if s in MEMORY_MISSED else [],
+                 id=s) for s in SETTINGS])
+def test_ds2_memory_gb_hours_within_1_2x_the_oracle_at_0_records_lost(memory, setting):
+    target = memory_target(memory[setting])
+    assert target.met, target.measured
+
+
+def test_a_policy_that_keeps_an_8_gb_heap_pays_over_ten_times_the_oracle_and_ds2_does_not(memory):
+    """Every policy but ds2 keeps the heap it started with (only a failure changes it)."""
+    for setting, rows in memory.items():
+        demo = {r.policy: r for r in rows if r.workload.startswith("steady/demo-8g")}
+        assert all(demo[p].memory_vs_oracle > 10 for p in ("batch-ratio", "dhalion", "static-peak")), setting
+        assert demo["ds2"].memory_vs_oracle < 2 and demo["ds2"].records_lost == 0, setting
 
 
 # --- the full bench's targets ------------------------------------------------------------------

@@ -1,0 +1,116 @@
+"""Memory in the simulator: the GC model, the state that grows then plateaus, a batch above the heap
+maximum that fails and restarts with more heap (no records lost), the collects measured through
+production's ``scaling.memory``, the memory gate on every policy and the heap ds2 applies."""
+
+from dataclasses import replace
+
+import pytest
+
+from scaling.bench.memory import DS2_MEMORY, demo_8g, sessions
+from scaling.bench.run import base_rate_per_s, bench_policy, bench_settings
+from scaling.memory import plan_scales_up
+from scaling.reasons import PlanReason
+from scaling.sim import workloads
+from scaling.sim.engine import Config, PolicyController, simulate
+from scaling.sim.memory import HeapModel, MemorySizing, SimMemory, grown_heap_mb, interval_oracle_mb_s
+from scaling.sim.model import SimError
+
+
+def constant(rate, hours, step_s=5.0):
+    return workloads.step(base_per_s=rate, factor=1.0, duration_s=hours * 3600.0, step_s=step_s)
+
+
+def test_gc_is_free_below_the_onset_and_rises_steeply_near_the_maximum():
+    memory = SimMemory(1024)
+    shares = {u: memory.gc_ratio(u) / (1 + memory.gc_ratio(u)) for u in (0.4, 0.5, 0.83, 0.95, 0.99)}
+    assert shares[0.4] == shares[0.5] == 0.0
+    assert shares[0.83] == pytest.approx(0.088, abs=0.001)
+    assert shares[0.95] == pytest.approx(0.310, abs=0.001)
+    assert shares[0.99] == pytest.approx(0.710, abs=0.001)
+
+
+def test_the_state_grows_for_its_retention_then_plateaus_and_spreads_over_the_executors():
+    trace = constant(1000.0, 2.0)
+    model = HeapModel(SimMemory(1024, state_mb_per_record=0.001, state_retention_s=1800.0), trace, 1)
+    assert model.state_mb(900.0) == pytest.approx(900.0)
+    assert model.state_mb(1800.0) == pytest.approx(1800.0) == model.state_mb(5400.0)
+    assert model.used_mb(5400.0, 4) == pytest.approx(350.0 + 150.0 + 1800.0 / 4)
+
+
+def test_the_calm_heap_is_the_smallest_64_mb_step_out_of_pressure():
+    model = HeapModel(SimMemory(1024), constant(1.0, 0.1), 1)
+    sizing = MemorySizing()
+    heap = model.smallest_calm_heap_mb(546.0, sizing)
+    assert heap % 64 == 0
+    below = heap - 64
+    ratio = model.memory.gc_ratio(546.0 / below)
+    assert ratio / (1 + ratio) > sizing.gc_threshold
+    ratio = model.memory.gc_ratio(546.0 / heap)
+    assert ratio / (1 + ratio) <= sizing.gc_threshold
+
+
+def test_bad_memory_figures_are_refused():
+    with pytest.raises(SimError):
+        SimMemory(0)
+    with pytest.raises(SimError):
+        SimMemory(1024, gc_onset=1.0)
+
+
+def test_grown_heap_and_the_oracle_mb_seconds():
+    assert grown_heap_mb(1000, 2.0, 65_536) == 2048 and grown_heap_mb(60_000, 2.0, 65_536) == 65_536
+    per_interval, whole = interval_oracle_mb_s([30, 60, 90, 120], [2, 2, 2, 2], [512, 640, 704, 576], 60.0, 30.0,
+                                               1024)
+    assert per_interval == 2 * 30 * (1024 + 1024 + 704 + 704)
+    assert whole == 2 * 30 * (1024 + 1024 + 704 + 704)
+    assert interval_oracle_mb_s([30, 60, 90, 120], [2] * 4, [512, 640, 704, 576], 60.0, 30.0, 512)[1] \
+        == 2 * 30 * (640 * 2 + 704 * 2)
+
+
+def run(job, controller, hours=1.5, heap_mb=None, cores=4):
+    settings = bench_settings("micro-batch")
+    trace = constant(base_rate_per_s(job), hours)
+    start = Config({v.id: v.parallelism if not v.adjustable else 8 for v in job.vertices}, cores, heap_mb)
+    return simulate(job, trace, settings, controller, start, seed=7)
+
+
+def test_a_heap_too_small_for_the_state_fails_restarts_with_more_and_loses_nothing():
+    """Sessions at 600 MB on 4 cores without memory sizing: the state outgrows the heap, a batch fails,
+    the job restarts at the handover's cost with 1,216 MB (and again if that is short)."""
+    job = replace(sessions(), memory=replace(sessions().memory, start_heap_mb=600))
+    controller = PolicyController(bench_policy(), name="ds2")
+    result = run(job, controller)
+    assert result.memory_failures >= 1 and result.records_lost == 0
+    restarts = [r for r in result.rescales if r.after.heap_mb != r.before.heap_mb]
+    assert restarts[0].before.heap_mb == 600 and restarts[0].after.heap_mb == 1216
+    assert all(r.downtime_s > 1.0 for r in restarts)  # the warm handover's pause, not free
+
+
+def test_the_collects_measure_gc_and_heap_through_production_and_pressure_holds_scale_downs():
+    """Sessions at 1 GB, memory not sized: GC rises past the threshold as the state grows. Every plan
+    made under pressure names it first and scales nothing down; the readings are the model's."""
+    controller = PolicyController(bench_policy(), name="ds2")
+    seen = []
+    decide = controller.decide
+    controller.decide = lambda observation: seen.append(observation) or decide(observation)
+    run(sessions(), controller, cores=16)
+    readings = [r for o in seen for r in o.memory]
+    assert readings and all(r.heap_max_bytes == 1024 * 2**20 for r in readings)
+    assert max(r.gc_share for r in readings if r.gc_share is not None) > 0.3
+    held = [plan for _, plan in controller.plans if plan.reasons and plan.reasons[0].code == PlanReason.MEMORY_PRESSURE]
+    assert held, "the run never came under memory pressure"
+    assert all(plan.decision != "scale" or plan_scales_up(plan) for plan in held)
+
+
+def test_ds2_with_memory_apply_shrinks_an_8_gb_heap_once_at_the_handovers_cost():
+    controller = PolicyController(bench_policy(), name="ds2", memory=DS2_MEMORY)
+    result = run(demo_8g(), controller, hours=1.0)
+    changes = [r for r in result.rescales if r.after.heap_mb != r.before.heap_mb]
+    assert [(r.before.heap_mb, r.after.heap_mb) for r in changes] == [(8192, 640)]
+    assert changes[0].downtime_s > 1.0 and result.memory_failures == 0 and result.records_lost == 0
+    assert result.memory_mb_s < 8192 * 4 * 3600.0 / 4
+
+
+def test_without_memory_apply_the_heap_never_changes_without_a_failure():
+    controller = PolicyController(bench_policy(), name="ds2", memory=MemorySizing(apply=False))
+    result = run(demo_8g(), controller, hours=1.0)
+    assert all(r.after.heap_mb == 8192 for r in result.rescales) and result.memory_failures == 0

@@ -30,9 +30,9 @@ import math
 from dataclasses import dataclass, replace
 
 from scaling.bench.acceptance import Target
-from scaling.bench.run import (MICRO_BATCH_POLICIES, ORACLE_LAG_BUDGET_S, Run, Workload, _controller,
-                               base_rate_per_s, bench_policy, bench_settings, start_config)
-from scaling.bench.table import _fmt
+from scaling.bench.run import (MICRO_BATCH_POLICIES, ORACLE_LAG_BUDGET_S, Run, Workload, base_rate_per_s,
+                               bench_policy, bench_settings, make_controller, start_config)
+from scaling.bench.table import fmt
 from scaling.sim import workloads
 from scaling.sim.baselines import oracle_configs
 from scaling.sim.engine import PolicyController, derive_seed, simulate
@@ -97,7 +97,7 @@ def run_memory_workload(workload: Workload, *, seed: int, setting: str = "tuned"
     start = start_config(job, at_target, "micro-batch")
     runs = []
     for name in MICRO_BATCH_POLICIES:
-        controller = _controller(name, "micro-batch", policy, oracle, settings.policy_interval_s, at_target)
+        controller = make_controller(name, "micro-batch", policy, oracle, settings.policy_interval_s, at_target)
         if isinstance(controller, PolicyController) and name == "ds2":
             controller.memory = DS2_MEMORY
         runs.append(Run(workload, name, simulate(job, trace, settings, controller, start, seed=seed), trace,
@@ -165,7 +165,7 @@ def format_memory_table(rows: list[MemoryRow]) -> str:
     """The memory workloads' table, one line per workload and policy."""
     header = ("workload", "policy", "mem_gb_h", "vs_oracle", "vs_fixed", "oom", "rescales", "lost", "slo60_s",
               "core_h")
-    lines = [(r.workload, r.policy, *(_fmt(getattr(r, key)) for key in (
+    lines = [(r.workload, r.policy, *(fmt(getattr(r, key)) for key in (
         "memory_gb_hours", "memory_vs_oracle", "memory_vs_fixed", "memory_failures", "rescales", "records_lost",
         "slo_violation_60_s", "core_hours"))) for r in rows]
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]

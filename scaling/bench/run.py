@@ -174,8 +174,10 @@ class Run:
     wall_s: float = 0.0
 
 
-def _controller(name: str, mode: str, policy: Policy, oracle: list[Config], interval_s: float,
-                at_target: list[Config] | None = None) -> Controller:
+def make_controller(name: str, mode: str, policy: Policy, oracle: list[Config], interval_s: float,
+                    at_target: list[Config] | None = None) -> Controller:
+    """The controller of policy ``name``: the oracle's schedule, static-peak's one configuration, or a
+    ``PolicyController`` (ds2 with ``DS2_OPTIONS``)."""
     if name == "oracle":
         return ScheduleController("oracle", oracle, interval_s)
     if name == "static-peak":
@@ -216,7 +218,7 @@ def run_workload(workload: Workload, *, seed: int, policies: Iterable[str] | Non
     start = start_config(job, at_target, workload.mode)
     runs = []
     for name in names:
-        controller = _controller(name, workload.mode, policy, oracle, settings.policy_interval_s, at_target)
+        controller = make_controller(name, workload.mode, policy, oracle, settings.policy_interval_s, at_target)
         began = time.perf_counter()
         result = simulate(job, trace, settings, controller, start, seed=seed)
         runs.append(Run(workload, name, result, trace, settings, controller, time.perf_counter() - began))

@@ -8,7 +8,8 @@ if TYPE_CHECKING:
     from scaling.bench.run import Row
 
 
-def _fmt(value) -> str:
+def fmt(value) -> str:
+    """A table cell: ``-`` for None, thousands separated, 3 decimals below 10."""
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -29,11 +30,11 @@ def format_table(rows: list[Row]) -> str:
         steps = r.max_steps_to_converge
         steps_text = ("-" if not r.extra["has_changes"] else "never" if steps is None else str(steps))
         converge = ",".join("never" if c is None else str(c) for c in r.extra["converge_s"]) or "-"
-        lines.append((r.workload, r.policy, _fmt(r.rescales), _fmt(r.extra["rescales_per_day"]), steps_text,
-                      converge, _fmt(r.oscillations), _fmt(r.peak_backlog), _fmt(r.extra["peak_lag_s"]),
-                      _fmt(r.slo_violation_s), _fmt(r.slo_violation_60_s), _fmt(r.extra["longest_violation_s"]),
-                      _fmt(r.records_lost), _fmt(r.core_hours), _fmt(r.core_hours_vs_oracle),
-                      _fmt(r.core_hours_vs_held), _fmt(r.underprovisioned_fraction)))
+        lines.append((r.workload, r.policy, fmt(r.rescales), fmt(r.extra["rescales_per_day"]), steps_text,
+                      converge, fmt(r.oscillations), fmt(r.peak_backlog), fmt(r.extra["peak_lag_s"]),
+                      fmt(r.slo_violation_s), fmt(r.slo_violation_60_s), fmt(r.extra["longest_violation_s"]),
+                      fmt(r.records_lost), fmt(r.core_hours), fmt(r.core_hours_vs_oracle),
+                      fmt(r.core_hours_vs_held), fmt(r.underprovisioned_fraction)))
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
     out = ["  ".join(h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths)))]
     previous = None

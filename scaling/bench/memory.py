@@ -20,7 +20,8 @@ restarts, at the same costs as the policies', leave its GB-hours as they are.
 ds2 applies the memory recommendation (``DS2_MEMORY``: ``memory_apply`` on, every other memory option
 at its default, printed with the table); every policy's plan passes the memory gate; the other
 policies keep their heap until a batch runs out of it (then every policy alike restarts with the
-heap × 2, at the warm handover's cost). Target: ds2's memory GB-hours at most
+heap × 2, at the warm handover's cost); the ``oracle`` row is the bench's cores oracle, which keeps
+its start heap too. Target: ds2's memory GB-hours at most
 ``MEMORY_TARGET`` × the oracle's on every memory workload, at 0 records lost.
 """
 

@@ -129,7 +129,7 @@ class PolicyController:
         if plan.next_state is not None:
             self.state = plan.next_state
         heap = None
-        if observation.config.heap_mb is not None and observation.cluster is not None:
+        if plan.executable and observation.config.heap_mb is not None and observation.cluster is not None:
             heap = self.memory.heap_mb(observation.memory, pressure, observation.cluster.executors)
         if plan.decision != "scale" or not plan.executable or not plan.changes:
             return None if heap is None else replace(observation.config, heap_mb=heap)

@@ -32,8 +32,8 @@ count = maybe(st.integers(1, 64))
 metrics = st.fixed_dictionaries({"records_in_per_s": rate, "records_out_per_s": rate, "busy_time_ms_per_s": busy},
                                 optional={"backlog": rate, "backlog_growth_per_s": maybe(st.floats(-1e4, 1e4)),
                                           "busy_time_max_ms_per_s": busy, "batch_overhead_s": maybe(st.floats(0, 5))})
-memory = maybe(st.fixed_dictionaries({}, optional={
-    "heap_max_mb": maybe(st.one_of(st.floats(1, 65_536), st.sampled_from([512, 8192, 1e-300, 2e6]))),
+memory = maybe(st.fixed_dictionaries({
+    "heap_max_mb": maybe(st.one_of(st.floats(1, 65_536), st.sampled_from([512, 8192, 1e-300])))}, optional={
     "heap_peak_mb": maybe(st.floats(0, 70_000)), "gc_share": maybe(st.floats(0, 1)),
     "state_mb": maybe(st.floats(0, 1e5))}))
 policy = st.fixed_dictionaries({}, optional={

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scaling.memory import MB
 from scaling.scenario import ScenarioError, evaluate_text
 from sparkclient.collector.batchwindow import batch_end_s, progress_time_s
 from sparkclient.collector.model_inputs import model_inputs
@@ -169,9 +170,32 @@ def sample_to_scenario(
     }
     if inputs.batch_durations_s:
         doc["steps"][0]["batch_durations_s"] = [round(d, 6) for d in inputs.batch_durations_s]
+    memory = _step_memory(sample)
+    if memory:
+        doc["steps"][0]["memory"] = memory
     if policy:
         doc["policy"] = dict(policy)
     return _evaluable(doc, sample.run_id)
+
+
+def _step_memory(sample: JobSample) -> Json:
+    """The step's ``memory`` (docs/SCENARIO.md) from the sample's memory signals, MB per executor: the
+    heap maximum and peak of the executor closest to its maximum (a 0 peak is not a measurement), the
+    GC share, the state stores' memory over the executors; ``{}`` when none was measured."""
+    memory = sample.memory
+    if memory is None:
+        return {}
+    out: Json = {}
+    if memory.heap_max_bytes:
+        out["heap_max_mb"] = round(memory.heap_max_bytes / MB, 3)
+        if memory.heap_peak_bytes:
+            out["heap_peak_mb"] = round(memory.heap_peak_bytes / MB, 3)
+    if memory.gc_share is not None:
+        out["gc_share"] = round(memory.gc_share, 6)
+    if memory.state_stores:
+        state = sum(s.total_bytes for s in memory.state_stores) / max(1, sample.executors)
+        out["state_mb"] = round(state / MB, 3)
+    return out
 
 
 # -- captures ---------------------------------------------------------------------------------

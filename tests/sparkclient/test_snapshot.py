@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from sparkclient.collector.snapshot import (
     sample_from_captures,
     sample_to_scenario,
 )
+from sparkclient.collector.topology import sample_from_rest
+from tests.capture_paths import MEMORY_CAPTURE
 from tests.sparkclient.test_topology import RUN_ID, _fixtures_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,3 +100,23 @@ def test_cli_reports_missing_captures(tmp_path: Path) -> None:
                           cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert snap.returncode == 1
     assert "app_jobs.json" in snap.stderr and snap.stdout == ""
+
+
+def test_a_sample_under_memory_pressure_carries_its_memory_into_the_scenario() -> None:
+    """The memory capture (512 MB driver, GC 35 % of task time in its newest batch): the scenario step
+    gives the heap and GC share, and its output flags the pressure and grows the heap (× 2 from 512)."""
+    capture = json.loads(MEMORY_CAPTURE.read_text())
+    sample = sample_from_rest(capture["jobs"], capture["stages"], capture["progresses"], capture["executors"],
+                              run_id=capture["run_id"], trigger_interval_s=capture["trigger_interval_s"],
+                              window_start_s=capture["now_s"] - 40, window_end_s=capture["now_s"], sql=capture["sql"])
+    doc = sample_to_scenario(sample)
+    memory = doc["steps"][0]["memory"]
+    assert memory["heap_max_mb"] == 512 and 0 < memory["heap_peak_mb"] <= 512 and memory["gc_share"] > 0.3
+    out = evaluate_text(json.dumps(doc))["steps"][0]["memory"]
+    assert out["pressure"]["code"] == "memory-pressure"
+    assert out["recommendation"]["recommended_mb"] == 1024
+
+
+def test_a_sample_without_memory_signals_gives_no_memory_step() -> None:
+    sample = sample_from_captures(load_captures(_fixtures_dir()))
+    assert "memory" not in sample_to_scenario(dataclasses.replace(sample, memory=None))["steps"][0]

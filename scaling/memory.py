@@ -11,7 +11,14 @@
   GC pressure and the window's mean heap usage; so does :func:`memory_pressure`.
 - **Recommendation** (Flink ``MemoryTuning``, ``job.autoscaler.memory.tuning.overhead``): the heap
   used at its peak in the window × (1 + overhead), rounded up to :data:`GRANULARITY_MB`, within the
-  policy's bounds (:func:`recommend_heap`). It is recommend-only: it names a size, it starts nothing.
+  policy's bounds (:func:`recommend_heap`). It names a size, it starts nothing.
+- **Applying it** (:func:`memory_decision`, :func:`with_memory`): only through a pipeline's ``memory``
+  knob. Recommend-only by default (Flink ``memory.tuning.enabled`` false reports the recommendation as
+  an event); with ``memory_apply`` a plan changes the heap on its own only under memory pressure, and
+  otherwise with a change of another knob ("recommend memory, but don't restart me for it alone").
+  An increase is a scale-up, a decrease a scale-down: never under pressure or on a window that is
+  not ready. A heap is fixed at a JVM's start, so a change starts a new one (Flink restarts the
+  TaskManagers with the tuned memory; here the warm handover).
 
 Sizes are MB (2^20 bytes, Spark's ``m`` suffix), shares 0..1. Pure functions, no I/O.
 """
@@ -25,10 +32,11 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from scaling.plan import JobPlan
-from scaling.reasons import Decision, PlanReason, Reason
+from scaling.reasons import Decision, MemoryStep, PlanReason, Reason
 
-__all__ = ["GRANULARITY_MB", "MB", "HeapRecommendation", "MemoryReading", "Pressure", "PressureSignal", "gc_share",
-           "hold_under_pressure", "memory_pressure", "plan_scales_up", "recommend_heap"]
+__all__ = ["GRANULARITY_MB", "MB", "HeapRecommendation", "MemoryDecision", "MemoryReading", "MemoryStep", "Pressure",
+           "PressureSignal", "gc_share", "hold_under_pressure", "memory_decision", "memory_pressure", "plan_scales_up",
+           "recommend_heap", "with_memory"]
 
 MB = 1024 * 1024
 #: Recommended heaps are whole multiples of this, MB.
@@ -184,3 +192,87 @@ def recommend_heap(*, peak_bytes: int, max_bytes: int, overhead: float, min_mb: 
     rounded = math.ceil(wanted_mb / GRANULARITY_MB) * GRANULARITY_MB
     return HeapRecommendation(current_mb=round(max_bytes / MB), recommended_mb=min(max_mb, max(min_mb, rounded)),
                               peak_mb=peak_bytes / MB, overhead=overhead, executors=executors)
+
+
+#: The steps whose plan changes the heap.
+APPLIED = frozenset({MemoryStep.ALONE, MemoryStep.ALONG, MemoryStep.REQUESTED})
+
+
+@dataclass(frozen=True)
+class MemoryDecision:
+    """What a plan does with a heap recommendation: ``step``; ``knob`` the memory knob and its value
+    ``current_mb`` now and ``proposed_mb`` after (MB; equal when the plan leaves it; all three None
+    without a memory knob); ``target_mb`` the recommendation within the knob's bounds."""
+
+    step: MemoryStep
+    heap: HeapRecommendation
+    under_pressure: bool
+    knob: str | None = None
+    current_mb: int | None = None
+    target_mb: int | None = None
+
+    @property
+    def proposed_mb(self) -> int | None:
+        return self.target_mb if self.step in APPLIED else self.current_mb
+
+    @property
+    def changes(self) -> bool:
+        return self.proposed_mb != self.current_mb
+
+    def reason(self) -> Reason:
+        """``memory-resize`` with the figures (``scaling.reason_text`` renders it): ``saves_mb`` over
+        every executor (negative: the heap grows)."""
+        saves = ((self.current_mb or 0) - (self.target_mb or 0)) * self.heap.executors
+        return Reason(PlanReason.MEMORY_RESIZE, None, {
+            "knob": self.knob, "current_mb": self.current_mb, "recommended_mb": self.target_mb,
+            "peak_mb": round(self.heap.peak_mb, 1), "saves_mb": saves, "under_pressure": self.under_pressure,
+            "step": str(self.step)})
+
+
+def memory_decision(heap: HeapRecommendation, *, knob: str | None, current_mb: int | None,
+                    bounds: tuple[int, int] = (1, 1 << 30), apply: bool, under_pressure: bool, ready: bool = True,
+                    other_changes: bool = False, requested: bool = False) -> MemoryDecision:
+    """Whether a plan changes the heap to the recommendation ``heap`` (see the module docstring).
+
+    ``knob`` / ``current_mb`` / ``bounds``: the pipeline's memory knob, its running value and its
+    ``[min, max]`` (MB; None: no knob, recommend-only); ``apply``: the job's ``memory_apply``;
+    ``ready``: the window is ready (``scaling.readiness``); ``other_changes``: the plan changes another
+    knob anyway; ``requested``: a person asks for it (whatever ``apply`` says). The order: no knob,
+    at the knob's bound, a decrease under pressure or not ready (held), requested, recommend-only,
+    with another change, alone under pressure, else it waits."""
+    if knob is None or current_mb is None:
+        return MemoryDecision(MemoryStep.NO_KNOB, heap, under_pressure)
+    target = min(bounds[1], max(bounds[0], heap.recommended_mb))
+    decrease = target < current_mb
+    if target == current_mb:
+        step = MemoryStep.AT_BOUND
+    elif decrease and (under_pressure or not ready):
+        step = MemoryStep.HELD
+    elif requested:
+        step = MemoryStep.REQUESTED
+    elif not apply:
+        step = MemoryStep.RECOMMEND_ONLY
+    elif other_changes:
+        step = MemoryStep.ALONG
+    elif under_pressure:
+        step = MemoryStep.ALONE
+    else:
+        step = MemoryStep.WAITS
+    return MemoryDecision(step, heap, under_pressure, knob, current_mb, target)
+
+
+def with_memory(plan: JobPlan, decision: MemoryDecision | None) -> JobPlan:
+    """``plan`` with the heap ``decision`` (None: unchanged): the memory fields set and, when the heap
+    changes, ``memory-resize`` added to its reasons; a plan that changed nothing else becomes a
+    memory-only ``scale`` (every vertex and the executors stay as they run)."""
+    if decision is None:
+        return plan
+    plan = replace(plan, memory_current_mb=decision.current_mb, memory_proposed_mb=decision.proposed_mb,
+                   memory_step=decision.step)
+    if not decision.changes:
+        return plan
+    plan = replace(plan, reasons=(*plan.reasons, decision.reason()))
+    if plan.decision == Decision.SCALE:
+        return plan
+    return replace(plan, decision=Decision.SCALE, executors_proposed=plan.executors_current,
+                   vertices=tuple(replace(v, proposed=v.current) for v in plan.vertices))

@@ -13,7 +13,8 @@ from typing import Any
 from scaling.evaluate import INF
 from scaling.findings import Finding
 from scaling.reasons import (
-    AwaitingActivation, Decision, Direction, HeldScaleDown, Limit, PlanFormatError, PlanLimit, Reason, legacy_text,
+    AwaitingActivation, Decision, Direction, HeldScaleDown, Limit, MemoryStep, PlanFormatError, PlanLimit, Reason,
+    legacy_text,
 )
 from scaling.state import ScalerState
 
@@ -91,6 +92,9 @@ class JobPlan:
             than ``Policy.activation_evaluations`` recommended it (DS2's activation time).
         findings: micro-batch: what cores cannot fix, with the action that can (``scaling.findings``:
             a pinned bottleneck); absent from plans stored before, read as none.
+        memory_current_mb / memory_proposed_mb: the heap of each JVM that runs tasks (the pipeline's
+            ``memory`` knob, MB) now and proposed; None without a memory knob or a recommendation.
+        memory_step: what the plan did with the heap recommendation (``MemoryStep``), None without one.
     """
 
     decision: Decision
@@ -117,6 +121,9 @@ class JobPlan:
     predicted_utilization: float | None = None
     awaiting_activation: AwaitingActivation | None = None
     findings: tuple[Finding, ...] = ()
+    memory_current_mb: int | None = None
+    memory_proposed_mb: int | None = None
+    memory_step: MemoryStep | None = None
 
     def limit(self, code: Limit) -> PlanLimit | None:
         """The first limit with ``code``, or None."""
@@ -131,9 +138,14 @@ class JobPlan:
 
     @property
     def changes(self) -> bool:
-        """True when any vertex or the executor count changes."""
-        return (self.executors_proposed != self.executors_current
+        """True when any vertex, the executor count or the heap changes."""
+        return (self.executors_proposed != self.executors_current or self.memory_changes
                 or any(v.proposed != v.current for v in self.vertices))
+
+    @property
+    def memory_changes(self) -> bool:
+        """True when the plan changes the heap (the memory knob): a new JVM, the warm handover."""
+        return self.memory_proposed_mb is not None and self.memory_proposed_mb != self.memory_current_mb
 
     def to_json(self) -> dict:
         """The stored form: ``{"format": 2, ...}`` with every field but ``next_state``; floats
@@ -166,6 +178,8 @@ class JobPlan:
         values["limits"] = tuple(_at(_limit, item, f"limits[{i}]") for i, item in enumerate(_list(data, "limits")))
         values["findings"] = tuple(_at(Finding.from_json, item, f"findings[{i}]")
                                    for i, item in enumerate(_list(data, "findings")))
+        step = data.get("memory_step")
+        values["memory_step"] = None if step is None else _enum(MemoryStep, step, "memory_step")
         waiting = data.get("awaiting_activation")
         values["awaiting_activation"] = None if waiting is None else _at(_awaiting, waiting, "awaiting_activation")
         if values.get("mode", "micro-batch") not in ("continuous", "micro-batch"):
@@ -232,6 +246,7 @@ _JOB_FIELDS = {
     "load": "float?", "utilization": "float?", "overhead_fraction": "float", "bottleneck": "str?",
     "batch_ratio": "float?", "mode": "str", "executable": "bool", "backlog_mode": "bool", "restart_time_s": "float",
     "algorithm": "str", "utilization_now": "float?", "predicted_utilization": "float?",
+    "memory_current_mb": "int?", "memory_proposed_mb": "int?",
 }
 _VERTEX_FIELDS = {
     "vertex_id": "str", "current": "int", "proposed": "int", "true_processing_rate": "float",

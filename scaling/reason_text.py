@@ -77,6 +77,24 @@ def memory_pressure_text(d: Data) -> str:
             "only with the pressure named (Flink MemoryPressure)")
 
 
+_MEMORY_STEP = {
+    "alone": "on its own, as the job is under memory pressure (memory_apply)",
+    "along": "with this rescale (memory_apply)",
+    "requested": "asked for by a person",
+}
+
+
+def memory_resize_text(d: Data) -> str:
+    """The sentence of ``memory-resize`` (``scaling.memory.MemoryDecision``): the heap before and
+    after, what it saves or relieves, and why the plan carries it."""
+    saves = d.get("saves_mb") or 0
+    effect = f"saves {num(saves)} MB" if saves > 0 else "to relieve the memory pressure" if d.get(
+        "under_pressure") else f"{num(-saves)} MB more"
+    return (f"heap of each JVM ({d['knob']}) {num(d['current_mb'])} → {num(d['recommended_mb'])} MB, from a peak "
+            f"of {num(round(d['peak_mb']))} MB: {effect}; {_MEMORY_STEP.get(str(d.get('step')), str(d.get('step')))}"
+            "; a new JVM starts for it (the warm handover)")
+
+
 def limit_text(item: PlanLimit | Reason) -> str:
     """Words for a limit of a micro-batch plan, rendered from its code and numbers (the plan's
     reasons, the job page's "Why no proposal?"). Raises ``KeyError`` when ``item.data`` lacks a
@@ -295,6 +313,7 @@ _TEXT: dict[object, Callable[[Reason], str]] = {
     PlanReason.SCALE_DOWN_VETOED: _vetoed,
     PlanReason.SAMPLES_NOT_READY: _not_ready,
     PlanReason.MEMORY_PRESSURE: lambda r: memory_pressure_text(r.data),
+    PlanReason.MEMORY_RESIZE: lambda r: memory_resize_text(r.data),
     PlanReason.ACTIVATION_PENDING: lambda r: activation_text(AwaitingActivation(
         r.data["direction"], r.data["count"], r.data["required"])),
     PlanReason.EXCLUDED_PERIOD: lambda r: excluded_period_text(str(r.data["period"])),

@@ -86,6 +86,8 @@ class PlanReason(StrEnum):
     SAMPLES_NOT_READY = "samples-not-ready"     # data: code (a scaling.readiness.NotReady), samples, its data
     MEMORY_PRESSURE = "memory-pressure"         # data: signal ("gc", "heap" or "gc,heap"), gc_share, gc_threshold,
     #                                             heap_usage, heap_threshold, heap_peak_mb, heap_max_mb (scaling.memory)
+    MEMORY_RESIZE = "memory-resize"             # data: knob, current_mb, recommended_mb, peak_mb, saves_mb,
+    #                                             under_pressure, step (a scaling.memory.MemoryStep)
     # both modes: the job-level gate
     ACTIVATION_PENDING = "activation-pending"   # data: direction, count, required (DS2's activation time)
     EXCLUDED_PERIOD = "excluded-period"         # data: period
@@ -132,6 +134,20 @@ class VetoSignal(StrEnum):
     BATCH_RATIO = "batch-ratio"            # value: R = batch duration / trigger interval (SPARK-12133)
     BACKLOG_GROWTH = "backlog-growth"      # value: the sources' backlog growth, records/s
     NOT_READY = "not-ready"                # value: the window's not-ready samples (scaling.readiness)
+
+
+class MemoryStep(StrEnum):
+    """What a plan does with the heap recommendation (``JobPlan.memory_step``, ``memory-resize``'s ``step``;
+    ``scaling.memory.memory_decision``)."""
+
+    ALONE = "alone"                    # memory_apply, under memory pressure: a memory change on its own
+    ALONG = "along"                    # memory_apply: with a change of another knob
+    REQUESTED = "requested"            # a person asked for it (the job page, the approve form)
+    RECOMMEND_ONLY = "recommend-only"  # memory_apply off: shown, never proposed by the loop
+    WAITS = "waits"                    # memory_apply, no pressure, nothing else changes: no restart for memory alone
+    HELD = "held"                      # a decrease under memory pressure or on a window that is not ready
+    AT_BOUND = "at-bound"              # the memory knob's bounds keep it at its running value
+    NO_KNOB = "no-knob"                # the pipeline declares no memory knob: recommend-only
 
 
 ReasonCode = PlanReason | VertexReason | Limit

@@ -84,7 +84,8 @@ def test_a_heap_far_below_its_maximum_gets_a_recommend_only_smaller_size(client)
                                       "overhead": 0.2, "executors": 1, "saves_mb": 6976}
     html = client.get(f"/jobs/{job.pk}/").content.decode()
     assert 'data-current-mb="8192" data-recommended-mb="1216" data-saves-mb="6976"' in html
-    assert "Recommend-only: nothing restarts for it" in html
+    assert 'id="memory-no-knob"' in html and "declare <code>Knob(..., sets=KnobTarget.MEMORY)</code>" in html
+    assert 'id="propose-memory"' not in html  # without a memory knob nothing can apply it
 
 
 def test_no_memory_measured_shows_nothing_and_the_api_answers_nulls(client):

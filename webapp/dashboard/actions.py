@@ -1,5 +1,5 @@
-"""Dashboard actions: the POST views (approve, reject, roll back, apply a held scale-down, clear a
-block or a suspension, set the demo load). Each checks the role, calls one service and redirects."""
+"""Dashboard actions: the POST views (approve, reject, roll back, apply a held scale-down, propose a
+heap size, clear a block or a suspension, set the demo load). Each checks the role, calls one service and redirects."""
 
 import logging
 import math
@@ -23,7 +23,10 @@ from webapp.proposals.models import Proposal
 from webapp.proposals.holds import scale_up_block_clear
 from webapp.proposals.lifecycle import StaleRevisionError, TransitionError
 from webapp.proposals.rollback import proposal_rollback as rollback_service
-from webapp.proposals.services import auto_approve_resume, proposal_approve, proposal_reject, scale_down_apply_now
+from webapp.proposals.services import (
+    auto_approve_resume, memory_propose as memory_propose_service, proposal_approve, proposal_reject,
+    scale_down_apply_now,
+)
 
 
 from webapp.dashboard.views import DECIDE_ACTIONS, _proposal_context, _require_decider, can_decide
@@ -68,8 +71,10 @@ def proposal_decide(request: HttpRequest, pk: int) -> HttpResponse:
             except ValueError:
                 messages.error(request, "The revision to approve must be a whole number.")
                 return _back(request, reverse("dashboard:proposal", args=[pk]))
-            proposal_approve(proposal=proposal, actor=request.user, revision=revision)
-            messages.success(request, f"Proposal {pk} revision {revision or proposal.revision} approved; executing.")
+            with_memory = request.POST.get("with_memory") == "on"
+            proposal_approve(proposal=proposal, actor=request.user, revision=revision, with_memory=with_memory)
+            messages.success(request, f"Proposal {pk} revision {revision or proposal.revision} approved"
+                                      f"{' with the memory recommendation' if with_memory else ''}; executing.")
         else:
             proposal_reject(proposal=proposal, actor=request.user, comment=request.POST.get("comment", ""))
             messages.info(request, f"Proposal {pk} rejected.")
@@ -114,6 +119,22 @@ def scale_down_apply(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, str(exc))
         return redirect("dashboard:job", pk=pk)
     messages.success(request, f"Proposal {proposal.pk} created for the held scale-down; review and approve it.")
+    return redirect("dashboard:proposal", pk=proposal.pk)
+
+
+@login_required
+@require_POST
+def memory_propose(request: HttpRequest, pk: int) -> HttpResponse:
+    """Propose the job's heap recommendation: creates a pending proposal of the memory knob alone (the
+    operator approves it next)."""
+    _require_decider(request)
+    job = get_object_or_404(Job.objects.select_related("policy"), pk=pk)
+    try:
+        proposal = memory_propose_service(job=job, actor=request.user)
+    except TransitionError as exc:
+        messages.error(request, str(exc))
+        return redirect("dashboard:job", pk=pk)
+    messages.success(request, f"Proposal {proposal.pk} created for the heap size; review and approve it.")
     return redirect("dashboard:proposal", pk=proposal.pk)
 
 

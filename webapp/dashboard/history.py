@@ -270,10 +270,10 @@ _VERIFICATION_ORDER = ("capacity_ratio", "capacity_per_s", "utilization", "batch
 _SAID_BY_REASON = frozenset({"withdrawal"})
 
 
-def _knob_rows(before: Mapping, after: Mapping | None, stages: Mapping[str, str]) -> tuple[list, list]:
+def _knob_rows(before: Mapping, after: Mapping | None, stages: Mapping, units: Mapping) -> tuple[list, list]:
     """(changed, unchanged) knob rows of a configuration ``before`` → ``after`` (values as text)."""
     keys = list(before) + [k for k in (after or {}) if k not in before]
-    rows = [KnobRow(knob=k, stages=stages.get(k, ""), current=value_text(k, before.get(k)),
+    rows = [KnobRow(knob=k, stages=stages.get(k, ""), current=value_text(k, before.get(k)), unit=units.get(k, ""),
                     proposed=value_text(k, after.get(k)) if after is not None else None) for k in keys]
     if after is None:
         return rows, []
@@ -316,23 +316,25 @@ def _verification(detail: Mapping, names: Mapping[str, str]) -> dict:
     return {**_split({"with_before": False}, _rows({}, values, figures)), "stages": stages}
 
 
-def event_view(event: AuditEvent, *, knob_stages: Mapping[str, str], stage_names: Mapping[str, str]) -> EventView:
+def event_view(event: AuditEvent, *, knob_stages: Mapping[str, str], stage_names: Mapping[str, str],
+               knob_units: Mapping[str, str] | None = None) -> EventView:
     """How ``event`` reads on the page (see :class:`EventView`). ``knob_stages``: ``{knob: the stages it
-    sets}`` (``present.knob_stages``); ``stage_names``: ``{vertex_id: stage name}``."""
+    sets}`` (``present.knob_stages``); ``stage_names``: ``{vertex_id: stage name}``; ``knob_units``:
+    ``{knob: unit}`` (``present.knob_units``)."""
     before = event.before if isinstance(event.before, Mapping) else {"value": event.before}
     after = event.after if isinstance(event.after, Mapping) else {"value": event.after}
     view: dict = {}
     if event.action in CONFIG_ACTIONS:
         knobs = [k for k in list(before) + list(after) if k != "revision"]
         changed, unchanged = _knob_rows({k: v for k, v in before.items() if k in knobs},
-                                        {k: v for k, v in after.items() if k in knobs}, knob_stages)
+                                        {k: v for k, v in after.items() if k in knobs}, knob_stages, knob_units or {})
         rest = [k for k in after if k not in knobs]
         view = _split({"knobs": changed, "unchanged": unchanged}, _rows(
             {k: before.get(k) for k in rest} if before else {}, {k: after[k] for k in rest}))
     elif event.action in VERIFICATION_ACTIONS:
         view = _verification(after, stage_names)
     elif isinstance(after.get("config"), Mapping):  # an attempt's command: the configuration it sent
-        sent, _ = _knob_rows(after["config"], None, knob_stages)
+        sent, _ = _knob_rows(after["config"], None, knob_stages, knob_units or {})
         rest = {k: v for k, v in after.items() if k != "config"}
         view = _split({"knobs": sent, "knob_sent": True, "with_before": False}, _rows({}, rest))
     elif isinstance(after.get("knobs"), list) and isinstance(before.get("knobs"), list):  # a registration edit
@@ -344,7 +346,6 @@ def event_view(event: AuditEvent, *, knob_stages: Mapping[str, str], stage_names
     else:
         view = _split({"with_before": bool(before)}, _rows(before, after))
     return EventView(event=event, actor=actor_label(event), reason=event.reason_text, **view)
-
 
 
 #: Audit events per page of the history page.
@@ -383,8 +384,8 @@ class AuditFilter:
         return {k: v for k, v in (("action", self.action), ("actor", self.actor)) if v}
 
 
-def audit_page(*, job, query: Mapping[str, str], knob_stages: Mapping[str, str],
-               stage_names: Mapping[str, str]) -> dict:
+def audit_page(*, job, query: Mapping[str, str], knob_stages: Mapping[str, str], stage_names: Mapping[str, str],
+               knob_units: Mapping[str, str] | None = None) -> dict:
     """One page of ``job``'s audit trail, newest first, filtered by ``query`` (``action``, ``actor``,
     ``page``): ``events`` (the Django page), ``event_views``, ``audit_filter``, the filter's choices
     ``action_choices`` (every :class:`AuditAction`) and ``actor_choices`` (the actors of the job's
@@ -394,5 +395,6 @@ def audit_page(*, job, query: Mapping[str, str], knob_stages: Mapping[str, str],
     page = Paginator(events, PER_PAGE).get_page(query.get("page"))
     actors = sorted(job.audit_events.order_by().values_list("actor_name", flat=True).distinct())
     return {"events": page, "audit_filter": audit_filter,
-            "event_views": [event_view(e, knob_stages=knob_stages, stage_names=stage_names) for e in page],
+            "event_views": [event_view(e, knob_stages=knob_stages, stage_names=stage_names, knob_units=knob_units)
+                            for e in page],
             "action_choices": AuditAction.choices, "actor_choices": [(a, actor_name_label(a)) for a in actors]}

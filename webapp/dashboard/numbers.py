@@ -104,12 +104,15 @@ def added_lag(execution: Execution | None) -> str:
 
 
 def expected_path(proposal: Proposal) -> RescalePath:
-    """The path the runner will take for ``proposal``: for a change of the executors knob, the path of
-    this job's newest succeeded cores change (a warm handover before there is one); for a changed knob
-    that sets a stage whose checkpoint holds state, the offline state repartition; else a restart in
-    the same driver."""
+    """The path the runner will take for ``proposal``: for a change of the memory knob (a JVM's heap is
+    fixed at its start), the warm handover to a new driver; for a change of the executors knob, the
+    path of this job's newest succeeded cores change (a warm handover before there is one); for a
+    changed knob that sets a stage whose checkpoint holds state, the offline state repartition; else a
+    restart in the same driver."""
     job = proposal.job
     changed = {k for k, v in (proposal.proposed_config or {}).items() if (proposal.current_config or {}).get(k) != v}
+    if any(k.sets == KnobTarget.MEMORY and k.name in changed for k in job.knob_specs()):
+        return RescalePath.DRIVER_HANDOVER
     executors = {k.name for k in job.knob_specs() if k.sets == KnobTarget.EXECUTORS}
     if changed & executors:
         last = (Execution.objects.filter(proposal__job=job, status=Execution.Status.SUCCEEDED,

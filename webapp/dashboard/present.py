@@ -9,6 +9,7 @@ import redis
 
 from sparkclient.contract.binding import BindingStatus, PinReason
 from sparkclient.contract.control import ProtocolError
+from sparkclient.contract.spec import KnobTarget
 from sparkclient.demo.generator import get_rate
 from webapp.jobs.bindings import plan_bindings
 from webapp.jobs.models import Job
@@ -21,13 +22,15 @@ from webapp.loop.collect import runner_status
 class KnobRow:
     """One row of a knob table: ``knob`` is ``current`` now and ``proposed`` after (None: no proposal);
     ``stages`` are the short names of the stages it sets (``"all stages"`` for the executors knob);
-    ``pinned``: why nothing can change it (:func:`pin_text`), or ``""``."""
+    ``pinned``: why nothing can change it (:func:`pin_text`), or ``""``; ``unit``: of its values
+    (``"MB"`` for the memory knob, :func:`knob_units`), or ``""``."""
 
     knob: str
     stages: str
     current: object
     proposed: object | None
     pinned: str = ""
+    unit: str = ""
 
     @property
     def changed(self) -> bool:
@@ -41,6 +44,8 @@ def knob_stages(*, job: Job, names: dict[int, str]) -> dict[str, str]:
     for spec in job.knob_specs():
         if spec.sets == "executors":
             out[spec.name] = ["all stages (executors)"]
+        elif spec.sets == KnobTarget.MEMORY:
+            out[spec.name] = ["heap of each JVM that runs tasks (a new JVM for a change)"]
     if names:
         for binding in plan_bindings(job=job):
             if binding.knob:
@@ -69,14 +74,19 @@ def knob_pins(*, job: Job) -> dict[str, str]:
     return {b.knob: text for b in plan_bindings(job=job) if b.knob and (text := pin_text(b))}
 
 
+def knob_units(*, job: Job) -> dict[str, str]:
+    """``{knob: unit}`` of the knobs of ``job`` whose values have one: the memory knob's MB."""
+    return {spec.name: "MB" for spec in job.knob_specs() if spec.sets == KnobTarget.MEMORY}
+
+
 def knob_rows(*, current: dict, proposed: dict | None = None, stages: dict[str, str] | None = None,
-              pins: dict[str, str] | None = None) -> list[KnobRow]:
+              pins: dict[str, str] | None = None, units: dict[str, str] | None = None) -> list[KnobRow]:
     """The rows of a knob table: every knob of ``current`` (and any new one of ``proposed``), in order."""
-    stages, pins = stages or {}, pins or {}
+    stages, pins, units = stages or {}, pins or {}, units or {}
     keys = list(current) + [k for k in (proposed or {}) if k not in current]
     return [KnobRow(knob=k, stages=stages.get(k, ""), current=current.get(k, "–"),
-                    proposed=(proposed or {}).get(k) if proposed is not None else None, pinned=pins.get(k, ""))
-            for k in keys]
+                    proposed=(proposed or {}).get(k) if proposed is not None else None, pinned=pins.get(k, ""),
+                    unit=units.get(k, "")) for k in keys]
 
 
 #: Statuses of a proposal nobody decided on (it never ran).

@@ -13,6 +13,7 @@ from webapp.dashboard import numbers, present, reads
 from webapp.dashboard.predictions import prediction_rows
 from webapp.jobs.models import Job
 from webapp.jobs.selectors import finite_or_inf
+from webapp.proposals.memory import memory_offer
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import plan_cores
 from webapp.proposals.reason_text import reason_text, withdrawal_text
@@ -89,6 +90,7 @@ def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -
             "time_to_effect": (numbers.time_to_effect_text(numbers.expected_time_to_effect(proposal))
                                if pending and proposal.kind == Proposal.Kind.SCALE else ""),
             "can_decide": can_decide, "error": error,
+            "memory_offer": memory_offer(proposal) if pending and can_decide else None,
             "withdrawal_text": withdrawal_text(proposal.withdrawal) if proposal.withdrawal else "",
             "verdict_text": reason_text((proposal.verification_detail or {}).get("verdict")),
             "audit": list(proposal.audit_events.order_by("at", "id")[:50]),
@@ -96,5 +98,5 @@ def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -
             "config_rows": present.knob_rows(
                 current=proposal.current_config, proposed=proposal.proposed_config,
                 stages=present.knob_stages(job=job, names={i: n for i, n in enumerate(names.values())}),
-                pins=present.knob_pins(job=job) if pending else None),
+                pins=present.knob_pins(job=job) if pending else None, units=present.knob_units(job=job)),
             "executors_knob": any(k.sets == "executors" for k in job.knob_specs())}

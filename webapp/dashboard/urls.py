@@ -16,6 +16,7 @@ urlpatterns = [
     path("jobs/<int:pk>/rescales/", views.rescales, name="rescales"),
     path("jobs/<int:pk>/rate/", actions.set_rate, name="set_rate"),
     path("jobs/<int:pk>/scale-down/apply/", actions.scale_down_apply, name="scale_down_apply"),
+    path("jobs/<int:pk>/memory/propose/", actions.memory_propose, name="memory_propose"),
     path("jobs/<int:pk>/scale-up-block/clear/", actions.scale_up_block_release, name="scale_up_block_clear"),
     path("jobs/<int:pk>/suspension/clear/", actions.suspension_clear, name="suspension_clear"),
     path("proposals/<int:pk>/", views.proposal_detail, name="proposal"),

@@ -32,7 +32,7 @@ from webapp.dashboard.templatetags.knobs import knob_changes
 from webapp.dashboard.why import why_no_proposal
 from webapp.jobs import selectors
 from webapp.jobs.bindings import stage_bindings
-from webapp.jobs.memory import job_memory
+from webapp.jobs.memory import heap_decision, job_memory, memory_knob
 from webapp.jobs.models import Job
 from webapp.jobs.plans import stored_plan
 from webapp.proposals import selectors as proposal_selectors
@@ -92,12 +92,16 @@ def _job_context(request: HttpRequest, job: Job) -> dict:
                "scale_up_block_reason": reason_text((job.scale_up_block or {}).get("reason")),
                "config_rows": present.knob_rows(current=job.config,
                                                 proposed=pending.proposed_config if pending else None,
-                                                stages=stages, pins=present.knob_pins(job=job))}
+                                                stages=stages, pins=present.knob_pins(job=job),
+                                                units=present.knob_units(job=job))}
     context["proposals_decided_by"] = [(p, present.decided_by(p)) for p in context["proposals"]]
     context["not_ready"] = [r for r in (evaluation.reason_values if evaluation else ())
                             if r.code == PlanReason.SAMPLES_NOT_READY]
     context["bound"] = effective_max_cores(job)
     context["memory"] = job_memory(job=job)
+    context["memory_knob"] = memory_knob(job)
+    asked = heap_decision(job=job, memory=context["memory"], requested=True)
+    context["memory_request"] = asked if asked is not None and asked.changes else None
     if context["held"] is not None:
         context["held_in_min"] = math.ceil(context["held"]["in_s"] / 60)
         context["held_interval_min"] = round(context["held"]["interval_s"] / 60)
@@ -215,7 +219,8 @@ def _history_context(request: HttpRequest, job: Job) -> dict:
             for row in proposal_selectors.execution_rows(job=job)]
     names = reads.job_stage_names(job=job)
     knob_stages = present.knob_stages(job=job, names=dict(enumerate(names.values())))
-    audit = audit_page(job=job, query=request.GET, knob_stages=knob_stages, stage_names=names)
+    audit = audit_page(job=job, query=request.GET, knob_stages=knob_stages, stage_names=names,
+                       knob_units=present.knob_units(job=job))
     return {"job": job, "policy": job.policy, "rows": rows, "can_decide": can_decide(request.user),
             **audit, "filter_query": urlencode(audit["audit_filter"].query()),
             "suspended": job.policy.auto_approve_suspended,

@@ -1,6 +1,7 @@
-"""A job's memory over its metric window: whether it is under memory pressure and the recommend-only
-heap size, from the stored snapshots and the job's policy (the formulas: ``scaling.memory``). The
-evaluation gates its plan with :func:`window_pressure`; the job page and the API show :func:`job_memory`."""
+"""A job's memory over its metric window: whether it is under memory pressure and the recommended heap
+size, from the stored snapshots and the job's policy (the formulas: ``scaling.memory``). The evaluation
+gates its plan and decides on the heap with :func:`window_memory` and :func:`heap_decision`; the job
+page and the API show :func:`job_memory`."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from scaling.memory import (
-    MB, HeapRecommendation, MemoryReading, Pressure, memory_pressure, recommend_heap,
+    MB, HeapRecommendation, MemoryDecision, MemoryReading, Pressure, memory_decision, memory_pressure, recommend_heap,
 )
 from scaling.reasons import Reason
+from sparkclient.contract.spec import Knob, KnobTarget
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.jobs.selectors import snapshots_in_window
 
-__all__ = ["JobMemory", "job_memory", "window_pressure"]
+__all__ = ["JobMemory", "heap_decision", "job_memory", "memory_knob", "window_memory", "window_pressure"]
 
 
 def _reading(snapshot: MetricSnapshot) -> MemoryReading:
@@ -70,8 +72,13 @@ class JobMemory:
 def job_memory(*, job: Job, now: datetime | None = None) -> JobMemory | None:
     """The memory of ``job`` over its metric window (``metric_window_s``), or None when no snapshot
     in it measured any."""
-    snapshots = [s for s in snapshots_in_window(job=job, window_s=job.policy.metric_window_s, now=now)
-                 if s.gc_share is not None or s.heap_peak_bytes is not None]
+    return window_memory(job=job, snapshots=snapshots_in_window(job=job, window_s=job.policy.metric_window_s,
+                                                                now=now))
+
+
+def window_memory(*, job: Job, snapshots: Sequence[MetricSnapshot]) -> JobMemory | None:
+    """The memory of ``job`` over ``snapshots`` (oldest first), or None when none of them measured any."""
+    snapshots = [s for s in snapshots if s.gc_share is not None or s.heap_peak_bytes is not None]
     if not snapshots:
         return None
     policy = job.policy
@@ -91,3 +98,24 @@ def job_memory(*, job: Job, now: datetime | None = None) -> JobMemory | None:
                      heap_peak_mb=peak.heap_peak_bytes / MB if peak else None,
                      heap_max_mb=peak.heap_max_bytes / MB if peak else None,
                      pressure=pressure, recommendation=recommendation, apply=policy.memory_apply)
+
+
+def memory_knob(job: Job) -> Knob | None:
+    """The knob of ``job`` that sets the heap (``KnobTarget.MEMORY``), or None when it declares none."""
+    return next((k for k in job.knob_specs() if k.sets == KnobTarget.MEMORY), None)
+
+
+def heap_decision(*, job: Job, memory: JobMemory | None, ready: bool = True, other_changes: bool = False,
+                  requested: bool = False) -> MemoryDecision | None:
+    """What a plan of ``job`` does with the heap recommendation of ``memory`` (``scaling.memory.memory_decision``
+    with the job's memory knob, its running value and bounds, and its ``memory_apply``); None without
+    a recommendation."""
+    if memory is None or memory.recommendation is None:
+        return None
+    knob = memory_knob(job)
+    value = (job.config or {}).get(knob.name) if knob is not None else None
+    current = value if isinstance(value, int) and not isinstance(value, bool) else None
+    return memory_decision(memory.recommendation, knob=knob.name if knob is not None and current is not None else None,
+                           current_mb=current, bounds=(knob.min, knob.max) if knob is not None else (1, 1),
+                           apply=memory.apply, under_pressure=memory.pressure is not None, ready=ready,
+                           other_changes=other_changes, requested=requested)

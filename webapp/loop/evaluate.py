@@ -16,13 +16,13 @@ from datetime import datetime
 from django.utils import timezone
 
 from scaling import JobPlan, PlanRequest, Policy, evaluate
-from scaling.memory import hold_under_pressure
+from scaling.memory import hold_under_pressure, with_memory
 from scaling.planner import EXECUTORS_KEY
 from scaling.readiness import SampleIssue
 from scaling.state import activated_streak, state_from_dict, state_to_dict
 from sparkclient.contract.binding import StageBinding
 from webapp.jobs.bindings import pinned_knobs, published_plan, stage_bindings
-from webapp.jobs.memory import window_pressure
+from webapp.jobs.memory import heap_decision, memory_knob, window_memory
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.jobs.plans import reasons_json
 from webapp.jobs.policy_mapping import scaling_policy
@@ -78,13 +78,17 @@ def evaluation_context(*, job: Job, snapshots: list[MetricSnapshot], now: dateti
 
 
 def plan_to_config(ctx: EvaluationContext, plan: JobPlan) -> dict:
-    """The knob values a plan asks for: the executors knob, and each bound stage's knob set to the
-    stage's proposed parallelism (a knob bound to several stages takes the largest)."""
+    """The knob values a plan asks for: the executors knob, the memory knob (the plan's heap, MB), and
+    each bound stage's knob set to the stage's proposed parallelism (a knob bound to several stages
+    takes the largest)."""
     job = ctx.job
     config = dict(job.config)
     executors = next((k for k in job.knob_specs() if k.sets == "executors"), None)
     if executors is not None:
         config[executors.name] = plan.executors_proposed * plan.cores_per_executor
+    memory = memory_knob(job)
+    if memory is not None and plan.memory_proposed_mb is not None:
+        config[memory.name] = plan.memory_proposed_mb
     proposed: dict[str, int] = {}
     for vertex_plan in plan.vertices:
         position = ctx.positions.get(vertex_plan.vertex_id, -1)
@@ -100,8 +104,9 @@ def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | Non
 
     Steps: the window (None while it is not full or holds no batch), the plan (``scaling.evaluate``)
     through the memory gate (``scaling.memory.hold_under_pressure``: under memory pressure no scale-down),
-    the job's memory kept, the evaluation stored (with a live-loop hold of a scale-up), handed to the
-    proposals (``proposal_create`` creates, revises, keeps or withdraws the pending proposal).
+    the heap recommendation applied or not (``scaling.memory.with_memory``), the job's memory kept, the
+    evaluation stored (with a live-loop hold of a scale-up), handed to the proposals (``proposal_create``
+    creates, revises, keeps or withdraws the pending proposal).
     """
     now = now or timezone.now()
     snapshots = _evaluable_window(job, now)
@@ -111,12 +116,12 @@ def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | Non
     plan = _plan(ctx)
     proposed_config = plan_to_config(ctx, plan)
     direction = _evaluation_direction(ctx, plan, proposed_config)
-    gated = hold_under_pressure(plan, window_pressure(job=job, snapshots=ctx.snapshots),
-                                scales_up=direction == Evaluation.Direction.UP)
-    if gated is not plan:
-        plan = gated
-        proposed_config = plan_to_config(ctx, plan)
-        direction = _evaluation_direction(ctx, plan, proposed_config)
+    memory = window_memory(job=job, snapshots=ctx.snapshots)
+    plan = hold_under_pressure(plan, memory.pressure if memory else None, scales_up=direction == Evaluation.Direction.UP)
+    plan = with_memory(plan, heap_decision(job=job, memory=memory, ready=not ctx.not_ready, other_changes=(
+        plan.decision == "scale" and plan_to_config(ctx, plan) != job.config)))
+    proposed_config = plan_to_config(ctx, plan)
+    direction = _evaluation_direction(ctx, plan, proposed_config)
     _keep_pending_scale_downs(ctx, plan, direction=direction)
     evaluation = _store(ctx, plan, proposed_config=proposed_config, direction=direction)
     proposal_create(evaluation=evaluation, now=now, pinned=ctx.pinned)

@@ -21,6 +21,7 @@ from webapp.proposals.codes import AuditAction, AuditReason, HoldCode, Reason
 from webapp.proposals.guardrails import violated_guardrail
 from webapp.proposals.holds import blocked_knobs, config_direction, job_guardrails
 from webapp.proposals.lifecycle import Status, TransitionError, audit, transition
+from webapp.proposals.memory import memory_only
 from webapp.proposals.models import Proposal
 from webapp.proposals.predictions import demand_cores, plan_cores
 from webapp.proposals.reasons import WithdrawReason
@@ -121,6 +122,8 @@ def proposal_create(*, evaluation: Evaluation, now: datetime | None = None,
       the other way) counts against it; ``withdraw_after_evaluations`` in a row withdraw it.
     - A ``scale`` evaluation in the pending proposal's direction revises it in place only when its
       configuration differs materially (``JobPolicy.revision_min_change``); otherwise it is kept.
+    - A person's proposal of the heap alone (``webapp.proposals.services.memory_propose``) is neither
+      counted against nor revised: it waits for its decision, and no other proposal is made meanwhile.
     - A ``scale`` evaluation with no pending proposal left creates one (frozen prediction), and in
       ``auto`` mode approves it when the guardrails hold and no ineffective-scale-up block applies.
 
@@ -141,8 +144,9 @@ def proposal_create(*, evaluation: Evaluation, now: datetime | None = None,
                           proposed_for=old.current_config, running=running)
             elif changed := [k for k in pinned if old.proposed_config.get(k) != old.current_config.get(k)]:
                 _withdraw(proposal=old, reason=WithdrawReason.KNOB_PINNED, actor=actor, knobs=changed)
-            elif pending is None:
-                pending = _observe(proposal=old, evaluation=evaluation, actor=actor, policy=policy)
+            elif pending is None:  # a person's heap proposal is theirs to decide: the load does not judge it
+                pending = old if _asked_for_memory(old) else _observe(proposal=old, evaluation=evaluation,
+                                                                        actor=actor, policy=policy)
             else:  # more than one pending (older versions): keep the newest
                 transition(proposal=old, target=Status.SUPERSEDED, actor=actor,
                            reason=Reason(AuditReason.SUPERSEDED_BY, {"proposal": pending.pk}))
@@ -150,6 +154,8 @@ def proposal_create(*, evaluation: Evaluation, now: datetime | None = None,
         if not wants:
             return None
         if pending is not None:
+            if _asked_for_memory(pending):
+                return None  # the heap proposal waits for its decision, and this evaluation with it
             if config_direction(job=job, current=pending.current_config,
                                 proposed=pending.proposed_config) != evaluation.direction:
                 return None  # counted against it above
@@ -165,6 +171,11 @@ def proposal_create(*, evaluation: Evaluation, now: datetime | None = None,
         if policy.mode == JobPolicy.Mode.AUTO:
             proposal = _auto_approve(proposal=proposal, policy=policy, now=now)
     return proposal
+
+
+def _asked_for_memory(proposal: Proposal) -> bool:
+    """Whether a person proposed ``proposal`` for the heap alone (no evaluation made it)."""
+    return proposal.evaluation_id is None and memory_only(proposal)
 
 
 def _auto_approve(*, proposal: Proposal, policy: JobPolicy, now: datetime) -> Proposal:

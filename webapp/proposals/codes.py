@@ -172,6 +172,8 @@ class AuditReason(models.TextChoices):
     RUNNER_ANSWERED = "runner_answered", "runner answered"  # data: attempt, status
     LEASE_REQUEUED = "lease_expired_requeued", "re-enqueued after the lease"  # data: attempt
     APPROVAL_REQUEUED = "approval_requeued", "approval re-enqueued"
+    # data: knob, from_mb, to_mb, reason (the plan's memory-resize reason, scaling.memory)
+    MEMORY_ADDED = "memory_added", "memory recommendation added"
 
 
 @dataclass(frozen=True)

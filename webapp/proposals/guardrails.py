@@ -17,8 +17,9 @@ from webapp.proposals.codes import GuardrailCode, Reason
 @dataclass(frozen=True)
 class Guardrails:
     """The guardrail options of one job's policy (see ``JobPolicy.guard_*``), with the job's knobs:
-    ``scaled_knobs`` are the names of its executors and parallelism knobs (the pipeline contract's
-    :class:`sparkclient.contract.spec.KnobTarget`), ``executors_knob`` the one that sets executors."""
+    ``scaled_knobs`` are the names of its executors, parallelism and memory knobs (the pipeline
+    contract's :class:`sparkclient.contract.spec.KnobTarget`), ``executors_knob`` the one that sets
+    executors, ``memory_knob`` the one that sets the heap (MB)."""
 
     max_change_factor: float = default("guard_max_change_factor")
     max_executors: int = default("guard_max_executors")
@@ -26,6 +27,7 @@ class Guardrails:
     excluded_periods: tuple[str, ...] = ()
     scaled_knobs: frozenset[str] = frozenset()
     executors_knob: str | None = None
+    memory_knob: str | None = None
 
 
 def _knobs(guardrails: Guardrails, current: dict, proposed: dict) -> list[tuple[str, int, int]]:
@@ -40,14 +42,17 @@ def _knobs(guardrails: Guardrails, current: dict, proposed: dict) -> list[tuple[
 
 
 def direction(guardrails: Guardrails, current: dict, proposed: dict) -> str:
-    """``up``, ``down`` or ``none``: by executors first, else by the total partitions."""
-    key = guardrails.executors_knob
-    old_cores, new_cores = (current.get(key, 0), proposed.get(key, 0)) if key else (0, 0)
-    if new_cores != old_cores:
-        return "up" if new_cores > old_cores else "down"
-    knobs = _knobs(guardrails, current, proposed)
-    old, new = sum(k[1] for k in knobs), sum(k[2] for k in knobs)
-    return "up" if new > old else "down" if new < old else "none"
+    """``up``, ``down`` or ``none``: by executors first, else by the total partitions, else by the heap
+    (the memory knob: more memory is up, less is down)."""
+    for key in (guardrails.executors_knob, None, guardrails.memory_knob):
+        if key is None:  # the parallelism knobs, summed
+            knobs = [k for k in _knobs(guardrails, current, proposed) if k[0] != guardrails.memory_knob]
+            old, new = sum(k[1] for k in knobs), sum(k[2] for k in knobs)
+        else:
+            old, new = current.get(key, 0), proposed.get(key, 0)
+        if new != old:
+            return "up" if new > old else "down"
+    return "none"
 
 
 def violated_guardrail(guardrails: Guardrails, current: dict, proposed: dict, now_s: float) -> Reason | None:

@@ -22,13 +22,14 @@ from webapp.proposals.permissions import actor_name, require_operator
 
 def job_guardrails(*, job: Job, policy: JobPolicy) -> Guardrails:
     """The guardrails of ``job``: its policy's ``guard_*`` options with its knobs (the executors knob,
-    and every knob that sets executors or parallelism)."""
+    the memory knob, and every knob that sets executors, parallelism or memory)."""
     specs = job.knob_specs()
     return Guardrails(max_change_factor=policy.guard_max_change_factor,
                       max_executors=policy.guard_max_executors, directions=policy.guard_directions,
                       excluded_periods=tuple(policy.guard_excluded_periods or ()),
                       scaled_knobs=frozenset(k.name for k in specs if k.sets != "other"),
-                      executors_knob=next((k.name for k in specs if k.sets == "executors"), None))
+                      executors_knob=next((k.name for k in specs if k.sets == "executors"), None),
+                      memory_knob=next((k.name for k in specs if k.sets == "memory"), None))
 
 
 

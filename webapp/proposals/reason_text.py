@@ -234,6 +234,8 @@ _AUDIT: dict[str, _Template] = {
         f"(evaluation {d.get('evaluation')})"),
     AuditReason.SUPERSEDED_BY: lambda d: f"superseded by proposal {d.get('proposal')}",
     AuditReason.SUPERSEDED_BY_HELD: lambda d: "superseded by a held scale-down applied now",
+    AuditReason.MEMORY_ADDED: lambda d: (
+        f"approved with the memory recommendation: {_plan_reason_words(d.get('reason'))}"),
     AuditReason.INSIDE_GUARDRAILS: lambda d: "auto mode: inside every guardrail",
     AuditReason.NO_DECISION_IN_TIME: lambda d: (
         f"no decision before {str(d.get('expires_at', ''))[:19].replace('T', ' ')} UTC (the policy's time to decide)"),

@@ -8,12 +8,15 @@ Rollback is in ``webapp.proposals.rollback``, the guardrails and blocks in ``web
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
+from scaling.memory import with_memory
 from scaling.plan import JobPlan
+from scaling.reasons import Decision
 from webapp.jobs.models import Evaluation, Job, JobPolicy
 from webapp.jobs.plans import reasons_json
 from webapp.jobs.selectors import latest_snapshot
@@ -22,12 +25,14 @@ from webapp.proposals import dispatch
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
 from webapp.proposals.holds import held_scale_down
 from webapp.proposals.lifecycle import BUSY, StaleRevisionError, Status, TransitionError, audit, transition
+from webapp.proposals.memory import memory_fields, memory_offer, memory_request, refuse_under_pressure
 from webapp.proposals.models import Proposal
 from webapp.proposals.permissions import require_operator
 from webapp.proposals.predictions import measured_downtimes_s, plan_cores, predict
 
-__all__ = ["StaleRevisionError", "TransitionError", "auto_approve_resume", "freeze_prediction", "policy_actor",
-           "proposal_approve", "proposal_open", "proposal_reject", "proposals_expire", "scale_down_apply_now"]
+__all__ = ["StaleRevisionError", "TransitionError", "auto_approve_resume", "freeze_prediction", "memory_propose",
+           "policy_actor", "proposal_approve", "proposal_open", "proposal_reject", "proposals_expire",
+           "scale_down_apply_now"]
 
 
 def policy_actor(policy: JobPolicy) -> str:
@@ -39,7 +44,7 @@ def freeze_prediction(*, job: Job, plan: JobPlan) -> dict:
     """The prediction the approver is shown, computed once from the plan and the newest snapshot."""
     cores_now, cores_new = plan_cores(plan)
     return predict(plan=plan, snapshot=latest_snapshot(job=job),
-                   downtimes_s=measured_downtimes_s(job=job, restart=cores_now != cores_new),
+                   downtimes_s=measured_downtimes_s(job=job, restart=cores_now != cores_new or plan.memory_changes),
                    configured_restart_s=job.policy.restart_time_s)
 
 
@@ -58,10 +63,13 @@ def proposal_open(*, job: Job, evaluation: Evaluation | None, proposed_config: d
     return proposal
 
 
-def proposal_approve(*, proposal: Proposal, actor, revision: int | None = None) -> Proposal:
+def proposal_approve(*, proposal: Proposal, actor, revision: int | None = None, with_memory: bool = False
+                     ) -> Proposal:
     """Approve revision ``revision`` of a pending proposal and enqueue its execution after commit.
     The approval names the revision it approves (the page always sends it; without one, the API
-    approves the current revision and the audit event names it).
+    approves the current revision and the audit event names it). ``with_memory``: the approved
+    configuration also sets the memory knob to the job's heap recommendation
+    (``webapp.proposals.memory.memory_offer``; audited ``memory_added`` with the figures).
 
     Raises:
         PermissionDenied: ``actor`` is not an operator.
@@ -70,6 +78,7 @@ def proposal_approve(*, proposal: Proposal, actor, revision: int | None = None) 
             withdrawn), the job's policy is ``advisor`` (proposals are never executed), or another
             proposal of the job is approved or executing (one execution per job, a database constraint).
         ServiceUnavailable: Redis, the task broker, does not answer; nothing was changed.
+        ValueError: ``with_memory`` while there is no memory recommendation to add.
     """
     require_operator(actor)
     if JobPolicy.objects.filter(job_id=proposal.job_id).values_list("mode", flat=True).first() == "advisor":
@@ -78,11 +87,19 @@ def proposal_approve(*, proposal: Proposal, actor, revision: int | None = None) 
     broker_check(f"the approval of proposal {proposal.pk}")
     if revision is None:
         revision = Proposal.objects.filter(pk=proposal.pk).values_list("revision", flat=True).first()
+    memory, reason, after = {}, None, {"revision": revision}
+    if with_memory:
+        offer = memory_offer(proposal)
+        if offer is None:
+            raise ValueError(f"proposal {proposal.pk}: no memory recommendation to add (none now, no memory knob, "
+                             "or the proposal changes the memory knob already); nothing was changed")
+        memory, reason = memory_fields(proposal, offer)
+        after[offer.knob] = offer.proposed_mb
     with transaction.atomic():
         try:
             proposal = transition(proposal=proposal, target=Status.APPROVED, source=(Status.PENDING,),
-                                  actor=actor, decided_at=timezone.now(), decided_by=actor,
-                                  match={"revision": revision}, audit_after={"revision": revision})
+                                  actor=actor, decided_at=timezone.now(), decided_by=actor, reason=reason,
+                                  match={"revision": revision}, audit_after=after, **memory)
         except TransitionError:
             current = Proposal.objects.filter(pk=proposal.pk).values_list("status", "revision").first()
             if current and current[0] == Status.PENDING and current[1] != revision:
@@ -150,6 +167,8 @@ def scale_down_apply_now(*, job: Job, actor, now: datetime | None = None) -> Pro
 
     Raises:
         PermissionDenied: ``actor`` is not an operator.
+        MemoryPressureRefusal: the job is under memory pressure (no scale-down while it lasts); its
+            ``reason`` is the ``memory-pressure`` code with the figures.
         TransitionError: no scale-down is held, or a proposal is approved or executing.
     """
     require_operator(actor)
@@ -160,6 +179,7 @@ def scale_down_apply_now(*, job: Job, actor, now: datetime | None = None) -> Pro
         held = held_scale_down(job=job, now=now)
         if held is None or held["plan"] is None or not held["config"] or held["config"] == job.config:
             raise TransitionError(f"job {job.name} holds no scale-down to apply")
+        refuse_under_pressure(job)
         if job.proposals.filter(status__in=BUSY).exists():
             raise TransitionError(f"job {job.name} has a proposal being executed: apply the scale-down after it")
         for old in job.proposals.select_for_update().filter(status=Status.PENDING, kind=Proposal.Kind.SCALE):
@@ -167,3 +187,37 @@ def scale_down_apply_now(*, job: Job, actor, now: datetime | None = None) -> Pro
                        reason=Reason(AuditReason.SUPERSEDED_BY_HELD))
         return proposal_open(job=job, evaluation=held["evaluation"], proposed_config=held["config"],
                              plan=held["plan"], actor=actor, policy=policy, now=now)
+
+
+def memory_propose(*, job: Job, actor, now: datetime | None = None) -> Proposal:
+    """An operator proposes the job's heap recommendation (the job page's "Propose this heap size"): a
+    pending proposal that changes only the memory knob, decided as any other (approval, auto-approval
+    and its guardrails, the cluster's throttle). Its plan is the newest evaluation's with every stage
+    and the executors as they run, and ``memory-resize`` in its reasons.
+
+    Raises:
+        PermissionDenied: ``actor`` is not an operator.
+        TransitionError: no recommendation to apply (none, no memory knob, at the knob's bound, or a
+            decrease under memory pressure), a proposal is pending (approve it with the memory
+            recommendation instead), or one is approved or executing.
+    """
+    require_operator(actor)
+    now = now or timezone.now()
+    policy = JobPolicy.objects.get(job=job)
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        decision = memory_request(job)
+        if decision is None:
+            raise TransitionError(f"job {job.name} has no heap recommendation to propose")
+        if job.proposals.filter(status__in=BUSY).exists():
+            raise TransitionError(f"job {job.name} has a proposal being executed: propose the heap size after it")
+        pending = job.proposals.filter(status=Status.PENDING).first()
+        if pending is not None:
+            raise TransitionError(f"proposal {pending.pk} of job {job.name} is pending: approve it with the memory "
+                                  "recommendation, or decide it first")
+        evaluation = job.evaluations.order_by("-created_at", "-id").first()
+        plan = (evaluation.job_plan if evaluation is not None else None) or JobPlan(Decision.SCALE, (), ())
+        plan = with_memory(replace(plan, decision=Decision.SCALE, reasons=(), executors_proposed=plan.executors_current,
+                                   vertices=tuple(replace(v, proposed=v.current) for v in plan.vertices)), decision)
+        return proposal_open(job=job, evaluation=None, proposed_config={**job.config, decision.knob: decision.proposed_mb},
+                             plan=plan, actor=actor, policy=policy, now=now)

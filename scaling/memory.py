@@ -221,11 +221,11 @@ class MemoryDecision:
 
     def reason(self) -> Reason:
         """``memory-resize`` with the figures (``scaling.reason_text`` renders it): ``saves_mb`` over
-        every executor (negative: the heap grows)."""
+        every executor (negative: the heap grows), ``under_pressure`` 1 or 0 (a reason's data holds no booleans)."""
         saves = ((self.current_mb or 0) - (self.target_mb or 0)) * self.heap.executors
         return Reason(PlanReason.MEMORY_RESIZE, None, {
             "knob": self.knob, "current_mb": self.current_mb, "recommended_mb": self.target_mb,
-            "peak_mb": round(self.heap.peak_mb, 1), "saves_mb": saves, "under_pressure": self.under_pressure,
+            "peak_mb": round(self.heap.peak_mb, 1), "saves_mb": saves, "under_pressure": int(self.under_pressure),
             "step": str(self.step)})
 
 

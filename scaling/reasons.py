@@ -87,7 +87,7 @@ class PlanReason(StrEnum):
     MEMORY_PRESSURE = "memory-pressure"         # data: signal ("gc", "heap" or "gc,heap"), gc_share, gc_threshold,
     #                                             heap_usage, heap_threshold, heap_peak_mb, heap_max_mb (scaling.memory)
     MEMORY_RESIZE = "memory-resize"             # data: knob, current_mb, recommended_mb, peak_mb, saves_mb,
-    #                                             under_pressure, step (a scaling.memory.MemoryStep)
+    #                                             under_pressure (1 or 0), step (a MemoryStep)
     # both modes: the job-level gate
     ACTIVATION_PENDING = "activation-pending"   # data: direction, count, required (DS2's activation time)
     EXCLUDED_PERIOD = "excluded-period"         # data: period

@@ -252,7 +252,9 @@ OPTIONS: tuple[Option, ...] = (
            help="The largest heap recommended, MB."),
     Option("memory_apply", Kind.SWITCH, False, scope=Scope.WEB, flink_key=AUTOSCALER + "memory.tuning.enabled",
            help="Off (recommend-only, the default): the job page and API show the memory recommendation and what it "
-                "would save or fix; nothing restarts for it. On: the job opts into applying it with a rescale."),
+                "would save or fix; nothing restarts for it unless an operator proposes it or adds it to an approval. "
+                "On (with a memory knob): under memory pressure the job proposes the heap on its own; otherwise it "
+                "comes with a proposal that changes another knob, never a restart for memory alone."),
 )
 
 OPTION: dict[str, Option] = {o.name: o for o in OPTIONS}

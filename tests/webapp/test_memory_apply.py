@@ -115,8 +115,11 @@ def test_an_operator_proposes_the_heap_size_and_the_loop_leaves_it_to_them(clien
     event = proposal.audit_events.get(action="proposed")
     assert event.actor_user == user and event.after["heap_mb"] == 512
     page = client.get(f"/proposals/{proposal.pk}/").content.decode()
-    assert "warm handover to a new driver" in page  # the expected path of a heap change
+    effect = page[page.index('id="time-to-effect"'):]
+    assert effect[:effect.index("</p>")].count("warm handover to a new driver") == 1  # a heap change's path
     assert '<tr data-knob="heap_mb" class="changed">' in page and "→ <b>512 MB</b>" in page
+    history = client.get(f"/jobs/{job.pk}/history/").content.decode()
+    assert "→ <b>512 MB</b>" in history and "heap of each JVM that runs tasks" in history
     body = client.get(f"/api/proposals/{proposal.pk}/").json()
     assert body["proposed_config"]["heap_mb"] == 512 and body["current_config"]["heap_mb"] == 1024
     assert (body["plan"]["memory_current_mb"], body["plan"]["memory_proposed_mb"]) == (1024, 512)
@@ -169,7 +172,7 @@ def test_approving_with_the_memory_recommendation_adds_it_and_audits_it(client):
     assert "approved with the memory recommendation: heap of each JVM (heap_mb) 1024 → 512 MB" in history
 
 
-def test_approving_without_the_box_leaves_the_heap_and_the_box_is_not_offered_twice():
+def test_approving_without_the_box_leaves_the_heap_and_the_box_is_not_offered_twice(client):
     job = _job("plain")
     _window(job, pressure=False, other=True)
     evaluation_run(job=job)
@@ -186,7 +189,9 @@ def test_approving_without_the_box_leaves_the_heap_and_the_box_is_not_offered_tw
     assert carried.proposed_config["heap_mb"] == 512  # memory_apply: it rides along already
     with pytest.raises(ValueError, match="no memory recommendation to add"):
         proposal_approve(proposal=carried, actor=user, with_memory=True)
-    assert Proposal.objects.get(pk=carried.pk).status == "pending"
+    client.force_login(user)
+    answer = client.post(f"/api/proposals/{carried.pk}/approve/", {"with_memory": True}, content_type="application/json")
+    assert answer.status_code == 400 and Proposal.objects.get(pk=carried.pk).status == "pending"
 
 
 def _held(job: Job, *, pressure: bool) -> None:

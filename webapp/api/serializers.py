@@ -225,6 +225,10 @@ class ProposalSerializer(serializers.ModelSerializer):
 class ApproveSerializer(serializers.Serializer):
     revision = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1,
                                         help_text="The revision approved (409 with the current one when outdated).")
+    with_memory = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Also set the memory knob to the job's heap recommendation (GET /api/jobs/{id}/memory/); 400 "
+                  "when there is none to add or the proposal changes the memory knob already.")
 
 
 #: Free text as the schema promises it: no NUL character (DRF refuses them) and, for a required

@@ -214,7 +214,8 @@ class ProposalViewSet(viewsets.ReadOnlyModelViewSet):
         body.is_valid(raise_exception=True)
         proposal = self.get_object()
         return self._decide(lambda: services.proposal_approve(proposal=proposal, actor=request.user,
-                                                              revision=body.validated_data.get("revision")))
+                                                              revision=body.validated_data.get("revision"),
+                                                              with_memory=body.validated_data["with_memory"]))
 
     @extend_schema(request=s.RejectSerializer, responses=_DECISION_RESPONSES, examples=[
         OpenApiExample("A reason", value={"comment": "Not during the nightly batch window."}, request_only=True)])

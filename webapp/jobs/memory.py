@@ -114,8 +114,9 @@ def heap_decision(*, job: Job, memory: JobMemory | None, ready: bool = True, oth
         return None
     knob = memory_knob(job)
     value = (job.config or {}).get(knob.name) if knob is not None else None
-    current = value if isinstance(value, int) and not isinstance(value, bool) else None
-    return memory_decision(memory.recommendation, knob=knob.name if knob is not None and current is not None else None,
-                           current_mb=current, bounds=(knob.min, knob.max) if knob is not None else (1, 1),
-                           apply=memory.apply, under_pressure=memory.pressure is not None, ready=ready,
-                           other_changes=other_changes, requested=requested)
+    if knob is None or not isinstance(value, int) or isinstance(value, bool):
+        knob, value = None, None  # no knob, or no value of it in the running configuration: recommend-only
+    return memory_decision(memory.recommendation, knob=knob.name if knob else None, current_mb=value,
+                           bounds=(knob.min, knob.max) if knob else (1, 1), apply=memory.apply,
+                           under_pressure=memory.pressure is not None, ready=ready, other_changes=other_changes,
+                           requested=requested)

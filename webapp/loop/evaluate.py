@@ -117,9 +117,11 @@ def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | Non
     proposed_config = plan_to_config(ctx, plan)
     direction = _evaluation_direction(ctx, plan, proposed_config)
     memory = window_memory(job=job, snapshots=ctx.snapshots)
-    plan = hold_under_pressure(plan, memory.pressure if memory else None, scales_up=direction == Evaluation.Direction.UP)
-    plan = with_memory(plan, heap_decision(job=job, memory=memory, ready=not ctx.not_ready, other_changes=(
-        plan.decision == "scale" and plan_to_config(ctx, plan) != job.config)))
+    plan = hold_under_pressure(plan, memory.pressure if memory else None,
+                               scales_up=direction == Evaluation.Direction.UP)
+    other_changes = plan.decision == "scale" and plan_to_config(ctx, plan) != job.config
+    plan = with_memory(plan, heap_decision(job=job, memory=memory, ready=not ctx.not_ready,
+                                           other_changes=other_changes))
     proposed_config = plan_to_config(ctx, plan)
     direction = _evaluation_direction(ctx, plan, proposed_config)
     _keep_pending_scale_downs(ctx, plan, direction=direction)

@@ -219,5 +219,6 @@ def memory_propose(*, job: Job, actor, now: datetime | None = None) -> Proposal:
         plan = (evaluation.job_plan if evaluation is not None else None) or JobPlan(Decision.SCALE, (), ())
         plan = with_memory(replace(plan, decision=Decision.SCALE, reasons=(), executors_proposed=plan.executors_current,
                                    vertices=tuple(replace(v, proposed=v.current) for v in plan.vertices)), decision)
-        return proposal_open(job=job, evaluation=None, proposed_config={**job.config, decision.knob: decision.proposed_mb},
-                             plan=plan, actor=actor, policy=policy, now=now)
+        config = {**job.config, decision.knob: decision.proposed_mb}
+        return proposal_open(job=job, evaluation=None, proposed_config=config, plan=plan, actor=actor, policy=policy,
+                             now=now)

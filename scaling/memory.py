@@ -231,7 +231,8 @@ class MemoryDecision:
 
 def memory_decision(heap: HeapRecommendation, *, knob: str | None, current_mb: int | None,
                     bounds: tuple[int, int] = (1, 1 << 30), apply: bool, under_pressure: bool, ready: bool = True,
-                    other_changes: bool = False, requested: bool = False) -> MemoryDecision:
+                    other_changes: bool = False, requested: bool = False,
+                    along_factor: float | None = None) -> MemoryDecision:
     """Whether a plan changes the heap to the recommendation ``heap`` (see the module docstring).
 
     ``knob`` / ``current_mb`` / ``bounds``: the pipeline's memory knob, its running value and its
@@ -239,7 +240,10 @@ def memory_decision(heap: HeapRecommendation, *, knob: str | None, current_mb: i
     ``ready``: the window is ready (``scaling.readiness``); ``other_changes``: the plan changes another
     knob anyway; ``requested``: a person asks for it (whatever ``apply`` says). The order: no knob,
     at the knob's bound, a decrease under pressure or not ready (held), requested, recommend-only,
-    with another change, alone under pressure, else it waits."""
+    with another change, alone under pressure, else it waits. ``along_factor``
+    (``guard_max_change_factor``): a heap that rides along moves at most by this factor, in whole
+    :data:`GRANULARITY_MB` steps, so it never holds the change it rides with from auto-approval (the
+    rest follows with the next rescale); a move that rounds to nothing is held."""
     if knob is None or current_mb is None:
         return MemoryDecision(MemoryStep.NO_KNOB, heap, under_pressure)
     target = min(bounds[1], max(bounds[0], heap.recommended_mb))
@@ -254,11 +258,24 @@ def memory_decision(heap: HeapRecommendation, *, knob: str | None, current_mb: i
         step = MemoryStep.RECOMMEND_ONLY
     elif other_changes:
         step = MemoryStep.ALONG
+        if along_factor is not None:
+            target = _within_factor(target, current_mb, along_factor)
+            step = MemoryStep.ALONG if target != current_mb else MemoryStep.HELD
     elif under_pressure:
         step = MemoryStep.ALONE
     else:
         step = MemoryStep.WAITS
     return MemoryDecision(step, heap, under_pressure, knob, current_mb, target)
+
+
+def _within_factor(target_mb: int, current_mb: int, factor: float) -> int:
+    """``target_mb`` moved at most ``factor`` away from ``current_mb``, rounded towards it to whole
+    :data:`GRANULARITY_MB` steps (never past it)."""
+    if target_mb < current_mb:
+        floor_mb = math.ceil(current_mb / factor / GRANULARITY_MB) * GRANULARITY_MB
+        return min(current_mb, max(target_mb, floor_mb))
+    ceiling_mb = math.floor(current_mb * factor / GRANULARITY_MB) * GRANULARITY_MB
+    return max(current_mb, min(target_mb, ceiling_mb))
 
 
 def with_memory(plan: JobPlan, decision: MemoryDecision | None) -> JobPlan:

@@ -43,6 +43,18 @@ def _plan(decision: Decision = Decision.NO_CHANGE, proposed: int = 2) -> JobPlan
     return JobPlan(decision, (), (vertex,), executors_current=2, executors_proposed=2, cores_per_executor=1)
 
 
+@pytest.mark.parametrize(("heap", "current", "factor", "step", "proposed"), [
+    (DOWN, 8192, 2.0, MemoryStep.ALONG, 4096),   # 8192 → 1216 rides along as 8192 → 4096, the rest later
+    (DOWN, 2048, 2.0, MemoryStep.ALONG, 1216),   # within the factor: the whole way
+    (UP, 1024, 1.5, MemoryStep.ALONG, 1536),
+    (DOWN, 1280, 1.01, MemoryStep.HELD, 1280),   # less than one 64 MB step allowed: held
+])
+def test_a_heap_that_rides_along_moves_at_most_the_change_factor(heap, current, factor, step, proposed):
+    decision = memory_decision(heap, knob="heap_mb", current_mb=current, apply=True, under_pressure=False,
+                               other_changes=True, along_factor=factor)
+    assert (decision.step, decision.proposed_mb) == (step, proposed)
+
+
 def test_a_heap_change_alone_makes_a_memory_only_scale_with_its_reason():
     decision = memory_decision(UP, knob="heap_mb", current_mb=1024, apply=True, under_pressure=True)
     plan = with_memory(_plan(Decision.BLOCKED), decision)

@@ -273,3 +273,18 @@ def test_a_heap_change_is_up_or_down_after_the_executors_and_the_partitions(prop
     assert direction(guardrails, current, proposed) == expected
     held = violated_guardrail(guardrails, current, {**current, "heap_mb": 4096}, 0.0)
     assert held is not None and held.data["knob"] == "heap_mb"  # the change factor holds the heap as any knob
+
+
+def test_the_pages_show_an_opted_in_jobs_own_heap_proposal(client):
+    job = _job("opted-in", apply=True)
+    _window(job, pressure=True, other=False)
+    evaluation_run(job=job)
+    proposal = job.proposals.get()
+    client.force_login(make_user())
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert 'id="memory-apply"' in page and 'id="memory-pressure" data-code="memory-pressure"' in page
+    assert '<li data-code="memory-resize">' in page and "1024 → 2048 MB" in page
+    assert 'id="propose-memory"' not in page  # a proposal is pending: approve it instead
+    detail = client.get(f"/proposals/{proposal.pk}/").content.decode()
+    assert 'id="memory-offer"' not in detail  # it changes the heap already
+    assert "to relieve the memory pressure; on its own, as the job is under memory pressure" in detail

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from scaling.memory import HeapRecommendation, memory_decision, with_memory
-from scaling.plan import JobPlan, VertexPlan
+from scaling.plan import JobPlan, PlanFormatError, VertexPlan
 from scaling.reason_text import reason_text
 from scaling.reasons import Decision, MemoryStep, PlanReason
 
@@ -83,3 +83,12 @@ def test_a_heap_left_as_it_runs_adds_no_reason_and_no_change():
     plan = with_memory(_plan(), decision)
     assert plan.reasons == () and not plan.changes and plan.decision == Decision.NO_CHANGE
     assert plan.memory_step == MemoryStep.RECOMMEND_ONLY and with_memory(_plan(), None) == _plan()
+
+
+def test_a_stored_plan_with_an_unknown_memory_step_or_a_non_integer_heap_is_a_typed_error():
+    stored = _plan().to_json()
+    with pytest.raises(PlanFormatError, match="memory_step"):
+        JobPlan.from_json({**stored, "memory_step": "bigger"})
+    with pytest.raises(PlanFormatError, match="memory_proposed_mb"):
+        JobPlan.from_json({**stored, "memory_proposed_mb": "2g"})
+    assert JobPlan.from_json({k: v for k, v in stored.items() if not k.startswith("memory_")}).memory_step is None

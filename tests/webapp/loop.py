@@ -101,7 +101,7 @@ class _LoopSimulation(Simulation):
         super().__init__(*args, **kwargs)
         self.harness = harness
 
-    def _sample(self, now_s, acc, batch_durations_s, batches) -> None:
+    def _sample(self, now_s, acc, batch_durations_s, batches, memory=None) -> None:
         self.harness.collect(now_s, acc, batch_durations_s)
 
     def _tick(self, now_s: float) -> None:

@@ -36,8 +36,11 @@ What each :class:`KnobTarget` sets, and how the runner applies a change of it:
 - ``source_partitions`` and ``repartition``: values the build function passes to its source options
   and ``repartition(n)`` calls; a change restarts the query inside the running driver;
 - ``memory``: the heap of each JVM that runs tasks, MB (local mode: ``spark.driver.memory``; a
-  cluster: ``spark.executor.memory``); a JVM's heap is fixed at its start, so a change starts a new
-  driver (the warm handover);
+  cluster: ``spark.executor.memory``), set when the driver starts
+  (:func:`sparkclient.contract.sparkconf.launch_settings`). A JVM's heap is fixed at its start, so a
+  change starts a new driver in every mode (the warm handover; on a cluster the new application gets
+  new executors). A pipeline declares at most one, with ``min`` >= :data:`MEMORY_MIN_MB`; an
+  operator ``--conf`` of the same Spark key is refused at start;
 - ``other``: a setting of the pipeline that the autoscaler never changes (trigger interval, ...).
 
 Errors: :class:`KnobError` (an invalid declaration or value, naming the knob) and
@@ -77,6 +80,9 @@ ENV_JOB, ENV_WORKDIR = "SPARKSCALER_JOB", "SPARKSCALER_WORKDIR"
 SHUFFLE_PARTITIONS_CONF = "spark.sql.shuffle.partitions"
 #: Spark's adaptive execution setting that lets it coalesce a shuffle's partitions at run time.
 ADAPTIVE_COALESCE_CONF = "spark.sql.adaptive.coalescePartitions.enabled"
+#: The smallest heap a ``memory`` knob may set, MB: Spark refuses a heap under 450 MB
+#: (``UnifiedMemoryManager.getMaxMemory``: 1.5 × its 300 MB reserved memory).
+MEMORY_MIN_MB = 512
 #: Bounds of any knob value; larger values are refused as nonsense before anything is built.
 KNOB_VALUE_LIMIT = 1_000_000
 
@@ -142,7 +148,8 @@ class Knob:
 
     Raises:
         KnobError: an invalid name, bounds that do not hold ``1 <= min <= default <= max`` for a
-            parallelism or executors knob, or ``min <= default <= max`` otherwise.
+            parallelism or executors knob, or ``min <= default <= max`` otherwise; a ``memory``
+            knob with ``min`` under :data:`MEMORY_MIN_MB`.
     """
 
     name: str
@@ -167,6 +174,9 @@ class Knob:
         if not low <= self.min <= self.default <= self.max:
             raise KnobError(self.name, f"needs {low} <= min <= default <= max, got min={self.min}, "
                                        f"default={self.default}, max={self.max}")
+        if self.sets is KnobTarget.MEMORY and self.min < MEMORY_MIN_MB:
+            raise KnobError(self.name, f"a memory knob's min must be at least {MEMORY_MIN_MB} MB (Spark refuses "
+                                       f"a heap under 450 MB), got min={self.min}")
 
     def check(self, value: Any) -> int:
         """``value`` as an int inside ``[min, max]``.
@@ -210,15 +220,16 @@ def check_knob_set(knobs: Sequence[Knob]) -> tuple[Knob, ...]:
     """Check a pipeline's knobs as a whole and return them as a tuple.
 
     Raises:
-        KnobError: duplicate names, more than one ``executors`` knob, or both a ``shuffle_partitions``
-            and a ``state_partitions`` knob (one Spark setting), or more than one of either.
+        KnobError: duplicate names, more than one ``executors``, ``source_partitions`` or ``memory``
+            knob, or both a ``shuffle_partitions`` and a ``state_partitions`` knob (one Spark
+            setting), or more than one of either.
     """
     knobs = tuple(knobs)
     names = [k.name for k in knobs]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise KnobError(duplicates[0], "is declared more than once")
-    for target in (KnobTarget.EXECUTORS, KnobTarget.SOURCE_PARTITIONS):
+    for target in (KnobTarget.EXECUTORS, KnobTarget.SOURCE_PARTITIONS, KnobTarget.MEMORY):
         several = [k.name for k in knobs if k.sets is target]
         if len(several) > 1:
             raise KnobError(several[1], f"a pipeline has at most one {target.value!r} knob (also {several[0]!r})")

@@ -14,7 +14,7 @@ knob inside its bounds, executors within the cluster's capacity) and then applie
   from the same checkpoint. A changed ``shuffle_partitions``/``state_partitions`` knob on a checkpoint
   that has run a batch repartitions it offline in between (:mod:`sparkclient.runner.staterepartition`,
   RocksDB only; any other provider is refused before the query stops);
-- **warm driver handover** (local mode's ``local[N]``, or any static setting): the supervisor starts a
+- **warm driver handover** (local mode's ``local[N]``, a ``memory`` knob, any static setting): the supervisor starts a
   *standby* driver with the new knobs while the query keeps running; once the standby has built its
   SparkSession and warmed its JVM up, the running driver stops the query at a batch boundary, records
   ``ss:runner:{job}:pending``, releases the checkpoint lease (:mod:`sparkclient.runner.lease`) and exits with
@@ -170,7 +170,8 @@ class Driver(RescalePaths):
     def _build_session(self) -> Any:
         return build_session(job=self.job, workdir=self.workdir, redis_url=self.redis_url, master=self.master,
                              executors=self.executors(), ui_port=self.ui_port, in_place=self.in_place,
-                             capacity=self.capacity, spark_conf=self.spark_conf, session_conf=self._session_conf())
+                             capacity=self.capacity, spark_conf=self.spark_conf, session_conf=self._session_conf(),
+                             launch_conf=self.launch_conf())
 
     def _start_query(self) -> Any:
         prepared, self._prepared = self._prepared, None

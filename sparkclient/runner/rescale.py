@@ -4,9 +4,14 @@
 takes its path: nothing to change, executors in place, an offline state repartition, a restart in
 process, or a warm handover to a standby driver. It runs on the driver's state, which
 :class:`~sparkclient.runner.driver.Driver` sets up: ``spec``, ``job``, ``client``, ``capacity``,
-``in_place``, ``values``, ``spark``, ``query``, ``checkpoint``, ``lease``, ``executor_scaler``,
-``executors_knob``, ``shuffle_knob``, ``stop_event``, ``first_batch`` and the methods
-``executors``, ``_set_status``, ``_write_result`` and ``_start_query``.
+``in_place``, ``master``, ``spark_conf``, ``values``, ``spark``, ``query``, ``checkpoint``, ``lease``,
+``executor_scaler``, ``executors_knob``, ``shuffle_knob``, ``stop_event``, ``first_batch`` and the
+methods ``executors``, ``_set_status``, ``_write_result`` and ``_start_query``.
+
+A ``memory`` knob's change always takes the new-driver path (the warm handover), in local mode and
+on a cluster alike: the heap it sets is fixed when a JVM starts
+(:mod:`sparkclient.contract.sparkconf`), so neither a restart of the query nor executors added in
+place would run on it.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from typing import Any
 
 from sparkclient.contract import control, keys
 from sparkclient.contract.binding import PinReason, offline_repartition_blocker
-from sparkclient.contract.spec import KnobError, validate_values
+from sparkclient.contract.sparkconf import launch_settings
+from sparkclient.contract.spec import KnobError, KnobTarget, validate_values
 from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState
 from sparkclient.runner.handover import (HANDOVER_READY_TIMEOUT_S, HandoverState, HandoverStep, mark, record_pending,
                                          request_standby)
@@ -41,7 +47,23 @@ class RescalePaths:
     client: Any
     capacity: int
     in_place: bool
+    master: str
+    spark_conf: dict[str, str]
     values: dict[str, int]
+
+    def launch_conf(self) -> dict[str, str]:
+        """The settings this driver's JVM starts with: the memory knob's heap
+        (:func:`sparkclient.contract.sparkconf.launch_settings`; ``{}`` without one).
+
+        Raises:
+            KnobError: the operator's ``--conf`` sets the same key (the supervisor refuses it first).
+        """
+        return launch_settings(self.spec.knobs, self.values, master=self.master, operator_conf=self.spark_conf)
+
+    def memory_changes(self, old: dict[str, int], new: dict[str, int]) -> bool:
+        """Whether ``new`` changes the memory knob's value (then only a new driver applies it)."""
+        knob = self.spec.knob(KnobTarget.MEMORY)
+        return knob is not None and new[knob.name] != old[knob.name]
 
     def check(self, command: RescaleCommand) -> RescaleResult | dict[str, int]:
         """The command's knob values, or the failure that refuses it before anything stops."""
@@ -72,12 +94,13 @@ class RescalePaths:
         if repartition and not self._can_repartition(command, old):
             return None
         executors_changed = self.executors(new) != self.executors(old)
-        if self.in_place and executors_changed:
+        memory_changes = self.memory_changes(old, new)
+        if self.in_place and executors_changed and not memory_changes:
             old = self._scale_executors_in_place(command, old, new)
             if old is None or new == old:  # failed, or only the executors changed: the query never stopped
                 return None
         return self._restart(command, old, new, repartition=repartition,
-                             new_driver=executors_changed and not self.in_place)
+                             new_driver=memory_changes or (executors_changed and not self.in_place))
 
     def _needs_repartition(self, old: dict[str, int], new: dict[str, int]) -> bool:
         """Whether the shuffle knob changes on a checkpoint that holds state (its partitions are

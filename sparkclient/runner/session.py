@@ -65,14 +65,16 @@ def _last_batch_id(query: Any) -> int | None:
 
 def build_session(*, job: str, workdir: Path, redis_url: str, master: str, executors: int, ui_port: int,
                   in_place: bool, capacity: int, spark_conf: dict[str, str],
-                  session_conf: Mapping[str, str] | None) -> Any:
+                  session_conf: Mapping[str, str] | None, launch_conf: Mapping[str, str] | None = None) -> Any:
     """The driver's SparkSession for ``job``.
 
     ``master``: ``local`` (then ``local[executors]``) or a cluster manager URL; ``in_place``: one
     core per executor, so executors are changed in place (``spark.cores.max`` = the larger of
     ``capacity`` and ``executors``); ``spark_conf``: the operator's ``--conf`` settings;
     ``session_conf``: the shuffle knob's session settings
-    (:func:`sparkclient.contract.spec.session_settings`). Sets the environment the
+    (:func:`sparkclient.contract.spec.session_settings`); ``launch_conf``: the settings fixed at
+    the JVM's start, the memory knob's heap (:func:`sparkclient.contract.sparkconf.launch_settings`:
+    they take effect only in a driver whose JVM this call starts). Sets the environment the
     pipeline and the executors' Python workers read (job, work directory, Redis URL, PYTHONPATH).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -98,7 +100,7 @@ def build_session(*, job: str, workdir: Path, redis_url: str, master: str, execu
                    .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]))
     for key, value in spark_conf.items():  # the operator's --conf settings
         builder = builder.config(key, value)
-    for key, value in (session_conf or {}).items():
+    for key, value in {**(launch_conf or {}), **(session_conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

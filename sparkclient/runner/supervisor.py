@@ -35,6 +35,7 @@ from typing import Any
 import httpx
 
 from sparkclient.contract import control, keys
+from sparkclient.contract.sparkconf import launch_settings
 from sparkclient.contract.spec import KnobError, PipelineLoadError, load_pipeline, validate_values
 from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, RunnerState
 from sparkclient.runner.arguments import parse_pairs
@@ -85,7 +86,9 @@ class Supervisor:
         self.job = args.job
         self.workdir = Path(args.workdir)
         self.spec = load_pipeline(args.pipeline)  # a bad reference fails before anything starts
-        parse_pairs(args.conf, "--conf", "KEY=VALUE")
+        # a memory knob and a --conf of its Spark key: refused before any driver starts
+        launch_settings(self.spec.knobs, None, master=args.master,
+                        operator_conf=parse_pairs(args.conf, "--conf", "KEY=VALUE"))
         self.client = control.connect(args.redis_url)
         self.stopping = threading.Event()
         self.child: subprocess.Popen | None = None

@@ -75,6 +75,8 @@ KNOBS = [
          description="tasks of the enrich stage: repartition(n) before the lookup"),
     Knob("state_partitions", default=2, min=1, max=64, sets=KnobTarget.STATE_PARTITIONS,
          description="tasks of the stateful stage: spark.sql.shuffle.partitions (RocksDB state)"),
+    Knob("memory_mb", default=1024, min=512, max=4096, sets=KnobTarget.MEMORY,
+         description="heap of the JVM that runs the tasks, MB (local mode: spark.driver.memory)"),
     Knob("trigger_interval_s", default=2, min=1, max=600, description="processing-time trigger, seconds"),
     Knob("enrich_latency_ms", default=2, min=0, max=1000, description="simulated lookup cost per record, ms"),
     Knob("max_records_per_batch", default=0, min=0, max=1_000_000,

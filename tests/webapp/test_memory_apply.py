@@ -187,11 +187,11 @@ def test_approving_without_the_box_leaves_the_heap_and_the_box_is_not_offered_tw
     evaluation_run(job=along)
     carried = along.proposals.get()
     assert carried.proposed_config["heap_mb"] == 512  # memory_apply: it rides along already
-    with pytest.raises(ValueError, match="no memory recommendation to add"):
+    with pytest.raises(TransitionError, match="no memory recommendation to add"):
         proposal_approve(proposal=carried, actor=user, with_memory=True)
     client.force_login(user)
     answer = client.post(f"/api/proposals/{carried.pk}/approve/", {"with_memory": True}, content_type="application/json")
-    assert answer.status_code == 400 and Proposal.objects.get(pk=carried.pk).status == "pending"
+    assert answer.status_code == 409 and Proposal.objects.get(pk=carried.pk).status == "pending"
 
 
 def _held(job: Job, *, pressure: bool) -> None:

@@ -227,7 +227,7 @@ class ApproveSerializer(serializers.Serializer):
                                         help_text="The revision approved (409 with the current one when outdated).")
     with_memory = serializers.BooleanField(
         required=False, default=False,
-        help_text="Also set the memory knob to the job's heap recommendation (GET /api/jobs/{id}/memory/); 400 "
+        help_text="Also set the memory knob to the job's heap recommendation (GET /api/jobs/{id}/memory/); 409 "
                   "when there is none to add or the proposal changes the memory knob already.")
 
 

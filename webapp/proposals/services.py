@@ -78,7 +78,8 @@ def proposal_approve(*, proposal: Proposal, actor, revision: int | None = None, 
             withdrawn), the job's policy is ``advisor`` (proposals are never executed), or another
             proposal of the job is approved or executing (one execution per job, a database constraint).
         ServiceUnavailable: Redis, the task broker, does not answer; nothing was changed.
-        ValueError: ``with_memory`` while there is no memory recommendation to add.
+        TransitionError: ``with_memory`` while the job has no memory recommendation to add (a conflict
+            with the job's state, as an outdated revision: the API answers 409).
     """
     require_operator(actor)
     if JobPolicy.objects.filter(job_id=proposal.job_id).values_list("mode", flat=True).first() == "advisor":
@@ -91,7 +92,7 @@ def proposal_approve(*, proposal: Proposal, actor, revision: int | None = None, 
     if with_memory:
         offer = memory_offer(proposal)
         if offer is None:
-            raise ValueError(f"proposal {proposal.pk}: no memory recommendation to add (none now, no memory knob, "
+            raise TransitionError(f"proposal {proposal.pk}: no memory recommendation to add (none now, no memory knob, "
                              "or the proposal changes the memory knob already); nothing was changed")
         memory, reason = memory_fields(proposal, offer)
         after[offer.knob] = offer.proposed_mb

@@ -80,6 +80,11 @@ def handover(job: str) -> str:
     return f"{PREFIX}runner:{job}:handover"
 
 
+def standby_request(job: str) -> str:
+    """JSON of the web app's standby request (:class:`sparkclient.contract.standby.StandbyRequest`), with its TTL."""
+    return f"{PREFIX}runner:{job}:standby"
+
+
 def handover_timings(job: str) -> str:
     """JSON of the last warm handover's timings (:func:`sparkclient.runner.handover.keep_timings`)."""
     return f"{PREFIX}runner:{job}:handover:timings"

@@ -57,13 +57,13 @@ from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePat
 from sparkclient.runner.applied import AppliedKeys
 from sparkclient.runner.executors import ExecutorScaler, active_executor_ids, supports_in_place
 from sparkclient.runner.firstbatch import FIRST_BATCH_TIMEOUT_S, FirstBatchWatch
-from sparkclient.runner.handover import (HANDOVER_READY_TIMEOUT_S, HandoverStep, keep_timings, mark, read_pending,
-                                         wait_for_release)
+from sparkclient.runner.handover import HANDOVER_READY_TIMEOUT_S, keep_timings, read_pending
 from sparkclient.runner.lease import LEASE_TTL_S, CheckpointLease
 from sparkclient.runner.progress import RedisProgressListener
 from sparkclient.runner.rescale import EXIT_HANDED_OVER, RescalePaths
 from sparkclient.runner.session import BATCH_WAIT_TIMEOUT_S, PROJECT_ROOT, build_session, checkpoint_has_state, \
-    prepare_query, start_query, warm_up
+    start_query
+from sparkclient.runner.standby import EXIT_STANDBY_ABORTED, StandbyRole
 from sparkclient.runner.staterepartition import StateRepartitionError, checkpoint_info
 
 log = logging.getLogger(__name__)
@@ -73,8 +73,6 @@ __all__ = ["BATCH_WAIT_TIMEOUT_S", "EXIT_HANDED_OVER", "EXIT_RESTART", "EXIT_STA
 
 #: Driver exit code asking the supervisor for an immediate restart (EX_TEMPFAIL).
 EXIT_RESTART = 75
-#: Exit code of a standby driver whose handover was called off (nothing of the job was touched).
-EXIT_STANDBY_ABORTED = 77
 
 
 def load_knob_values(client: redis.Redis, job: str, spec: PipelineSpec) -> dict[str, int] | None:
@@ -93,7 +91,7 @@ def load_knob_values(client: redis.Redis, job: str, spec: PipelineSpec) -> dict[
     return validate_values(spec.knobs, data if isinstance(data, dict) else {"(stored config)": raw})
 
 
-class Driver(RescalePaths):
+class Driver(RescalePaths, StandbyRole):
     """Runs ``spec``'s query for ``job`` and serves its control channel.
 
     Args:
@@ -304,24 +302,6 @@ class Driver(RescalePaths):
         if exit_code == 0:
             self._set_status(state=RunnerState.STOPPED)
         return exit_code
-
-    def _wait_as_standby(self) -> bool:
-        """A standby: build the session, warm the JVM up and wait until the running driver released
-        the checkpoint. Returns False (Spark stopped) when the handover was called off."""
-        self.spark = self._build_session()
-        mark(self.client, self.job, HandoverStep.SESSION)
-        warm_up(self.spark, self.executors(), self.workdir)
-        mark(self.client, self.job, HandoverStep.WARM)
-        # Before the pause: the query's analysis, and the progress listener (py4j's callback server).
-        self._prepared = prepare_query(self.spark, self.spec, self.values, self._session_conf())
-        self._add_listener()
-        mark(self.client, self.job, HandoverStep.PREPARED)
-        log.info("standby for handover %s ready (query %s)", self.standby,
-                 "prepared" if self._prepared else "to be built")
-        if wait_for_release(self.client, self.job, self.standby, self.stop_event):
-            return True
-        self.spark.stop()
-        return False
 
     def _take_the_checkpoint(self) -> None:
         """Acquire the checkpoint lease, publish the driver's status and take over a pending rescale."""

@@ -19,6 +19,15 @@ Each step also stamps the hash with when it happened (``{step}_at``, epoch s, th
 :class:`HandoverStep`); the standby keeps them, with when it took the checkpoint, in
 ``ss:runner:{job}:handover:timings`` (:func:`keep_timings`, :func:`read_timings`): where a
 handover's time goes.
+
+A standby may also be **prepared** before any command (:mod:`sparkclient.contract.standby`: the web app
+asks for one while a proposal is pending): the supervisor writes the hash itself (``prepared`` = 1,
+``proposal``, ``knobs``, state ``starting``, :func:`open_prepared`) and starts the standby. A command
+with the same knob values **claims** it (:func:`claim_prepared` sets ``command``; the hash keeps its
+id), so the running driver waits only for what is left of its start, usually nothing. A prepared
+standby nobody claimed is called off by :func:`cancel_prepared`. Every write a standby (or the
+supervisor, on its behalf) makes is conditional on the hash still naming its id
+(:func:`mark_as`), so a standby being replaced never writes into its successor's handover.
 """
 
 from __future__ import annotations
@@ -26,31 +35,23 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
 import redis
 
 from sparkclient.contract import keys
+from sparkclient.contract.standby import HandoverState
 
-__all__ = ["HANDOVER_READY_TIMEOUT_S", "TIMINGS_TTL_S", "HandoverState", "HandoverStep", "Pending", "keep_timings",
-           "mark", "read_pending", "read_timings", "record_pending", "request_standby", "wait_for_release"]
+__all__ = ["HANDOVER_READY_TIMEOUT_S", "TIMINGS_TTL_S", "HandoverState", "HandoverStep", "Pending", "cancel_prepared",
+           "claim_prepared", "keep_timings", "knobs_text", "mark", "mark_as", "open_prepared", "read_pending", "read_timings",
+           "record_pending", "request_standby", "wait_for_release"]
 
 #: How long the running driver waits for its standby to be ready before failing the rescale, seconds.
 HANDOVER_READY_TIMEOUT_S = 240.0
 #: How long the last handover's timings are kept, seconds.
 TIMINGS_TTL_S = 86400
-
-
-class HandoverState(StrEnum):
-    """The ``state`` field of the handover hash."""
-
-    REQUESTED = "requested"  # the running driver asked the supervisor for a standby
-    STARTING = "starting"  # the supervisor started it
-    READY = "ready"  # the standby has its SparkSession and a warm JVM
-    RELEASED = "released"  # the running driver stopped its query and released the lease
-    CANCELLED = "cancelled"  # the running driver (or the supervisor) called the handover off
-    FAILED = "failed"  # the standby could not start; ``error`` says why
 
 
 class HandoverStep(StrEnum):
@@ -69,6 +70,66 @@ class HandoverStep(StrEnum):
 def mark(client: redis.Redis, job: str, step: HandoverStep, **fields: str) -> None:
     """Stamp ``step`` with the time now on the handover hash, with any other ``fields``."""
     client.hset(keys.handover(job), mapping={f"{step.value}_at": repr(time.time()), **fields})
+
+
+# KEYS[1] the hash; ARGV[1] the id it must name; ARGV[2..] field, value pairs.
+_SET_IF_ID = """
+if redis.call('hget', KEYS[1], 'id') ~= ARGV[1] then return 0 end
+for i = 2, #ARGV, 2 do redis.call('hset', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 1
+"""
+# KEYS[1] the hash; ARGV: the command id, its knobs (sorted JSON), the time now.
+_CLAIM = """
+if redis.call('hget', KEYS[1], 'prepared') ~= '1' or redis.call('hget', KEYS[1], 'knobs') ~= ARGV[2]
+   or (redis.call('hget', KEYS[1], 'command') or '') ~= '' then return 0 end
+local state = redis.call('hget', KEYS[1], 'state')
+if state ~= 'starting' and state ~= 'ready' then return 0 end
+redis.call('hset', KEYS[1], 'command', ARGV[1], 'requested_at', ARGV[3])
+return 1
+"""
+# KEYS[1] the hash; ARGV[1] the prepared standby's id.
+_CANCEL = """
+if redis.call('hget', KEYS[1], 'id') ~= ARGV[1] or (redis.call('hget', KEYS[1], 'command') or '') ~= '' then
+  return 0 end
+redis.call('hset', KEYS[1], 'state', 'cancelled')
+return 1
+"""
+
+
+def knobs_text(knobs: dict[str, int]) -> str:
+    """The knob values as the hash stores them (sorted JSON, so equal values compare equal as text)."""
+    return json.dumps(knobs, sort_keys=True)
+
+
+def mark_as(client: redis.Redis, job: str, handover_id: str, step: HandoverStep | None = None,
+            **fields: str) -> bool:
+    """:func:`mark` (``step`` may be None: ``fields`` only), only while the hash names ``handover_id``.
+    Returns whether it was written."""
+    mapping = {**({f"{step.value}_at": repr(time.time())} if step else {}), **fields}
+    args = [handover_id, *[str(x) for pair in mapping.items() for x in pair]]
+    return bool(client.eval(_SET_IF_ID, 1, keys.handover(job), *args))
+
+
+def open_prepared(client: redis.Redis, job: str, handover_id: str, proposal: str, knobs: dict[str, int]) -> None:
+    """The supervisor's side: a new handover hash for a standby prepared for ``proposal`` with
+    ``knobs``, stamped ``spawned`` and ``starting``."""
+    with client.pipeline(transaction=True) as pipe:
+        pipe.delete(keys.handover(job))
+        pipe.hset(keys.handover(job), mapping={"id": handover_id, "knobs": knobs_text(knobs), "prepared": "1",
+                                               "proposal": proposal, "state": HandoverState.STARTING,
+                                               f"{HandoverStep.SPAWNED.value}_at": repr(time.time())})
+        pipe.execute()
+
+
+def claim_prepared(client: redis.Redis, job: str, command_id: str, knobs: dict[str, int]) -> bool:
+    """The running driver's side: claim the prepared standby for ``command_id`` when it has exactly
+    ``knobs`` and is starting or ready (stamps ``requested``). Returns whether it was claimed."""
+    return bool(client.eval(_CLAIM, 1, keys.handover(job), command_id, knobs_text(knobs), repr(time.time())))
+
+
+def cancel_prepared(client: redis.Redis, job: str, handover_id: str) -> bool:
+    """Call off the prepared standby ``handover_id`` unless a command claimed it. Returns whether it was."""
+    return bool(client.eval(_CANCEL, 1, keys.handover(job), handover_id))
 
 
 def keep_timings(client: redis.Redis, job: str) -> dict[str, float]:
@@ -100,43 +161,62 @@ def _stamps(raw: dict[str, Any]) -> dict[str, float]:
 
 def request_standby(client: redis.Redis, job: str, command_id: str, knobs: dict[str, int],
                     stop_event: threading.Event, timeout_s: float = HANDOVER_READY_TIMEOUT_S) -> str | None:
-    """Ask the supervisor for a standby driver with ``knobs`` and wait until it is ready.
+    """Take the standby prepared with ``knobs`` (:func:`claim_prepared`), else ask the supervisor for
+    a new one; then wait until it is ready.
 
     Returns None when it is ready; otherwise the reason it is not (the standby's ``error``, or
     "not ready within ``timeout_s`` s"), with the handover marked ``cancelled``. Returns at once
     (not ready) when ``stop_event`` is set.
     """
     key = keys.handover(job)
-    client.delete(key)
-    mark(client, job, HandoverStep.REQUESTED, id=command_id, knobs=json.dumps(knobs), state=HandoverState.REQUESTED)
+    if not claim_prepared(client, job, command_id, knobs):
+        client.delete(key)
+        mark(client, job, HandoverStep.REQUESTED, id=command_id, knobs=knobs_text(knobs),
+             state=HandoverState.REQUESTED)
     deadline = time.monotonic() + timeout_s
     state, error = "", ""
     while time.monotonic() < deadline and not stop_event.is_set():
         state, error = client.hget(key, "state") or "", client.hget(key, "error") or ""
-        if state in (HandoverState.READY, HandoverState.FAILED):
+        if state in (HandoverState.READY, HandoverState.FAILED, HandoverState.CANCELLED):
             break
         time.sleep(0.05)
     if state == HandoverState.READY:
         return None
     client.hset(key, "state", HandoverState.CANCELLED)
-    return error or f"not ready within {timeout_s:.0f} s"
+    return error or (f"the standby was {state}" if state else f"not ready within {timeout_s:.0f} s")
 
 
-def wait_for_release(client: redis.Redis, job: str, handover_id: str, stop_event: threading.Event) -> bool:
+def wait_for_release(client: redis.Redis, job: str, handover_id: str, stop_event: threading.Event,
+                     still_wanted: Callable[[], bool] | None = None,
+                     report: Callable[[], dict[str, str]] | None = None, every_s: float = 2.0) -> bool:
     """The standby's side: say it is ready, then wait until the running driver released the
-    checkpoint. Returns False when the handover was called off (or ``stop_event`` is set)."""
+    checkpoint. Returns False when the handover was called off (or ``stop_event`` is set).
+
+    A prepared standby that no command claimed also gives up when ``still_wanted()`` turns False
+    (its request was cancelled, replaced or expired); ``report()`` gives fields (its cost) written
+    to the hash. Both are called every ``every_s`` seconds."""
     key = keys.handover(job)
-    mark(client, job, HandoverStep.READY, state=HandoverState.READY)
+    if not mark_as(client, job, handover_id, HandoverStep.READY, state=HandoverState.READY):
+        return False
+    next_check = 0.0
     while not stop_event.is_set():
-        if client.hget(key, "id") != handover_id:
+        fields = client.hmget(key, "id", "state", "command")
+        if fields[0] != handover_id:
             return False
-        state = client.hget(key, "state")
+        state = fields[1]
         if state == HandoverState.RELEASED:
             return True
         if state in (HandoverState.CANCELLED, HandoverState.FAILED):
             return False
         if state in (HandoverState.REQUESTED, HandoverState.STARTING):  # a restarted driver asked again
-            client.hset(key, "state", HandoverState.READY)
+            mark_as(client, job, handover_id, state=HandoverState.READY)
+        if time.monotonic() >= next_check:
+            next_check = time.monotonic() + every_s
+            if report is not None:
+                mark_as(client, job, handover_id, **report())
+            if not fields[2] and still_wanted is not None and not still_wanted():
+                if cancel_prepared(client, job, handover_id):
+                    return False
         time.sleep(0.02)
     return False
 
@@ -149,7 +229,7 @@ Pending = dict[str, Any]
 
 def record_pending(client: redis.Redis, job: str, pending: Pending, knobs: dict[str, int]) -> None:
     """In one transaction: record ``pending`` and make ``knobs`` the job's stored knob values."""
-    text = json.dumps(knobs, sort_keys=True)
+    text = knobs_text(knobs)
     with client.pipeline(transaction=True) as pipe:
         pipe.set(keys.runner_pending(job), json.dumps(pending))
         pipe.set(keys.config(job), text)

@@ -17,7 +17,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.readwriter import DataStreamWriter
+from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
 from sparkclient.collector.progress import batch_end_epoch_s, ran_a_batch
 from sparkclient.contract.spec import ENV_JOB, ENV_WORKDIR, PipelineSpec
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["BATCH_WAIT_TIMEOUT_S", "PROJECT_ROOT", "WARM_UP_CONF", "WARM_UP_TIMEOUT_S", "StartedQuery",
            "build_session", "checkpoint_has_state", "last_batch_end", "prepare_query", "progress_dict", "start_query",
-           "stop_between_batches", "warm_up"]
+           "stop_between_batches", "warm_up", "warm_up_pipeline"]
 
 #: How long a rescale waits for the batch in flight, seconds.
 BATCH_WAIT_TIMEOUT_S = 120.0
@@ -36,6 +36,10 @@ WARM_UP_TIMEOUT_S = 60.0
 WARM_UP_CONF = {"spark.sql.shuffle.partitions": "2",
                 "spark.sql.streaming.stateStore.providerClass":
                     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"}
+#: The pipeline warm-up's trigger, its readers' options and how many batches with rows it runs.
+WARM_UP_TRIGGER = "250 milliseconds"
+WARM_UP_READER_OPTIONS = {"startingOffsets": "latest"}
+WARM_UP_BATCHES = 4
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -126,19 +130,15 @@ class _StartCaptured(Exception):
     """Raised inside a pipeline's build function by a captured ``start()``/``toTable()``."""
 
 
-def prepare_query(spark: Any, spec: PipelineSpec, values: dict[str, int],
-                  session_conf: Mapping[str, str] | None) -> Callable[[], Any] | None:
-    """Run ``spec.build(spark, values)`` up to its writer's ``start()`` (or ``toTable()``) without
-    starting anything, and return the call that starts it; a standby driver does this before it
-    owns the checkpoint, so the plan's analysis (a Python data source's schema, the reader
-    options) is done before the pause (issue 12). The build function runs once: a standby starts
-    the query with the returned call, not by building again.
-
-    Returns None (the caller builds as usual) when the build did not reach exactly one start, or
-    failed; a query that the build started by another path is stopped at once (logged as an error).
-    """
+def _capture_start(spark: Any, spec: PipelineSpec, values: dict[str, int], session_conf: Mapping[str, str] | None,
+                   reader_options: Mapping[str, str] | None = None) -> tuple[Any, Any, tuple, dict] | None:
+    """Run ``spec.build(spark, values)`` up to its writer's ``start()``/``toTable()`` and return
+    ``(method, writer, args, kwargs)`` of that one call, or None (the build failed, or did not reach
+    exactly one start; a query it started by another path is stopped at once). ``reader_options``
+    are set on every streaming reader just before its ``load()``."""
     captured: list[tuple[Any, Any, tuple, dict]] = []
     originals = {"start": DataStreamWriter.start, "toTable": DataStreamWriter.toTable}
+    original_load = DataStreamReader.load
 
     def capturing(name: str) -> Callable[..., Any]:
         def capture(writer: Any, *args: Any, **kwargs: Any) -> Any:
@@ -146,9 +146,15 @@ def prepare_query(spark: Any, spec: PipelineSpec, values: dict[str, int],
             raise _StartCaptured
         return capture
 
+    def load(reader: Any, *args: Any, **kwargs: Any) -> Any:
+        for key, value in (reader_options or {}).items():
+            reader.option(key, value)
+        return original_load(reader, *args, **kwargs)
+
     _set_conf(spark, session_conf)
     for name in originals:
         setattr(DataStreamWriter, name, capturing(name))
+    DataStreamReader.load = load
     try:
         spec.build(spark, dict(values))
     except _StartCaptured:
@@ -159,16 +165,73 @@ def prepare_query(spark: Any, spec: PipelineSpec, values: dict[str, int],
     finally:
         for name, method in originals.items():
             setattr(DataStreamWriter, name, method)
+        DataStreamReader.load = original_load
     if spark.streams.active:
         log.error("%s started a query without DataStreamWriter.start/toTable while it was prepared; stopped it",
                   spec.ref)
         for query in spark.streams.active:
             query.stop()
         return None
-    if len(captured) != 1:
+    return captured[0] if len(captured) == 1 else None
+
+
+def prepare_query(spark: Any, spec: PipelineSpec, values: dict[str, int],
+                  session_conf: Mapping[str, str] | None) -> Callable[[], Any] | None:
+    """Run ``spec.build(spark, values)`` up to its writer's ``start()`` (or ``toTable()``) without
+    starting anything, and return the call that starts it; a standby driver does this before it
+    owns the checkpoint, so the plan's analysis (a Python data source's schema, the reader
+    options) is done before the pause. The build function runs once for it: a standby starts
+    the query with the returned call, not by building again.
+
+    Returns None (the caller builds as usual) when the build did not reach exactly one start, or
+    failed; a query that the build started by another path is stopped at once (logged as an error).
+    """
+    captured = _capture_start(spark, spec, values, session_conf)
+    if captured is None:
         return None
-    method, writer, args, kwargs = captured[0]
+    method, writer, args, kwargs = captured
     return lambda: method(writer, *args, **kwargs)
+
+
+def warm_up_pipeline(spark: Any, spec: PipelineSpec, values: dict[str, int], session_conf: Mapping[str, str] | None,
+                     workdir: Path, *, batches: int = WARM_UP_BATCHES, timeout_s: float = WARM_UP_TIMEOUT_S,
+                     stop_event: Any = None) -> int:
+    """Run the pipeline's own plan for a few micro-batches before the handover, so that the first
+    batches after it find its code ready (``SPARK-FACTS.md``: a fresh JVM is slow on the first
+    batches of a plan: class loading, code generation, its Python workers, its source's reader,
+    its state store).
+
+    The build function runs once more for it; its writer is started with the ``noop`` sink, a
+    scratch checkpoint under ``workdir``, a :data:`WARM_UP_TRIGGER` trigger and its readers at
+    ``startingOffsets=latest`` (:data:`WARM_UP_READER_OPTIONS`: a source that knows the option reads
+    only what arrives meanwhile; one that does not ignores it), so it never writes to the
+    pipeline's sink or checkpoint. Stops after ``batches`` batches that read rows, ``timeout_s``
+    seconds, or when ``stop_event`` is set. Returns the batches with rows it ran (0 when it could
+    not run: logged, never raised; a warm-up costs speed, never the handover)."""
+    started = time.monotonic()
+    scratch = workdir / "warm-up" / uuid.uuid4().hex
+    ran = 0
+    try:
+        captured = _capture_start(spark, spec, values, session_conf, WARM_UP_READER_OPTIONS)
+        if captured is None:
+            return 0
+        writer = captured[1]
+        writer.format("noop").option("checkpointLocation", str(scratch)).queryName(f"warm-up-{scratch.name}")
+        query = DataStreamWriter.start(writer.trigger(processingTime=WARM_UP_TRIGGER))
+        try:
+            deadline = time.monotonic() + timeout_s
+            while query.isActive and time.monotonic() < deadline and ran < batches \
+                    and not (stop_event is not None and stop_event.is_set()):
+                ran = sum(1 for p in query.recentProgress or [] if (progress_dict(p).get("numInputRows") or 0) > 0)
+                time.sleep(0.1)
+        finally:
+            query.stop()
+    except Exception:  # noqa: BLE001 - a warm-up that fails costs speed, never the handover
+        log.exception("the pipeline's warm-up failed; handing over without it")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    log.info("the pipeline's plan warmed up in %.2f s (%d batches with rows)", time.monotonic() - started, ran)
+    return ran
 
 
 def start_query(spark: Any, spec: PipelineSpec, values: dict[str, int],

@@ -39,10 +39,11 @@ from sparkclient.contract.sparkconf import launch_settings
 from sparkclient.contract.spec import KnobError, PipelineLoadError, load_pipeline, validate_values
 from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, RunnerState
 from sparkclient.runner.arguments import parse_pairs
-from sparkclient.runner.driver import EXIT_HANDED_OVER, EXIT_RESTART, EXIT_STANDBY_ABORTED, Driver, load_knob_values
-from sparkclient.runner.handover import HandoverState, HandoverStep, mark
+from sparkclient.runner.driver import EXIT_HANDED_OVER, EXIT_RESTART, Driver, load_knob_values
+from sparkclient.runner.handover import HandoverState, mark_as
 from sparkclient.runner.lease import LeaseUnavailable, release_token
 from sparkclient.runner.procgroup import end_process_group
+from sparkclient.runner.standby import StandbyKeeper
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,13 @@ class Supervisor:
         self.client = control.connect(args.redis_url)
         self.stopping = threading.Event()
         self.child: subprocess.Popen | None = None
-        self.standby: subprocess.Popen | None = None
+        self.keeper = StandbyKeeper(self.client, self.job, self.spec, lambda handover: self._spawn(standby=handover),
+                                    str(self.workdir / "driver.log"))
+
+    @property
+    def standby(self) -> subprocess.Popen | None:
+        """The standby driver process, while one runs (:class:`sparkclient.runner.standby.StandbyKeeper`)."""
+        return self.keeper.proc
 
     def _set_status(self, **fields: Any) -> None:
         self.client.hset(keys.runner(self.job), mapping={k: "" if v is None else str(v) for k, v in fields.items()})
@@ -140,24 +147,9 @@ class Supervisor:
                           what="the driver's process group")
 
     def _watch_handover(self) -> None:
-        """Start a standby driver when the running one asks for a handover; report a standby that
-        exits before it took over (its exit code and log) so the running driver fails the command."""
-        key = keys.handover(self.job)
-        if self.standby is None:
-            if self.client.hget(key, "state") == HandoverState.REQUESTED:
-                handover_id = self.client.hget(key, "id") or ""
-                self.standby = self._spawn(standby=handover_id)
-                mark(self.client, self.job, HandoverStep.SPAWNED, state=HandoverState.STARTING)
-                log.info("standby driver %d started for handover %s", self.standby.pid, handover_id)
-            return
-        code = self.standby.poll()
-        if code is not None:  # it exited before the running driver handed over
-            if code != EXIT_STANDBY_ABORTED:
-                self.client.hset(key, mapping={"state": HandoverState.FAILED,
-                                               "error": f"the standby driver exited with code {code}; "
-                                                        f"see {self.workdir / 'driver.log'}"})
-            self.reap_group(self.standby.pid, grace_s=2.0)
-            self.standby = None
+        """Start, replace or stop the standby driver as the handover and the web app's standby
+        request ask (:meth:`sparkclient.runner.standby.StandbyKeeper.tick`)."""
+        self.keeper.tick()
 
     def _wait_child(self, child: subprocess.Popen) -> int:
         while not self.stopping.is_set():
@@ -192,7 +184,7 @@ class Supervisor:
                 log.info("driver %d started", child.pid)
             code = self._wait_child(child)
             if code == EXIT_HANDED_OVER and self.standby is not None:
-                adopted, self.standby = self.standby, None
+                adopted = self.keeper.take()
                 self.reap_group(child.pid)
                 continue
             crashed = not self.stopping.is_set() and code not in (0, EXIT_RESTART)
@@ -200,10 +192,10 @@ class Supervisor:
             if crashed and token:  # a dead driver's lease would block the next one until it expires
                 release_token(self.client, self.job, token)
             if crashed and self.standby is not None:  # the driver that asked for it is gone
-                self.standby.terminate()
-                self.standby.wait(timeout=STOP_TIMEOUT_S)
-                self.reap_group(self.standby.pid, grace_s=2.0)
-                self.standby = None
+                standby = self.keeper.take()
+                standby.terminate()
+                standby.wait(timeout=STOP_TIMEOUT_S)
+                self.reap_group(standby.pid, grace_s=2.0)
                 self.client.hset(keys.handover(self.job), "state", HandoverState.CANCELLED)
             if crashed:  # record it at once; reaping the JVM can take seconds
                 crashes = 1 if time.monotonic() - started > CRASH_RESET_S else crashes + 1
@@ -218,8 +210,9 @@ class Supervisor:
             self.reap_group(child.pid)
             self.child = None
             if self.standby is not None and self.stopping.is_set():
-                self.standby.wait(timeout=STOP_TIMEOUT_S)
-                self.reap_group(self.standby.pid)
+                standby = self.keeper.take()
+                standby.wait(timeout=STOP_TIMEOUT_S)
+                self.reap_group(standby.pid)
             if not crashed:
                 if self.stopping.is_set() or code == 0:
                     break
@@ -299,9 +292,10 @@ def _run_driver(args: argparse.Namespace) -> int:
     except Exception as exc:
         log.exception("driver of job %s failed", args.job)
         if args.standby and driver.client.hget(keys.handover(args.job), "state") != HandoverState.RELEASED:
-            # a standby that never took over: the running driver carries on; tell it why
-            driver.client.hset(keys.handover(args.job), mapping={"state": HandoverState.FAILED,
-                                                                 "error": f"{type(exc).__name__}: {exc}"[:2000]})
+            # a standby that never took over: the running driver carries on; tell it why (when the
+            # handover is still this standby's)
+            mark_as(driver.client, args.job, args.standby, state=HandoverState.FAILED,
+                    error=f"{type(exc).__name__}: {exc}"[:2000])
             return 1
         driver._set_status(state=RunnerState.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
         return 1

@@ -8,7 +8,9 @@ Starts Redis, the Nexmark generator at a steady ``--rate`` and the demo pipeline
 own), then performs each path ``--runs`` times, alternating between two configurations:
 
 - ``in-process``: ``enrich_partitions`` 1 ↔ 2 (a restart inside the driver);
-- ``handover``: ``cores`` 1 ↔ 2 in local mode (a warm driver handover);
+- ``handover``: ``cores`` 1 ↔ 2 in local mode (a warm driver handover), as the product runs it: the
+  standby is prepared first (the web app's request while the proposal is pending,
+  :mod:`sparkclient.contract.standby`), and the command is sent once it is ready;
 - ``in-place``: ``cores`` 1 ↔ 2 on the standalone cluster (executors changed while the query runs);
 - ``repartition``: ``state_partitions`` 2 ↔ 3 (offline RocksDB state repartition).
 
@@ -16,6 +18,9 @@ Per run it records, from the runner's result and the backlog sampled every 0.25 
 
 - ``pause_s``: the runner's measure, from the last batch's end before the stop to the first batch's
   start after (0 in place);
+- ``standby_rss_mb``, ``standby_cpu_pct`` and ``standby_ready_s`` (handover only): what the prepared
+  standby costs while it waits (its process group's resident memory, MB, and CPU, % of one core,
+  as it reports them after 10 s of waiting) and how long it took to be ready after the request;
 - ``time_to_effect_s``: from the command sent (the bench's approval) to the end of the first batch on
   the new configuration that the runner reports (:func:`scaling.rescale_cost.measured_time_to_effect_s`,
   the web app's formula), so a handover's standby start and an in-place executor request count;
@@ -50,6 +55,9 @@ import redis
 
 from scaling.rescale_cost import LagSample, measured_time_to_effect_s, rescale_cost
 from sparkclient.contract.control import RescaleCommand, read_status, send_command, wait_result
+from sparkclient.contract.standby import HandoverState, StandbyAction, StandbyRequest, read_standby_status, \
+    send_standby_request
+from sparkclient.contract import keys
 from sparkclient.demo.cluster import start_cluster, stop_cluster
 from sparkclient.demo.generator import read_counts, set_rate
 from sparkclient.demo.redislog import PartitionedLog
@@ -79,6 +87,9 @@ class Run:
     error: str = ""
     time_to_effect_s: float = math.nan
     handover_steps_s: dict[str, float] | None = None  # step -> seconds after the command (handover only)
+    standby_rss_mb: float = math.nan  # the prepared standby while it waits (handover only)
+    standby_cpu_pct: float = math.nan
+    standby_ready_s: float = math.nan  # from the prepare request to the standby ready
 
 
 def _wait(predicate, timeout_s: float, what: str, interval_s: float = 0.25) -> Any:
@@ -126,13 +137,28 @@ class Bench:
         """The backlog now, as a :class:`~scaling.rescale_cost.LagSample` (arrivals at the generator's rate)."""
         return LagSample(time.monotonic(), self.backlog(), self.rate)
 
-    def rescale(self, path: str, command_id: str, knobs: dict[str, int]) -> Run:
+    def prepare_standby(self, proposal: str, knobs: dict[str, int]) -> float:
+        """Ask for a standby with ``knobs`` as the web app does while a proposal is pending; returns
+        the seconds until it said ready.
+
+        Raises:
+            TimeoutError: not ready within 300 s.
+        """
+        asked = time.monotonic()
+        send_standby_request(self.client, JOB, StandbyRequest(StandbyAction.PREPARE, proposal, knobs, ttl_s=600))
+        _wait(lambda: read_standby_status(self.client, JOB).state == HandoverState.READY, 300, "the standby")
+        return time.monotonic() - asked
+
+    def rescale(self, path: str, command_id: str, knobs: dict[str, int], *, prepare: bool = False) -> Run:
         """Send one rescale, sample the backlog every 0.25 s around it, and measure it
-        (``scaling.rescale_cost``: steady level over the 10 s before, tolerance one trigger's input)."""
+        (``scaling.rescale_cost``: steady level over the 10 s before, tolerance one trigger's input).
+        ``prepare``: a standby with ``knobs`` is prepared and ready before the 10 s before the command."""
+        ready_s = self.prepare_standby(command_id, knobs) if prepare else math.nan
         samples = []
         for _ in range(40):  # 10 s of steady lag
             samples.append(self.sample())
             time.sleep(0.25)
+        standby = read_standby_status(self.client, JOB) if prepare else None
         run_id = read_status(self.client, JOB).run_id
         sent, sent_epoch = time.monotonic(), time.time()
         send_command(self.client, JOB, RescaleCommand(id=command_id, knobs=knobs))
@@ -145,6 +171,7 @@ class Bench:
                 result = wait_result(self.client, JOB, command_id, timeout_s=0.25, poll_s=0.05)
             time.sleep(0.25)
         finished, answered_epoch = time.monotonic(), time.time()
+        self.client.delete(keys.standby_request(JOB))  # the proposal is done: the web app withdraws its request
         effect_s = measured_time_to_effect_s(approved_at_s=sent_epoch, first_batch_at_s=result.first_batch_at,
                                              answered_at_s=answered_epoch)
 
@@ -168,12 +195,15 @@ class Bench:
                    exactly_once=self.exactly_once(), same_run_id=same_run, error=result.error or "",
                    time_to_effect_s=nan if effect_s is None else effect_s,
                    handover_steps_s=self.handover_steps(sent_epoch, result.first_batch_at)
-                   if result.path.value == "driver-handover" else None)
+                   if result.path.value == "driver-handover" else None,
+                   standby_rss_mb=nan if standby is None or standby.rss_mb is None else standby.rss_mb,
+                   standby_cpu_pct=nan if standby is None or standby.cpu_pct is None else standby.cpu_pct,
+                   standby_ready_s=ready_s)
 
     def handover_steps(self, sent_epoch: float, first_batch_at: float | None) -> dict[str, float]:
         """Seconds after the command of each step of the last handover, and of its first batch."""
         stamps = {**read_timings(self.client, JOB), **({"first_batch": first_batch_at} if first_batch_at else {})}
-        return {step: round(at - sent_epoch, 2) for step, at in stamps.items() if at >= sent_epoch - 1}
+        return {step: round(at - sent_epoch, 2) for step, at in stamps.items() if at >= sent_epoch - 600}
 
     def exactly_once(self) -> bool:
         """Pause the load, let the query drain, compare the sink with the bids written; resume."""
@@ -220,7 +250,7 @@ def bench_path(path: str, runs: int, workdir: Path, rate: float) -> list[Run]:
         knob, low, high = CHANGES[path]
         for i in range(runs):
             knobs = {**bench.knobs(), knob: high if i % 2 == 0 else low}
-            run = bench.rescale(path, f"{path}-{i}", knobs)
+            run = bench.rescale(path, f"{path}-{i}", knobs, prepare=path == "handover")
             print(json.dumps(asdict(run)), flush=True)
             out.append(run)
     finally:
@@ -233,7 +263,8 @@ def bench_path(path: str, runs: int, workdir: Path, rate: float) -> list[Run]:
 def table(runs: list[Run]) -> str:
     """The per-path summary table (median, min, max of each figure; exactly once in every run)."""
     lines = [f"{'path':<12} {'n':>2} {'pause_s med/min/max':>22} {'time_to_effect_s med/min/max':>31} "
-             f"{'added_lag_s med/min/max':>26} {'catch_up_s med/min/max':>25} {'exactly once':>13}"]
+             f"{'added_lag_s med/min/max':>26} {'catch_up_s med/min/max':>25} {'standby_rss_mb med/min/max':>28} "
+             f"{'exactly once':>13}"]
     for path in PATHS:
         mine = [r for r in runs if r.path == path]
         if not mine:
@@ -248,11 +279,14 @@ def table(runs: list[Run]) -> str:
         ok = all(r.exactly_once and r.succeeded for r in mine)
         lines.append(f"{path:<12} {len(mine):>2} {fig('pause_s'):>22} {fig('time_to_effect_s'):>31} "
                      f"{fig('added_lag_s'):>26} "
-                     f"{fig('catch_up_s'):>25} {'yes' if ok else 'NO':>13}")
+                     f"{fig('catch_up_s'):>25} {fig('standby_rss_mb'):>28} {'yes' if ok else 'NO':>13}")
     for r in runs:
         if r.handover_steps_s:
             steps = ", ".join(f"{step} {at:.1f}" for step, at in r.handover_steps_s.items())
             lines.append(f"handover steps, s after the command: {steps}")
+        if r.standby_rss_mb == r.standby_rss_mb:
+            lines.append(f"standby while it waited: {r.standby_rss_mb:.0f} MB resident, {r.standby_cpu_pct:.1f} % of "
+                         f"one core; ready {r.standby_ready_s:.1f} s after the request")
     return "\n".join(lines)
 
 
@@ -267,6 +301,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=300.0, help="generator events/s")
     parser.add_argument("--paths", default=",".join(PATHS))
     parser.add_argument("--json", help="write every run to this file")
+    parser.add_argument("--keep", help="work in this directory and keep it (the drivers' logs), instead of a temporary one")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -276,10 +311,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="bench-rescale-") as tmp:
+        if args.keep:
+            tmp = args.keep
+            Path(tmp).mkdir(parents=True, exist_ok=True)
         for path in paths:
             runs.extend(bench_path(path, args.runs, Path(tmp), args.rate))
     print(f"\nbench-rescale {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores, rate {args.rate:g} events/s, "
-          f"{args.runs} runs per path")
+          f"{args.runs} runs per path, load average (1 min) {os.getloadavg()[0]:.2f} at the end")
     print(table(runs))
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in runs], indent=2))

@@ -8,3 +8,6 @@ class LoopConfig(AppConfig):
     name = "webapp.loop"
     label = "loop"
     verbose_name = "Live loop"
+
+    def ready(self) -> None:
+        from webapp.loop import standby  # noqa: PLC0415, F401 - its receiver connects once the models are loaded

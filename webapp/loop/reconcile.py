@@ -10,18 +10,19 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from webapp.jobs.redis import get_redis
 from webapp.loop.execute import execution_record_result, lease_s, runner_result, unanswered
 from webapp.loop.rescale_cost import record_open_costs
+from webapp.loop.standby import standby_refresh
 from webapp.loop.throttle import waiting_due
 from webapp.loop.verify import proposal_verify, verification_due
 from webapp.proposals import dispatch
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
 from webapp.proposals.lifecycle import AttemptState, ExecutionStatus, Status, audit
-from webapp.proposals.models import Execution, Proposal
+from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.reason_text import reason_text
 from webapp.proposals.services import proposals_expire
 
@@ -80,17 +81,24 @@ def execution_requeue(*, execution: Execution, now: datetime | None = None) -> s
 
 
 def _restart_lost_approvals(now: datetime) -> int:
-    """Approved proposals whose first attempt was never started within a lease: enqueue it again
-    (those waiting for a cluster slot are ``throttle.waiting_due``'s)."""
+    """Approved proposals whose first attempt was never started within a lease of their decision or
+    of their last requeue: enqueue it again (those waiting for a cluster slot are
+    ``throttle.waiting_due``'s). The requeue is audited with its time (``data.at``); ``decided_at``
+    keeps the decision's time, from which the time to effect counts."""
     restarted = 0
     stale = now - timedelta(seconds=lease_s())
+    requeued = AuditEvent.objects.filter(proposal=OuterRef("pk"), action=AuditAction.RECONCILED,
+                                         reason__code=AuditReason.APPROVAL_REQUEUED.value,
+                                         reason__data__at__gte=stale.isoformat())
     for proposal in Proposal.objects.select_related("job").filter(
             status=Status.APPROVED, execution__isnull=True).exclude(waiting__has_key="code").filter(
-            Q(decided_at__lt=stale) | Q(decided_at__isnull=True, created_at__lt=stale)):
+            Q(decided_at__lt=stale) | Q(decided_at__isnull=True, created_at__lt=stale)).exclude(Exists(requeued)):
         with transaction.atomic():
-            if Proposal.objects.filter(pk=proposal.pk, status=Status.APPROVED).update(decided_at=now):
+            # the row lock makes two overlapping beats requeue it once
+            if Proposal.objects.select_for_update().filter(pk=proposal.pk, status=Status.APPROVED).exclude(
+                    Exists(requeued)).exists():
                 audit(job=proposal.job, proposal=proposal, actor=Actor.RECONCILE, action=AuditAction.RECONCILED,
-                      reason=Reason(AuditReason.APPROVAL_REQUEUED))
+                      reason=Reason(AuditReason.APPROVAL_REQUEUED, {"at": now.isoformat()}))
                 dispatch.enqueue_attempt(proposal.pk, 1)
                 restarted += 1
     return restarted
@@ -102,7 +110,7 @@ def workflow_reconcile(*, now: datetime | None = None) -> dict:
     long enough. Returns counts per kind of work: ``expired``, ``recorded`` (answers recorded in
     time), ``reconciled`` (executions taken over past their lease), ``restarted``, ``unthrottled`` (proposals
     waiting for a cluster slot enqueued again, their slot free), ``verified``, ``costed`` (executions whose
-    rescale cost was recorded)."""
+    rescale cost was recorded), ``standby`` (jobs whose standby request was renewed, ``webapp.loop.standby``)."""
     now = now or timezone.now()
     counts = {"expired": proposals_expire(now=now), "recorded": 0, "reconciled": 0, "restarted": 0, "verified": 0}
     for execution in Execution.objects.select_related("proposal__job").filter(
@@ -120,4 +128,5 @@ def workflow_reconcile(*, now: datetime | None = None) -> dict:
         if proposal_verify(proposal=proposal, now=now) is not None:
             counts["verified"] += 1
     counts["costed"] = record_open_costs(now=now)
+    counts["standby"] = standby_refresh()
     return counts

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from sparkclient.contract import keys
@@ -136,3 +137,17 @@ def test_a_malformed_request_left_in_redis_is_cancelled(workflow_redis, enqueued
     assert standby_sync(job) is StandbyAction.CANCEL
     send_standby_request(workflow_redis, job.name, StandbyRequest(StandbyAction.CANCEL, "7"))
     assert standby_sync(job) is None  # cancelled already
+
+
+def test_the_proposal_page_shows_the_standby_and_what_it_costs(client, workflow_redis, enqueued,
+                                                                django_capture_on_commit_callbacks):
+    proposal = _local_pending(django_capture_on_commit_callbacks)
+    client.force_login(make_user(role="viewer"))
+    url = reverse("dashboard:proposal", args=[proposal.pk])
+    assert 'id="standby"' not in client.get(url).content.decode()
+    workflow_redis.hset(keys.handover(proposal.job.name), mapping={
+        "id": "prepared-x", "state": "starting", "proposal": str(proposal.pk), "knobs": '{"cores": 2}'})
+    assert "Standby driver (started while the proposal waits, so the approval hands over at once): starting" \
+        in client.get(url).content.decode()
+    workflow_redis.hset(keys.handover(proposal.job.name), mapping={"state": "ready", "rss_mb": "1490", "cpu_pct": "2.5"})
+    assert "ready: 1,490 MB resident, 2.5 % of one core while it waits" in client.get(url).content.decode()

@@ -13,6 +13,7 @@ from webapp.dashboard import numbers, present, reads
 from webapp.dashboard.predictions import prediction_rows
 from webapp.jobs.models import Job
 from webapp.jobs.selectors import finite_or_inf
+from webapp.loop.standby import ACTIVE, standby_status
 from webapp.proposals.memory import memory_offer
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import plan_cores
@@ -99,4 +100,23 @@ def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -
                 current=proposal.current_config, proposed=proposal.proposed_config,
                 stages=present.knob_stages(job=job, names={i: n for i, n in enumerate(names.values())}),
                 pins=present.knob_pins(job=job) if pending else None, units=present.knob_units(job=job)),
-            "executors_knob": any(k.sets == "executors" for k in job.knob_specs())}
+            "executors_knob": any(k.sets == "executors" for k in job.knob_specs()),
+            "standby": standby_text(proposal) if proposal.status in ACTIVE else ""}
+
+
+#: The proposal page's words for the state of the standby driver prepared for it.
+STANDBY_STATES = {"starting": "starting", "ready": "ready", "failed": "failed to start",
+                  "cancelled": "stopped", "requested": "starting", "released": "taking over"}
+
+
+def standby_text(proposal: Proposal) -> str:
+    """``"ready: 1,490 MB resident, 2.5 % of one core while it waits"``: the standby driver prepared for
+    ``proposal`` (``webapp.loop.standby``) and what it costs; ``""`` when there is none."""
+    status = standby_status(proposal)
+    if status is None or status.state is None:
+        return ""
+    cost = [f"{status.rss_mb:,.0f} MB resident" if status.rss_mb is not None else "",
+            f"{status.cpu_pct:.1f} % of one core" if status.cpu_pct is not None else ""]
+    cost = [c for c in cost if c]
+    return STANDBY_STATES.get(status.state.value, status.state.value) + (
+        f": {', '.join(cost)} while it waits" if cost else "")

@@ -14,7 +14,7 @@ import signal
 
 import psutil
 
-__all__ = ["end_process_group", "group_members"]
+__all__ = ["end_process_group", "group_members", "yield_cpu"]
 
 log = logging.getLogger(__name__)
 
@@ -74,3 +74,19 @@ def end_process_group(pgid: int, *, grace_s: float = 0.0, term_wait_s: float = 5
         _gone, still = psutil.wait_procs(late, timeout=kill_wait_s)
         alive = list({p.pid: p for p in [*alive, *still]}.values())
     return [p.pid for p in alive]
+
+
+def yield_cpu(pid: int | None = None, niceness: int = 19) -> None:
+    """Give the CPU away: set ``niceness`` on process ``pid`` (this one by default) and every
+    descendant (its JVM, Python workers). A driver that handed over does this while it shuts down,
+    so that the new driver's first batches get the cores. Processes that vanish are skipped."""
+    try:
+        root = psutil.Process(pid or os.getpid())
+        processes = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for proc in processes:
+        try:
+            proc.nice(niceness)
+        except psutil.Error:
+            continue

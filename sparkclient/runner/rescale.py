@@ -28,6 +28,7 @@ from sparkclient.contract.spec import KnobError, KnobTarget, validate_values
 from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState
 from sparkclient.runner.handover import (HANDOVER_READY_TIMEOUT_S, HandoverState, HandoverStep, mark, record_pending,
                                          request_standby)
+from sparkclient.runner.procgroup import yield_cpu
 from sparkclient.runner.session import BATCH_WAIT_TIMEOUT_S, checkpoint_has_state, stop_between_batches
 from sparkclient.runner.staterepartition import StateRepartitionError, checkpoint_info, repartition_state
 
@@ -222,6 +223,7 @@ class RescalePaths:
         record_pending(self.client, self.job, pending, new)
         self.lease.release()  # the query is stopped: the standby may take the checkpoint now
         mark(self.client, self.job, HandoverStep.RELEASED, state=HandoverState.RELEASED)
+        yield_cpu()  # this driver's shutdown must not slow the new driver's first batches
         log.info("command %s: handed over to the standby driver with %d executors", command.id, self.executors(new))
         return EXIT_HANDED_OVER
 

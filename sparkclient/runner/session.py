@@ -40,6 +40,8 @@ WARM_UP_CONF = {"spark.sql.shuffle.partitions": "2",
 WARM_UP_TRIGGER = "250 milliseconds"
 WARM_UP_READER_OPTIONS = {"startingOffsets": "latest"}
 WARM_UP_BATCHES = 4
+#: The pipeline warm-up gives up after this many seconds without a batch that read rows, seconds.
+WARM_UP_IDLE_S = 15.0
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -195,7 +197,7 @@ def prepare_query(spark: Any, spec: PipelineSpec, values: dict[str, int],
 
 def warm_up_pipeline(spark: Any, spec: PipelineSpec, values: dict[str, int], session_conf: Mapping[str, str] | None,
                      workdir: Path, *, batches: int = WARM_UP_BATCHES, timeout_s: float = WARM_UP_TIMEOUT_S,
-                     stop_event: Any = None) -> int:
+                     idle_s: float = WARM_UP_IDLE_S, stop_event: Any = None) -> int:
     """Run the pipeline's own plan for a few micro-batches before the handover, so that the first
     batches after it find its code ready (``SPARK-FACTS.md``: a fresh JVM is slow on the first
     batches of a plan: class loading, code generation, its Python workers, its source's reader,
@@ -206,7 +208,8 @@ def warm_up_pipeline(spark: Any, spec: PipelineSpec, values: dict[str, int], ses
     ``startingOffsets=latest`` (:data:`WARM_UP_READER_OPTIONS`: a source that knows the option reads
     only what arrives meanwhile; one that does not ignores it), so it never writes to the
     pipeline's sink or checkpoint. Stops after ``batches`` batches that read rows, ``timeout_s``
-    seconds, or when ``stop_event`` is set. Returns the batches with rows it ran (0 when it could
+    seconds, ``idle_s`` seconds without a batch that read rows (an idle source), or when
+    ``stop_event`` is set. Returns the batches with rows it ran (0 when it could
     not run: logged, never raised; a warm-up costs speed, never the handover)."""
     started = time.monotonic()
     scratch = workdir / "warm-up" / uuid.uuid4().hex
@@ -219,8 +222,9 @@ def warm_up_pipeline(spark: Any, spec: PipelineSpec, values: dict[str, int], ses
         writer.format("noop").option("checkpointLocation", str(scratch)).queryName(f"warm-up-{scratch.name}")
         query = DataStreamWriter.start(writer.trigger(processingTime=WARM_UP_TRIGGER))
         try:
-            deadline = time.monotonic() + timeout_s
-            while query.isActive and time.monotonic() < deadline and ran < batches \
+            begun = time.monotonic()
+            while query.isActive and time.monotonic() < begun + timeout_s and ran < batches \
+                    and not (ran == 0 and time.monotonic() > begun + idle_s) \
                     and not (stop_event is not None and stop_event.is_set()):
                 ran = sum(1 for p in query.recentProgress or [] if (progress_dict(p).get("numInputRows") or 0) > 0)
                 time.sleep(0.1)

@@ -203,15 +203,15 @@ class StandbyRole:
     ``client``, ``standby``, ``workdir``, ``stop_event`` and ``_prepared``)."""
 
     def _wait_as_standby(self) -> bool:
-        """Build the session, warm the JVM up on a generic plan and on the pipeline's own, prepare
-        the query, then wait until the running driver released the checkpoint. A standby prepared
+        """Build the session, warm the JVM up on the pipeline's own plan (on a generic one when it
+        cannot run), prepare the query, then wait until the running driver released the checkpoint. A standby prepared
         for a proposal also gives up when the web app no longer asks for it. Returns False (Spark
         stopped) when the handover was called off."""
         self.spark = self._build_session()
         mark_as(self.client, self.job, self.standby, HandoverStep.SESSION)
-        warm_up(self.spark, self.executors(), self.workdir)
-        warm_up_pipeline(self.spark, self.spec, self.values, self._session_conf(), self.workdir,
-                         stop_event=self.stop_event)
+        if not warm_up_pipeline(self.spark, self.spec, self.values, self._session_conf(), self.workdir,
+                                stop_event=self.stop_event):
+            warm_up(self.spark, self.executors(), self.workdir)  # the pipeline's plan did not run: a generic one
         mark_as(self.client, self.job, self.standby, HandoverStep.WARM)
         # Before the pause: the query's analysis, and the progress listener (py4j's callback server).
         self._prepared = prepare_query(self.spark, self.spec, self.values, self._session_conf())

@@ -83,6 +83,7 @@ def _mutated(data) -> str:
     return text[:cut] if cut is not None else text
 
 
+@pytest.mark.fuzz
 @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.tuples(st.sets(st.integers(0, len(_REQUEST))), st.sets(st.sampled_from(sorted(_REQUEST))), _json,
                       st.none() | st.integers(0, 120)).map(_mutated) | st.text(max_size=60))
@@ -95,6 +96,7 @@ def test_the_request_parser_returns_a_value_or_a_protocol_error(text):
     assert StandbyRequest.from_json(request.to_json()) == request
 
 
+@pytest.mark.fuzz
 @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(field=st.sampled_from(["state", "proposal", "knobs", "rss_mb", "cpu_pct", "ready_at", "error"]),
        value=st.text(max_size=60) | _json.map(json.dumps))

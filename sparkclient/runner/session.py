@@ -39,7 +39,7 @@ WARM_UP_CONF = {"spark.sql.shuffle.partitions": "2",
 #: The pipeline warm-up's trigger, its readers' options and how many batches with rows it runs.
 WARM_UP_TRIGGER = "250 milliseconds"
 WARM_UP_READER_OPTIONS = {"startingOffsets": "latest"}
-WARM_UP_BATCHES = 4
+WARM_UP_BATCHES = 12
 #: The pipeline warm-up gives up after this many seconds without a batch that read rows, seconds.
 WARM_UP_IDLE_S = 15.0
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

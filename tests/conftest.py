@@ -31,7 +31,7 @@ def redis_client(redis_server):
 def workflow_redis(redis_client, redis_server, settings):
     """Point the web app's Redis (control channel, locks) at the session's Redis server."""
     settings.REDIS_URL = redis_server.url
-    from webapp.jobs.redis import _client  # noqa: PLC0415
+    from webapp.jobs.redis import _client  # noqa: PLC0415 - needs Django set up
 
     _client.cache_clear()
     yield redis_client
@@ -41,7 +41,7 @@ def workflow_redis(redis_client, redis_server, settings):
 @pytest.fixture(scope="session")
 def postgres_server():
     """A real PostgreSQL server process for the session (only the concurrency tests use it)."""
-    from sparkclient.demo.pgserver import start_postgres  # noqa: PLC0415
+    from sparkclient.demo.pgserver import start_postgres  # noqa: PLC0415 - only the PostgreSQL tests need it
 
     server = start_postgres()
     yield server

@@ -9,6 +9,7 @@ Rows come from :func:`sparkclient.demo.examples.files_load.write_file` (``user, 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -65,8 +66,6 @@ def write_module(folder: Path) -> str:
 
 def sink_clicks(out: Path) -> int:
     """Clicks counted in the parquet sink, over the files its ``_spark_metadata`` log committed."""
-    import json  # noqa: PLC0415
-
     metadata = out / "_spark_metadata"
     files: set[str] = set()
     logs = [p for p in metadata.iterdir() if p.name.split(".")[0].isdigit()] if metadata.is_dir() else []

@@ -168,14 +168,21 @@ def sample_to_scenario(
         "edges": [{"from": e.source, "to": e.target, "ship": "hash"} for e in inputs.topology.edges],
         "steps": [{"at_s": round(sample.collected_at, 3), "metrics": metrics, "executors": cluster.executors}],
     }
-    if inputs.batch_durations_s:
-        doc["steps"][0]["batch_durations_s"] = [round(d, 6) for d in inputs.batch_durations_s]
-    memory = _step_memory(sample)
-    if memory:
-        doc["steps"][0]["memory"] = memory
+    doc["steps"][0].update(_step_extras(sample, inputs.batch_durations_s))
     if policy:
         doc["policy"] = dict(policy)
     return _evaluable(doc, sample.run_id)
+
+
+def _step_extras(sample: JobSample, batch_durations_s: Sequence[float]) -> Json:
+    """The step's optional keys: ``batch_durations_s`` and ``memory`` (:func:`_step_memory`), when known."""
+    extras: Json = {}
+    if batch_durations_s:
+        extras["batch_durations_s"] = [round(d, 6) for d in batch_durations_s]
+    memory = _step_memory(sample)
+    if memory:
+        extras["memory"] = memory
+    return extras
 
 
 def _step_memory(sample: JobSample) -> Json:

@@ -11,6 +11,7 @@ jobs are on the overview.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import sys
@@ -61,8 +62,6 @@ class Load(threading.Thread):
 
     def flush(self) -> None:
         """One row an hour ahead: the watermark passes every window of the rows written so far."""
-        import json  # noqa: PLC0415
-
         ahead = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
         (self.inbox / "zz-flush.json").write_text(json.dumps({"user": 0, "page": "/flush", "ts": ahead, "ms": 0}))
 

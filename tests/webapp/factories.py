@@ -31,7 +31,7 @@ PLAN_STAGES = [
 
 def make_user(username="operator", role="operator", **extra):
     """A user with one role (viewer, operator, admin; None = no role at all)."""
-    from webapp.accounts.roles import user_set_role  # noqa: PLC0415
+    from webapp.accounts.roles import user_set_role  # noqa: PLC0415 - needs the auth models loaded
 
     user = get_user_model().objects.create_user(username=username, password="pw-for-tests", **extra)
     return user_set_role(user=user, role=role) if role else user

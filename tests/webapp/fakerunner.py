@@ -114,7 +114,7 @@ def record_answers(timeout_s: float = 10.0, poll_s: float = 0.05) -> dict:
     beat does every ``SCALER_RECONCILE_INTERVAL_S``; returns the beat's summed counts. An execution
     attempt sends and returns, the beat records the runner's answer (issue 17)."""
     from webapp.loop.reconcile import workflow_reconcile  # noqa: PLC0415 - needs Django set up
-    from webapp.proposals.models import Execution  # noqa: PLC0415
+    from webapp.proposals.models import Execution  # noqa: PLC0415 - needs Django set up
 
     deadline = time.monotonic() + timeout_s
     totals: dict[str, int] = {}

@@ -40,7 +40,7 @@ OUTAGE_S = 60.0
 @pytest.fixture
 def outage_redis(tmp_path, settings):
     """A Redis server of this test only (it is stopped and restarted on the same port)."""
-    from webapp.jobs.redis import _client  # noqa: PLC0415
+    from webapp.jobs.redis import _client  # noqa: PLC0415 - the client cache of the settings under test
 
     port = free_port()
     server = {"now": start_redis(port=port, workdir=tmp_path / "redis")}
@@ -55,7 +55,7 @@ def outage_redis(tmp_path, settings):
 
 
 def test_the_worker_survives_a_60_s_redis_outage_with_a_task_in_flight(outage_redis, settings, tmp_path):
-    from django.db import connection  # noqa: PLC0415
+    from django.db import connection  # noqa: PLC0415 - the test database exists only inside the test
 
     port, server = outage_redis
     url = server["now"].url

@@ -7,6 +7,8 @@ import json
 import pytest
 
 from scaling import ClusterState, Policy, Topology, Vertex, VertexMetrics, plan_micro_batch
+from scaling.bench.report import write_report
+from scaling.bench.run import DS2_OPTIONS, Workload, bench_policy, describe_setting, make_controller, run_bench
 from scaling.planner import plan_job
 from scaling.policy import PolicyError
 from scaling.reasons import AwaitingActivation, Direction, PlanReason, Reason, VertexReason
@@ -118,13 +120,10 @@ def test_the_streak_survives_the_state_document_and_the_option_is_validated():
 
 
 def test_the_bench_gives_activation_to_ds2_alone_and_prints_it(tmp_path):
-    from scaling.bench.report import write_report
-    from scaling.bench.run import DS2_OPTIONS, Workload, _controller, bench_policy, describe_setting, run_bench
-
     policy = bench_policy("flink-defaults")
     assert policy.activation_evaluations == 1
-    assert _controller("ds2", "micro-batch", policy, [], 60.0).policy.activation_evaluations == 2
-    assert _controller("batch-ratio", "micro-batch", policy, [], 60.0).policy == policy
+    assert make_controller("ds2", "micro-batch", policy, [], 60.0).policy.activation_evaluations == 2
+    assert make_controller("batch-ratio", "micro-batch", policy, [], 60.0).policy == policy
     assert DS2_OPTIONS == {"activation_evaluations": 2}
     assert describe_setting("tuned").endswith("ds2 only: activation_evaluations 2")
     result = run_bench(workloads_=(Workload("step", "demo", "micro-batch", 0.5),), setting="tuned")

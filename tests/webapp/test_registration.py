@@ -458,3 +458,18 @@ def test_a_runner_cannot_widen_the_registered_knob_bounds(workflow_redis):
     job.refresh_from_db()
     assert job.health == "down" and "cores" in job.last_error and "re-register" in job.last_error
     assert job.config["cores"] == 1 and max(k["max"] for k in job.knobs if k["sets"] == KnobTarget.EXECUTORS) == 8
+
+
+@pytest.mark.django_db
+def test_a_nul_in_the_topic_or_query_name_is_refused_as_the_schema_says(admin_api):
+    """DRF refuses a NUL character in text; the schema states it (a pattern), so a client knows."""
+    schema = admin_api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    for name in ("JobRegisterRequest", "PatchedJobUpdateRequest"):
+        properties = schema["components"]["schemas"][name]["properties"]
+        for field in ("topic", "query_name"):
+            assert properties[field]["oneOf"][0]["pattern"] == "^[^\\u0000]+$", (name, field)
+    job = _post(admin_api, {"name": "nul"}).json()
+    for field in ("topic", "query_name"):
+        refused = _patch(admin_api, f"/api/jobs/{job['id']}/", {field: "a\x00b"})
+        assert refused.status_code == 400 and field in refused.json(), refused.content
+    assert _patch(admin_api, f"/api/jobs/{job['id']}/", {"topic": ""}).status_code == 200

@@ -47,8 +47,14 @@ class HealthReasonField(serializers.JSONField):
 
 #: Registration fields of a job (``webapp.jobs.services.REGISTRATION_FIELDS``) and their API shapes.
 _REGISTRATION = ["topic", "query_name", "spark_ui_url", "spark_ui_hosts", "spark_ui_ports", "knobs"]
+#: Free text as the schema promises it: no NUL character (DRF refuses them) and, for a required
+#: text, at least one character that is not whitespace (DRF trims it; ``\S`` is Python's, as str.strip's).
+ANY_TEXT, NON_BLANK_TEXT = r"^[^\x00]*$", r"^[^\x00]*\S[^\x00]*$"
 #: ``spark_ui_ports`` as the schema states it: a port or ``first-last`` (``webapp.jobs.sparkui``).
 _PORTS_KWARGS = {"validators": [RegexValidator(PORTS_PATTERN)]}
+#: A registration's free text (``topic``, ``query_name``) as the schema states it: no NUL character. At
+#: least one character, so that the schema's two branches (this one, or blank) never both match.
+_TEXT_KWARGS = {"validators": [RegexValidator(r"^[^\x00]+$")]}
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -118,7 +124,7 @@ class JobRegisterSerializer(serializers.ModelSerializer):
         model = Job
         fields = ["name", *_REGISTRATION, "policy"]
         extra_kwargs = {"name": {"help_text": "The runner's --job name (letters, digits, - and _)."},
-                        "spark_ui_ports": _PORTS_KWARGS}
+                        "spark_ui_ports": _PORTS_KWARGS, "topic": _TEXT_KWARGS, "query_name": _TEXT_KWARGS}
 
 
 class JobUpdateSerializer(serializers.ModelSerializer):
@@ -131,7 +137,7 @@ class JobUpdateSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = _REGISTRATION
-        extra_kwargs = {"spark_ui_ports": _PORTS_KWARGS}
+        extra_kwargs = {"spark_ui_ports": _PORTS_KWARGS, "topic": _TEXT_KWARGS, "query_name": _TEXT_KWARGS}
 
 
 class StageNameField(serializers.CharField):
@@ -231,9 +237,6 @@ class ApproveSerializer(serializers.Serializer):
                   "when there is none to add or the proposal changes the memory knob already.")
 
 
-#: Free text as the schema promises it: no NUL character (DRF refuses them) and, for a required
-#: text, at least one character that is not whitespace (DRF trims it; ``\S`` is Python's, as str.strip's).
-ANY_TEXT, NON_BLANK_TEXT = r"^[^\x00]*$", r"^[^\x00]*\S[^\x00]*$"
 
 
 class TextField(serializers.RegexField):

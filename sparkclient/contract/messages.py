@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "knob_values",
     "MAX_TEXT",
     "FailureCode",
     "ProtocolError",
@@ -105,7 +106,9 @@ def _number(name: str, value: Any, *, allow_none: bool = False) -> float | None:
     return float(value)
 
 
-def _knob_values(name: str, value: Any) -> dict[str, int]:
+def knob_values(name: str, value: Any) -> dict[str, int]:
+    """``value`` as ``{knob name: integer}`` (at most 200 knobs, names of 1-64 characters). Raises
+    :class:`ProtocolError` naming ``name`` (or ``name.knob``) otherwise."""
     if not isinstance(value, Mapping) or len(value) > 200:
         raise ProtocolError(name, f"must be an object of knob name -> integer, got {value!r:.80}")
     out = {}
@@ -164,7 +167,7 @@ class RescaleCommand:
         data = _object(text, "command")
         if data.get("action") != "rescale":
             raise ProtocolError("action", f"must be 'rescale', got {data.get('action')!r:.40}")
-        return cls(id=_text("id", data.get("id")), knobs=_knob_values("knobs", data.get("knobs")),
+        return cls(id=_text("id", data.get("id")), knobs=knob_values("knobs", data.get("knobs")),
                    idempotency_key=_text("idempotency_key", data.get("idempotency_key"), required=False))
 
 
@@ -230,7 +233,7 @@ class RescaleResult:
         return cls(id=_text("id", data.get("id")), status=status, path=path,
                    downtime_s=_number("downtime_s", data.get("downtime_s", 0.0)),
                    pause_s=_number("pause_s", data.get("pause_s", 0.0)),
-                   knobs=_knob_values("knobs", knobs) if knobs is not None else None,
+                   knobs=knob_values("knobs", knobs) if knobs is not None else None,
                    error=_text("error", data.get("error"), required=False), code=code,
                    completed_at=_number("completed_at", data.get("completed_at", 0.0)),
                    executor_change_s=_number("executor_change_s", data.get("executor_change_s"), allow_none=True),
@@ -307,7 +310,7 @@ class RunnerStatus:
                 except ValueError:
                     raise ProtocolError("state", f"unknown runner state {text!r:.40}") from None
             elif f.name == "knobs":
-                values[f.name] = _knob_values("knobs", _object(text, "knobs"))
+                values[f.name] = knob_values("knobs", _object(text, "knobs"))
             elif f.type in ("int", int):
                 try:
                     values[f.name] = int(text)

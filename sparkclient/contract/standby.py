@@ -31,7 +31,7 @@ from typing import Any
 import redis
 
 from sparkclient.contract import keys
-from sparkclient.contract.messages import MAX_TEXT, ProtocolError
+from sparkclient.contract.messages import MAX_TEXT, ProtocolError, knob_values
 
 __all__ = ["DEFAULT_TTL_S", "HandoverState", "StandbyAction", "StandbyRequest", "StandbyStatus",
            "read_standby_request", "read_standby_status", "send_standby_request"]
@@ -96,7 +96,7 @@ class StandbyRequest:
         if not isinstance(proposal, str) or not proposal or len(proposal) > 200:
             raise ProtocolError("proposal", f"must be a non-empty string of at most 200 characters, "
                                             f"got {proposal!r:.80}")
-        knobs = _knobs("knobs", data.get("knobs", {}))
+        knobs = knob_values("knobs", data.get("knobs", {}))
         if action is StandbyAction.PREPARE and not knobs:
             raise ProtocolError("knobs", "a prepare request needs the knob values")
         return cls(action=action, proposal=proposal, knobs=knobs, sent_at=_seconds("sent_at", data.get("sent_at")),
@@ -109,17 +109,6 @@ def _seconds(name: str, value: Any, top: float = math.inf) -> float:
         raise ProtocolError(name, f"must be a finite number of seconds in [0, {top:g}], got {value!r:.80}")
     return float(value)
 
-
-def _knobs(name: str, value: Any) -> dict[str, int]:
-    if not isinstance(value, Mapping) or len(value) > 200:
-        raise ProtocolError(name, f"must be an object of knob name -> integer, got {value!r:.80}")
-    out = {}
-    for key, number in value.items():
-        if not isinstance(key, str) or not key or len(key) > 64 or isinstance(number, bool) \
-                or not isinstance(number, int):
-            raise ProtocolError(f"{name}.{key}", f"must be an integer, got {number!r:.80}")
-        out[key] = number
-    return out
 
 
 def send_standby_request(client: redis.Redis, job: str, request: StandbyRequest) -> None:
@@ -178,7 +167,7 @@ class StandbyStatus:
             knobs = json.loads(data["knobs"]) if data.get("knobs") else {}
         except ValueError:
             raise ProtocolError("knobs", "is not JSON") from None
-        return cls(state=state, knobs=_knobs("knobs", knobs), **text,
+        return cls(state=state, knobs=knob_values("knobs", knobs), **text,
                    **{name: _number(name, data.get(name)) for name in ("rss_mb", "cpu_pct", "ready_at")})
 
 

@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "hash_text",
     "knob_values",
     "MAX_TEXT",
     "FailureCode",
@@ -104,6 +105,12 @@ def _number(name: str, value: Any, *, allow_none: bool = False) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise ProtocolError(name, f"must be a finite number >= 0, got {value!r:.80}")
     return float(value)
+
+
+def hash_text(raw: Mapping[Any, Any]) -> dict[str, str]:
+    """A Redis hash as read (bytes or str keys and values) with every key and value as ``str``."""
+    return {(k.decode() if isinstance(k, bytes) else str(k)): (v.decode() if isinstance(v, bytes) else str(v))
+            for k, v in raw.items()}
 
 
 def knob_values(name: str, value: Any) -> dict[str, int]:
@@ -295,8 +302,7 @@ class RunnerStatus:
         Raises:
             ProtocolError: a field of the wrong type or size, naming it.
         """
-        data = {(k.decode() if isinstance(k, bytes) else str(k)): (v.decode() if isinstance(v, bytes) else str(v))
-                for k, v in raw.items()}
+        data = hash_text(raw)
         values: dict[str, Any] = {}
         for f in cls.__dataclass_fields__.values():
             text = data.get(f.name)

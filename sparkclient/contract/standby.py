@@ -31,7 +31,7 @@ from typing import Any
 import redis
 
 from sparkclient.contract import keys
-from sparkclient.contract.messages import MAX_TEXT, ProtocolError, knob_values
+from sparkclient.contract.messages import MAX_TEXT, ProtocolError, hash_text, knob_values
 
 __all__ = ["DEFAULT_TTL_S", "HandoverState", "StandbyAction", "StandbyRequest", "StandbyStatus",
            "read_standby_request", "read_standby_status", "send_standby_request"]
@@ -151,8 +151,7 @@ class StandbyStatus:
         Raises:
             ProtocolError: a field of the wrong type or size, naming it.
         """
-        data = {(k.decode() if isinstance(k, bytes) else str(k)): (v.decode() if isinstance(v, bytes) else str(v))
-                for k, v in raw.items()}
+        data = hash_text(raw)
         if not data.get("state"):
             return cls()
         try:

@@ -29,7 +29,8 @@ from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePat
 from sparkclient.runner.handover import (HANDOVER_READY_TIMEOUT_S, HandoverState, HandoverStep, mark, record_pending,
                                          request_standby)
 from sparkclient.runner.procgroup import yield_cpu
-from sparkclient.runner.session import BATCH_WAIT_TIMEOUT_S, checkpoint_has_state, stop_between_batches
+from sparkclient.runner.session import (BATCH_WAIT_TIMEOUT_S, LoggedBatchError, checkpoint_has_state,
+                                       finish_logged_batch, stop_between_batches)
 from sparkclient.runner.staterepartition import StateRepartitionError, checkpoint_info, repartition_state
 
 log = logging.getLogger("sparkclient.runner.driver")
@@ -189,29 +190,38 @@ class RescalePaths:
         requested_at = time.time()
         self._set_status(state=RunnerState.RESTARTING)
         old_run_id = str(self.query.runId)
-        last_end = stop_between_batches(self.query, require_idle=repartition, timeout_s=BATCH_WAIT_TIMEOUT_S)
-        if repartition and not self._repartition_offline(command, old, new):
-            return None
+        last_end = stop_between_batches(self.query, timeout_s=BATCH_WAIT_TIMEOUT_S)
+        if repartition:
+            done, last_end = self._repartition_offline(command, old, new, last_end)
+            if not done:
+                return None
         if new_driver:
             return self._hand_over(command, new, requested_at=requested_at, last_end=last_end)
         return self._restart_in_process(command, old, new, requested_at=requested_at, last_end=last_end,
                                         old_run_id=old_run_id,
                                         path=RescalePath.STATE_REPARTITION if repartition else RescalePath.IN_PROCESS)
 
-    def _repartition_offline(self, command: RescaleCommand, old: dict[str, int], new: dict[str, int]) -> bool:
-        """Repartition the stopped query's state to the new shuffle partitions. On failure the
+    def _repartition_offline(self, command: RescaleCommand, old: dict[str, int], new: dict[str, int],
+                             last_end: float | None) -> tuple[bool, float | None]:
+        """Repartition the stopped query's state to the new shuffle partitions, after completing the
+        batch the stop left logged without a commit (:func:`finish_logged_batch`: one batch, not a
+        wait for an idle trigger). Returns (done, the last batch's end, epoch s). On failure the
         command fails and the query starts again as it was (the checkpoint is unchanged)."""
         try:
+            if not checkpoint_info(self.checkpoint).committed:
+                started = time.monotonic()
+                last_end = finish_logged_batch(self.spark, self.spec, old, self._session_conf()) or last_end
+                log.info("command %s: completed the logged batch in %.2f s", command.id, time.monotonic() - started)
             done = repartition_state(self.spark, self.checkpoint, new[self.shuffle_knob.name])
-        except (StateRepartitionError, ValueError) as exc:
+        except (StateRepartitionError, LoggedBatchError, ValueError) as exc:
             self._write_result(RescaleResult.failed(command.id, FailureCode.REPARTITION_FAILED,
                                                     f"offline state repartition failed: {exc}",
                                                     path=RescalePath.STATE_REPARTITION, knobs=old))
             self.query = self._start_query()
-            return False
+            return False, last_end
         log.info("command %s: state repartitioned %d -> %d in %.2f s", command.id, done.from_partitions,
                  done.to_partitions, done.duration_s)
-        return True
+        return True, last_end
 
     def _hand_over(self, command: RescaleCommand, new: dict[str, int], *, requested_at: float,
                    last_end: float | None) -> int:

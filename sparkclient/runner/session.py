@@ -24,8 +24,8 @@ from sparkclient.contract.spec import ENV_JOB, ENV_WORKDIR, PipelineSpec
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BATCH_WAIT_TIMEOUT_S", "PROJECT_ROOT", "WARM_UP_CONF", "WARM_UP_TIMEOUT_S", "StartedQuery",
-           "build_session", "checkpoint_has_state", "last_batch_end", "prepare_query", "progress_dict", "start_query",
+__all__ = ["BATCH_WAIT_TIMEOUT_S", "PROJECT_ROOT", "WARM_UP_CONF", "WARM_UP_TIMEOUT_S", "LoggedBatchError",
+           "StartedQuery", "build_session", "checkpoint_has_state", "finish_logged_batch", "last_batch_end", "prepare_query", "progress_dict", "start_query",
            "stop_between_batches", "warm_up", "warm_up_pipeline"]
 
 #: How long a rescale waits for the batch in flight, seconds.
@@ -273,24 +273,55 @@ def last_batch_end(query: Any) -> float | None:
     return None
 
 
-def stop_between_batches(query: Any, *, require_idle: bool = False,
-                         timeout_s: float = BATCH_WAIT_TIMEOUT_S) -> float | None:
+def stop_between_batches(query: Any, *, timeout_s: float = BATCH_WAIT_TIMEOUT_S) -> float | None:
     """Stop the query at a batch boundary; return the last batch's end (epoch s).
 
-    Stops as soon as the batch in flight completes (a query that falls behind is never idle; the
-    interrupted next batch re-runs from the offset log). ``require_idle`` waits for an idle trigger
-    instead: an offline repartition needs every logged batch committed. Stops anyway after
-    ``timeout_s`` seconds.
+    Stops as soon as the batch in flight completes or the trigger is idle (a query that falls
+    behind is never idle; the interrupted next batch re-runs from the offset log with the same
+    offsets). Stops anyway after ``timeout_s`` seconds.
     """
     in_flight = _last_batch_id(query)
     deadline = time.monotonic() + timeout_s
     while query.isActive and time.monotonic() < deadline:
-        if not query.status.get("isTriggerActive"):
-            break
-        if not require_idle and _last_batch_id(query) != in_flight:
+        if not query.status.get("isTriggerActive") or _last_batch_id(query) != in_flight:
             break
         time.sleep(0.02)
     query.stop()
+    return last_batch_end(query)
+
+
+class LoggedBatchError(RuntimeError):
+    """The batch the offset log holds without a commit could not be completed."""
+
+
+def finish_logged_batch(spark: Any, spec: PipelineSpec, values: dict[str, int],
+                        session_conf: Mapping[str, str] | None, *,
+                        timeout_s: float = BATCH_WAIT_TIMEOUT_S) -> float | None:
+    """Complete the batch a stopped query left in its offset log without a commit, so that every
+    logged batch is committed (an offline state repartition needs that); return its end (epoch s).
+
+    The pipeline's own writer, sink and checkpoint are started with a one-batch trigger
+    (``Trigger.Once``): Spark re-runs the logged batch with its logged offsets and ``values`` (the
+    state partitions it was planned with), commits it and stops. This takes one batch instead of
+    waiting for an idle trigger, which a query that falls behind never has.
+
+    Raises:
+        LoggedBatchError: the build did not reach exactly one ``start()``/``toTable()``, the query
+            failed, or it did not finish within ``timeout_s`` seconds (it is stopped).
+    """
+    captured = _capture_start(spark, spec, values, session_conf)
+    if captured is None:
+        raise LoggedBatchError(f"{spec.ref} did not start exactly one query through DataStreamWriter.start/toTable")
+    method, writer, args, kwargs = captured
+    try:
+        query = method(writer.trigger(once=True), *args, **kwargs)
+        finished = query.awaitTermination(timeout_s)
+    except Exception as exc:  # noqa: BLE001 - Spark's error becomes the command's failure
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise LoggedBatchError(f"the one-batch run failed: {first_line}") from exc
+    if not finished:
+        query.stop()
+        raise LoggedBatchError(f"the one-batch run did not finish within {timeout_s:.0f} s")
     return last_batch_end(query)
 
 

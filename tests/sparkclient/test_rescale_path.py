@@ -29,8 +29,8 @@ class _Driver(RescalePaths):
     def _set_status(self, **fields) -> None:
         self.statuses.append(fields)
 
-    def _repartition_offline(self, command, old, new) -> bool:
-        return True
+    def _repartition_offline(self, command, old, new, last_end):
+        return True, last_end
 
     def _start_query(self):
         return self.query

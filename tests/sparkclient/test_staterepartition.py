@@ -7,9 +7,13 @@ import hashlib
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
+
+from sparkclient.contract.spec import PipelineSpec
+from sparkclient.runner.session import finish_logged_batch
 
 from sparkclient.runner.staterepartition import (
     HDFS_PROVIDER,
@@ -251,6 +255,61 @@ def test_rocksdb_state_repartitions_offline_from_4_to_6_and_keeps_its_rows(spark
     assert state["numRowsTotal"] == KEYS
     # the counts went on from the repartitioned state: 10 + 5 per key, none lost or counted twice
     assert seen == {k: 15 for k in range(KEYS)}
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(600)
+def test_a_batch_logged_without_commit_is_completed_in_one_batch_then_the_state_repartitions(
+        spark, tmp_path: Path) -> None:
+    """A query that falls behind has no idle trigger: stopped mid-batch, its newest batch is logged
+    without a commit. :func:`finish_logged_batch` re-runs exactly that batch (its logged offsets,
+    through the pipeline's own sink), after which the repartition runs and no row is lost or
+    counted twice."""
+    from pyspark.sql import functions as F
+
+    source, checkpoint, seen, batches = tmp_path / "in", tmp_path / "ck", {}, []
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+    spark.conf.set("spark.sql.shuffle.partitions", "4")
+    for start in range(0, 400, 100):
+        _write_rows(source, start, 100)
+
+    def write(batch, batch_id):
+        batches.append(batch_id)
+        rows = batch.collect()
+        time.sleep(1.5)  # a slow sink: every batch is still in flight 1.5 s after its rows are read
+        for row in rows:
+            seen[row["k"]] = row["c"]
+
+    def build(session, _values):
+        return (session.readStream.schema("k INT, v INT").option("maxFilesPerTrigger", 1).json(str(source))
+                .groupBy("k").agg(F.count("*").alias("c"))
+                .writeStream.outputMode("update").option("checkpointLocation", str(checkpoint))
+                .foreachBatch(write).start())
+
+    query = build(spark, {})
+    deadline = time.monotonic() + 120
+    while len(batches) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # batch 1 (logged at once: a file waits) has read its rows and is in the slow sink
+    query.stop()
+    before = checkpoint_info(checkpoint)
+    assert (before.last_batch, before.committed) == (1, False)
+    with pytest.raises(StateRepartitionError, match="has no commit"):
+        repartition_state(spark, checkpoint, 6)
+
+    spec = PipelineSpec(ref="tests:build", build=build, knobs=())
+    ended = finish_logged_batch(spark, spec, {}, {"spark.sql.shuffle.partitions": "4"}, timeout_s=120)
+    assert ended is not None and ended <= time.time()
+    assert batches == [0, 1, 1]  # the logged batch again, and nothing after it
+    assert seen == {k: 10 for k in range(KEYS)}  # two files of 100 rows: 10 per key
+    after = checkpoint_info(checkpoint)
+    assert (after.last_batch, after.committed) == (1, True)
+
+    result = repartition_state(spark, checkpoint, 6)
+    assert (result.from_partitions, result.to_partitions, result.batch_id) == (4, 6, 2)
+    progress = _run_once(spark, source, checkpoint, seen)
+    assert progress["stateOperators"][0]["numShufflePartitions"] == 6
+    assert seen == {k: 20 for k in range(KEYS)}  # every row once: 400 rows, 20 per key
 
 
 @pytest.mark.spark

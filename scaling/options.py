@@ -191,6 +191,11 @@ OPTIONS: tuple[Option, ...] = (
            help='Change windows closed to auto-approval: JSON list in the syntax of excluded_periods (daily '
                 '"HH:mm[:ss]-HH:mm[:ss]" windows in UTC, start before end, or cron expressions). Proposals made '
                 "inside one wait for a person."),
+    Option("auto_approve_standby_wait_s", Kind.NUMBER, 120.0, unit="s", bounds=(0.0, 3600.0), scope=Scope.WEB,
+           help="Auto mode, a change that needs a new driver (a memory knob, or the cores in local mode): the "
+                "approval waits until the standby driver prepared for the proposal is ready, so the rescale hands "
+                "over at once, for at most this many seconds; then it approves anyway (the rescale then waits "
+                "for its standby). A standby that failed to start ends the wait. 0 approves at once."),
     Option("revision_min_change", Kind.NUMBER, 0.3, unit="share", bounds=(0.0, 100.0), scope=Scope.WEB,
            help="A pending proposal is revised in place only when the demand it answers (busy cores at the target "
                 "rate) moved by more than this share (0.3 = 30 %), or its configuration would no longer carry the "

@@ -134,7 +134,8 @@ class StandbyStatus:
     """A prepared standby as the handover hash reports it. ``state`` is empty when there is none;
     ``proposal`` is the proposal it was prepared for (empty: a standby a command asked for);
     ``rss_mb`` and ``cpu_pct`` (None: not measured yet) what its process group costs while it waits:
-    resident memory, MB, and CPU, % of one core; ``ready_at`` epoch s (None before it is ready)."""
+    resident memory, MB, and CPU, % of one core; ``spawned_at`` epoch s when its process started and
+    ``ready_at`` epoch s (None before it is ready): :attr:`ready_s` is how long it took to be ready."""
 
     state: HandoverState | None = None
     proposal: str = ""
@@ -143,6 +144,14 @@ class StandbyStatus:
     cpu_pct: float | None = None
     ready_at: float | None = None
     error: str = ""
+    spawned_at: float | None = None
+
+    @property
+    def ready_s(self) -> float | None:
+        """Seconds from its process's start to ready (None: not ready, or a start not stamped)."""
+        if self.ready_at is None or self.spawned_at is None or self.ready_at < self.spawned_at:
+            return None
+        return self.ready_at - self.spawned_at
 
     @classmethod
     def from_mapping(cls, raw: Mapping[Any, Any]) -> StandbyStatus:
@@ -167,7 +176,7 @@ class StandbyStatus:
         except ValueError:
             raise ProtocolError("knobs", "is not JSON") from None
         return cls(state=state, knobs=knob_values("knobs", knobs), **text,
-                   **{name: _number(name, data.get(name)) for name in ("rss_mb", "cpu_pct", "ready_at")})
+                   **{name: _number(name, data.get(name)) for name in ("rss_mb", "cpu_pct", "ready_at", "spawned_at")})
 
 
 def _number(name: str, text: str | None) -> float | None:

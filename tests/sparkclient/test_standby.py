@@ -98,7 +98,7 @@ def test_the_request_parser_returns_a_value_or_a_protocol_error(text):
 
 @pytest.mark.fuzz
 @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(field=st.sampled_from(["state", "proposal", "knobs", "rss_mb", "cpu_pct", "ready_at", "error"]),
+@given(field=st.sampled_from(["state", "proposal", "knobs", "rss_mb", "cpu_pct", "ready_at", "spawned_at", "error"]),
        value=st.text(max_size=60) | _json.map(json.dumps))
 def test_the_report_parser_returns_a_value_or_a_protocol_error(field, value):
     raw = {"state": "ready", "proposal": "1", "knobs": '{"cores": 2}', "rss_mb": "10", field: value}

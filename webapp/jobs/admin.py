@@ -94,6 +94,7 @@ POLICY_FIELDSETS = [
         "observed_scalability_min_observations", "observed_scalability_coefficient_min"]}),
     ("Guardrails (auto mode)", {"classes": ["collapse"], "fields": [
         "guard_max_change_factor", "guard_max_executors", "guard_directions", "guard_excluded_periods",
+        "auto_approve_standby_wait_s",
         "auto_approve_suspended", "auto_approve_suspended_reason", "auto_approve_suspended_at"]}),
     ("Back-off (failed executions)", {"classes": ["collapse"], "fields": [
         "restart_strategy", "restart_attempts", "restart_delay_s", "restart_max_delay_s",

@@ -16,6 +16,7 @@ from webapp.jobs.bindings import pinned_knobs
 from webapp.jobs.models import Evaluation, Job, JobPolicy
 from webapp.jobs.plans import reasons_json
 from webapp.jobs.selectors import policy_band
+from webapp.loop.standby import standby_gate
 from webapp.proposals import dispatch
 from webapp.proposals.codes import AuditAction, AuditReason, HoldCode, Reason
 from webapp.proposals.guardrails import violated_guardrail
@@ -189,10 +190,14 @@ def _auto_approve(*, proposal: Proposal, policy: JobPolicy, now: datetime) -> Pr
     else:
         hold = violated_guardrail(job_guardrails(job=proposal.job, policy=policy), proposal.current_config,
                                   proposal.proposed_config, now.timestamp())
+    approval = None
+    if not hold:
+        hold, approval = standby_gate(proposal=proposal, bound_s=policy.auto_approve_standby_wait_s, now=now)
     if not hold:
         try:
             proposal = transition(proposal=proposal, target=Status.APPROVED, actor=policy_actor(policy),
-                                  reason=Reason(AuditReason.INSIDE_GUARDRAILS), decided_at=now)
+                                  reason=approval or Reason(AuditReason.INSIDE_GUARDRAILS), decided_at=now,
+                                  hold_reason={})
         except TransitionError as exc:  # another execution of the job is in flight
             hold = Reason(HoldCode.EXECUTION_IN_FLIGHT, {"error": str(exc)})
         else:
@@ -200,6 +205,28 @@ def _auto_approve(*, proposal: Proposal, policy: JobPolicy, now: datetime) -> Pr
             return proposal
     Proposal.objects.filter(pk=proposal.pk).update(hold_reason=hold.as_json())
     proposal.hold_reason = hold.as_json()
-    audit(job=proposal.job, proposal=proposal, actor=policy_actor(policy), action=AuditAction.AUTO_APPROVE_HELD,
-          reason=hold)
+    if hold.code != HoldCode.STANDBY_WAIT:  # the policy's own wait: the approval's audit records it
+        audit(job=proposal.job, proposal=proposal, actor=policy_actor(policy), action=AuditAction.AUTO_APPROVE_HELD,
+              reason=hold)
     return proposal
+
+
+def auto_approve_waiting(*, now: datetime | None = None) -> int:
+    """Reconcile step: try again the auto-approval of each pending proposal whose approval waits for
+    its standby driver (``standby_wait``, :func:`webapp.loop.standby.standby_gate`); a job no longer
+    in auto mode drops the wait (a person decides). Returns how many were approved."""
+    now = now or timezone.now()
+    approved = 0
+    waiting = Proposal.objects.filter(status=Status.PENDING, hold_reason__code=HoldCode.STANDBY_WAIT.value)
+    for proposal_id in waiting.values_list("pk", flat=True):
+        with transaction.atomic():
+            proposal = Proposal.objects.select_for_update().select_related("job").filter(
+                pk=proposal_id, status=Status.PENDING, hold_reason__code=HoldCode.STANDBY_WAIT.value).first()
+            if proposal is None:
+                continue
+            policy = JobPolicy.objects.get(job=proposal.job)
+            if policy.mode != JobPolicy.Mode.AUTO:
+                Proposal.objects.filter(pk=proposal.pk).update(hold_reason={})
+                continue
+            approved += _auto_approve(proposal=proposal, policy=policy, now=now).status == Status.APPROVED
+    return approved

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from webapp.jobs.redis import get_redis
 from webapp.loop.execute import execution_record_result, lease_s, runner_result, unanswered
+from webapp.loop.propose import auto_approve_waiting
 from webapp.loop.rescale_cost import record_open_costs
 from webapp.loop.standby import standby_refresh
 from webapp.loop.throttle import waiting_due
@@ -110,7 +111,9 @@ def workflow_reconcile(*, now: datetime | None = None) -> dict:
     long enough. Returns counts per kind of work: ``expired``, ``recorded`` (answers recorded in
     time), ``reconciled`` (executions taken over past their lease), ``restarted``, ``unthrottled`` (proposals
     waiting for a cluster slot enqueued again, their slot free), ``verified``, ``costed`` (executions whose
-    rescale cost was recorded), ``standby`` (jobs whose standby request was renewed, ``webapp.loop.standby``)."""
+    rescale cost was recorded), ``auto_approved`` (proposals whose auto-approval waited for their standby
+    driver and is now given, ``webapp.loop.propose.auto_approve_waiting``), ``standby`` (jobs whose standby
+    request was renewed, ``webapp.loop.standby``)."""
     now = now or timezone.now()
     counts = {"expired": proposals_expire(now=now), "recorded": 0, "reconciled": 0, "restarted": 0, "verified": 0}
     for execution in Execution.objects.select_related("proposal__job").filter(
@@ -128,5 +131,6 @@ def workflow_reconcile(*, now: datetime | None = None) -> dict:
         if proposal_verify(proposal=proposal, now=now) is not None:
             counts["verified"] += 1
     counts["costed"] = record_open_costs(now=now)
+    counts["auto_approved"] = auto_approve_waiting(now=now)
     counts["standby"] = standby_refresh()
     return counts

@@ -12,11 +12,16 @@ trail's post_save, after commit) and on each reconcile beat, which renews the re
 
 What it costs: a second driver JVM for as long as the proposal waits, its resident memory and CPU
 as it reports them (:func:`standby_status`, shown on the proposal page).
+
+In auto mode the approval of such a proposal waits for that standby (:func:`standby_gate`): until it
+is ready, or failed, or for at most ``auto_approve_standby_wait_s``; approved at once, the command would
+wait for a standby still starting (40 to 60 s to effect instead of about 4 s).
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
@@ -25,19 +30,19 @@ from django.dispatch import receiver
 
 from sparkclient.contract.messages import ProtocolError
 from sparkclient.contract.spec import KnobTarget
-from sparkclient.contract.standby import (DEFAULT_TTL_S, StandbyAction, StandbyRequest, StandbyStatus,
+from sparkclient.contract.standby import (DEFAULT_TTL_S, HandoverState, StandbyAction, StandbyRequest, StandbyStatus,
                                           read_standby_request, read_standby_status, send_standby_request)
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.redis import get_redis
 from webapp.outage import REDIS_ERRORS
-from webapp.proposals.codes import AuditAction
+from webapp.proposals.codes import AuditAction, AuditReason, HoldCode, Reason, StandbySeen, StandbyWaitEnd
 from webapp.proposals.lifecycle import Status
 from webapp.proposals.models import AuditEvent, Proposal
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ACTIVE", "STANDBY_TTL_S", "needs_new_driver", "standby_refresh", "standby_status", "standby_sync",
-           "standby_wanted"]
+__all__ = ["ACTIVE", "STANDBY_TTL_S", "needs_new_driver", "standby_gate", "standby_refresh", "standby_seen",
+           "standby_status", "standby_sync", "standby_wanted", "standby_wait_end"]
 
 #: The statuses of a proposal whose standby is kept: it may still run.
 ACTIVE = (Status.PENDING, Status.APPROVED, Status.EXECUTING)
@@ -127,6 +132,71 @@ def standby_status(proposal: Proposal) -> StandbyStatus | None:
     except (ProtocolError, *REDIS_ERRORS):
         return None
     return status if status.state is not None and status.proposal == str(proposal.pk) else None
+
+
+#: The handover hash's states as the approval's wait sees them.
+SEEN = {HandoverState.READY: StandbySeen.READY, HandoverState.RELEASED: StandbySeen.READY,
+        HandoverState.REQUESTED: StandbySeen.STARTING, HandoverState.STARTING: StandbySeen.STARTING,
+        HandoverState.FAILED: StandbySeen.FAILED, HandoverState.CANCELLED: StandbySeen.ABSENT}
+
+
+def standby_seen(proposal: Proposal) -> StandbySeen:
+    """The standby prepared for ``proposal`` with its proposed knobs, as its runner reports it
+    (``unreachable``: Redis did not answer or its report is malformed; ``absent``: none for this
+    proposal and these knobs, e.g. not picked up yet, prepared for an earlier revision, or a runner
+    that prepares none)."""
+    try:
+        status = read_standby_status(get_redis(), proposal.job.name)
+    except (ProtocolError, *REDIS_ERRORS):
+        return StandbySeen.UNREACHABLE
+    proposed = proposal.proposed_config or {}
+    if status.state is None or status.proposal != str(proposal.pk) or (
+            status.knobs and {k: status.knobs.get(k) for k in proposed} != proposed):
+        return StandbySeen.ABSENT
+    return SEEN[status.state]
+
+
+def standby_wait_end(seen: StandbySeen, waited_s: float, bound_s: float) -> StandbyWaitEnd | None:
+    """Whether auto-approval stops waiting for the standby, and why: ready, failed (waiting gains
+    nothing: its runner does not try the same proposal again, the command starts its own) or
+    ``waited_s`` reached ``bound_s`` (seconds; whatever the runner or Redis says, so it never hangs).
+    None: wait on (starting, absent, unreachable, within the bound)."""
+    if seen is StandbySeen.READY:
+        return StandbyWaitEnd.READY
+    if seen is StandbySeen.FAILED:
+        return StandbyWaitEnd.FAILED
+    return StandbyWaitEnd.BOUND if waited_s >= bound_s else None
+
+
+def standby_gate(*, proposal: Proposal, bound_s: float, now: datetime) -> tuple[Reason | None, Reason | None]:
+    """Auto mode's wait for the standby of ``proposal`` at ``now``: ``(hold, approval)``.
+
+    - ``(None, None)``: no wait applies (its change needs no new driver, or ``bound_s`` is 0).
+    - ``(hold, None)``: wait; ``hold`` is ``standby_wait`` with since (the first wait's time, kept in
+      the proposal's hold), waited_s, bound_s and the standby as seen.
+    - ``(None, approval)``: approve; ``approval`` is ``standby_wait_over`` with the same data and its end.
+    """
+    if bound_s <= 0 or not needs_new_driver(proposal.job, proposal.current_config, proposal.proposed_config):
+        return None, None
+    since = _wait_since(proposal) or now
+    waited_s = max(0.0, (now - since).total_seconds())
+    seen = standby_seen(proposal)
+    data = {"since": since.isoformat(), "waited_s": round(waited_s, 1), "bound_s": bound_s, "standby": seen.value}
+    end = standby_wait_end(seen, waited_s, bound_s)
+    if end is None:
+        return Reason(HoldCode.STANDBY_WAIT, data), None
+    return None, Reason(AuditReason.STANDBY_WAIT_OVER, {**data, "end": end.value})
+
+
+def _wait_since(proposal: Proposal) -> datetime | None:
+    held = Reason.from_json(proposal.hold_reason)
+    if held is None or held.code != HoldCode.STANDBY_WAIT:
+        return None
+    try:
+        since = datetime.fromisoformat(str(held.data.get("since")))
+    except ValueError:
+        return None
+    return since if since.tzinfo is not None else None
 
 
 def _after_move(proposal_id: int) -> None:

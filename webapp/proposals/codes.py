@@ -101,6 +101,30 @@ class HoldCode(models.TextChoices):
     SCALE_UP_BLOCK = "ineffective_scale_up_block", "ineffective-scale-up block"  # data: knobs, proposal
     AUTO_APPROVE_SUSPENDED = "auto_approval_suspended", "auto-approval suspended"  # data: reason (text)
     EXECUTION_IN_FLIGHT = "execution_in_flight", "another execution in flight"  # data: error (text)
+    # data: since (ISO 8601), waited_s, bound_s, standby (StandbySeen): the policy waits, not a person
+    STANDBY_WAIT = "standby_wait", "auto-approval waits for the standby driver"
+
+
+#: The holds during which auto mode itself waits (and approves on a later beat); any other hold waits for a person.
+POLICY_WAITS = frozenset({HoldCode.STANDBY_WAIT.value})
+
+
+class StandbySeen(StrEnum):
+    """The standby driver prepared for a proposal as the web app reads it (``webapp.loop.standby.standby_seen``)."""
+
+    READY = "ready"  # ready to take over (or taking over)
+    STARTING = "starting"  # its runner is starting it
+    FAILED = "failed"  # it could not start; its runner does not try again for the same proposal
+    ABSENT = "absent"  # none reported for the proposal's knobs: not picked up yet, or a runner without standbys
+    UNREACHABLE = "unreachable"  # Redis did not answer, or its report was malformed
+
+
+class StandbyWaitEnd(StrEnum):
+    """Why auto-approval stopped waiting for the standby driver (``AuditReason.STANDBY_WAIT_OVER``)."""
+
+    READY = "standby_ready"  # the standby is ready: the rescale hands over at once
+    FAILED = "standby_failed"  # it failed: waiting gains nothing, the rescale starts its own
+    BOUND = "wait_bound_passed"  # auto_approve_standby_wait_s passed: the rescale waits for its standby
 
 
 class ThrottleCode(models.TextChoices):
@@ -174,6 +198,8 @@ class AuditReason(models.TextChoices):
     APPROVAL_REQUEUED = "approval_requeued", "approval re-enqueued"
     # data: knob, from_mb, to_mb, reason (the plan's memory-resize reason, scaling.memory)
     MEMORY_ADDED = "memory_added", "memory recommendation added"
+    # data: end (StandbyWaitEnd), since (ISO 8601), waited_s, bound_s, standby (StandbySeen)
+    STANDBY_WAIT_OVER = "standby_wait_over", "auto-approved after waiting for the standby driver"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from sparkclient.contract.control import RescalePath, RescaleResult
 from webapp.jobs.models import Evaluation, Job
 from webapp.jobs.plans import StoredPlanMixin
 from webapp.proposals import lifecycle
-from webapp.proposals.codes import ACTION_COLOURS, AuditAction
+from webapp.proposals.codes import ACTION_COLOURS, POLICY_WAITS, AuditAction
 from webapp.proposals.reason_text import reason_text
 
 #: ``Execution.path``: how the runner applied the rescale (``sparkclient.contract.control.RescalePath``);
@@ -106,6 +106,11 @@ class Proposal(StoredPlanMixin, models.Model):
     def hold_text(self) -> str:
         """Why auto mode held it for a person, in words (``""`` when not held)."""
         return reason_text(self.hold_reason)
+
+    @property
+    def hold_for_person(self) -> bool:
+        """Whether its hold waits for a person (else auto mode itself waits, ``codes.POLICY_WAITS``)."""
+        return (self.hold_reason or {}).get("code") not in POLICY_WAITS
 
     @property
     def waiting_text(self) -> str:

@@ -18,7 +18,8 @@ from scaling.reason_text import not_ready_text
 from scaling.reason_text import reason_text as plan_reason_text
 from sparkclient.contract.control import RescalePath
 from webapp.jobs.models import EvaluationHold
-from webapp.proposals.codes import LEGACY_TEXT, AuditReason, GuardrailCode, HoldCode, Reason, RetryCode, ThrottleCode
+from webapp.proposals.codes import (LEGACY_TEXT, AuditReason, GuardrailCode, HoldCode, Reason, RetryCode, StandbySeen,
+                                    StandbyWaitEnd, ThrottleCode)
 from webapp.proposals.reasons import WithdrawReason
 
 __all__ = ["PATH_TEXT", "TEMPLATES", "evaluation_hold_text", "path_text", "reason_text", "withdrawal_text"]
@@ -111,6 +112,39 @@ def _rollback_of(data: Mapping) -> str:
     return f"rollback of proposal {data.get('proposal')}" + (f": {cause}" if cause else "")
 
 
+#: The standby driver of a proposal, as auto-approval's wait saw it, in words.
+STANDBY_SEEN_TEXT = {
+    StandbySeen.READY: "ready", StandbySeen.STARTING: "starting", StandbySeen.FAILED: "failed to start",
+    StandbySeen.ABSENT: "not reported by the runner yet",
+    StandbySeen.UNREACHABLE: "unknown: Redis does not answer",
+}
+
+#: Why auto-approval stopped waiting for the standby driver, in words (``{waited}``: seconds waited).
+STANDBY_WAIT_END_TEXT = {
+    StandbyWaitEnd.READY: "approved once the standby driver was ready (after {waited}): the rescale hands over at once",
+    StandbyWaitEnd.FAILED: "the standby driver failed to start (after {waited}): approved, the rescale starts its own",
+    StandbyWaitEnd.BOUND: ("waited {waited} for the standby driver ({seen}), the most auto_approve_standby_wait_s "
+                           "allows: approved, the rescale waits for its standby"),
+}
+
+
+def _seen(data: Mapping) -> str:
+    seen = str(data.get("standby"))
+    return STANDBY_SEEN_TEXT.get(seen, seen)
+
+
+def _standby_wait(data: Mapping) -> str:
+    return (f"auto-approval waits for the standby driver prepared for this change ({_seen(data)}; "
+            f"{_minutes(data.get('waited_s') or 0)} of at most {_minutes(data.get('bound_s') or 0)}), so that the "
+            f"rescale hands over at once; a person may approve now")
+
+
+def _standby_wait_over(data: Mapping) -> str:
+    template = STANDBY_WAIT_END_TEXT.get(str(data.get("end")), "approved after waiting {waited} for the standby driver")
+    return "auto mode: inside every guardrail; " + template.format(waited=_minutes(data.get("waited_s") or 0),
+                                                                   seen=_seen(data))
+
+
 _Template = Callable[[Mapping], str]
 
 _GUARDRAILS: dict[str, _Template] = {
@@ -134,6 +168,7 @@ _HOLDS: dict[str, _Template] = {
         f"auto-approval is suspended for this job ({d.get('reason')}); a person must approve, or re-enable "
         f"auto-approval"),
     HoldCode.EXECUTION_IN_FLIGHT: lambda d: str(d.get("error", "another execution of the job is in flight")),
+    HoldCode.STANDBY_WAIT: _standby_wait,
 }
 
 def _in_flight(data: Mapping) -> str:
@@ -237,6 +272,7 @@ _AUDIT: dict[str, _Template] = {
     AuditReason.MEMORY_ADDED: lambda d: (
         f"approved with the memory recommendation: {_plan_reason_words(d.get('reason'))}"),
     AuditReason.INSIDE_GUARDRAILS: lambda d: "auto mode: inside every guardrail",
+    AuditReason.STANDBY_WAIT_OVER: _standby_wait_over,
     AuditReason.NO_DECISION_IN_TIME: lambda d: (
         f"no decision before {str(d.get('expires_at', ''))[:19].replace('T', ' ')} UTC (the policy's time to decide)"),
     AuditReason.RESUMED_BY_PERSON: lambda d: "re-enabled by a person",

@@ -63,6 +63,7 @@ class JobPolicy(models.Model):
     guard_max_executors = option_field("guard_max_executors")
     guard_directions = option_field("guard_directions")
     guard_excluded_periods = option_field("guard_excluded_periods")
+    auto_approve_standby_wait_s = option_field("auto_approve_standby_wait_s")
     auto_approve_suspended = models.BooleanField(
         default=False, help_text="Set after any rollback: auto-approval stays off until a person turns it back on.")
     auto_approve_suspended_reason = models.TextField(blank=True, help_text="Why auto-approval was suspended.")

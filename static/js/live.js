@@ -4,7 +4,8 @@
 //   <details> inside it;
 // - the job page (#dag with data-job-live-url) redraws its Plotly figures, stale badge and status panel;
 // - a form with data-confirm="question" asks in the page's <dialog id="confirm-dialog"> before it is
-//   sent (also for forms that a live refresh inserts later): Cancel sends nothing.
+//   sent (also for forms that a live refresh inserts later): Cancel sends nothing. A ticked checkbox of
+//   the form with its own data-confirm asks its question instead (e.g. approve with the heap change).
 (function () {
   const plotConfig = {displayModeBar: false, responsive: true};
 
@@ -84,7 +85,8 @@
       if (!(form instanceof HTMLFormElement) || !form.dataset.confirm || form.dataset.confirmed === "yes") return;
       event.preventDefault();
       const submitter = event.submitter || null;
-      document.getElementById("confirm-text").textContent = form.dataset.confirm;
+      const box = form.querySelector("input[type=checkbox][data-confirm]:checked");
+      document.getElementById("confirm-text").textContent = box ? box.dataset.confirm : form.dataset.confirm;
       dialog.returnValue = "";
       dialog.addEventListener("close", function onClose() {
         dialog.removeEventListener("close", onClose);

@@ -13,7 +13,9 @@ from webapp.dashboard import numbers, present, reads
 from webapp.dashboard.predictions import prediction_rows
 from webapp.jobs.models import Job
 from webapp.jobs.selectors import finite_or_inf
-from webapp.loop.standby import ACTIVE, standby_status
+from scaling.memory import MemoryDecision
+from sparkclient.contract.standby import HandoverState, StandbyStatus
+from webapp.loop.standby import ACTIVE, prepared_for, standby_status
 from webapp.proposals.memory import memory_offer
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import plan_cores
@@ -81,6 +83,8 @@ def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -
     realized = detail.get("realized")
     catch_up = numbers.catch_up(execution)
     pending = proposal.status == Proposal.Status.PENDING
+    standby = standby_status(proposal) if proposal.status in ACTIVE else None
+    offer = memory_offer(proposal) if pending and can_decide else None
     return {"proposal": proposal, "job": job, "policy": job.policy, "plan": plan, "rows": rows,
             "job_capacity": job_capacity, "cores_now": cores_now, "cores_new": cores_new,
             "predictions": prediction_rows(proposal.prediction, realized, catch_up=catch_up,
@@ -91,7 +95,8 @@ def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -
             "time_to_effect": (numbers.time_to_effect_text(numbers.expected_time_to_effect(proposal))
                                if pending and proposal.kind == Proposal.Kind.SCALE else ""),
             "can_decide": can_decide, "error": error,
-            "memory_offer": memory_offer(proposal) if pending and can_decide else None,
+            "memory_offer": offer, "approve_confirm": approve_confirm(proposal, offer, standby),
+            "memory_standby_note": memory_standby_note(proposal, offer, standby),
             "withdrawal_text": withdrawal_text(proposal.withdrawal) if proposal.withdrawal else "",
             "verdict_text": reason_text((proposal.verification_detail or {}).get("verdict")),
             "audit": list(proposal.audit_events.order_by("at", "id")[:50]),
@@ -101,7 +106,7 @@ def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -
                 stages=present.knob_stages(job=job, names={i: n for i, n in enumerate(names.values())}),
                 pins=present.knob_pins(job=job) if pending else None, units=present.knob_units(job=job)),
             "executors_knob": any(k.sets == "executors" for k in job.knob_specs()),
-            "standby": standby_text(proposal) if proposal.status in ACTIVE else ""}
+            "standby": standby_text(standby)}
 
 
 #: The proposal page's words for the state of the standby driver prepared for it.
@@ -109,10 +114,9 @@ STANDBY_STATES = {"starting": "starting", "ready": "ready", "failed": "failed to
                   "cancelled": "stopped", "requested": "starting", "released": "taking over"}
 
 
-def standby_text(proposal: Proposal) -> str:
+def standby_text(status: StandbyStatus | None) -> str:
     """``"ready: 1,490 MB resident, 2.5 % of one core while it waits"``: the standby driver prepared for
-    ``proposal`` (``webapp.loop.standby``) and what it costs; ``""`` when there is none."""
-    status = standby_status(proposal)
+    a proposal (``webapp.loop.standby.standby_status``) and what it costs; ``""`` when there is none."""
     if status is None or status.state is None:
         return ""
     cost = [f"{status.rss_mb:,.0f} MB resident" if status.rss_mb is not None else "",
@@ -120,3 +124,36 @@ def standby_text(proposal: Proposal) -> str:
     cost = [c for c in cost if c]
     return STANDBY_STATES.get(status.state.value, status.state.value) + (
         f": {', '.join(cost)} while it waits" if cost else "")
+
+
+#: The states of a standby that ticking the memory box throws away.
+PREPARED = (HandoverState.REQUESTED, HandoverState.STARTING, HandoverState.READY)
+
+
+def memory_standby_note(proposal: Proposal, offer: MemoryDecision | None, standby: StandbyStatus | None) -> str:
+    """Beside the approve form's memory box: adding the heap change changes the knobs, so the standby
+    prepared for ``proposal``'s knobs (starting or ready) is stopped and a new driver starts from
+    scratch; how long it takes (s) is the prepared one's measured start to ready when known.
+    ``""`` without an offer or such a standby."""
+    if offer is None or not prepared_for(standby, proposal) or standby.state not in PREPARED:
+        return ""
+    took = f" (about {standby.ready_s:,.0f} s, as long as this one took to be ready)" if standby.ready_s else ""
+    return (f"Including the heap change starts a new driver from scratch: the standby driver prepared for this "
+            f"proposal ({STANDBY_STATES[standby.state.value]}) runs without it, so it is stopped and a new one "
+            f"starts{took} before the handover"
+            + ("; without the heap change the approval hands over at once." if standby.state == HandoverState.READY
+               else "."))
+
+
+def approve_confirm(proposal: Proposal, offer: MemoryDecision | None, standby: StandbyStatus | None) -> dict:
+    """The approve dialog's question: ``plain`` with the memory box unticked, ``memory`` ticked (the heap
+    change named, and what it does to a prepared standby; ``""`` without an offer)."""
+    head = f"Approve revision {proposal.revision} of proposal #{proposal.pk}"
+    plain = f"{head}? The job restarts with the proposed configuration."
+    if offer is None:
+        return {"plain": plain, "memory": ""}
+    note = memory_standby_note(proposal, offer, standby)
+    return {"plain": plain, "memory": (
+        f"{head} with the memory recommendation added ({offer.knob} {offer.current_mb:,} → {offer.proposed_mb:,} "
+        f"MB)? The job restarts with the proposed configuration and the new heap, in a new driver."
+        + (f" {note}" if note else ""))}

@@ -41,7 +41,7 @@ from webapp.proposals.models import AuditEvent, Proposal
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ACTIVE", "STANDBY_TTL_S", "needs_new_driver", "standby_gate", "standby_refresh", "standby_seen",
+__all__ = ["ACTIVE", "STANDBY_TTL_S", "needs_new_driver", "prepared_for", "standby_gate", "standby_refresh", "standby_seen",
            "standby_status", "standby_sync", "standby_wanted", "standby_wait_end"]
 
 #: The statuses of a proposal whose standby is kept: it may still run.
@@ -149,11 +149,17 @@ def standby_seen(proposal: Proposal) -> StandbySeen:
         status = read_standby_status(get_redis(), proposal.job.name)
     except (ProtocolError, *REDIS_ERRORS):
         return StandbySeen.UNREACHABLE
-    proposed = proposal.proposed_config or {}
-    if status.state is None or status.proposal != str(proposal.pk) or (
-            status.knobs and {k: status.knobs.get(k) for k in proposed} != proposed):
+    if not prepared_for(status, proposal):
         return StandbySeen.ABSENT
     return SEEN[status.state]
+
+
+def prepared_for(status: StandbyStatus | None, proposal: Proposal) -> bool:
+    """Whether ``status`` reports a standby prepared for ``proposal`` with its proposed knob values
+    (not an earlier revision's)."""
+    proposed = proposal.proposed_config or {}
+    return (status is not None and status.state is not None and status.proposal == str(proposal.pk)
+            and (not status.knobs or {k: status.knobs.get(k) for k in proposed} == proposed))
 
 
 def standby_wait_end(seen: StandbySeen, waited_s: float, bound_s: float) -> StandbyWaitEnd | None:

@@ -189,3 +189,5 @@ def test_the_proposal_page_says_auto_mode_waits_not_a_person(client, workflow_re
     page = client.get(f"/proposals/{proposal.pk}/").content.decode()
     assert f'id="hold" data-code="{HoldCode.STANDBY_WAIT}"' in page
     assert "Auto-approval waits for the standby driver" in page and "Waiting for a person" not in page
+    job_page = client.get(f"/jobs/{proposal.job_id}/").content.decode()
+    assert "Auto-approval waits for the standby driver" in job_page and "Waiting for a person" not in job_page

@@ -41,8 +41,8 @@ from webapp.proposals.models import AuditEvent, Proposal
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ACTIVE", "STANDBY_TTL_S", "needs_new_driver", "prepared_for", "standby_gate", "standby_refresh", "standby_seen",
-           "standby_status", "standby_sync", "standby_wanted", "standby_wait_end"]
+__all__ = ["ACTIVE", "STANDBY_TTL_S", "needs_new_driver", "prepared_for", "standby_gate", "standby_refresh",
+           "standby_seen", "standby_status", "standby_sync", "standby_wanted", "standby_wait_end"]
 
 #: The statuses of a proposal whose standby is kept: it may still run.
 ACTIVE = (Status.PENDING, Status.APPROVED, Status.EXECUTING)

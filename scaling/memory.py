@@ -169,6 +169,19 @@ class HeapRecommendation:
         """Whether the recommendation differs from the running size."""
         return self.recommended_mb != self.current_mb
 
+    def on_executors(self, executors: int) -> HeapRecommendation:
+        """The recommendation for the job run on ``executors`` JVMs instead: with fewer, each holds a
+        larger share of the data (state, cached and shuffled blocks), so the peak is scaled by
+        ``self.executors / executors`` (an upper bound: all heap use follows the data); with more, the
+        peak stays (the JVM's own use does not shrink). Never below the recommendation as it was."""
+        if executors < 1:
+            raise ValueError(f"on_executors: {executors} executors")
+        if executors >= self.executors:
+            return replace(self, executors=executors)
+        peak_mb = self.peak_mb * self.executors / executors
+        wanted = math.ceil(peak_mb * (1 + self.overhead) / GRANULARITY_MB) * GRANULARITY_MB
+        return replace(self, peak_mb=peak_mb, recommended_mb=max(self.recommended_mb, wanted), executors=executors)
+
     def to_json(self) -> dict:
         return {"current_mb": self.current_mb, "recommended_mb": self.recommended_mb, "peak_mb": self.peak_mb,
                 "overhead": self.overhead, "executors": self.executors, "saves_mb": self.saves_mb}
@@ -232,7 +245,7 @@ class MemoryDecision:
 def memory_decision(heap: HeapRecommendation, *, knob: str | None, current_mb: int | None,
                     bounds: tuple[int, int] = (1, 1 << 30), apply: bool, under_pressure: bool, ready: bool = True,
                     other_changes: bool = False, requested: bool = False,
-                    along_factor: float | None = None) -> MemoryDecision:
+                    along_factor: float | None = None, executors_after: int | None = None) -> MemoryDecision:
     """Whether a plan changes the heap to the recommendation ``heap`` (see the module docstring).
 
     ``knob`` / ``current_mb`` / ``bounds``: the pipeline's memory knob, its running value and its
@@ -243,7 +256,10 @@ def memory_decision(heap: HeapRecommendation, *, knob: str | None, current_mb: i
     with another change, alone under pressure, else it waits. ``along_factor``
     (``guard_max_change_factor``): a heap that rides along moves at most by this factor, in whole
     :data:`GRANULARITY_MB` steps, so it never holds the change it rides with from auto-approval (the
-    rest follows with the next rescale); a move that rounds to nothing is held."""
+    rest follows with the next rescale); a move that rounds to nothing is held. ``executors_after``:
+    the JVMs the plan runs on, when it changes their number (:meth:`HeapRecommendation.on_executors`)."""
+    if executors_after is not None:
+        heap = heap.on_executors(executors_after)
     if knob is None or current_mb is None:
         return MemoryDecision(MemoryStep.NO_KNOB, heap, under_pressure)
     target = min(bounds[1], max(bounds[0], heap.recommended_mb))

@@ -129,9 +129,12 @@ class PolicyController:
         if plan.next_state is not None:
             self.state = plan.next_state
         heap = None
+        rescales = plan.decision == "scale" and plan.executable and plan.changes
         if plan.executable and observation.config.heap_mb is not None and observation.cluster is not None:
-            heap = self.memory.heap_mb(observation.memory, pressure, observation.cluster.executors)
-        if plan.decision != "scale" or not plan.executable or not plan.changes:
+            heap = self.memory.heap_mb(observation.memory, pressure, observation.cluster.executors,
+                                       current_mb=observation.config.heap_mb, other_changes=rescales,
+                                       executors_after=plan.executors_proposed if rescales else None)
+        if not rescales:
             return None if heap is None else replace(observation.config, heap_mb=heap)
         cores = None
         if observation.cluster is not None and plan.executors_proposed is not None:

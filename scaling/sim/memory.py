@@ -36,7 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from scaling.memory import GRANULARITY_MB, MB, MemoryReading, gc_share, Pressure, memory_pressure, recommend_heap
+from scaling.memory import (GRANULARITY_MB, MB, MemoryReading, Pressure, gc_share, memory_decision, memory_pressure,
+                            recommend_heap)
 from scaling.options import default
 from scaling.sim.model import SimError
 from scaling.sim.workloads import Trace
@@ -114,8 +115,9 @@ def _option(name: str) -> float:
 @dataclass(frozen=True)
 class MemorySizing:
     """The memory options a simulated policy runs with, at the option table's defaults: the gate's
-    thresholds, the recommendation's overhead, growth under pressure and bounds (MB), and ``apply``
-    (``memory_apply``: off, recommend-only, the heap never changes for it)."""
+    thresholds, the recommendation's overhead, growth under pressure and bounds (MB), ``apply``
+    (``memory_apply``: off, recommend-only, the heap never changes for it) and ``along_factor``
+    (``guard_max_change_factor``: the most a heap riding along moves per step)."""
 
     gc_threshold: float = field(default_factory=lambda: _option("memory_gc_pressure_threshold"))
     heap_threshold: float = field(default_factory=lambda: _option("memory_heap_usage_threshold"))
@@ -124,25 +126,31 @@ class MemorySizing:
     min_mb: int = field(default_factory=lambda: int(_option("memory_min_mb")))
     max_mb: int = field(default_factory=lambda: int(_option("memory_max_mb")))
     apply: bool = bool(default("memory_apply"))
+    along_factor: float = field(default_factory=lambda: _option("guard_max_change_factor"))
 
     def pressure(self, readings: Sequence[MemoryReading]) -> Pressure | None:
         """``scaling.memory.memory_pressure`` of the window's readings at these thresholds."""
         return memory_pressure(readings, gc_threshold=self.gc_threshold, heap_threshold=self.heap_threshold)
 
-    def heap_mb(self, readings: Sequence[MemoryReading], pressure: Pressure | None, executors: int) -> int | None:
-        """The heap to apply, MB, or None (``apply`` off, no peak measured, or no change worth a
-        restart): ``recommend_heap`` from the window's highest peak, taken when it differs from the
-        running heap and either saves memory or answers the pressure (as the job page offers it)."""
+    def heap_mb(self, readings: Sequence[MemoryReading], pressure: Pressure | None, executors: int, *,
+                current_mb: int, other_changes: bool, executors_after: int | None = None) -> int | None:
+        """The heap the plan applies, MB, or None: production's rule
+        (``scaling.memory.memory_decision``, the heap knob bounded by ``[min_mb, max_mb]``) on
+        ``recommend_heap`` of the window's highest peak. The heap changes on its own only under
+        pressure; otherwise it rides along with a plan that restarts anyway (``other_changes``, on
+        ``executors_after`` executors), by at most ``along_factor`` per step."""
         sized = [r for r in readings if r.heap_peak_bytes and r.heap_max_bytes]
-        if not self.apply or not sized:
+        if not sized:
             return None
         peak = max(sized, key=lambda r: r.heap_peak_bytes or 0)
         heap = recommend_heap(peak_bytes=peak.heap_peak_bytes or 0, max_bytes=peak.heap_max_bytes or 0,
                               overhead=self.overhead, min_mb=self.min_mb, max_mb=self.max_mb, executors=executors,
                               pressure_growth=self.growth if pressure is not None else None)
-        if heap.changes and (heap.recommended_mb < heap.current_mb or pressure is not None):
-            return heap.recommended_mb
-        return None
+        decision = memory_decision(heap, knob="heap_mb", current_mb=current_mb, bounds=(self.min_mb, self.max_mb),
+                                   apply=self.apply, under_pressure=pressure is not None,
+                                   other_changes=other_changes, along_factor=self.along_factor,
+                                   executors_after=executors_after)
+        return decision.proposed_mb if decision.changes else None
 
 
 def grown_heap_mb(heap_mb: int, growth: float, max_mb: int) -> int:

@@ -110,13 +110,14 @@ def memory():
     return {setting: run_memory_bench(seed=7, setting=setting) for setting in SETTINGS}
 
 
-# Measured (seed 7): ds2 sizes the heap at peak x 1.2 once its first metric window is full (t = 240 s);
-# on the demo at 8 GB those 240 s at 8 GB are the miss (640 MB after them against the oracle's 576 MB).
+# Measured (seed 7), with production's rule: without pressure the heap changes only with a rescale
+# that happens anyway. On the steady demo at 8 GB nothing rescales, so ds2 keeps 8 GB (12.8x); on
+# sessions the pressure doubles 1 GB to 2 GB (memory_pressure_growth 2.0) for a need of 1,152 MB.
 MEMORY_MISSED = {
-    "flink-defaults": "memory GB-hours max 1.394x the oracle (steady/demo-8g: 240 s at 8 GB before the first "
-                      "full window, then 640 MB vs 576 MB) vs <= 1.20x; sessions steady 1.085x, step 1.166x; 0 lost",
-    "tuned": "memory GB-hours max 1.394x the oracle (steady/demo-8g: 240 s at 8 GB before the first full window, "
-             "then 640 MB vs 576 MB) vs <= 1.20x; sessions steady 1.085x, step 1.180x; 0 lost",
+    "flink-defaults": "memory GB-hours max 12.8x the oracle (steady/demo-8g: no rescale, so no restart for the "
+                      "heap alone) vs <= 1.20x; sessions steady 1.72x, step 1.4x; 0 lost",
+    "tuned": "memory GB-hours max 12.8x the oracle (steady/demo-8g: no rescale, so no restart for the heap "
+             "alone) vs <= 1.20x; sessions steady 1.72x, step 1.43x; 0 lost",
 }
 
 
@@ -128,12 +129,13 @@ def test_ds2_memory_gb_hours_within_1_2x_the_oracle_at_0_records_lost(memory, se
     assert target.met, target.measured
 
 
-def test_a_policy_that_keeps_an_8_gb_heap_pays_over_ten_times_the_oracle_and_ds2_does_not(memory):
-    """Every policy but ds2 keeps the heap it started with (only a failure changes it)."""
+def test_on_a_steady_load_every_policy_keeps_the_8_gb_heap_and_pays_over_ten_times_the_oracle(memory):
+    """No policy restarts the steady demo for its heap alone: the others keep the heap they started
+    with (only a failure changes it), ds2 waits for a rescale that does not come (recommend-only)."""
     for setting, rows in memory.items():
         demo = {r.policy: r for r in rows if r.workload.startswith("steady/demo-8g")}
-        assert all(demo[p].memory_vs_oracle > 10 for p in ("batch-ratio", "dhalion", "static-peak")), setting
-        assert demo["ds2"].memory_vs_oracle < 2 and demo["ds2"].records_lost == 0, setting
+        assert all(demo[p].memory_vs_oracle > 10 for p in ("ds2", "batch-ratio", "dhalion", "static-peak")), setting
+        assert demo["ds2"].rescales == 0 and demo["ds2"].records_lost == 0, setting
 
 
 # --- the full bench's targets ------------------------------------------------------------------

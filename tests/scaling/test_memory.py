@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scaling.memory import (
-    MB, MemoryReading, PressureSignal, hold_under_pressure, memory_pressure, recommend_heap,
+    MB, MemoryReading, PressureSignal, hold_under_pressure, memory_decision, memory_pressure, recommend_heap,
 )
 from scaling.plan import JobPlan, VertexPlan
 from scaling.reason_text import reason_text
@@ -111,3 +111,29 @@ def test_under_pressure_the_recommendation_grows_from_the_running_heap(peak_mb, 
 def test_a_growth_below_one_is_refused():
     with pytest.raises(ValueError, match="growth 0.5"):
         recommend_heap(peak_bytes=MB, max_bytes=MB, overhead=0.2, min_mb=512, max_mb=1024, pressure_growth=0.5)
+
+
+@pytest.mark.parametrize(("executors_after", "expected_mb", "peak_mb"), [
+    (4, 1920, 1600.0),   # as many executors: unchanged
+    (8, 1920, 1600.0),   # more: the peak stays (a JVM's own use does not shrink)
+    (2, 3840, 3200.0),   # half as many: each holds twice the data, 3200 × 1.2
+    (3, 2560, 1600.0 * 4 / 3),  # 2133 × 1.2 = 2560
+])
+def test_a_plan_on_fewer_executors_sizes_the_heap_for_the_larger_share_each_holds(executors_after, expected_mb,
+                                                                                  peak_mb):
+    heap = recommend_heap(peak_bytes=1600 * MB, max_bytes=8192 * MB, overhead=0.2, min_mb=512, max_mb=65_536,
+                          executors=4).on_executors(executors_after)
+    assert (heap.recommended_mb, heap.executors) == (expected_mb, executors_after)
+    assert heap.peak_mb == pytest.approx(peak_mb)
+
+
+def test_a_heap_riding_along_with_fewer_executors_is_decided_on_their_share():
+    heap = recommend_heap(peak_bytes=700 * MB, max_bytes=1024 * MB, overhead=0.2, min_mb=512, max_mb=65_536,
+                          executors=16)
+    alone = memory_decision(heap, knob="heap_mb", current_mb=1024, apply=True, under_pressure=False,
+                            other_changes=True, along_factor=2.0)
+    fewer = memory_decision(heap, knob="heap_mb", current_mb=1024, apply=True, under_pressure=False,
+                            other_changes=True, along_factor=2.0, executors_after=7)
+    assert (alone.proposed_mb, fewer.proposed_mb) == (1024 - 128, 1920)  # 896 (840 rounded) vs 700 × 16/7 × 1.2
+    with pytest.raises(ValueError):
+        heap.on_executors(0)

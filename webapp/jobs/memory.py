@@ -106,10 +106,11 @@ def memory_knob(job: Job) -> Knob | None:
 
 
 def heap_decision(*, job: Job, memory: JobMemory | None, ready: bool = True, other_changes: bool = False,
-                  requested: bool = False) -> MemoryDecision | None:
+                  requested: bool = False, executors_after: int | None = None) -> MemoryDecision | None:
     """What a plan of ``job`` does with the heap recommendation of ``memory`` (``scaling.memory.memory_decision``
     with the job's memory knob, its running value and bounds, its ``memory_apply``, and
-    ``guard_max_change_factor`` as the most a heap riding along may move); None without a recommendation."""
+    ``guard_max_change_factor`` as the most a heap riding along may move; ``executors_after``: the
+    executors a plan runs on when it changes them on a cluster); None without a recommendation."""
     if memory is None or memory.recommendation is None:
         return None
     knob = memory_knob(job)
@@ -119,4 +120,5 @@ def heap_decision(*, job: Job, memory: JobMemory | None, ready: bool = True, oth
     return memory_decision(memory.recommendation, knob=knob.name if knob else None, current_mb=value,
                            bounds=(knob.min, knob.max) if knob else (1, 1), apply=memory.apply,
                            under_pressure=memory.pressure is not None, ready=ready, other_changes=other_changes,
-                           requested=requested, along_factor=job.policy.guard_max_change_factor)
+                           requested=requested, along_factor=job.policy.guard_max_change_factor,
+                           executors_after=executors_after)

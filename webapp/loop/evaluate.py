@@ -120,8 +120,10 @@ def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | Non
     plan = hold_under_pressure(plan, memory.pressure if memory else None,
                                scales_up=direction == Evaluation.Direction.UP)
     other_changes = plan.decision == "scale" and plan_to_config(ctx, plan) != job.config
+    on_cluster = other_changes and not job.cluster.startswith("local")  # local mode runs one JVM
     plan = with_memory(plan, heap_decision(job=job, memory=memory, ready=not ctx.not_ready,
-                                           other_changes=other_changes))
+                                           other_changes=other_changes,
+                                           executors_after=plan.executors_proposed if on_cluster else None))
     proposed_config = plan_to_config(ctx, plan)
     direction = _evaluation_direction(ctx, plan, proposed_config)
     _keep_pending_scale_downs(ctx, plan, direction=direction)

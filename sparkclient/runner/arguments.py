@@ -31,6 +31,17 @@ def parse_pairs(flags: list[str], option: str = "--knob", shape: str = "NAME=VAL
     return out
 
 
+def _positive_int(text: str) -> int:
+    """``text`` as an int of at least 1 (argparse ``type``; ArgumentTypeError otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"takes a whole number of at least 1, got {text!r}")
+    return value
+
+
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``run`` command's flags (see :mod:`sparkclient.runner.supervisor`)."""
     parser.add_argument("--pipeline", required=True, help="MODULE:FUNCTION of the build function (on sys.path)")
@@ -50,6 +61,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ui-port", type=int, default=4040)
     parser.add_argument("--max-executors", type=int, help="cap on the executors a plan may ask for")
     parser.add_argument("--master-ui", help="standalone master UI (for its free cores), e.g. http://host:8080")
+    parser.add_argument("--warm-up-batches", type=_positive_int, metavar="N",
+                        help="micro-batches with rows a standby driver runs on the pipeline's plan before a warm "
+                             "handover (default: the runner's); each costs the standby CPU beside the running driver")
     parser.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--capacity", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--standby", help=argparse.SUPPRESS)

@@ -107,8 +107,9 @@ class Driver(RescalePaths, StandbyRole):
 
     def __init__(self, *, spec: PipelineSpec, job: str, redis_url: str, workdir: Path, ui_port: int,
                  master: str, capacity: int, standby: str | None = None,
-                 spark_conf: dict[str, str] | None = None) -> None:
+                 spark_conf: dict[str, str] | None = None, warm_up_batches: int | None = None) -> None:
         self.spec, self.job, self.redis_url, self.ui_port = spec, job, redis_url, ui_port
+        self.warm_up_batches = warm_up_batches  # None: the runner's default (the standby's warm-up)
         self.workdir, self.master, self.capacity, self.standby = workdir, master, capacity, standby
         self.spark_conf = dict(spark_conf or {})
         self.in_place = supports_in_place(master)

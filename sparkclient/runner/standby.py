@@ -40,7 +40,7 @@ from sparkclient.contract.standby import HandoverState, StandbyAction, StandbyRe
 from sparkclient.runner.handover import (HandoverStep, cancel_prepared, knobs_text, mark, mark_as, open_prepared,
                                          wait_for_release)
 from sparkclient.runner.procgroup import end_process_group
-from sparkclient.runner.session import prepare_query, warm_up, warm_up_pipeline
+from sparkclient.runner.session import WARM_UP_BATCHES, prepare_query, warm_up, warm_up_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ class StandbyCost:
 class StandbyRole:
     """A standby driver's wait before it owns the checkpoint (a mixin of
     :class:`sparkclient.runner.driver.Driver`, on its ``spark``, ``spec``, ``values``, ``job``,
-    ``client``, ``standby``, ``workdir``, ``stop_event`` and ``_prepared``)."""
+    ``client``, ``standby``, ``workdir``, ``warm_up_batches``, ``stop_event`` and ``_prepared``)."""
 
     def _wait_as_standby(self) -> bool:
         """Build the session, warm the JVM up on the pipeline's own plan (on a generic one when it
@@ -210,7 +210,7 @@ class StandbyRole:
         self.spark = self._build_session()
         mark_as(self.client, self.job, self.standby, HandoverStep.SESSION)
         if not warm_up_pipeline(self.spark, self.spec, self.values, self._session_conf(), self.workdir,
-                                stop_event=self.stop_event):
+                                batches=self.warm_up_batches or WARM_UP_BATCHES, stop_event=self.stop_event):
             warm_up(self.spark, self.executors(), self.workdir)  # the pipeline's plan did not run: a generic one
         mark_as(self.client, self.job, self.standby, HandoverStep.WARM)
         # Before the pause: the query's analysis, and the progress listener (py4j's callback server).

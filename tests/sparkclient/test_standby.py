@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,7 +23,11 @@ from sparkclient.contract.standby import (HandoverState, StandbyAction, StandbyR
                                           read_standby_request, send_standby_request)
 from sparkclient.runner.handover import (claim_prepared, knobs_text, mark_as, open_prepared, request_standby,
                                          wait_for_release)
-from sparkclient.runner.standby import StandbyCost, StandbyKeeper, prepared_request_holds
+from sparkclient.runner import standby as standby_module
+from sparkclient.runner.arguments import add_run_arguments
+from sparkclient.runner.session import WARM_UP_BATCHES
+from sparkclient.runner.standby import StandbyCost, StandbyKeeper, StandbyRole, prepared_request_holds
+from sparkclient.runner.supervisor import driver_command
 
 JOB = "sb"
 KNOBS = (Knob("cores", default=1, min=1, max=4, sets=KnobTarget.EXECUTORS),
@@ -241,3 +247,46 @@ def test_a_prepared_standby_that_failed_is_not_started_again(redis_client, keepe
     keeper.tick()
     assert len(spawned.ids) == 1
     assert read_standby_request(redis_client, JOB).proposal == "1"
+
+
+def test_the_warm_up_batches_flag_reaches_the_standby_drivers_warm_up(monkeypatch, redis_client):
+    """``--warm-up-batches N`` goes from ``run`` to the driver child's argv, and the standby warms the
+    pipeline's plan up on N batches (the runner's default without it); below 1 it is refused."""
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    args = parser.parse_args(["--pipeline", "mod:build", "--job", "j", "--warm-up-batches", "2"])
+    args.capacity = 2
+    cmd, _env = driver_command(args, Path("/tmp/j"), standby="s1")
+    assert cmd[cmd.index("--warm-up-batches") + 1] == "2"
+    assert parser.parse_args(cmd[cmd.index("--pipeline"):]).warm_up_batches == 2
+    default = parser.parse_args(["--pipeline", "mod:build", "--job", "j"])
+    default.capacity = 2
+    assert default.warm_up_batches is None and "--warm-up-batches" not in driver_command(default, Path("/tmp/j"))[0]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--pipeline", "mod:build", "--job", "j", "--warm-up-batches", "0"])
+
+    asked = []
+    monkeypatch.setattr(standby_module, "warm_up_pipeline", lambda *a, batches, **kw: asked.append(batches) or batches)
+    monkeypatch.setattr(standby_module, "warm_up", lambda *a, **kw: pytest.fail("the generic warm-up ran"))
+    monkeypatch.setattr(standby_module, "prepare_query", lambda *a, **kw: None)
+    monkeypatch.setattr(standby_module, "wait_for_release", lambda *a, **kw: True)
+
+    class Standby(StandbyRole):
+        spark = spec = None
+        values, job, standby, workdir, stop_event = {}, "j", "s1", Path("/tmp/j"), threading.Event()
+        client = redis_client
+
+        def __init__(self, warm_up_batches):
+            self.warm_up_batches = warm_up_batches
+
+        def _build_session(self):
+            return object()
+
+        def _session_conf(self):
+            return {}
+
+        def _add_listener(self):
+            pass
+
+    assert Standby(2)._wait_as_standby() and Standby(None)._wait_as_standby()
+    assert asked == [2, WARM_UP_BATCHES]

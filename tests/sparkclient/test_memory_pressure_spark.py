@@ -50,6 +50,9 @@ PRESSURE_BEATS = 2
 #: The tight run's longest running time, seconds from the run's first snapshot.
 MAX_RUN_S = 180.0
 MEMORY_PRESSURE = PlanReason.MEMORY_PRESSURE.value
+#: The standby's warm-up on the pipeline's plan, in batches (``run --warm-up-batches``): the test
+#: measures the heap after the handover, not how warm the new JVM's first batches are.
+WARM_UP_BATCHES = 2
 
 
 def _beat(job: Job, beats: list[dict], started: float) -> None:
@@ -97,7 +100,8 @@ def runner(workflow_redis, redis_server, tmp_path, settings):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
     supervisor = subprocess.Popen(
         [sys.executable, "-m", "sparkclient", "run", "--pipeline", PIPELINE, "--job", JOB, "--redis-url",
-         redis_server.url, "--workdir", str(tmp_path / "job"), "--ui-port", str(port), "--knob", "memory_mb=512"],
+         redis_server.url, "--workdir", str(tmp_path / "job"), "--ui-port", str(port), "--knob", "memory_mb=512",
+         "--warm-up-batches", str(WARM_UP_BATCHES)],
         cwd=ROOT, env=env)
     try:
         yield job, supervisor, workflow_redis

@@ -191,3 +191,26 @@ def test_the_proposal_page_says_auto_mode_waits_not_a_person(client, workflow_re
     assert "Auto-approval waits for the standby driver" in page and "Waiting for a person" not in page
     job_page = client.get(f"/jobs/{proposal.job_id}/").content.decode()
     assert "Auto-approval waits for the standby driver" in job_page and "Waiting for a person" not in job_page
+
+
+def test_a_proposal_held_while_auto_approval_was_suspended_is_taken_up_once_a_person_resumes_it(
+        workflow_redis, enqueued, django_capture_on_commit_callbacks):
+    """Held under a suspension, the proposal stays held while it lasts (one audit, not one per beat);
+    once a person resumes auto-approval the next beat takes it up again: here into the standby wait."""
+    proposal = _auto_local(django_capture_on_commit_callbacks)
+    JobPolicy.objects.filter(job=proposal.job).update(auto_approve_suspended=True,
+                                                      auto_approve_suspended_reason="rollback of proposal 1")
+    Proposal.objects.filter(pk=proposal.pk).update(hold_reason=Reason(
+        HoldCode.AUTO_APPROVE_SUSPENDED, {"reason": "rollback of proposal 1"}).as_json())
+    held_audits = AuditEvent.objects.filter(proposal=proposal, action=AuditAction.AUTO_APPROVE_HELD).count()
+    assert auto_approve_waiting(now=timezone.now()) == 0
+    proposal.refresh_from_db()
+    assert proposal.hold_reason["code"] == HoldCode.AUTO_APPROVE_SUSPENDED
+    assert AuditEvent.objects.filter(proposal=proposal, action=AuditAction.AUTO_APPROVE_HELD).count() == held_audits
+
+    JobPolicy.objects.filter(job=proposal.job).update(auto_approve_suspended=False, auto_approve_suspended_reason="")
+    _report(workflow_redis, proposal, "ready")
+    assert auto_approve_waiting(now=timezone.now()) == 1
+    proposal.refresh_from_db()
+    assert proposal.status == Status.APPROVED
+    assert _approval(proposal).reason["code"] == AuditReason.STANDBY_WAIT_OVER

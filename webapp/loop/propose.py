@@ -211,22 +211,29 @@ def _auto_approve(*, proposal: Proposal, policy: JobPolicy, now: datetime) -> Pr
     return proposal
 
 
+#: The holds the reconcile beat looks at again: the standby wait, and a suspension a person lifted.
+RETRIED_HOLDS = (HoldCode.STANDBY_WAIT.value, HoldCode.AUTO_APPROVE_SUSPENDED.value)
+
+
 def auto_approve_waiting(*, now: datetime | None = None) -> int:
     """Reconcile step: try again the auto-approval of each pending proposal whose approval waits for
-    its standby driver (``standby_wait``, :func:`webapp.loop.standby.standby_gate`); a job no longer
-    in auto mode drops the wait (a person decides). Returns how many were approved."""
+    its standby driver (``standby_wait``, :func:`webapp.loop.standby.standby_gate`) or was held while
+    auto-approval was suspended and is no longer (a person resumed it); a job no longer in auto mode
+    drops the hold (a person decides). Returns how many were approved."""
     now = now or timezone.now()
     approved = 0
-    waiting = Proposal.objects.filter(status=Status.PENDING, hold_reason__code=HoldCode.STANDBY_WAIT.value)
+    waiting = Proposal.objects.filter(status=Status.PENDING, hold_reason__code__in=RETRIED_HOLDS)
     for proposal_id in waiting.values_list("pk", flat=True):
         with transaction.atomic():
             proposal = Proposal.objects.select_for_update().select_related("job").filter(
-                pk=proposal_id, status=Status.PENDING, hold_reason__code=HoldCode.STANDBY_WAIT.value).first()
+                pk=proposal_id, status=Status.PENDING, hold_reason__code__in=RETRIED_HOLDS).first()
             if proposal is None:
                 continue
             policy = JobPolicy.objects.get(job=proposal.job)
             if policy.mode != JobPolicy.Mode.AUTO:
                 Proposal.objects.filter(pk=proposal.pk).update(hold_reason={})
+                continue
+            if policy.auto_approve_suspended and proposal.hold_reason.get("code") == HoldCode.AUTO_APPROVE_SUSPENDED:
                 continue
             approved += _auto_approve(proposal=proposal, policy=policy, now=now).status == Status.APPROVED
     return approved

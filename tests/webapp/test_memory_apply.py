@@ -7,6 +7,7 @@ a held scale-down under memory pressure."""
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 from datetime import timedelta
 
 import pytest
@@ -16,6 +17,7 @@ from scaling.memory import MB
 from scaling.reasons import MemoryStep, PlanReason
 from tests.webapp.factories import CONFIG, KNOBS, PLAN_STAGES, make_snapshots, make_user
 from tests.webapp.loop import make_harness, steps
+from webapp.jobs.memory import executors_after
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.jobs.services import job_register
 from webapp.loop.evaluate import evaluation_run
@@ -288,3 +290,15 @@ def test_the_pages_show_an_opted_in_jobs_own_heap_proposal(client):
     detail = client.get(f"/proposals/{proposal.pk}/").content.decode()
     assert 'id="memory-offer"' not in detail  # it changes the heap already
     assert "to relieve the memory pressure; on its own, as the job is under memory pressure" in detail
+
+
+@pytest.mark.parametrize(("cluster", "current", "proposed", "expected"), [
+    ("spark://10.0.0.1:7077", 16, 7, 7),    # fewer executors: the heap is sized for their larger share
+    ("spark://10.0.0.1:7077", 4, 8, 8),
+    ("spark://10.0.0.1:7077", 4, 4, None),  # no change of executors
+    ("local@127.0.0.1", 4, 1, None),        # local mode: one JVM runs every task, whatever the cores
+])
+def test_the_heap_follows_the_executors_a_plan_runs_on_only_on_a_cluster(cluster, current, proposed, expected):
+    plan = SimpleNamespace(executors_current=current, executors_proposed=proposed)
+    assert executors_after(Job(cluster=cluster), plan) == expected
+    assert executors_after(Job(cluster=cluster), None) is None

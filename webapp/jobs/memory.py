@@ -12,12 +12,14 @@ from datetime import datetime
 from scaling.memory import (
     MB, HeapRecommendation, MemoryDecision, MemoryReading, Pressure, memory_decision, memory_pressure, recommend_heap,
 )
+from scaling.plan import JobPlan
 from scaling.reasons import Reason
 from sparkclient.contract.spec import Knob, KnobTarget
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.jobs.selectors import snapshots_in_window
 
-__all__ = ["JobMemory", "heap_decision", "job_memory", "memory_knob", "window_memory", "window_pressure"]
+__all__ = ["JobMemory", "executors_after", "heap_decision", "job_memory", "memory_knob", "window_memory",
+           "window_pressure"]
 
 
 def _reading(snapshot: MetricSnapshot) -> MemoryReading:
@@ -103,6 +105,16 @@ def window_memory(*, job: Job, snapshots: Sequence[MetricSnapshot]) -> JobMemory
 def memory_knob(job: Job) -> Knob | None:
     """The knob of ``job`` that sets the heap (``KnobTarget.MEMORY``), or None when it declares none."""
     return next((k for k in job.knob_specs() if k.sets == KnobTarget.MEMORY), None)
+
+
+def executors_after(job: Job, plan: JobPlan | None) -> int | None:
+    """The executors ``plan`` runs ``job`` on when it changes their number on a cluster, for
+    :meth:`scaling.memory.HeapRecommendation.on_executors`; None otherwise (no plan, no change, or
+    local mode, where one JVM runs every task whatever the cores)."""
+    if plan is None or job.cluster.startswith("local") or plan.executors_proposed is None \
+            or plan.executors_proposed == plan.executors_current:
+        return None
+    return plan.executors_proposed
 
 
 def heap_decision(*, job: Job, memory: JobMemory | None, ready: bool = True, other_changes: bool = False,

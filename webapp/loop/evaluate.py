@@ -22,7 +22,7 @@ from scaling.readiness import SampleIssue
 from scaling.state import activated_streak, state_from_dict, state_to_dict
 from sparkclient.contract.binding import StageBinding
 from webapp.jobs.bindings import pinned_knobs, published_plan, stage_bindings
-from webapp.jobs.memory import heap_decision, memory_knob, window_memory
+from webapp.jobs.memory import executors_after, heap_decision, memory_knob, window_memory
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.jobs.plans import reasons_json
 from webapp.jobs.policy_mapping import scaling_policy
@@ -120,10 +120,9 @@ def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | Non
     plan = hold_under_pressure(plan, memory.pressure if memory else None,
                                scales_up=direction == Evaluation.Direction.UP)
     other_changes = plan.decision == "scale" and plan_to_config(ctx, plan) != job.config
-    on_cluster = other_changes and not job.cluster.startswith("local")  # local mode runs one JVM
     plan = with_memory(plan, heap_decision(job=job, memory=memory, ready=not ctx.not_ready,
                                            other_changes=other_changes,
-                                           executors_after=plan.executors_proposed if on_cluster else None))
+                                           executors_after=executors_after(job, plan) if other_changes else None))
     proposed_config = plan_to_config(ctx, plan)
     direction = _evaluation_direction(ctx, plan, proposed_config)
     _keep_pending_scale_downs(ctx, plan, direction=direction)

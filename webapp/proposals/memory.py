@@ -11,7 +11,7 @@ from scaling.memory import MemoryDecision, with_memory
 from scaling.plan import JobPlan
 from scaling.reason_text import reason_text
 from scaling.reasons import Decision, Reason
-from webapp.jobs.memory import heap_decision, job_memory, memory_knob
+from webapp.jobs.memory import executors_after, heap_decision, job_memory, memory_knob
 from webapp.jobs.models import Job
 from webapp.jobs.plans import reasons_json
 from webapp.proposals.codes import AuditReason
@@ -39,11 +39,12 @@ def refuse_under_pressure(job: Job) -> None:
         raise MemoryPressureRefusal(job, memory.pressure.reason())
 
 
-def memory_request(job: Job) -> MemoryDecision | None:
+def memory_request(job: Job, plan: JobPlan | None = None) -> MemoryDecision | None:
     """The heap change a person may ask for now (the job page's "Propose this heap size", the approve
-    form's box): the job's recommendation on its memory knob when it changes it (a decrease never
-    under memory pressure); None otherwise."""
-    decision = heap_decision(job=job, memory=job_memory(job=job), requested=True)
+    form's box with the proposal's ``plan``): the job's recommendation on its memory knob when it
+    changes it (a decrease never under memory pressure; on the executors ``plan`` runs on); None otherwise."""
+    decision = heap_decision(job=job, memory=job_memory(job=job), requested=True,
+                             executors_after=executors_after(job, plan))
     return decision if decision is not None and decision.changes else None
 
 
@@ -55,7 +56,7 @@ def memory_offer(proposal: Proposal) -> MemoryDecision | None:
     knob = memory_knob(proposal.job)
     if knob is None or proposal.proposed_config.get(knob.name) != proposal.current_config.get(knob.name):
         return None
-    return memory_request(proposal.job)
+    return memory_request(proposal.job, proposal.job_plan)
 
 
 def memory_fields(proposal: Proposal, decision: MemoryDecision) -> tuple[dict, AuditReasonValue]:

@@ -118,9 +118,9 @@ def memory():
 # sessions the pressure doubles 1 GB to 2 GB (memory_pressure_growth 2.0) for a need of 1,152 MB.
 MEMORY_MISSED = {
     "flink-defaults": "memory GB-hours max 12.8x the oracle (steady/demo-8g: no rescale, so no restart for the "
-                      "heap alone) vs <= 1.20x; sessions steady 1.72x, step 1.4x; 0 lost",
+                      "heap alone) vs <= 1.20x; sessions steady 1.719x, step 1.542x; 0 lost",
     "tuned": "memory GB-hours max 12.8x the oracle (steady/demo-8g: no rescale, so no restart for the heap "
-             "alone) vs <= 1.20x; sessions steady 1.72x, step 1.43x; 0 lost",
+             "alone) vs <= 1.20x; sessions steady 1.719x, step 1.434x; 0 lost",
 }
 
 

@@ -18,7 +18,9 @@ does over the whole run (``memory_vs_fixed``). A restart costs downtime, not hea
 restarts, at the same costs as the policies', leave its GB-hours as they are.
 
 ds2 applies the memory recommendation (``DS2_MEMORY``: ``memory_apply`` on, every other memory option
-at its default, printed with the table); every policy's plan passes the memory gate; the other
+at its default, printed with the table) by production's rule (``scaling.memory.memory_decision``): the
+heap changes on its own only under memory pressure, else it rides along with a rescale that happens
+anyway, by at most ``guard_max_change_factor``; every policy's plan passes the memory gate; the other
 policies keep their heap until a batch runs out of it (then every policy alike restarts with the
 heap × 2, at the warm handover's cost); the ``oracle`` row is the bench's cores oracle, which keeps
 its start heap too. Target: ds2's memory GB-hours at most

@@ -21,12 +21,13 @@ from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
 from sparkclient.collector.progress import batch_end_epoch_s, ran_a_batch
 from sparkclient.contract.spec import ENV_JOB, ENV_WORKDIR, PipelineSpec
+from sparkclient.runner.staterepartition import error_line
 
 log = logging.getLogger(__name__)
 
 __all__ = ["BATCH_WAIT_TIMEOUT_S", "PROJECT_ROOT", "WARM_UP_CONF", "WARM_UP_TIMEOUT_S", "LoggedBatchError",
-           "StartedQuery", "build_session", "checkpoint_has_state", "finish_logged_batch", "last_batch_end", "prepare_query", "progress_dict", "start_query",
-           "stop_between_batches", "warm_up", "warm_up_pipeline"]
+           "StartedQuery", "build_session", "checkpoint_has_state", "finish_logged_batch", "last_batch_end",
+           "prepare_query", "progress_dict", "start_query", "stop_between_batches", "warm_up", "warm_up_pipeline"]
 
 #: How long a rescale waits for the batch in flight, seconds.
 BATCH_WAIT_TIMEOUT_S = 120.0
@@ -317,8 +318,7 @@ def finish_logged_batch(spark: Any, spec: PipelineSpec, values: dict[str, int],
         query = method(writer.trigger(once=True), *args, **kwargs)
         finished = query.awaitTermination(timeout_s)
     except Exception as exc:  # noqa: BLE001 - Spark's error becomes the command's failure
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise LoggedBatchError(f"the one-batch run failed: {first_line}") from exc
+        raise LoggedBatchError(f"the one-batch run failed: {error_line(exc)}") from exc
     if not finished:
         query.stop()
         raise LoggedBatchError(f"the one-batch run did not finish within {timeout_s:.0f} s")

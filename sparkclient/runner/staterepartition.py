@@ -46,6 +46,7 @@ __all__ = [
     "StateRepartitionError",
     "UnsupportedStateProvider",
     "checkpoint_info",
+    "error_line",
     "repartition_state",
 ]
 
@@ -89,6 +90,13 @@ class RepartitionResult:
     to_partitions: int
     batch_id: int
     duration_s: float
+
+
+def error_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (a Spark error's first line names it; its JVM stack
+    follows), or its class name when the message is empty."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _local_path(checkpoint: str | Path) -> Path:
@@ -213,7 +221,7 @@ def repartition_state(spark: Any, checkpoint: str | Path, num_partitions: int, *
         shutil.rmtree(failed, ignore_errors=True)
         if isinstance(exc, StateRepartitionError):
             raise
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        message = error_line(exc)
         raise StateRepartitionError(
             f"Spark could not repartition the state of {path} to {num_partitions}: {message}; "
             "the checkpoint was restored unchanged") from exc

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import math
 
+from scaling.memory import MemoryDecision
 from scaling.plan import JobPlan
 from scaling.reason_text import reason_text as plan_reason_text
 from scaling.stage_capacity import busy_shares, combined_capacity_per_s, stage_capacities_per_s
+from sparkclient.contract.standby import HandoverState, StandbyStatus
 from webapp.dashboard import numbers, present, reads
 from webapp.dashboard.predictions import prediction_rows
 from webapp.jobs.models import Job
 from webapp.jobs.selectors import finite_or_inf
-from scaling.memory import MemoryDecision
-from sparkclient.contract.standby import HandoverState, StandbyStatus
 from webapp.loop.standby import ACTIVE, prepared_for, standby_status
 from webapp.proposals.memory import memory_offer
 from webapp.proposals.models import Execution, Proposal

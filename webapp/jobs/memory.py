@@ -111,7 +111,7 @@ def executors_after(job: Job, plan: JobPlan | None) -> int | None:
     """The executors ``plan`` runs ``job`` on when it changes their number on a cluster, for
     :meth:`scaling.memory.HeapRecommendation.on_executors`; None otherwise (no plan, no change, or
     local mode, where one JVM runs every task whatever the cores)."""
-    if plan is None or job.cluster.startswith("local") or plan.executors_proposed is None \
+    if plan is None or job.local_mode or plan.executors_proposed is None \
             or plan.executors_proposed == plan.executors_current:
         return None
     return plan.executors_proposed

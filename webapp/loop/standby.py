@@ -60,7 +60,7 @@ def needs_new_driver(job: Job, current: dict, proposed: dict) -> bool:
     memory knob (a JVM setting), or a changed executors knob in local mode (``job.cluster``
     ``local@<host>``, the runner's ``local[N]``); on a cluster manager the executors change in place."""
     changed = {k for k, v in (proposed or {}).items() if (current or {}).get(k) != v}
-    local = job.cluster.startswith("local")
+    local = job.local_mode
     return any(k.name in changed and (k.sets == KnobTarget.MEMORY or (local and k.sets == KnobTarget.EXECUTORS))
                for k in job.knob_specs())
 

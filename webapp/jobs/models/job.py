@@ -103,6 +103,12 @@ class Job(models.Model):
         return UiRule.of(spark_ui_url=self.spark_ui_url, spark_ui_hosts=self.spark_ui_hosts,
                          spark_ui_ports=self.spark_ui_ports)
 
+    @property
+    def local_mode(self) -> bool:
+        """Whether its runner runs Spark in local mode (``cluster`` ``local@<host>``): one driver JVM
+        runs every task, and its cores (``local[N]``) change only with a new driver."""
+        return self.cluster.startswith("local")
+
     def knob_specs(self) -> tuple:
         """The knob declarations as :class:`sparkclient.contract.spec.Knob` values (invalid entries skipped)."""
         out = []

@@ -32,6 +32,7 @@ from sparkclient.contract.messages import (
     ResultStatus,
     RunnerState,
     RunnerStatus,
+    StandbyUse,
 )
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "ResultStatus",
     "RunnerState",
     "RunnerStatus",
+    "StandbyUse",
     "connect",
     "get_result",
     "read_status",

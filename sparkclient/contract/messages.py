@@ -27,6 +27,7 @@ __all__ = [
     "ResultStatus",
     "RunnerState",
     "RunnerStatus",
+    "StandbyUse",
 ]
 
 #: The longest id, knob name or text field accepted from Redis, characters.
@@ -51,6 +52,16 @@ class RescalePath(StrEnum):
     #                                          in the same driver
     DRIVER_RESTART = "driver-restart"  # a new driver process started after the old one stopped
     DRIVER_HANDOVER = "driver-handover"  # a new driver, started and warmed up before the old one stopped
+
+
+class StandbyUse(StrEnum):
+    """Which standby driver a rescale handed over to (``RescaleResult.standby``): one ready when the
+    command arrived takes over at once; one started for the command costs its whole start first."""
+
+    READY = "ready"        # prepared before the command (while its proposal was pending), ready when it came
+    STARTING = "starting"  # prepared before the command, still starting when it came
+    STARTED = "started"    # none prepared with the command's knobs: started for the command
+    NONE = "none"          # no new driver (the query restarted in the same driver, or nothing stopped)
 
 
 class ResultStatus(StrEnum):
@@ -195,6 +206,8 @@ class RescaleResult:
         first_batch_at: epoch s of the end of the first batch on the new configuration (a restart's
             first batch; for ``in-place``, when the cluster showed the new executors); None when
             nothing changed, the command failed, or the runner did not say.
+        standby: the standby driver a succeeded rescale ran on (:class:`StandbyUse`); None when the
+            command failed or the runner did not say (one that predates the field).
     """
 
     id: str
@@ -209,6 +222,7 @@ class RescaleResult:
     executor_change_s: float | None = None
     replay_of: str | None = None
     first_batch_at: float | None = None
+    standby: StandbyUse | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -217,6 +231,7 @@ class RescaleResult:
     def to_json(self) -> str:
         data = asdict(self)
         data.update(status=self.status.value, path=self.path.value, code=self.code.value if self.code else None,
+                    standby=self.standby.value if self.standby else None,
                     downtime_s=round(self.downtime_s, 3), pause_s=round(self.pause_s, 3))
         return json.dumps(data, sort_keys=True)
 
@@ -236,6 +251,10 @@ class RescaleResult:
             code = FailureCode(data["code"]) if data.get("code") is not None else None
         except ValueError as exc:
             raise ProtocolError("status/path/code", str(exc)) from None
+        try:
+            standby = StandbyUse(data["standby"]) if data.get("standby") is not None else None
+        except ValueError:
+            raise ProtocolError("standby", f"unknown standby use {data.get('standby')!r:.40}") from None
         knobs = data.get("knobs")
         return cls(id=_text("id", data.get("id")), status=status, path=path,
                    downtime_s=_number("downtime_s", data.get("downtime_s", 0.0)),
@@ -245,7 +264,8 @@ class RescaleResult:
                    completed_at=_number("completed_at", data.get("completed_at", 0.0)),
                    executor_change_s=_number("executor_change_s", data.get("executor_change_s"), allow_none=True),
                    replay_of=_text("replay_of", data["replay_of"]) if data.get("replay_of") is not None else None,
-                   first_batch_at=_number("first_batch_at", data.get("first_batch_at"), allow_none=True))
+                   first_batch_at=_number("first_batch_at", data.get("first_batch_at"), allow_none=True),
+                   standby=standby)
 
     def replayed_as(self, command_id: str) -> RescaleResult:
         """This (first) result as the answer to a repeat of its command, ``command_id``: the same

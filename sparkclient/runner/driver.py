@@ -57,7 +57,7 @@ from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePat
 from sparkclient.runner.applied import AppliedKeys
 from sparkclient.runner.executors import ExecutorScaler, active_executor_ids, supports_in_place
 from sparkclient.runner.firstbatch import FIRST_BATCH_TIMEOUT_S, FirstBatchWatch
-from sparkclient.runner.handover import HANDOVER_READY_TIMEOUT_S, keep_timings, read_pending
+from sparkclient.runner.handover import HANDOVER_READY_TIMEOUT_S, keep_timings, pending_standby, read_pending
 from sparkclient.runner.lease import LEASE_TTL_S, CheckpointLease
 from sparkclient.runner.progress import RedisProgressListener
 from sparkclient.runner.rescale import EXIT_HANDED_OVER, RescalePaths
@@ -275,7 +275,8 @@ class Driver(RescalePaths, StandbyRole):
                                               dict(pending.get("command_knobs") or self.values))
             self.first_batch.expect(command_id=pending["id"], path=RescalePath(pending.get("path", "driver-restart")),
                                     knobs=self.values, requested_at=pending.get("requested_at", time.time()),
-                                    last_batch_end=pending.get("last_batch_end_epoch_s"), old_run_id=None)
+                                    last_batch_end=pending.get("last_batch_end_epoch_s"), old_run_id=None,
+                                    standby=pending_standby(pending) if self.standby else None)
         else:
             self.client.delete(keys.runner_pending(self.job))
 

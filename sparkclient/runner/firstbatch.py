@@ -21,7 +21,7 @@ from typing import Any
 
 from sparkclient.collector.batchwindow import progress_time_s
 from sparkclient.collector.progress import batch_end_epoch_s
-from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, ResultStatus
+from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, ResultStatus, StandbyUse
 
 __all__ = ["FIRST_BATCH_TIMEOUT_S", "AwaitedRescale", "FirstBatchWatch"]
 
@@ -34,7 +34,8 @@ class AwaitedRescale:
     """A rescale waiting for its first batch: its command ``id``, ``path``, the ``knobs`` it
     applied, ``requested_at`` (epoch s), ``last_batch_end`` (epoch s of the last batch before the
     stop, or None), ``old_run_id`` (the stopped run, whose late progress does not count; None when
-    a new driver waits) and ``deadline`` (``time.monotonic()`` seconds)."""
+    a new driver waits), ``deadline`` (``time.monotonic()`` seconds) and ``standby`` (the standby
+    driver it runs on, reported with its success; None: not known)."""
 
     id: str
     path: RescalePath
@@ -43,6 +44,7 @@ class AwaitedRescale:
     last_batch_end: float | None
     old_run_id: str | None
     deadline: float
+    standby: StandbyUse | None = StandbyUse.NONE
 
 
 class FirstBatchWatch:
@@ -61,11 +63,13 @@ class FirstBatchWatch:
         return self._awaited is not None
 
     def expect(self, *, command_id: str, path: RescalePath, knobs: dict[str, int], requested_at: float,
-               last_batch_end: float | None, old_run_id: str | None) -> None:
-        """Wait for the first batch of a run other than ``old_run_id``, for at most ``timeout_s``."""
+               last_batch_end: float | None, old_run_id: str | None,
+               standby: StandbyUse | None = StandbyUse.NONE) -> None:
+        """Wait for the first batch of a run other than ``old_run_id``, for at most ``timeout_s``;
+        ``standby``: the standby driver the rescale runs on (``none``: this driver)."""
         with self._lock:
             self._awaited = AwaitedRescale(command_id, RescalePath(path), dict(knobs), requested_at, last_batch_end,
-                                           old_run_id, time.monotonic() + self.timeout_s)
+                                           old_run_id, time.monotonic() + self.timeout_s, standby)
 
     def forget(self) -> None:
         """Stop waiting, writing nothing (the caller reports the rescale itself)."""
@@ -89,7 +93,7 @@ class FirstBatchWatch:
         self._write_result(RescaleResult(id=awaited.id, status=ResultStatus.SUCCEEDED, path=awaited.path,
                                          downtime_s=max(0.0, first_end - since),
                                          pause_s=max(0.0, first_start - since), knobs=awaited.knobs,
-                                         first_batch_at=first_end))
+                                         first_batch_at=first_end, standby=awaited.standby))
         return awaited
 
     def check_timeout(self) -> None:

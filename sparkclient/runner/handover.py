@@ -42,11 +42,12 @@ from typing import Any
 import redis
 
 from sparkclient.contract import keys
+from sparkclient.contract.messages import StandbyUse
 from sparkclient.contract.standby import HandoverState
 
 __all__ = ["HANDOVER_READY_TIMEOUT_S", "TIMINGS_TTL_S", "HandoverState", "HandoverStep", "Pending", "cancel_prepared",
-           "claim_prepared", "keep_timings", "knobs_text", "mark", "mark_as", "open_prepared", "read_pending", "read_timings",
-           "record_pending", "request_standby", "wait_for_release"]
+           "claim_prepared", "keep_timings", "knobs_text", "mark", "mark_as", "open_prepared", "pending_standby",
+           "read_pending", "read_timings", "record_pending", "request_standby", "wait_for_release"]
 
 #: How long the running driver waits for its standby to be ready before failing the rescale, seconds.
 HANDOVER_READY_TIMEOUT_S = 240.0
@@ -85,6 +86,7 @@ if redis.call('hget', KEYS[1], 'prepared') ~= '1' or redis.call('hget', KEYS[1],
 local state = redis.call('hget', KEYS[1], 'state')
 if state ~= 'starting' and state ~= 'ready' then return 0 end
 redis.call('hset', KEYS[1], 'command', ARGV[1], 'requested_at', ARGV[3])
+if state == 'ready' then return 2 end
 return 1
 """
 # KEYS[1] the hash; ARGV[1] the prepared standby's id.
@@ -121,10 +123,16 @@ def open_prepared(client: redis.Redis, job: str, handover_id: str, proposal: str
         pipe.execute()
 
 
-def claim_prepared(client: redis.Redis, job: str, command_id: str, knobs: dict[str, int]) -> bool:
+#: What the claim script answers: the prepared standby's state when it was claimed.
+_CLAIMED = {1: StandbyUse.STARTING, 2: StandbyUse.READY}
+
+
+def claim_prepared(client: redis.Redis, job: str, command_id: str, knobs: dict[str, int]) -> StandbyUse | None:
     """The running driver's side: claim the prepared standby for ``command_id`` when it has exactly
-    ``knobs`` and is starting or ready (stamps ``requested``). Returns whether it was claimed."""
-    return bool(client.eval(_CLAIM, 1, keys.handover(job), command_id, knobs_text(knobs), repr(time.time())))
+    ``knobs`` and is starting or ready (stamps ``requested``). Returns what it was when claimed
+    (``ready`` or ``starting``), None when it was not claimed."""
+    return _CLAIMED.get(int(client.eval(_CLAIM, 1, keys.handover(job), command_id, knobs_text(knobs),
+                                        repr(time.time()))))
 
 
 def cancel_prepared(client: redis.Redis, job: str, handover_id: str) -> bool:
@@ -160,16 +168,20 @@ def _stamps(raw: dict[str, Any]) -> dict[str, float]:
 
 
 def request_standby(client: redis.Redis, job: str, command_id: str, knobs: dict[str, int],
-                    stop_event: threading.Event, timeout_s: float = HANDOVER_READY_TIMEOUT_S) -> str | None:
+                    stop_event: threading.Event,
+                    timeout_s: float = HANDOVER_READY_TIMEOUT_S) -> tuple[StandbyUse, str | None]:
     """Take the standby prepared with ``knobs`` (:func:`claim_prepared`), else ask the supervisor for
     a new one; then wait until it is ready.
 
-    Returns None when it is ready; otherwise the reason it is not (the standby's ``error``, or
-    "not ready within ``timeout_s`` s"), with the handover marked ``cancelled``. Returns at once
-    (not ready) when ``stop_event`` is set.
+    Returns which standby it is (``ready`` or ``starting`` when a prepared one was claimed, ``started``
+    when one was asked for) and None when it is ready; otherwise the reason it is not (the standby's
+    ``error``, or "not ready within ``timeout_s`` s"), with the handover marked ``cancelled``.
+    Returns at once (not ready) when ``stop_event`` is set.
     """
     key = keys.handover(job)
-    if not claim_prepared(client, job, command_id, knobs):
+    use = claim_prepared(client, job, command_id, knobs)
+    if use is None:
+        use = StandbyUse.STARTED
         client.delete(key)
         mark(client, job, HandoverStep.REQUESTED, id=command_id, knobs=knobs_text(knobs),
              state=HandoverState.REQUESTED)
@@ -181,9 +193,9 @@ def request_standby(client: redis.Redis, job: str, command_id: str, knobs: dict[
             break
         time.sleep(0.05)
     if state == HandoverState.READY:
-        return None
+        return use, None
     client.hset(key, "state", HandoverState.CANCELLED)
-    return error or (f"the standby was {state}" if state else f"not ready within {timeout_s:.0f} s")
+    return use, error or (f"the standby was {state}" if state else f"not ready within {timeout_s:.0f} s")
 
 
 def wait_for_release(client: redis.Redis, job: str, handover_id: str, stop_event: threading.Event,
@@ -223,7 +235,8 @@ def wait_for_release(client: redis.Redis, job: str, handover_id: str, stop_event
 
 Pending = dict[str, Any]
 """A rescale waiting for the first batch of a new driver: ``id``, ``path``, ``knobs``,
-``requested_at`` (epoch s), ``last_batch_end_epoch_s`` (epoch s or None), and the command's
+``requested_at`` (epoch s), ``last_batch_end_epoch_s`` (epoch s or None), ``standby`` (a
+:class:`~sparkclient.contract.messages.StandbyUse` value, absent for a driver restart), and the command's
 ``idempotency_key`` and ``command_knobs`` (kept with its result, :mod:`sparkclient.runner.applied`)."""
 
 
@@ -249,3 +262,12 @@ def read_pending(client: redis.Redis, job: str) -> Pending | None:
         client.delete(keys.runner_pending(job))
         return None
     return pending
+
+
+def pending_standby(pending: Pending) -> StandbyUse | None:
+    """The standby driver a pending handover runs on (its ``standby``), None when the record does
+    not say or says something unknown (a record from a runner that predates the field)."""
+    try:
+        return StandbyUse(pending.get("standby"))
+    except ValueError:
+        return None

@@ -25,7 +25,8 @@ from sparkclient.contract import control, keys
 from sparkclient.contract.binding import PinReason, offline_repartition_blocker
 from sparkclient.contract.sparkconf import launch_settings
 from sparkclient.contract.spec import KnobError, KnobTarget, validate_values
-from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState
+from sparkclient.contract.control import (FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState,
+                                          StandbyUse)
 from sparkclient.runner.handover import (HANDOVER_READY_TIMEOUT_S, HandoverState, HandoverStep, mark, record_pending,
                                          request_standby)
 from sparkclient.runner.procgroup import yield_cpu
@@ -90,7 +91,7 @@ class RescalePaths:
         new, old = checked, dict(self.values)
         if new == old:
             self._write_result(RescaleResult(id=command.id, status=control.ResultStatus.SUCCEEDED,
-                                             path=RescalePath.NONE, knobs=new))
+                                             path=RescalePath.NONE, knobs=new, standby=StandbyUse.NONE))
             return None
         repartition = self._needs_repartition(old, new)
         if repartition and not self._can_repartition(command, old):
@@ -159,7 +160,8 @@ class RescalePaths:
         if new == old:
             self._write_result(RescaleResult(id=command.id, status=control.ResultStatus.SUCCEEDED,
                                              path=RescalePath.IN_PLACE, knobs=new,
-                                             executor_change_s=change.duration_s, first_batch_at=time.time()))
+                                             executor_change_s=change.duration_s, first_batch_at=time.time(),
+                                             standby=StandbyUse.NONE))
         return old
 
     def _commit_values(self, values: dict[str, int]) -> None:
@@ -168,24 +170,29 @@ class RescalePaths:
         self.client.set(keys.config(self.job), text)
         self._set_status(knobs=text)
 
-    def _request_standby(self, command: RescaleCommand, old: dict[str, int], new: dict[str, int]) -> bool:
-        """Ask the supervisor for a standby driver with ``new`` and wait until it is ready (the query
-        keeps running meanwhile). Returns False, with the command failed, when it is not."""
+    def _request_standby(self, command: RescaleCommand, old: dict[str, int],
+                         new: dict[str, int]) -> StandbyUse | None:
+        """Take the standby prepared with ``new``, else ask the supervisor for one, and wait until it is
+        ready (the query keeps running meanwhile). Returns which standby it is (ready or still starting
+        when the command came, or started for it); None, with the command failed, when it is not ready."""
         log.info("command %s: waiting for a standby driver with %s", command.id, new)
-        error = request_standby(self.client, self.job, command.id, new, self.stop_event, HANDOVER_READY_TIMEOUT_S)
+        use, error = request_standby(self.client, self.job, command.id, new, self.stop_event,
+                                     HANDOVER_READY_TIMEOUT_S)
         if error is None:
-            return True
+            log.info("command %s: standby driver ready (%s)", command.id, use.value)
+            return use
         self._write_result(RescaleResult.failed(
             command.id, FailureCode.RESTART_FAILED, knobs=old, path=RescalePath.DRIVER_HANDOVER,
             error=f"the new driver did not start ({error}); the running driver carries on unchanged"))
-        return False
+        return None
 
     def _restart(self, command: RescaleCommand, old: dict[str, int], new: dict[str, int], *,
                  repartition: bool, new_driver: bool) -> int | None:
         """Stop the query at a batch boundary and start it again with ``new``: after an offline state
         repartition when ``repartition``, in a standby driver when ``new_driver`` (the standby is
         ready before anything stops), else in this process."""
-        if new_driver and not self._request_standby(command, old, new):
+        standby = self._request_standby(command, old, new) if new_driver else StandbyUse.NONE
+        if standby is None:
             return None
         requested_at = time.time()
         self._set_status(state=RunnerState.RESTARTING)
@@ -196,7 +203,7 @@ class RescalePaths:
             if not done:
                 return None
         if new_driver:
-            return self._hand_over(command, new, requested_at=requested_at, last_end=last_end)
+            return self._hand_over(command, new, requested_at=requested_at, last_end=last_end, standby=standby)
         return self._restart_in_process(command, old, new, requested_at=requested_at, last_end=last_end,
                                         old_run_id=old_run_id,
                                         path=RescalePath.STATE_REPARTITION if repartition else RescalePath.IN_PROCESS)
@@ -224,11 +231,11 @@ class RescalePaths:
         return True, last_end
 
     def _hand_over(self, command: RescaleCommand, new: dict[str, int], *, requested_at: float,
-                   last_end: float | None) -> int:
-        """Record the command as pending (the standby's first batch finishes it), release the
-        checkpoint to the standby and return :data:`EXIT_HANDED_OVER`."""
+                   last_end: float | None, standby: StandbyUse) -> int:
+        """Record the command as pending (the standby's first batch finishes it, reporting ``standby``),
+        release the checkpoint to the standby and return :data:`EXIT_HANDED_OVER`."""
         pending = {"id": command.id, "last_batch_end_epoch_s": last_end, "path": RescalePath.DRIVER_HANDOVER.value,
-                   "knobs": new, "requested_at": requested_at,
+                   "knobs": new, "requested_at": requested_at, "standby": standby.value,
                    "idempotency_key": command.idempotency_key, "command_knobs": command.knobs}
         record_pending(self.client, self.job, pending, new)
         self.lease.release()  # the query is stopped: the standby may take the checkpoint now

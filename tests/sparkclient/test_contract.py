@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -44,6 +45,7 @@ from sparkclient.contract.control import (
     RescaleResult,
     ResultStatus,
     RunnerStatus,
+    StandbyUse,
 )
 
 KNOBS = (
@@ -128,12 +130,23 @@ def test_command_result_and_status_round_trip():
                            downtime_s=3.25, pause_s=1.5, knobs={"cores": 2}, completed_at=10.0, first_batch_at=9.5)
     assert RescaleResult.from_json(result.to_json()) == result
     assert RescaleResult.from_json(result.to_json().replace('"first_batch_at": 9.5, ', '')).first_batch_at is None
+    assert result.standby is None and '"standby": null' in result.to_json()
+    warm = replace(result, standby=StandbyUse.READY)
+    assert RescaleResult.from_json(warm.to_json()) == warm and '"standby": "ready"' in warm.to_json()
     failed = RescaleResult.failed("x", FailureCode.ABOVE_CAPACITY, "9 executors exceed 2")
     assert RescaleResult.from_json(failed.to_json()).code is FailureCode.ABOVE_CAPACITY
     status = RunnerStatus(state="running", pid=7, knobs={"cores": 1}, capacity=2, trigger_interval_s=2.0,
                           plan_stages=plan_stages_to_json(PLAN))
     parsed = RunnerStatus.from_mapping({k.encode(): v.encode() for k, v in status.to_mapping().items()})
     assert parsed == status and parsed.running
+
+
+@pytest.mark.parametrize("standby", ["warm", 1, ["ready"], {"ready": 1}, True])
+def test_a_result_with_an_unknown_standby_names_the_field(standby):
+    text = json.dumps({"id": "1", "status": "succeeded", "path": "driver-handover", "standby": standby})
+    with pytest.raises(ProtocolError) as err:
+        RescaleResult.from_json(text)
+    assert err.value.field == "standby"
 
 
 @pytest.mark.parametrize("text, field", [
@@ -186,7 +199,8 @@ def _mutations(base: dict) -> st.SearchStrategy:
 
 
 _RESULT = json.loads(RescaleResult(id="1", status=ResultStatus.FAILED, path=RescalePath.NONE, knobs={"a": 1},
-                                   code=FailureCode.OUT_OF_BOUNDS, error="e", executor_change_s=1.0).to_json())
+                                   code=FailureCode.OUT_OF_BOUNDS, error="e", executor_change_s=1.0,
+                                   standby=StandbyUse.STARTED).to_json())
 _STATUS = RunnerStatus(state="running", pid=1, knobs={"a": 1}, capacity=2, plan_stages=plan_stages_to_json(PLAN),
                        knob_specs=knobs_to_json(KNOBS)).to_mapping()
 

@@ -3,7 +3,7 @@ downtime and the end of that batch, the end of the rescale's time to effect."""
 
 from __future__ import annotations
 
-from sparkclient.contract.control import RescalePath
+from sparkclient.contract.control import RescalePath, StandbyUse
 from sparkclient.runner.firstbatch import FirstBatchWatch
 
 
@@ -22,3 +22,13 @@ def test_the_first_batch_of_a_new_run_reports_when_it_ended():
     [result] = written
     assert result.succeeded and result.first_batch_at == last_end + 3.5
     assert (result.pause_s, result.downtime_s) == (2.0, 3.5)
+    assert result.standby is StandbyUse.NONE  # restarted in this driver
+
+
+def test_a_handovers_first_batch_reports_the_standby_it_ran_on():
+    written = []
+    watch = FirstBatchWatch(written.append)
+    watch.expect(command_id="c1", path=RescalePath.DRIVER_HANDOVER, knobs={"cores": 2}, requested_at=1_700_000_000.0,
+                 last_batch_end=None, old_run_id=None, standby=StandbyUse.READY)
+    watch.on_batch(_progress("new", "2023-11-14T22:13:22.000Z", 1500))
+    assert [r.standby for r in written] == [StandbyUse.READY]

@@ -15,7 +15,7 @@ def test_the_standby_keeps_every_steps_stamp_in_order_when_it_takes_the_checkpoi
         HandoverStep.SPAWNED, HandoverStep.SESSION, HandoverStep.WARM, HandoverStep.PREPARED)]
         + [mark(redis_client, job, HandoverStep.READY, state="ready")])
     ready.start()
-    assert request_standby(redis_client, job, "c1", {"cores": 2}, threading.Event(), timeout_s=10) is None
+    assert request_standby(redis_client, job, "c1", {"cores": 2}, threading.Event(), timeout_s=10)[1] is None
     mark(redis_client, job, HandoverStep.RELEASED, state="released")
     kept = keep_timings(redis_client, job)
     redis_client.delete(keys.handover(job))  # the standby deletes the hash; the stamps stay

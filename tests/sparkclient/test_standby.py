@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparkclient.contract import keys
-from sparkclient.contract.messages import ProtocolError
+from sparkclient.contract.messages import ProtocolError, StandbyUse
 from sparkclient.contract.spec import Knob, KnobTarget, PipelineSpec
 from sparkclient.contract.standby import (HandoverState, StandbyAction, StandbyRequest, StandbyStatus,
                                           read_standby_request, send_standby_request)
-from sparkclient.runner.handover import (claim_prepared, knobs_text, mark_as, open_prepared, request_standby,
-                                         wait_for_release)
+from sparkclient.runner.handover import (claim_prepared, knobs_text, mark_as, open_prepared, pending_standby,
+                                         request_standby, wait_for_release)
 from sparkclient.runner import standby as standby_module
 from sparkclient.runner.arguments import add_run_arguments
 from sparkclient.runner.session import WARM_UP_BATCHES
@@ -122,11 +122,28 @@ def test_a_command_with_the_prepared_knobs_claims_the_standby_and_waits_for_it(r
     assert not claim_prepared(redis_client, JOB, "c0", {"cores": 3, "parts": 2})  # other knobs
     ready = threading.Timer(0.3, lambda: mark_as(redis_client, JOB, "prepared-1-a", state="ready"))
     ready.start()
-    assert request_standby(redis_client, JOB, "c1", {"parts": 2, "cores": 2}, threading.Event(), timeout_s=10) is None
+    assert request_standby(redis_client, JOB, "c1", {"parts": 2, "cores": 2}, threading.Event(),
+                           timeout_s=10) == (StandbyUse.STARTING, None)  # claimed while starting
     hand = redis_client.hgetall(keys.handover(JOB))
     assert (hand["id"], hand["command"], hand["state"]) == ("prepared-1-a", "c1", "ready")
     assert float(hand["requested_at"]) >= float(hand["spawned_at"])
     assert not claim_prepared(redis_client, JOB, "c2", {"cores": 2, "parts": 2})  # claimed once
+
+
+def test_a_command_says_whether_the_standby_it_hands_over_to_was_ready_when_it_came(redis_client):
+    open_prepared(redis_client, JOB, "prepared-1-a", "1", {"cores": 2, "parts": 2})
+    mark_as(redis_client, JOB, "prepared-1-a", state="ready")
+    assert request_standby(redis_client, JOB, "c1", {"cores": 2, "parts": 2}, threading.Event(),
+                           timeout_s=10) == (StandbyUse.READY, None)
+    use, error = request_standby(redis_client, JOB, "c2", {"cores": 3, "parts": 2}, threading.Event(), timeout_s=0.1)
+    assert use is StandbyUse.STARTED and error  # none prepared with these knobs: asked for, not ready in time
+
+
+@pytest.mark.parametrize("pending, use", [({"standby": "ready"}, StandbyUse.READY),
+                                          ({"standby": "started"}, StandbyUse.STARTED),
+                                          ({}, None), ({"standby": "warm"}, None), ({"standby": [1]}, None)])
+def test_a_pending_handover_reads_its_standby_or_none(pending, use):
+    assert pending_standby({"id": "c1", **pending}) is use
 
 
 def test_a_command_with_other_knobs_asks_for_a_new_standby_and_the_prepared_one_gives_up(redis_client):

@@ -30,8 +30,9 @@ from enum import StrEnum
 
 from scaling.load_change import change_point, departure
 
-__all__ = ["BENCH_PAUSE_S", "EffectSource", "LagSample", "RescaleCost", "TimeToEffect", "WindowEnd",
-           "catch_up_after_first_batch_s", "lag_s", "measured_time_to_effect_s", "rescale_cost", "time_to_effect"]
+__all__ = ["BENCH_PAUSE_S", "BENCH_READY_HANDOVER_S", "EffectSource", "LagSample", "RescaleCost", "StandbyReadiness",
+           "TimeToEffect", "WindowEnd", "catch_up_after_first_batch_s", "lag_s", "measured_time_to_effect_s",
+           "rescale_cost", "time_to_effect"]
 
 
 class WindowEnd(StrEnum):
@@ -176,25 +177,43 @@ def catch_up_after_first_batch_s(catch_up_s: float | None, *, execution_s: float
 #: of 5 runs on a quiet 2-core machine, seconds): the documented default before a job has executed a
 #: path. It leaves out what precedes the stop (a standby driver's start, an executor request).
 BENCH_PAUSE_S = {"in-process": 1.17, "driver-handover": 1.48, "in-place": 0.0, "state-repartition": 1.74}
+#: The time to effect of a warm handover onto a standby driver prepared while the proposal was
+#: pending and ready at the command, measured by ``bench-rescale`` (README's quiet-machine table,
+#: median of 5 runs, seconds): the documented default before a job has handed over onto a ready one.
+BENCH_READY_HANDOVER_S = 3.68
 
 
 class EffectSource(StrEnum):
     """Where an expected time to effect comes from."""
 
-    MEASURED = "measured"  # the median of this job's executions of the path
+    MEASURED = "measured"  # the median of this job's executions of the path (onto a standby as ready as this one)
     BENCH = "bench"        # the README's bench-rescale pause for the path (no execution measured)
+    BENCH_READY = "bench-ready"  # the README's bench-rescale time to effect of a handover onto a ready standby
     UNKNOWN = "unknown"    # neither
+
+
+class StandbyReadiness(StrEnum):
+    """The standby driver a warm handover would run on, as an expected time to effect takes it: ready
+    takes over at once (seconds), any other waits for a driver's start (40-60 s under load)."""
+
+    READY = "ready"        # prepared for the proposal and ready
+    STARTING = "starting"  # prepared for the proposal, still starting
+    FAILED = "failed"      # prepared, failed to start: the approval starts a new one
+    ABSENT = "absent"      # none prepared with the proposal's knobs: the approval starts one
+    UNKNOWN = "unknown"    # its state could not be read: taken to start at the approval
 
 
 @dataclass(frozen=True)
 class TimeToEffect:
     """The expected seconds from the approval to the first batch on the new configuration along
-    ``path``, from ``source`` (``samples`` measured executions); ``seconds`` None when unknown."""
+    ``path``, from ``source`` (``samples`` measured executions); ``seconds`` None when unknown;
+    ``standby`` the standby driver it assumes (None: the path starts no new driver)."""
 
     path: str
     seconds: float | None
     source: EffectSource
     samples: int = 0
+    standby: StandbyReadiness | None = None
 
 
 def measured_time_to_effect_s(*, approved_at_s: float, first_batch_at_s: float | None,
@@ -211,14 +230,23 @@ def measured_time_to_effect_s(*, approved_at_s: float, first_batch_at_s: float |
     return max(0.0, end - approved_at_s)
 
 
-def time_to_effect(path: str, measured_s: Sequence[float]) -> TimeToEffect:
+def time_to_effect(path: str, measured_s: Sequence[float], *,
+                   standby: StandbyReadiness | None = None) -> TimeToEffect:
     """The expected time to effect of a rescale along ``path`` (a ``RescalePath`` value): the median of
-    ``measured_s`` (this job's executions of that path, :func:`measured_time_to_effect_s`), as
+    ``measured_s`` (this job's executions of that path, :func:`measured_time_to_effect_s`, seconds), as
     FLIP-271's restart-time tracking (``ScalingTracking``) learns the restart time; without one,
-    :data:`BENCH_PAUSE_S` for the path, stated as the bench's."""
+    :data:`BENCH_PAUSE_S` for the path, stated as the bench's.
+
+    A warm handover's time depends on its standby driver (``standby``), where Flink's one restart time
+    per job does not: onto one that is ready it is the pause and a batch, otherwise a driver's whole
+    start comes first, about 10x longer. So ``measured_s`` must be the handovers onto a standby like
+    it: onto a ready one for ``READY``, else those that started their standby at the approval. Without
+    one, ``READY`` takes :data:`BENCH_READY_HANDOVER_S`; any other the path's bench pause (a lower bound)."""
     values = [float(v) for v in measured_s if v is not None and v >= 0]
     if values:
-        return TimeToEffect(path, statistics.median(values), EffectSource.MEASURED, len(values))
+        return TimeToEffect(path, statistics.median(values), EffectSource.MEASURED, len(values), standby)
+    if standby is StandbyReadiness.READY:
+        return TimeToEffect(path, BENCH_READY_HANDOVER_S, EffectSource.BENCH_READY, standby=standby)
     if path in BENCH_PAUSE_S:
-        return TimeToEffect(path, BENCH_PAUSE_S[path], EffectSource.BENCH)
-    return TimeToEffect(path, None, EffectSource.UNKNOWN)
+        return TimeToEffect(path, BENCH_PAUSE_S[path], EffectSource.BENCH, standby=standby)
+    return TimeToEffect(path, None, EffectSource.UNKNOWN, standby=standby)

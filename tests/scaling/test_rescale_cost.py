@@ -7,8 +7,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from scaling.load_change import departure
-from scaling.rescale_cost import (EffectSource, LagSample, WindowEnd, catch_up_after_first_batch_s, lag_s,
-                                  measured_time_to_effect_s, rescale_cost, time_to_effect)
+from scaling.rescale_cost import (EffectSource, LagSample, StandbyReadiness, WindowEnd, catch_up_after_first_batch_s,
+                                  lag_s, measured_time_to_effect_s, rescale_cost, time_to_effect)
 
 
 def _series(backlogs, *, rate=500.0, step_s=5.0, t0=0.0):
@@ -131,6 +131,15 @@ def test_the_time_to_effect_is_the_median_measured_else_the_bench_and_says_which
     bench = time_to_effect("state-repartition", [])
     assert (bench.seconds, bench.source) == (1.74, EffectSource.BENCH)
     assert time_to_effect("driver-restart", []).source == EffectSource.UNKNOWN
+
+
+@pytest.mark.parametrize("standby", list(StandbyReadiness))
+def test_a_handovers_expectation_without_a_measured_one_like_it_is_the_benchs_for_its_standby(standby):
+    effect = time_to_effect("driver-handover", [], standby=standby)
+    ready = standby is StandbyReadiness.READY
+    assert (effect.source, effect.seconds, effect.standby) == (
+        (EffectSource.BENCH_READY, 3.68, standby) if ready else (EffectSource.BENCH, 1.48, standby))
+    assert time_to_effect("driver-handover", [18.0, 4.0], standby=standby).seconds == 11.0
 
 
 def test_the_measured_time_to_effect_runs_from_the_approval_to_the_first_batch_within_the_answer():

@@ -256,15 +256,17 @@ def test_the_time_to_effect_is_the_median_of_this_jobs_executions_of_the_path(cl
     job = proposal.job
     for took_s in (82.0, 140.0, 100.0):
         done = make_succeeded(job, path="driver-handover")
-        # the measured time to effect, not when the answer was read (an hour later here)
+        # the measured time to effect, not when the answer was read (an hour later here), of a handover
+        # whose standby started at the approval (no standby is seen ready for this one)
         Execution.objects.filter(proposal=done).update(time_to_effect_s=took_s,
+                                                       result={**done.execution.result, "standby": "started"},
                                                        finished_at=done.decided_at + timedelta(hours=1))
     make_succeeded(job, path="driver-handover")  # no first batch reported: not a sample
     Job.objects.filter(pk=job.pk).update(config=proposal.current_config)
     html = client.get(f"/proposals/{proposal.pk}/").content.decode()
     text = cell(html, "time-to-effect")
     assert text.startswith("Expected time to effect: about 100 s from the approval")
-    assert "median of this job's 3 executions of this path" in text
+    assert "median of this job's 3 handovers that started their standby driver at the approval" in text
 
 
 def test_the_rescales_page_states_each_executions_time_to_effect_in_its_own_column(client, operator):

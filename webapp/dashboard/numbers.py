@@ -9,7 +9,11 @@
 - **path**: how the runner applied it (``sparkclient.contract.control.RescalePath``), in words.
 - **time to effect**: seconds from the approval to the first batch on the new configuration
   (``Execution.time_to_effect_s``, measured); expected, along the path a proposal will take, as the
-  median of this job's measured ones of that path (:func:`scaling.rescale_cost.time_to_effect`).
+  median of this job's measured ones of that path (:func:`scaling.rescale_cost.time_to_effect`). For
+  a warm handover, of those onto a standby driver like the proposal's as the runner reports it now
+  (``webapp.loop.standby.standby_read``): onto a ready one when it is ready, else of those that
+  started their standby at the approval (``Execution.result``'s ``standby``,
+  ``sparkclient.contract.control.StandbyUse``).
 """
 
 from __future__ import annotations
@@ -20,11 +24,14 @@ from enum import StrEnum
 
 from django.utils import timezone
 
-from scaling.rescale_cost import EffectSource, TimeToEffect, catch_up_after_first_batch_s, time_to_effect
-from sparkclient.contract.control import RescalePath
+from scaling.rescale_cost import (EffectSource, StandbyReadiness, TimeToEffect, catch_up_after_first_batch_s,
+                                  time_to_effect)
+from sparkclient.contract.control import RescalePath, StandbyUse
 from sparkclient.contract.spec import KnobTarget
 from webapp.jobs.bindings import plan_bindings
 from webapp.loop.rescale_cost import FOLLOW_S
+from webapp.loop.standby import standby_seen
+from webapp.proposals.codes import StandbySeen
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.reason_text import path_text
 
@@ -124,12 +131,16 @@ def expected_path(proposal: Proposal) -> RescalePath:
     return RescalePath.IN_PROCESS
 
 
-def measured_times_to_effect_s(*, job, path: RescalePath, limit: int = 20) -> list[float]:
+def measured_times_to_effect_s(*, job, path: RescalePath, standby: StandbyUse | None = None,
+                               limit: int = 20) -> list[float]:
     """The measured times to effect (``Execution.time_to_effect_s``: seconds from the approval to the
-    first batch on the new configuration) of this job's newest succeeded executions of ``path``."""
-    return list(Execution.objects.filter(proposal__job=job, status=Execution.Status.SUCCEEDED, path=str(path),
-                                         time_to_effect_s__isnull=False)
-                .order_by("-finished_at").values_list("time_to_effect_s", flat=True)[:limit])
+    first batch on the new configuration) of this job's newest succeeded executions of ``path``; with
+    ``standby``, only those whose runner reported that standby driver (``Execution.result``'s ``standby``)."""
+    executions = Execution.objects.filter(proposal__job=job, status=Execution.Status.SUCCEEDED, path=str(path),
+                                          time_to_effect_s__isnull=False)
+    if standby is not None:
+        executions = executions.filter(result__standby=standby.value)
+    return list(executions.order_by("-finished_at").values_list("time_to_effect_s", flat=True)[:limit])
 
 
 def measured_time_to_effect(execution: Execution | None) -> str:
@@ -138,21 +149,63 @@ def measured_time_to_effect(execution: Execution | None) -> str:
         else "–"
 
 
-def expected_time_to_effect(proposal: Proposal) -> TimeToEffect:
-    """What an approval of ``proposal`` is expected to take until its first batch (see the module docstring)."""
+#: The standby as the web app sees it, as the expectation takes it.
+READINESS = {StandbySeen.READY: StandbyReadiness.READY, StandbySeen.STARTING: StandbyReadiness.STARTING,
+             StandbySeen.FAILED: StandbyReadiness.FAILED, StandbySeen.ABSENT: StandbyReadiness.ABSENT,
+             StandbySeen.UNREACHABLE: StandbyReadiness.UNKNOWN}
+
+
+def expected_time_to_effect(proposal: Proposal, *, seen: StandbySeen | None = None) -> TimeToEffect:
+    """What an approval of ``proposal`` is expected to take until its first batch (see the module
+    docstring). ``seen``: its standby driver as already read (``webapp.loop.standby.standby_read``);
+    None reads it when the path is a warm handover."""
     path = expected_path(proposal)
-    return time_to_effect(str(path), measured_times_to_effect_s(job=proposal.job, path=path))
+    if path != RescalePath.DRIVER_HANDOVER:
+        return time_to_effect(str(path), measured_times_to_effect_s(job=proposal.job, path=path))
+    readiness = READINESS[seen if seen is not None else standby_seen(proposal)]
+    like = StandbyUse.READY if readiness is StandbyReadiness.READY else StandbyUse.STARTED
+    return time_to_effect(str(path), measured_times_to_effect_s(job=proposal.job, path=path, standby=like),
+                          standby=readiness)
+
+
+#: What the expectation takes of the standby driver, in words.
+STANDBY_TAKEN = {
+    StandbyReadiness.READY: "the standby driver prepared for this proposal is ready, so the approval hands over "
+                            "at once",
+    StandbyReadiness.STARTING: "the standby driver prepared for this proposal is still starting, so the approval "
+                               "waits for the rest of its start",
+    StandbyReadiness.FAILED: "the standby driver prepared for this proposal failed to start, so the approval "
+                             "starts a new one",
+    StandbyReadiness.ABSENT: "no standby driver is prepared for this proposal, so the approval starts one",
+    StandbyReadiness.UNKNOWN: "the standby driver's state could not be read, so it is taken to start at the approval",
+}
+
+
+def _measured_of(effect: TimeToEffect, count: int) -> str:
+    """``"3 executions of this path"``, or the handovers of the standby kind ``effect`` counts."""
+    plural = "s" if count != 1 else ""
+    if effect.standby is None:
+        return f"{count} execution{plural} of this path"
+    if effect.standby is StandbyReadiness.READY:
+        return f"{count} handover{plural} onto a ready standby driver"
+    return f"{count} handover{plural} that started {'their' if plural else 'its'} standby driver at the approval"
 
 
 def time_to_effect_text(effect: TimeToEffect) -> str:
-    """The expected time to effect in words, with its source."""
-    path = path_text(effect.path)
+    """The expected time to effect in words, with its source (and, for a warm handover, what it takes
+    of the standby driver)."""
+    path = path_text(effect.path) + (f"; {STANDBY_TAKEN[effect.standby]}" if effect.standby else "")
+    span = "from the approval to the first batch on the new configuration"
     if effect.source == EffectSource.MEASURED:
-        runs = f"{effect.samples} execution{'s' if effect.samples != 1 else ''}"
-        return (f"about {duration(effect.seconds)} from the approval to the first batch on the new configuration "
-                f"({path}; median of this job's {runs} of this path)")
+        about = "up to about" if effect.standby is StandbyReadiness.STARTING else "about"
+        return (f"{about} {duration(effect.seconds)} {span} "
+                f"({path}; median of this job's {_measured_of(effect, effect.samples)})")
+    none_yet = ("no execution of this path measured for this job yet" if effect.standby is None
+                else f"no {_measured_of(effect, 1).removeprefix('1 ')} measured for this job yet")
+    if effect.source == EffectSource.BENCH_READY:
+        return (f"about {duration(effect.seconds)} {span} ({path}; {none_yet}: the time to effect the README's "
+                f"bench-rescale measured for a handover onto a prepared standby driver on a quiet 2-core machine)")
     if effect.source == EffectSource.BENCH:
-        return (f"at least {duration(effect.seconds)} from the approval to the first batch on the new configuration "
-                f"({path}; no execution of this path measured for this job yet: the pause the README's "
+        return (f"at least {duration(effect.seconds)} {span} ({path}; {none_yet}: the pause the README's "
                 f"bench-rescale measured on a quiet 2-core machine, not counting a new driver's or executor's start)")
     return f"unknown ({path}; no execution of this path measured yet)"

@@ -15,7 +15,7 @@ from webapp.dashboard import numbers, present, reads
 from webapp.dashboard.predictions import prediction_rows
 from webapp.jobs.models import Job
 from webapp.jobs.selectors import finite_or_inf
-from webapp.loop.standby import ACTIVE, prepared_for, standby_status
+from webapp.loop.standby import ACTIVE, prepared_for, standby_read
 from webapp.proposals.memory import memory_offer
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import plan_cores
@@ -83,7 +83,9 @@ def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -
     realized = detail.get("realized")
     catch_up = numbers.catch_up(execution)
     pending = proposal.status == Proposal.Status.PENDING
-    standby = standby_status(proposal) if proposal.status in ACTIVE else None
+    standby, seen = standby_read(proposal) if proposal.status in ACTIVE else (None, None)  # one read per render
+    expects = pending and proposal.kind == Proposal.Kind.SCALE
+    effect = numbers.expected_time_to_effect(proposal, seen=seen) if expects else None
     offer = memory_offer(proposal) if pending and can_decide else None
     return {"proposal": proposal, "job": job, "policy": job.policy, "plan": plan, "rows": rows,
             "job_capacity": job_capacity, "cores_now": cores_now, "cores_new": cores_new,
@@ -92,8 +94,9 @@ def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -
             "realized": realized, "execution": execution, "catch_up": catch_up,
             "execution_path": numbers.path_text(execution.path) if execution is not None else "",
             "added_lag": numbers.added_lag(execution),
-            "time_to_effect": (numbers.time_to_effect_text(numbers.expected_time_to_effect(proposal))
-                               if pending and proposal.kind == Proposal.Kind.SCALE else ""),
+            "time_to_effect": numbers.time_to_effect_text(effect) if effect is not None else "",
+            "time_to_effect_source": effect.source if effect is not None else "",
+            "time_to_effect_standby": (effect.standby or "") if effect is not None else "",
             "can_decide": can_decide, "error": error,
             "memory_offer": offer, "approve_confirm": approve_confirm(proposal, offer, standby),
             "memory_standby_note": memory_standby_note(proposal, offer, standby),

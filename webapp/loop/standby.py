@@ -42,7 +42,7 @@ from webapp.proposals.models import AuditEvent, Proposal
 logger = logging.getLogger(__name__)
 
 __all__ = ["ACTIVE", "STANDBY_TTL_S", "needs_new_driver", "prepared_for", "standby_gate", "standby_refresh",
-           "standby_seen", "standby_status", "standby_sync", "standby_wanted", "standby_wait_end"]
+           "standby_read", "standby_seen", "standby_status", "standby_sync", "standby_wanted", "standby_wait_end"]
 
 #: The statuses of a proposal whose standby is kept: it may still run.
 ACTIVE = (Status.PENDING, Status.APPROVED, Status.EXECUTING)
@@ -127,11 +127,18 @@ def standby_refresh() -> int:
 def standby_status(proposal: Proposal) -> StandbyStatus | None:
     """The standby prepared for ``proposal`` as its runner reports it (starting or ready, and its
     cost), None when there is none for it or Redis does not answer."""
+    return standby_read(proposal)[0]
+
+
+def standby_read(proposal: Proposal) -> tuple[StandbyStatus | None, StandbySeen]:
+    """One read of the runner's report (the handover hash in Redis) for ``proposal``: its standby as
+    :func:`standby_status` gives it, and as :func:`standby_seen` sees it."""
     try:
         status = read_standby_status(get_redis(), proposal.job.name)
     except (ProtocolError, *REDIS_ERRORS):
-        return None
-    return status if status.state is not None and status.proposal == str(proposal.pk) else None
+        return None, StandbySeen.UNREACHABLE
+    mine = status if status.state is not None and status.proposal == str(proposal.pk) else None
+    return mine, SEEN[status.state] if prepared_for(status, proposal) else StandbySeen.ABSENT
 
 
 #: The handover hash's states as the approval's wait sees them.
@@ -145,13 +152,7 @@ def standby_seen(proposal: Proposal) -> StandbySeen:
     (``unreachable``: Redis did not answer or its report is malformed; ``absent``: none for this
     proposal and these knobs, e.g. not picked up yet, prepared for an earlier revision, or a runner
     that prepares none)."""
-    try:
-        status = read_standby_status(get_redis(), proposal.job.name)
-    except (ProtocolError, *REDIS_ERRORS):
-        return StandbySeen.UNREACHABLE
-    if not prepared_for(status, proposal):
-        return StandbySeen.ABSENT
-    return SEEN[status.state]
+    return standby_read(proposal)[1]
 
 
 def prepared_for(status: StandbyStatus | None, proposal: Proposal) -> bool:

@@ -1,0 +1,129 @@
+"""The expected time to effect of a warm handover follows the standby driver prepared for the proposal
+(``webapp.dashboard.numbers.expected_time_to_effect``): onto a ready one, the median of this job's
+handovers onto a ready one (else the bench's 3.68 s); otherwise the median of those that started
+their standby at the approval (else the bench's pause), never a mix of the two."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+from html import unescape
+
+import pytest
+
+from scaling.rescale_cost import BENCH_PAUSE_S, BENCH_READY_HANDOVER_S, EffectSource, StandbyReadiness
+from sparkclient.contract import keys
+from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus, StandbyUse
+from tests.webapp.dashboard_factories import make_role_user, make_succeeded
+from tests.webapp.factories import make_pending
+from webapp.dashboard.numbers import expected_time_to_effect, time_to_effect_text
+from webapp.jobs.models import Job
+from webapp.proposals.codes import StandbySeen
+from webapp.proposals.models import Execution, Proposal, result_json
+
+pytestmark = pytest.mark.django_db
+
+#: This job's handovers, by the standby the runner reported: seconds from the approval to the first batch.
+READY_S, STARTED_S = (18.0, 4.0, 6.0), (50.0, 60.0, 40.0)
+#: Never counted: a handover claimed while its standby was still starting, and one from an older runner.
+OTHER = ((StandbyUse.STARTING, 25.0), (None, 30.0))
+
+
+def _handover(proposal: Proposal, standby: StandbyUse | None, took_s: float) -> None:
+    done = make_succeeded(proposal.job, path="driver-handover")
+    result = RescaleResult(id=f"proposal-{done.pk}-attempt-1", status=ResultStatus.SUCCEEDED,
+                           path=RescalePath.DRIVER_HANDOVER, knobs=done.proposed_config, standby=standby)
+    Execution.objects.filter(proposal=done).update(time_to_effect_s=took_s, result=result_json(result),
+                                                   finished_at=done.decided_at + timedelta(minutes=1))
+
+
+def _pending_with(history: str) -> Proposal:
+    """A pending cores change (a warm handover) of a job whose earlier handovers are ``history``:
+    ``none``, ``ready`` (onto a ready standby), ``started`` (standby started at the approval) or ``both``."""
+    proposal = make_pending()
+    for standby, took_s in OTHER:
+        _handover(proposal, standby, took_s)
+    for kind, times in ((StandbyUse.READY, READY_S), (StandbyUse.STARTED, STARTED_S)):
+        if history in (kind.value, "both"):
+            for took_s in times:
+                _handover(proposal, kind, took_s)
+    Job.objects.filter(pk=proposal.job_id).update(config=proposal.current_config)
+    return Proposal.objects.select_related("job").get(pk=proposal.pk)
+
+
+READY_MEDIAN = (EffectSource.MEASURED, 6.0, 3)
+COLD_MEDIAN = (EffectSource.MEASURED, 50.0, 3)
+BENCH_READY = (EffectSource.BENCH_READY, BENCH_READY_HANDOVER_S, 0)
+BENCH_PAUSE = (EffectSource.BENCH, BENCH_PAUSE_S["driver-handover"], 0)
+
+
+@pytest.mark.parametrize("seen, readiness, expected", [
+    # the standby as seen: ready, starting, none (absent or failed), unknown (Redis unreadable)
+    (StandbySeen.READY, StandbyReadiness.READY,
+     {"both": READY_MEDIAN, "ready": READY_MEDIAN, "started": BENCH_READY, "none": BENCH_READY}),
+    *[(seen, readiness, {"both": COLD_MEDIAN, "ready": BENCH_PAUSE, "started": COLD_MEDIAN, "none": BENCH_PAUSE})
+      for seen, readiness in ((StandbySeen.STARTING, StandbyReadiness.STARTING),
+                              (StandbySeen.ABSENT, StandbyReadiness.ABSENT),
+                              (StandbySeen.FAILED, StandbyReadiness.FAILED),
+                              (StandbySeen.UNREACHABLE, StandbyReadiness.UNKNOWN))]])
+@pytest.mark.parametrize("history", ["both", "ready", "started", "none"])
+def test_the_expectation_takes_the_handovers_onto_a_standby_like_this_one(seen, readiness, expected, history):
+    effect = expected_time_to_effect(_pending_with(history), seen=seen)
+    assert (effect.path, effect.standby) == ("driver-handover", readiness)
+    assert (effect.source, effect.seconds, effect.samples) == expected[history]
+
+
+def test_a_path_without_a_new_driver_ignores_the_standby():
+    proposal = _pending_with("both")
+    proposal.proposed_config = {**proposal.current_config, "parts": proposal.current_config.get("parts", 2) + 1}
+    effect = expected_time_to_effect(proposal, seen=StandbySeen.READY)
+    assert (effect.path, effect.standby, effect.source) == ("in-process", None, EffectSource.BENCH)
+
+
+# --- the sentences the page renders --------------------------------------------------------------------
+
+SPAN = "from the approval to the first batch on the new configuration (warm handover to a new driver; "
+
+
+@pytest.mark.parametrize("seen, history, sentence", [
+    (StandbySeen.READY, "both", "about 6 s " + SPAN + "the standby driver prepared for this proposal is ready, so the "
+     "approval hands over at once; median of this job's 3 handovers onto a ready standby driver)"),
+    (StandbySeen.READY, "started", "about 3.7 s " + SPAN + "the standby driver prepared for this proposal is ready, "
+     "so the approval hands over at once; no handover onto a ready standby driver measured for this job yet: the "
+     "time to effect the README's bench-rescale measured for a handover onto a prepared standby driver on a quiet "
+     "2-core machine)"),
+    (StandbySeen.STARTING, "both", "up to about 50 s " + SPAN + "the standby driver prepared for this proposal is "
+     "still starting, so the approval waits for the rest of its start; median of this job's 3 handovers that "
+     "started their standby driver at the approval)"),
+    (StandbySeen.ABSENT, "both", "about 50 s " + SPAN + "no standby driver is prepared for this proposal, so the "
+     "approval starts one; median of this job's 3 handovers that started their standby driver at the approval)"),
+    (StandbySeen.UNREACHABLE, "ready", "at least 1.5 s " + SPAN + "the standby driver's state could not be read, so "
+     "it is taken to start at the approval; no handover that started its standby driver at the approval measured "
+     "for this job yet: the pause the README's bench-rescale measured on a quiet 2-core machine, not counting a new "
+     "driver's or executor's start)"),
+])
+def test_the_sentence_states_the_figure_the_standby_and_the_source(seen, history, sentence):
+    assert time_to_effect_text(expected_time_to_effect(_pending_with(history), seen=seen)) == sentence
+
+
+def test_the_page_reads_the_standby_from_the_runners_report(client, workflow_redis, enqueued):
+    """One read of the handover hash the page reads already; a standby prepared for other knobs is none."""
+    proposal = _pending_with("both")
+    client.force_login(make_role_user("op"))
+
+    def shown() -> tuple[str, str, str]:
+        html = unescape(client.get(f"/proposals/{proposal.pk}/").content.decode())
+        tag = re.search(r'<p id="time-to-effect" data-source="([^"]*)" data-standby="([^"]*)">([^<]*)</p>', html)
+        return tag.group(1), tag.group(2), tag.group(3)
+
+    def standby(state: str, knobs: dict) -> None:
+        workflow_redis.hset(keys.handover(proposal.job.name), mapping={
+            "id": "prepared-x", "state": state, "proposal": str(proposal.pk), "prepared": "1",
+            "knobs": json.dumps(knobs, sort_keys=True)})
+
+    assert shown()[:2] == ("measured", "absent") and "about 50 s" in shown()[2]
+    standby("ready", proposal.proposed_config)
+    assert shown()[:2] == ("measured", "ready") and shown()[2].startswith("Expected time to effect: about 6 s ")
+    standby("ready", {**proposal.proposed_config, "cores": 7})  # an earlier revision's: not claimed
+    assert shown()[:2] == ("measured", "absent")

@@ -11,16 +11,21 @@ from datetime import timedelta
 from html import unescape
 
 import pytest
+from django.utils import timezone
 
 from scaling.rescale_cost import BENCH_PAUSE_S, BENCH_READY_HANDOVER_S, EffectSource, StandbyReadiness
 from sparkclient.contract import keys
 from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus, StandbyUse
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
-from tests.webapp.factories import make_pending
+from tests.webapp.factories import make_job, make_pending, make_snapshots, make_user
+from webapp.api.serializers import ExecutionSerializer
 from webapp.dashboard.numbers import expected_time_to_effect, time_to_effect_text
 from webapp.jobs.models import Job
+from webapp.loop.evaluate import evaluation_run
+from webapp.loop.execute import execution_record_result
 from webapp.proposals.codes import StandbySeen
 from webapp.proposals.models import Execution, Proposal, result_json
+from webapp.proposals.services import proposal_approve
 
 pytestmark = pytest.mark.django_db
 
@@ -127,3 +132,29 @@ def test_the_page_reads_the_standby_from_the_runners_report(client, workflow_red
     assert shown()[:2] == ("measured", "ready") and shown()[2].startswith("Expected time to effect: about 6 s ")
     standby("ready", {**proposal.proposed_config, "cores": 7})  # an earlier revision's: not claimed
     assert shown()[:2] == ("measured", "absent")
+
+
+def test_the_runners_standby_is_stored_with_the_execution_and_counted(no_enqueue):
+    """The runner's ``standby`` lands in ``Execution.result`` (and the API's execution), and the next
+    proposal's expectation counts that handover onto a ready standby only while its standby is ready."""
+    job = make_job(name="warm", metric_window_s=45)
+    make_snapshots(job)
+    evaluation_run(job=job)
+    proposal = job.proposals.get()
+    proposal_approve(proposal=proposal, actor=make_user(username="operator-warm"))
+    approved = timezone.now() - timedelta(seconds=30)
+    Proposal.objects.filter(pk=proposal.pk).update(status=Proposal.Status.EXECUTING, decided_at=approved)
+    approved_at = approved.timestamp()
+    execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")
+    execution_record_result(execution_id=execution.pk, attempt=1, result=RescaleResult(
+        id=execution.exec_id(1), status=ResultStatus.SUCCEEDED, path=RescalePath.DRIVER_HANDOVER,
+        knobs=proposal.proposed_config, first_batch_at=approved_at + 4.0, standby=StandbyUse.READY))
+    execution.refresh_from_db()
+    assert execution.result["standby"] == "ready" and execution.rescale_result.standby is StandbyUse.READY
+    assert ExecutionSerializer(execution).data["result"]["standby"] == "ready"
+    later = Proposal.objects.create(job=job, status=Proposal.Status.PENDING, current_config=proposal.proposed_config,
+                                    proposed_config={**proposal.proposed_config,
+                                                     "cores": proposal.proposed_config["cores"] + 1})
+    ready = expected_time_to_effect(later, seen=StandbySeen.READY)
+    assert (ready.source, ready.seconds, ready.samples) == (EffectSource.MEASURED, pytest.approx(4.0, abs=0.01), 1)
+    assert expected_time_to_effect(later, seen=StandbySeen.STARTING).source == EffectSource.BENCH

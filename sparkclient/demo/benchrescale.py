@@ -1,18 +1,21 @@
 """``python -m sparkclient bench-rescale``: the cost of each rescale path, measured on the demo pipeline.
 
-    python -m sparkclient bench-rescale [--runs 5] [--rate 300] [--paths in-process,handover,in-place,repartition]
-                                        [--json FILE]
+    python -m sparkclient bench-rescale [--runs 5] [--rate 300]
+        [--paths in-process,handover,in-place,repartition,memory-cluster] [--json FILE]
 
 Starts Redis, the Nexmark generator at a steady ``--rate`` and the demo pipeline under
-``python -m sparkclient run`` (local mode; the ``in-place`` path on a local standalone cluster of its
-own), then performs each path ``--runs`` times, alternating between two configurations:
+``python -m sparkclient run`` (local mode; the ``in-place`` and ``memory-cluster`` paths on a local
+standalone cluster of their own), then performs each path ``--runs`` times, alternating between two configurations:
 
 - ``in-process``: ``enrich_partitions`` 1 ↔ 2 (a restart inside the driver);
 - ``handover``: ``cores`` 1 ↔ 2 in local mode (a warm driver handover), as the product runs it: the
   standby is prepared first (the web app's request while the proposal is pending,
   :mod:`sparkclient.contract.standby`), and the command is sent once it is ready;
 - ``in-place``: ``cores`` 1 ↔ 2 on the standalone cluster (executors changed while the query runs);
-- ``repartition``: ``state_partitions`` 2 ↔ 3 (offline RocksDB state repartition).
+- ``repartition``: ``state_partitions`` 2 ↔ 3 (offline RocksDB state repartition);
+- ``memory-cluster``: ``memory_mb`` 1,024 ↔ 1,536 on the standalone cluster (``spark.executor.memory``:
+  a new driver whose executors start with the new heap, handed over to from a prepared standby, as
+  for ``handover``).
 
 Per run it records, from the runner's result and the backlog sampled every 0.25 s:
 
@@ -65,7 +68,7 @@ from sparkclient.demo.redisproc import start_redis
 from sparkclient.demo.sink import sink_total
 from sparkclient.runner.handover import read_timings
 
-PATHS = ("in-process", "handover", "in-place", "repartition")
+PATHS = ("in-process", "handover", "in-place", "repartition", "memory-cluster")
 TOPIC, JOB = "bench", "bench"
 TRIGGER_S = 1  # the pipeline's trigger interval during the bench, seconds
 ROOT = Path(__file__).resolve().parents[2]
@@ -234,15 +237,18 @@ class Bench:
 
 
 CHANGES = {"in-process": ("enrich_partitions", 1, 2), "handover": ("cores", 1, 2), "in-place": ("cores", 1, 2),
-           "repartition": ("state_partitions", 2, 3)}
+           "repartition": ("state_partitions", 2, 3), "memory-cluster": ("memory_mb", 1024, 1536)}
+#: The paths that run on a standalone cluster of their own, and those whose standby is prepared first.
+ON_CLUSTER, PREPARED = frozenset({"in-place", "memory-cluster"}), frozenset({"handover", "memory-cluster"})
 
 
 def bench_path(path: str, runs: int, workdir: Path, rate: float) -> list[Run]:
-    """``runs`` rescales along ``path`` on a fresh pipeline (its own standalone cluster for ``in-place``)."""
+    """``runs`` rescales along ``path`` on a fresh pipeline (its own standalone cluster for
+    :data:`ON_CLUSTER`: 2 cores, and 4 GB so that a standby's executor fits beside the running one's)."""
     cluster = None
     master, master_ui = "local", None
-    if path == "in-place":
-        cluster = start_cluster(workdir / "cluster", worker_cores=2, worker_memory="2g")
+    if path in ON_CLUSTER:
+        cluster = start_cluster(workdir / "cluster", worker_cores=2, worker_memory="4g")
         master, master_ui = cluster.master_url, cluster.master_ui
     bench = Bench(workdir / path, rate=rate, master=master, master_ui=master_ui)
     out = []
@@ -250,7 +256,7 @@ def bench_path(path: str, runs: int, workdir: Path, rate: float) -> list[Run]:
         knob, low, high = CHANGES[path]
         for i in range(runs):
             knobs = {**bench.knobs(), knob: high if i % 2 == 0 else low}
-            run = bench.rescale(path, f"{path}-{i}", knobs, prepare=path == "handover")
+            run = bench.rescale(path, f"{path}-{i}", knobs, prepare=path in PREPARED)
             print(json.dumps(asdict(run)), flush=True)
             out.append(run)
     finally:
@@ -262,7 +268,7 @@ def bench_path(path: str, runs: int, workdir: Path, rate: float) -> list[Run]:
 
 def table(runs: list[Run]) -> str:
     """The per-path summary table (median, min, max of each figure; exactly once in every run)."""
-    lines = [f"{'path':<12} {'n':>2} {'pause_s med/min/max':>22} {'time_to_effect_s med/min/max':>31} "
+    lines = [f"{'path':<15} {'n':>2} {'pause_s med/min/max':>22} {'time_to_effect_s med/min/max':>31} "
              f"{'added_lag_s med/min/max':>26} {'catch_up_s med/min/max':>25} {'standby_rss_mb med/min/max':>28} "
              f"{'exactly once':>13}"]
     for path in PATHS:
@@ -277,7 +283,7 @@ def table(runs: list[Run]) -> str:
             return f"{statistics.median(values):.2f}/{min(values):.2f}/{max(values):.2f}"
 
         ok = all(r.exactly_once and r.succeeded for r in mine)
-        lines.append(f"{path:<12} {len(mine):>2} {fig('pause_s'):>22} {fig('time_to_effect_s'):>31} "
+        lines.append(f"{path:<15} {len(mine):>2} {fig('pause_s'):>22} {fig('time_to_effect_s'):>31} "
                      f"{fig('added_lag_s'):>26} "
                      f"{fig('catch_up_s'):>25} {fig('standby_rss_mb'):>28} {'yes' if ok else 'NO':>13}")
     for r in runs:

@@ -163,6 +163,20 @@ class ExecutorScaler:
         empty = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(jvm.java.util.HashMap())
         return bool(self.sc._jsc.sc().requestTotalExecutors(total, 0, empty))
 
+    def limit_to(self, total: int, *, wait_s: float, poll_s: float = 0.5) -> bool:
+        """Ask for ``total`` executors without waiting for them all, so that the cluster manager never
+        gives the application more (it fills ``spark.cores.max`` until asked otherwise); then whether
+        one is active within ``wait_s`` seconds (a cluster whose cores other applications hold gives
+        none). Raises ``ExecutorScalingError`` when Spark refuses the request."""
+        if not self._request_total(max(total, self.min_executors)):
+            raise ExecutorScalingError(f"Spark refused the request for {total} executors")
+        deadline = time.monotonic() + wait_s
+        while not self.active():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s)
+        return True
+
     @property
     def graceful(self) -> bool:
         """Whether executors leave through graceful decommission (``spark.decommission.enabled``)."""

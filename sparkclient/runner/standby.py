@@ -37,6 +37,7 @@ from sparkclient.contract import keys
 from sparkclient.contract.messages import ProtocolError
 from sparkclient.contract.spec import KnobError, PipelineSpec, validate_values
 from sparkclient.contract.standby import HandoverState, StandbyAction, StandbyRequest, read_standby_request
+from sparkclient.runner.executors import ExecutorScaler
 from sparkclient.runner.handover import (HandoverStep, cancel_prepared, knobs_text, mark, mark_as, open_prepared,
                                          wait_for_release)
 from sparkclient.runner.procgroup import end_process_group
@@ -48,6 +49,9 @@ __all__ = ["EXIT_STANDBY_ABORTED", "StandbyCost", "StandbyKeeper", "StandbyRole"
 
 #: Exit code of a standby driver whose handover was called off (nothing of the job was touched).
 EXIT_STANDBY_ABORTED = 77
+#: On a cluster, how long a standby waits for a free executor before it waits unwarmed, seconds (an
+#: executor on a free worker is active within seconds).
+STANDBY_EXECUTOR_WAIT_S = 30.0
 
 
 class StandbyKeeper:
@@ -209,9 +213,10 @@ class StandbyRole:
         stopped) when the handover was called off."""
         self.spark = self._build_session()
         mark_as(self.client, self.job, self.standby, HandoverStep.SESSION)
-        if not warm_up_pipeline(self.spark, self.spec, self.values, self._session_conf(), self.workdir,
-                                batches=self.warm_up_batches or WARM_UP_BATCHES, stop_event=self.stop_event):
-            warm_up(self.spark, self.executors(), self.workdir)  # the pipeline's plan did not run: a generic one
+        if self._standby_executors():
+            if not warm_up_pipeline(self.spark, self.spec, self.values, self._session_conf(), self.workdir,
+                                    batches=self.warm_up_batches or WARM_UP_BATCHES, stop_event=self.stop_event):
+                warm_up(self.spark, self.executors(), self.workdir)  # the pipeline's plan did not run: a generic one
         mark_as(self.client, self.job, self.standby, HandoverStep.WARM)
         # Before the pause: the query's analysis, and the progress listener (py4j's callback server).
         self._prepared = prepare_query(self.spark, self.spec, self.values, self._session_conf())
@@ -227,4 +232,20 @@ class StandbyRole:
                             report=StandbyCost().reading):
             return True
         self.spark.stop()
+        return False
+
+    def _standby_executors(self) -> bool:
+        """Whether the standby has an executor to warm up on. In local mode it runs the tasks itself.
+        On a cluster it asks for the plan's executors only: the cluster manager would otherwise give
+        it every core the running driver frees at the handover, so its first batches would run on
+        cold executors, and it would hold more than the plan. A cluster whose cores the running
+        driver holds gives it none until the handover: it then waits unwarmed (a warm-up's job
+        would block until then) rather than for ever."""
+        if not self.in_place:
+            return True
+        if ExecutorScaler(self.spark, min_executors=1).limit_to(self.executors(), wait_s=STANDBY_EXECUTOR_WAIT_S):
+            return True
+        log.warning("standby %s: no free executor on the cluster within %.0f s (the running driver holds its "
+                    "cores); it waits without warming up, and its executors start at the handover",
+                    self.standby, STANDBY_EXECUTOR_WAIT_S)
         return False

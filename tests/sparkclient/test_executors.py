@@ -59,6 +59,29 @@ def test_task_list_capture_gives_state_holders() -> None:
     assert holders == {"driver": 3}  # local mode: the driver ran the 3 tasks listed
 
 
+class _Limited(ExecutorScaler):
+    """An ExecutorScaler without Spark: ``granted`` answers the request, ``appear`` lists the
+    active executors REST shows at each poll."""
+
+    def __init__(self, granted: bool, appear: list[list[str]]) -> None:  # not super().__init__: it needs Spark
+        self.min_executors, self.granted, self.appear, self.asked = 1, granted, list(appear), []
+
+    def _request_total(self, total: int) -> bool:
+        self.asked.append(total)
+        return self.granted
+
+    def active(self) -> list[str]:
+        return self.appear.pop(0) if len(self.appear) > 1 else self.appear[0]
+
+
+def test_limit_to_asks_for_the_total_and_says_whether_an_executor_came() -> None:
+    came = _Limited(True, [[], [], ["0"]])
+    assert came.limit_to(2, wait_s=5, poll_s=0.001) and came.asked == [2]
+    assert not _Limited(True, [[]]).limit_to(1, wait_s=0.01, poll_s=0.001)
+    with pytest.raises(ExecutorScalingError, match="refused the request for 2 executors"):
+        _Limited(False, [["0"]]).limit_to(2, wait_s=1)
+
+
 # -- real Spark on a standalone cluster --------------------------------------------------------
 
 

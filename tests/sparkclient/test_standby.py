@@ -291,7 +291,7 @@ def test_the_warm_up_batches_flag_reaches_the_standby_drivers_warm_up(monkeypatc
     class Standby(StandbyRole):
         spark = spec = None
         values, job, standby, workdir, stop_event = {}, "j", "s1", Path("/tmp/j"), threading.Event()
-        client = redis_client
+        client, in_place = redis_client, False
 
         def __init__(self, warm_up_batches):
             self.warm_up_batches = warm_up_batches
@@ -307,3 +307,48 @@ def test_the_warm_up_batches_flag_reaches_the_standby_drivers_warm_up(monkeypatc
 
     assert Standby(2)._wait_as_standby() and Standby(None)._wait_as_standby()
     assert asked == [2, WARM_UP_BATCHES]
+
+
+@pytest.mark.parametrize("free_executor", [True, False])
+def test_a_standby_on_a_cluster_asks_for_the_plans_executors_and_warms_up_only_on_one(monkeypatch, redis_client,
+                                                                                      free_executor):
+    """On a cluster the standby asks for its plan's executor count before anything runs (else the
+    master hands it every core the running driver frees at the handover); without a free executor it
+    skips both warm-ups (their jobs would block until the handover) and is still ready."""
+    calls, warmed = [], []
+
+    class Scaler:
+        def __init__(self, spark, *, min_executors):
+            calls.append(("new", spark, min_executors))
+
+        def limit_to(self, total, *, wait_s):
+            calls.append(("limit_to", total, wait_s))
+            return free_executor
+
+    monkeypatch.setattr(standby_module, "ExecutorScaler", Scaler)
+    monkeypatch.setattr(standby_module, "warm_up_pipeline", lambda *a, **kw: warmed.append("plan") or 0)
+    monkeypatch.setattr(standby_module, "warm_up", lambda *a, **kw: warmed.append("generic"))
+    monkeypatch.setattr(standby_module, "prepare_query", lambda *a, **kw: None)
+    monkeypatch.setattr(standby_module, "wait_for_release", lambda *a, **kw: True)
+    session = object()
+
+    class Standby(StandbyRole):
+        spark = spec = None
+        values, job, standby, workdir, stop_event = {}, "j", "s1", Path("/tmp/j"), threading.Event()
+        client, in_place, warm_up_batches = redis_client, True, None
+
+        def _build_session(self):
+            return session
+
+        def executors(self):
+            return 3
+
+        def _session_conf(self):
+            return {}
+
+        def _add_listener(self):
+            pass
+
+    assert Standby()._wait_as_standby()
+    assert calls == [("new", session, 1), ("limit_to", 3, standby_module.STANDBY_EXECUTOR_WAIT_S)]
+    assert warmed == (["plan", "generic"] if free_executor else [])

@@ -1,4 +1,5 @@
-"""Fixtures shared by the whole suite: a real Redis server started as a process."""
+"""Fixtures shared by the whole suite: a real Redis server started as a process; and how pytest-xdist
+spreads the tests over its workers (``make test`` runs the tests without Spark or a browser on two)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,34 @@ import logging
 
 import pytest
 import redis
+from xdist.scheduler import LoadScopeScheduling
 
 from sparkclient.demo.redisproc import start_redis
+
+#: Modules whose tests share an expensive module-scoped fixture: under pytest-xdist each worker that
+#: runs one of their tests builds the fixture again, so all of a module's tests go to one worker.
+#: ``test_bench.py``: its ``quick``, ``memory`` and ``full`` fixtures run the policy benchmark, about
+#: 150 s of one core and 120 s of two (``full`` has its own pool of 2 processes).
+ONE_WORKER_MODULES = frozenset({"tests/scaling/test_bench.py"})
+
+
+class OneWorkerModulesScheduling(LoadScopeScheduling):
+    """xdist's ``--dist load`` at the grain of one test, except the modules of ``ONE_WORKER_MODULES``,
+    each sent whole to one worker. ``LoadScopeScheduling`` sends the largest scope first, so such a
+    module starts at the beginning rather than being left for last."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        module = nodeid.split("::", 1)[0]
+        return module if module in ONE_WORKER_MODULES else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """The scheduler of ``pytest -n N`` with the default ``--dist load``: ``OneWorkerModulesScheduling``.
+    Another ``--dist`` given on the command line is left to xdist."""
+    if config.getvalue("dist") != "load":
+        return None
+    return OneWorkerModulesScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

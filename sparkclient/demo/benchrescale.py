@@ -4,8 +4,9 @@
         [--paths in-process,handover,in-place,repartition,memory-cluster] [--json FILE]
 
 Starts Redis, the Nexmark generator at a steady ``--rate`` and the demo pipeline under
-``python -m sparkclient run`` (local mode; the ``in-place`` and ``memory-cluster`` paths on a local
-standalone cluster of their own), then performs each path ``--runs`` times, alternating between two configurations:
+``python -m sparkclient run`` in local mode, where the local paths run one after the other (the
+``in-place`` and ``memory-cluster`` paths each on a fresh pipeline on a local standalone cluster of
+its own), then performs each path ``--runs`` times, alternating between two configurations:
 
 - ``in-process``: ``enrich_partitions`` 1 ↔ 2 (a restart inside the driver);
 - ``handover``: ``cores`` 1 ↔ 2 in local mode (a warm driver handover), as the product runs it: the
@@ -242,27 +243,40 @@ CHANGES = {"in-process": ("enrich_partitions", 1, 2), "handover": ("cores", 1, 2
 ON_CLUSTER, PREPARED = frozenset({"in-place", "memory-cluster"}), frozenset({"handover", "memory-cluster"})
 
 
-def bench_path(path: str, runs: int, workdir: Path, rate: float) -> list[Run]:
-    """``runs`` rescales along ``path`` on a fresh pipeline (its own standalone cluster for
-    :data:`ON_CLUSTER`: 2 cores, and 4 GB so that a standby's executor fits beside the running one's)."""
-    cluster = None
-    master, master_ui = "local", None
-    if path in ON_CLUSTER:
-        cluster = start_cluster(workdir / "cluster", worker_cores=2, worker_memory="4g")
-        master, master_ui = cluster.master_url, cluster.master_ui
-    bench = Bench(workdir / path, rate=rate, master=master, master_ui=master_ui)
+def bench_paths(paths: list[str], runs: int, workdir: Path, rate: float) -> list[Run]:
+    """``runs`` rescales along each of ``paths``: the local-mode ones one after the other on one
+    fresh pipeline (each path changes only its own knob), each of :data:`ON_CLUSTER` on a fresh
+    pipeline on a standalone cluster of its own (2 cores, and 4 GB so that a standby's executor fits
+    beside the running one's)."""
+    out = []
+    local = [p for p in paths if p not in ON_CLUSTER]
+    if local:
+        out += _bench_on(local, runs, workdir / "local", rate, master="local", master_ui=None)
+    for path in (p for p in paths if p in ON_CLUSTER):
+        cluster = start_cluster(workdir / path / "cluster", worker_cores=2, worker_memory="4g")
+        try:
+            out += _bench_on([path], runs, workdir / path, rate, master=cluster.master_url,
+                             master_ui=cluster.master_ui)
+        finally:
+            stop_cluster(cluster)
+    return out
+
+
+def _bench_on(paths: list[str], runs: int, workdir: Path, rate: float, *, master: str,
+              master_ui: str | None) -> list[Run]:
+    """``runs`` rescales along each of ``paths`` in turn on one pipeline under ``master``."""
+    bench = Bench(workdir, rate=rate, master=master, master_ui=master_ui)
     out = []
     try:
-        knob, low, high = CHANGES[path]
-        for i in range(runs):
-            knobs = {**bench.knobs(), knob: high if i % 2 == 0 else low}
-            run = bench.rescale(path, f"{path}-{i}", knobs, prepare=path in PREPARED)
-            print(json.dumps(asdict(run)), flush=True)
-            out.append(run)
+        for path in paths:
+            knob, low, high = CHANGES[path]
+            for i in range(runs):
+                knobs = {**bench.knobs(), knob: high if i % 2 == 0 else low}
+                run = bench.rescale(path, f"{path}-{i}", knobs, prepare=path in PREPARED)
+                print(json.dumps(asdict(run)), flush=True)
+                out.append(run)
     finally:
         bench.stop()
-        if cluster is not None:
-            stop_cluster(cluster)
     return out
 
 
@@ -320,8 +334,7 @@ def run(args: argparse.Namespace) -> int:
         if args.keep:
             tmp = args.keep
             Path(tmp).mkdir(parents=True, exist_ok=True)
-        for path in paths:
-            runs.extend(bench_path(path, args.runs, Path(tmp), args.rate))
+        runs.extend(bench_paths(paths, args.runs, Path(tmp), args.rate))
     print(f"\nbench-rescale {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores, rate {args.rate:g} events/s, "
           f"{args.runs} runs per path, load average (1 min) {os.getloadavg()[0]:.2f} at the end")
     print(table(runs))

@@ -55,33 +55,27 @@ def test_bad_arguments_exit_2_with_the_reason(argv):
 
 
 @pytest.mark.spark
-@pytest.mark.timeout(600)
-def test_one_in_process_rescale_is_measured_and_exactly_once(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "sparkclient", "bench-rescale", "--runs", "1", "--paths", "in-process",
-                          "--json", str(tmp_path / "runs.json")], capture_output=True, text=True, cwd=ROOT,
-                         timeout=540, env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    [run] = json.loads((tmp_path / "runs.json").read_text())
-    assert run["reported_path"] == "in-process" and run["succeeded"] and run["exactly_once"]
-    assert run["pause_s"] > 0 and run["catch_up_s"] >= run["pause_s"]
-    # from the command to the first batch, which comes before the backlog is back (polled every 0.25 s)
-    assert 0 < run["time_to_effect_s"] <= run["catch_up_s"] + 0.5
-    assert "in-process" in out.stdout and "exactly once" in out.stdout and "time_to_effect_s" in out.stdout
-
-
-@pytest.mark.spark
 @pytest.mark.timeout(900)
-def test_a_prepared_handover_is_measured_from_the_command_and_uses_the_standby_made_ready_before(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "sparkclient", "bench-rescale", "--runs", "1", "--paths", "handover",
-                          "--json", str(tmp_path / "runs.json")], capture_output=True, text=True, cwd=ROOT,
-                         timeout=840, env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
+def test_an_in_process_rescale_and_a_prepared_handover_are_measured_on_one_pipeline(tmp_path):
+    """One pipeline, as ``--paths in-process,handover`` runs the local paths: an in-process rescale,
+    then a warm handover onto the standby made ready before the command."""
+    out = subprocess.run([sys.executable, "-m", "sparkclient", "bench-rescale", "--runs", "1", "--paths",
+                          "in-process,handover", "--json", str(tmp_path / "runs.json")], capture_output=True,
+                         text=True, cwd=ROOT, timeout=840, env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    [run] = json.loads((tmp_path / "runs.json").read_text())
-    assert run["reported_path"] == "driver-handover" and run["succeeded"] and run["exactly_once"]
-    steps = run["handover_steps_s"]
+    in_process, handover = json.loads((tmp_path / "runs.json").read_text())
+
+    assert in_process["reported_path"] == "in-process" and in_process["succeeded"] and in_process["exactly_once"]
+    assert in_process["pause_s"] > 0 and in_process["catch_up_s"] >= in_process["pause_s"]
+    # from the command to the first batch, which comes before the backlog is back (polled every 0.25 s)
+    assert 0 < in_process["time_to_effect_s"] <= in_process["catch_up_s"] + 0.5
+
+    assert handover["reported_path"] == "driver-handover" and handover["succeeded"] and handover["exactly_once"]
+    steps = handover["handover_steps_s"]
     # the standby was spawned and ready before the command (prepared while "pending"), and took the
     # checkpoint after it: the command waited for no driver start
     assert steps["spawned"] < steps["ready"] < 0 <= steps["requested"] < steps["taken"] < steps["first_batch"]
-    assert 0 < run["time_to_effect_s"] == pytest.approx(steps["first_batch"], abs=0.5)
-    assert run["standby_rss_mb"] > 100 and run["standby_ready_s"] > 0
-    assert "standby while it waited" in out.stdout and "time_to_effect_s" in out.stdout
+    assert 0 < handover["time_to_effect_s"] == pytest.approx(steps["first_batch"], abs=0.5)
+    assert handover["standby_rss_mb"] > 100 and handover["standby_ready_s"] > 0
+    assert "in-process" in out.stdout and "exactly once" in out.stdout and "time_to_effect_s" in out.stdout
+    assert "standby while it waited" in out.stdout

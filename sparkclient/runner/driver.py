@@ -73,6 +73,8 @@ __all__ = ["BATCH_WAIT_TIMEOUT_S", "EXIT_HANDED_OVER", "EXIT_RESTART", "EXIT_STA
 
 #: Driver exit code asking the supervisor for an immediate restart (EX_TEMPFAIL).
 EXIT_RESTART = 75
+#: How often a driver on a cluster checks that it holds no more executors than its plan, seconds.
+TRIM_EVERY_S = 5.0
 
 
 def load_knob_values(client: redis.Redis, job: str, spec: PipelineSpec) -> dict[str, int] | None:
@@ -135,6 +137,7 @@ class Driver(RescalePaths, StandbyRole):
         self.query: Any = None
         self.checkpoint: Path | None = None
         self.executor_scaler: Any = None
+        self._trim_at = 0.0  # when _trim_executors looks next (time.monotonic)
         self.lease_lost = False
         self._prepared: Any = None  # a standby's prepared start (sparkclient.runner.session.prepare_query)
         self._listening = False
@@ -345,6 +348,20 @@ class Driver(RescalePaths, StandbyRole):
             time.sleep(0.5)
         self.executor_scaler.scale_to(self.executors())
 
+    def _trim_executors(self) -> None:
+        """On a cluster, every :data:`TRIM_EVERY_S` between rescales: no more executors than the plan
+        (:meth:`ExecutorScaler.trim_to`); a failure is logged and tried again later."""
+        if self.executor_scaler is None or time.monotonic() < self._trim_at:
+            return
+        self._trim_at = time.monotonic() + TRIM_EVERY_S
+        try:
+            removed = self.executor_scaler.trim_to(self.executors())
+        except Exception:  # noqa: BLE001 - an extra executor costs capacity, never the query
+            log.warning("could not remove the executors above the plan's %d", self.executors(), exc_info=True)
+            return
+        if removed:
+            log.info("removed executors %s that registered above the plan's %d", list(removed), self.executors())
+
     def _serve(self) -> int:
         """Apply control commands, one rescale at a time, until stopped (0) or a command needs the
         driver to exit (its exit code).
@@ -359,6 +376,7 @@ class Driver(RescalePaths, StandbyRole):
             if self.first_batch.waiting:  # one rescale at a time: wait for its first batch
                 self.stop_event.wait(0.2)
                 continue
+            self._trim_executors()
             try:
                 entry_id, fields = self.commands.get(timeout=0.5)
             except queue.Empty:

@@ -214,6 +214,14 @@ class ExecutorScaler:
                                    f"{timeout_s:.0f} s after the request; check the master UI for free cores "
                                    "and memory on the workers")
 
+    def trim_to(self, total: int) -> tuple[str, ...]:
+        """Remove the active executors above ``total``, if any (:meth:`scale_to`): the master launches
+        one per free core when an application starts, and one that registers after the driver asked
+        for its total stays, so the application would hold more than its plan. Returns the removed ids."""
+        if len(self.active()) <= total:
+            return ()
+        return self.scale_to(total).removed
+
     def scale_to(self, total: int, *, state_tasks: Mapping[str, int] | None = None,
                  timeout_s: float = 120.0) -> ExecutorChange:
         """Set the active executor count to ``total`` (see the module docstring).

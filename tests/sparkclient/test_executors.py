@@ -18,6 +18,7 @@ import pytest
 
 from sparkclient.demo.cluster import load_cluster, stop_cluster
 from sparkclient.runner.executors import (
+    ExecutorChange,
     ExecutorScaler,
     ExecutorScalingError,
     active_executor_ids,
@@ -80,6 +81,20 @@ def test_limit_to_asks_for_the_total_and_says_whether_an_executor_came() -> None
     assert not _Limited(True, [[]]).limit_to(1, wait_s=0.01, poll_s=0.001)
     with pytest.raises(ExecutorScalingError, match="refused the request for 2 executors"):
         _Limited(False, [["0"]]).limit_to(2, wait_s=1)
+
+
+def test_trim_to_removes_only_the_executors_above_the_total() -> None:
+    """An executor that registered after the total was asked for is removed; at or below it, nothing."""
+    class Trimmed(_Limited):
+        def scale_to(self, total, **_kw):
+            self.asked.append(total)
+            return ExecutorChange(before=len(self.appear[0]), after=total, removed=("1",), duration_s=0.1)
+
+    above = Trimmed(True, [["0", "1"]])
+    assert above.trim_to(1) == ("1",) and above.asked == [1]
+    for active in (["0"], []):
+        at = Trimmed(True, [active])
+        assert at.trim_to(1) == () and at.asked == []
 
 
 # -- real Spark on a standalone cluster --------------------------------------------------------

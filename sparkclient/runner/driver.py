@@ -55,7 +55,7 @@ from sparkclient.collector.progress import ran_a_batch
 from sparkclient.contract.spec import KnobTarget, PipelineSpec, knobs_to_json, session_settings, validate_values
 from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState
 from sparkclient.runner.applied import AppliedKeys
-from sparkclient.runner.executors import ExecutorScaler, active_executor_ids, supports_in_place
+from sparkclient.runner.executors import ExecutorScaler, supports_in_place
 from sparkclient.runner.firstbatch import FIRST_BATCH_TIMEOUT_S, FirstBatchWatch
 from sparkclient.runner.handover import HANDOVER_READY_TIMEOUT_S, keep_timings, pending_standby, read_pending
 from sparkclient.runner.lease import LEASE_TTL_S, CheckpointLease
@@ -341,11 +341,10 @@ class Driver(RescalePaths, StandbyRole):
         threading.Thread(target=self._control_loop, name="control", daemon=True).start()
 
     def _start_executor_scaler(self) -> None:
-        """Wait (up to :data:`FIRST_BATCH_TIMEOUT_S`) for a first executor, then scale to the knob's value."""
+        """Ask for the knob's executors and wait (up to :data:`FIRST_BATCH_TIMEOUT_S`) for a first one
+        (:meth:`ExecutorScaler.limit_to`), then scale to the knob's value."""
         self.executor_scaler = ExecutorScaler(self.spark, min_executors=1)
-        deadline = time.monotonic() + FIRST_BATCH_TIMEOUT_S
-        while not active_executor_ids(self.executor_scaler.executors()) and time.monotonic() < deadline:
-            time.sleep(0.5)
+        self.executor_scaler.limit_to(self.executors(), wait_s=FIRST_BATCH_TIMEOUT_S)
         self.executor_scaler.scale_to(self.executors())
 
     def _trim_executors(self) -> None:

@@ -28,19 +28,19 @@ What each :class:`KnobTarget` sets, and how the runner applies a change of it:
   query inside the running driver. A pipeline declares at most one of the two (they are the same
   Spark setting). With such a knob the
   runner also turns off adaptive execution's partition coalescing
-  (``spark.sql.adaptive.coalescePartitions.enabled=false``, :func:`session_settings`): Spark keeps
+  (``spark.sql.adaptive.coalescePartitions.enabled=false``, ``sparkconf.session_settings``): Spark keeps
   adaptive execution for a stateless query writing to a DSv2 sink, and it would run a
   ``repartition(col)`` or join shuffle with fewer tasks than the knob, so the knob would not set the
   stage's tasks. An operator who passes that setting with ``--conf`` keeps it, and the binding
   reports the stage as coalesced;
 - ``source_partitions`` and ``repartition``: values the build function passes to its source options
   and ``repartition(n)`` calls; a change restarts the query inside the running driver;
-- ``memory``: the heap of each JVM that runs tasks, MB (local mode: ``spark.driver.memory``; a
-  cluster: ``spark.executor.memory``), set when the driver starts
-  (:func:`sparkclient.contract.sparkconf.launch_settings`). A JVM's heap is fixed at its start, so a
-  change starts a new driver in every mode (the warm handover; on a cluster the new application gets
-  new executors). A pipeline declares at most one, with ``min`` >= :data:`MEMORY_MIN_MB`; an
-  operator ``--conf`` of the same Spark key is refused at start;
+- ``memory`` (the heap of each JVM that runs tasks), ``memory_overhead`` (each executor's non-heap
+  memory, on a cluster) and ``state_memory`` (the RocksDB state stores' bounded memory of each JVM),
+  MB: set when the driver starts and fixed for a JVM's life, so a change starts a new driver in
+  every mode (:mod:`sparkclient.contract.sparkconf` gives the settings and why). At most one knob per
+  memory target, with ``min`` at least its floor (:data:`MEMORY_FLOORS_MB`); an operator ``--conf``
+  of a key the knob sets is refused at start;
 - ``other``: a setting of the pipeline that the autoscaler never changes (trigger interval, ...).
 
 Errors: :class:`KnobError` (an invalid declaration or value, naming the knob) and
@@ -70,7 +70,6 @@ __all__ = [
     "load_pipeline",
     "pipeline",
     "run_context",
-    "session_settings",
     "validate_values",
 ]
 
@@ -83,6 +82,8 @@ ADAPTIVE_COALESCE_CONF = "spark.sql.adaptive.coalescePartitions.enabled"
 #: The smallest heap a ``memory`` knob may set, MB: Spark refuses a heap under 450 MB
 #: (``UnifiedMemoryManager.getMaxMemory``: 1.5 × its 300 MB reserved memory).
 MEMORY_MIN_MB = 512
+MEMORY_OVERHEAD_MIN_MB = 384
+STATE_MEMORY_MIN_MB = 64
 #: Bounds of any knob value; larger values are refused as nonsense before anything is built.
 KNOB_VALUE_LIMIT = 1_000_000
 
@@ -96,7 +97,19 @@ class KnobTarget(StrEnum):
     SOURCE_PARTITIONS = "source_partitions"
     REPARTITION = "repartition"
     MEMORY = "memory"
+    MEMORY_OVERHEAD = "memory_overhead"
+    STATE_MEMORY = "state_memory"
     OTHER = "other"
+
+    @property
+    def is_memory(self) -> bool:
+        """Whether the knob sizes memory a JVM takes at its start, MB."""
+        return self in (KnobTarget.MEMORY, KnobTarget.MEMORY_OVERHEAD, KnobTarget.STATE_MEMORY)
+
+    def needs_new_jvm(self, *, local: bool) -> bool:
+        """Whether a change of the knob needs a new JVM (local mode when ``local``): a memory target
+        that sets anything there (the overhead sizes executors, and local mode has none)."""
+        return self.is_memory and not (local and self is KnobTarget.MEMORY_OVERHEAD)
 
     @property
     def is_parallelism(self) -> bool:
@@ -109,6 +122,14 @@ class KnobTarget(StrEnum):
         """The Spark session setting the knob sets, or None when the build function applies it."""
         return SHUFFLE_PARTITIONS_CONF if self in (KnobTarget.SHUFFLE_PARTITIONS, KnobTarget.STATE_PARTITIONS) \
             else None
+
+
+#: Each memory target's smallest ``min``, MB, and why.
+MEMORY_FLOORS_MB = {
+    KnobTarget.MEMORY: (MEMORY_MIN_MB, "Spark refuses a heap under 450 MB"),
+    KnobTarget.MEMORY_OVERHEAD: (MEMORY_OVERHEAD_MIN_MB, "Spark's spark.executor.minMemoryOverhead"),
+    KnobTarget.STATE_MEMORY: (STATE_MEMORY_MIN_MB, "one RocksDB memtable at its default size"),
+}
 
 
 class KnobError(ValueError):
@@ -148,8 +169,8 @@ class Knob:
 
     Raises:
         KnobError: an invalid name, bounds that do not hold ``1 <= min <= default <= max`` for a
-            parallelism or executors knob, or ``min <= default <= max`` otherwise; a ``memory``
-            knob with ``min`` under :data:`MEMORY_MIN_MB`.
+            parallelism or executors knob, or ``min <= default <= max`` otherwise; a memory
+            knob with ``min`` under its floor (:data:`MEMORY_FLOORS_MB`).
     """
 
     name: str
@@ -174,9 +195,10 @@ class Knob:
         if not low <= self.min <= self.default <= self.max:
             raise KnobError(self.name, f"needs {low} <= min <= default <= max, got min={self.min}, "
                                        f"default={self.default}, max={self.max}")
-        if self.sets is KnobTarget.MEMORY and self.min < MEMORY_MIN_MB:
-            raise KnobError(self.name, f"a memory knob's min must be at least {MEMORY_MIN_MB} MB (Spark refuses "
-                                       f"a heap under 450 MB), got min={self.min}")
+        floor = MEMORY_FLOORS_MB.get(self.sets)
+        if floor is not None and self.min < floor[0]:
+            raise KnobError(self.name, f"a {self.sets.value} knob's min must be at least {floor[0]} MB ({floor[1]}), "
+                                       f"got min={self.min}")
 
     def check(self, value: Any) -> int:
         """``value`` as an int inside ``[min, max]``.
@@ -220,8 +242,8 @@ def check_knob_set(knobs: Sequence[Knob]) -> tuple[Knob, ...]:
     """Check a pipeline's knobs as a whole and return them as a tuple.
 
     Raises:
-        KnobError: duplicate names, more than one ``executors``, ``source_partitions`` or ``memory``
-            knob, or both a ``shuffle_partitions`` and a ``state_partitions`` knob (one Spark
+        KnobError: duplicate names, more than one ``executors``, ``source_partitions`` or knob of
+            one memory target, or both a ``shuffle_partitions`` and a ``state_partitions`` knob (one Spark
             setting), or more than one of either.
     """
     knobs = tuple(knobs)
@@ -229,7 +251,8 @@ def check_knob_set(knobs: Sequence[Knob]) -> tuple[Knob, ...]:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise KnobError(duplicates[0], "is declared more than once")
-    for target in (KnobTarget.EXECUTORS, KnobTarget.SOURCE_PARTITIONS, KnobTarget.MEMORY):
+    for target in (KnobTarget.EXECUTORS, KnobTarget.SOURCE_PARTITIONS, KnobTarget.MEMORY, KnobTarget.MEMORY_OVERHEAD,
+                   KnobTarget.STATE_MEMORY):
         several = [k.name for k in knobs if k.sets is target]
         if len(several) > 1:
             raise KnobError(several[1], f"a pipeline has at most one {target.value!r} knob (also {several[0]!r})")
@@ -238,25 +261,6 @@ def check_knob_set(knobs: Sequence[Knob]) -> tuple[Knob, ...]:
         raise KnobError(shuffle[1], f"{SHUFFLE_PARTITIONS_CONF} is set by one knob only (also {shuffle[0]!r}); "
                                     "declare it as state_partitions when the query has state")
     return knobs
-
-
-def session_settings(knobs: Sequence[Knob], values: Mapping[str, int],
-                     operator_conf: Mapping[str, str]) -> dict[str, str]:
-    """The Spark session settings the runner applies for the pipeline's knobs: ``{}`` without a
-    ``shuffle_partitions``/``state_partitions`` knob; else ``spark.sql.shuffle.partitions`` = the
-    knob's value, and ``spark.sql.adaptive.coalescePartitions.enabled`` = ``false`` unless the
-    operator's ``--conf`` settings (``operator_conf``) give it (see the module docstring).
-
-    Raises:
-        KeyError: ``values`` lacks the shuffle knob (values come from :func:`validate_values`).
-    """
-    knob = next((k for k in knobs if k.sets.session_conf), None)
-    if knob is None:
-        return {}
-    settings = {knob.sets.session_conf: str(values[knob.name])}
-    if ADAPTIVE_COALESCE_CONF not in operator_conf:
-        settings[ADAPTIVE_COALESCE_CONF] = "false"
-    return settings
 
 
 def validate_values(knobs: Sequence[Knob], values: Mapping[str, Any], *, partial: bool = False) -> dict[str, int]:

@@ -52,7 +52,8 @@ import redis
 from sparkclient.contract import control, keys
 from sparkclient.contract.binding import plan_stages_of, plan_stages_to_json, with_state_store
 from sparkclient.collector.progress import ran_a_batch
-from sparkclient.contract.spec import KnobTarget, PipelineSpec, knobs_to_json, session_settings, validate_values
+from sparkclient.contract.sparkconf import session_settings
+from sparkclient.contract.spec import KnobTarget, PipelineSpec, knobs_to_json, validate_values
 from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState
 from sparkclient.runner.applied import AppliedKeys
 from sparkclient.runner.executors import ExecutorScaler, supports_in_place
@@ -166,7 +167,7 @@ class Driver(RescalePaths, StandbyRole):
     # spark ----------------------------------------------------------------------------------
 
     def _session_conf(self) -> dict[str, str]:
-        """The session settings of the shuffle knob (:func:`sparkclient.contract.spec.session_settings`)."""
+        """The session settings of the shuffle knob (:func:`sparkclient.contract.sparkconf.session_settings`)."""
         return session_settings(self.spec.knobs, self.values, self.spark_conf)
 
     def _build_session(self) -> Any:

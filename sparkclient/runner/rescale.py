@@ -8,10 +8,10 @@ process, or a warm handover to a standby driver. It runs on the driver's state, 
 ``executor_scaler``, ``executors_knob``, ``shuffle_knob``, ``stop_event``, ``first_batch`` and the
 methods ``executors``, ``_set_status``, ``_write_result`` and ``_start_query``.
 
-A ``memory`` knob's change always takes the new-driver path (the warm handover), in local mode and
-on a cluster alike: the heap it sets is fixed when a JVM starts
-(:mod:`sparkclient.contract.sparkconf`), so neither a restart of the query nor executors added in
-place would run on it.
+A memory knob's change (the heap, the executors' overhead on a cluster, the RocksDB state memory)
+always takes the new-driver path (the warm handover), in local mode and on a cluster alike: what it
+sets is fixed when a JVM starts (:mod:`sparkclient.contract.sparkconf`), so neither a restart of the
+query nor executors added in place would run on it.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 
 from sparkclient.contract import control, keys
 from sparkclient.contract.binding import PinReason, offline_repartition_blocker
-from sparkclient.contract.sparkconf import launch_settings
-from sparkclient.contract.spec import KnobError, KnobTarget, validate_values
+from sparkclient.contract.sparkconf import effective_memory_knobs, launch_settings
+from sparkclient.contract.spec import KnobError, validate_values
 from sparkclient.contract.control import (FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState,
                                           StandbyUse)
 from sparkclient.runner.handover import (HANDOVER_READY_TIMEOUT_S, HandoverState, HandoverStep, mark, record_pending,
@@ -55,7 +55,7 @@ class RescalePaths:
     values: dict[str, int]
 
     def launch_conf(self) -> dict[str, str]:
-        """The settings this driver's JVM starts with: the memory knob's heap
+        """The settings this driver's JVM starts with: its memory knobs'
         (:func:`sparkclient.contract.sparkconf.launch_settings`; ``{}`` without one).
 
         Raises:
@@ -64,9 +64,9 @@ class RescalePaths:
         return launch_settings(self.spec.knobs, self.values, master=self.master, operator_conf=self.spark_conf)
 
     def memory_changes(self, old: dict[str, int], new: dict[str, int]) -> bool:
-        """Whether ``new`` changes the memory knob's value (then only a new driver applies it)."""
-        knob = self.spec.knob(KnobTarget.MEMORY)
-        return knob is not None and new[knob.name] != old[knob.name]
+        """Whether ``new`` changes a memory knob that sets anything under this master (then only a
+        new driver applies it: :func:`sparkclient.contract.sparkconf.effective_memory_knobs`)."""
+        return any(new[k.name] != old[k.name] for k in effective_memory_knobs(self.spec.knobs, master=self.master))
 
     def check(self, command: RescaleCommand) -> RescaleResult | dict[str, int]:
         """The command's knob values, or the failure that refuses it before anything stops."""

@@ -79,7 +79,7 @@ def build_session(*, job: str, workdir: Path, redis_url: str, master: str, execu
     core per executor, so executors are changed in place (``spark.cores.max`` = the larger of
     ``capacity`` and ``executors``); ``spark_conf``: the operator's ``--conf`` settings;
     ``session_conf``: the shuffle knob's session settings
-    (:func:`sparkclient.contract.spec.session_settings`); ``launch_conf``: the settings fixed at
+    (:func:`sparkclient.contract.sparkconf.session_settings`); ``launch_conf``: the settings fixed at
     the JVM's start, the memory knob's heap (:func:`sparkclient.contract.sparkconf.launch_settings`:
     they take effect only in a driver whose JVM this call starts). Sets the environment the
     pipeline and the executors' Python workers read (job, work directory, Redis URL, PYTHONPATH).

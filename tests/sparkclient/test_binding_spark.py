@@ -59,7 +59,8 @@ def test_the_shuffle_knob_sets_the_tasks_of_a_stateless_keyed_shuffle(tmp_path):
     from pyspark.sql import SparkSession
 
     from sparkclient.contract.binding import MismatchReason
-    from sparkclient.contract.spec import ADAPTIVE_COALESCE_CONF, session_settings
+    from sparkclient.contract.sparkconf import session_settings
+    from sparkclient.contract.spec import ADAPTIVE_COALESCE_CONF
     from sparkclient.runner.session import checkpoint_has_state, start_query
 
     knobs = [Knob("source_partitions", default=2, min=1, max=8, sets=KnobTarget.SOURCE_PARTITIONS),

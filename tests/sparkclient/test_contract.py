@@ -34,9 +34,9 @@ from sparkclient.contract.spec import (
     knobs_from_json,
     knobs_to_json,
     load_pipeline,
-    session_settings,
     validate_values,
 )
+from sparkclient.contract.sparkconf import session_settings
 from sparkclient.contract.control import (
     FailureCode,
     ProtocolError,

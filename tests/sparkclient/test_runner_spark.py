@@ -24,6 +24,7 @@ from sparkclient.collector.progress import read_progress
 from sparkclient.demo.redislog import PartitionedLog
 from sparkclient.demo.redisproc import free_port
 from sparkclient.contract.binding import BindingStatus, StageInput, bind_stages, plan_stages_from_json
+from sparkclient.contract.sparkconf import ROCKSDB_BOUNDED_CONF, ROCKSDB_MAX_MEMORY_CONF
 from sparkclient.contract.spec import load_pipeline
 from sparkclient.contract.control import RescaleCommand, RescalePath, read_status, send_command, wait_result
 from sparkclient.demo.sink import sink_total
@@ -44,6 +45,7 @@ def send_rescale(client, job: str, command_id: str, knobs: dict) -> None:
 
 
 SETTINGS = {"trigger_interval_s": 2, "enrich_latency_ms": 2, "max_records_per_batch": 0}
+BOUNDED, MAX_MEMORY = ROCKSDB_BOUNDED_CONF, ROCKSDB_MAX_MEMORY_CONF
 
 
 
@@ -61,6 +63,12 @@ def _last_job_stage_tasks(status) -> list[int]:
     stages_url = f"{status.ui_url}/api/v1/applications/{status.app_id}/stages"
     stages = {s["stageId"]: s for s in httpx.get(stages_url, timeout=10).json()}
     return [stages[sid]["numTasks"] for sid in sorted(last["stageIds"])]
+
+
+def _spark_setting(status, key: str) -> str | None:
+    """``key`` of the running application's Spark properties (the REST API's ``/environment``)."""
+    url = f"{status.ui_url}/api/v1/applications/{status.app_id}/environment"
+    return dict(httpx.get(url, timeout=10).json()["sparkProperties"]).get(key)
 
 
 def _kill_standby(handover: str, timeout_s: float = 120.0) -> None:
@@ -125,6 +133,8 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
         assert bind_stages(plan, knobs, {**status.knobs, "enrich_partitions": 4}, [1, 1, 2])[1].status \
             is BindingStatus.MISMATCH
         assert status.capacity == (os.cpu_count() or 1) and status.trigger_interval_s == 2.0
+        # the demo's state_memory knob bounds RocksDB from the driver's start (one cache for the JVM)
+        assert (_spark_setting(status, BOUNDED), _spark_setting(status, MAX_MEMORY)) == ("true", "256")
 
         # refused before anything stops: a knob outside its bounds, executors above the capacity
         send_rescale(redis_client, JOB, "r0", {"cores": 1, "source_partitions": 99})
@@ -169,9 +179,9 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
         assert after["stateOperators"][0]["numShufflePartitions"] == 3
         assert _last_job_stage_tasks(read_status(redis_client, JOB)) == [2, 3, 3]
 
-        # driver restart: cores change
+        # driver restart: cores change, and the state memory, which only a new JVM takes
         send_rescale(redis_client, JOB, "r3", {"cores": 2, "source_partitions": 2, "enrich_partitions": 3,
-                                              "state_partitions": 3})
+                                              "state_partitions": 3, "state_memory_mb": 128})
         result = wait_result(redis_client, JOB, "r3", timeout_s=180)
         print("driver-restart rescale:", result)
         assert result.succeeded, result
@@ -179,7 +189,8 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
         status = read_status(redis_client, JOB)
         driver_groups.add(status.pid)
         assert status.run_id not in (first_run, second_run, third_run)
-        assert status.knobs["cores"] == 2
+        assert status.knobs["cores"] == 2 and status.knobs["state_memory_mb"] == 128
+        assert _spark_setting(status, MAX_MEMORY) == "128"
         print(f"warm handover: pause {result.pause_s:.2f} s, downtime {result.downtime_s:.2f} s")
 
         # two drivers, one checkpoint: a second driver for the same job never gets the lease

@@ -111,14 +111,14 @@ def added_lag(execution: Execution | None) -> str:
 
 
 def expected_path(proposal: Proposal) -> RescalePath:
-    """The path the runner will take for ``proposal``: for a change of the memory knob (a JVM's heap is
-    fixed at its start), the warm handover to a new driver; for a change of the executors knob, the
+    """The path the runner will take for ``proposal``: for a change of a memory knob (fixed at a JVM's
+    start, ``KnobTarget.needs_new_jvm``), the warm handover to a new driver; for a change of the executors knob, the
     path of this job's newest succeeded cores change (a warm handover before there is one); for a
     changed knob that sets a stage whose checkpoint holds state, the offline state repartition; else a
     restart in the same driver."""
     job = proposal.job
     changed = {k for k, v in (proposal.proposed_config or {}).items() if (proposal.current_config or {}).get(k) != v}
-    if any(k.sets == KnobTarget.MEMORY and k.name in changed for k in job.knob_specs()):
+    if any(k.sets.needs_new_jvm(local=job.local_mode) and k.name in changed for k in job.knob_specs()):
         return RescalePath.DRIVER_HANDOVER
     executors = {k.name for k in job.knob_specs() if k.sets == KnobTarget.EXECUTORS}
     if changed & executors:

@@ -44,8 +44,8 @@ def knob_stages(*, job: Job, names: dict[int, str]) -> dict[str, str]:
     for spec in job.knob_specs():
         if spec.sets == "executors":
             out[spec.name] = ["all stages (executors)"]
-        elif spec.sets == KnobTarget.MEMORY:
-            out[spec.name] = ["heap of each JVM that runs tasks (a new JVM for a change)"]
+        elif spec.sets.is_memory:
+            out[spec.name] = [MEMORY_TARGET_TEXT[spec.sets]]
     if names:
         for binding in plan_bindings(job=job):
             if binding.knob:
@@ -76,7 +76,7 @@ def knob_pins(*, job: Job) -> dict[str, str]:
 
 def knob_units(*, job: Job) -> dict[str, str]:
     """``{knob: unit}`` of the knobs of ``job`` whose values have one: the memory knob's MB."""
-    return {spec.name: "MB" for spec in job.knob_specs() if spec.sets == KnobTarget.MEMORY}
+    return {spec.name: "MB" for spec in job.knob_specs() if spec.sets.is_memory}
 
 
 def knob_rows(*, current: dict, proposed: dict | None = None, stages: dict[str, str] | None = None,
@@ -90,6 +90,12 @@ def knob_rows(*, current: dict, proposed: dict | None = None, stages: dict[str, 
 
 
 #: Statuses of a proposal nobody decided on (it never ran).
+#: What each memory knob sets, as the knob table's stage column says it.
+MEMORY_TARGET_TEXT = {
+    KnobTarget.MEMORY: "heap of each JVM that runs tasks (a new JVM for a change)",
+    KnobTarget.MEMORY_OVERHEAD: "non-heap memory of each executor (a new JVM for a change; nothing in local mode)",
+    KnobTarget.STATE_MEMORY: "RocksDB state memory of each JVM (a new JVM for a change)",
+}
 UNDECIDED = ("pending", "superseded", "expired", "withdrawn")
 
 

@@ -57,11 +57,12 @@ SYNC_ACTIONS = frozenset({AuditAction.PROPOSED, AuditAction.REVISED, AuditAction
 
 def needs_new_driver(job: Job, current: dict, proposed: dict) -> bool:
     """Whether going from ``current`` to ``proposed`` (knob values) starts a new driver: a changed
-    memory knob (a JVM setting), or a changed executors knob in local mode (``job.cluster``
+    memory knob that sets anything in the job's mode (``KnobTarget.needs_new_jvm``), or a changed
+    executors knob in local mode (``job.cluster``
     ``local@<host>``, the runner's ``local[N]``); on a cluster manager the executors change in place."""
     changed = {k for k, v in (proposed or {}).items() if (current or {}).get(k) != v}
     local = job.local_mode
-    return any(k.name in changed and (k.sets == KnobTarget.MEMORY or (local and k.sets == KnobTarget.EXECUTORS))
+    return any(k.name in changed and (k.sets.needs_new_jvm(local=local) or (local and k.sets == KnobTarget.EXECUTORS))
                for k in job.knob_specs())
 
 

@@ -77,6 +77,8 @@ KNOBS = [
          description="tasks of the stateful stage: spark.sql.shuffle.partitions (RocksDB state)"),
     Knob("memory_mb", default=1024, min=512, max=4096, sets=KnobTarget.MEMORY,
          description="heap of the JVM that runs the tasks, MB (local mode: spark.driver.memory)"),
+    Knob("state_memory_mb", default=256, min=64, max=2048, sets=KnobTarget.STATE_MEMORY,
+         description="RocksDB state memory of each JVM, MB: one bounded cache for every state store"),
     Knob("trigger_interval_s", default=2, min=1, max=600, description="processing-time trigger, seconds"),
     Knob("enrich_latency_ms", default=2, min=0, max=1000, description="simulated lookup cost per record, ms"),
     Knob("max_records_per_batch", default=0, min=0, max=1_000_000,

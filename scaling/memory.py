@@ -31,12 +31,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from scaling.plan import JobPlan
-from scaling.reasons import Decision, MemoryStep, PlanReason, Reason
+from scaling.plan import JobPlan, MemorySize
+from scaling.reasons import Decision, MemoryKind, MemoryStep, PlanReason, Reason
 
-__all__ = ["GRANULARITY_MB", "MB", "HeapRecommendation", "MemoryDecision", "MemoryReading", "MemoryStep", "Pressure",
-           "PressureSignal", "gc_share", "hold_under_pressure", "memory_decision", "memory_pressure", "plan_scales_up",
-           "recommend_heap", "with_memory"]
+__all__ = ["GRANULARITY_MB", "MB", "HeapRecommendation", "MemoryDecision", "MemoryKind", "MemoryReading", "MemoryStep",
+           "Pressure", "PressureSignal", "gc_share", "hold_under_pressure", "memory_decision", "memory_pressure",
+           "plan_scales_up", "recommend_heap", "recommend_overhead", "recommend_state_memory", "with_memory"]
 
 MB = 1024 * 1024
 #: Recommended heaps are whole multiples of this, MB.
@@ -148,16 +148,17 @@ def plan_scales_up(plan: JobPlan) -> bool:
 
 @dataclass(frozen=True)
 class HeapRecommendation:
-    """A heap size for each executor (in local mode, the driver).
+    """A memory size for each executor (in local mode, the driver), of ``kind`` (the heap unless said).
 
-    ``current_mb``: the heap it runs with; ``recommended_mb``: the size recommended; ``peak_mb``:
-    the heap used at its peak it is sized from; ``executors``: how many JVMs run with it."""
+    ``current_mb``: the size it runs with; ``recommended_mb``: the size recommended; ``peak_mb``:
+    the use at its peak it is sized from; ``executors``: how many JVMs run with it."""
 
     current_mb: int
     recommended_mb: int
     peak_mb: float
     overhead: float
     executors: int = 1
+    kind: MemoryKind = MemoryKind.HEAP
 
     @property
     def saves_mb(self) -> int:
@@ -176,15 +177,16 @@ class HeapRecommendation:
         peak stays (the JVM's own use does not shrink). Never below the recommendation as it was."""
         if executors < 1:
             raise ValueError(f"on_executors: {executors} executors")
-        if executors >= self.executors:
+        if executors >= self.executors or self.kind is not MemoryKind.HEAP:
             return replace(self, executors=executors)
         peak_mb = self.peak_mb * self.executors / executors
         wanted = math.ceil(peak_mb * (1 + self.overhead) / GRANULARITY_MB) * GRANULARITY_MB
         return replace(self, peak_mb=peak_mb, recommended_mb=max(self.recommended_mb, wanted), executors=executors)
 
     def to_json(self) -> dict:
-        return {"current_mb": self.current_mb, "recommended_mb": self.recommended_mb, "peak_mb": self.peak_mb,
-                "overhead": self.overhead, "executors": self.executors, "saves_mb": self.saves_mb}
+        return {"kind": str(self.kind), "current_mb": self.current_mb, "recommended_mb": self.recommended_mb,
+                "peak_mb": self.peak_mb, "overhead": self.overhead, "executors": self.executors,
+                "saves_mb": self.saves_mb}
 
 
 def recommend_heap(*, peak_bytes: int, max_bytes: int, overhead: float, min_mb: int, max_mb: int,
@@ -205,6 +207,49 @@ def recommend_heap(*, peak_bytes: int, max_bytes: int, overhead: float, min_mb: 
     rounded = math.ceil(wanted_mb / GRANULARITY_MB) * GRANULARITY_MB
     return HeapRecommendation(current_mb=round(max_bytes / MB), recommended_mb=min(max_mb, max(min_mb, rounded)),
                               peak_mb=peak_bytes / MB, overhead=overhead, executors=executors)
+
+
+def _rounded_mb(wanted_mb: float, min_mb: int, max_mb: int) -> int:
+    return min(max_mb, max(min_mb, math.ceil(wanted_mb / GRANULARITY_MB) * GRANULARITY_MB))
+
+
+def recommend_state_memory(*, used_bytes: int, bound_mb: int, overhead: float, min_mb: int, max_mb: int,
+                           executors: int = 1) -> HeapRecommendation | None:
+    """The RocksDB state memory each JVM needs under bounded memory, or None to keep ``bound_mb``.
+
+    ``used_bytes``: the state stores' memory of one JVM at its peak over the window (RocksDB's
+    ``memoryUsedBytes``: block cache, memtables, index and filter blocks). A cache fills whatever it
+    is given, so use at the bound says nothing of the need, and the bound never grows from it (Flink
+    ``MemoryTuning.adjustManagedMemory`` keeps the configured managed memory that RocksDB uses, and
+    gives it all back when none is used). Use below ``bound / (1 + overhead)`` shrinks the bound to
+    ``used × (1 + overhead)``, rounded up to :data:`GRANULARITY_MB`, within ``[min_mb, max_mb]``; no
+    use at all shrinks it to ``min_mb``. Raises ``ValueError`` for a negative size or overhead."""
+    if used_bytes < 0 or bound_mb < 0 or overhead < 0 or min_mb > max_mb or executors < 1:
+        raise ValueError(f"recommend_state_memory: used {used_bytes} B, bound {bound_mb} MB, overhead {overhead}, "
+                         f"bounds [{min_mb}, {max_mb}] MB, executors {executors}")
+    wanted = _rounded_mb(used_bytes * (1 + overhead) / MB, min_mb, max_mb) if used_bytes else min_mb
+    if wanted >= bound_mb:
+        return None
+    return HeapRecommendation(current_mb=bound_mb, recommended_mb=wanted, peak_mb=used_bytes / MB,
+                              overhead=overhead, executors=executors, kind=MemoryKind.STATE)
+
+
+def recommend_overhead(*, nonheap_peak_bytes: int, state_bytes: int, current_mb: int, overhead: float,
+                       min_mb: int, max_mb: int, executors: int = 1) -> HeapRecommendation:
+    """The non-heap memory each executor needs (``spark.executor.memoryOverhead``): its non-heap use
+    at peak (``nonheap_peak_bytes``: the JVM's off-heap, direct and mapped pools, Python workers)
+    plus the RocksDB memory it may hold (``state_bytes``: the state memory bound, or the use without
+    one), × (1 + overhead), rounded up to :data:`GRANULARITY_MB`, within ``[min_mb, max_mb]`` (Flink
+    ``MemoryTuning.determineNewSize`` sizes each pool from its use the same way). Both ways: a
+    container that outgrows it is killed by its cluster manager. Raises ``ValueError`` for a
+    negative size or overhead."""
+    if nonheap_peak_bytes < 0 or state_bytes < 0 or current_mb < 0 or overhead < 0 or min_mb > max_mb \
+            or executors < 1:
+        raise ValueError(f"recommend_overhead: non-heap {nonheap_peak_bytes} B, state {state_bytes} B, current "
+                         f"{current_mb} MB, overhead {overhead}, bounds [{min_mb}, {max_mb}] MB, executors {executors}")
+    used_mb = (nonheap_peak_bytes + state_bytes) / MB
+    return HeapRecommendation(current_mb=current_mb, recommended_mb=_rounded_mb(used_mb * (1 + overhead), min_mb, max_mb),
+                              peak_mb=used_mb, overhead=overhead, executors=executors, kind=MemoryKind.OVERHEAD)
 
 
 #: The steps whose plan changes the heap.
@@ -239,7 +284,7 @@ class MemoryDecision:
         return Reason(PlanReason.MEMORY_RESIZE, None, {
             "knob": self.knob, "current_mb": self.current_mb, "recommended_mb": self.target_mb,
             "peak_mb": round(self.heap.peak_mb, 1), "saves_mb": saves, "under_pressure": int(self.under_pressure),
-            "step": str(self.step)})
+            "step": str(self.step), "kind": str(self.heap.kind)})
 
 
 def memory_decision(heap: HeapRecommendation, *, knob: str | None, current_mb: int | None,
@@ -253,7 +298,8 @@ def memory_decision(heap: HeapRecommendation, *, knob: str | None, current_mb: i
     ``ready``: the window is ready (``scaling.readiness``); ``other_changes``: the plan changes another
     knob anyway; ``requested``: a person asks for it (whatever ``apply`` says). The order: no knob,
     at the knob's bound, a decrease under pressure or not ready (held), requested, recommend-only,
-    with another change, alone under pressure, else it waits. ``along_factor``
+    with another change, alone under pressure (the heap only: the pressure is the heap's), else it
+    waits. ``along_factor``
     (``guard_max_change_factor``): a heap that rides along moves at most by this factor, in whole
     :data:`GRANULARITY_MB` steps, so it never holds the change it rides with from auto-approval (the
     rest follows with the next rescale); a move that rounds to nothing is held. ``executors_after``:
@@ -277,7 +323,7 @@ def memory_decision(heap: HeapRecommendation, *, knob: str | None, current_mb: i
         if along_factor is not None:
             target = _within_factor(target, current_mb, along_factor)
             step = MemoryStep.ALONG if target != current_mb else MemoryStep.HELD
-    elif under_pressure:
+    elif under_pressure and heap.kind is MemoryKind.HEAP:
         step = MemoryStep.ALONE
     else:
         step = MemoryStep.WAITS
@@ -295,13 +341,18 @@ def _within_factor(target_mb: int, current_mb: int, factor: float) -> int:
 
 
 def with_memory(plan: JobPlan, decision: MemoryDecision | None) -> JobPlan:
-    """``plan`` with the heap ``decision`` (None: unchanged): the memory fields set and, when the heap
-    changes, ``memory-resize`` added to its reasons; a plan that changed nothing else becomes a
-    memory-only ``scale`` (every vertex and the executors stay as they run)."""
+    """``plan`` with the memory ``decision`` (None: unchanged): the heap's fields, or for another kind
+    its :class:`~scaling.plan.MemorySize` (none without a knob), and, when the size changes,
+    ``memory-resize`` added to its reasons; a plan that changed nothing else becomes a memory-only
+    ``scale`` (every vertex and the executors stay as they run)."""
     if decision is None:
         return plan
-    plan = replace(plan, memory_current_mb=decision.current_mb, memory_proposed_mb=decision.proposed_mb,
-                   memory_step=decision.step)
+    if decision.heap.kind is MemoryKind.HEAP:
+        plan = replace(plan, memory_current_mb=decision.current_mb, memory_proposed_mb=decision.proposed_mb,
+                       memory_step=decision.step)
+    elif decision.knob is not None and decision.current_mb is not None and decision.proposed_mb is not None:
+        size = MemorySize(decision.heap.kind, decision.knob, decision.current_mb, decision.proposed_mb, decision.step)
+        plan = replace(plan, memory_sizes=(*(m for m in plan.memory_sizes if m.kind != size.kind), size))
     if not decision.changes:
         return plan
     plan = replace(plan, reasons=(*plan.reasons, decision.reason()))

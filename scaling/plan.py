@@ -13,12 +13,12 @@ from typing import Any
 from scaling.evaluate import INF
 from scaling.findings import Finding
 from scaling.reasons import (
-    AwaitingActivation, Decision, Direction, HeldScaleDown, Limit, MemoryStep, PlanFormatError, PlanLimit, Reason,
-    legacy_text,
+    AwaitingActivation, Decision, Direction, HeldScaleDown, Limit, MemoryKind, MemoryStep, PlanFormatError, PlanLimit,
+    Reason, legacy_text,
 )
 from scaling.state import ScalerState
 
-__all__ = ["PLAN_FORMAT", "JobPlan", "PlanFormatError", "VertexPlan"]
+__all__ = ["PLAN_FORMAT", "JobPlan", "MemorySize", "PlanFormatError", "VertexPlan"]
 
 PLAN_FORMAT = 2
 """The version ``JobPlan.to_json`` writes (``"format"``); a plan without one is the old shape."""
@@ -60,6 +60,27 @@ class VertexPlan:
 
 
 @dataclass(frozen=True)
+class MemorySize:
+    """A plan's decision on a memory other than the heap (``scaling.memory.MemoryKind``): the pipeline's
+    knob for it, its running value and the value proposed (MB, equal when the plan leaves it), and
+    what the plan did with the recommendation (``MemoryStep``)."""
+
+    kind: MemoryKind
+    knob: str
+    current_mb: int
+    proposed_mb: int
+    step: MemoryStep
+
+    @property
+    def changes(self) -> bool:
+        return self.proposed_mb != self.current_mb
+
+    def as_json(self) -> dict:
+        return {"kind": str(self.kind), "knob": self.knob, "current_mb": self.current_mb,
+                "proposed_mb": self.proposed_mb, "step": str(self.step)}
+
+
+@dataclass(frozen=True)
 class JobPlan:
     """The plan for a job.
 
@@ -95,6 +116,8 @@ class JobPlan:
         memory_current_mb / memory_proposed_mb: the heap of each JVM that runs tasks (the pipeline's
             ``memory`` knob, MB) now and proposed; None without a memory knob or a recommendation.
         memory_step: what the plan did with the heap recommendation (``MemoryStep``), None without one.
+        memory_sizes: the plan's decisions on the other memories with a knob (the executors' overhead,
+            the RocksDB state memory), one per kind.
     """
 
     decision: Decision
@@ -124,6 +147,7 @@ class JobPlan:
     memory_current_mb: int | None = None
     memory_proposed_mb: int | None = None
     memory_step: MemoryStep | None = None
+    memory_sizes: tuple[MemorySize, ...] = ()
 
     def limit(self, code: Limit) -> PlanLimit | None:
         """The first limit with ``code``, or None."""
@@ -138,14 +162,15 @@ class JobPlan:
 
     @property
     def changes(self) -> bool:
-        """True when any vertex, the executor count or the heap changes."""
+        """True when any vertex, the executor count or a memory knob changes."""
         return (self.executors_proposed != self.executors_current or self.memory_changes
                 or any(v.proposed != v.current for v in self.vertices))
 
     @property
     def memory_changes(self) -> bool:
-        """True when the plan changes the heap (the memory knob): a new JVM, the warm handover."""
-        return self.memory_proposed_mb is not None and self.memory_proposed_mb != self.memory_current_mb
+        """True when the plan changes a memory knob (the heap or another): a new JVM, the warm handover."""
+        return (self.memory_proposed_mb is not None and self.memory_proposed_mb != self.memory_current_mb) \
+            or any(size.changes for size in self.memory_sizes)
 
     def to_json(self) -> dict:
         """The stored form: ``{"format": 2, ...}`` with every field but ``next_state``; floats
@@ -178,6 +203,8 @@ class JobPlan:
         values["limits"] = tuple(_at(_limit, item, f"limits[{i}]") for i, item in enumerate(_list(data, "limits")))
         values["findings"] = tuple(_at(Finding.from_json, item, f"findings[{i}]")
                                    for i, item in enumerate(_list(data, "findings")))
+        values["memory_sizes"] = tuple(_at(_memory_size, item, f"memory_sizes[{i}]")
+                                       for i, item in enumerate(_list(data, "memory_sizes")))
         step = data.get("memory_step")
         values["memory_step"] = None if step is None else _enum(MemoryStep, step, "memory_step")
         waiting = data.get("awaiting_activation")
@@ -197,7 +224,7 @@ def _json(value: Any) -> Any:
         return str(value) if isinstance(value, str) else value
     if isinstance(value, Reason):
         return {"code": str(value.code), "vertex_id": value.vertex_id, "data": _json(dict(value.data))}
-    if isinstance(value, (PlanLimit, HeldScaleDown, AwaitingActivation, Finding)):
+    if isinstance(value, (PlanLimit, HeldScaleDown, AwaitingActivation, Finding, MemorySize)):
         return _json(value.as_json())
     if isinstance(value, VertexPlan):
         return {f.name: _json(getattr(value, f.name)) for f in fields(value)}
@@ -326,6 +353,16 @@ def _limit(item: Any) -> PlanLimit:
     if not isinstance(reason.code, Limit):
         raise PlanFormatError(f"code: {str(reason.code)!r} is not a limit")
     return PlanLimit(reason.code, reason.vertex_id, dict(reason.data))
+
+
+def _memory_size(item: Any) -> MemorySize:
+    item = _object(item)
+    try:
+        return MemorySize(_enum(MemoryKind, item["kind"], "kind"), _read("str", item["knob"], "knob"),
+                          _integer(item["current_mb"], "current_mb"), _integer(item["proposed_mb"], "proposed_mb"),
+                          _enum(MemoryStep, item["step"], "step"))
+    except KeyError as exc:
+        raise PlanFormatError(f"{exc.args[0]}: missing") from None
 
 
 def _awaiting(item: Any) -> AwaitingActivation:

@@ -84,13 +84,22 @@ _MEMORY_STEP = {
 }
 
 
+#: What each memory kind is, and what its peak is of (``memory-resize``'s ``kind``; absent: the heap).
+MEMORY_KIND_TEXT = {
+    "heap": ("heap of each JVM", "a peak"),
+    "overhead": ("non-heap memory of each executor", "a non-heap peak (with the state memory)"),
+    "state": ("RocksDB state memory of each JVM", "a state-store peak"),
+}
+
+
 def memory_resize_text(d: Data) -> str:
-    """The sentence of ``memory-resize`` (``scaling.memory.MemoryDecision``): the heap before and
-    after, what it saves or relieves, and why the plan carries it."""
+    """The sentence of ``memory-resize`` (``scaling.memory.MemoryDecision``): the memory (its
+    ``kind``) before and after, what it saves or relieves, and why the plan carries it."""
     saves = d.get("saves_mb") or 0
     effect = f"saves {num(saves)} MB" if saves > 0 else "to relieve the memory pressure" if d.get(
-        "under_pressure") else f"{num(-saves)} MB more"
-    return (f"heap of each JVM ({d['knob']}) {num(d['current_mb'])} → {num(d['recommended_mb'])} MB, from a peak "
+        "under_pressure") and d.get("kind", "heap") == "heap" else f"{num(-saves)} MB more"
+    what, peak = MEMORY_KIND_TEXT[str(d.get("kind", "heap"))]
+    return (f"{what} ({d['knob']}) {num(d['current_mb'])} → {num(d['recommended_mb'])} MB, from {peak} "
             f"of {num(round(d['peak_mb']))} MB: {effect}; {_MEMORY_STEP.get(str(d.get('step')), str(d.get('step')))}"
             "; a new JVM starts for it (the warm handover)")
 

@@ -136,6 +136,14 @@ class VetoSignal(StrEnum):
     NOT_READY = "not-ready"                # value: the window's not-ready samples (scaling.readiness)
 
 
+class MemoryKind(StrEnum):
+    """Which memory a recommendation sizes (each a pipeline knob target, fixed at a JVM's start)."""
+
+    HEAP = "heap"          # the heap of each JVM that runs tasks (spark.executor.memory; local: spark.driver.memory)
+    OVERHEAD = "overhead"  # each executor's non-heap memory (spark.executor.memoryOverhead), on a cluster
+    STATE = "state"        # the RocksDB state stores' shared memory of each JVM (bounded memory)
+
+
 class MemoryStep(StrEnum):
     """What a plan does with the heap recommendation (``JobPlan.memory_step``, ``memory-resize``'s ``step``;
     ``scaling.memory.memory_decision``)."""

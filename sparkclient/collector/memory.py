@@ -22,7 +22,7 @@ from sparkclient.collector.sparkjson import (
     Problem, SparkDataError, as_dict, dicts, finite, get_count, get_dict, get_float, get_list, get_str,
 )
 
-__all__ = ["RESERVED_SYSTEM_MEMORY_BYTES", "ExecutorMemory", "MemorySample", "StateStoreMemory",
+__all__ = ["NONHEAP_PEAK_METRICS", "RESERVED_SYSTEM_MEMORY_BYTES", "ExecutorMemory", "MemorySample", "StateStoreMemory",
            "executor_memory", "gc_share", "gc_shares_between", "heap_max_bytes", "memory_sample", "stages_gc_share",
            "stages_heap_peak", "state_store_memory"]
 
@@ -33,6 +33,10 @@ RESERVED_SYSTEM_MEMORY_BYTES = 300 * 1024 * 1024
 
 #: ``spark.memory.fraction``'s default: the share of the heap (less the reserve) in the unified pool.
 DEFAULT_MEMORY_FRACTION = 0.6
+
+#: The ``peakMemoryMetrics`` beyond the heap, bytes: the JVM's non-heap pools (metaspace, code
+#: cache), its direct and mapped buffers (Netty's shuffle), and the Python workers' resident memory.
+NONHEAP_PEAK_METRICS = ("JVMOffHeapMemory", "DirectPoolMemory", "MappedPoolMemory", "ProcessTreePythonRSSMemory")
 
 #: The RocksDB custom metrics of a state operator that are memory, bytes (Spark ``RocksDBStateStoreProvider``).
 ROCKSDB_MEMORY_METRICS = ("rocksdbPinnedBlocksMemoryUsage",)
@@ -47,6 +51,10 @@ class ExecutorMemory:
       None when Spark reports no peak metrics.
     - ``heap_max_bytes``: the JVM's heap maximum (:func:`heap_max_bytes`); None when not reported.
     - ``offheap_peak_bytes``: ``peakMemoryMetrics.JVMOffHeapMemory``; None when not reported.
+    - ``nonheap_peak_bytes``: the memory it used beyond the heap at peak, what
+      ``spark.executor.memoryOverhead`` covers: the sum of :data:`NONHEAP_PEAK_METRICS` it reports
+      (the Python workers' only with ``spark.executor.processTreeMetrics.enabled``); None when it
+      reports none.
     """
 
     executor_id: str
@@ -55,6 +63,7 @@ class ExecutorMemory:
     heap_peak_bytes: int | None
     heap_max_bytes: int | None
     offheap_peak_bytes: int | None
+    nonheap_peak_bytes: int | None = None
 
     @property
     def heap_usage(self) -> float | None:
@@ -112,13 +121,27 @@ class MemorySample:
             return None
         return self.heap_peak_bytes / self.heap_max_bytes
 
+    @property
+    def state_memory_bytes(self) -> int | None:
+        """The state stores' memory over every stateful operator (:attr:`StateStoreMemory.total_bytes`),
+        bytes; None without a stateful operator."""
+        return sum(s.total_bytes for s in self.state_stores) if self.state_stores else None
+
+    @property
+    def nonheap_peak_bytes(self) -> int | None:
+        """The highest :attr:`ExecutorMemory.nonheap_peak_bytes` of the executors that ran tasks (all
+        of them before any did), bytes; None when none reports it."""
+        workers = [e for e in self.executors if e.task_time_ms > 0] or list(self.executors)
+        return max((e.nonheap_peak_bytes for e in workers if e.nonheap_peak_bytes is not None), default=None)
+
     def to_json(self) -> dict[str, Any]:
         """The JSON the web app stores with the snapshot (sizes in bytes, shares 0..1)."""
         return {
             "gc_share": self.gc_share, "heap_peak_bytes": self.heap_peak_bytes, "heap_max_bytes": self.heap_max_bytes,
             "executors": [{"id": e.executor_id, "gc_time_ms": e.gc_time_ms, "task_time_ms": e.task_time_ms,
                            "heap_peak_bytes": e.heap_peak_bytes, "heap_max_bytes": e.heap_max_bytes,
-                           "offheap_peak_bytes": e.offheap_peak_bytes} for e in self.executors],
+                           "offheap_peak_bytes": e.offheap_peak_bytes, "nonheap_peak_bytes": e.nonheap_peak_bytes}
+                          for e in self.executors],
             "spill_bytes_per_s": {vertex: rate for vertex, rate in self.spill_bytes_per_s},
             "state_stores": [{"operator": s.operator, "memory_used_bytes": s.memory_used_bytes,
                               **dict(s.rocksdb_bytes)} for s in self.state_stores],
@@ -136,6 +159,11 @@ def heap_max_bytes(on_heap_unified_bytes: int, memory_fraction: float = DEFAULT_
 
 def _optional_count(obj: Json, key: str, where: str) -> int | None:
     return None if obj.get(key) is None else get_count(obj, key, where)
+
+
+def _nonheap_peak(peak: Json, where: str) -> int | None:
+    values = [v for v in (_optional_count(peak, name, where) for name in NONHEAP_PEAK_METRICS) if v is not None]
+    return sum(values) if values else None
 
 
 def executor_memory(executors: Any, memory_fraction: float = DEFAULT_MEMORY_FRACTION) -> tuple[ExecutorMemory, ...]:
@@ -157,6 +185,7 @@ def executor_memory(executors: Any, memory_fraction: float = DEFAULT_MEMORY_FRAC
             heap_peak_bytes=_optional_count(peak, "JVMHeapMemory", f"{where}.peakMemoryMetrics"),
             heap_max_bytes=None if not unified else heap_max_bytes(unified, memory_fraction),
             offheap_peak_bytes=_optional_count(peak, "JVMOffHeapMemory", f"{where}.peakMemoryMetrics"),
+            nonheap_peak_bytes=_nonheap_peak(peak, f"{where}.peakMemoryMetrics"),
         ))
     return tuple(out)
 

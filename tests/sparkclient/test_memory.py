@@ -56,6 +56,24 @@ def test_the_capture_shows_memory_pressure_in_the_newest_batch():
     assert json.loads(json.dumps(whole.to_json()))["heap_max_bytes"] == 512 * MIB
 
 
+def test_the_state_stores_and_the_non_heap_peak_of_the_capture():
+    """The two stateful operators hold 27.4 MB (memoryUsedBytes and the pinned blocks); the local
+    driver, the only executor, used 202.4 MB beyond its heap (JVMOffHeapMemory 211,523,680 B and
+    DirectPoolMemory 670,883 B; the mapped pool and the Python workers at 0, the process tree
+    metrics being off)."""
+    whole = _sample().memory
+    assert whole.state_memory_bytes == sum(s.total_bytes for s in whole.state_stores) >= 16127812 + 11294096
+    driver = whole.executors[0]
+    assert driver.nonheap_peak_bytes == 211523680 + 670883 == whole.nonheap_peak_bytes
+    assert json.loads(json.dumps(whole.to_json()))["executors"][0]["nonheap_peak_bytes"] == 212194563
+    doc = _doc()
+    doc["progress"]["stateOperators"] = []
+    for name in ("JVMOffHeapMemory", "DirectPoolMemory", "MappedPoolMemory", "ProcessTreePythonRSSMemory"):
+        doc["executors"][0]["peakMemoryMetrics"].pop(name)
+    bare = _memory_of(doc)  # a stateless query, and a Spark that reports no non-heap pool
+    assert (bare.state_memory_bytes, bare.nonheap_peak_bytes) == (None, None)
+
+
 def test_the_gc_share_between_two_readings_of_the_executors():
     """ΔtotalGCTime / ΔtotalDuration over the readings of ``/executors`` every 3 s."""
     series = CAPTURE["executor_series"]
@@ -76,6 +94,8 @@ def test_a_restarted_executor_counts_from_zero_and_an_idle_one_has_no_share():
     (("executors", 0, "totalGCTime"), "12", "executors[0].totalGCTime", Problem.WRONG_TYPE),
     (("executors", 0, "peakMemoryMetrics", "JVMHeapMemory"), -1, "executors[0].peakMemoryMetrics.JVMHeapMemory",
      Problem.NEGATIVE),
+    (("executors", 0, "peakMemoryMetrics", "DirectPoolMemory"), "1", "executors[0].peakMemoryMetrics.DirectPoolMemory",
+     Problem.WRONG_TYPE),
     (("stages", 1, "jvmGcTime"), math.nan, "stages[1].jvmGcTime", Problem.NOT_FINITE),
     (("progress", "stateOperators", 0, "memoryUsedBytes"), 2**60, "stateOperators[0].memoryUsedBytes",
      Problem.TOO_LARGE),
@@ -123,6 +143,8 @@ def _assert_typed(memory: MemorySample) -> None:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 assert math.isfinite(value) and value >= 0, (name, value)
     assert memory.gc_share is None or 0 <= memory.gc_share <= 1
+    for total in (memory.state_memory_bytes, memory.nonheap_peak_bytes):
+        assert total is None or (isinstance(total, int) and total >= 0)
     assert all(math.isfinite(rate) and rate > 0 for _v, rate in memory.spill_bytes_per_s)
     for row in memory.state_stores:
         assert all(isinstance(v, int) and v >= 0 for _n, v in row.rocksdb_bytes)

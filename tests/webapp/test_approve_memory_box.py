@@ -59,7 +59,7 @@ def test_the_dialog_names_the_heap_change_and_the_box_says_the_standby_starts_ag
     memory = page.split('id="with-memory" data-confirm="')[1].split('"')[0]
     assert memory.startswith(f"{head} with the memory recommendation added (heap_mb 1,024 → 512 MB)?")
     note = page.split('id="memory-standby">')[1].split("<")[0]
-    assert note.startswith("Including the heap change starts a new driver from scratch")
+    assert note.startswith("Including the memory change starts a new driver from scratch")
     assert "(ready)" in note and "about 38 s" in note and note in memory
 
 

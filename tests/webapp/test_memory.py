@@ -80,7 +80,7 @@ def test_a_heap_far_below_its_maximum_gets_a_recommend_only_smaller_size(client)
     client.force_login(make_user())
     body = client.get(f"/api/jobs/{job.pk}/memory/").json()
     assert body["pressure"] is None and body["apply"] is False
-    assert body["recommendation"] == {"current_mb": 8192, "recommended_mb": 1216, "peak_mb": 1000.0,
+    assert body["recommendation"] == {"kind": "heap", "current_mb": 8192, "recommended_mb": 1216, "peak_mb": 1000.0,
                                       "overhead": 0.2, "executors": 1, "saves_mb": 6976}
     html = client.get(f"/jobs/{job.pk}/").content.decode()
     assert 'data-current-mb="8192" data-recommended-mb="1216" data-saves-mb="6976"' in html

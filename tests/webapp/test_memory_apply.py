@@ -144,7 +144,7 @@ def test_no_proposal_of_a_decrease_under_pressure_nor_without_a_knob():
     assert proposal.proposed_config["heap_mb"] == 2048
     bare = _job("bare", knob=False)
     _window(bare, pressure=False, other=False)
-    with pytest.raises(TransitionError, match="no heap recommendation"):
+    with pytest.raises(TransitionError, match="no memory recommendation"):
         memory_propose(job=bare, actor=make_user("other"))
 
 
@@ -158,7 +158,7 @@ def test_approving_with_the_memory_recommendation_adds_it_and_audits_it(client):
     client.force_login(user)
     page = client.get(f"/proposals/{proposal.pk}/").content.decode()
     assert 'id="memory-offer" data-knob="heap_mb" data-from-mb="1024" data-to-mb="512"' in page
-    assert "also apply the memory recommendation (heap_mb 1024 → 512 MB" in page
+    assert "also apply the memory recommendation (heap_mb 1,024 → 512 MB" in page
     response = client.post(f"/proposals/{proposal.pk}/decide/", {"action": "approve", "revision": proposal.revision,
                                                                  "with_memory": "on"})
     assert response.status_code == 302

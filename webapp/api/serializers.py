@@ -279,9 +279,16 @@ class JobMemorySerializer(serializers.Serializer):
                                      "data}: gc_share, gc_threshold, heap_usage, heap_threshold, heap_peak_mb, "
                                      "heap_max_mb) while the job is under memory pressure, else null.")
     recommendation = serializers.JSONField(allow_null=True, help_text="The recommended heap per executor "
-                                           "({current_mb, recommended_mb, peak_mb, overhead, executors, saves_mb}), "
+                                           "({kind: heap, current_mb, recommended_mb, peak_mb, overhead, executors, saves_mb}), "
                                            "or null; recommend-only unless apply is on.")
     apply = serializers.BooleanField(allow_null=True, help_text="The policy's memory_apply.")
+    state_mb = serializers.FloatField(allow_null=True,
+                                      help_text="The state stores' memory of each JVM at its peak in the window, MB.")
+    nonheap_peak_mb = serializers.FloatField(allow_null=True, help_text="The most an executor used "
+                                             "beyond its heap at peak (off-heap, direct, mapped, Python), MB.")
+    sizes = serializers.JSONField(help_text="The recommendations of the other memories the pipeline "
+                                  "has a knob for ([{kind: overhead|state, current_mb, recommended_mb, peak_mb, "
+                                  "overhead, executors, saves_mb}]), each when it differs from the running value.")
 
 
 class DetailSerializer(serializers.Serializer):

@@ -1,5 +1,5 @@
 """Dashboard actions: the POST views (approve, reject, roll back, apply a held scale-down, propose a
-heap size, clear a block or a suspension, set the demo load). Each checks the role, calls one service and redirects."""
+recommended memory, clear a block or a suspension, set the demo load). Each checks the role, calls one service and redirects."""
 
 import logging
 import math
@@ -134,7 +134,7 @@ def memory_propose(request: HttpRequest, pk: int) -> HttpResponse:
     except TransitionError as exc:
         messages.error(request, str(exc))
         return redirect("dashboard:job", pk=pk)
-    messages.success(request, f"Proposal {proposal.pk} created for the heap size; review and approve it.")
+    messages.success(request, f"Proposal {proposal.pk} created for the recommended memory; review and approve it.")
     return redirect("dashboard:proposal", pk=proposal.pk)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 
-from scaling.memory import MemoryDecision
 from scaling.plan import JobPlan
 from scaling.reason_text import reason_text as plan_reason_text
 from scaling.stage_capacity import busy_shares, combined_capacity_per_s, stage_capacities_per_s
@@ -16,7 +15,7 @@ from webapp.dashboard.predictions import prediction_rows
 from webapp.jobs.models import Job
 from webapp.jobs.selectors import finite_or_inf
 from webapp.loop.standby import ACTIVE, prepared_for, standby_read
-from webapp.proposals.memory import memory_offer
+from webapp.proposals.memory import MemoryOffer, memory_offer
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import plan_cores
 from webapp.proposals.reason_text import reason_text, withdrawal_text
@@ -133,7 +132,7 @@ def standby_text(status: StandbyStatus | None) -> str:
 PREPARED = (HandoverState.REQUESTED, HandoverState.STARTING, HandoverState.READY)
 
 
-def memory_standby_note(proposal: Proposal, offer: MemoryDecision | None, standby: StandbyStatus | None) -> str:
+def memory_standby_note(proposal: Proposal, offer: MemoryOffer | None, standby: StandbyStatus | None) -> str:
     """Beside the approve form's memory box: adding the heap change changes the knobs, so the standby
     prepared for ``proposal``'s knobs (starting or ready) is stopped and a new driver starts from
     scratch; how long it takes (s) is the prepared one's measured start to ready when known.
@@ -141,14 +140,14 @@ def memory_standby_note(proposal: Proposal, offer: MemoryDecision | None, standb
     if offer is None or not prepared_for(standby, proposal) or standby.state not in PREPARED:
         return ""
     took = f" (about {standby.ready_s:,.0f} s, as long as this one took to be ready)" if standby.ready_s else ""
-    return (f"Including the heap change starts a new driver from scratch: the standby driver prepared for this "
+    return (f"Including the memory change starts a new driver from scratch: the standby driver prepared for this "
             f"proposal ({STANDBY_STATES[standby.state.value]}) runs without it, so it is stopped and a new one "
             f"starts{took} before the handover"
-            + ("; without the heap change the approval hands over at once." if standby.state == HandoverState.READY
+            + ("; without the memory change the approval hands over at once." if standby.state == HandoverState.READY
                else "."))
 
 
-def approve_confirm(proposal: Proposal, offer: MemoryDecision | None, standby: StandbyStatus | None) -> dict:
+def approve_confirm(proposal: Proposal, offer: MemoryOffer | None, standby: StandbyStatus | None) -> dict:
     """The approve dialog's question: ``plain`` with the memory box unticked, ``memory`` ticked (the heap
     change named, and what it does to a prepared standby; ``""`` without an offer)."""
     head = f"Approve revision {proposal.revision} of proposal #{proposal.pk}"
@@ -157,6 +156,6 @@ def approve_confirm(proposal: Proposal, offer: MemoryDecision | None, standby: S
         return {"plain": plain, "memory": ""}
     note = memory_standby_note(proposal, offer, standby)
     return {"plain": plain, "memory": (
-        f"{head} with the memory recommendation added ({offer.knob} {offer.current_mb:,} → {offer.proposed_mb:,} "
-        f"MB)? The job restarts with the proposed configuration and the new heap, in a new driver."
+        f"{head} with the memory recommendation added ({offer.text})? The job restarts with the proposed "
+        f"configuration and the new memory, in a new driver."
         + (f" {note}" if note else ""))}

@@ -32,11 +32,12 @@ from webapp.dashboard.templatetags.knobs import knob_changes
 from webapp.dashboard.why import why_no_proposal
 from webapp.jobs import selectors
 from webapp.jobs.bindings import stage_bindings
-from webapp.jobs.memory import heap_decision, job_memory, memory_knob
+from webapp.jobs.memory import job_memory, memory_knob
 from webapp.jobs.models import Job
 from webapp.jobs.plans import stored_plan
 from webapp.proposals import selectors as proposal_selectors
 from webapp.proposals.holds import held_scale_down
+from webapp.proposals.memory import memory_request
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.permissions import can_approve
 from webapp.proposals.reason_text import reason_text
@@ -100,8 +101,7 @@ def _job_context(request: HttpRequest, job: Job) -> dict:
     context["bound"] = effective_max_cores(job)
     context["memory"] = job_memory(job=job)
     context["memory_knob"] = memory_knob(job)
-    asked = heap_decision(job=job, memory=context["memory"], requested=True)
-    context["memory_request"] = asked if asked is not None and asked.changes else None
+    context["memory_request"] = memory_request(job)
     if context["held"] is not None:
         context["held_in_min"] = math.ceil(context["held"]["in_s"] / 60)
         context["held_interval_min"] = round(context["held"]["interval_s"] / 60)

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from scaling.memory import (
-    MB, HeapRecommendation, MemoryDecision, MemoryReading, Pressure, memory_decision, memory_pressure, recommend_heap,
+    MB, HeapRecommendation, MemoryDecision, MemoryKind, MemoryReading, Pressure, memory_decision, memory_pressure,
+    recommend_heap, recommend_overhead, recommend_state_memory,
 )
 from scaling.plan import JobPlan
 from scaling.reasons import Reason
@@ -18,8 +19,12 @@ from sparkclient.contract.spec import Knob, KnobTarget
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.jobs.selectors import snapshots_in_window
 
-__all__ = ["JobMemory", "executors_after", "heap_decision", "job_memory", "memory_knob", "window_memory",
-           "window_pressure"]
+__all__ = ["KIND_TARGETS", "JobMemory", "executors_after", "heap_decision", "job_memory", "knob_of_kind", "memory_knob",
+           "size_decisions", "window_memory", "window_pressure"]
+
+#: The pipeline knob target of each memory kind.
+KIND_TARGETS = {MemoryKind.HEAP: KnobTarget.MEMORY, MemoryKind.OVERHEAD: KnobTarget.MEMORY_OVERHEAD,
+                MemoryKind.STATE: KnobTarget.STATE_MEMORY}
 
 
 def _reading(snapshot: MetricSnapshot) -> MemoryReading:
@@ -42,7 +47,11 @@ class JobMemory:
     window's highest heap at peak and the heap maximum, MB; ``pressure``: the gate's finding, or None;
     ``recommendation``: the heap recommended when it differs from the running one and it either
     saves memory or answers the pressure (None otherwise); ``apply``: the job's ``memory_apply``
-    (off: recommend-only, nothing restarts for it)."""
+    (off: recommend-only, nothing restarts for it); ``state_mb``: the state stores' memory of each
+    JVM at its peak in the window; ``nonheap_peak_mb``: the highest an executor used beyond its heap;
+    ``sizes``: the recommendations for the other memories the pipeline has a knob for (the
+    executors' overhead on a cluster, the RocksDB state memory), each when it differs from the
+    running value."""
 
     gc_share: float | None
     heap_peak_mb: float | None
@@ -50,6 +59,9 @@ class JobMemory:
     pressure: Pressure | None
     recommendation: HeapRecommendation | None
     apply: bool
+    state_mb: float | None = None
+    nonheap_peak_mb: float | None = None
+    sizes: tuple[HeapRecommendation, ...] = ()
 
     @property
     def heap_usage(self) -> float | None:
@@ -68,7 +80,8 @@ class JobMemory:
                 "heap_usage": self.heap_usage,
                 "pressure": self.pressure_reason.to_json() if self.pressure_reason else None,
                 "recommendation": self.recommendation.to_json() if self.recommendation else None,
-                "apply": self.apply}
+                "apply": self.apply, "state_mb": self.state_mb, "nonheap_peak_mb": self.nonheap_peak_mb,
+                "sizes": [size.to_json() for size in self.sizes]}
 
 
 def job_memory(*, job: Job, now: datetime | None = None) -> JobMemory | None:
@@ -80,7 +93,8 @@ def job_memory(*, job: Job, now: datetime | None = None) -> JobMemory | None:
 
 def window_memory(*, job: Job, snapshots: Sequence[MetricSnapshot]) -> JobMemory | None:
     """The memory of ``job`` over ``snapshots`` (oldest first), or None when none of them measured any."""
-    snapshots = [s for s in snapshots if s.gc_share is not None or s.heap_peak_bytes is not None]
+    snapshots = [s for s in snapshots if s.gc_share is not None or s.heap_peak_bytes is not None
+                 or s.state_memory_bytes is not None or s.nonheap_peak_bytes is not None]
     if not snapshots:
         return None
     policy = job.policy
@@ -96,15 +110,61 @@ def window_memory(*, job: Job, snapshots: Sequence[MetricSnapshot]) -> JobMemory
                               pressure_growth=policy.memory_pressure_growth if pressure is not None else None)
         if heap.changes and (heap.recommended_mb < heap.current_mb or pressure is not None):
             recommendation = heap
+    state = [s.state_memory_bytes / (1 if job.local_mode else max(1, s.executors))
+             for s in snapshots if s.state_memory_bytes is not None]
+    nonheap = [s.nonheap_peak_bytes for s in snapshots if s.nonheap_peak_bytes is not None]
+    state_bytes = round(max(state)) if state else None
+    nonheap_bytes = max(nonheap) if nonheap else None
     return JobMemory(gc_share=shares[-1] if shares else None,
                      heap_peak_mb=peak.heap_peak_bytes / MB if peak else None,
                      heap_max_mb=peak.heap_max_bytes / MB if peak else None,
-                     pressure=pressure, recommendation=recommendation, apply=policy.memory_apply)
+                     pressure=pressure, recommendation=recommendation, apply=policy.memory_apply,
+                     state_mb=None if state_bytes is None else state_bytes / MB,
+                     nonheap_peak_mb=None if nonheap_bytes is None else nonheap_bytes / MB,
+                     sizes=_sizes(job, state_bytes, nonheap_bytes, executors=max(1, snapshots[-1].executors)))
+
+
+def _running_mb(job: Job, kind: MemoryKind) -> tuple[Knob, int] | None:
+    """The knob of ``kind`` and its running value, MB; None without the knob or a value of it."""
+    knob = knob_of_kind(job, kind)
+    value = (job.config or {}).get(knob.name) if knob is not None else None
+    if knob is None or not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return knob, value
+
+
+def _sizes(job: Job, state_bytes: int | None, nonheap_bytes: int | None, *,
+           executors: int) -> tuple[HeapRecommendation, ...]:
+    """The recommendations of the non-heap memories ``job`` has a knob for, each when it changes the
+    running value: the state memory from the state stores' use of one JVM (``state_bytes``), the
+    overhead (a cluster only) from an executor's non-heap peak and the state memory it may hold."""
+    overhead, out = job.policy.memory_tuning_overhead, []
+    state = _running_mb(job, MemoryKind.STATE)
+    if state is not None and state_bytes is not None:
+        knob, bound = state
+        size = recommend_state_memory(used_bytes=state_bytes, bound_mb=bound, overhead=overhead, min_mb=knob.min,
+                                      max_mb=knob.max, executors=executors)
+        if size is not None:
+            out.append(size)
+    running = _running_mb(job, MemoryKind.OVERHEAD)
+    if running is not None and nonheap_bytes is not None and not job.local_mode:
+        knob, current = running
+        held = state[1] * MB if state is not None else (state_bytes or 0)
+        size = recommend_overhead(nonheap_peak_bytes=nonheap_bytes, state_bytes=held, current_mb=current,
+                                  overhead=overhead, min_mb=knob.min, max_mb=knob.max, executors=executors)
+        if size.changes:
+            out.append(size)
+    return tuple(out)
+
+
+def knob_of_kind(job: Job, kind: MemoryKind) -> Knob | None:
+    """The knob of ``job`` that sets the memory of ``kind`` (:data:`KIND_TARGETS`), or None."""
+    return next((k for k in job.knob_specs() if k.sets == KIND_TARGETS[kind]), None)
 
 
 def memory_knob(job: Job) -> Knob | None:
     """The knob of ``job`` that sets the heap (``KnobTarget.MEMORY``), or None when it declares none."""
-    return next((k for k in job.knob_specs() if k.sets == KnobTarget.MEMORY), None)
+    return knob_of_kind(job, MemoryKind.HEAP)
 
 
 def executors_after(job: Job, plan: JobPlan | None) -> int | None:
@@ -134,3 +194,22 @@ def heap_decision(*, job: Job, memory: JobMemory | None, ready: bool = True, oth
                            under_pressure=memory.pressure is not None, ready=ready, other_changes=other_changes,
                            requested=requested, along_factor=job.policy.guard_max_change_factor,
                            executors_after=executors_after)
+
+
+def size_decisions(*, job: Job, memory: JobMemory | None, ready: bool = True, other_changes: bool = False,
+                   requested: bool = False) -> tuple[MemoryDecision, ...]:
+    """What a plan of ``job`` does with each recommendation of ``memory.sizes`` (as
+    :func:`heap_decision`, on the knob of its kind; never alone: the pressure is the heap's)."""
+    if memory is None:
+        return ()
+    out = []
+    for size in memory.sizes:
+        running = _running_mb(job, size.kind)
+        if running is None:
+            continue
+        knob, value = running
+        out.append(memory_decision(size, knob=knob.name, current_mb=value, bounds=(knob.min, knob.max),
+                                   apply=memory.apply, under_pressure=memory.pressure is not None, ready=ready,
+                                   other_changes=other_changes, requested=requested,
+                                   along_factor=job.policy.guard_max_change_factor))
+    return tuple(out)

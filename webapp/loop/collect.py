@@ -195,7 +195,8 @@ def _memory_fields(sample: JobSample) -> dict:
     if memory is None:
         return {}
     return {"gc_share": memory.gc_share, "heap_peak_bytes": memory.heap_peak_bytes,
-            "heap_max_bytes": memory.heap_max_bytes, "memory": memory.to_json()}
+            "heap_max_bytes": memory.heap_max_bytes, "state_memory_bytes": memory.state_memory_bytes,
+            "nonheap_peak_bytes": memory.nonheap_peak_bytes, "memory": memory.to_json()}
 
 
 def _store(job: Job, *, now: datetime, config: dict, sample: JobSample, window_s: float,

@@ -22,7 +22,7 @@ from scaling.readiness import SampleIssue
 from scaling.state import activated_streak, state_from_dict, state_to_dict
 from sparkclient.contract.binding import StageBinding
 from webapp.jobs.bindings import pinned_knobs, published_plan, stage_bindings
-from webapp.jobs.memory import executors_after, heap_decision, memory_knob, window_memory
+from webapp.jobs.memory import executors_after, heap_decision, memory_knob, size_decisions, window_memory
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.jobs.plans import reasons_json
 from webapp.jobs.policy_mapping import scaling_policy
@@ -78,7 +78,8 @@ def evaluation_context(*, job: Job, snapshots: list[MetricSnapshot], now: dateti
 
 
 def plan_to_config(ctx: EvaluationContext, plan: JobPlan) -> dict:
-    """The knob values a plan asks for: the executors knob, the memory knob (the plan's heap, MB), and
+    """The knob values a plan asks for: the executors knob, the memory knobs (the plan's heap and
+    other memory sizes, MB), and
     each bound stage's knob set to the stage's proposed parallelism (a knob bound to several stages
     takes the largest)."""
     job = ctx.job
@@ -89,6 +90,7 @@ def plan_to_config(ctx: EvaluationContext, plan: JobPlan) -> dict:
     memory = memory_knob(job)
     if memory is not None and plan.memory_proposed_mb is not None:
         config[memory.name] = plan.memory_proposed_mb
+    config.update({size.knob: size.proposed_mb for size in plan.memory_sizes})
     proposed: dict[str, int] = {}
     for vertex_plan in plan.vertices:
         position = ctx.positions.get(vertex_plan.vertex_id, -1)
@@ -104,8 +106,8 @@ def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | Non
 
     Steps: the window (None while it is not full or holds no batch), the plan (``scaling.evaluate``)
     through the memory gate (``scaling.memory.hold_under_pressure``: under memory pressure no scale-down),
-    the heap recommendation applied or not (``scaling.memory.with_memory``), the job's memory kept, the
-    evaluation stored (with a live-loop hold of a scale-up), handed to the proposals (``proposal_create``
+    the heap and the other memory recommendations applied or not (``scaling.memory.with_memory``), the
+    job's memory kept, the evaluation stored (with a live-loop hold of a scale-up), handed to the proposals (``proposal_create``
     creates, revises, keeps or withdraws the pending proposal).
     """
     now = now or timezone.now()
@@ -123,6 +125,8 @@ def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | Non
     plan = with_memory(plan, heap_decision(job=job, memory=memory, ready=not ctx.not_ready,
                                            other_changes=other_changes,
                                            executors_after=executors_after(job, plan) if other_changes else None))
+    for decision in size_decisions(job=job, memory=memory, ready=not ctx.not_ready, other_changes=other_changes):
+        plan = with_memory(plan, decision)
     proposed_config = plan_to_config(ctx, plan)
     direction = _evaluation_direction(ctx, plan, proposed_config)
     _keep_pending_scale_downs(ctx, plan, direction=direction)

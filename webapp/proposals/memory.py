@@ -1,17 +1,18 @@
-"""The heap recommendation on the proposals (``scaling.memory``, ``webapp.jobs.memory``): what the approve
-form offers to add to a pending proposal, the proposal's configuration and plan with it, and the refusal
-of a scale-down while the job is under memory pressure. The services that act on them are in
+"""The memory recommendations on the proposals (``scaling.memory``, ``webapp.jobs.memory``): what a person
+may ask for (the heap, and the other memories the pipeline has a knob for), what the approve form offers
+to add to a pending proposal, the proposal's configuration and plan with it, and the refusal of a
+scale-down while the job is under memory pressure. The services that act on them are in
 ``webapp.proposals.services``."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from scaling.memory import MemoryDecision, with_memory
 from scaling.plan import JobPlan
 from scaling.reason_text import reason_text
 from scaling.reasons import Decision, Reason
-from webapp.jobs.memory import executors_after, heap_decision, job_memory, memory_knob
+from webapp.jobs.memory import executors_after, heap_decision, job_memory, size_decisions
 from webapp.jobs.models import Job
 from webapp.jobs.plans import reasons_json
 from webapp.proposals.codes import AuditReason
@@ -19,8 +20,43 @@ from webapp.proposals.codes import Reason as AuditReasonValue
 from webapp.proposals.lifecycle import TransitionError
 from webapp.proposals.models import Proposal
 
-__all__ = ["MemoryPressureRefusal", "memory_fields", "memory_offer", "memory_only", "memory_request",
+__all__ = ["MemoryOffer", "MemoryPressureRefusal", "memory_fields", "memory_offer", "memory_only", "memory_request",
            "refuse_under_pressure"]
+
+
+@dataclass(frozen=True)
+class MemoryOffer:
+    """The memory changes a person may apply at once: ``decisions``, the heap's first, each a requested
+    change of one memory knob. ``knob``, ``current_mb`` and ``proposed_mb`` are the first one's."""
+
+    decisions: tuple[MemoryDecision, ...]
+
+    @property
+    def knob(self) -> str | None:
+        return self.decisions[0].knob
+
+    @property
+    def current_mb(self) -> int | None:
+        return self.decisions[0].current_mb
+
+    @property
+    def proposed_mb(self) -> int | None:
+        return self.decisions[0].proposed_mb
+
+    @property
+    def config(self) -> dict[str, int | None]:
+        """``{knob: proposed MB}`` of every change."""
+        return {d.knob: d.proposed_mb for d in self.decisions if d.knob is not None}
+
+    @property
+    def knobs(self) -> str:
+        """The knobs it changes, comma-separated (the page's ``data-knobs``)."""
+        return ",".join(self.config)
+
+    @property
+    def text(self) -> str:
+        """Each change, as ``knob 1,024 → 512 MB``, comma-separated."""
+        return ", ".join(f"{d.knob} {d.current_mb:,} → {d.proposed_mb:,} MB" for d in self.decisions)
 
 
 class MemoryPressureRefusal(TransitionError):
@@ -39,40 +75,48 @@ def refuse_under_pressure(job: Job) -> None:
         raise MemoryPressureRefusal(job, memory.pressure.reason())
 
 
-def memory_request(job: Job, plan: JobPlan | None = None) -> MemoryDecision | None:
-    """The heap change a person may ask for now (the job page's "Propose this heap size", the approve
-    form's box with the proposal's ``plan``): the job's recommendation on its memory knob when it
-    changes it (a decrease never under memory pressure; on the executors ``plan`` runs on); None otherwise."""
-    decision = heap_decision(job=job, memory=job_memory(job=job), requested=True,
-                             executors_after=executors_after(job, plan))
-    return decision if decision is not None and decision.changes else None
+def memory_request(job: Job, plan: JobPlan | None = None) -> MemoryOffer | None:
+    """The memory changes a person may ask for now (the job page's "Propose the recommended memory", the
+    approve form's box with the proposal's ``plan``): the job's recommendation on each memory knob
+    that it changes (the heap on the executors ``plan`` runs on; a decrease never under memory
+    pressure); None when there is none."""
+    memory = job_memory(job=job)
+    heap = heap_decision(job=job, memory=memory, requested=True, executors_after=executors_after(job, plan))
+    decisions = tuple(d for d in (heap, *size_decisions(job=job, memory=memory, requested=True))
+                      if d is not None and d.changes)
+    return MemoryOffer(decisions) if decisions else None
 
 
-def memory_offer(proposal: Proposal) -> MemoryDecision | None:
-    """What the approve form of a pending ``proposal`` offers to add: :func:`memory_request`, unless the
-    proposal changes the memory knob already (or is not a pending scale proposal)."""
+def memory_offer(proposal: Proposal) -> MemoryOffer | None:
+    """What the approve form of a pending ``proposal`` offers to add: :func:`memory_request` less the
+    memory knobs the proposal changes already (None when nothing is left, or not a pending scale proposal)."""
     if proposal.status != Proposal.Status.PENDING or proposal.kind != Proposal.Kind.SCALE:
         return None
-    knob = memory_knob(proposal.job)
-    if knob is None or proposal.proposed_config.get(knob.name) != proposal.current_config.get(knob.name):
+    request = memory_request(proposal.job, proposal.job_plan)
+    if request is None:
         return None
-    return memory_request(proposal.job, proposal.job_plan)
+    changed = {k for k, v in proposal.proposed_config.items() if proposal.current_config.get(k) != v}
+    left = tuple(d for d in request.decisions if d.knob not in changed)
+    return MemoryOffer(left) if left else None
 
 
-def memory_fields(proposal: Proposal, decision: MemoryDecision) -> tuple[dict, AuditReasonValue]:
-    """The fields of ``proposal`` with the heap ``decision`` added (``proposed_config``, ``plan``,
-    ``reasons``) and the approval's audit reason (``memory_added``)."""
-    plan = proposal.job_plan or JobPlan(decision=Decision.SCALE, reasons=(), vertices=())
-    plan = with_memory(replace(plan, decision=Decision.SCALE), decision)
-    config = {**proposal.proposed_config, decision.knob: decision.proposed_mb}
+def memory_fields(proposal: Proposal, offer: MemoryOffer) -> tuple[dict, AuditReasonValue]:
+    """The fields of ``proposal`` with every change of ``offer`` added (``proposed_config``, ``plan``,
+    ``reasons``) and the approval's audit reason (``memory_added``: the first change's figures, and
+    ``added``, every change with its reason)."""
+    plan = replace(proposal.job_plan or JobPlan(decision=Decision.SCALE, reasons=(), vertices=()),
+                   decision=Decision.SCALE)
+    for decision in offer.decisions:
+        plan = with_memory(plan, decision)
+    config = {**proposal.proposed_config, **offer.config}
     fields = {"proposed_config": config, "plan": plan.to_json(), "reasons": reasons_json(plan.reasons)}
-    return fields, AuditReasonValue(AuditReason.MEMORY_ADDED, {
-        "knob": decision.knob, "from_mb": decision.current_mb, "to_mb": decision.proposed_mb,
-        "reason": decision.reason().to_json()})
+    added = [{"knob": d.knob, "from_mb": d.current_mb, "to_mb": d.proposed_mb, "reason": d.reason().to_json()}
+             for d in offer.decisions]
+    return fields, AuditReasonValue(AuditReason.MEMORY_ADDED, {**added[0], "added": added})
 
 
 def memory_only(proposal: Proposal) -> bool:
-    """Whether ``proposal`` changes the memory knob of its job and nothing else."""
-    knob = memory_knob(proposal.job)
+    """Whether ``proposal`` changes memory knobs of its job and nothing else."""
+    memory = {k.name for k in proposal.job.knob_specs() if k.sets.is_memory}
     changed = {k for k, v in proposal.proposed_config.items() if proposal.current_config.get(k) != v}
-    return knob is not None and changed == {knob.name}
+    return bool(changed) and changed <= memory

@@ -270,7 +270,8 @@ _AUDIT: dict[str, _Template] = {
     AuditReason.SUPERSEDED_BY: lambda d: f"superseded by proposal {d.get('proposal')}",
     AuditReason.SUPERSEDED_BY_HELD: lambda d: "superseded by a held scale-down applied now",
     AuditReason.MEMORY_ADDED: lambda d: (
-        f"approved with the memory recommendation: {_plan_reason_words(d.get('reason'))}"),
+        "approved with the memory recommendation: "
+        + "; ".join(_plan_reason_words(item.get("reason")) for item in d.get("added") or [d])),
     AuditReason.INSIDE_GUARDRAILS: lambda d: "auto mode: inside every guardrail",
     AuditReason.STANDBY_WAIT_OVER: _standby_wait_over,
     AuditReason.NO_DECISION_IN_TIME: lambda d: (

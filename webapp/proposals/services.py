@@ -68,7 +68,7 @@ def proposal_approve(*, proposal: Proposal, actor, revision: int | None = None, 
     """Approve revision ``revision`` of a pending proposal and enqueue its execution after commit.
     The approval names the revision it approves (the page always sends it; without one, the API
     approves the current revision and the audit event names it). ``with_memory``: the approved
-    configuration also sets the memory knob to the job's heap recommendation
+    configuration also sets each memory knob the proposal leaves to the job's recommendation
     (``webapp.proposals.memory.memory_offer``; audited ``memory_added`` with the figures).
 
     Raises:
@@ -95,7 +95,7 @@ def proposal_approve(*, proposal: Proposal, actor, revision: int | None = None, 
             raise TransitionError(f"proposal {proposal.pk}: no memory recommendation to add (none now, no memory knob, "
                              "or the proposal changes the memory knob already); nothing was changed")
         memory, reason = memory_fields(proposal, offer)
-        after[offer.knob] = offer.proposed_mb
+        after.update(offer.config)
     with transaction.atomic():
         try:
             proposal = transition(proposal=proposal, target=Status.APPROVED, source=(Status.PENDING,),
@@ -191,8 +191,9 @@ def scale_down_apply_now(*, job: Job, actor, now: datetime | None = None) -> Pro
 
 
 def memory_propose(*, job: Job, actor, now: datetime | None = None) -> Proposal:
-    """An operator proposes the job's heap recommendation (the job page's "Propose this heap size"): a
-    pending proposal that changes only the memory knob, decided as any other (approval, auto-approval
+    """An operator proposes the job's memory recommendations (the job page's "Propose the recommended
+    memory": the heap and the other memory knobs, ``memory_request``): a pending proposal that changes
+    only memory knobs, decided as any other (approval, auto-approval
     and its guardrails, the cluster's throttle). Its plan is the newest evaluation's with every stage
     and the executors as they run, and ``memory-resize`` in its reasons.
 
@@ -207,19 +208,21 @@ def memory_propose(*, job: Job, actor, now: datetime | None = None) -> Proposal:
     policy = JobPolicy.objects.get(job=job)
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
-        decision = memory_request(job)
-        if decision is None:
-            raise TransitionError(f"job {job.name} has no heap recommendation to propose")
+        offer = memory_request(job)
+        if offer is None:
+            raise TransitionError(f"job {job.name} has no memory recommendation to propose")
         if job.proposals.filter(status__in=BUSY).exists():
-            raise TransitionError(f"job {job.name} has a proposal being executed: propose the heap size after it")
+            raise TransitionError(f"job {job.name} has a proposal being executed: propose the memory after it")
         pending = job.proposals.filter(status=Status.PENDING).first()
         if pending is not None:
             raise TransitionError(f"proposal {pending.pk} of job {job.name} is pending: approve it with the memory "
                                   "recommendation, or decide it first")
         evaluation = job.evaluations.order_by("-created_at", "-id").first()
         plan = (evaluation.job_plan if evaluation is not None else None) or JobPlan(Decision.SCALE, (), ())
-        plan = with_memory(replace(plan, decision=Decision.SCALE, reasons=(), executors_proposed=plan.executors_current,
-                                   vertices=tuple(replace(v, proposed=v.current) for v in plan.vertices)), decision)
-        config = {**job.config, decision.knob: decision.proposed_mb}
+        plan = replace(plan, decision=Decision.SCALE, reasons=(), executors_proposed=plan.executors_current,
+                       vertices=tuple(replace(v, proposed=v.current) for v in plan.vertices))
+        for decision in offer.decisions:
+            plan = with_memory(plan, decision)
+        config = {**job.config, **offer.config}
         return proposal_open(job=job, evaluation=None, proposed_config=config, plan=plan, actor=actor, policy=policy,
                              now=now)

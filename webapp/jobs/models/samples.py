@@ -101,6 +101,12 @@ class MetricSnapshot(models.Model):
                                              "(JVMHeapMemory of its stages' peakExecutorMetrics), bytes; empty when unknown.")
     heap_max_bytes = models.BigIntegerField(null=True, blank=True, help_text="The executors' heap maximum, bytes; "
                                             "empty when unknown.")
+    state_memory_bytes = models.BigIntegerField(null=True, blank=True, help_text="The state stores' memory over "
+                                                "every stateful operator (memoryUsedBytes and the RocksDB memory "
+                                                "metrics), bytes; empty without a stateful operator.")
+    nonheap_peak_bytes = models.BigIntegerField(null=True, blank=True, help_text="The highest memory an executor "
+                                                "used beyond its heap at peak (off-heap, direct and mapped pools, "
+                                                "Python workers), bytes; empty when unknown.")
     memory = models.JSONField(default=dict, blank=True, help_text="The window's memory signals per executor, stage "
                               "and state operator (sparkclient.collector.memory.MemorySample.to_json).")
 

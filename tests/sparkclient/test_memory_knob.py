@@ -12,9 +12,9 @@ import pytest
 from sparkclient.__main__ import main
 from sparkclient.contract.control import RescaleCommand, RunnerStatus
 from sparkclient.contract.sparkconf import launch_settings
-from sparkclient.contract.spec import Knob, KnobError, KnobTarget, PipelineSpec, check_knob_set, knobs_from_json, \
+from sparkclient.contract.spec import Knob, KnobError, KnobTarget, check_knob_set, knobs_from_json, \
     knobs_to_json
-from sparkclient.runner.rescale import RescalePaths
+from tests.sparkclient.rescale_double import RecordingPaths
 
 CORES = Knob("cores", 1, 1, 8, KnobTarget.EXECUTORS)
 STATE = Knob("state_partitions", 2, 1, 16, KnobTarget.STATE_PARTITIONS)
@@ -79,37 +79,16 @@ def test_the_runner_refuses_the_conflict_before_any_driver_starts(tmp_path, monk
     sys.modules.pop("heapy_pipeline", None)
 
 
-class _Paths(RescalePaths):
-    """The driver state the path choice reads; ``_restart`` and the in-place change are recorded."""
-
-    def __init__(self, *, in_place: bool, master: str) -> None:
-        self.spec = PipelineSpec(ref="m:build", build=lambda spark, knobs: None, knobs=KNOBS)
-        self.in_place, self.master, self.spark_conf, self.capacity = in_place, master, {}, 8
-        self.values = {"cores": 2, "state_partitions": 2, "memory_mb": 512}
-        self.executors_knob, self.shuffle_knob, self.checkpoint = CORES, STATE, None
-        self.restarts: list[dict] = []
-        self.in_place_changes: list[dict] = []
-        self.results: list = []
-
-    def executors(self, values=None) -> int:
-        return (values or self.values)["cores"]
-
-    def _write_result(self, result) -> None:
-        self.results.append(result)
-
-    def _scale_executors_in_place(self, command, old, new):
-        self.in_place_changes.append(new)
-        return {**old, "cores": new["cores"]}
-
-    def _restart(self, command, old, new, *, repartition, new_driver):
-        self.restarts.append({"old": old, "new": new, "new_driver": new_driver})
+def _paths(*, in_place: bool, master: str) -> RecordingPaths:
+    return RecordingPaths(knobs=KNOBS, values={"cores": 2, "state_partitions": 2, "memory_mb": 512}, in_place=in_place,
+                          master=master, shuffle_knob=STATE)
 
 
 @pytest.mark.parametrize(("in_place", "master"), [(False, "local"), (True, "spark://10.0.0.1:7077")])
 @pytest.mark.parametrize("change", [{"memory_mb": 1024}, {"memory_mb": 1024, "cores": 3},
                                     {"memory_mb": 1024, "state_partitions": 4}])
 def test_a_memory_change_starts_a_new_driver_in_every_mode(in_place, master, change):
-    paths = _Paths(in_place=in_place, master=master)
+    paths = _paths(in_place=in_place, master=master)
     paths._rescale(RescaleCommand(id="c1", knobs={**paths.values, **change}))
     assert paths.restarts == [{"old": {"cores": 2, "state_partitions": 2, "memory_mb": 512},
                                "new": {**paths.values, **change}, "new_driver": True}]
@@ -124,7 +103,7 @@ def test_a_memory_change_starts_a_new_driver_in_every_mode(in_place, master, cha
     (True, "spark://10.0.0.1:7077", {"cores": 3, "state_partitions": 4}, False, 1),
 ])
 def test_without_a_memory_change_the_paths_stay_as_they_were(in_place, master, change, new_driver, in_place_changes):
-    paths = _Paths(in_place=in_place, master=master)
+    paths = _paths(in_place=in_place, master=master)
     paths._rescale(RescaleCommand(id="c1", knobs={**paths.values, **change}))
     assert [r["new_driver"] for r in paths.restarts] == ([] if new_driver is None else [new_driver])
     assert len(paths.in_place_changes) == in_place_changes

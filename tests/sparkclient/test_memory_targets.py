@@ -10,8 +10,8 @@ import pytest
 
 from sparkclient.contract.control import RescaleCommand
 from sparkclient.contract.sparkconf import effective_memory_knobs, launch_settings
-from sparkclient.contract.spec import Knob, KnobError, KnobTarget, PipelineSpec, check_knob_set
-from sparkclient.runner.rescale import RescalePaths
+from sparkclient.contract.spec import Knob, KnobError, KnobTarget, check_knob_set
+from tests.sparkclient.rescale_double import RecordingPaths
 
 CORES = Knob("cores", 1, 1, 8, KnobTarget.EXECUTORS)
 HEAP = Knob("memory_mb", 1024, 512, 4096, KnobTarget.MEMORY)
@@ -75,32 +75,6 @@ def test_an_overhead_conf_stays_the_operators_in_local_mode():
     assert launch_settings(KNOBS, None, master=LOCAL, operator_conf={"spark.executor.memoryOverhead": "1g"}) == {}
 
 
-class _Paths(RescalePaths):
-    """The driver state the path choice reads; ``_restart`` and the in-place change are recorded."""
-
-    def __init__(self, *, in_place: bool, master: str) -> None:
-        self.spec = PipelineSpec(ref="m:build", build=lambda spark, knobs: None, knobs=KNOBS)
-        self.in_place, self.master, self.spark_conf, self.capacity = in_place, master, {}, 8
-        self.values = dict(VALUES)
-        self.executors_knob, self.shuffle_knob, self.checkpoint = CORES, None, None
-        self.restarts: list[dict] = []
-        self.in_place_changes: list[dict] = []
-        self.results: list = []
-
-    def executors(self, values=None) -> int:
-        return (values or self.values)["cores"]
-
-    def _write_result(self, result) -> None:
-        self.results.append(result)
-
-    def _scale_executors_in_place(self, command, old, new):
-        self.in_place_changes.append(new)
-        return {**old, "cores": new["cores"]}
-
-    def _restart(self, command, old, new, *, repartition, new_driver):
-        self.restarts.append({"new": new, "new_driver": new_driver})
-
-
 @pytest.mark.parametrize(("in_place", "master", "change", "new_driver"), [
     (False, LOCAL, {"state_mb": 512}, True),
     (True, CLUSTER, {"state_mb": 512}, True),
@@ -109,7 +83,7 @@ class _Paths(RescalePaths):
     (False, LOCAL, {"overhead_mb": 1024}, False),  # sets nothing in local mode: no new driver for it
 ])
 def test_a_memory_change_takes_a_new_driver_where_it_sets_anything(in_place, master, change, new_driver):
-    paths = _Paths(in_place=in_place, master=master)
+    paths = RecordingPaths(knobs=KNOBS, values=VALUES, in_place=in_place, master=master)
     paths._rescale(RescaleCommand(id="c1", knobs={**VALUES, **change}))
-    assert paths.restarts == [{"new": {**VALUES, **change}, "new_driver": new_driver}]
+    assert paths.restarts == [{"old": VALUES, "new": {**VALUES, **change}, "new_driver": new_driver}]
     assert paths.in_place_changes == []

@@ -213,22 +213,34 @@ def _rounded_mb(wanted_mb: float, min_mb: int, max_mb: int) -> int:
     return min(max_mb, max(min_mb, math.ceil(wanted_mb / GRANULARITY_MB) * GRANULARITY_MB))
 
 
+#: A state-memory bound is full when the state stores use at least this share of it: an LRU cache at
+#: its capacity reads within a few per cent of it (above it, without RocksDB's strict limit).
+STATE_FULL_SHARE = 0.98
+
+
 def recommend_state_memory(*, used_bytes: int, bound_mb: int, overhead: float, min_mb: int, max_mb: int,
-                           executors: int = 1) -> HeapRecommendation | None:
+                           growth: float, executors: int = 1) -> HeapRecommendation | None:
     """The RocksDB state memory each JVM needs under bounded memory, or None to keep ``bound_mb``.
 
     ``used_bytes``: the state stores' memory of one JVM at its peak over the window (RocksDB's
-    ``memoryUsedBytes``: block cache, memtables, index and filter blocks). A cache fills whatever it
-    is given, so use at the bound says nothing of the need, and the bound never grows from it (Flink
-    ``MemoryTuning.adjustManagedMemory`` keeps the configured managed memory that RocksDB uses, and
-    gives it all back when none is used). Use below ``bound / (1 + overhead)`` shrinks the bound to
-    ``used × (1 + overhead)``, rounded up to :data:`GRANULARITY_MB`, within ``[min_mb, max_mb]``; no
-    use at all shrinks it to ``min_mb``. Raises ``ValueError`` for a negative size or overhead."""
-    if used_bytes < 0 or bound_mb < 0 or overhead < 0 or min_mb > max_mb or executors < 1:
+    ``memoryUsedBytes``: block cache, memtables, index and filter blocks). Use below
+    ``bound / (1 + overhead)`` shrinks the bound to ``used × (1 + overhead)`` (no use at all: to
+    ``min_mb``, as Flink ``MemoryTuning.adjustManagedMemory`` gives back managed memory RocksDB does
+    not use). A cache fills whatever it is given, so a full bound (:data:`STATE_FULL_SHARE`) says
+    only that the state may need more, as a heap peak at its maximum does: it grows × ``growth``
+    (``memory_pressure_growth``; Flink keeps the configured size, but a bound shrunk while the state
+    was small must be able to grow back with it). Between the two it stays. Rounded up to
+    :data:`GRANULARITY_MB`, within ``[min_mb, max_mb]``. Raises ``ValueError`` for a negative size or
+    overhead, or a growth below 1."""
+    if used_bytes < 0 or bound_mb < 0 or overhead < 0 or min_mb > max_mb or executors < 1 or growth < 1:
         raise ValueError(f"recommend_state_memory: used {used_bytes} B, bound {bound_mb} MB, overhead {overhead}, "
-                         f"bounds [{min_mb}, {max_mb}] MB, executors {executors}")
-    wanted = _rounded_mb(used_bytes * (1 + overhead) / MB, min_mb, max_mb) if used_bytes else min_mb
-    if wanted >= bound_mb:
+                         f"bounds [{min_mb}, {max_mb}] MB, executors {executors}, growth {growth}")
+    full = used_bytes >= STATE_FULL_SHARE * bound_mb * MB
+    if full:
+        wanted = _rounded_mb(bound_mb * growth, min_mb, max_mb)
+    else:
+        wanted = _rounded_mb(used_bytes * (1 + overhead) / MB, min_mb, max_mb) if used_bytes else min_mb
+    if (wanted <= bound_mb) if full else (wanted >= bound_mb):
         return None
     return HeapRecommendation(current_mb=bound_mb, recommended_mb=wanted, peak_mb=used_bytes / MB,
                               overhead=overhead, executors=executors, kind=MemoryKind.STATE)

@@ -250,7 +250,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("memory_pressure_growth", Kind.NUMBER, 2.0, unit="×", bounds=(1.0, 8.0), scope=Scope.WEB,
            help="Under memory pressure the heap used at its peak is capped by the heap maximum, so it does not "
                 "measure what the job needs: the recommended heap is then at least the running heap × this "
-                "(and again at each recommendation while the pressure lasts), within memory_max_mb."),
+                "(and again at each recommendation while the pressure lasts), within memory_max_mb. A RocksDB "
+                "state-memory bound the state stores fill grows by the same factor, within its knob's max."),
     Option("memory_min_mb", Kind.INTEGER, 512, unit="MB", bounds=(512, 1_048_576), scope=Scope.WEB,
            help="The smallest heap recommended, MB (Spark refuses a heap below 450 MB: 300 MB reserved × 1.5)."),
     Option("memory_max_mb", Kind.INTEGER, 65_536, unit="MB", bounds=(512, 1_048_576), scope=Scope.WEB,

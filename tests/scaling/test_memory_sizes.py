@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scaling.memory import (
-    MB, MemoryKind, MemoryStep, memory_decision, recommend_heap, recommend_overhead, recommend_state_memory, with_memory,
+    MB, STATE_FULL_SHARE, MemoryKind, MemoryStep, memory_decision, recommend_heap, recommend_overhead,
+    recommend_state_memory, with_memory,
 )
 from scaling.plan import JobPlan, MemorySize, PlanFormatError, VertexPlan
 from scaling.reason_text import reason_text
@@ -21,13 +22,16 @@ from scaling.reasons import Decision, PlanReason
     (100, 1024, 128),     # 120 MB rounded up to 64 MB steps
     (500, 1024, 640),     # 600 → 640
     (850, 1024, None),    # 1020 MB rounds to the bound itself: keep it
-    (1024, 1024, None),   # at the bound: a cache fills what it is given, so this says nothing of the need
-    (3000, 1024, None),   # above the bound (no strict limit): never grown from use
+    (1000, 1024, None),   # 97.7 % of the bound: room left, kept
+    (1004, 1024, 2048),   # 98 %: full, the state may need more: × memory_pressure_growth
+    (3000, 1024, 2048),   # above the bound (no strict limit): full
+    (6100, 6144, 8192),   # full, grown to the knob's max
+    (8100, 8192, None),   # full at the knob's max: nothing to grow to
     (10, 1024, 128),      # never below the knob's min
 ])
-def test_the_state_memory_only_shrinks_to_its_use_and_keeps_a_full_bound(used_mb, bound_mb, recommended_mb):
+def test_the_state_memory_shrinks_to_its_use_and_a_full_bound_grows(used_mb, bound_mb, recommended_mb):
     size = recommend_state_memory(used_bytes=used_mb * MB, bound_mb=bound_mb, overhead=0.2, min_mb=64 if used_mb != 10
-                                  else 128, max_mb=8192)
+                                  else 128, max_mb=8192, growth=2.0)
     assert (size.recommended_mb if size else None) == recommended_mb
     if size is not None:
         assert (size.kind, size.current_mb, size.saves_mb) == (MemoryKind.STATE, bound_mb, bound_mb - recommended_mb)
@@ -46,8 +50,9 @@ def test_the_overhead_covers_the_non_heap_peak_and_the_state_memory(nonheap_mb, 
 
 
 @pytest.mark.parametrize("call", [
-    lambda: recommend_state_memory(used_bytes=-1, bound_mb=64, overhead=0.2, min_mb=64, max_mb=128),
-    lambda: recommend_state_memory(used_bytes=1, bound_mb=64, overhead=-0.1, min_mb=64, max_mb=128),
+    lambda: recommend_state_memory(used_bytes=-1, bound_mb=64, overhead=0.2, min_mb=64, max_mb=128, growth=2.0),
+    lambda: recommend_state_memory(used_bytes=1, bound_mb=64, overhead=-0.1, min_mb=64, max_mb=128, growth=2.0),
+    lambda: recommend_state_memory(used_bytes=1, bound_mb=64, overhead=0.1, min_mb=64, max_mb=128, growth=0.5),
     lambda: recommend_overhead(nonheap_peak_bytes=1, state_bytes=-1, current_mb=384, overhead=0.2, min_mb=384,
                                max_mb=512),
     lambda: recommend_overhead(nonheap_peak_bytes=1, state_bytes=1, current_mb=384, overhead=0.2, min_mb=512,
@@ -58,16 +63,25 @@ def test_a_negative_size_or_inverted_bounds_is_refused(call):
         call()
 
 
-@given(used=st.integers(0, 1 << 40), bound=st.integers(64, 1 << 20), overhead=st.floats(0, 1),
-       low=st.integers(64, 4096), span=st.integers(0, 1 << 20))
-def test_a_state_memory_recommendation_is_below_the_bound_within_the_knob_and_covers_the_use(used, bound, overhead,
-                                                                                             low, span):
-    size = recommend_state_memory(used_bytes=used, bound_mb=bound, overhead=overhead, min_mb=low, max_mb=low + span)
+@given(used=st.integers(0, 1 << 40), bound=st.integers(64, 1 << 20), overhead=st.floats(0.05, 1),
+       low=st.integers(64, 4096), span=st.integers(0, 1 << 20), growth=st.floats(1, 8))
+def test_a_state_memory_recommendation_grows_a_full_bound_or_shrinks_to_cover_the_use(used, bound, overhead, low, span,
+                                                                                      growth):
+    size = recommend_state_memory(used_bytes=used, bound_mb=bound, overhead=overhead, min_mb=low, max_mb=low + span,
+                                  growth=growth)
     if size is None:
         return
-    assert low <= size.recommended_mb <= low + span and size.recommended_mb < bound
+    assert low <= size.recommended_mb <= low + span
     assert size.recommended_mb % 64 == 0 or size.recommended_mb in (low, low + span)
-    assert size.recommended_mb * MB >= used * (1 + overhead) or size.recommended_mb == low + span
+    if used >= STATE_FULL_SHARE * bound * MB:
+        assert size.recommended_mb > bound  # a full bound only grows
+    else:
+        assert size.recommended_mb < bound
+        assert size.recommended_mb * MB >= used * (1 + overhead) or size.recommended_mb == low + span
+        # a shrunk bound is not full at the same use: no grow-shrink cycle
+        again = recommend_state_memory(used_bytes=used, bound_mb=size.recommended_mb, overhead=overhead, min_mb=low,
+                                       max_mb=low + span, growth=growth)
+        assert again is None or again.recommended_mb < size.recommended_mb
 
 
 @given(nonheap=st.integers(0, 1 << 40), state=st.integers(0, 1 << 40), overhead=st.floats(0, 1),
@@ -80,7 +94,7 @@ def test_an_overhead_recommendation_is_within_the_knob_and_covers_the_use(nonhea
         or size.recommended_mb == low + span
 
 
-STATE = recommend_state_memory(used_bytes=100 * MB, bound_mb=1024, overhead=0.2, min_mb=64, max_mb=8192)
+STATE = recommend_state_memory(used_bytes=100 * MB, bound_mb=1024, overhead=0.2, min_mb=64, max_mb=8192, growth=2.0)
 HEAP_UNDER_PRESSURE = recommend_heap(peak_bytes=1000 * MB, max_bytes=1024 * MB, overhead=0.2, min_mb=512,
                                      max_mb=8192, pressure_growth=2.0)
 

@@ -77,10 +77,10 @@ def test_on_a_cluster_the_overhead_follows_the_non_heap_peak_and_the_state_bound
     assert job.proposals.get(status="pending").proposed_config["overhead_mb"] == 1536
 
 
-def test_a_full_state_bound_is_kept_and_without_a_knob_nothing_is_recommended():
+def test_a_full_state_bound_grows_and_without_a_knob_nothing_is_recommended():
     full = _job("full", apply=True)
     _window(full, other=True, state_mb=1024)
-    assert job_memory(job=full).sizes == ()
+    assert [(s.kind, s.recommended_mb) for s in job_memory(job=full).sizes] == [(MemoryKind.STATE, 2048)]
     bare = _job("bare", apply=True, knobs=())
     _window(bare, other=True)
     memory = job_memory(job=bare)

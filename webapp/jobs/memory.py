@@ -143,7 +143,7 @@ def _sizes(job: Job, state_bytes: int | None, nonheap_bytes: int | None, *,
     if state is not None and state_bytes is not None:
         knob, bound = state
         size = recommend_state_memory(used_bytes=state_bytes, bound_mb=bound, overhead=overhead, min_mb=knob.min,
-                                      max_mb=knob.max, executors=executors)
+                                      max_mb=knob.max, growth=job.policy.memory_pressure_growth, executors=executors)
         if size is not None:
             out.append(size)
     running = _running_mb(job, MemoryKind.OVERHEAD)

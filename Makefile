@@ -31,24 +31,28 @@ system-deps:
 	bash scripts/system-deps.sh
 
 # lint-imports: the import contracts in pyproject.toml ([tool.importlinter]) before the suite. The suite
-# runs in two phases that together run every test `pytest` collects:
-#   1. every test not marked spark, e2e or browser, on 2 processes (pytest-xdist, `-n 2`): CPU-bound
-#      Python (fuzzers, the policy benchmark, schemathesis, Django) that kept one of the 2 cores busy;
-#   2. then the spark, e2e and browser tests one at a time (`-n 0`): a Spark test measures batch
-#      times, so nothing runs beside it; a browser test drives Chromium against a live server.
-# Phase 2 runs even when phase 1 failed (one pytest run went on past a failure too); `make test`
-# then fails at the end and names the phase that failed.
+# runs in two phases, at the same time, that together run every test `pytest` collects:
+#   1. every test not marked spark, e2e or browser, on 2 processes (pytest-xdist, `-n 2`) at the lowest
+#      CPU priority (`nice -n 19`): CPU-bound Python (fuzzers, the policy benchmark, schemathesis,
+#      Django) that takes only the CPU phase 2 leaves idle (its JVM starts, triggers and waits);
+#   2. the spark, e2e and browser tests one at a time (`-n 0`) at normal priority: a Spark test
+#      measures batch times, so no other test of its own priority runs beside it; a browser test
+#      drives Chromium against a live server.
+# Phase 1's output follows phase 2's. `make test` fails at the end and names the phase that failed;
+# an interrupt stops both phases.
 # JUNIT_DIR=dir (.ci/run sets it): each phase writes its JUnit report, dir/junit-1.xml and dir/junit-2.xml.
 SERIAL_TESTS := spark or e2e or browser
 junit = $(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/junit-$(1).xml)
 
 test: $(STAMP) system-deps
 	$(VENV)/bin/lint-imports
-	@export PYSPARK_PYTHON=$(abspath $(VPY)); failed=""; \
-	echo "== make test, phase 1 of 2: pytest -n 2 -m 'not ($(SERIAL_TESTS))'"; \
-	$(VPY) -m pytest -n 2 -m "not ($(SERIAL_TESTS))" $(call junit,1) || failed="phase 1 (exit code $$?)"; \
+	@export PYSPARK_PYTHON=$(abspath $(VPY)); failed=""; log1=$$(mktemp); trap 'kill 0' INT TERM; \
+	echo "== make test, phase 1 of 2, beside phase 2 at low CPU priority: pytest -n 2 -m 'not ($(SERIAL_TESTS))' (its output follows phase 2's)"; \
+	(nice -n 19 $(VPY) -m pytest -n 2 -m "not ($(SERIAL_TESTS))" $(call junit,1) >"$$log1" 2>&1) & phase1=$$!; \
 	echo "== make test, phase 2 of 2: pytest -n 0 -m '$(SERIAL_TESTS)'"; \
-	$(VPY) -m pytest -n 0 -m "$(SERIAL_TESTS)" $(call junit,2) || failed="$${failed:+$$failed, }phase 2 (exit code $$?)"; \
+	$(VPY) -m pytest -n 0 -m "$(SERIAL_TESTS)" $(call junit,2) || failed="phase 2 (exit code $$?)"; \
+	wait $$phase1; code=$$?; echo "== make test, phase 1 of 2: its output"; cat "$$log1"; rm -f "$$log1"; \
+	[ $$code -eq 0 ] || failed="phase 1 (exit code $$code)$${failed:+, $$failed}"; \
 	if [ -n "$$failed" ]; then echo "make test failed: $$failed" >&2; exit 1; fi
 
 clean:

@@ -138,3 +138,19 @@ def test_the_job_page_proposes_the_state_memory_alone_when_a_person_asks():
     proposal = memory_propose(job=job, actor=make_user())
     assert {k: v for k, v in proposal.proposed_config.items() if job.config.get(k) != v} == {"state_mb": 128}
     assert memory_only(proposal)
+
+
+@pytest.mark.parametrize(("store", "recommended"), [
+    ("org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider", True),
+    ("org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider", False),
+    (None, True),  # the checkpoint holds no state yet: the store is not named, the knob is taken at its word
+])
+def test_the_state_memory_is_recommended_only_for_rocksdb_state(store, recommended):
+    job = _job("store", apply=False)
+    stages = [dict(s) for s in PLAN_STAGES]
+    if store is not None:
+        stages[2]["state_store"] = store
+    Job.objects.filter(pk=job.pk).update(plan_stages=stages)
+    job.refresh_from_db()
+    _window(job, other=False)
+    assert [s.kind for s in job_memory(job=job).sizes] == ([MemoryKind.STATE] if recommended else [])

@@ -15,7 +15,9 @@ from scaling.memory import (
 )
 from scaling.plan import JobPlan
 from scaling.reasons import Reason
+from sparkclient.contract.binding import ROCKSDB_PROVIDER
 from sparkclient.contract.spec import Knob, KnobTarget
+from webapp.jobs.bindings import published_plan
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.jobs.selectors import snapshots_in_window
 
@@ -140,7 +142,7 @@ def _sizes(job: Job, state_bytes: int | None, nonheap_bytes: int | None, *,
     overhead (a cluster only) from an executor's non-heap peak and the state memory it may hold."""
     overhead, out = job.policy.memory_tuning_overhead, []
     state = _running_mb(job, MemoryKind.STATE)
-    if state is not None and state_bytes is not None:
+    if state is not None and state_bytes is not None and not _state_off_rocksdb(job):
         knob, bound = state
         size = recommend_state_memory(used_bytes=state_bytes, bound_mb=bound, overhead=overhead, min_mb=knob.min,
                                       max_mb=knob.max, growth=job.policy.memory_pressure_growth, executors=executors)
@@ -155,6 +157,14 @@ def _sizes(job: Job, state_bytes: int | None, nonheap_bytes: int | None, *,
         if size.changes:
             out.append(size)
     return tuple(out)
+
+
+def _state_off_rocksdb(job: Job) -> bool:
+    """Whether the runner's plan names a state store other than RocksDB's for a stateful stage: the
+    state memory knob sets RocksDB's bound only, so nothing is recommended for it then (the store is
+    named once the checkpoint holds state; unnamed, the knob is taken at its word)."""
+    stores = {stage.state_store for stage in published_plan(job=job) or () if stage.state_store}
+    return bool(stores - {ROCKSDB_PROVIDER})
 
 
 def knob_of_kind(job: Job, kind: MemoryKind) -> Knob | None:

@@ -17,6 +17,7 @@ from webapp.jobs.models import Job, MetricSnapshot
 from webapp.jobs.services import job_register
 from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.memory import memory_offer, memory_only
+from webapp.proposals.models import Proposal
 from webapp.proposals.services import memory_propose, proposal_approve
 
 pytestmark = pytest.mark.django_db
@@ -154,3 +155,17 @@ def test_the_state_memory_is_recommended_only_for_rocksdb_state(store, recommend
     job.refresh_from_db()
     _window(job, other=False)
     assert [s.kind for s in job_memory(job=job).sizes] == ([MemoryKind.STATE] if recommended else [])
+
+
+def test_the_approve_box_leaves_out_a_memory_knob_the_proposal_changes_already():
+    job = _job("along", apply=True, knobs=(HEAP, STATE))
+    _window(job, other=True)
+    MetricSnapshot.objects.filter(job=job).update(heap_peak_bytes=300 * MB, heap_max_bytes=1024 * MB)
+    evaluation_run(job=job)
+    proposal = job.proposals.get(status="pending")
+    # memory_apply rode both along, each at most × guard_max_change_factor (2): nothing is left to offer
+    assert (proposal.proposed_config["heap_mb"], proposal.proposed_config["state_mb"]) == (512, 512)
+    assert memory_offer(proposal) is None
+    Proposal.objects.filter(pk=proposal.pk).update(proposed_config={**proposal.proposed_config, "heap_mb": 1024})
+    offer = memory_offer(Proposal.objects.get(pk=proposal.pk))
+    assert offer.config == {"heap_mb": 512}  # the state memory the proposal changes is not offered twice

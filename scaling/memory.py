@@ -189,6 +189,11 @@ class HeapRecommendation:
                 "saves_mb": self.saves_mb}
 
 
+def _rounded_mb(wanted_mb: float, min_mb: int, max_mb: int) -> int:
+    """``wanted_mb`` rounded up to a multiple of :data:`GRANULARITY_MB`, clamped to ``[min_mb, max_mb]``."""
+    return min(max_mb, max(min_mb, math.ceil(wanted_mb / GRANULARITY_MB) * GRANULARITY_MB))
+
+
 def recommend_heap(*, peak_bytes: int, max_bytes: int, overhead: float, min_mb: int, max_mb: int,
                    executors: int = 1, pressure_growth: float | None = None) -> HeapRecommendation:
     """The heap each executor needs: ``peak × (1 + overhead)`` (Flink ``memory.tuning.overhead``),
@@ -204,13 +209,8 @@ def recommend_heap(*, peak_bytes: int, max_bytes: int, overhead: float, min_mb: 
         raise ValueError(f"recommend_heap: peak {peak_bytes}, max {max_bytes}, overhead {overhead}, "
                          f"bounds [{min_mb}, {max_mb}] MB, executors {executors}, growth {pressure_growth}")
     wanted_mb = max(peak_bytes * (1 + overhead), max_bytes * (pressure_growth or 0)) / MB
-    rounded = math.ceil(wanted_mb / GRANULARITY_MB) * GRANULARITY_MB
-    return HeapRecommendation(current_mb=round(max_bytes / MB), recommended_mb=min(max_mb, max(min_mb, rounded)),
+    return HeapRecommendation(current_mb=round(max_bytes / MB), recommended_mb=_rounded_mb(wanted_mb, min_mb, max_mb),
                               peak_mb=peak_bytes / MB, overhead=overhead, executors=executors)
-
-
-def _rounded_mb(wanted_mb: float, min_mb: int, max_mb: int) -> int:
-    return min(max_mb, max(min_mb, math.ceil(wanted_mb / GRANULARITY_MB) * GRANULARITY_MB))
 
 
 #: A state-memory bound is full when the state stores use at least this share of it: an LRU cache at
@@ -260,8 +260,9 @@ def recommend_overhead(*, nonheap_peak_bytes: int, state_bytes: int, current_mb:
         raise ValueError(f"recommend_overhead: non-heap {nonheap_peak_bytes} B, state {state_bytes} B, current "
                          f"{current_mb} MB, overhead {overhead}, bounds [{min_mb}, {max_mb}] MB, executors {executors}")
     used_mb = (nonheap_peak_bytes + state_bytes) / MB
-    return HeapRecommendation(current_mb=current_mb, recommended_mb=_rounded_mb(used_mb * (1 + overhead), min_mb, max_mb),
-                              peak_mb=used_mb, overhead=overhead, executors=executors, kind=MemoryKind.OVERHEAD)
+    recommended = _rounded_mb(used_mb * (1 + overhead), min_mb, max_mb)
+    return HeapRecommendation(current_mb=current_mb, recommended_mb=recommended, peak_mb=used_mb, overhead=overhead,
+                              executors=executors, kind=MemoryKind.OVERHEAD)
 
 
 #: The steps whose plan changes the heap.

@@ -49,14 +49,15 @@ def memory_conf(master: str) -> str:
 
 def knob_settings(target: KnobTarget, value_mb: int, *, master: str) -> dict[str, str]:
     """The Spark settings one memory knob of ``value_mb`` MB sets under ``master`` (module docstring);
-    ``{}`` for a knob with no effect there (``memory_overhead`` in local mode) or not a memory knob."""
+    ``{}`` for a knob with no effect there (:meth:`~sparkclient.contract.spec.KnobTarget.needs_new_jvm`:
+    ``memory_overhead`` in local mode) or not a memory knob."""
+    if not target.needs_new_jvm(local=is_local(master)):
+        return {}
     if target is KnobTarget.MEMORY:
         return {memory_conf(master): f"{value_mb}m"}
     if target is KnobTarget.MEMORY_OVERHEAD:
-        return {} if is_local(master) else {EXECUTOR_OVERHEAD_CONF: f"{value_mb}m"}
-    if target is KnobTarget.STATE_MEMORY:
-        return {ROCKSDB_BOUNDED_CONF: "true", ROCKSDB_MAX_MEMORY_CONF: str(value_mb)}
-    return {}
+        return {EXECUTOR_OVERHEAD_CONF: f"{value_mb}m"}
+    return {ROCKSDB_BOUNDED_CONF: "true", ROCKSDB_MAX_MEMORY_CONF: str(value_mb)}
 
 
 def effective_memory_knobs(knobs: Sequence[Knob], *, master: str) -> tuple[Knob, ...]:

@@ -195,10 +195,8 @@ def heap_decision(*, job: Job, memory: JobMemory | None, ready: bool = True, oth
     executors a plan runs on when it changes them on a cluster); None without a recommendation."""
     if memory is None or memory.recommendation is None:
         return None
-    knob = memory_knob(job)
-    value = (job.config or {}).get(knob.name) if knob is not None else None
-    if knob is None or not isinstance(value, int) or isinstance(value, bool):
-        knob, value = None, None  # no knob, or no value of it in the running configuration: recommend-only
+    running = _running_mb(job, MemoryKind.HEAP)  # None: no knob, or no value of it running: recommend-only
+    knob, value = running if running is not None else (None, None)
     return memory_decision(memory.recommendation, knob=knob.name if knob else None, current_mb=value,
                            bounds=(knob.min, knob.max) if knob else (1, 1), apply=memory.apply,
                            under_pressure=memory.pressure is not None, ready=ready, other_changes=other_changes,

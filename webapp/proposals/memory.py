@@ -53,6 +53,12 @@ class MemoryOffer:
         """The knobs it changes, comma-separated (the page's ``data-knobs``)."""
         return ",".join(self.config)
 
+    def applied(self, plan: JobPlan) -> JobPlan:
+        """``plan`` with every change (``scaling.memory.with_memory``)."""
+        for decision in self.decisions:
+            plan = with_memory(plan, decision)
+        return plan
+
     @property
     def text(self) -> str:
         """Each change, as ``knob 1,024 → 512 MB``, comma-separated."""
@@ -104,10 +110,8 @@ def memory_fields(proposal: Proposal, offer: MemoryOffer) -> tuple[dict, AuditRe
     """The fields of ``proposal`` with every change of ``offer`` added (``proposed_config``, ``plan``,
     ``reasons``) and the approval's audit reason (``memory_added``: the first change's figures, and
     ``added``, every change with its reason)."""
-    plan = replace(proposal.job_plan or JobPlan(decision=Decision.SCALE, reasons=(), vertices=()),
-                   decision=Decision.SCALE)
-    for decision in offer.decisions:
-        plan = with_memory(plan, decision)
+    plan = offer.applied(replace(proposal.job_plan or JobPlan(decision=Decision.SCALE, reasons=(), vertices=()),
+                                 decision=Decision.SCALE))
     config = {**proposal.proposed_config, **offer.config}
     fields = {"proposed_config": config, "plan": plan.to_json(), "reasons": reasons_json(plan.reasons)}
     added = [{"knob": d.knob, "from_mb": d.current_mb, "to_mb": d.proposed_mb, "reason": d.reason().to_json()}

@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from scaling.memory import with_memory
 from scaling.plan import JobPlan
 from scaling.reasons import Decision
 from webapp.jobs.models import Evaluation, Job, JobPolicy
@@ -219,10 +218,9 @@ def memory_propose(*, job: Job, actor, now: datetime | None = None) -> Proposal:
                                   "recommendation, or decide it first")
         evaluation = job.evaluations.order_by("-created_at", "-id").first()
         plan = (evaluation.job_plan if evaluation is not None else None) or JobPlan(Decision.SCALE, (), ())
-        plan = replace(plan, decision=Decision.SCALE, reasons=(), executors_proposed=plan.executors_current,
-                       vertices=tuple(replace(v, proposed=v.current) for v in plan.vertices))
-        for decision in offer.decisions:
-            plan = with_memory(plan, decision)
+        plan = offer.applied(replace(plan, decision=Decision.SCALE, reasons=(),
+                                     executors_proposed=plan.executors_current,
+                                     vertices=tuple(replace(v, proposed=v.current) for v in plan.vertices)))
         config = {**job.config, **offer.config}
         return proposal_open(job=job, evaluation=None, proposed_config=config, plan=plan, actor=actor, policy=policy,
                              now=now)

@@ -11,6 +11,7 @@ from django.utils import timezone
 from sparkclient.contract import keys
 from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, ResultStatus
 from tests.webapp.factories import make_job, make_pending, make_snapshots, make_user
+from tests.waiting import wait_for
 from tests.webapp.fakerunner import FakeRunner, record_answers
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.loop.evaluate import evaluation_run
@@ -91,6 +92,8 @@ def test_the_time_to_effect_runs_from_the_approval_to_the_runners_first_batch(wo
         approved = timezone.now() - timedelta(seconds=30)
         Proposal.objects.filter(pk=proposal.pk).update(decided_at=approved)
         attempt_send(proposal_id=proposal.pk, attempt=1)
+        # the beat dates what it records by its own start, so it starts once the answer is written
+        wait_for(lambda: runner.answered_at, timeout_s=10, interval_s=0.05, what="the runner's answer")
         record_answers()
     finally:
         runner.stop()

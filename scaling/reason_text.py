@@ -86,7 +86,7 @@ _MEMORY_STEP = {
 
 #: What each memory kind is, and what its peak is of (``memory-resize``'s ``kind``; absent: the heap).
 MEMORY_KIND_TEXT = {
-    "heap": ("heap of each JVM", "a peak"),
+    "heap": ("heap of each JVM that runs tasks", "a peak"),
     "overhead": ("non-heap memory of each executor", "a non-heap peak (with the state memory)"),
     "state": ("RocksDB state memory of each JVM", "a state-store peak"),
 }

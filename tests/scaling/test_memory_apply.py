@@ -65,7 +65,7 @@ def test_a_heap_change_alone_makes_a_memory_only_scale_with_its_reason():
     assert reason.code == PlanReason.MEMORY_RESIZE
     assert {k: reason.data[k] for k in ("current_mb", "recommended_mb", "saves_mb", "under_pressure", "step")} == {
         "current_mb": 1024, "recommended_mb": 2048, "saves_mb": -1024, "under_pressure": 1, "step": "alone"}
-    assert "heap of each JVM (heap_mb) 1024 → 2048 MB" in reason_text(reason)
+    assert "heap of each JVM that runs tasks (heap_mb) 1024 → 2048 MB" in reason_text(reason)
     assert JobPlan.from_json(plan.to_json()) == plan
 
 

@@ -171,7 +171,7 @@ def test_approving_with_the_memory_recommendation_adds_it_and_audits_it(client):
     assert event.reason["code"] == AuditReason.MEMORY_ADDED and event.after["heap_mb"] == 512
     assert (event.reason["data"]["from_mb"], event.reason["data"]["to_mb"]) == (1024, 512)
     history = client.get(f"/jobs/{job.pk}/history/").content.decode()
-    assert "approved with the memory recommendation: heap of each JVM (heap_mb) 1024 → 512 MB" in history
+    assert "approved with the memory recommendation: heap of each JVM that runs tasks (heap_mb) 1024 → 512 MB" in history
 
 
 def test_approving_without_the_box_leaves_the_heap_and_the_box_is_not_offered_twice(client):

@@ -7,11 +7,13 @@ from dataclasses import dataclass
 
 import redis
 
+from scaling.reason_text import MEMORY_KIND_TEXT
 from sparkclient.contract.binding import BindingStatus, PinReason
 from sparkclient.contract.control import ProtocolError
 from sparkclient.contract.spec import KnobTarget
 from sparkclient.demo.generator import get_rate
 from webapp.jobs.bindings import plan_bindings
+from webapp.jobs.memory import KIND_TARGETS
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis
 from webapp.jobs.sparkui import Refusal, ui_target
@@ -45,7 +47,7 @@ def knob_stages(*, job: Job, names: dict[int, str]) -> dict[str, str]:
         if spec.sets == "executors":
             out[spec.name] = ["all stages (executors)"]
         elif spec.sets.is_memory:
-            out[spec.name] = [MEMORY_TARGET_TEXT[spec.sets]]
+            out[spec.name] = [memory_target_text(spec.sets)]
     if names:
         for binding in plan_bindings(job=job):
             if binding.knob:
@@ -89,13 +91,15 @@ def knob_rows(*, current: dict, proposed: dict | None = None, stages: dict[str, 
                     unit=units.get(k, "")) for k in keys]
 
 
+def memory_target_text(target: KnobTarget) -> str:
+    """What a memory knob sets, as the knob table's stage column says it: its kind's words
+    (``scaling.reason_text.MEMORY_KIND_TEXT``) and when a change takes a new JVM."""
+    kind = next(k for k, t in KIND_TARGETS.items() if t is target)
+    local = "" if target.needs_new_jvm(local=True) else "; nothing in local mode"
+    return f"{MEMORY_KIND_TEXT[str(kind)][0]} (a new JVM for a change{local})"
+
+
 #: Statuses of a proposal nobody decided on (it never ran).
-#: What each memory knob sets, as the knob table's stage column says it.
-MEMORY_TARGET_TEXT = {
-    KnobTarget.MEMORY: "heap of each JVM that runs tasks (a new JVM for a change)",
-    KnobTarget.MEMORY_OVERHEAD: "non-heap memory of each executor (a new JVM for a change; nothing in local mode)",
-    KnobTarget.STATE_MEMORY: "RocksDB state memory of each JVM (a new JVM for a change)",
-}
 UNDECIDED = ("pending", "superseded", "expired", "withdrawn")
 
 

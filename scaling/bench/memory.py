@@ -13,9 +13,11 @@ The jobs (:mod:`scaling.sim.memory` gives the heap and GC model):
 Memory GB-hours: Σ executors × heap GB × hours. The memory oracle is the model's hindsight on each
 run's own executors (so the cores a policy chooses do not count against its memory): per policy
 interval, the smallest heap (64 MB steps, at least ``memory_min_mb``) that does not enter memory
-pressure at the option defaults in it (``memory_vs_oracle``), and, beside it, the one heap that never
-does over the whole run (``memory_vs_fixed``). A restart costs downtime, not heap, so the oracle's
-restarts, at the same costs as the policies', leave its GB-hours as they are.
+pressure at the option defaults in it (``memory_vs_oracle``); beside it, the one heap that never
+does over the whole run (``memory_vs_fixed``), and the hindsight heaps that keep production's rule on
+the run's own restarts (``memory_vs_rule``, ``scaling.sim.memory.rule_oracle_mb_s``: what any sizing
+that keeps the rule could reach with those restarts). A restart costs downtime, not heap, so the
+oracle's restarts, at the same costs as the policies', leave its GB-hours as they are.
 
 ds2 applies the memory recommendation (``DS2_MEMORY``: ``memory_apply`` on, every other memory option
 at its default, printed with the table) by production's rule (``scaling.memory.memory_decision``): the
@@ -39,7 +41,7 @@ from scaling.bench.table import fmt
 from scaling.sim import workloads
 from scaling.sim.baselines import oracle_configs
 from scaling.sim.engine import PolicyController, derive_seed, simulate
-from scaling.sim.memory import MemorySizing, SimMemory, interval_oracle_mb_s
+from scaling.sim.memory import MemorySizing, SimMemory, interval_oracle_mb_s, rule_oracle_mb_s
 from scaling.sim.model import CapacityCurve, SimJob, SimVertex
 from scaling.sim.topologies import demo
 from scaling.topology import Edge
@@ -110,14 +112,15 @@ def run_memory_workload(workload: Workload, *, seed: int, setting: str = "tuned"
 
 @dataclass(frozen=True)
 class MemoryRow:
-    """One run on a memory workload: memory GB-hours, its ratios to the oracle per interval and to
-    the one fixed heap, the batches that ran out of heap, rescales (restarts included), records
+    """One run on a memory workload: memory GB-hours, its ratios to the oracle per interval, to the
+    oracle that keeps the rule and to the one fixed heap, the batches that ran out of heap, rescales (restarts included), records
     lost, seconds of lag above 60 s, core-hours."""
 
     workload: str
     policy: str
     memory_gb_hours: float
     memory_vs_oracle: float
+    memory_vs_rule: float
     memory_vs_fixed: float
     memory_failures: int
     rescales: int
@@ -131,12 +134,15 @@ def memory_rows(runs: list[Run]) -> list[MemoryRow]:
     rows = []
     for run in runs:
         r, s = run.result, run.settings
+        start_mb = MEMORY_JOBS[run.workload.topology]().memory.start_heap_mb
         per_interval, fixed = interval_oracle_mb_s(r.t_s, r.executors, r.heap_needed_mb, s.policy_interval_s,
-                                                   s.collect_interval_s, MEMORY_JOBS[run.workload.topology]().memory.start_heap_mb)
+                                                   s.collect_interval_s, start_mb)
+        rule = rule_oracle_mb_s(r.t_s, r.executors, r.heap_needed_mb,
+                                [x.at_s for x in r.rescales if x.restarts_anyway], s.collect_interval_s, start_mb)
         above_60 = sum(s.collect_interval_s for lag in r.lag_s if lag > 60.0)
         rows.append(MemoryRow(run.workload.name, run.policy, round(r.memory_mb_s / MB_PER_GB / 3600.0, 3),
-                              round(r.memory_mb_s / per_interval, 3) if per_interval else math.inf,
-                              round(r.memory_mb_s / fixed, 3) if fixed else math.inf, r.memory_failures,
+                              *(round(r.memory_mb_s / ref, 3) if ref else math.inf for ref in (per_interval, rule, fixed)),
+                              r.memory_failures,
                               len(r.rescales), round(r.records_lost), above_60, round(r.core_seconds / 3600.0, 3)))
     return rows
 
@@ -166,10 +172,10 @@ def describe_memory() -> str:
 
 def format_memory_table(rows: list[MemoryRow]) -> str:
     """The memory workloads' table, one line per workload and policy."""
-    header = ("workload", "policy", "mem_gb_h", "vs_oracle", "vs_fixed", "oom", "rescales", "lost", "slo60_s",
-              "core_h")
+    header = ("workload", "policy", "mem_gb_h", "vs_oracle", "vs_rule", "vs_fixed", "oom", "rescales", "lost",
+              "slo60_s", "core_h")
     lines = [(r.workload, r.policy, *(fmt(getattr(r, key)) for key in (
-        "memory_gb_hours", "memory_vs_oracle", "memory_vs_fixed", "memory_failures", "rescales", "records_lost",
+        "memory_gb_hours", "memory_vs_oracle", "memory_vs_rule", "memory_vs_fixed", "memory_failures", "rescales", "records_lost",
         "slo_violation_60_s", "core_hours"))) for r in rows]
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
     return "\n".join("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))

@@ -147,10 +147,20 @@ class PolicyController:
 
 @dataclass(frozen=True)
 class Rescale:
+    """A configuration change at ``at_s``, seconds: ``restarted`` when the query restarted for it
+    (False: executors added or removed in place)."""
+
     at_s: float
     before: Config
     after: Config
     downtime_s: float
+    restarted: bool = True
+
+    @property
+    def restarts_anyway(self) -> bool:
+        """A restart that changes more than the heap: one a heap may ride along with."""
+        return self.restarted and (self.before.cores != self.after.cores
+                                   or self.before.parallelism != self.after.parallelism)
 
 
 @dataclass
@@ -294,6 +304,7 @@ class Simulation:
     def _apply(self, now_s: float, new: Config, restart_at_s: float, *, forced: bool = False) -> None:
         """Run ``new`` from ``restart_at_s`` after its cost (none for a ``free_rescale`` controller,
         unless ``forced``: a restart after a failure costs every controller the same)."""
+        restarts = True
         if self.controller.free_rescale and not forced:
             downtime, extra, restart_at_s = 0.0, 0.0, now_s
         else:
@@ -303,7 +314,7 @@ class Simulation:
             else:
                 restart_at_s = now_s
         running = Config(dict(new.parallelism), new.cores, new.heap_mb or self.config.heap_mb)
-        self.result.rescales.append(Rescale(now_s, self.config, running, downtime))
+        self.result.rescales.append(Rescale(now_s, self.config, running, downtime, restarts))
         self.config = running
         self.down_until_s = restart_at_s + downtime
         self.active_since_s = self.down_until_s

@@ -42,7 +42,8 @@ from scaling.options import default
 from scaling.sim.model import SimError
 from scaling.sim.workloads import Trace
 
-__all__ = ["HeapModel", "MemorySizing", "SimMemory", "collect_reading", "grown_heap_mb", "interval_oracle_mb_s"]
+__all__ = ["HeapModel", "MemorySizing", "SimMemory", "collect_reading", "grown_heap_mb", "interval_oracle_mb_s",
+           "rule_oracle_mb_s"]
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,28 @@ def interval_oracle_mb_s(t_s: Sequence[float], executors: Sequence[int], needed_
     per_interval = sum(n * worst[k] * tick_s for k, n in zip(intervals, executors))
     whole = sum(n * (worst[0] if k == 0 else one_heap) * tick_s for k, n in zip(intervals, executors))
     return per_interval, whole
+
+
+def rule_oracle_mb_s(t_s: Sequence[float], executors: Sequence[int], needed_mb: Sequence[int],
+                     restarts_at_s: Sequence[float], tick_s: float, start_heap_mb: int) -> float:
+    """The MB-seconds of the memory oracle that keeps production's rule (``scaling.memory.memory_decision``:
+    the heap changes on its own only under pressure, else with a restart that happens anyway), with
+    hindsight on a run's own ticks, executors and ``restarts_at_s`` (its restarts that change more
+    than the heap, seconds). From the start the heap stays ``start_heap_mb`` until a tick needs more
+    (the pressure), then it is the largest need left before the first restart; after each restart,
+    the largest need until the next. MB·s."""
+    segments: dict[int, list[int]] = {}
+    for i, t in enumerate(t_s):
+        segments.setdefault(bisect.bisect_left(restarts_at_s, t), []).append(i)
+    total = 0.0
+    for k, ticks in segments.items():
+        heaps = [max(needed_mb[j] for j in ticks)] * len(ticks)
+        if k == 0:
+            first = next((n for n, i in enumerate(ticks) if needed_mb[i] > start_heap_mb), len(ticks))
+            rest = max((needed_mb[i] for i in ticks[first:]), default=start_heap_mb)
+            heaps = [start_heap_mb] * first + [rest] * (len(ticks) - first)
+        total += sum(executors[i] * heap * tick_s for i, heap in zip(ticks, heaps))
+    return total
 
 
 def collect_reading(gc_s: float, task_s: float, peak_mb: float | None, heap_mb: int | None) -> MemoryReading | None:

@@ -12,7 +12,8 @@ from scaling.memory import plan_scales_up
 from scaling.reasons import PlanReason
 from scaling.sim import workloads
 from scaling.sim.engine import Config, PolicyController, simulate
-from scaling.sim.memory import HeapModel, MemorySizing, SimMemory, grown_heap_mb, interval_oracle_mb_s
+from scaling.sim.memory import (HeapModel, MemorySizing, SimMemory, grown_heap_mb, interval_oracle_mb_s,
+                                rule_oracle_mb_s)
 from scaling.sim.model import SimError
 
 
@@ -64,6 +65,18 @@ def test_grown_heap_and_the_oracle_mb_seconds():
     assert whole == 2 * 30 * (1024 + 1024 + 704 + 704)
     assert interval_oracle_mb_s([30, 60, 90, 120], [2] * 4, [512, 640, 704, 576], 60.0, 30.0, 512)[1] \
         == 2 * 30 * (640 * 2 + 704 * 2)
+
+
+def test_the_rule_oracle_keeps_the_start_heap_until_pressure_and_resizes_only_at_restarts():
+    """Ticks every 30 s on 2 executors, a restart at 120 s: the start heap (1,024 MB) stays until the
+    tick at 90 s needs more, then the largest need before the restart (1,100); after the restart,
+    the largest need of the rest (700). Without a restart, 1,100 to the end; with a start heap
+    that is always enough, it stays."""
+    t, needs = [30, 60, 90, 120, 150, 180], [512, 640, 1100, 900, 700, 600]
+    assert rule_oracle_mb_s(t, [2] * 6, needs, [120.0], 30.0, 1024) == 2 * 30 * (1024 * 2 + 1100 * 2 + 700 * 2)
+    assert rule_oracle_mb_s(t, [2] * 6, needs, [], 30.0, 1024) == 2 * 30 * (1024 * 2 + 1100 * 4)
+    assert rule_oracle_mb_s(t, [1] * 6, needs, [], 30.0, 2048) == 30 * 2048 * 6
+    assert rule_oracle_mb_s([], [], [], [], 30.0, 1024) == 0.0
 
 
 def run(job, controller, hours=1.5, heap_mb=None, cores=4):

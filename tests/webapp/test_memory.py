@@ -84,6 +84,7 @@ def test_a_heap_far_below_its_maximum_gets_a_recommend_only_smaller_size(client)
                                       "overhead": 0.2, "executors": 1, "saves_mb": 6976}
     html = client.get(f"/jobs/{job.pk}/").content.decode()
     assert 'data-current-mb="8192" data-recommended-mb="1216" data-saves-mb="6976"' in html
+    assert "Recommended heap of each JVM that runs tasks: 8192 → <b>1216 MB</b>" in html  # the reasons' words
     assert 'id="memory-no-knob"' in html and "declare <code>Knob(..., sets=KnobTarget.MEMORY)</code>" in html
     assert 'id="propose-memory"' not in html  # without a memory knob nothing can apply it
 

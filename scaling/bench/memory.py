@@ -40,7 +40,7 @@ from scaling.bench.run import (MICRO_BATCH_POLICIES, ORACLE_LAG_BUDGET_S, Run, W
 from scaling.bench.table import fmt
 from scaling.sim import workloads
 from scaling.sim.baselines import oracle_configs
-from scaling.sim.engine import PolicyController, derive_seed, simulate
+from scaling.sim.engine import PolicyController, Rescale, derive_seed, simulate
 from scaling.sim.memory import MemorySizing, SimMemory, interval_oracle_mb_s, rule_oracle_mb_s
 from scaling.sim.model import CapacityCurve, SimJob, SimVertex
 from scaling.sim.topologies import demo
@@ -129,6 +129,12 @@ class MemoryRow:
     core_hours: float
 
 
+def _restarts_anyway(rescale: Rescale) -> bool:
+    """A restart that changes more than the heap: one a heap may ride along with."""
+    return rescale.restarted and (rescale.before.cores != rescale.after.cores
+                                  or rescale.before.parallelism != rescale.after.parallelism)
+
+
 def memory_rows(runs: list[Run]) -> list[MemoryRow]:
     """One :class:`MemoryRow` per run (``scaling.sim.memory.interval_oracle_mb_s`` for the oracle)."""
     rows = []
@@ -138,7 +144,7 @@ def memory_rows(runs: list[Run]) -> list[MemoryRow]:
         per_interval, fixed = interval_oracle_mb_s(r.t_s, r.executors, r.heap_needed_mb, s.policy_interval_s,
                                                    s.collect_interval_s, start_mb)
         rule = rule_oracle_mb_s(r.t_s, r.executors, r.heap_needed_mb,
-                                [x.at_s for x in r.rescales if x.restarts_anyway], s.collect_interval_s, start_mb)
+                                [x.at_s for x in r.rescales if _restarts_anyway(x)], s.collect_interval_s, start_mb)
         above_60 = sum(s.collect_interval_s for lag in r.lag_s if lag > 60.0)
         rows.append(MemoryRow(run.workload.name, run.policy, round(r.memory_mb_s / MB_PER_GB / 3600.0, 3),
                               *(round(r.memory_mb_s / ref, 3) if ref else math.inf for ref in (per_interval, rule, fixed)),

@@ -156,12 +156,6 @@ class Rescale:
     downtime_s: float
     restarted: bool = True
 
-    @property
-    def restarts_anyway(self) -> bool:
-        """A restart that changes more than the heap: one a heap may ride along with."""
-        return self.restarted and (self.before.cores != self.after.cores
-                                   or self.before.parallelism != self.after.parallelism)
-
 
 @dataclass
 class RunResult:

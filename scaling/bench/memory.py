@@ -113,8 +113,8 @@ def run_memory_workload(workload: Workload, *, seed: int, setting: str = "tuned"
 @dataclass(frozen=True)
 class MemoryRow:
     """One run on a memory workload: memory GB-hours, its ratios to the oracle per interval, to the
-    oracle that keeps the rule and to the one fixed heap, the batches that ran out of heap, rescales (restarts included), records
-    lost, seconds of lag above 60 s, core-hours."""
+    oracle that keeps the rule and to the one fixed heap, the batches that ran out of heap, rescales
+    (restarts included), records lost, seconds of lag above 60 s, core-hours."""
 
     workload: str
     policy: str
@@ -147,7 +147,8 @@ def memory_rows(runs: list[Run]) -> list[MemoryRow]:
                                 [x.at_s for x in r.rescales if _restarts_anyway(x)], s.collect_interval_s, start_mb)
         above_60 = sum(s.collect_interval_s for lag in r.lag_s if lag > 60.0)
         rows.append(MemoryRow(run.workload.name, run.policy, round(r.memory_mb_s / MB_PER_GB / 3600.0, 3),
-                              *(round(r.memory_mb_s / ref, 3) if ref else math.inf for ref in (per_interval, rule, fixed)),
+                              *(round(r.memory_mb_s / ref, 3) if ref else math.inf
+                                for ref in (per_interval, rule, fixed)),
                               r.memory_failures,
                               len(r.rescales), round(r.records_lost), above_60, round(r.core_seconds / 3600.0, 3)))
     return rows
@@ -182,8 +183,8 @@ def format_memory_table(rows: list[MemoryRow]) -> str:
     header = ("workload", "policy", "mem_gb_h", "vs_oracle", "vs_rule", "vs_fixed", "oom", "rescales", "lost",
               "slo60_s", "core_h")
     lines = [(r.workload, r.policy, *(fmt(getattr(r, key)) for key in (
-        "memory_gb_hours", "memory_vs_oracle", "memory_vs_rule", "memory_vs_fixed", "memory_failures", "rescales", "records_lost",
-        "slo_violation_60_s", "core_hours"))) for r in rows]
+        "memory_gb_hours", "memory_vs_oracle", "memory_vs_rule", "memory_vs_fixed", "memory_failures", "rescales",
+        "records_lost", "slo_violation_60_s", "core_hours"))) for r in rows]
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
     return "\n".join("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
                      for line in (header, *lines))

@@ -195,12 +195,9 @@ def rule_oracle_mb_s(t_s: Sequence[float], executors: Sequence[int], needed_mb: 
         segments.setdefault(bisect.bisect_left(restarts_at_s, t), []).append(i)
     total = 0.0
     for k, ticks in segments.items():
-        heaps = [max(needed_mb[j] for j in ticks)] * len(ticks)
-        if k == 0:
-            first = next((n for n, i in enumerate(ticks) if needed_mb[i] > start_heap_mb), len(ticks))
-            rest = max((needed_mb[i] for i in ticks[first:]), default=start_heap_mb)
-            heaps = [start_heap_mb] * first + [rest] * (len(ticks) - first)
-        total += sum(executors[i] * heap * tick_s for i, heap in zip(ticks, heaps))
+        first = next((n for n, i in enumerate(ticks) if needed_mb[i] > start_heap_mb), len(ticks)) if k == 0 else 0
+        rest = max((needed_mb[i] for i in ticks[first:]), default=start_heap_mb)
+        total += sum(executors[i] * (start_heap_mb if n < first else rest) * tick_s for n, i in enumerate(ticks))
     return total
 
 

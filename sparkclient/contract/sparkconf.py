@@ -81,13 +81,12 @@ def launch_settings(knobs: Sequence[Knob], values: Mapping[str, int] | None, *, 
     """
     settings: dict[str, str] = {}
     for knob in effective_memory_knobs(knobs, master=master):
-        for key in knob_settings(knob.sets, knob.default, master=master):
-            if key in operator_conf:
-                raise KnobError(knob.name, f"sets {key} under --master {master}, and --conf {key}={operator_conf[key]} "
-                                           f"sets it too: drop the --conf (the knob's value sets it) or the knob")
-        if values is not None:
-            settings.update(knob_settings(knob.sets, values[knob.name], master=master))
-    return settings
+        own = knob_settings(knob.sets, knob.default if values is None else values[knob.name], master=master)
+        for key in own.keys() & operator_conf.keys():
+            raise KnobError(knob.name, f"sets {key} under --master {master}, and --conf {key}={operator_conf[key]} "
+                                       f"sets it too: drop the --conf (the knob's value sets it) or the knob")
+        settings.update(own)
+    return {} if values is None else settings
 
 
 def session_settings(knobs: Sequence[Knob], values: Mapping[str, int],

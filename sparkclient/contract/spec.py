@@ -103,8 +103,8 @@ class KnobTarget(StrEnum):
 
     @property
     def is_memory(self) -> bool:
-        """Whether the knob sizes memory a JVM takes at its start, MB."""
-        return self in (KnobTarget.MEMORY, KnobTarget.MEMORY_OVERHEAD, KnobTarget.STATE_MEMORY)
+        """Whether the knob sizes memory a JVM takes at its start, MB (a target of :data:`MEMORY_FLOORS_MB`)."""
+        return self in MEMORY_FLOORS_MB
 
     def needs_new_jvm(self, *, local: bool) -> bool:
         """Whether a change of the knob needs a new JVM (local mode when ``local``): a memory target
@@ -251,8 +251,7 @@ def check_knob_set(knobs: Sequence[Knob]) -> tuple[Knob, ...]:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise KnobError(duplicates[0], "is declared more than once")
-    for target in (KnobTarget.EXECUTORS, KnobTarget.SOURCE_PARTITIONS, KnobTarget.MEMORY, KnobTarget.MEMORY_OVERHEAD,
-                   KnobTarget.STATE_MEMORY):
+    for target in (KnobTarget.EXECUTORS, KnobTarget.SOURCE_PARTITIONS, *MEMORY_FLOORS_MB):
         several = [k.name for k in knobs if k.sets is target]
         if len(several) > 1:
             raise KnobError(several[1], f"a pipeline has at most one {target.value!r} knob (also {several[0]!r})")

@@ -195,29 +195,28 @@ def heap_decision(*, job: Job, memory: JobMemory | None, ready: bool = True, oth
     executors a plan runs on when it changes them on a cluster); None without a recommendation."""
     if memory is None or memory.recommendation is None:
         return None
-    running = _running_mb(job, MemoryKind.HEAP)  # None: no knob, or no value of it running: recommend-only
-    knob, value = running if running is not None else (None, None)
-    return memory_decision(memory.recommendation, knob=knob.name if knob else None, current_mb=value,
-                           bounds=(knob.min, knob.max) if knob else (1, 1), apply=memory.apply,
-                           under_pressure=memory.pressure is not None, ready=ready, other_changes=other_changes,
-                           requested=requested, along_factor=job.policy.guard_max_change_factor,
-                           executors_after=executors_after)
+    return _decision(job, memory, memory.recommendation, ready=ready, other_changes=other_changes,
+                     requested=requested, executors_after=executors_after)
 
 
 def size_decisions(*, job: Job, memory: JobMemory | None, ready: bool = True, other_changes: bool = False,
                    requested: bool = False) -> tuple[MemoryDecision, ...]:
     """What a plan of ``job`` does with each recommendation of ``memory.sizes`` (as
-    :func:`heap_decision`, on the knob of its kind; never alone: the pressure is the heap's)."""
+    :func:`heap_decision`, on the knob of its kind; never alone: the pressure is the heap's); none
+    for a kind whose knob is not running."""
     if memory is None:
         return ()
-    out = []
-    for size in memory.sizes:
-        running = _running_mb(job, size.kind)
-        if running is None:
-            continue
-        knob, value = running
-        out.append(memory_decision(size, knob=knob.name, current_mb=value, bounds=(knob.min, knob.max),
-                                   apply=memory.apply, under_pressure=memory.pressure is not None, ready=ready,
-                                   other_changes=other_changes, requested=requested,
-                                   along_factor=job.policy.guard_max_change_factor))
-    return tuple(out)
+    decisions = (_decision(job, memory, size, ready=ready, other_changes=other_changes, requested=requested)
+                 for size in memory.sizes)
+    return tuple(d for d in decisions if d.knob is not None)
+
+
+def _decision(job: Job, memory: JobMemory, size: HeapRecommendation, *, ready: bool, other_changes: bool,
+              requested: bool, executors_after: int | None = None) -> MemoryDecision:
+    running = _running_mb(job, size.kind)  # None: no knob, or no value of it running: recommend-only
+    knob, value = running if running is not None else (None, None)
+    return memory_decision(size, knob=knob.name if knob else None, current_mb=value,
+                           bounds=(knob.min, knob.max) if knob else (1, 1), apply=memory.apply,
+                           under_pressure=memory.pressure is not None, ready=ready, other_changes=other_changes,
+                           requested=requested, along_factor=job.policy.guard_max_change_factor,
+                           executors_after=executors_after)

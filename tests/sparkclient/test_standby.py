@@ -124,6 +124,7 @@ def test_a_command_with_the_prepared_knobs_claims_the_standby_and_waits_for_it(r
     ready.start()
     assert request_standby(redis_client, JOB, "c1", {"parts": 2, "cores": 2}, threading.Event(),
                            timeout_s=10) == (StandbyUse.STARTING, None)  # claimed while starting
+    ready.join()  # its reply read before the fixture closes the client
     hand = redis_client.hgetall(keys.handover(JOB))
     assert (hand["id"], hand["command"], hand["state"]) == ("prepared-1-a", "c1", "ready")
     assert float(hand["requested_at"]) >= float(hand["spawned_at"])

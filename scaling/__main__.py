@@ -12,9 +12,9 @@ import argparse
 import json
 import sys
 
-from scaling.options_doc import markdown
-from scaling.perf import run as run_perf
-from scaling.scenario import ScenarioError, evaluate_text
+from scaling.bench.perf import run as run_perf
+from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.words.options_doc import markdown
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="ds2's convergence from 1/8 of the needed parallelism (scaling.bench.convergence)")
     bench.add_argument("--compare-busy-cap", action="store_true",
                        help="with --convergence: also the table with the old 1000 ms/s cap on busy time")
-    options = sub.add_parser("options", help="the policy options (scaling/options.py)")
+    options = sub.add_parser("options", help="the policy options (scaling/policy/options.py)")
     options.add_argument("--markdown", action="store_true", help="as docs/POLICY.md (the only format)")
     args = parser.parse_args(argv)
 

@@ -8,10 +8,10 @@ import json
 import time
 from typing import Any
 
-from sparkclient.contract.binding import plan_stages_of, plan_stages_to_json
 from sparkclient.collector.collect import _root_execution_id
 from sparkclient.collector.rest import SparkRestClient
 from sparkclient.collector.stages import batch_jobs
+from sparkclient.contract.binding import plan_stages_of, plan_stages_to_json
 
 
 def dump_capture(spark: Any, query: Any, *, ui_port: int, out: str, note: str, trigger_interval_s: float,

@@ -15,7 +15,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from scaling.policy import Policy
+from scaling.policy.policy import Policy
 
 if TYPE_CHECKING:
     from scaling.bench.run import Row

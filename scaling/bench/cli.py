@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import sys
 
-from scaling.bench.convergence import run_convergence_cli
 from scaling.bench.memory import describe_memory, format_memory_table, memory_target, run_memory_bench
 from scaling.bench.report import write_report
 from scaling.bench.run import SETTINGS, acceptance, describe_setting, format_table, run_bench

@@ -18,7 +18,8 @@ from scaling.bench.run import DS2_OPTIONS, base_rate_per_s, bench_policy, bench_
 from scaling.sim import workloads
 from scaling.sim.baselines import config_for_load
 from scaling.sim.engine import Config, PolicyController, RunResult, capacity_per_s, derive_seed, simulate
-from scaling.sim.topologies import CATALOG, job as make_job
+from scaling.sim.topologies import CATALOG
+from scaling.sim.topologies import job as make_job
 
 START_FRACTION = 8
 """The start is the needed parallelism divided by this (DS2's experiments start far below it)."""

@@ -20,7 +20,7 @@ that keeps the rule could reach with those restarts). A restart costs downtime, 
 oracle's restarts, at the same costs as the policies', leave its GB-hours as they are.
 
 ds2 applies the memory recommendation (``DS2_MEMORY``: ``memory_apply`` on, every other memory option
-at its default, printed with the table) by production's rule (``scaling.memory.memory_decision``): the
+at its default, printed with the table) by production's rule (``scaling.planner.memory.memory_decision``): the
 heap changes on its own only under memory pressure, else it rides along with a rescale that happens
 anyway, by at most ``guard_max_change_factor``; every policy's plan passes the memory gate; the other
 policies keep their heap until a batch runs out of it (then every policy alike restarts with the
@@ -35,8 +35,17 @@ import math
 from dataclasses import dataclass, replace
 
 from scaling.bench.acceptance import Target
-from scaling.bench.run import (MICRO_BATCH_POLICIES, ORACLE_LAG_BUDGET_S, Run, Workload, base_rate_per_s,
-                               bench_policy, bench_settings, make_controller, start_config)
+from scaling.bench.run import (
+    MICRO_BATCH_POLICIES,
+    ORACLE_LAG_BUDGET_S,
+    Run,
+    Workload,
+    base_rate_per_s,
+    bench_policy,
+    bench_settings,
+    make_controller,
+    start_config,
+)
 from scaling.bench.table import fmt
 from scaling.sim import workloads
 from scaling.sim.baselines import oracle_configs
@@ -44,7 +53,7 @@ from scaling.sim.engine import PolicyController, Rescale, derive_seed, simulate
 from scaling.sim.memory import MemorySizing, SimMemory, interval_oracle_mb_s, rule_oracle_mb_s
 from scaling.sim.model import CapacityCurve, SimJob, SimVertex
 from scaling.sim.topologies import demo
-from scaling.topology import Edge
+from scaling.values.topology import Edge
 
 __all__ = ["DS2_MEMORY", "MEMORY_TARGET", "MEMORY_WORKLOADS", "MemoryRow", "describe_memory", "format_memory_table", "memory_rows",
            "memory_target", "run_memory_bench"]

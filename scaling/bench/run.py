@@ -37,15 +37,22 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from scaling.algorithms import resolve
-from scaling.options import flink_defaults
-from scaling.policy import Policy
+from scaling.planner.algorithms import resolve
+from scaling.policy.options import flink_defaults
+from scaling.policy.policy import Policy
 from scaling.sim import workloads
-from scaling.sim.baselines import (DhalionPolicy, ScheduleController, UniformPolicy, held_core_s, oracle_configs,
-                                   peak_config)
+from scaling.sim.baselines import (
+    DhalionPolicy,
+    ScheduleController,
+    UniformPolicy,
+    held_core_s,
+    oracle_configs,
+    peak_config,
+)
 from scaling.sim.engine import Config, Controller, PolicyController, RunResult, derive_seed, simulate
 from scaling.sim.model import RUNNER_COSTS, RUNNER_PAUSE, Downtime, Noise, SimJob, SimSettings
-from scaling.sim.topologies import CATALOG, job as make_job
+from scaling.sim.topologies import CATALOG
+from scaling.sim.topologies import job as make_job
 from scaling.sim.workloads import Trace
 
 ROW_KEYS = ("workload", "policy", "rescales", "max_steps_to_converge", "oscillations", "peak_backlog",
@@ -82,7 +89,7 @@ policy interval is not taken for a new load level. Every other policy keeps the 
 
 def bench_policy(setting: str = "tuned", **overrides) -> Policy:
     """The policy options every policy of the benchmark shares at ``setting`` (``SETTINGS``), on
-    Flink's defaults (``scaling.options.flink_defaults``), plus: catch-up duration 5 min (Flink: 30
+    Flink's defaults (``scaling.policy.options.flink_defaults``), plus: catch-up duration 5 min (Flink: 30
     min), restart time 15 s tracked, backlog lag threshold 60 s, vertex max parallelism 64."""
     options = dict(flink_defaults(), catch_up_duration_s=300.0, restart_time_s=15.0, restart_time_tracking_enabled=True,
                    backlog_lag_threshold_s=60.0, vertex_max_parallelism=64, **SETTINGS[setting])

@@ -13,7 +13,7 @@
 - ``oracle_configs`` / ``ScheduleController``: the hindsight-optimal oracle and static provisioning
   for the peak, which know the whole load trace and the true capacity curves.
 
-The two policies follow ``scaling.algorithms.ScalingPolicy`` (``plan(request) -> JobPlan``); the bench
+The two policies follow ``scaling.planner.algorithms.ScalingPolicy`` (``plan(request) -> JobPlan``); the bench
 instantiates them directly (they are not in the production registry). They read only the metrics
 the collector produces.
 """
@@ -23,19 +23,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from scaling.metrics import VertexMetrics
-from scaling.plan import JobPlan
-from scaling.planner import plan_job, plan_micro_batch
-from scaling.algorithms import PlanRequest
-from scaling.reasons import Decision, PlanReason, Reason
-from scaling.policy import Policy
+from scaling.planner.continuous import plan_job
+from scaling.planner.microbatch import plan_micro_batch
+from scaling.planner.vertex_scaler import parallelism_bounds, pinned_reason
+from scaling.policy.policy import Policy
 from scaling.sim.continuous_engine import vertex_capacity_per_s
 from scaling.sim.engine import Config, Observation, capacity_per_s
 from scaling.sim.model import SimJob, SimSettings
 from scaling.sim.workloads import Trace
-from scaling.state import PendingScaleDown, ScalerState, ScalingRecord
-from scaling.topology import Topology
-from scaling.vertex_scaler import parallelism_bounds, pinned_reason
+from scaling.values.metrics import VertexMetrics
+from scaling.values.plan import JobPlan
+from scaling.values.reasons import Decision, PlanReason, Reason
+from scaling.values.request import PlanRequest
+from scaling.values.state import PendingScaleDown, ScalerState, ScalingRecord
+from scaling.values.topology import Topology
 
 JOB_KEY = "job"
 """The key of job-wide records and pending scale-downs in ``ScalerState``."""

@@ -22,10 +22,10 @@ batch overhead and batches), and the window becomes metrics by the production pa
 The batch durations a controller sees are each sample's mean, as production's. Every
 ``policy_interval_s`` a controller sees the window of samples taken since the running configuration
 started, and may return a new one. A ``PolicyController`` runs a real registered policy
-(``scaling.algorithms``) on that window, unchanged.
+(``scaling.planner.algorithms``) on that window, unchanged.
 
 A job with memory (``SimJob.memory``, micro-batch mode, :mod:`scaling.sim.memory`) also gives each
-collect a ``scaling.memory.MemoryReading`` (GC share of task time by ``scaling.memory.gc_share``, the
+collect a ``scaling.planner.memory.MemoryReading`` (GC share of task time by ``scaling.planner.memory.gc_share``, the
 heap at peak, the heap maximum), and a ``PolicyController`` passes its plan through production's
 memory gate (``hold_under_pressure``) and, when its ``MemorySizing.apply`` is on, changes the heap.
 A heap change starts a new JVM: it costs the warm handover (``RescaleCosts.handover``).
@@ -39,19 +39,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from scaling.memory import MemoryReading, hold_under_pressure, plan_scales_up
-from scaling.metrics import ClusterState, MetricWindow, VertexMeasurement, VertexMetrics
-from scaling.plan import JobPlan
-from scaling.algorithms import PlanRequest, ScalingPolicy, resolve
-from scaling.policy import Policy
-from scaling.sim.memory import HeapModel, MemorySizing, grown_heap_mb
+from scaling.planner.algorithms import ScalingPolicy, resolve
+from scaling.planner.memory import hold_under_pressure, plan_scales_up
+from scaling.policy.policy import Policy
 from scaling.sim.continuous_engine import ContinuousEngine, capacity_continuous
+from scaling.sim.memory import HeapModel, MemorySizing, grown_heap_mb
 from scaling.sim.micro_batch_engine import MicroBatchEngine, capacity_micro_batch
 from scaling.sim.model import SimJob, SimSettings, derive_seed
 from scaling.sim.sourcelog import EPSILON_RECORDS, Accumulator, SourceLog
 from scaling.sim.workloads import Trace
-from scaling.state import ScalerState
-from scaling.topology import Topology
+from scaling.values.memory import MemoryReading
+from scaling.values.metrics import ClusterState, MetricWindow, VertexMeasurement, VertexMetrics
+from scaling.values.plan import JobPlan
+from scaling.values.request import PlanRequest
+from scaling.values.state import ScalerState
+from scaling.values.topology import Topology
 
 __all__ = ["EPSILON_RECORDS", "Config", "Controller", "Observation", "PolicyController", "Rescale", "RunResult",
            "Simulation", "capacity_per_s", "derive_seed", "simulate"]
@@ -99,7 +101,7 @@ class Controller(Protocol):
 
 @dataclass
 class PolicyController:
-    """Runs a ``scaling.algorithms`` policy on the simulated metrics, carrying its ``ScalerState``;
+    """Runs a ``scaling.planner.algorithms`` policy on the simulated metrics, carrying its ``ScalerState``;
     its plan goes through the memory gate at ``memory``'s thresholds, and ``memory.apply`` sizes the heap."""
 
     policy: Policy

@@ -1,5 +1,5 @@
 """Memory in the simulator: each executor's heap use, the GC it costs, the batch that fails above
-the heap maximum, and the memory sizing a policy applies (production's ``scaling.memory``).
+the heap maximum, and the memory sizing a policy applies (production's ``scaling.planner.memory``).
 
 **Heap use** of one executor (MB), at time ``t`` with ``executors`` executors::
 
@@ -36,11 +36,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from scaling.memory import (GRANULARITY_MB, MB, MemoryReading, Pressure, gc_share, memory_decision, memory_pressure,
-                            recommend_heap)
-from scaling.options import default
+from scaling.planner.memory import gc_share, memory_decision, memory_pressure, recommend_heap
+from scaling.policy.options import default
 from scaling.sim.model import SimError
 from scaling.sim.workloads import Trace
+from scaling.values.memory import GRANULARITY_MB, MB, MemoryReading, Pressure
 
 __all__ = ["HeapModel", "MemorySizing", "SimMemory", "collect_reading", "grown_heap_mb", "interval_oracle_mb_s",
            "rule_oracle_mb_s"]
@@ -130,13 +130,13 @@ class MemorySizing:
     along_factor: float = field(default_factory=lambda: _option("guard_max_change_factor"))
 
     def pressure(self, readings: Sequence[MemoryReading]) -> Pressure | None:
-        """``scaling.memory.memory_pressure`` of the window's readings at these thresholds."""
+        """``scaling.planner.memory.memory_pressure`` of the window's readings at these thresholds."""
         return memory_pressure(readings, gc_threshold=self.gc_threshold, heap_threshold=self.heap_threshold)
 
     def heap_mb(self, readings: Sequence[MemoryReading], pressure: Pressure | None, executors: int, *,
                 current_mb: int, other_changes: bool, executors_after: int | None = None) -> int | None:
         """The heap the plan applies, MB, or None: production's rule
-        (``scaling.memory.memory_decision``, the heap knob bounded by ``[min_mb, max_mb]``) on
+        (``scaling.planner.memory.memory_decision``, the heap knob bounded by ``[min_mb, max_mb]``) on
         ``recommend_heap`` of the window's highest peak. The heap changes on its own only under
         pressure; otherwise it rides along with a plan that restarts anyway (``other_changes``, on
         ``executors_after`` executors), by at most ``along_factor`` per step."""
@@ -184,7 +184,7 @@ def interval_oracle_mb_s(t_s: Sequence[float], executors: Sequence[int], needed_
 
 def rule_oracle_mb_s(t_s: Sequence[float], executors: Sequence[int], needed_mb: Sequence[int],
                      restarts_at_s: Sequence[float], tick_s: float, start_heap_mb: int) -> float:
-    """The MB-seconds of the memory oracle that keeps production's rule (``scaling.memory.memory_decision``:
+    """The MB-seconds of the memory oracle that keeps production's rule (``scaling.planner.memory.memory_decision``:
     the heap changes on its own only under pressure, else with a restart that happens anyway), with
     hindsight on a run's own ticks, executors and ``restarts_at_s`` (its restarts that change more
     than the heap, seconds). From the start the heap stays ``start_heap_mb`` until a tick needs more

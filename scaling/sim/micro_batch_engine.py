@@ -6,7 +6,7 @@ at once when the batch overran it. A rescale waits for the batch in flight; the 
 takes the rescale path's extra seconds (``RescaleCosts``).
 
 Each stage of each batch also gives its busiest task's busy time at the pace its slowest task sets,
-by the collector's formula (``scaling.metrics.paced_task_busy_s``).
+by the collector's formula (``scaling.values.metrics.paced_task_busy_s``).
 
 With memory (:mod:`scaling.sim.memory`), GC stretches each stage's task time by the heap's GC ratio
 at the batch's start, and a batch that would need more heap than the maximum fails before it reads
@@ -19,10 +19,10 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from scaling.metrics import paced_task_busy_s
 from scaling.sim.memory import collect_reading
 from scaling.sim.model import SimJob, SimSettings, SimVertex, derive_seed
 from scaling.sim.sourcelog import EPSILON_RECORDS, Accumulator
+from scaling.values.metrics import paced_task_busy_s
 
 if TYPE_CHECKING:
     from scaling.sim.engine import Config, Simulation

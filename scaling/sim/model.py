@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from scaling.topology import Edge, Topology, Vertex
+from scaling.values.topology import Edge, Topology, Vertex
 
 if TYPE_CHECKING:
     from scaling.sim.memory import SimMemory

@@ -62,7 +62,7 @@ class SourceLog:
 @dataclass
 class Accumulator:
     """One vertex's sums over a collect interval: records in and out, busy core-seconds, the busiest
-    task's busy seconds (micro-batch: paced, ``scaling.metrics.paced_task_busy_s``), and for a source
+    task's busy seconds (micro-batch: paced, ``scaling.values.metrics.paced_task_busy_s``), and for a source
     the records that arrived and (a generator) could not be emitted."""
 
     records_in: float = 0.0

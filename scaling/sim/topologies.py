@@ -10,7 +10,7 @@ not measured.
 from __future__ import annotations
 
 from scaling.sim.model import CapacityCurve, SimJob, SimVertex
-from scaling.topology import Edge
+from scaling.values.topology import Edge
 
 
 def _linear(rate: float) -> CapacityCurve:

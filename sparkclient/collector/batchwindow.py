@@ -9,7 +9,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkclient.collector.offsets import batch_cut_s, rate_creation_s
-from sparkclient.collector.sparkjson import Problem, SparkDataError, as_dict, get_count, get_dict, get_float, get_list, get_str
+from sparkclient.collector.sparkjson import (
+    Problem,
+    SparkDataError,
+    as_dict,
+    get_count,
+    get_dict,
+    get_float,
+    get_list,
+    get_str,
+)
 from sparkclient.collector.stages import rest_time_s
 
 __all__ = ["BatchWindow", "batch_end_s", "check_progress", "duration_s", "progress_time_s", "progress_where",

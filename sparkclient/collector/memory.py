@@ -17,9 +17,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scaling.memory import gc_share
+from scaling.planner.memory import gc_share
 from sparkclient.collector.sparkjson import (
-    Problem, SparkDataError, as_dict, dicts, finite, get_count, get_dict, get_float, get_list, get_str,
+    Problem,
+    SparkDataError,
+    as_dict,
+    dicts,
+    finite,
+    get_count,
+    get_dict,
+    get_float,
+    get_list,
+    get_str,
 )
 
 __all__ = ["NONHEAP_PEAK_METRICS", "RESERVED_SYSTEM_MEMORY_BYTES", "ExecutorMemory", "MemorySample", "StateStoreMemory",

@@ -131,7 +131,7 @@ def _parse_scaled(text: str, units: dict[str, float] | dict[str, int], what: str
     if match is None and _SCALED.fullmatch(text.replace("-", "", 1)) is not None:
         raise MetricStringError(Problem.NEGATIVE, f"not a Spark {what} metric: {text!r} is negative")
     if match is None or match.group(2) not in units:
-        raise MetricStringError(Problem.MALFORMED, 
+        raise MetricStringError(Problem.MALFORMED,
             f"not a Spark {what} metric: {text!r} (expected a number and one of {', '.join(units)})"
         )
     value = float(match.group(1).replace(",", "")) * units[match.group(2)]

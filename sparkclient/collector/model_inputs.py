@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from scaling.metrics import ClusterState, MetricWindow, VertexMeasurement, VertexMetrics
-from scaling.topology import Edge, Topology, Vertex
+from scaling.values.metrics import ClusterState, MetricWindow, VertexMeasurement, VertexMetrics
+from scaling.values.topology import Edge, Topology, Vertex
 from sparkclient.collector.sample import JobSample, VertexSample
 
 __all__ = ["STATEFUL_OPERATORS", "ModelInputs", "cluster_state", "measurements", "model_inputs",
@@ -88,7 +88,7 @@ class ModelInputs:
 
 def measurements(sample: JobSample, vertex_ids: Sequence[str]) -> dict[str, VertexMeasurement]:
     """One sample's ``{vertex_id: VertexMeasurement}`` for the vertices ``vertex_ids`` (see the module
-    docstring). Raises ``scaling.metrics.MetricsError`` for a count out of its domain."""
+    docstring). Raises ``scaling.values.metrics.MetricsError`` for a count out of its domain."""
     by_id = {v.vertex_id: v for v in sample.vertices}
     shares = source_shares(sample)
     out: dict[str, VertexMeasurement] = {}

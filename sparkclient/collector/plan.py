@@ -16,7 +16,16 @@ from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
 from sparkclient.collector.metricstrings import stage_refs
-from sparkclient.collector.sparkjson import Problem, SparkDataError, as_dict, dicts, get_count, get_list, get_str, id_list
+from sparkclient.collector.sparkjson import (
+    Problem,
+    SparkDataError,
+    as_dict,
+    dicts,
+    get_count,
+    get_list,
+    get_str,
+    id_list,
+)
 
 __all__ = ["StagePlan", "stage_operators", "stage_plan"]
 

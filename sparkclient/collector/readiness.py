@@ -1,4 +1,4 @@
-"""Whether a sample is ready: the collector's part of ``scaling.readiness`` (the codes, their data
+"""Whether a sample is ready: the collector's part of ``scaling.values.readiness`` (the codes, their data
 and their words live there). A sample is not ready when
 
 - **missing stages**: a batch of the window is left out of the vertices because its stages are not
@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scaling.readiness import NotReady, SampleIssue
+from scaling.values.readiness import NotReady, SampleIssue
 from sparkclient.collector.batchwindow import BatchWindow, batch_end_s, query_progresses
 from sparkclient.collector.offsets import progress_sources
 from sparkclient.collector.sample import VertexSample
@@ -40,7 +40,7 @@ Json = Mapping[str, Any]
 def sample_issues(progresses: Sequence[Json], window: BatchWindow, *, run_id: str, window_start_s: float | None,
                   vertices: Sequence[VertexSample], missing_stage_batches: Sequence[int], cores: int,
                   max_cores: int | None, sources: SourcesReport) -> tuple[SampleIssue, ...]:
-    """The issues of a sample (module docstring), in :class:`scaling.readiness.NotReady` order; ``()``
+    """The issues of a sample (module docstring), in :class:`scaling.values.readiness.NotReady` order; ``()``
     when it is ready.
 
     ``progresses``: the query's progress dicts (any run); ``window``: the sample's batches;

@@ -13,10 +13,9 @@ The metric-string parsers live in :mod:`sparkclient.collector.metricstrings` and
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
-
-import time
 
 import httpx
 from tenacity import (

@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
 
-from scaling.readiness import SampleIssue
+from scaling.values.readiness import SampleIssue
 from sparkclient.collector.memory import MemorySample
 from sparkclient.collector.sources import BacklogUnknown
 
@@ -52,7 +52,7 @@ class VertexSample:
     - ``busy_s``: sum of ``executorRunTime`` over all its tasks in the window, task-seconds.
     - ``busy_max_s``: the busiest task's busy time over the window, seconds per task (compare
       ``busy_s / tasks``): per batch the slowest task's ``executorRunTime`` on the cores it had
-      (``scaling.metrics.paced_task_busy_s``); None when Spark's task summaries were not available.
+      (``scaling.values.metrics.paced_task_busy_s``); None when Spark's task summaries were not available.
     - ``records_in``: ``inputRecords`` for the source vertex (the batch's ``numInputRows`` when
       the stage reports no input records, as Python data sources do), else
       ``shuffleReadRecords``; summed over the window.
@@ -100,7 +100,7 @@ class JobSample:
     - ``batch_overhead_s``: mean time per batch spent outside tasks (module docstring).
     - ``rates_unavailable``: set when the rows are not known at all (then every rate is 0 and
       must not be read as a measurement).
-    - ``not_ready``: why the sample is not ready (``scaling.readiness``; rules in
+    - ``not_ready``: why the sample is not ready (``scaling.values.readiness``; rules in
       :mod:`sparkclient.collector.readiness`), ``()`` when it is: no scale-down is planned on it.
     - ``memory``: the window's memory signals (:class:`sparkclient.collector.memory.MemorySample`);
       None when not read.

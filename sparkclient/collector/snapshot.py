@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scaling.memory import MB
-from scaling.scenario import ScenarioError, evaluate_text
+from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.values.memory import MB
 from sparkclient.collector.batchwindow import batch_end_s, progress_time_s
 from sparkclient.collector.model_inputs import model_inputs
 from sparkclient.collector.model_inputs import stateful_positions as detect_stateful
@@ -77,7 +77,7 @@ class RatesUnavailableError(ValueError):
 class ScenarioRefusedError(ValueError):
     """The scenario built from a sample is one the scaler's own evaluator refuses
     (``python -m scaling evaluate``: parse, then run): the sample is not emitted. ``reason`` is the
-    evaluator's :class:`scaling.scenario.ScenarioError` (or the ``ValueError`` of a non-finite number)."""
+    evaluator's :class:`scaling.scenario.format.ScenarioError` (or the ``ValueError`` of a non-finite number)."""
 
     def __init__(self, reason: ValueError, run_id: str) -> None:
         self.reason = reason

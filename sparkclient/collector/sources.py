@@ -137,7 +137,7 @@ class SourcesReport:
     - ``max_behind``: Kafka's ``maxOffsetsBehindLatest`` summed over Kafka sources, when reported.
     - ``over_limit``: each source whose batches carried more rows than its own limit allows (a rate
       source's ``rowsPerSecond``): ``(index, rows per offset second, limit)``. Its rate is then
-      taken at the limit, and the sample is not ready (``scaling.readiness.NotReady.IMPLAUSIBLE_RATE``).
+      taken at the limit, and the sample is not ready (``scaling.values.readiness.NotReady.IMPLAUSIBLE_RATE``).
     """
 
     backlog: int

@@ -13,7 +13,17 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sparkclient.collector.sparkjson import (
-    MAX_CORES, Problem, SparkDataError, as_dict, as_list, dicts, finite, get_count, get_float, get_list, get_str,
+    MAX_CORES,
+    Problem,
+    SparkDataError,
+    as_dict,
+    as_list,
+    dicts,
+    finite,
+    get_count,
+    get_float,
+    get_list,
+    get_str,
     id_list,
 )
 

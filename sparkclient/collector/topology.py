@@ -48,7 +48,7 @@ Mapping rules
 - **Busiest task**: a stage's slowest task sets its pace (a skewed stage is a bottleneck however
   low its mean busy time). Per batch, the slowest task's ``executorRunTime`` (the stage attempt's
   ``taskSummary`` at quantile 1.0) on the executors' cores gives the stage's busy time per task
-  at that pace (``scaling.metrics.paced_task_busy_s``); summed over the window it is the vertex's
+  at that pace (``scaling.values.metrics.paced_task_busy_s``); summed over the window it is the vertex's
   ``busy_max_s``, which becomes ``busy_time_max_ms_per_s`` (FLIP-271's MAX busy-time aggregation).
   At most ``SLOWEST_TASK_FETCHES`` stage attempts are asked per collect, newest batches first; the
   others take the measured batches' ratio. A summary Spark cannot give leaves ``busy_max_s`` None

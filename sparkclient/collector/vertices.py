@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from scaling.metrics import paced_task_busy_s
-
+from scaling.values.metrics import paced_task_busy_s
 from sparkclient.collector.batchwindow import BatchWindow, progress_where
 from sparkclient.collector.plan import StagePlan, stage_plan
 from sparkclient.collector.sample import VertexSample
@@ -62,7 +61,7 @@ def window_vertices(executed: Sequence[tuple[Json, list[Json]]], window: BatchWi
 def _busiest_task_s(batches: Sequence[tuple[Json, list[Json]]], position: int, busy_s: float, slots: int,
                     slowest_task_ms: SlowestTask | None) -> float | None:
     """The busiest task's busy time of the stage at ``position`` over the batches, seconds per task:
-    Σ over the batches of ``scaling.metrics.paced_task_busy_s`` (the slowest task on ``slots``
+    Σ over the batches of ``scaling.values.metrics.paced_task_busy_s`` (the slowest task on ``slots``
     cores). At most ``SLOWEST_TASK_FETCHES`` stage attempts are asked for, newest first (the caller
     shares the budget by position); when some batches are not, the measured batches' ratio of paced to
     mean busy time scales the whole window's mean. None when no batch's slowest task is known."""

@@ -230,7 +230,7 @@ def disagreeing_bindings(bindings: Sequence[StageBinding]) -> tuple[StageBinding
     the configuration running is not the knob's). A knob that sets one of its stages as declared
     is confirmed (a join's second scan runs its own source's partitions), and a stale published
     plan alone (tasks as the knob says) is no disagreement. Such a sample is not ready
-    (``scaling.readiness.NotReady.BINDING_MISMATCH``)."""
+    (``scaling.values.readiness.NotReady.BINDING_MISMATCH``)."""
     wrong = [b for b in bindings if b.knob and b.reason in (MismatchReason.PLAN_PARTITIONS, MismatchReason.TASKS)
              and b.tasks_ran is not None and b.knob_value is not None and b.tasks_ran != b.knob_value]
     confirmed = {b.knob for b in bindings if b.knob and b.tasks_ran is not None and b.tasks_ran == b.knob_value}

@@ -26,9 +26,9 @@ Per run it records, from the runner's result and the backlog sampled every 0.25 
   standby costs while it waits (its process group's resident memory, MB, and CPU, % of one core,
   as it reports them after 10 s of waiting) and how long it took to be ready after the request;
 - ``time_to_effect_s``: from the command sent (the bench's approval) to the end of the first batch on
-  the new configuration that the runner reports (:func:`scaling.rescale_cost.measured_time_to_effect_s`,
+  the new configuration that the runner reports (:func:`scaling.forecast.rescale_cost.measured_time_to_effect_s`,
   the web app's formula), so a handover's standby start and an in-place executor request count;
-- ``added_lag_s`` and ``catch_up_s`` by :func:`scaling.rescale_cost.rescale_cost` (the web app's formula):
+- ``added_lag_s`` and ``catch_up_s`` by :func:`scaling.forecast.rescale_cost.rescale_cost` (the web app's formula):
   peak lag during the rescale − mean lag in the 10 s before, seconds of input; and seconds from the
   command until the backlog is back to its level before (within one trigger interval's input);
 - exactly once: after the run the load pauses, the query drains, and the sink must hold every bid
@@ -57,11 +57,16 @@ from typing import Any
 
 import redis
 
-from scaling.rescale_cost import LagSample, measured_time_to_effect_s, rescale_cost
-from sparkclient.contract.control import RescaleCommand, read_status, send_command, wait_result
-from sparkclient.contract.standby import HandoverState, StandbyAction, StandbyRequest, read_standby_status, \
-    send_standby_request
+from scaling.forecast.rescale_cost import LagSample, measured_time_to_effect_s, rescale_cost
 from sparkclient.contract import keys
+from sparkclient.contract.control import RescaleCommand, read_status, send_command, wait_result
+from sparkclient.contract.standby import (
+    HandoverState,
+    StandbyAction,
+    StandbyRequest,
+    read_standby_status,
+    send_standby_request,
+)
 from sparkclient.demo.cluster import start_cluster, stop_cluster
 from sparkclient.demo.generator import read_counts, set_rate
 from sparkclient.demo.redislog import PartitionedLog
@@ -138,7 +143,7 @@ class Bench:
         return float(latest - sum(int(v) for v in end.values())) if isinstance(end, dict) else float(latest)
 
     def sample(self) -> LagSample:
-        """The backlog now, as a :class:`~scaling.rescale_cost.LagSample` (arrivals at the generator's rate)."""
+        """The backlog now, as a :class:`~scaling.forecast.rescale_cost.LagSample` (arrivals at the generator's rate)."""
         return LagSample(time.monotonic(), self.backlog(), self.rate)
 
     def prepare_standby(self, proposal: str, knobs: dict[str, int]) -> float:
@@ -155,7 +160,7 @@ class Bench:
 
     def rescale(self, path: str, command_id: str, knobs: dict[str, int], *, prepare: bool = False) -> Run:
         """Send one rescale, sample the backlog every 0.25 s around it, and measure it
-        (``scaling.rescale_cost``: steady level over the 10 s before, tolerance one trigger's input).
+        (``scaling.forecast.rescale_cost``: steady level over the 10 s before, tolerance one trigger's input).
         ``prepare``: a standby with ``knobs`` is prepared and ready before the 10 s before the command."""
         ready_s = self.prepare_standby(command_id, knobs) if prepare else math.nan
         samples = []

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from sparkclient.contract.spec import knobs_to_json, load_pipeline
 from sparkclient.demo.cluster import load_cluster, start_cluster
-from sparkclient.demo.redisproc import free_port, start_redis
 from sparkclient.demo.processes import BASE_DIR, ProcessGroup, wait_http
+from sparkclient.demo.redisproc import free_port, start_redis
 
 JOB, TOPIC = "demo", "nexmark"
 #: The example pipelines ``--examples`` can start: job name, pipeline, load command maker, UI port.

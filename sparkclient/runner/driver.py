@@ -49,12 +49,12 @@ from typing import Any
 
 import redis
 
+from sparkclient.collector.progress import ran_a_batch
 from sparkclient.contract import control, keys
 from sparkclient.contract.binding import plan_stages_of, plan_stages_to_json, with_state_store
-from sparkclient.collector.progress import ran_a_batch
+from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState
 from sparkclient.contract.sparkconf import session_settings
 from sparkclient.contract.spec import KnobTarget, PipelineSpec, knobs_to_json, validate_values
-from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState
 from sparkclient.runner.applied import AppliedKeys
 from sparkclient.runner.executors import ExecutorScaler, supports_in_place
 from sparkclient.runner.firstbatch import FIRST_BATCH_TIMEOUT_S, FirstBatchWatch
@@ -62,8 +62,13 @@ from sparkclient.runner.handover import HANDOVER_READY_TIMEOUT_S, keep_timings, 
 from sparkclient.runner.lease import LEASE_TTL_S, CheckpointLease
 from sparkclient.runner.progress import RedisProgressListener
 from sparkclient.runner.rescale import EXIT_HANDED_OVER, RescalePaths
-from sparkclient.runner.session import BATCH_WAIT_TIMEOUT_S, PROJECT_ROOT, build_session, checkpoint_has_state, \
-    start_query
+from sparkclient.runner.session import (
+    BATCH_WAIT_TIMEOUT_S,
+    PROJECT_ROOT,
+    build_session,
+    checkpoint_has_state,
+    start_query,
+)
 from sparkclient.runner.standby import EXIT_STANDBY_ABORTED, StandbyRole
 from sparkclient.runner.staterepartition import StateRepartitionError, checkpoint_info
 

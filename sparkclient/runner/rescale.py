@@ -23,15 +23,32 @@ from typing import Any
 
 from sparkclient.contract import control, keys
 from sparkclient.contract.binding import PinReason, offline_repartition_blocker
+from sparkclient.contract.control import (
+    FailureCode,
+    RescaleCommand,
+    RescalePath,
+    RescaleResult,
+    RunnerState,
+    StandbyUse,
+)
 from sparkclient.contract.sparkconf import effective_memory_knobs, launch_settings
 from sparkclient.contract.spec import KnobError, validate_values
-from sparkclient.contract.control import (FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState,
-                                          StandbyUse)
-from sparkclient.runner.handover import (HANDOVER_READY_TIMEOUT_S, HandoverState, HandoverStep, mark, record_pending,
-                                         request_standby)
+from sparkclient.runner.handover import (
+    HANDOVER_READY_TIMEOUT_S,
+    HandoverState,
+    HandoverStep,
+    mark,
+    record_pending,
+    request_standby,
+)
 from sparkclient.runner.procgroup import yield_cpu
-from sparkclient.runner.session import (BATCH_WAIT_TIMEOUT_S, LoggedBatchError, checkpoint_has_state,
-                                       finish_logged_batch, stop_between_batches)
+from sparkclient.runner.session import (
+    BATCH_WAIT_TIMEOUT_S,
+    LoggedBatchError,
+    checkpoint_has_state,
+    finish_logged_batch,
+    stop_between_batches,
+)
 from sparkclient.runner.staterepartition import StateRepartitionError, checkpoint_info, repartition_state
 
 log = logging.getLogger("sparkclient.runner.driver")

@@ -10,9 +10,9 @@ import shutil
 import sys
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyspark.sql import SparkSession

@@ -38,8 +38,15 @@ from sparkclient.contract.messages import ProtocolError
 from sparkclient.contract.spec import KnobError, PipelineSpec, validate_values
 from sparkclient.contract.standby import HandoverState, StandbyAction, StandbyRequest, read_standby_request
 from sparkclient.runner.executors import ExecutorScaler
-from sparkclient.runner.handover import (HandoverStep, cancel_prepared, knobs_text, mark, mark_as, open_prepared,
-                                         wait_for_release)
+from sparkclient.runner.handover import (
+    HandoverStep,
+    cancel_prepared,
+    knobs_text,
+    mark,
+    mark_as,
+    open_prepared,
+    wait_for_release,
+)
 from sparkclient.runner.procgroup import end_process_group
 from sparkclient.runner.session import WARM_UP_BATCHES, prepare_query, warm_up, warm_up_pipeline
 

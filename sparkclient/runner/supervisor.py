@@ -38,9 +38,9 @@ from typing import Any
 import httpx
 
 from sparkclient.contract import control, keys
+from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, RunnerState
 from sparkclient.contract.sparkconf import launch_settings
 from sparkclient.contract.spec import KnobError, PipelineLoadError, load_pipeline, validate_values
-from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, RunnerState
 from sparkclient.runner.arguments import parse_pairs
 from sparkclient.runner.driver import EXIT_HANDED_OVER, EXIT_RESTART, Driver, load_knob_values
 from sparkclient.runner.handover import HandoverState, mark_as

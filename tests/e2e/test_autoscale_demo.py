@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,11 +19,11 @@ import pytest
 import redis
 from rest_framework.authtoken.models import Token
 
+from sparkclient.demo.processes import ProcessGroup
 from tests.waiting import wait_for, wait_while_progressing
 from tests.webapp.factories import make_user
 from webapp.jobs.models import Job
 from webapp.jobs.services import job_register
-from sparkclient.demo.processes import ProcessGroup
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(900)]

@@ -27,12 +27,12 @@ from django.test import Client as DjangoClient
 from rest_framework.authtoken.models import Token
 
 from sparkclient.demo.examples.files_load import write_file
+from sparkclient.demo.processes import ProcessGroup
 from sparkclient.demo.redisproc import free_port, start_redis
 from tests.own_pipeline import sink_clicks, write_module
 from tests.waiting import wait_for, wait_while_progressing
 from tests.webapp.factories import make_user
 from webapp.celery import app as celery_app
-from sparkclient.demo.processes import ProcessGroup
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(1500)]

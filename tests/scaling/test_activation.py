@@ -6,13 +6,16 @@ import json
 
 import pytest
 
-from scaling import ClusterState, Policy, Topology, Vertex, VertexMetrics, plan_micro_batch
 from scaling.bench.report import write_report
 from scaling.bench.run import DS2_OPTIONS, Workload, bench_policy, describe_setting, make_controller, run_bench
-from scaling.planner import plan_job
-from scaling.policy import PolicyError
-from scaling.reasons import AwaitingActivation, Direction, PlanReason, Reason, VertexReason
-from scaling.state import ScalerState, activation, state_from_dict, state_to_dict
+from scaling.planner.continuous import plan_job
+from scaling.planner.microbatch import plan_micro_batch
+from scaling.policy.option_types import PolicyError
+from scaling.policy.policy import Policy
+from scaling.values.metrics import ClusterState, VertexMetrics
+from scaling.values.reasons import AwaitingActivation, Direction, PlanReason, Reason, VertexReason
+from scaling.values.state import ScalerState, activation, state_from_dict, state_to_dict
+from scaling.values.topology import Topology, Vertex
 from tests.scaling.test_planner import three_stages
 
 CLUSTER_1 = ClusterState(executors=1, trigger_interval_s=1.0)
@@ -150,7 +153,7 @@ def test_a_spike_shorter_than_a_policy_interval_is_not_taken_for_a_new_load_leve
 
 
 def test_a_scenario_sets_the_option_and_its_output_says_what_waits():
-    from scaling.scenario import evaluate_text
+    from scaling.scenario.format import evaluate_text
 
     step = {"metrics": {"src": {"records_in_per_s": 1000.0, "records_out_per_s": 1000.0, "busy_time_ms_per_s": 1000.0,
                                 "backlog_growth_per_s": 500.0}}}

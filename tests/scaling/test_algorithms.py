@@ -4,13 +4,14 @@ import json
 
 import pytest
 
-from scaling import ClusterState, Policy, Topology, Vertex, VertexMetrics
-from scaling.algorithms import (
-    PlanRequest, algorithm_names, batch_ratio_executors, can_scale_up, evaluate, resolve,
-)
-from scaling.policy import PolicyError
-from scaling.reasons import PlanReason, Reason
-from scaling.scenario import ScenarioError, evaluate_text
+from scaling.planner.algorithms import algorithm_names, batch_ratio_executors, can_scale_up, evaluate, resolve
+from scaling.policy.option_types import PolicyError
+from scaling.policy.policy import Policy
+from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.values.metrics import ClusterState, VertexMetrics
+from scaling.values.reasons import PlanReason, Reason
+from scaling.values.request import PlanRequest
+from scaling.values.topology import Topology, Vertex
 
 
 @pytest.mark.parametrize(("processing_ms", "expected"), [(1000, 3), (2000, 4), (901, 3), (899, 2), (299, 1)])

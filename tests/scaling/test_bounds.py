@@ -1,6 +1,6 @@
-"""The effective maximum of the cores names its source (scaling.bounds)."""
+"""The effective maximum of the cores names its source (scaling.forecast.bounds)."""
 
-from scaling.bounds import BoundSource, capacity_source, cores_bound
+from scaling.forecast.bounds import BoundSource, capacity_source, cores_bound
 
 
 def test_a_two_core_host_below_a_policy_of_eight_is_the_bound_and_is_named():

@@ -5,14 +5,17 @@ pinned bottleneck yields a finding with its action and evidence."""
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from scaling import ClusterState, Edge, Policy, Topology, Vertex, VertexMetrics, plan_micro_batch
-from scaling.findings import Finding, PinnedAction
-from scaling.microbatch_sizing import step_efficiency
-from scaling.plan import JobPlan, PlanFormatError
-from scaling.reasons import Limit
-from scaling.scenario import ScenarioError, evaluate_text
+from scaling.planner.microbatch import plan_micro_batch
+from scaling.planner.sizing import step_efficiency
+from scaling.policy.policy import Policy
+from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.values.findings import Finding, PinnedAction
+from scaling.values.metrics import ClusterState, VertexMetrics
+from scaling.values.plan import JobPlan, PlanFormatError
+from scaling.values.topology import Edge, Topology, Vertex
 
 RATE = 1000.0
 

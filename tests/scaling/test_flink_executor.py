@@ -3,7 +3,7 @@ flink-autoscaler, main): ``ScalingExecutorTest``, ``DelayedScaleDownTest``,
 ``DelayedScaleDownEndToEndTest``, ``alignment.AlignmentModeTest`` and ``utils.CalendarUtilsTest``.
 
 Each test is named after the Flink test it ports and is driven, where the scenario format can say
-it, through a scenario document evaluated by ``scaling.scenario`` (the path of ``python -m scaling
+it, through a scenario document evaluated by ``scaling.scenario.format`` (the path of ``python -m scaling
 evaluate``); multi-step scenarios carry the autoscaler state (delayed scale-downs, history) between
 steps as a running autoscaler does. Flink's ``EvaluatedMetrics`` (target data rate, true processing
 rate) are written as DS2's directly given rates: ``true_processing_rate`` per vertex, and each
@@ -21,9 +21,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from scaling.options import flink_defaults
-from scaling.scenario import ScenarioError, evaluate_text, parse, render, run_scenario
-from scaling.state import PendingScaleDown, ScalerState
+from scaling.policy.options import flink_defaults
+from scaling.scenario.format import ScenarioError, evaluate_text, parse, render, run_scenario
+from scaling.values.state import PendingScaleDown, ScalerState
 
 # --------------------------------------------------------------------------------------------------
 # DelayedScaleDownEndToEndTest
@@ -478,7 +478,7 @@ def test_modes_do_not_apply_to_non_source_non_hash_vertices():
 def test_resolve_selects_built_in_by_name():
     """Flink ``AlignmentModeTest.resolveSelectsBuiltInByName`` (``ParallelismAligner.resolve``): Flink's
     value is the enum name ``EVENLY_SPREAD``; the scenario's lower-case name means the same."""
-    from scaling.policy import Policy
+    from scaling.policy.policy import Policy
 
     assert Policy(alignment="EVENLY_SPREAD").alignment_mode == ("evenly_spread", False)
     assert Policy(alignment="evenly_spread").alignment_mode == ("evenly_spread", False)
@@ -488,7 +488,7 @@ def test_resolve_selects_built_in_by_name():
 
 def test_resolve_defaults_to_balanced():
     """Flink ``AlignmentModeTest.resolveDefaultsToBalanced``."""
-    from scaling.policy import Policy
+    from scaling.policy.policy import Policy
 
     assert Policy().alignment_mode == ("balanced", False)
     assert _aligned(16, 24) == 26
@@ -498,7 +498,7 @@ def test_resolve_honors_deprecated_key():
     """Flink ``AlignmentModeTest.resolveHonorsDeprecatedKey``: with only the deprecated key set, its
     mode applies with the legacy behaviour; 16 -> 24 on 128 key groups under MAXIMIZE_UTILISATION
     takes the first load-reducing value, 26."""
-    from scaling.policy import Policy
+    from scaling.policy.policy import Policy
 
     assert Policy(key_group_partitions_adjust_mode="MAXIMIZE_UTILISATION").alignment_mode == \
         ("maximize_utilisation", True)
@@ -508,7 +508,7 @@ def test_resolve_honors_deprecated_key():
 def test_new_key_takes_precedence_over_deprecated_key():
     """Flink ``AlignmentModeTest.newKeyTakesPrecedenceOverDeprecatedKey``: OFF with the deprecated
     EVENLY_SPREAD also set is OFF."""
-    from scaling.policy import Policy
+    from scaling.policy.policy import Policy
 
     assert Policy(alignment="OFF", key_group_partitions_adjust_mode="EVENLY_SPREAD").alignment_mode == ("off", False)
     assert _aligned(16, 24, alignment="off", key_group_partitions_adjust_mode="evenly_spread") == 24

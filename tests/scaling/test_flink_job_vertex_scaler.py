@@ -1,5 +1,5 @@
 """Flink's ``JobVertexScalerTest`` (apache/flink-kubernetes-operator, module flink-autoscaler, main),
-ported to scenario documents evaluated by ``scaling.scenario.evaluate_text``, the path of
+ported to scenario documents evaluated by ``scaling.scenario.format.evaluate_text``, the path of
 ``python -m scaling evaluate``. One test function per Flink test, named after it.
 
 How a Flink call maps to a scenario:
@@ -35,8 +35,8 @@ import math
 
 import pytest
 
-from scaling.options import flink_defaults
-from scaling.scenario import ScenarioError, evaluate_text
+from scaling.policy.options import flink_defaults
+from scaling.scenario.format import ScenarioError, evaluate_text
 
 MAX_INT = 2**31 - 1
 MIXED = "rebalance+hash"

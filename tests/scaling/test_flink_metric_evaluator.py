@@ -2,7 +2,7 @@
 
 Each test is named after a test of Apache Flink's autoscaler (flink-kubernetes-operator, module
 flink-autoscaler, ``src/test/java/org/apache/flink/autoscaler/``) and drives the same case through a
-scenario evaluated by ``scaling.scenario.evaluate_text``, the path of ``python -m scaling evaluate``,
+scenario evaluated by ``scaling.scenario.format.evaluate_text``, the path of ``python -m scaling evaluate``,
 or through the public ``scaling`` functions where the scenario format cannot express it.
 
 A scenario gives the window's averages (records/s, busy ms/s) where Flink collects cumulative
@@ -26,11 +26,11 @@ import json
 
 import pytest
 
-from scaling.evaluate import edge_output_ratio, propagate_target_rates
-from scaling.metrics import MetricWindow, VertexMeasurement, VertexMetrics
-from scaling.policy import Policy
-from scaling.scenario import ScenarioError, evaluate_text
-from scaling.topology import Edge, Topology, Vertex
+from scaling.planner.ds2 import edge_output_ratio, propagate_target_rates
+from scaling.policy.policy import Policy
+from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.values.metrics import MetricWindow, VertexMeasurement, VertexMetrics
+from scaling.values.topology import Edge, Topology, Vertex
 
 
 def run(doc):

@@ -6,14 +6,17 @@ from datetime import datetime, timezone
 
 import pytest
 
-from scaling import ClusterState, Edge, Policy, Topology, Vertex, VertexMetrics, plan_micro_batch
-from scaling.periods import active_period, parse_period
-from scaling.policy import PolicyError
-from scaling.reason_text import reason_text
-from scaling.reasons import Limit, Reason
-from scaling.scenario import ScenarioError, evaluate_text
-from scaling.state import PendingScaleDown, ScalerState, ScalingRecord, state_from_dict, state_to_dict
-from scaling.vertex_scaler import observed_scaling_coefficient
+from scaling.planner.microbatch import plan_micro_batch
+from scaling.planner.vertex_scaler import observed_scaling_coefficient
+from scaling.policy.option_types import PolicyError
+from scaling.policy.periods import active_period, parse_period
+from scaling.policy.policy import Policy
+from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.values.metrics import ClusterState, VertexMetrics
+from scaling.values.reasons import Limit, Reason
+from scaling.values.state import PendingScaleDown, ScalerState, ScalingRecord, state_from_dict, state_to_dict
+from scaling.values.topology import Edge, Topology, Vertex
+from scaling.words.reason_text import reason_text
 
 
 def run(doc):
@@ -112,7 +115,7 @@ def test_observed_scalability_scales_further_on_a_sub_linear_vertex():
     """With the coefficient 0.76 the factor is divided by it: more parallelism in one step."""
     records = tuple(ScalingRecord(i, "src", p, p * 2, r, r * 2)
                     for i, (p, r) in enumerate(((2, 200), (4, 360), (8, 560))))
-    from scaling.planner import plan_job
+    from scaling.planner.continuous import plan_job
 
     topology = Topology((Vertex("src", parallelism=8, source=True),))
     metrics = {"src": VertexMetrics(1000, 1000, 1000, backlog_growth_per_s=400)}
@@ -259,7 +262,7 @@ def test_a_load_change_inside_the_window_is_evaluated_on_the_part_after_it():
     """Issue 14 ("converge in one step"): a 180 s window with 3 samples at 1,000/s and 3 at 3,000/s
     averages to 2,000/s, and the first action would be too small. The window detects the step and
     evaluates on the samples after it (DS2's warm-up / activation time). Noise is not a step."""
-    from scaling.metrics import MetricWindow, change_point
+    from scaling.values.metrics import MetricWindow, change_point
 
     assert change_point([1000, 1010, 990, 3000, 3050, 2990]) == 3
     assert change_point([1000, 1030, 970, 1010, 990, 1020]) is None
@@ -278,7 +281,7 @@ def test_a_spike_that_ended_inside_the_window_is_left_out_of_it():
     share of the lower level, so the fall counts like the rise: the spike's own high samples raise
     the mean before the fall (the bench's spikes/nexmark-q5 window at t = 420 s, seed 7: a fall of
     8.5k/s from a mean of 34.1k/s, 24.9 % of it, but 35 % of the 24.3k/s level it fell to)."""
-    from scaling.metrics import MetricWindow, change_point
+    from scaling.values.metrics import MetricWindow, change_point
 
     assert change_point([1000, 1000, 1000, 3000, 1000, 1000]) == 4
     assert change_point([1000, 1000, 2000, 2000, 1000, 1000]) == 4      # a spike over two collects
@@ -302,8 +305,8 @@ def test_a_plan_with_limits_and_held_scale_downs_converts_with_asdict():
 
 
 def test_vertex_plans_carry_the_structured_reason_of_their_note():
-    from scaling.planner import plan_job
-    from scaling.reasons import VertexReason
+    from scaling.planner.continuous import plan_job
+    from scaling.values.reasons import VertexReason
 
     topology = Topology((Vertex("src", parallelism=8, source=True),))
     plan = plan_job(topology, {"src": VertexMetrics(1000, 1000, 200)}, Policy(restart_time_s=0, scale_down_interval_s=600),
@@ -321,8 +324,8 @@ def test_flink_job_vertex_scaler_test_parallelism_scaling(parallelism, target, t
     """Flink ``JobVertexScalerTest.testParallelismScaling`` (hash input, max parallelism 720, catch-up 0,
     scale-down interval 0): ``ParallelismChange.build(new, current, outsideUtilizationBound)``. E.g.
     target 0.8: round(50 / 0.8) = 63, ceil(0.63 × 10) = 7, balanced alignment -> 8 (720 // 8 < 720 // 7)."""
-    from scaling.evaluate import evaluate_job
-    from scaling.vertex_scaler import decide_vertex
+    from scaling.planner.ds2 import evaluate_job
+    from scaling.planner.vertex_scaler import decide_vertex
 
     topology = Topology((Vertex("a", parallelism=1, source=True), Vertex("b", parallelism=parallelism, max_parallelism=720)),
                         (Edge("a", "b", "hash"),))
@@ -337,8 +340,8 @@ def test_flink_job_vertex_scaler_test_parallelism_scaling(parallelism, target, t
 def _flink_vertex(parallelism, target, tpr, policy, state=ScalerState(), now_s=0.0):
     """Flink ``JobVertexScalerTest.evaluated(parallelism, targetDataRate, trueProcessingRate)`` on a
     vertex without hash inputs (``NOT_ADJUST_INPUTS``), catch-up 0; returns the decision."""
-    from scaling.evaluate import evaluate_job
-    from scaling.vertex_scaler import decide_vertex
+    from scaling.planner.ds2 import evaluate_job
+    from scaling.planner.vertex_scaler import decide_vertex
 
     topology = Topology((Vertex("a", parallelism=1, source=True), Vertex("b", parallelism=parallelism, max_parallelism=720)),
                         (Edge("a", "b", "rebalance"),))

@@ -1,4 +1,4 @@
-"""The prediction and verification formulas (scaling.forecast) and the per-stage metric formulas."""
+"""The prediction and verification formulas (scaling.forecast.prediction) and the per-stage metric formulas."""
 
 import math
 
@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scaling import forecast
-from scaling.forecast import Verdict, VerdictReason
-from scaling.metrics import busy_time_ms_per_s, job_utilization, stage_utilization, true_processing_rate
-from scaling.policy import Policy, utilization_band
-from scaling.readiness import NotReady, SampleIssue
+from scaling.forecast import prediction as forecast
+from scaling.forecast.prediction import Verdict, VerdictReason
+from scaling.policy.policy import Policy, utilization_band
+from scaling.values.metrics import busy_time_ms_per_s, job_utilization, stage_utilization, true_processing_rate
+from scaling.values.readiness import NotReady, SampleIssue
 
 
 def test_busy_time_is_per_task_and_capped_at_1000_ms_per_s():
@@ -118,7 +118,7 @@ def test_realized_utilization_takes_the_catch_up_out_of_the_measured_busy_time()
     """Right after a restart the sources take 1,200 records/s (600 arriving plus the backlog): the
     stages are busy 1.2 and 0.4 core-s per s on 2 cores. At the arrival rate that is half of it, and
     with 10 % overhead the share is (0.6 + 0.2) / 2 / 0.9."""
-    from scaling.forecast import realized_utilization_at
+    from scaling.forecast.prediction import realized_utilization_at
 
     u = realized_utilization_at(stages=[(1.2, 2), (0.4, 4)], source_per_s=1200, rate_per_s=600, cores=2,
                                 overhead_s=0.5, trigger_interval_s=5)

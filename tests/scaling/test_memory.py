@@ -1,16 +1,15 @@
-"""The memory gate and the recommend-only heap size (``scaling.memory``)."""
+"""The memory gate and the recommend-only heap size (``scaling.planner.memory``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from scaling.memory import (
-    MB, MemoryReading, PressureSignal, hold_under_pressure, memory_decision, memory_pressure, recommend_heap,
-)
-from scaling.plan import JobPlan, VertexPlan
-from scaling.reason_text import reason_text
-from scaling.reasons import Decision, PlanReason, Reason
-from scaling.state import ScalerState
+from scaling.planner.memory import hold_under_pressure, memory_decision, memory_pressure, recommend_heap
+from scaling.values.memory import MB, MemoryReading, PressureSignal
+from scaling.values.plan import JobPlan, VertexPlan
+from scaling.values.reasons import Decision, PlanReason, Reason
+from scaling.values.state import ScalerState
+from scaling.words.reason_text import reason_text
 
 GC, HEAP = 0.3, 1.0
 

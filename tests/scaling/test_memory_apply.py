@@ -1,4 +1,4 @@
-"""Whether a plan changes the heap (``scaling.memory.memory_decision`` and ``with_memory``): recommend-only
+"""Whether a plan changes the heap (``scaling.planner.memory.memory_decision`` and ``with_memory``): recommend-only
 by default, alone only under memory pressure, along with another change otherwise, a decrease never under
 pressure or on a window that is not ready; and the plan's memory fields survive its JSON."""
 
@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from scaling.memory import HeapRecommendation, memory_decision, with_memory
-from scaling.plan import JobPlan, PlanFormatError, VertexPlan
-from scaling.reason_text import reason_text
-from scaling.reasons import Decision, MemoryStep, PlanReason
+from scaling.planner.memory import memory_decision, with_memory
+from scaling.values.memory import HeapRecommendation
+from scaling.values.plan import JobPlan, PlanFormatError, VertexPlan
+from scaling.values.reasons import Decision, MemoryStep, PlanReason
+from scaling.words.reason_text import reason_text
 
 UP = HeapRecommendation(current_mb=1024, recommended_mb=2048, peak_mb=1000.0, overhead=0.2)
 DOWN = HeapRecommendation(current_mb=8192, recommended_mb=1216, peak_mb=1000.0, overhead=0.2, executors=2)

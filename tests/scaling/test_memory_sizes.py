@@ -1,4 +1,4 @@
-"""The memories beside the heap (``scaling.memory``): the RocksDB state memory a bound can shrink to,
+"""The memories beside the heap (``scaling.planner.memory``): the RocksDB state memory a bound can shrink to,
 the executors' non-heap overhead, the rule that neither changes alone (the pressure is the heap's),
 and their place in a plan (``JobPlan.memory_sizes``) through its JSON."""
 
@@ -8,13 +8,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scaling.memory import (
-    MB, STATE_FULL_SHARE, MemoryKind, MemoryStep, memory_decision, recommend_heap, recommend_overhead,
-    recommend_state_memory, with_memory,
+from scaling.planner.memory import (
+    STATE_FULL_SHARE,
+    memory_decision,
+    recommend_heap,
+    recommend_overhead,
+    recommend_state_memory,
+    with_memory,
 )
-from scaling.plan import JobPlan, MemorySize, PlanFormatError, VertexPlan
-from scaling.reason_text import reason_text
-from scaling.reasons import Decision, PlanReason
+from scaling.values.memory import MB
+from scaling.values.plan import JobPlan, MemorySize, PlanFormatError, VertexPlan
+from scaling.values.reasons import Decision, MemoryKind, MemoryStep, PlanReason
+from scaling.words.reason_text import reason_text
 
 
 @pytest.mark.parametrize(("used_mb", "bound_mb", "recommended_mb"), [

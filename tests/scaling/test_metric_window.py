@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scaling.metrics import MetricsError, MetricWindow, VertexMeasurement, true_processing_rate
+from scaling.values.metrics import MetricsError, MetricWindow, VertexMeasurement, true_processing_rate
 
 
 def m(span_s, busy_s, records_in, *, tasks=2, **extra):

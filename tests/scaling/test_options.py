@@ -1,4 +1,4 @@
-"""The option table (``scaling.options``): one declaration per option, one set of defaults, its bounds
+"""The option table (``scaling.policy.options``): one declaration per option, one set of defaults, its bounds
 enforced by ``scaling.Policy`` and by scenario parsing, and docs/POLICY.md generated from it."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from scaling.__main__ import main
-from scaling.option_types import Kind, Option, Scope
-from scaling.options import OPTION, OPTIONS, errors, flink_defaults, job_options, policy_options
-from scaling.options_doc import markdown
-from scaling.policy import Policy, PolicyError
-from scaling.scenario import ScenarioError, evaluate_text
+from scaling.policy.option_types import Kind, Option, PolicyError, Scope
+from scaling.policy.options import OPTION, OPTIONS, errors, flink_defaults, job_options, policy_options
+from scaling.policy.policy import Policy
+from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.words.options_doc import markdown
 
 POLICY_MD = Path(__file__).resolve().parents[2] / "docs" / "POLICY.md"
 

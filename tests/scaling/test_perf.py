@@ -1,15 +1,14 @@
 """``python -m scaling perf``: one evaluation of a 1,000-vertex random DAG with 240 samples per
 vertex in the window must take under 100 ms (median) on the 2-core reference machine."""
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import json
-
-from scaling.perf import evaluate_cpu_s, evaluate_micro_batch_once, micro_batch_scenario, random_job, timings_ms
-from scaling.scenario import evaluate_text
+from scaling.bench.perf import evaluate_cpu_s, evaluate_micro_batch_once, micro_batch_scenario, random_job, timings_ms
+from scaling.scenario.format import evaluate_text
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,13 +9,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from scaling import ClusterState, Policy, plan_job, plan_micro_batch
-from scaling.plan import PLAN_FORMAT, JobPlan, PlanFormatError
-from scaling.reason_text import reason_text
-from scaling.reasons import Limit, PlanReason, Reason, VertexReason
-from scaling.state import ScalerState
+from scaling.planner.continuous import plan_job
+from scaling.planner.microbatch import plan_micro_batch
+from scaling.policy.policy import Policy
+from scaling.values.metrics import ClusterState
+from scaling.values.plan import PLAN_FORMAT, JobPlan, PlanFormatError
+from scaling.values.reasons import Limit, PlanReason, Reason, VertexReason
+from scaling.values.state import ScalerState
+from scaling.words.reason_text import reason_text
 from tests.scaling.test_planner import three_stages
 from tests.scaling.test_scenario import SCENARIO_INPUT
 
@@ -23,7 +27,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
 
 
 def _plans() -> dict[str, JobPlan]:
-    from scaling.scenario import parse
+    from scaling.scenario.format import parse
 
     pinned = three_stages(pinned_second=True)
     even = three_stages(pinned_second=False)

@@ -1,4 +1,4 @@
-"""The planners' named steps, each alone: the job-level gate both planners share (scaling/gate.py)
+"""The planners' named steps, each alone: the job-level gate both planners share (scaling/planner/gate.py)
 and the micro-batch planner's steps (evaluate the stages, size the cores, clamp, delayed
 scale-down, per-stage thresholds)."""
 
@@ -6,12 +6,13 @@ import math
 
 import pytest
 
-from scaling import ClusterState, Policy
-from scaling.gate import backlog_reason, job_gate, next_state
-from scaling.microbatch import _band_thresholds, _clamp_by_scale_factors, _delayed_scale_down, _others
-from scaling.microbatch_sizing import EXECUTORS_KEY, evaluate_stages, size_cores
-from scaling.reasons import AwaitingActivation, Decision, Direction, PlanReason, Reason
-from scaling.state import PendingScaleDown, ScalerState, ScalingRecord
+from scaling.planner.gate import backlog_reason, job_gate, next_state
+from scaling.planner.microbatch import _band_thresholds, _clamp_by_scale_factors, _delayed_scale_down, _others
+from scaling.planner.sizing import EXECUTORS_KEY, evaluate_stages, size_cores
+from scaling.policy.policy import Policy
+from scaling.values.metrics import ClusterState
+from scaling.values.reasons import AwaitingActivation, Decision, Direction, PlanReason, Reason
+from scaling.values.state import PendingScaleDown, ScalerState, ScalingRecord
 from tests.scaling.test_planner import three_stages
 
 TWO = Policy(activation_evaluations=2)

@@ -4,8 +4,11 @@ import math
 
 import pytest
 
-from scaling import ClusterState, Edge, Policy, Topology, Vertex, VertexMetrics, plan_micro_batch
-from scaling.reasons import Limit, PlanReason, Reason
+from scaling.planner.microbatch import plan_micro_batch
+from scaling.policy.policy import Policy
+from scaling.values.metrics import ClusterState, VertexMetrics
+from scaling.values.reasons import Limit, PlanReason, Reason
+from scaling.values.topology import Edge, Topology, Vertex
 
 
 def three_stages(*, pinned_second: bool) -> tuple[Topology, dict[str, VertexMetrics]]:
@@ -130,7 +133,7 @@ def micro_batch_scenario(*, adjustable_enrich: bool) -> dict:
 def test_worked_example_through_the_scenario_format():
     import json
 
-    from scaling.scenario import evaluate_text
+    from scaling.scenario.format import evaluate_text
 
     step = evaluate_text(json.dumps(micro_batch_scenario(adjustable_enrich=True)))["steps"][0]
     assert step["decision"] == "scale"
@@ -149,7 +152,7 @@ def test_micro_batch_executor_scale_down_is_delayed_with_state():
     """FLINK-36018 on the executor count: 8 executors for a job needing 2 cores; with a state the
     scale-down is held for scale_down_interval_s (600 s), then applied; without one (the web app's
     stateless call) it is immediate."""
-    from scaling.state import ScalerState
+    from scaling.values.state import ScalerState
 
     topology, metrics = three_stages(pinned_second=False)
     cluster = ClusterState(executors=8, trigger_interval_s=1.0)

@@ -3,10 +3,12 @@
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scaling import Edge, Policy, Topology, Vertex, VertexMetrics
-from scaling.planner import plan_job
-from scaling.state import ScalerState
-from scaling.vertex_scaler import parallelism_bounds
+from scaling.planner.continuous import plan_job
+from scaling.planner.vertex_scaler import parallelism_bounds
+from scaling.policy.policy import Policy
+from scaling.values.metrics import VertexMetrics
+from scaling.values.state import ScalerState
+from scaling.values.topology import Edge, Topology, Vertex
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

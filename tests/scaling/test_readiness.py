@@ -1,4 +1,4 @@
-"""Signal validity (scaling/readiness.py, scaling/signals.py): a window holding a sample that is not
+"""Signal validity (scaling/values/readiness.py, scaling/planner/signals.py): a window holding a sample that is not
 ready never scales down, neither the executors nor any stage's partitions, and the plan names each
 code; a scale-up is still planned. Codes and data only."""
 
@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from scaling import ClusterState, Policy, Topology, VertexMetrics
-from scaling.algorithms import PlanRequest, evaluate
-from scaling.readiness import NotReady, SampleIssue, issues_from_json, issues_to_json, not_ready_reasons
-from scaling.reason_text import reason_text
-from scaling.reasons import PlanFormatError, PlanReason, VetoSignal
-from scaling.replay import ReplayStep, replay
-from scaling.state import ScalerState
-from scaling.topology import Edge, Vertex
+from scaling.planner.algorithms import evaluate
+from scaling.policy.policy import Policy
+from scaling.scenario.replay import ReplayStep, replay
+from scaling.values.metrics import ClusterState, VertexMetrics
+from scaling.values.readiness import NotReady, SampleIssue, issues_from_json, issues_to_json, not_ready_reasons
+from scaling.values.reasons import PlanFormatError, PlanReason, VetoSignal
+from scaling.values.request import PlanRequest
+from scaling.values.state import ScalerState
+from scaling.values.topology import Edge, Topology, Vertex
+from scaling.words.reason_text import reason_text
 
 #: One issue of each code, with the data its words need.
 ISSUES = {
@@ -46,7 +48,7 @@ POLICY = Policy(scale_down_interval_s=0)
 
 def plan_micro_batch(topology, metrics, cluster, policy, *, batch_durations_s, not_ready=(), state=None,
                      now_s=0.0):
-    """The plan as the web app asks for it (``scaling.algorithms.evaluate``: the policy's algorithm, DS2)."""
+    """The plan as the web app asks for it (``scaling.planner.algorithms.evaluate``: the policy's algorithm, DS2)."""
     return evaluate(PlanRequest(topology=topology, metrics=metrics, policy=policy, mode="micro-batch",
                                 cluster=cluster, state=state, now_s=now_s,
                                 batch_durations_s=tuple(batch_durations_s), not_ready=tuple(not_ready)))

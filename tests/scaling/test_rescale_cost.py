@@ -1,4 +1,4 @@
-"""scaling.rescale_cost: the added lag and catch-up time of a rescale (issue 12)."""
+"""scaling.forecast.rescale_cost: the added lag and catch-up time of a rescale (issue 12)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,18 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from scaling.load_change import departure
-from scaling.rescale_cost import (EffectSource, LagSample, StandbyReadiness, WindowEnd, catch_up_after_first_batch_s,
-                                  lag_s, measured_time_to_effect_s, rescale_cost, time_to_effect)
+from scaling.forecast.rescale_cost import (
+    EffectSource,
+    LagSample,
+    StandbyReadiness,
+    WindowEnd,
+    catch_up_after_first_batch_s,
+    lag_s,
+    measured_time_to_effect_s,
+    rescale_cost,
+    time_to_effect,
+)
+from scaling.values.load_change import departure
 
 
 def _series(backlogs, *, rate=500.0, step_s=5.0, t0=0.0):

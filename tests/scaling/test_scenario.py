@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from scaling.options import flink_defaults
-from scaling.policy import Policy
-from scaling.vertex_scaler import align_parallelism
-
-from scaling.scenario import ScenarioError, evaluate_text
+from scaling.planner.vertex_scaler import align_parallelism
+from scaling.policy.options import flink_defaults
+from scaling.policy.policy import Policy
+from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.words.reason_text import align_note
 
 SCENARIO_INPUT = {
     "format": 1,
@@ -115,15 +115,13 @@ def test_scenario_alignment_modes(alignment, src, agg, src_reason):
 def test_balanced_and_evenly_spread_differ_when_no_divisor_is_near():
     """720 key groups, target 100: evenly_spread takes the next divisor, 120; balanced the fewest tasks
     holding at most floor(720 / 100) = 7 key groups each: ceil(720 / 7) = 103."""
-    from scaling.vertex_scaler import align
-
-    assert align(100, n=720, unit="key groups", lower=1, upper=200, mode="evenly_spread")[0] == 120
-    assert align(100, n=720, unit="key groups", lower=1, upper=200, mode="balanced") == (
-        103, "aligned 100 -> 103 so no task holds more than 7 of 720 key groups")
+    assert align_parallelism(1, 100, n=720, lower=1, upper=200, mode="evenly_spread") == (120, False)
+    assert align_parallelism(1, 100, n=720, lower=1, upper=200, mode="balanced") == (103, False)
+    assert align_note(100, 103, 720, "key groups") == "aligned 100 -> 103 so no task holds more than 7 of 720 key groups"
     # Nothing aligned under the upper bound: Flink main's built-in modes keep the computed target
     # (``BuiltInAlignmentMode.alignOrKeepTarget``: alignment never vetoes a scaling) ...
-    assert align(190, n=720, unit="key groups", lower=1, upper=200, mode="balanced")[0] == 190
-    assert align(190, n=720, unit="key groups", lower=1, upper=200, mode="evenly_spread")[0] == 190
+    assert align_parallelism(1, 190, n=720, lower=1, upper=200, mode="balanced") == (190, False)
+    assert align_parallelism(1, 190, n=720, lower=1, upper=200, mode="evenly_spread") == (190, False)
     # ... the legacy adjust modes fall back downward to the share boundary (``relaxedDownwardFallback``).
     assert align_parallelism(100, 190, n=720, lower=1, upper=200, mode="evenly_spread", legacy=True) == (180, False)
 

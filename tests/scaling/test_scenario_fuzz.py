@@ -8,7 +8,8 @@ import math
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from scaling.__main__ import evaluate_command
 

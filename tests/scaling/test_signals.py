@@ -1,4 +1,4 @@
-"""Decisions that never harm the job (scaling/signals.py): a window whose batches overrun the
+"""Decisions that never harm the job (scaling/planner/signals.py): a window whose batches overrun the
 trigger or whose backlog grows is never scaled down; a persistent overrun inside the band scales
 up; a pipeline without an executors knob is never planned at other cores. Codes and data only."""
 
@@ -9,11 +9,12 @@ import json
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from scaling import ClusterState, Policy, Topology, VertexMetrics
-from scaling.microbatch import plan_micro_batch
-from scaling.reasons import Limit, PlanReason, VetoSignal
-from scaling.scenario import evaluate_text, parse, run_scenario
-from scaling.topology import Edge, Vertex
+from scaling.planner.microbatch import plan_micro_batch
+from scaling.policy.policy import Policy
+from scaling.scenario.format import evaluate_text, parse, run_scenario
+from scaling.values.metrics import ClusterState, VertexMetrics
+from scaling.values.reasons import Limit, PlanReason, VetoSignal
+from scaling.values.topology import Edge, Topology, Vertex
 
 
 def _doc(durations, *, growth=800.0, busy=100.0, adjustable=True, executors=8, policy=None, records=2000.0):

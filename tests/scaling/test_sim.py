@@ -5,14 +5,27 @@ import math
 
 import pytest
 
-from scaling.reasons import PlanReason
-
-from scaling import ClusterState, Edge, Policy, Topology, Vertex, VertexMetrics, plan_micro_batch
-from scaling.sim import CapacityCurve, Config, Downtime, Noise, PolicyController, SimJob, SimSettings, SimVertex, simulate
-from scaling.sim import workloads
+from scaling.planner.microbatch import plan_micro_batch
+from scaling.policy.policy import Policy
+from scaling.sim import (
+    CapacityCurve,
+    Config,
+    Downtime,
+    Noise,
+    PolicyController,
+    SimJob,
+    SimSettings,
+    SimVertex,
+    simulate,
+    workloads,
+)
 from scaling.sim.baselines import DhalionPolicy, ScheduleController, UniformPolicy, config_for_load, oracle_configs
 from scaling.sim.engine import capacity_per_s
-from scaling.sim.topologies import CATALOG, job as make_job, wordcount
+from scaling.sim.topologies import CATALOG, wordcount
+from scaling.sim.topologies import job as make_job
+from scaling.values.metrics import ClusterState, VertexMetrics
+from scaling.values.reasons import PlanReason
+from scaling.values.topology import Edge, Topology, Vertex
 
 
 def ds2_wordcount():
@@ -183,7 +196,7 @@ def test_real_policies_run_unchanged():
 
 def test_uniform_policy_holds_within_its_tolerance_and_acts_outside():
     """HPA's 10 % tolerance: utilization 0.75 against 0.7 (ratio 1.07) is no change; 0.9 (1.29) scales."""
-    from scaling.algorithms import PlanRequest
+    from scaling.values.request import PlanRequest
 
     uniform = UniformPolicy()
     topology = Topology((Vertex("a", parallelism=4, source=True),))
@@ -224,8 +237,8 @@ def test_uniform_policy_scales_down_to_the_highest_recommendation_of_its_window(
     """HPA's scale-down stabilization (``horizontal.go``): recommendations of the last 300 s are kept
     and a scale-down goes to the highest of them at once. It used to keep only recommendations newer
     than 300 s and then require the oldest to be 300 s old, so it never scaled down."""
-    from scaling.algorithms import PlanRequest
-    from scaling.state import ScalerState
+    from scaling.values.request import PlanRequest
+    from scaling.values.state import ScalerState
 
     uniform = UniformPolicy()
     topology = Topology((Vertex("a", parallelism=8, source=True),))
@@ -252,7 +265,7 @@ def test_dhalion_scales_by_heron_scale_up_resolver_capped_at_4x_and_waits_180_s(
     assert d.scale_up_factor(0.5) == pytest.approx(2.0)
     assert d.scale_up_factor(0.2) == pytest.approx(1.25)
     assert d.scale_up_factor(0.9) == 4.0 and d.wait_s == 180.0
-    from scaling.algorithms import PlanRequest
+    from scaling.values.request import PlanRequest
 
     topology = Topology((Vertex("src", parallelism=2, source=True), Vertex("map", parallelism=4)),
                         (Edge("src", "map"),))

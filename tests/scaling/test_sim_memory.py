@@ -1,6 +1,6 @@
 """Memory in the simulator: the GC model, the state that grows then plateaus, a batch above the heap
 maximum that fails and restarts with more heap (no records lost), the collects measured through
-production's ``scaling.memory``, the memory gate on every policy and the heap ds2 applies."""
+production's ``scaling.planner.memory``, the memory gate on every policy and the heap ds2 applies."""
 
 from dataclasses import replace
 
@@ -8,13 +8,12 @@ import pytest
 
 from scaling.bench.memory import DS2_MEMORY, demo_8g, sessions
 from scaling.bench.run import base_rate_per_s, bench_policy, bench_settings
-from scaling.memory import plan_scales_up
-from scaling.reasons import PlanReason
+from scaling.planner.memory import plan_scales_up
 from scaling.sim import workloads
 from scaling.sim.engine import Config, PolicyController, simulate
-from scaling.sim.memory import (HeapModel, MemorySizing, SimMemory, grown_heap_mb, interval_oracle_mb_s,
-                                rule_oracle_mb_s)
+from scaling.sim.memory import HeapModel, MemorySizing, SimMemory, grown_heap_mb, interval_oracle_mb_s, rule_oracle_mb_s
 from scaling.sim.model import SimError
+from scaling.values.reasons import PlanReason
 
 
 def constant(rate, hours, step_s=5.0):
@@ -120,7 +119,7 @@ def _heap_changes(result):
 
 
 def test_ds2_with_memory_apply_never_restarts_for_a_smaller_heap_alone():
-    """Production's rule (``scaling.memory.memory_decision``): without pressure the heap changes only
+    """Production's rule (``scaling.planner.memory.memory_decision``): without pressure the heap changes only
     with a rescale that happens anyway. At 16 cores the demo needs no rescale, so its 8 GB stay."""
     result = run(demo_8g(), PolicyController(bench_policy(), name="ds2", memory=DS2_MEMORY), hours=1.0, cores=16)
     assert result.rescales == [] and result.memory_failures == 0

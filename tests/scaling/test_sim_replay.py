@@ -1,8 +1,10 @@
-"""scaling.replay: the backtest's pure part replays recorded windows through a policy, carrying its
+"""scaling.scenario.replay: the backtest's pure part replays recorded windows through a policy, carrying its
 state, and follows what actually ran."""
 
-from scaling import ClusterState, Edge, Policy, Topology, Vertex, VertexMetrics
-from scaling.replay import ReplayStep, describe, replay
+from scaling.policy.policy import Policy
+from scaling.scenario.replay import ReplayStep, describe, replay
+from scaling.values.metrics import ClusterState, VertexMetrics
+from scaling.values.topology import Edge, Topology, Vertex
 
 
 def steps(executors_running: int, count: int, start_s: float = 0.0) -> list[ReplayStep]:

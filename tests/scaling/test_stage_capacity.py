@@ -1,10 +1,10 @@
-"""Stage capacities in the job's units add up to the job's capacity (scaling.stage_capacity)."""
+"""Stage capacities in the job's units add up to the job's capacity (scaling.forecast.stage_capacity)."""
 
 import pytest
 
-from scaling import forecast
-from scaling.microbatch_sizing import busy_share
-from scaling.stage_capacity import busy_shares, combined_capacity_per_s, stage_capacities_per_s
+from scaling.forecast import prediction as forecast
+from scaling.forecast.stage_capacity import busy_shares, combined_capacity_per_s, stage_capacities_per_s
+from scaling.planner.sizing import busy_share
 
 
 def test_the_stages_capacities_combine_into_the_jobs_own_formula():

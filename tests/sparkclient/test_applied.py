@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from sparkclient.contract.control import FailureCode, ProtocolError, RescaleCommand, RescalePath, RescaleResult, ResultStatus
+from sparkclient.contract.control import (
+    FailureCode,
+    ProtocolError,
+    RescaleCommand,
+    RescalePath,
+    RescaleResult,
+    ResultStatus,
+)
 from sparkclient.runner.applied import FILE_NAME, AppliedKeys
 
 KNOBS = {"executors": 2, "shuffle_partitions": 8}

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from sparkclient.contract.binding import BindingStatus, bind_stages, plan_stages_from_json
 from sparkclient.collector.collect import collect_sample
-from sparkclient.contract.spec import Knob, KnobTarget
 from sparkclient.collector.sparkjson import SparkDataError
 from sparkclient.collector.stages import batch_jobs, batch_stages, is_broadcast_job, stage_index, stages_running_s
+from sparkclient.contract.binding import BindingStatus, bind_stages, plan_stages_from_json
+from sparkclient.contract.spec import Knob, KnobTarget
 from tests.capture_paths import BROADCAST_CAPTURE
 from tests.sparkclient import test_foreachbatch
 

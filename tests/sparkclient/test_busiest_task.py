@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from scaling import plan_micro_batch
-from scaling.metrics import MetricsError, MetricWindow, VertexMeasurement, paced_task_busy_s
-from scaling.policy import Policy
+from scaling.planner.microbatch import plan_micro_batch
+from scaling.policy.policy import Policy
+from scaling.values.metrics import MetricsError, MetricWindow, VertexMeasurement, paced_task_busy_s
 from sparkclient.collector.collect import collect_sample
 from sparkclient.collector.model_inputs import model_inputs
 from sparkclient.collector.rest import SparkRestError
@@ -60,7 +60,7 @@ def _collect(client: SkewClient, window_s: float = 20.0):
                           now_s=CAPTURE["now_s"])
 
 
-# -- the formula (scaling.metrics.paced_task_busy_s) ------------------------------------------------
+# -- the formula (scaling.values.metrics.paced_task_busy_s) ------------------------------------------------
 
 
 def test_one_wave_is_the_slowest_task_and_several_waves_only_a_task_above_the_even_share():

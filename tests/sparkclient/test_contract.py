@@ -23,6 +23,17 @@ from sparkclient.contract.binding import (
     plan_stages_from_json,
     plan_stages_to_json,
 )
+from sparkclient.contract.control import (
+    FailureCode,
+    ProtocolError,
+    RescaleCommand,
+    RescalePath,
+    RescaleResult,
+    ResultStatus,
+    RunnerStatus,
+    StandbyUse,
+)
+from sparkclient.contract.sparkconf import session_settings
 from sparkclient.contract.spec import (
     ADAPTIVE_COALESCE_CONF,
     SHUFFLE_PARTITIONS_CONF,
@@ -35,17 +46,6 @@ from sparkclient.contract.spec import (
     knobs_to_json,
     load_pipeline,
     validate_values,
-)
-from sparkclient.contract.sparkconf import session_settings
-from sparkclient.contract.control import (
-    FailureCode,
-    ProtocolError,
-    RescaleCommand,
-    RescalePath,
-    RescaleResult,
-    ResultStatus,
-    RunnerStatus,
-    StandbyUse,
 )
 
 KNOBS = (

@@ -10,13 +10,13 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from sparkclient.demo.cluster import load_cluster, stop_cluster
+from sparkclient.demo.redisproc import free_port
 from sparkclient.runner.executors import (
     ExecutorChange,
     ExecutorScaler,
@@ -25,9 +25,8 @@ from sparkclient.runner.executors import (
     choose_victims,
     state_executors,
 )
-from sparkclient.demo.redisproc import free_port
-from tests.waiting import wait_for
 from tests.sparkclient.test_topology import _fixtures_dir
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

@@ -13,12 +13,19 @@ from typing import Any
 
 import pytest
 
-from sparkclient.contract.binding import BindingStatus, bind_stages, plan_stages_from_json
 from sparkclient.collector.collect import collect_sample
-from sparkclient.contract.spec import Knob, KnobTarget
 from sparkclient.collector.rest import SparkRestError
 from sparkclient.collector.sparkjson import SparkDataError
-from sparkclient.collector.stages import FOLDED_FIELDS, batch_jobs, batch_stages, fold_rereads, stage_index, stages_running_s
+from sparkclient.collector.stages import (
+    FOLDED_FIELDS,
+    batch_jobs,
+    batch_stages,
+    fold_rereads,
+    stage_index,
+    stages_running_s,
+)
+from sparkclient.contract.binding import BindingStatus, bind_stages, plan_stages_from_json
+from sparkclient.contract.spec import Knob, KnobTarget
 from tests.capture_paths import FOREACHBATCH_CAPTURE
 
 CAPTURE: dict[str, Any] = json.loads(FOREACHBATCH_CAPTURE.read_text())

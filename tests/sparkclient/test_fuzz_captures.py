@@ -21,7 +21,7 @@ import httpx
 import pytest
 from hypothesis import strategies as st
 
-from scaling.scenario import evaluate_text
+from scaling.scenario.format import evaluate_text
 from sparkclient.collector import metricstrings
 from sparkclient.collector.batchwindow import batch_end_s, progress_time_s
 from sparkclient.collector.progress import parse_progress, ran_a_batch

@@ -25,14 +25,21 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from scaling.scenario import ScenarioError, parse
+from scaling.scenario.format import ScenarioError, parse
 from sparkclient.collector import metricstrings
 from sparkclient.collector.progress import parse_progress
 from sparkclient.collector.rest import SparkRestClient, SparkRestError
 from sparkclient.collector.snapshot import Captures, RatesUnavailableError, sample_from_captures, sample_to_scenario
 from sparkclient.collector.sparkjson import SparkDataError
 from sparkclient.collector.stages import slowest_task_run_ms
-from sparkclient.collector.topology import JobSample, SampleError, batch_end_s, batch_jobs, sample_from_rest, window_batches
+from sparkclient.collector.topology import (
+    JobSample,
+    SampleError,
+    batch_end_s,
+    batch_jobs,
+    sample_from_rest,
+    window_batches,
+)
 from tests.capture_paths import BROADCAST_CAPTURE, FOREACHBATCH_CAPTURE, JOIN_CAPTURE, SKEW_CAPTURE, SPARK_4_3_0
 
 pytestmark = pytest.mark.fuzz  # in the default run (`make test`, .ci/run); `-m "not fuzz"` skips them

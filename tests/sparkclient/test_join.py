@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
-from scaling.evaluate import edge_output_ratio, propagate_target_rates
-from scaling.policy import Policy
-from sparkclient.contract.binding import BindingStatus, MismatchReason, bind_stages, plan_stages_from_json
+from scaling.planner.ds2 import edge_output_ratio, propagate_target_rates
+from scaling.policy.policy import Policy
 from sparkclient.collector.collect import collect_sample
-from sparkclient.contract.spec import Knob, KnobTarget
 from sparkclient.collector.model_inputs import model_inputs, source_shares
 from sparkclient.collector.plan import stage_plan
 from sparkclient.collector.sparkjson import SparkDataError
 from sparkclient.collector.stages import batch_jobs, batch_stages, dataflow_order, stage_index
+from sparkclient.contract.binding import BindingStatus, MismatchReason, bind_stages, plan_stages_from_json
+from sparkclient.contract.spec import Knob, KnobTarget
 from tests.capture_paths import JOIN_CAPTURE
 from tests.sparkclient import test_foreachbatch
 

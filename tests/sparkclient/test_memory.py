@@ -11,8 +11,14 @@ from typing import Any
 import pytest
 
 from sparkclient.collector.memory import (
-    RESERVED_SYSTEM_MEMORY_BYTES, ExecutorMemory, MemorySample, executor_memory, gc_shares_between, heap_max_bytes,
-    memory_sample, stages_heap_peak,
+    RESERVED_SYSTEM_MEMORY_BYTES,
+    ExecutorMemory,
+    MemorySample,
+    executor_memory,
+    gc_shares_between,
+    heap_max_bytes,
+    memory_sample,
+    stages_heap_peak,
 )
 from sparkclient.collector.sparkjson import Problem, SparkDataError
 from sparkclient.collector.topology import batch_end_s, sample_from_rest

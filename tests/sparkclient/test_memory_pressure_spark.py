@@ -24,9 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from scaling.memory import MB, hold_under_pressure
-from scaling.plan import JobPlan
-from scaling.reasons import Decision, PlanReason
+from scaling.planner.memory import hold_under_pressure
+from scaling.values.memory import MB
+from scaling.values.plan import JobPlan
+from scaling.values.reasons import Decision, PlanReason
 from sparkclient.contract.control import RescaleCommand, RescalePath, read_status, send_command, wait_result
 from sparkclient.demo.redisproc import free_port
 from tests.waiting import wait_for

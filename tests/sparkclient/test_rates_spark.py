@@ -20,8 +20,8 @@ import time
 
 import pytest
 
-from sparkclient.collector.rest import SparkRestClient
 from sparkclient.collector.collect import collect_sample
+from sparkclient.collector.rest import SparkRestClient
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.spark

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from scaling.algorithms import PlanRequest, evaluate
-from scaling.policy import Policy
-from scaling.readiness import NotReady
-from scaling.reasons import PlanReason, VetoSignal
+from scaling.planner.algorithms import evaluate
+from scaling.policy.policy import Policy
+from scaling.values.readiness import NotReady
+from scaling.values.reasons import PlanReason, VetoSignal
+from scaling.values.request import PlanRequest
 from sparkclient.collector.collect import collect_sample
 from sparkclient.collector.model_inputs import model_inputs
 from sparkclient.collector.snapshot import load_captures

@@ -19,14 +19,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sparkclient.demo.generator import read_counts
 from sparkclient.collector.progress import read_progress
-from sparkclient.demo.redislog import PartitionedLog
-from sparkclient.demo.redisproc import free_port
 from sparkclient.contract.binding import BindingStatus, StageInput, bind_stages, plan_stages_from_json
+from sparkclient.contract.control import RescaleCommand, RescalePath, read_status, send_command, wait_result
 from sparkclient.contract.sparkconf import ROCKSDB_BOUNDED_CONF, ROCKSDB_MAX_MEMORY_CONF
 from sparkclient.contract.spec import load_pipeline
-from sparkclient.contract.control import RescaleCommand, RescalePath, read_status, send_command, wait_result
+from sparkclient.demo.generator import read_counts
+from sparkclient.demo.redislog import PartitionedLog
+from sparkclient.demo.redisproc import free_port
 from sparkclient.demo.sink import sink_total
 from tests.waiting import wait_for
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from scaling.scenario import evaluate_text, parse
+from scaling.scenario.format import evaluate_text, parse
 from sparkclient.collector.snapshot import (
     infer_trigger_interval_s,
     load_captures,

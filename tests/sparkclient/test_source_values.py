@@ -2,14 +2,14 @@
 offsets − the rows the source read per second) and its target rate (FLIP-271 ``TARGET_DATA_RATE`` =
 input rate + backlog growth, which is the arrival rate), asserted as values on captures and on
 synthetic samples. A sign error in the growth moves the target rate away from the arrival rate by
-twice the growth, and fails here (sparkclient/collector/model_inputs.py, scaling/evaluate.py)."""
+twice the growth, and fails here (sparkclient/collector/model_inputs.py, scaling/planner/ds2.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from scaling.evaluate import propagate_target_rates
-from scaling.policy import Policy
+from scaling.planner.ds2 import propagate_target_rates
+from scaling.policy.policy import Policy
 from sparkclient.collector.model_inputs import measurements, model_inputs
 from sparkclient.collector.sample import JobSample, VertexSample
 from sparkclient.collector.snapshot import load_captures, sample_from_captures

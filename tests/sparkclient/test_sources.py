@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from sparkclient.collector.offsets import progress_start_s
 from sparkclient.collector.snapshot import (
     RatesUnavailableError,
     load_captures,
@@ -19,8 +20,13 @@ from sparkclient.collector.snapshot import (
     sample_from_captures,
     sample_to_scenario,
 )
-from sparkclient.collector.offsets import progress_start_s
-from sparkclient.collector.sources import BacklogUnknownReason, SourceKind, measure_sources, rate_creation_s, source_kind
+from sparkclient.collector.sources import (
+    BacklogUnknownReason,
+    SourceKind,
+    measure_sources,
+    rate_creation_s,
+    source_kind,
+)
 from sparkclient.collector.topology import RatesUnavailable, batch_end_s, sample_from_rest, window_batches
 from tests.capture_paths import DEMO_CAPTURES, FIXTURES, SPARK_4_3_0
 

@@ -19,12 +19,25 @@ from hypothesis import strategies as st
 from sparkclient.contract import keys
 from sparkclient.contract.messages import ProtocolError, StandbyUse
 from sparkclient.contract.spec import Knob, KnobTarget, PipelineSpec
-from sparkclient.contract.standby import (HandoverState, StandbyAction, StandbyRequest, StandbyStatus,
-                                          read_standby_request, send_standby_request)
-from sparkclient.runner.handover import (claim_prepared, knobs_text, mark_as, open_prepared, pending_standby,
-                                         request_standby, wait_for_release)
+from sparkclient.contract.standby import (
+    HandoverState,
+    StandbyAction,
+    StandbyRequest,
+    StandbyStatus,
+    read_standby_request,
+    send_standby_request,
+)
 from sparkclient.runner import standby as standby_module
 from sparkclient.runner.arguments import add_run_arguments
+from sparkclient.runner.handover import (
+    claim_prepared,
+    knobs_text,
+    mark_as,
+    open_prepared,
+    pending_standby,
+    request_standby,
+    wait_for_release,
+)
 from sparkclient.runner.session import WARM_UP_BATCHES
 from sparkclient.runner.standby import StandbyCost, StandbyKeeper, StandbyRole, prepared_request_holds
 from sparkclient.runner.supervisor import driver_command

@@ -14,7 +14,6 @@ import pytest
 
 from sparkclient.contract.spec import PipelineSpec
 from sparkclient.runner.session import finish_logged_batch
-
 from sparkclient.runner.staterepartition import (
     HDFS_PROVIDER,
     ROCKSDB_PROVIDER,
@@ -89,8 +88,16 @@ def test_the_runner_publishes_the_state_store_its_checkpoint_pins_and_the_bindin
     HDFS-backed state is pinned (the runner would refuse to repartition it), on RocksDB it binds."""
     from types import SimpleNamespace
 
-    from sparkclient.contract.binding import (BindingStatus, PinReason, PlanStage, StageInput, bind_stages,
-                                     plan_stages_from_json, plan_stages_to_json, with_state_store)
+    from sparkclient.contract.binding import (
+        BindingStatus,
+        PinReason,
+        PlanStage,
+        StageInput,
+        bind_stages,
+        plan_stages_from_json,
+        plan_stages_to_json,
+        with_state_store,
+    )
     from sparkclient.contract.spec import Knob, KnobTarget
     from sparkclient.runner.driver import Driver
 
@@ -346,8 +353,8 @@ def test_the_runner_refuses_to_repartition_the_state_of_a_query_with_a_file_sink
     sink it may go ahead; HDFS-backed state is refused whatever the sink."""
     from types import SimpleNamespace
 
-    from sparkclient.contract.spec import Knob, KnobTarget
     from sparkclient.contract.control import FailureCode, RescaleCommand
+    from sparkclient.contract.spec import Knob, KnobTarget
     from sparkclient.runner.rescale import RescalePaths
 
     knob = Knob("state", default=2, min=1, max=8, sets=KnobTarget.STATE_PARTITIONS)

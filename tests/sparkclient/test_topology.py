@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -18,19 +17,18 @@ from sparkclient.collector.rest import SparkRestError
 from sparkclient.collector.sources import BacklogUnknownReason, rate_creation_s
 from sparkclient.collector.topology import (
     JobSample,
+    batch_end_s,
     batch_jobs,
     batch_stages,
     executors_and_cores,
     flatten_offsets,
-    batch_end_s,
     progress_time_s,
-    sample_from_rest,
     rest_time_s,
+    sample_from_rest,
     source_backlog,
     stage_operators,
     stages_running_s,
 )
-
 from tests.capture_paths import DEMO_CAPTURES, SPARK_4_3_0  # noqa: E402
 
 RUN_ID = "ae3eaf98-3470-49e6-8203-7305bb7e17be"

@@ -22,7 +22,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from scaling.reasons import PlanReason, Reason
+from scaling.values.reasons import PlanReason, Reason
 
 JOBS = 100
 SNAPSHOTS_PER_JOB = 24 * 3600 // 15  # 5760
@@ -119,9 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     django.setup()
     setup_test_environment()  # the test client's host, in-memory e-mail
     call_command("migrate", verbosity=0)
-    from tests.webapp.dashboard_factories import make_role_user
-
     from django.db import transaction
+
+    from tests.webapp.dashboard_factories import make_role_user
 
     try:
         started = time.perf_counter()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from scaling.plan import JobPlan, VertexPlan
-from scaling.reasons import Decision, PlanReason, Reason
+from scaling.values.plan import JobPlan, VertexPlan
+from scaling.values.reasons import Decision, PlanReason, Reason
 from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus
 from tests.webapp.factories import make_user
 from webapp.jobs.models import Evaluation, Job

@@ -26,7 +26,14 @@ from pathlib import Path
 import redis
 
 from sparkclient.contract import keys
-from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, ResultStatus, write_result
+from sparkclient.contract.control import (
+    FailureCode,
+    RescaleCommand,
+    RescalePath,
+    RescaleResult,
+    ResultStatus,
+    write_result,
+)
 from sparkclient.runner.applied import AppliedKeys
 
 

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from scaling.forecast import VerdictReason
-from scaling.reasons import PlanReason
-from scaling.reasons import Reason as PlanReasonValue
+from scaling.forecast.prediction import VerdictReason
+from scaling.values.reasons import PlanReason
+from scaling.values.reasons import Reason as PlanReasonValue
 from webapp.jobs.models import Job
 from webapp.jobs.plans import reasons_json
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, GuardrailCode, Reason, RetryCode, ThrottleCode

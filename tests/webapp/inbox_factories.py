@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from scaling.forecast import VerdictReason
+from scaling.forecast.prediction import VerdictReason
 from tests.webapp.dashboard_factories import make_succeeded
 from tests.webapp.factories import CONFIG, make_job
 from webapp.inbox.kinds import ItemKind

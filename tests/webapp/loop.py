@@ -32,17 +32,16 @@ from datetime import UTC, datetime, timedelta
 from django.utils import timezone
 
 from scaling.sim import topologies
-from sparkclient.contract import control
 from scaling.sim.engine import Config, Simulation
 from scaling.sim.model import Downtime, SimJob, SimSettings
 from scaling.sim.workloads import Trace
+from sparkclient.contract import control
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
-from webapp.loop.evaluate import evaluation_run
 from webapp.jobs.services import job_register
-from webapp.proposals.models import Execution, Proposal
+from webapp.loop.evaluate import evaluation_run
 from webapp.loop.execute import attempt_send
 from webapp.loop.reconcile import execution_poll, workflow_reconcile
-
+from webapp.proposals.models import Execution, Proposal
 
 EPOCH = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
 TRIGGER_INTERVAL_S = 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from scaling.reasons import PlanReason
+from scaling.values.reasons import PlanReason
 from tests.webapp.loop import make_harness, steps
 from webapp.jobs.models import Evaluation
 from webapp.proposals.models import Proposal
@@ -44,8 +44,8 @@ def test_a_step_up_is_proposed_after_the_required_evaluations_in_a_row(monkeypat
 
 def test_an_executed_rescale_starts_the_activation_time_over():
     """``ScalerState.with_records`` (the execution's record of the applied scaling) resets the streak."""
-    from scaling.policy import Policy
-    from scaling.state import ScalerState, ScalingRecord, activated_streak
+    from scaling.policy.policy import Policy
+    from scaling.values.state import ScalerState, ScalingRecord, activated_streak
 
     state = ScalerState(activation_streak=activated_streak(Policy(activation_evaluations=3), 1))
     assert state.activation_streak == 3

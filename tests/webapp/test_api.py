@@ -10,9 +10,9 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.authtoken.models import Token
 
-from scaling.plan import PLAN_FORMAT
-from scaling.reason_text import reason_text
-from scaling.reasons import PlanReason
+from scaling.values.plan import PLAN_FORMAT
+from scaling.values.reasons import PlanReason
+from scaling.words.reason_text import reason_text
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
 from tests.webapp.factories import make_job, make_snapshots
 from webapp.loop.evaluate import evaluation_run
@@ -193,7 +193,7 @@ def test_vertices_carry_the_stage_name_the_dashboard_shows(api):
 
 def test_a_proposal_gives_each_reason_its_code_data_and_words(api):
     """The plan's reasons are values: the API returns each one's code and data, and its words from
-    ``scaling.reason_text`` (the one place they are rendered), in the reasons and inside the plan."""
+    ``scaling.words.reason_text`` (the one place they are rendered), in the reasons and inside the plan."""
     job = make_job(metric_window_s=45)
     make_snapshots(job, count=4)
     evaluation_run(job=job)

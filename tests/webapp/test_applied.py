@@ -16,10 +16,10 @@ from sparkclient.contract.control import RescaleCommand, RescalePath, RescaleRes
 from sparkclient.runner.applied import AppliedKeys
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.api.serializers import ExecutionSerializer
+from webapp.jobs.models import Job
 from webapp.loop.evaluate import evaluation_run
 from webapp.loop.execute import attempt_send
 from webapp.loop.reconcile import workflow_reconcile
-from webapp.jobs.models import Job
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.services import proposal_approve
 

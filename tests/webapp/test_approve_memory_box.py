@@ -9,7 +9,7 @@ from html import unescape
 
 import pytest
 
-from scaling.memory import MB
+from scaling.values.memory import MB
 from sparkclient.contract import keys
 from tests.webapp.factories import CONFIG, KNOBS, PLAN_STAGES, make_snapshots, make_user
 from webapp.dashboard.proposal_page import approve_confirm, memory_standby_note

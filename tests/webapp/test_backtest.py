@@ -8,8 +8,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from scaling.reason_text import reason_text
-from scaling.reasons import PlanReason, Reason
+from scaling.values.reasons import PlanReason, Reason
+from scaling.words.reason_text import reason_text
 from tests.webapp.factories import make_job, make_snapshots
 from webapp.loop.management.commands.backtest import parse_duration_s
 

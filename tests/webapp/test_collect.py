@@ -13,9 +13,9 @@ from sparkclient.contract import control, keys
 from tests.capture_paths import SPARK_4_3_0
 from tests.fakespark import APP, RUN_ID, fake_spark_ui
 from tests.webapp.factories import CONFIG, make_job
+from webapp.jobs.models import Job, MetricSnapshot
 from webapp.loop import collect as collector
 from webapp.loop import evaluate, tasks, window
-from webapp.jobs.models import Job, MetricSnapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -164,7 +164,7 @@ def test_the_webapp_and_the_snapshot_cli_map_one_sample_to_the_same_model_inputs
     """Issue 17 acceptance 4, the one Spark → model mapping: a collected snapshot, stored and read back
     (``window.window_inputs``), gives the metrics, topology and cluster that the snapshot CLI writes
     for the very sample the collector built (``sparkclient.collector.snapshot.sample_to_scenario``)."""
-    from scaling.scenario import parse
+    from scaling.scenario.format import parse
     from sparkclient.collector.snapshot import sample_to_scenario
 
     built = []

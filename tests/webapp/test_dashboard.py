@@ -11,12 +11,12 @@ import pytest
 from django.utils import timezone
 from django.utils.html import escape
 
-from scaling.reason_text import reason_text
-from scaling.reasons import Limit, PlanReason, Reason, legacy_text
+from scaling.values.reasons import Limit, PlanReason, Reason, legacy_text
+from scaling.words.reason_text import reason_text
 from tests.webapp.dashboard_factories import make_evaluation, make_role_user, make_succeeded
 from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots
-from webapp.loop.evaluate import evaluation_run
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
+from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.codes import ACTION_COLOURS
 from webapp.proposals.models import Proposal
 
@@ -256,8 +256,8 @@ def test_why_below_the_band_at_the_minimum_says_so(client, operator):
 
 
 def test_why_scale_down_delayed_says_until_when(client, operator):
-    from scaling.planner import EXECUTORS_KEY
-    from scaling.state import PendingScaleDown, ScalerState, state_to_dict
+    from scaling.planner.sizing import EXECUTORS_KEY
+    from scaling.values.state import PendingScaleDown, ScalerState, state_to_dict
 
     job = make_job(metric_window_s=45)
     make_snapshots(job)

@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 from django.utils.html import escape
 
-from scaling.reason_text import reason_text
-from scaling.reasons import Limit, PlanReason, VetoSignal
+from scaling.values.reasons import Limit, PlanReason, VetoSignal
+from scaling.words.reason_text import reason_text
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs import bindings, policy_mapping
 from webapp.jobs.models import Job
@@ -75,7 +75,6 @@ def test_metrics_right_after_a_restart_are_not_evaluated(settings):
 def test_delayed_scale_down_is_held_across_evaluations_then_applied():
     """FLINK-36018 in the product path: the job's memory carries the pending scale-down from one
     evaluation to the next; it is proposed only once ``scale_down_interval_s`` has passed."""
-    from webapp.jobs.models import Job
 
     job = make_job(metric_window_s=45, scale_down_interval_s=600)
     Job.objects.filter(pk=job.pk).update(config={**job.config, "cores": 6, "source_partitions": 6,
@@ -102,7 +101,6 @@ def test_delayed_scale_down_is_held_across_evaluations_then_applied():
 def test_batches_that_overrun_the_trigger_veto_the_scale_down_and_the_job_page_says_so(client):
     """Load below the band on 6 cores, but every batch takes 5 s of a 2 s trigger: no scale-down
     (``scale-down-vetoed`` on the batch ratio), and the job page shows the reason's words."""
-    from webapp.jobs.models import Job
 
     job = make_job(metric_window_s=45, scale_down_interval_s=0)
     Job.objects.filter(pk=job.pk).update(config={**job.config, "cores": 6, "source_partitions": 6,
@@ -127,7 +125,6 @@ def test_batches_that_overrun_the_trigger_veto_the_scale_down_and_the_job_page_s
 def test_without_an_executors_knob_the_evaluation_keeps_the_cores():
     """The job's knobs declare no executors knob: the window's cluster is not adjustable, and a load
     above the band on 1 core is planned at 1 core with ``cores-not-adjustable``."""
-    from webapp.jobs.models import Job
 
     job = make_job(metric_window_s=45)
     Job.objects.filter(pk=job.pk).update(knobs=[k for k in job.knobs if k.get("sets") != "executors"])

@@ -10,12 +10,12 @@ from django.utils import timezone
 
 from sparkclient.contract import keys
 from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, ResultStatus
-from tests.webapp.factories import make_job, make_pending, make_snapshots, make_user
 from tests.waiting import wait_for
+from tests.webapp.factories import make_job, make_pending, make_snapshots, make_user
 from tests.webapp.fakerunner import FakeRunner, record_answers
+from webapp.api.serializers import ExecutionSerializer
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.loop.evaluate import evaluation_run
-from webapp.api.serializers import ExecutionSerializer
 from webapp.loop.execute import attempt_send, execution_record_result
 from webapp.loop.rescale_cost import record_open_costs
 from webapp.proposals.models import AuditEvent, Execution, Proposal

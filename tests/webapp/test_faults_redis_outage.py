@@ -21,6 +21,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from sparkclient.demo.processes import ProcessGroup
 from sparkclient.demo.redisproc import free_port, start_redis
 from tests.conftest import celery_use_broker
 from tests.waiting import wait_for
@@ -28,7 +29,6 @@ from tests.webapp.factories import make_job, make_snapshots, make_user
 from tests.webapp.fakerunner import FakeRunner
 from webapp.celery import app as celery_app
 from webapp.loop.evaluate import evaluation_run
-from sparkclient.demo.processes import ProcessGroup
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.services import proposal_approve
 

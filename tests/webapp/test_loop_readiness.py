@@ -9,9 +9,9 @@ import json
 import pytest
 from django.utils import timezone
 
-from scaling.readiness import NotReady, SampleIssue, issues_to_json
-from scaling.reasons import PlanReason
 from scaling.sim import topologies
+from scaling.values.readiness import NotReady, SampleIssue, issues_to_json
+from scaling.values.reasons import PlanReason
 from sparkclient.contract import keys
 from tests.fakespark import fake_spark_ui
 from tests.webapp import test_collect

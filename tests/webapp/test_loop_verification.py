@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from scaling.forecast import VerdictReason
-from scaling.rescale_cost import LagSample, WindowEnd, lag_s
+from scaling.forecast.prediction import VerdictReason
+from scaling.forecast.rescale_cost import LagSample, WindowEnd, lag_s
 from tests.webapp.factories import make_user
 from tests.webapp.loop import EPOCH, LoopHarness, make_harness, steps
 from tests.webapp.test_loop_acceptance import approve_when_pending

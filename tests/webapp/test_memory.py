@@ -8,9 +8,9 @@ import pytest
 from django.utils import timezone
 from django.utils.html import escape
 
-from scaling.memory import MB
-from scaling.reason_text import reason_text
-from scaling.reasons import PlanReason, Reason
+from scaling.values.memory import MB
+from scaling.values.reasons import PlanReason, Reason
+from scaling.words.reason_text import reason_text
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.loop.evaluate import evaluation_run

@@ -1,5 +1,5 @@
 """Applying the heap recommendation through the proposal lifecycle (``webapp.loop.evaluate`` with
-``scaling.memory.with_memory``, ``webapp.proposals.services``): what the loop proposes for each
+``scaling.planner.memory.with_memory``, ``webapp.proposals.services``): what the loop proposes for each
 combination of memory pressure, ``memory_apply``, a declared memory knob and another change; an
 operator's "Propose this heap size" and "also apply the memory recommendation"; and no "Apply now" of
 a held scale-down under memory pressure."""
@@ -7,14 +7,14 @@ a held scale-down under memory pressure."""
 from __future__ import annotations
 
 import itertools
-from types import SimpleNamespace
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from django.utils import timezone
 
-from scaling.memory import MB
-from scaling.reasons import MemoryStep, PlanReason
+from scaling.values.memory import MB
+from scaling.values.reasons import MemoryStep, PlanReason
 from tests.webapp.factories import CONFIG, KNOBS, PLAN_STAGES, make_snapshots, make_user
 from tests.webapp.loop import make_harness, steps
 from webapp.jobs.memory import executors_after

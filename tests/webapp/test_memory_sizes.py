@@ -9,8 +9,8 @@ import itertools
 
 import pytest
 
-from scaling.memory import MB
-from scaling.reasons import MemoryKind, MemoryStep, PlanReason
+from scaling.values.memory import MB
+from scaling.values.reasons import MemoryKind, MemoryStep, PlanReason
 from tests.webapp.factories import CONFIG, KNOBS, PLAN_STAGES, make_snapshots, make_user
 from webapp.jobs.memory import job_memory
 from webapp.jobs.models import Job, MetricSnapshot

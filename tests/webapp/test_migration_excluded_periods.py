@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from scaling.periods import active_period, parse_period
-from scaling.policy import PolicyError
+from scaling.policy.option_types import PolicyError
+from scaling.policy.periods import active_period, parse_period
 
 migration = importlib.import_module("webapp.jobs.migrations.0012_excluded_periods_quartz_daily_windows")
 

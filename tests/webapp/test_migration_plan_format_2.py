@@ -19,9 +19,9 @@ import pytest
 from django.apps import apps
 from django.utils import timezone
 
-from scaling.plan import PLAN_FORMAT, JobPlan
-from scaling.reasons import Limit, PlanReason
-from scaling.state import PendingScaleDown, ScalerState, state_to_dict
+from scaling.values.plan import PLAN_FORMAT, JobPlan
+from scaling.values.reasons import Limit, PlanReason
+from scaling.values.state import PendingScaleDown, ScalerState, state_to_dict
 from sparkclient.contract.control import RescalePath, ResultStatus
 from tests.webapp.dashboard_factories import make_role_user
 from tests.webapp.factories import make_job, make_snapshots

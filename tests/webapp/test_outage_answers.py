@@ -5,8 +5,8 @@ real 60 s outage with a worker is ``test_faults_redis_outage.py``)."""
 
 from __future__ import annotations
 
-import redis
 import pytest
+import redis
 from django.test import RequestFactory
 
 from sparkclient.demo.redisproc import free_port

@@ -11,8 +11,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scaling.reason_text import reason_text as plan_reason_text
-from scaling.reasons import Limit, PlanLimit
+from scaling.values.reasons import Limit, PlanLimit
+from scaling.words.reason_text import reason_text as plan_reason_text
 from tests.webapp.dashboard_factories import make_evaluation, make_role_user, make_succeeded
 from tests.webapp.factories import make_job, make_pending, make_snapshots
 from webapp.dashboard import bounds

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from django.utils.html import escape
 
-from scaling.findings import PinnedAction
-from scaling.reason_text import finding_text
-from scaling.reasons import Limit
-from scaling.topology import PinCause
+from scaling.values.findings import PinnedAction
+from scaling.values.reasons import Limit
+from scaling.values.topology import PinCause
+from scaling.words.reason_text import finding_text
 from tests.webapp.dashboard_factories import make_role_user
 from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots
 from tests.webapp.test_dashboard import why_items

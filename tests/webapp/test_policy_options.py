@@ -1,4 +1,4 @@
-"""A job's policy comes from the one option table (``scaling.options``): its fields, their defaults and
+"""A job's policy comes from the one option table (``scaling.policy.options``): its fields, their defaults and
 help, the admin form's and the API's bounds, the round trip to ``scaling.Policy``; and the two
 features that learn from past rescales act in the web app (micro-batch mode)."""
 
@@ -13,26 +13,26 @@ from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from scaling.microbatch_sizing import EXECUTORS_KEY
-from scaling.option_types import Kind
-from scaling.options import job_options, policy_options
-from scaling.plan import JobPlan, VertexPlan
-from scaling.policy import Policy
-from scaling.reasons import Decision
-from scaling.state import state_from_dict
+from scaling.planner.sizing import EXECUTORS_KEY
+from scaling.policy.option_types import Kind
+from scaling.policy.options import job_options, policy_options
+from scaling.policy.policy import Policy
+from scaling.values.plan import JobPlan, VertexPlan
+from scaling.values.reasons import Decision
+from scaling.values.state import state_from_dict
 from sparkclient.contract import keys
 from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus
 from tests.scaling.test_options import just_outside, with_switch
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.admin import POLICY_FIELDSETS, JobPolicyForm
-from webapp.loop.evaluate import evaluation_run
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.policy_mapping import POLICY_FIELDS, scaling_policy
-from webapp.proposals.models import AuditEvent, Execution, Proposal
-from webapp.proposals.predictions import capacity_per_s, executor_record, plan_cores
-from webapp.loop.verify import blocks_scale_ups
+from webapp.loop.evaluate import evaluation_run
 from webapp.loop.execute import attempt_send
 from webapp.loop.reconcile import workflow_reconcile
+from webapp.loop.verify import blocks_scale_ups
+from webapp.proposals.models import AuditEvent, Execution, Proposal
+from webapp.proposals.predictions import capacity_per_s, executor_record, plan_cores
 
 pytestmark = pytest.mark.django_db
 BOUNDED = [o for o in job_options() if o.bounds is not None]
@@ -182,7 +182,7 @@ def test_an_executor_change_is_recorded_for_observed_scalability():
 
 def test_a_succeeded_execution_records_its_executor_change_in_the_jobs_memory(workflow_redis, enqueued):
     """Observed scalability in micro-batch mode fits its coefficient to the job's executor records
-    (``scaling.microbatch``): an execution that changed the executors leaves one in the job's state."""
+    (``scaling.planner.microbatch``): an execution that changed the executors leaves one in the job's state."""
     job = make_job(metric_window_s=45, observed_scalability_enabled=True)
     make_snapshots(job)
     evaluation_run(job=job)

@@ -6,8 +6,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scaling.reason_text import reason_text
-from scaling.reasons import PlanReason
+from scaling.values.reasons import PlanReason
+from scaling.words.reason_text import reason_text
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job
 from webapp.loop.evaluate import evaluation_run

@@ -4,7 +4,7 @@ rest of the tests assert codes)."""
 
 import pytest
 
-from scaling.forecast import VerdictReason
+from scaling.forecast.prediction import VerdictReason
 from webapp.jobs.models import EvaluationHold
 from webapp.proposals.codes import LEGACY_TEXT, AuditReason, GuardrailCode, HoldCode, Reason, RetryCode, ThrottleCode
 from webapp.proposals.reason_text import TEMPLATES, evaluation_hold_text, reason_text, withdrawal_text

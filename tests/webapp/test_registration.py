@@ -12,19 +12,28 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.contrib.admin.sites import site
 from django.core.management import CommandError, call_command
-from hypothesis import given, settings as hyp_settings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 from rest_framework.authtoken.models import Token
 
-from tests.webapp.factories import make_user
 from sparkclient.contract.spec import KnobTarget
+from tests.webapp.factories import make_user
 from webapp.jobs.knobs import KnobListError, parse_knobs
 from webapp.jobs.models import Job, JobPolicy
-from webapp.loop.collect import snapshot_collect
 from webapp.jobs.services import job_register
 from webapp.jobs.sparkui import (
-    Refusal, RefusalCode, SparkUiError, UiRule, UiTarget, parse_host_pattern, parse_origin, parse_port_range,
+    Refusal,
+    RefusalCode,
+    SparkUiError,
+    UiRule,
+    UiTarget,
+    parse_host_pattern,
+    parse_origin,
+    parse_port_range,
     ui_target,
 )
+from webapp.loop.collect import snapshot_collect
 from webapp.proposals.models import AuditEvent
 
 KNOB = {"name": "enrich_partitions", "default": 4, "min": 1, "max": 64, "sets": "repartition"}

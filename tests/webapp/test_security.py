@@ -10,9 +10,9 @@ import pytest
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from scaling.options import OPTION
-from sparkclient.contract import keys
+from scaling.policy.options import OPTION
 from sparkclient.collector.rest import SparkRestClient, SparkRestError
+from sparkclient.contract import keys
 from tests.webapp.dashboard_factories import make_succeeded
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job, JobPolicy
@@ -322,7 +322,7 @@ def test_algorithm_is_a_registry_name_and_a_dotted_path_is_never_imported(monkey
     real = importlib.import_module
     monkeypatch.setattr(importlib, "import_module", lambda name, *a: imported.append(name) or real(name, *a))
     policy = JobPolicy.objects.get(job=make_job())
-    for bad in ("this:x", "os:system", "scaling.algorithms:DS2Policy", "DS2"):
+    for bad in ("this:x", "os:system", "scaling.planner.algorithms:DS2Policy", "DS2"):
         policy.algorithm = bad
         with pytest.raises(ValidationError) as error:
             policy.full_clean()

@@ -11,8 +11,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from sparkclient.contract import keys
-from sparkclient.contract.standby import (HandoverState, StandbyAction, StandbyRequest, read_standby_request,
-                                          send_standby_request)
+from sparkclient.contract.standby import (
+    HandoverState,
+    StandbyAction,
+    StandbyRequest,
+    read_standby_request,
+    send_standby_request,
+)
 from tests.webapp.factories import KNOBS, make_job, make_pending, make_snapshots, make_user
 from webapp.jobs.models import Job, JobPolicy
 from webapp.loop.evaluate import evaluation_run

@@ -20,7 +20,7 @@ from webapp.loop import standby
 from webapp.loop.evaluate import evaluation_run
 from webapp.loop.propose import auto_approve_waiting
 from webapp.loop.reconcile import workflow_reconcile
-from webapp.proposals.codes import (AuditAction, AuditReason, HoldCode, Reason, StandbySeen, StandbyWaitEnd)
+from webapp.proposals.codes import AuditAction, AuditReason, HoldCode, Reason, StandbySeen, StandbyWaitEnd
 from webapp.proposals.lifecycle import Status
 from webapp.proposals.models import AuditEvent, Proposal
 from webapp.proposals.reason_text import reason_text

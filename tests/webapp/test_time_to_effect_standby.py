@@ -13,7 +13,7 @@ from html import unescape
 import pytest
 from django.utils import timezone
 
-from scaling.rescale_cost import BENCH_PAUSE_S, BENCH_READY_HANDOVER_S, EffectSource, StandbyReadiness
+from scaling.forecast.rescale_cost import BENCH_PAUSE_S, BENCH_READY_HANDOVER_S, EffectSource, StandbyReadiness
 from sparkclient.contract import keys
 from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus, StandbyUse
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded

@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from scaling.forecast import VerdictReason
-from scaling.readiness import NotReady, SampleIssue
+from scaling.forecast.prediction import VerdictReason
+from scaling.values.readiness import NotReady, SampleIssue
 from tests.webapp.factories import make_pending, make_snapshots, make_user
 from webapp.jobs.models import JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.loop.reconcile import workflow_reconcile

@@ -18,14 +18,14 @@ import time
 
 import pytest
 
-from tests.webapp.factories import CONFIG, make_job, make_snapshots, make_user
+from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus, write_result
+from sparkclient.demo.processes import ProcessGroup
 from tests.waiting import wait_for
+from tests.webapp.factories import make_job, make_snapshots, make_user
 from tests.webapp.fakerunner import FakeRunner
 from webapp.jobs.models import Job, JobPolicy
 from webapp.loop.evaluate import evaluation_run
-from sparkclient.demo.processes import ProcessGroup
 from webapp.proposals.models import AuditEvent, Execution, Proposal
-from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus, write_result
 from webapp.proposals.services import auto_approve_resume, proposal_approve
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]

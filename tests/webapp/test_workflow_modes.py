@@ -13,15 +13,14 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from tests.webapp.factories import make_job, make_snapshots, make_user
-from tests.webapp.fakerunner import FakeRunner
+from tests.webapp.fakerunner import FakeRunner, record_answers
 from webapp.celery import app as celery_app
 from webapp.jobs.models import Job
 from webapp.loop.evaluate import evaluation_run
-from webapp.proposals.models import AuditEvent, Execution, Proposal
-from tests.webapp.fakerunner import record_answers
 from webapp.loop.execute import attempt_send
 from webapp.loop.reconcile import workflow_reconcile
 from webapp.proposals.lifecycle import TransitionError
+from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.services import proposal_approve
 
 pytestmark = [pytest.mark.django_db, pytest.mark.workflow]

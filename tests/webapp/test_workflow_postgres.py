@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,8 +17,8 @@ import httpx
 import psycopg
 import pytest
 
-from tests.webapp.fakerunner import FakeRunner
 from sparkclient.demo.processes import ProcessGroup, wait_http
+from tests.webapp.fakerunner import FakeRunner
 
 pytestmark = [pytest.mark.workflow, pytest.mark.timeout(300)]
 

@@ -17,7 +17,6 @@ from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.rollback import proposal_rollback
 from webapp.proposals.services import proposal_approve, proposal_reject
 
-
 # --- pure -------------------------------------------------------------------------------------
 
 def test_guardrails_name_what_they_refuse():

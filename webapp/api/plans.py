@@ -1,15 +1,15 @@
 """A proposal's plan and reasons as the API returns them: the stored JSON (``JobPlan.to_json``,
 ``Reason.to_json``: each reason's code, vertex and data) with each reason's words beside it, from
-``scaling.reason_text`` (the one place a reason becomes text)."""
+``scaling.words.reason_text`` (the one place a reason becomes text)."""
 
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from scaling.plan import JobPlan
-from scaling.reason_text import reason_text
-from scaling.reasons import Reason
+from scaling.values.plan import JobPlan
+from scaling.values.reasons import Reason
+from scaling.words.reason_text import reason_text
 from webapp.jobs.plans import reason_json, stored_reasons
 
 #: The API's shape of one reason.
@@ -19,7 +19,7 @@ REASON_SCHEMA = {
                    "vertex_id": {"type": "string", "nullable": True},
                    "data": {"type": "object", "description": "Numbers, words or null, per code (infinity as \"inf\")",
                             "additionalProperties": {}},
-                   "text": {"type": "string", "description": "The reason in words (scaling.reason_text)"}}}
+                   "text": {"type": "string", "description": "The reason in words (scaling.words.reason_text)"}}}
 
 
 def plan_json(plan: JobPlan | None) -> dict:

@@ -7,9 +7,9 @@ from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from scaling.algorithms import algorithm_names
-from scaling.option_types import Kind
-from scaling.options import job_options
+from scaling.planner.algorithms import algorithm_names
+from scaling.policy.option_types import Kind
+from scaling.policy.options import job_options
 from sparkclient.contract.spec import KnobTarget
 from webapp.api.plans import PlanField, ReasonsField, RevisionsField
 from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
@@ -87,7 +87,7 @@ class StringListField(serializers.JSONField):
 
 def _option_bounds() -> dict[str, dict]:
     """``min_value``/``max_value`` of every bounded policy option, from the option table
-    (``scaling.options.OPTIONS``), so the schema states them; the model validates them again."""
+    (``scaling.policy.options.OPTIONS``), so the schema states them; the model validates them again."""
     return {o.name: {"min_value": o.bounds[0], "max_value": o.bounds[1]}
             for o in job_options() if o.bounds is not None and o.kind in (Kind.NUMBER, Kind.INTEGER)}
 
@@ -96,7 +96,7 @@ class JobPolicySerializer(serializers.ModelSerializer):
     """A job's policy, mode included. Writes (PATCH, admin role) are validated by ``JobPolicy.full_clean``
     (``webapp.jobs.services.job_policy_update``), as in the admin. The suspension fields are read-only:
     an operator clears a suspension with the resume action. Each option's bounds and choices are the
-    option table's (``scaling.options``), ``algorithm``'s the registry's (``scaling.algorithms``)."""
+    option table's (``scaling.policy.options``), ``algorithm``'s the registry's (``scaling.planner.algorithms``)."""
 
     serializer_field_mapping = {**serializers.ModelSerializer.serializer_field_mapping,
                                 models.FloatField: FiniteFloatField, models.JSONField: StringListField}
@@ -197,7 +197,7 @@ class ReasonSerializer(serializers.Serializer):
     rendered from them (``webapp.proposals.reason_text``); null when there is none."""
 
     code = serializers.CharField(help_text="Stable code: a HoldCode, ThrottleCode, GuardrailCode, AuditReason, "
-                                           "WithdrawReason or scaling.forecast.VerdictReason value, or legacy-text.")
+                                           "WithdrawReason or scaling.forecast.prediction.VerdictReason value, or legacy-text.")
     data = serializers.DictField(help_text="The reason's numbers and names, by key.")
     text = serializers.CharField(help_text="The reason in words, rendered from code and data.")
 

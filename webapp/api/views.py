@@ -8,8 +8,8 @@ from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import JSONParser
 from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -20,10 +20,9 @@ from webapp.jobs.memory import job_memory
 from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.jobs.services import RegistrationError, job_policy_update, job_register, job_update
 from webapp.proposals import rollback, services
+from webapp.proposals.lifecycle import StaleRevisionError, TransitionError
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.permissions import CanDecideProposals
-from webapp.proposals.lifecycle import StaleRevisionError, TransitionError
-
 
 #: Object ids in URLs: digits that fit a 64-bit integer (anything else is a 404, not a database error).
 ID_PATTERN = r"[0-9]{1,18}"

@@ -5,7 +5,6 @@ import logging
 import math
 
 from django.conf import settings
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -16,20 +15,23 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from sparkclient.demo.generator import set_rate as generator_set_rate
+from webapp.dashboard.views import DECIDE_ACTIONS, _proposal_context, _require_decider, can_decide
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis
 from webapp.outage import REDIS_ERRORS, ServiceUnavailable, as_unavailable
-from webapp.proposals.models import Proposal
 from webapp.proposals.holds import scale_up_block_clear
 from webapp.proposals.lifecycle import StaleRevisionError, TransitionError
+from webapp.proposals.models import Proposal
 from webapp.proposals.rollback import proposal_rollback as rollback_service
 from webapp.proposals.services import (
-    auto_approve_resume, memory_propose as memory_propose_service, proposal_approve, proposal_reject,
+    auto_approve_resume,
+    proposal_approve,
+    proposal_reject,
     scale_down_apply_now,
 )
-
-
-from webapp.dashboard.views import DECIDE_ACTIONS, _proposal_context, _require_decider, can_decide
+from webapp.proposals.services import (
+    memory_propose as memory_propose_service,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The effective maximum of a job's cores, with its source, for every page and chart that shows a
-bound (:mod:`scaling.bounds`): the policy's ``max_cores``, the executors knob's maximum and the
+bound (:mod:`scaling.forecast.bounds`): the policy's ``max_cores``, the executors knob's maximum and the
 capacity the runner reported (``Job.capacity``), whose kind (host, cluster, quota) follows from the
 runner's Spark master."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import redis
 
-from scaling.bounds import BoundSource, CoresBound, capacity_source, cores_bound
+from scaling.forecast.bounds import BoundSource, CoresBound, capacity_source, cores_bound
 from sparkclient.contract.control import ProtocolError
 from sparkclient.contract.spec import KnobTarget
 from webapp.jobs.models import Job

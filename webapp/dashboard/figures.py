@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from scaling.microbatch_sizing import SKEW_REPORTED
+from scaling.planner.sizing import SKEW_REPORTED
 from webapp.dashboard.reads import ChartData
 
 #: One fixed utilization scale for every DAG: green (idle) to red (saturated), 0..1.
@@ -79,7 +79,7 @@ def dag_figure(vertices: list[dict]) -> dict:
     (at the busiest task's pace when measured), true_processing_rate_mean (or None),
     target_data_rate, ideal_parallelism, selectivity, bottleneck (bool); task_skew (the busiest
     task's busy time over the mean task's, None when not measured; in the box when above
-    ``scaling.microbatch_sizing.SKEW_REPORTED`` on a stage busy at least ``SKEW_SHOWN_MIN_UTILIZATION``).
+    ``scaling.planner.sizing.SKEW_REPORTED`` on a stage busy at least ``SKEW_SHOWN_MIN_UTILIZATION``).
 
     Each node is a box coloured by utilization on one fixed scale that carries the stage name,
     parallelism ``p → p'``, utilization and true processing rate (records per busy second); the

@@ -5,7 +5,7 @@ and one of stages for a verification), the actor by name, and the reason rendere
 booleans "yes"/"no", numbers carry their unit and a rounding fit for reading.
 
 :data:`FIELDS` is the one mapping of stored field names to label and unit; the policy's options take
-theirs from ``scaling.options.OPTIONS``.
+theirs from ``scaling.policy.options.OPTIONS``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from datetime import datetime
 from django.core.paginator import Paginator
 from django.utils.dateparse import parse_datetime
 
-from scaling.options import OPTIONS
+from scaling.policy.options import OPTIONS
 from webapp.dashboard.present import KnobRow
 from webapp.proposals.codes import Actor, AuditAction, ThrottleCode
 from webapp.proposals.lifecycle import AttemptState, ProposalStatus

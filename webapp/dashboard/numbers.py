@@ -1,15 +1,15 @@
 """The figures of an execution as the job, proposal and rescales pages state them: each defined once
-(``scaling.rescale_cost``) and worded here once, with its origin where it matters.
+(``scaling.forecast.rescale_cost``) and worded here once, with its origin where it matters.
 
 - **catch-up**: seconds from the start of the rescale until the backlog is back to its level before
-  it (``Execution.catch_up_s``, :func:`scaling.rescale_cost.rescale_cost`, followed for
+  it (``Execution.catch_up_s``, :func:`scaling.forecast.rescale_cost.rescale_cost`, followed for
   ``webapp.loop.rescale_cost.FOLLOW_S`` after the execution); the same figure counted from the first
   batch on the new configuration is what a prediction's catch-up compares with.
 - **added lag**: peak lag during the rescale minus the steady lag before it, seconds of input.
 - **path**: how the runner applied it (``sparkclient.contract.control.RescalePath``), in words.
 - **time to effect**: seconds from the approval to the first batch on the new configuration
   (``Execution.time_to_effect_s``, measured); expected, along the path a proposal will take, as the
-  median of this job's measured ones of that path (:func:`scaling.rescale_cost.time_to_effect`). For
+  median of this job's measured ones of that path (:func:`scaling.forecast.rescale_cost.time_to_effect`). For
   a warm handover, of those onto a standby driver like the proposal's as the runner reports it now
   (``webapp.loop.standby.standby_read``): onto a ready one when it is ready, else of those that
   started their standby at the approval (``Execution.result``'s ``standby``,
@@ -24,8 +24,13 @@ from enum import StrEnum
 
 from django.utils import timezone
 
-from scaling.rescale_cost import (EffectSource, StandbyReadiness, TimeToEffect, catch_up_after_first_batch_s,
-                                  time_to_effect)
+from scaling.forecast.rescale_cost import (
+    EffectSource,
+    StandbyReadiness,
+    TimeToEffect,
+    catch_up_after_first_batch_s,
+    time_to_effect,
+)
 from sparkclient.contract.control import RescalePath, StandbyUse
 from sparkclient.contract.spec import KnobTarget
 from webapp.jobs.bindings import plan_bindings

@@ -51,7 +51,7 @@ def _downtime(p: dict) -> str:
 
 def _utilization(p: dict) -> str:
     """Utilization is the busy share of the cores at the target rate, now and on the new cores (one
-    formula, ``scaling.microbatch_sizing.busy_share``); the band's load adds the backlog's catch-up."""
+    formula, ``scaling.planner.sizing.busy_share``); the band's load adds the backlog's catch-up."""
     load = (p.get("inputs") or {}).get("load")
     with_catch_up = (f"; the load the band compares, with the backlog's catch-up, is {load:.2f} now"
                      if isinstance(load, (int, float)) else "")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import redis
 
-from scaling.reason_text import MEMORY_KIND_TEXT
+from scaling.words.reason_text import MEMORY_KIND_TEXT
 from sparkclient.contract.binding import BindingStatus, PinReason
 from sparkclient.contract.control import ProtocolError
 from sparkclient.contract.spec import KnobTarget
@@ -93,7 +93,7 @@ def knob_rows(*, current: dict, proposed: dict | None = None, stages: dict[str, 
 
 def memory_target_text(target: KnobTarget) -> str:
     """What a memory knob sets, as the knob table's stage column says it: its kind's words
-    (``scaling.reason_text.MEMORY_KIND_TEXT``) and when a change takes a new JVM."""
+    (``scaling.words.reason_text.MEMORY_KIND_TEXT``) and when a change takes a new JVM."""
     kind = next(k for k, t in KIND_TARGETS.items() if t is target)
     local = "" if target.needs_new_jvm(local=True) else "; nothing in local mode"
     return f"{MEMORY_KIND_TEXT[str(kind)][0]} (a new JVM for a change{local})"

@@ -1,4 +1,4 @@
-"""The proposal page's numbers: the plan per stage in the job's units (``scaling.stage_capacity``),
+"""The proposal page's numbers: the plan per stage in the job's units (``scaling.forecast.stage_capacity``),
 the frozen prediction beside what was realized (:mod:`webapp.dashboard.predictions`) and the
 execution's figures (:mod:`webapp.dashboard.numbers`), each worded once."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import math
 
-from scaling.plan import JobPlan
-from scaling.reason_text import reason_text as plan_reason_text
-from scaling.stage_capacity import busy_shares, combined_capacity_per_s, stage_capacities_per_s
+from scaling.forecast.stage_capacity import busy_shares, combined_capacity_per_s, stage_capacities_per_s
+from scaling.values.plan import JobPlan
+from scaling.words.reason_text import reason_text as plan_reason_text
 from sparkclient.contract.standby import HandoverState, StandbyStatus
 from webapp.dashboard import numbers, present, reads
 from webapp.dashboard.predictions import prediction_rows
@@ -24,8 +24,8 @@ from webapp.proposals.reason_text import reason_text, withdrawal_text
 def _vertex_rows(plan: JobPlan | None, names: dict, source_ids: set[str]) -> tuple[list[dict], dict]:
     """The proposal page's per-stage table: each vertex of ``plan`` with its tasks and cores now and
     proposed (``min(tasks, cores)``), its capacity now and expected in source records/s on those cores
-    (``scaling.stage_capacity``, so that the job's is the stages' combined), its share of the busy
-    time and its reason in words (``scaling.reason_text``); and the job's capacity now and expected in
+    (``scaling.forecast.stage_capacity``, so that the job's is the stages' combined), its share of the busy
+    time and its reason in words (``scaling.words.reason_text``); and the job's capacity now and expected in
     the same units."""
     if plan is None or not plan.vertices:
         return [], {}

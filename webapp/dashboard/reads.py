@@ -20,11 +20,11 @@ from enum import StrEnum
 from django.conf import settings
 from django.db.models import Prefetch
 
-from scaling.metrics import stage_utilization, task_skew, true_processing_rate
-from scaling.plan import JobPlan
-from webapp.jobs.stages import stage_names
+from scaling.values.metrics import stage_utilization, task_skew, true_processing_rate
+from scaling.values.plan import JobPlan
 from webapp.jobs.models import Job, MetricSnapshot, VertexRollup, VertexSnapshot
 from webapp.jobs.selectors import finite_or_inf
+from webapp.jobs.stages import stage_names
 
 #: Most points a chart draws; longer ranges are averaged into this many buckets.
 MAX_CHART_POINTS = 360

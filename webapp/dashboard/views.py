@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from scaling.reasons import PlanReason
+from scaling.values.reasons import PlanReason
 from sparkclient.contract.binding import MismatchReason
 from sparkclient.contract.spec import ADAPTIVE_COALESCE_CONF
 from webapp.dashboard import numbers, present, reads

@@ -3,8 +3,8 @@ operator reads are rendered from them here (once each, with local times and "in 
 parses a sentence the model wrote.
 
 Derived from what is stored: the job's health and last error, its policy, the newest snapshot and
-the newest evaluation (``Evaluation.job_plan``, the stored ``scaling.plan.JobPlan``); the plan's own
-reasons are worded by ``scaling.reason_text``.
+the newest evaluation (``Evaluation.job_plan``, the stored ``scaling.values.plan.JobPlan``); the plan's own
+reasons are worded by ``scaling.words.reason_text``.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.utils import timezone
 
-from scaling.bounds import CoresBound
-from scaling.periods import active_period
-from scaling import reasons as plan_reasons
-from scaling.reason_text import finding_text, reason_text
-from scaling.reasons import Decision
+from scaling.forecast.bounds import CoresBound
+from scaling.policy.periods import active_period
+from scaling.values import reasons as plan_reasons
+from scaling.values.reasons import Decision
+from scaling.words.reason_text import finding_text, reason_text
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.jobs.selectors import policy_band, window_coverage
 from webapp.proposals.holds import held_scale_down
@@ -50,7 +50,7 @@ class Why(StrEnum):
     BOUNDS = "bounds"        # data: load, low, high, unbound, cores, min_cores, bound (CoresBound.to_dict)
     LIMITS = "limits"        # data: limits (the plan's ``PlanLimit`` values)
     UNBOUND = "unbound"      # data: stages (position, stage name, knob or None) the plan may not change
-    FINDINGS = "findings"    # data: findings (the plan's ``scaling.findings.Finding`` values: a pinned bottleneck)
+    FINDINGS = "findings"    # data: findings (the plan's ``scaling.values.findings.Finding`` values: a pinned bottleneck)
     OTHER = "other"          # data: decision, reasons (the plan's ``Reason`` values, or none yet)
 
 
@@ -140,7 +140,7 @@ def render(code: Why, data: dict) -> str:
 
 def _at_bound(side: str, data: dict) -> str:
     """Which bound holds the plan where it runs: the effective most cores and its source above the
-    band (``scaling.bounds``), the policy's ``min_cores`` below it."""
+    band (``scaling.forecast.bounds``), the policy's ``min_cores`` below it."""
     bound, cores = data.get("bound"), data.get("cores")
     if side == "above" and bound and cores is not None and cores >= bound["cores"]:
         return f"already at the most cores it may have: {bound['text']}"

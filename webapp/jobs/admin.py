@@ -11,7 +11,7 @@ from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils.html import format_html
 
-from scaling.algorithms import algorithm_names
+from scaling.planner.algorithms import algorithm_names
 from sparkclient.contract.spec import Knob, KnobError, check_knob_set, validate_values
 from webapp.jobs.models import Evaluation, Job, JobPolicy, MetricSnapshot
 from webapp.jobs.services import RegistrationError, job_policy_update
@@ -60,7 +60,7 @@ class JobForm(forms.ModelForm):
 
 
 class JobPolicyForm(forms.ModelForm):
-    """``algorithm`` is a choice among the registry's names (``scaling.algorithms.algorithm_names``)."""
+    """``algorithm`` is a choice among the registry's names (``scaling.planner.algorithms.algorithm_names``)."""
 
     algorithm = forms.ChoiceField(choices=(), initial=JobPolicy._meta.get_field("algorithm").default,
                                   help_text=JobPolicy._meta.get_field("algorithm").help_text)
@@ -75,7 +75,7 @@ class JobPolicyForm(forms.ModelForm):
 
 
 #: The policy page's sections, each collapsed but the first; every field appears once (the fields,
-#: their help texts, bounds and defaults come from the option table, ``scaling.options.OPTIONS``).
+#: their help texts, bounds and defaults come from the option table, ``scaling.policy.options.OPTIONS``).
 POLICY_FIELDSETS = [
     ("Mode", {"fields": ["job", "mode", "algorithm"]}),
     ("Targets", {"classes": ["collapse"], "fields": [

@@ -1,5 +1,5 @@
 """A job's memory over its metric window: whether it is under memory pressure and the recommended heap
-size, from the stored snapshots and the job's policy (the formulas: ``scaling.memory``). The evaluation
+size, from the stored snapshots and the job's policy (the formulas: ``scaling.planner.memory``). The evaluation
 gates its plan and decides on the heap with :func:`window_memory` and :func:`heap_decision`; the job
 page and the API show :func:`job_memory`."""
 
@@ -9,12 +9,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from scaling.memory import (
-    MB, HeapRecommendation, MemoryDecision, MemoryKind, MemoryReading, Pressure, memory_decision, memory_pressure,
-    recommend_heap, recommend_overhead, recommend_state_memory,
+from scaling.planner.memory import (
+    memory_decision,
+    memory_pressure,
+    recommend_heap,
+    recommend_overhead,
+    recommend_state_memory,
 )
-from scaling.plan import JobPlan
-from scaling.reasons import Reason
+from scaling.values.memory import MB, HeapRecommendation, MemoryDecision, MemoryReading, Pressure
+from scaling.values.plan import JobPlan
+from scaling.values.reasons import MemoryKind, Reason
 from sparkclient.contract.binding import ROCKSDB_PROVIDER
 from sparkclient.contract.spec import Knob, KnobTarget
 from webapp.jobs.bindings import published_plan
@@ -179,7 +183,7 @@ def memory_knob(job: Job) -> Knob | None:
 
 def executors_after(job: Job, plan: JobPlan | None) -> int | None:
     """The executors ``plan`` runs ``job`` on when it changes their number on a cluster, for
-    :meth:`scaling.memory.HeapRecommendation.on_executors`; None otherwise (no plan, no change, or
+    :meth:`scaling.planner.memory.HeapRecommendation.on_executors`; None otherwise (no plan, no change, or
     local mode, where one JVM runs every task whatever the cores)."""
     if plan is None or job.local_mode or plan.executors_proposed is None \
             or plan.executors_proposed == plan.executors_current:
@@ -189,7 +193,7 @@ def executors_after(job: Job, plan: JobPlan | None) -> int | None:
 
 def heap_decision(*, job: Job, memory: JobMemory | None, ready: bool = True, other_changes: bool = False,
                   requested: bool = False, executors_after: int | None = None) -> MemoryDecision | None:
-    """What a plan of ``job`` does with the heap recommendation of ``memory`` (``scaling.memory.memory_decision``
+    """What a plan of ``job`` does with the heap recommendation of ``memory`` (``scaling.planner.memory.memory_decision``
     with the job's memory knob, its running value and bounds, its ``memory_apply``, and
     ``guard_max_change_factor`` as the most a heap riding along may move; ``executors_after``: the
     executors a plan runs on when it changes them on a cluster); None without a recommendation."""

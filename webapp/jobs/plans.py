@@ -1,8 +1,8 @@
 """Stored plans and reasons read back into the model's typed values.
 
 ``Evaluation.plan`` / ``Proposal.plan`` (and the plan of ``Evaluation.held_scale_down``) hold
-:meth:`scaling.plan.JobPlan.to_json` (format 2); ``Evaluation.reasons`` / ``Proposal.reasons`` hold
-:meth:`scaling.reasons.Reason.to_json` items. Readers go through :func:`stored_plan` and
+:meth:`scaling.values.plan.JobPlan.to_json` (format 2); ``Evaluation.reasons`` / ``Proposal.reasons`` hold
+:meth:`scaling.values.reasons.Reason.to_json` items. Readers go through :func:`stored_plan` and
 :func:`stored_reasons` (or the models' ``job_plan`` / ``reason_values``), never through the JSON.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from scaling.plan import JobPlan, PlanFormatError
-from scaling.reason_text import reason_text
-from scaling.reasons import Reason
+from scaling.values.plan import JobPlan, PlanFormatError
+from scaling.values.reasons import Reason
+from scaling.words.reason_text import reason_text
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def reasons_json(reasons: Iterable[Reason]) -> list[dict]:
 
 def reason_json(reason: Reason) -> dict:
     """A reason as the API and the backtest give it: ``{code, vertex_id, data, text}``, its words from
-    :func:`scaling.reason_text.reason_text`."""
+    :func:`scaling.words.reason_text.reason_text`."""
     return {**reason.to_json(), "text": reason_text(reason)}
 
 

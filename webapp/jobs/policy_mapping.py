@@ -1,16 +1,17 @@
 """A job's policy row (``JobPolicy``) mapped to ``scaling.Policy`` values, and its validation (the admin
 form and the API call ``clean()``). Which fields are ``scaling.Policy`` options, their kinds and their
-bounds all come from the one option table, ``scaling.options.OPTIONS``."""
+bounds all come from the one option table, ``scaling.policy.options.OPTIONS``."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from scaling.algorithms import algorithm_names
-from scaling.option_types import Kind
-from scaling.options import OPTION, errors as option_errors, job_options, policy_options
-from scaling.periods import parse_period
-from scaling.policy import Policy, PolicyError
+from scaling.planner.algorithms import algorithm_names
+from scaling.policy.option_types import Kind, PolicyError
+from scaling.policy.options import OPTION, job_options, policy_options
+from scaling.policy.options import errors as option_errors
+from scaling.policy.periods import parse_period
+from scaling.policy.policy import Policy
 
 if TYPE_CHECKING:
     from webapp.jobs.models import JobPolicy

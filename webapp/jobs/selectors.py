@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from django.db.models import Prefetch
 from django.utils import timezone
 
-from scaling.policy import utilization_band
+from scaling.policy.policy import utilization_band
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot, VertexSnapshot
 
 
@@ -40,7 +40,7 @@ TREND_SNAPSHOTS = 4
 
 
 def policy_band(policy) -> tuple[float, float]:
-    """The utilization band of a JobPolicy row (``scaling.policy.utilization_band``, as ``Policy.band``)."""
+    """The utilization band of a JobPolicy row (``scaling.policy.policy.utilization_band``, as ``Policy.band``)."""
     return utilization_band(policy.utilization_target, policy.utilization_min, policy.utilization_max)
 
 

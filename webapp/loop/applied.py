@@ -11,7 +11,8 @@ and the later attempt as answered by it, not as a second apply.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime
+from datetime import timezone as dt_timezone
 
 from webapp.proposals.lifecycle import AttemptOutcome
 from webapp.proposals.models import Execution

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from scaling.readiness import issues_to_json
+from scaling.values.readiness import issues_to_json
 from sparkclient.collector.collect import collect_sample
 from sparkclient.collector.progress import read_progress
 from sparkclient.collector.rest import SparkRestClient, SparkRestError

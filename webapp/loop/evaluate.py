@@ -1,4 +1,4 @@
-"""Evaluation: a job's metric window through the scaling model (``scaling.evaluate``), stored as an
+"""Evaluation: a job's metric window through the scaling model (``scaling.planner.ds2``), stored as an
 ``Evaluation``, and handed to the proposals; and the beat step for one job (collect, then evaluate).
 
 One evaluation reads the job's policy and its stage bindings once, into an :class:`EvaluationContext`
@@ -15,11 +15,14 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from scaling import JobPlan, PlanRequest, Policy, evaluate
-from scaling.memory import hold_under_pressure, with_memory
-from scaling.planner import EXECUTORS_KEY
-from scaling.readiness import SampleIssue
-from scaling.state import activated_streak, state_from_dict, state_to_dict
+from scaling.planner.algorithms import evaluate
+from scaling.planner.memory import hold_under_pressure, with_memory
+from scaling.planner.sizing import EXECUTORS_KEY
+from scaling.policy.policy import Policy
+from scaling.values.plan import JobPlan
+from scaling.values.readiness import SampleIssue
+from scaling.values.request import PlanRequest
+from scaling.values.state import activated_streak, state_from_dict, state_to_dict
 from sparkclient.contract.binding import StageBinding
 from webapp.jobs.bindings import pinned_knobs, published_plan, stage_bindings
 from webapp.jobs.memory import executors_after, heap_decision, memory_knob, size_decisions, window_memory
@@ -104,9 +107,9 @@ def plan_to_config(ctx: EvaluationContext, plan: JobPlan) -> dict:
 def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | None:
     """Evaluate the metric window of ``job`` with the micro-batch planner and store the result.
 
-    Steps: the window (None while it is not full or holds no batch), the plan (``scaling.evaluate``)
-    through the memory gate (``scaling.memory.hold_under_pressure``: under memory pressure no scale-down),
-    the heap and the other memory recommendations applied or not (``scaling.memory.with_memory``), the
+    Steps: the window (None while it is not full or holds no batch), the plan (``scaling.planner.ds2``)
+    through the memory gate (``scaling.planner.memory.hold_under_pressure``: under memory pressure no scale-down),
+    the heap and the other memory recommendations applied or not (``scaling.planner.memory.with_memory``), the
     job's memory kept, the evaluation stored (with a live-loop hold of a scale-up), handed to the proposals (``proposal_create``
     creates, revises, keeps or withdraws the pending proposal).
     """
@@ -154,7 +157,7 @@ def _evaluable_window(job: Job, now: datetime) -> list[MetricSnapshot] | None:
 
 
 def _plan(ctx: EvaluationContext) -> JobPlan:
-    """The algorithm the policy names (scaling/algorithms.py registry) on the window, with the job's
+    """The algorithm the policy names (scaling/planner/algorithms.py registry) on the window, with the job's
     memory: pending delayed scale-downs (FLINK-36018), applied scalings, measured restart times."""
     topology, metrics, cluster, mean_batch_s = window_inputs(job=ctx.job, snapshots=ctx.snapshots,
                                                              bindings=ctx.bindings)
@@ -172,7 +175,7 @@ def _keep_pending_scale_downs(ctx: EvaluationContext, plan: JobPlan, *, directio
     (webapp.loop.execute), not when it is proposed.
 
     A rescale the planner activated is not applied here: it becomes a proposal that waits for its
-    decision. Its streak stays full (``scaling.state.activated_streak``), so the evaluations that go
+    decision. Its streak stays full (``scaling.values.state.activated_streak``), so the evaluations that go
     on recommending it while it waits keep it activated instead of starting the activation time over
     every other evaluation; the execution resets it (``ScalerState.with_records``)."""
     if plan.next_state is None:

@@ -29,18 +29,26 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from scaling.state import applied_records, state_from_dict, state_to_dict
+from scaling.values.state import state_from_dict, state_to_dict
 from sparkclient.contract import control
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.redis import get_redis
-from webapp.loop.applied import applied_at, applied_attempt, success_log
 from webapp.loop import throttle
+from webapp.loop.applied import applied_at, applied_attempt, success_log
 from webapp.loop.backoff import RestartStrategy, RetryDecision, next_retry
 from webapp.loop.rescale_cost import time_to_effect_s
 from webapp.proposals import dispatch
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason, RetryCode
-from webapp.proposals.lifecycle import AttemptOutcome, AttemptState, ExecutionStatus, Status, TransitionError, \
-    attempt_transition, audit, transition
+from webapp.proposals.lifecycle import (
+    AttemptOutcome,
+    AttemptState,
+    ExecutionStatus,
+    Status,
+    TransitionError,
+    attempt_transition,
+    audit,
+    transition,
+)
 from webapp.proposals.models import Execution, Proposal, result_json
 from webapp.proposals.predictions import executor_record
 from webapp.proposals.rollback import last_good_config, start_rollback
@@ -224,7 +232,7 @@ def _record_success(execution: Execution, attempt: int, result: control.RescaleR
     if plan is not None:
         latest = job.snapshots.order_by("-collected_at").first()
         sources = {v.vertex_id for v in latest.vertices.all() if v.is_source} if latest is not None else set()
-        state = state.with_records((*applied_records(plan.vertices, now.timestamp()),
+        state = state.with_records((*plan.applied_records(now.timestamp()),
                                     *executor_record(plan, now.timestamp(), sources or None)))
     state = state.with_restart_time(result.downtime_s)
     Job.objects.filter(pk=job.pk).update(config=config, config_changed_at=now, scaler_state=state_to_dict(state))

@@ -32,8 +32,7 @@ from django.test.utils import CaptureQueriesContext
 
 from sparkclient.demo.fakefleet import CONFIG, KNOBS
 from webapp.accounts.roles import user_set_role
-from webapp.jobs.models import (Evaluation, Job, MetricRollup, MetricSnapshot, VertexRollup,
-                                VertexSnapshot)
+from webapp.jobs.models import Evaluation, Job, MetricRollup, MetricSnapshot, VertexRollup, VertexSnapshot
 from webapp.jobs.services import job_register
 from webapp.loop.evaluate import TIMING_PREFIX
 

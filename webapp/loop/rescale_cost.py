@@ -1,7 +1,7 @@
 """Record what each rescale cost on its execution: ``added_lag_s`` and ``catch_up_s`` from the job's
-metric snapshots (:func:`scaling.rescale_cost.rescale_cost`), and ``time_to_effect_s`` from the
+metric snapshots (:func:`scaling.forecast.rescale_cost.rescale_cost`), and ``time_to_effect_s`` from the
 approval to the runner's first batch on the new configuration
-(:func:`scaling.rescale_cost.measured_time_to_effect_s`)."""
+(:func:`scaling.forecast.rescale_cost.measured_time_to_effect_s`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from scaling.rescale_cost import LagSample, RescaleCost, measured_time_to_effect_s, rescale_cost
-from webapp.jobs.models import MetricSnapshot
+from scaling.forecast.rescale_cost import LagSample, RescaleCost, measured_time_to_effect_s, rescale_cost
 from sparkclient.contract.control import RescaleResult
+from webapp.jobs.models import MetricSnapshot
 from webapp.proposals.models import Execution
 
 #: How long after an execution its catch-up is still looked for, seconds; past it, catch_up_s stays empty.
@@ -34,7 +34,7 @@ def execution_record_cost(execution: Execution, *, now: datetime | None = None) 
     (only windows that completed a batch: a window without one read no backlog). The steady level is
     the proposal's metric window before the execution started; the tolerance one trigger interval of
     arrivals. Both are measured over the rescale's own window, which ends at the first return to the
-    steady level, the next load change or the next execution of the job (``scaling.rescale_cost``).
+    steady level, the next load change or the next execution of the job (``scaling.forecast.rescale_cost``).
     Idempotent; ``catch_up_s`` stays None until the backlog is back. Returns the cost (times on the
     epoch clock), None for an execution that did not succeed or has no snapshot yet."""
     now = now or timezone.now()

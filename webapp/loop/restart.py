@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from scaling.plan import JobPlan
+from scaling.values.plan import JobPlan
 from webapp.jobs.models import Job
 from webapp.jobs.selectors import latest_snapshot
 from webapp.proposals.models import Execution, Proposal

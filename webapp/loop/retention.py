@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models import Min, Q
 from django.utils import timezone
 
-from scaling.metrics import stage_utilization
+from scaling.values.metrics import stage_utilization
 from webapp.jobs.models import Evaluation, Job, MetricRollup, MetricSnapshot, VertexRollup, VertexSnapshot
 from webapp.loop.rescale_cost import FOLLOW_S
 from webapp.proposals.models import Proposal
@@ -68,7 +68,7 @@ def run_start_pk(*, job: Job) -> int | None:
 
 
 def _weighted(rows: list[tuple], column: int) -> float | None:
-    """The mean of ``column`` over ``rows`` weighted by their windows (as ``scaling.metrics.MetricWindow``
+    """The mean of ``column`` over ``rows`` weighted by their windows (as ``scaling.values.metrics.MetricWindow``
     weights samples by their span); unweighted when no row has a window; None for no rows."""
     if not rows:
         return None

@@ -30,8 +30,16 @@ from django.dispatch import receiver
 
 from sparkclient.contract.messages import ProtocolError
 from sparkclient.contract.spec import KnobTarget
-from sparkclient.contract.standby import (DEFAULT_TTL_S, HandoverState, StandbyAction, StandbyRequest, StandbyStatus,
-                                          read_standby_request, read_standby_status, send_standby_request)
+from sparkclient.contract.standby import (
+    DEFAULT_TTL_S,
+    HandoverState,
+    StandbyAction,
+    StandbyRequest,
+    StandbyStatus,
+    read_standby_request,
+    read_standby_status,
+    send_standby_request,
+)
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.redis import get_redis
 from webapp.outage import REDIS_ERRORS

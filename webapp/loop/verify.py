@@ -5,7 +5,7 @@ The verdict is judged on the numbers the proposal page shows: the frozen predict
 (``Proposal.prediction["capacity_per_s"]``) and the realized one this module stores
 (``verification_detail["realized"]["capacity_per_s"]``, from the latest metric window: the
 stabilization interval and the first windows carry the restart's warm-up), through their relative
-error (``scaling.forecast.capacity_error``) against ``verification_tolerance``:
+error (``scaling.forecast.prediction.capacity_error``) against ``verification_tolerance``:
 
 - **verified**: ``|error| ≤ tolerance`` and the backlog is not growing (or is empty);
 - **ineffective**: the capacity fell short by more than the tolerance on enough batches, or the
@@ -15,9 +15,9 @@ error (``scaling.forecast.capacity_error``) against ``verification_tolerance``:
   to compare, or a capacity above the prediction by more than the tolerance. In ``auto`` mode an inconclusive verdict suspends auto-approval of the job until
   a person turns it back on (Argo Rollouts pauses a rollout on an inconclusive analysis).
 
-The judgement is ``scaling.forecast.verify``; this module reads the windows and stores the verdict,
+The judgement is ``scaling.forecast.prediction.verify``; this module reads the windows and stores the verdict,
 its measured error and the tolerance. The rescale's added lag, measured over its own window
-(``scaling.rescale_cost``), is stored beside the realized values.
+(``scaling.forecast.rescale_cost``), is stored beside the realized values.
 """
 
 from __future__ import annotations
@@ -29,21 +29,22 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from scaling import forecast
-from scaling.forecast import VerdictReason
-from scaling.metrics import true_processing_rate
-from scaling.rescale_cost import WindowEnd
-from scaling.vertex_scaler import is_ineffective
+from scaling.forecast import prediction as forecast
+from scaling.forecast.prediction import VerdictReason
+from scaling.forecast.rescale_cost import WindowEnd
+from scaling.planner.vertex_scaler import is_ineffective
+from scaling.values.metrics import true_processing_rate
 from webapp.jobs.models import JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.loop.rescale_cost import execution_record_cost
+from webapp.loop.restart import verification_delay_s
+from webapp.loop.window import stored_issues
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
 from webapp.proposals.holds import config_direction, scale_up_block_set
 from webapp.proposals.lifecycle import audit
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import capacity_per_s, plan_cores, realized
 from webapp.proposals.rollback import suspend_auto_approve
-from webapp.loop.restart import verification_delay_s
-from webapp.loop.window import stored_issues
+
 
 def verification_due(*, now: datetime) -> list[Proposal]:
     """Succeeded scale proposals not verified yet whose configuration ran long enough."""
@@ -64,7 +65,7 @@ def _number(value) -> float | None:
 
 
 def verdict_reason(check: forecast.Verification) -> Reason:
-    """A verification's reason as stored (code: ``scaling.forecast.VerdictReason``; JSON-ready data:
+    """A verification's reason as stored (code: ``scaling.forecast.prediction.VerdictReason``; JSON-ready data:
     capacities in records/s, ``error`` and ``tolerance`` as shares, ``short`` as
     ``[{vertex_id, realized_tpr, predicted_tpr}]``)."""
     data = {key: round(value, 4) if isinstance(value, float) else value
@@ -97,13 +98,13 @@ def _stage_rates(proposal: Proposal, after: list[MetricSnapshot]) -> list[foreca
 def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[MetricSnapshot], realized_values: dict,
            tolerance: float, stable: list[MetricSnapshot] | None = None,
            load_change_after_s: float | None = None) -> tuple[str, dict, Reason]:
-    """Compare the window ``after`` the change with the plan (``scaling.forecast.verify``), on the
+    """Compare the window ``after`` the change with the plan (``scaling.forecast.prediction.verify``), on the
     predicted capacity frozen in ``proposal.prediction`` and the realized one in ``realized_values``
     (``webapp.proposals.predictions.realized``): the two the page shows. The batches that count as
     evidence are those of ``stable`` (the windows after the stabilization interval; default ``after``):
     a batch that overruns its trigger several times over completes once in several windows.
     ``load_change_after_s``: the load changed that many seconds after the change, before the
-    rescale's backlog was back (its window ended there: ``scaling.rescale_cost``). A not-ready sample
+    rescale's backlog was back (its window ended there: ``scaling.forecast.rescale_cost``). A not-ready sample
     in ``after`` (``MetricSnapshot.not_ready``) makes the verdict inconclusive. Returns
     (result, detail, reason); the detail holds ``error`` and ``tolerance`` (shares) and the reason as
     stored (``verdict``)."""
@@ -145,7 +146,7 @@ def blocks_scale_ups(*, proposal: Proposal, result: str, detail: dict, policy: J
     detection (``job.autoscaler.scaling.effectiveness.*``) on the job's capacity. It blocks when
     ``effectiveness_detection_enabled``, the change scaled up, the verdict is ineffective, and the
     realized capacity gain is below ``effectiveness_threshold`` × the predicted gain
-    (``scaling.vertex_scaler.is_ineffective``, records/s: capacity at the old cores, at the new cores
+    (``scaling.planner.vertex_scaler.is_ineffective``, records/s: capacity at the old cores, at the new cores
     under the plan's rates, and realized); with no capacity to compare, the verdict decides."""
     if not policy.effectiveness_detection_enabled or result != Proposal.Verification.INEFFECTIVE:
         return False
@@ -188,7 +189,7 @@ def proposal_verify(*, proposal: Proposal, now: datetime | None = None) -> Propo
     # The figures and their evidence (batches, window) all from the window the verdict judges.
     values = realized(plan=proposal.job_plan, after=after, finished_at=execution.finished_at,
                       downtime_s=execution.downtime_s, vertices=after_vertices)
-    # The rescale's cost over its own window (scaling.rescale_cost), as the execution stores it: its
+    # The rescale's cost over its own window (scaling.forecast.rescale_cost), as the execution stores it: its
     # added lag now, and whether a load change ended the window before the backlog was back.
     cost = execution_record_cost(execution, now=now)
     values["added_lag_s"] = execution.added_lag_s

@@ -9,11 +9,11 @@ from datetime import timedelta
 
 from django.conf import settings
 
-from scaling import ClusterState, Topology, VertexMetrics
-from scaling.bounds import cores_bound
-from scaling.readiness import NotReady, SampleIssue, issues_from_json
-from scaling.reasons import PlanFormatError
-from scaling.topology import PinCause
+from scaling.forecast.bounds import cores_bound
+from scaling.values.metrics import ClusterState, VertexMetrics
+from scaling.values.readiness import NotReady, SampleIssue, issues_from_json
+from scaling.values.reasons import PlanFormatError
+from scaling.values.topology import PinCause, Topology
 from sparkclient.collector.model_inputs import model_inputs
 from sparkclient.collector.sample import JobSample, VertexSample
 from sparkclient.contract.binding import StageBinding, disagreeing_bindings
@@ -109,7 +109,7 @@ def window_readiness(*, snapshots: Sequence[MetricSnapshot], bindings: Sequence[
 
 def executors_ceiling(*, job: Job) -> int:
     """The most executors a plan may ask for: the least of the policy's ``max_cores``, the executors
-    knob's ``max`` and the cluster's capacity (when known); never below 1 (``scaling.bounds.cores_bound``,
+    knob's ``max`` and the cluster's capacity (when known); never below 1 (``scaling.forecast.bounds.cores_bound``,
     the bound the pages show with its source)."""
     policy = job.policy
     executors = next((k for k in job.knob_specs() if k.sets == KnobTarget.EXECUTORS), None)

@@ -4,7 +4,7 @@ stored as ``{"code": ..., "data": {...}}`` (:class:`Reason`); its text is render
 the data in ``webapp.proposals.reason_text``, never stored, never parsed back.
 
 Codes are unique across the families (a guardrail's code is the ``JobPolicy`` field it names, a
-verification's is ``scaling.forecast.VerdictReason``, a withdrawal's ``WithdrawReason``), so one
+verification's is ``scaling.forecast.prediction.VerdictReason``, a withdrawal's ``WithdrawReason``), so one
 renderer reads any stored reason.
 """
 
@@ -196,7 +196,7 @@ class AuditReason(models.TextChoices):
     RUNNER_ANSWERED = "runner_answered", "runner answered"  # data: attempt, status
     LEASE_REQUEUED = "lease_expired_requeued", "re-enqueued after the lease"  # data: attempt
     APPROVAL_REQUEUED = "approval_requeued", "approval re-enqueued"
-    # data: knob, from_mb, to_mb, reason (the plan's memory-resize reason, scaling.memory)
+    # data: knob, from_mb, to_mb, reason (the plan's memory-resize reason, scaling.planner.memory)
     MEMORY_ADDED = "memory_added", "memory recommendation added"
     # data: end (StandbyWaitEnd), since (ISO 8601), waited_s, bound_s, standby (StandbySeen)
     STANDBY_WAIT_OVER = "standby_wait_over", "auto-approved after waiting for the standby driver"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scaling.options import default
-from scaling.periods import active_period
+from scaling.policy.options import default
+from scaling.policy.periods import active_period
 from webapp.proposals.codes import GuardrailCode, Reason
 
 

@@ -9,8 +9,8 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from scaling.planner import EXECUTORS_KEY
-from scaling.state import state_from_dict
+from scaling.planner.sizing import EXECUTORS_KEY
+from scaling.values.state import state_from_dict
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.plans import stored_plan
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason

@@ -1,4 +1,4 @@
-"""The memory recommendations on the proposals (``scaling.memory``, ``webapp.jobs.memory``): what a person
+"""The memory recommendations on the proposals (``scaling.planner.memory``, ``webapp.jobs.memory``): what a person
 may ask for (the heap, and the other memories the pipeline has a knob for), what the approve form offers
 to add to a pending proposal, the proposal's configuration and plan with it, and the refusal of a
 scale-down while the job is under memory pressure. The services that act on them are in
@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from scaling.memory import MemoryDecision, with_memory
-from scaling.plan import JobPlan
-from scaling.reason_text import reason_text
-from scaling.reasons import Decision, Reason
+from scaling.planner.memory import with_memory
+from scaling.values.memory import MemoryDecision
+from scaling.values.plan import JobPlan
+from scaling.values.reasons import Decision, Reason
+from scaling.words.reason_text import reason_text
 from webapp.jobs.memory import executors_after, heap_decision, job_memory, size_decisions
 from webapp.jobs.models import Job
 from webapp.jobs.plans import reasons_json
@@ -54,7 +55,7 @@ class MemoryOffer:
         return ",".join(self.config)
 
     def applied(self, plan: JobPlan) -> JobPlan:
-        """``plan`` with every change (``scaling.memory.with_memory``)."""
+        """``plan`` with every change (``scaling.planner.memory.with_memory``)."""
         for decision in self.decisions:
             plan = with_memory(plan, decision)
         return plan

@@ -138,13 +138,13 @@ class Execution(models.Model):
                                           "batch start (0 for executors changed in place).")
     added_lag_s = models.FloatField(null=True, blank=True,
                                     help_text="Peak lag during the rescale minus the steady lag before it, seconds "
-                                              "(scaling.rescale_cost).")
+                                              "(scaling.forecast.rescale_cost).")
     catch_up_s = models.FloatField(null=True, blank=True,
                                    help_text="Seconds from the rescale until the backlog was back to its level "
-                                             "before it; empty until it is (scaling.rescale_cost).")
+                                             "before it; empty until it is (scaling.forecast.rescale_cost).")
     time_to_effect_s = models.FloatField(
         null=True, blank=True, help_text="Seconds from the approval to the first batch on the new configuration "
-                                         "(scaling.rescale_cost.measured_time_to_effect_s); empty when nothing "
+                                         "(scaling.forecast.rescale_cost.measured_time_to_effect_s); empty when nothing "
                                          "restarted or the runner did not report its first batch.")
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -4,7 +4,7 @@ The proposal page shows the stored prediction, never a live recomputation: the a
 stay the numbers the approval was given on. After the execution, :func:`realized` measures the same
 quantities from the snapshots of the new configuration; verification stores them beside the verdict.
 
-The formulas are ``scaling.forecast``'s; this module reads them off plans (``scaling.plan.JobPlan``)
+The formulas are ``scaling.forecast.prediction``'s; this module reads them off plans (``scaling.values.plan.JobPlan``)
 and snapshots.
 """
 
@@ -15,11 +15,11 @@ import statistics
 from collections.abc import Iterable
 from datetime import datetime
 
-from scaling import forecast
-from scaling.metrics import job_utilization
-from scaling.microbatch_sizing import EXECUTORS_KEY, busy_share
-from scaling.plan import JobPlan
-from scaling.state import ScalingRecord
+from scaling.forecast import prediction as forecast
+from scaling.planner.sizing import EXECUTORS_KEY, busy_share
+from scaling.values.metrics import job_utilization
+from scaling.values.plan import JobPlan
+from scaling.values.state import ScalingRecord
 from sparkclient.contract.control import RescalePath
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.proposals.models import Execution
@@ -93,7 +93,7 @@ def executor_record(plan: JobPlan, at_s: float, source_ids: set[str] | None = No
 
 def _utilization(plan: JobPlan, cores_new: int) -> float | None:
     """The busy share of the proposed cores at the target rate (0..1), from the micro-batch model's
-    one formula (``scaling.microbatch_sizing.busy_share``, issue 13 acceptance 7): the planner's own
+    one formula (``scaling.planner.sizing.busy_share``, issue 13 acceptance 7): the planner's own
     ``JobPlan.predicted_utilization`` (it includes the observed scaling coefficient), or, for a plan
     without it, ``busy_share`` of the plan's per-vertex ``λ_v / TPR_v`` on its proposed tasks and cores."""
     value = _number(plan.predicted_utilization)
@@ -177,11 +177,11 @@ def realized(*, plan: JobPlan | None, after: list[MetricSnapshot], finished_at: 
              vertices: list[VertexSnapshot]) -> dict:
     """The same quantities as :func:`predict`, measured on the snapshots ``after`` the change (oldest
     first) and their ``vertices``: capacity (records/s, from the realized busy time per source
-    record at the busiest task's pace); utilization at the arrival rate (``scaling.forecast.realized_utilization_at``: the measured
+    record at the busiest task's pace); utilization at the arrival rate (``scaling.forecast.prediction.realized_utilization_at``: the measured
     busy time rescaled to the arrivals, comparable with the prediction "at the target rate"), and the
     measured busy share ``busy_share`` (Σ busy / (window × cores), which includes any catch-up); batch
     ratio, and the measured downtime; the number of completed batches, and no figure when it is 0.
-    The realized catch-up is the execution's own (``Execution.catch_up_s``, ``scaling.rescale_cost``),
+    The realized catch-up is the execution's own (``Execution.catch_up_s``, ``scaling.forecast.rescale_cost``),
     followed past the verification window, so it is not measured here a second way."""
     window_s = sum(s.window_s for s in after)
     out: dict = {"capacity_per_s": None, "utilization": None, "busy_share": None, "batch_ratio": None,

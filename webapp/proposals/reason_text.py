@@ -11,15 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from scaling import reasons as plan_reasons
-from scaling.forecast import VerdictReason
-from scaling.plan import PlanFormatError
-from scaling.reason_text import not_ready_text
-from scaling.reason_text import reason_text as plan_reason_text
+from scaling.forecast.prediction import VerdictReason
+from scaling.values import reasons as plan_reasons
+from scaling.values.plan import PlanFormatError
+from scaling.words.reason_text import not_ready_text
+from scaling.words.reason_text import reason_text as plan_reason_text
 from sparkclient.contract.control import RescalePath
 from webapp.jobs.models import EvaluationHold
-from webapp.proposals.codes import (LEGACY_TEXT, AuditReason, GuardrailCode, HoldCode, Reason, RetryCode, StandbySeen,
-                                    StandbyWaitEnd, ThrottleCode)
+from webapp.proposals.codes import (
+    LEGACY_TEXT,
+    AuditReason,
+    GuardrailCode,
+    HoldCode,
+    Reason,
+    RetryCode,
+    StandbySeen,
+    StandbyWaitEnd,
+    ThrottleCode,
+)
 from webapp.proposals.reasons import WithdrawReason
 
 __all__ = ["PATH_TEXT", "TEMPLATES", "evaluation_hold_text", "path_text", "reason_text", "withdrawal_text"]
@@ -55,7 +64,7 @@ def _minutes(seconds: float) -> str:
 
 def _plan_reason_words(reason: object) -> str:
     """A plan's reason inside an audit reason (``Reason.to_json``) in the plan's words
-    (``scaling.reason_text``); a sentence stored before plan reasons were codes is itself."""
+    (``scaling.words.reason_text``); a sentence stored before plan reasons were codes is itself."""
     if isinstance(reason, str):
         return reason
     try:
@@ -94,7 +103,7 @@ def _capacity_error(data: Mapping) -> str:
 
 
 def _not_ready_words(issue: Mapping) -> str:
-    """A stored not-ready issue (``{code, data}``, ``scaling.readiness.SampleIssue``) in words; its code
+    """A stored not-ready issue (``{code, data}``, ``scaling.values.readiness.SampleIssue``) in words; its code
     when this version cannot read it."""
     try:
         return not_ready_text(str(issue.get("code")), issue.get("data") or {})

@@ -9,7 +9,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from scaling.reasons import legacy_text
+from scaling.values.reasons import legacy_text
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.plans import reasons_json
 from webapp.outage import broker_check
@@ -49,7 +49,7 @@ def start_rollback(*, proposal: Proposal, config: dict, actor, reason: Reason) -
     """In a transaction: ``proposal`` → rolling back, suspend auto-approval, and create the
     rollback proposal (already approved) whose execution restores ``config``. ``reason`` is why
     (a person's comment, or the failure); the rollback has no plan, and its one reason is that
-    reason's words as a text reason (``scaling.reasons.legacy_text``)."""
+    reason's words as a text reason (``scaling.values.reasons.legacy_text``)."""
     now = timezone.now()
     rollback_of = Reason(AuditReason.ROLLBACK_OF, {"proposal": proposal.pk, "cause": reason.as_json()})
     transition(proposal=proposal, target=Status.ROLLING_BACK, actor=actor, reason=reason)

@@ -7,8 +7,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import (Case, Count, Exists, IntegerChoices, IntegerField, OuterRef, Q, QuerySet, Subquery,
-                              Value, When)
+from django.db.models import (
+    Case,
+    Count,
+    Exists,
+    IntegerChoices,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
 from django.utils import timezone
 
 from webapp.jobs.models import Job, MetricSnapshot

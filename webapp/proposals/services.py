@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from scaling.plan import JobPlan
-from scaling.reasons import Decision
+from scaling.values.plan import JobPlan
+from scaling.values.reasons import Decision
 from webapp.jobs.models import Evaluation, Job, JobPolicy
 from webapp.jobs.plans import reasons_json
 from webapp.jobs.selectors import latest_snapshot

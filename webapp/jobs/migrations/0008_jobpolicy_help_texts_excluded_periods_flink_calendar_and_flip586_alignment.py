@@ -22,6 +22,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='jobpolicy',
             name='excluded_periods',
-            field=models.JSONField(blank=True, default=list, help_text='job.autoscaler.excluded.periods (Flink CalendarUtils): JSON list of expressions, each a daily window "HH:mm[:ss]-HH:mm[:ss]" (UTC, may cross midnight, end exclusive), a Quartz cron expression of 6 or 7 fields ("sec min hour day-of-month month day-of-week [year]", ? allowed, no L/W/#), or both joined by "&&"; 5-field Unix cron is still accepted. Plans are computed but not executable inside them (scaling/periods.py).'),
+            field=models.JSONField(blank=True, default=list, help_text='job.autoscaler.excluded.periods (Flink CalendarUtils): JSON list of expressions, each a daily window "HH:mm[:ss]-HH:mm[:ss]" (UTC, may cross midnight, end exclusive), a Quartz cron expression of 6 or 7 fields ("sec min hour day-of-month month day-of-week [year]", ? allowed, no L/W/#), or both joined by "&&"; 5-field Unix cron is still accepted. Plans are computed but not executable inside them (scaling/policy/periods.py).'),
         ),
     ]

@@ -18,6 +18,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='jobpolicy',
             name='algorithm',
-            field=models.CharField(default='ds2', help_text='The scaling policy, by its name in the registry (scaling/algorithms.py): ds2 (FLIP-271 / DS2, default), batch-ratio (SPARK-12133) or min-increase (FLIP-160). Any other name is refused; nothing named here is imported.', max_length=200),
+            field=models.CharField(default='ds2', help_text='The scaling policy, by its name in the registry (scaling/planner/algorithms.py): ds2 (FLIP-271 / DS2, default), batch-ratio (SPARK-12133) or min-increase (FLIP-160). Any other name is refused; nothing named here is imported.', max_length=200),
         ),
     ]

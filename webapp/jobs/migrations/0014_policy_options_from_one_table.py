@@ -1,4 +1,4 @@
-"""Every policy field takes its default, help and bounds from ``scaling.options.OPTIONS``; the
+"""Every policy field takes its default, help and bounds from ``scaling.policy.options.OPTIONS``; the
 observed-scalability options can be set per job; and effectiveness detection, which now switches
 the ineffective-scale-up block, stays on for every existing job (the block always applied before).
 
@@ -44,7 +44,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='jobpolicy',
             name='algorithm',
-            field=models.CharField(default='ds2', help_text='The scaling policy, by its name in the registry (scaling/algorithms.py): ds2 (FLIP-271 / DS2, default), batch-ratio (SPARK-12133) or min-increase (FLIP-160), the last two micro-batch only. Any other name is refused; nothing named here is imported.', max_length=200),
+            field=models.CharField(default='ds2', help_text='The scaling policy, by its name in the registry (scaling/planner/algorithms.py): ds2 (FLIP-271 / DS2, default), batch-ratio (SPARK-12133) or min-increase (FLIP-160), the last two micro-batch only. Any other name is refused; nothing named here is imported.', max_length=200),
         ),
         migrations.AlterField(
             model_name='jobpolicy',
@@ -84,7 +84,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='jobpolicy',
             name='excluded_periods',
-            field=models.JSONField(blank=True, default=list, help_text='job.autoscaler.excluded.periods: Flink CalendarUtils expressions, as a JSON list: a daily window "HH:mm[:ss[:SSS]]-HH:mm[:ss[:SSS]]" (UTC, both ends inclusive, start before end: across midnight is two windows, "22:00-23:59:59:999" and "00:00-06:00"), a Quartz cron expression of 6 or 7 fields ("sec min hour day-of-month month day-of-week [year]", ? allowed, no L/W/#), or both joined by "&&"; 5-field Unix cron is still accepted. Plans are computed but not executable inside them (scaling/periods.py).'),
+            field=models.JSONField(blank=True, default=list, help_text='job.autoscaler.excluded.periods: Flink CalendarUtils expressions, as a JSON list: a daily window "HH:mm[:ss[:SSS]]-HH:mm[:ss[:SSS]]" (UTC, both ends inclusive, start before end: across midnight is two windows, "22:00-23:59:59:999" and "00:00-06:00"), a Quartz cron expression of 6 or 7 fields ("sec min hour day-of-month month day-of-week [year]", ? allowed, no L/W/#), or both joined by "&&"; 5-field Unix cron is still accepted. Plans are computed but not executable inside them (scaling/policy/periods.py).'),
         ),
         migrations.AlterField(
             model_name='jobpolicy',

@@ -1,4 +1,4 @@
-"""``Evaluation.decision`` takes ``scaling.reasons.Decision``'s values and ``Evaluation.hold`` the
+"""``Evaluation.decision`` takes ``scaling.values.reasons.Decision``'s values and ``Evaluation.hold`` the
 ``EvaluationHold`` codes (choices); stored spellings of a decision with an underscore are mapped."""
 
 from django.db import migrations, models

@@ -1,4 +1,4 @@
-"""The measured signals' options, from ``scaling.options.OPTIONS``: SPARK-12133's batch ratio and the
+"""The measured signals' options, from ``scaling.policy.options.OPTIONS``: SPARK-12133's batch ratio and the
 backlog growth veto scale-downs (``scale_down_veto_batch_ratio`` 0.9, ``scale_down_veto_backlog_growth``
 0.05), a persistent overrun scales up (``batch_overrun_ratio`` 1.0). Existing jobs take the defaults."""
 

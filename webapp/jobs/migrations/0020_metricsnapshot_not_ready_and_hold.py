@@ -1,4 +1,4 @@
-"""MetricSnapshot.not_ready (why a sample is not ready, scaling.readiness; the database default is
+"""MetricSnapshot.not_ready (why a sample is not ready, scaling.values.readiness; the database default is
 "ready", for rows written without the ORM) and the evaluation hold samples_not_ready (no scale-down
 on a window holding such a sample)."""
 
@@ -17,7 +17,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='metricsnapshot',
             name='not_ready',
-            field=models.JSONField(blank=True, db_default=[], default=list, help_text='Why the sample is not ready: [{code, data}] (scaling.readiness.SampleIssue); empty: ready. A window holding one never scales down.'),
+            field=models.JSONField(blank=True, db_default=[], default=list, help_text='Why the sample is not ready: [{code, data}] (scaling.values.readiness.SampleIssue); empty: ready. A window holding one never scales down.'),
         ),
         migrations.AlterField(
             model_name='evaluation',

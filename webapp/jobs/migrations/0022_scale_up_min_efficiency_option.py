@@ -1,4 +1,4 @@
-"""The diminishing-returns option from ``scaling.options.OPTIONS``: cores are added only while each step
+"""The diminishing-returns option from ``scaling.policy.options.OPTIONS``: cores are added only while each step
 brings at least ``scale_up_min_efficiency`` (0.3) of the gain linear scaling would bring. Existing jobs
 take the default."""
 

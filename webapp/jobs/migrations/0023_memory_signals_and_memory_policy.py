@@ -1,5 +1,5 @@
 """Memory: each snapshot stores the window's GC share, heap at peak and maximum and the memory signals
-(sparkclient.collector.memory); each job's policy gets the memory options of scaling.options.OPTIONS (the
+(sparkclient.collector.memory); each job's policy gets the memory options of scaling.policy.options.OPTIONS (the
 pressure gate's thresholds, the recommendation's overhead and bounds, and memory_apply, off: recommend-only).
 Existing jobs and snapshots take the defaults (no memory measured)."""
 

@@ -13,7 +13,7 @@ from webapp.jobs.policy_mapping import policy_errors
 class JobPolicy(models.Model):
     """Per-job scaling policy. Names mirror Flink's ``job.autoscaler.*`` options (``scaling.Policy``),
     Flink's restart strategies (FLIP-160 / ``restart-strategy.*``) for retries, and the guardrails
-    that bound auto-approval. Every option field is built from its row of ``scaling.options.OPTIONS``
+    that bound auto-approval. Every option field is built from its row of ``scaling.policy.options.OPTIONS``
     (default, help, bounds, choices). ``clean()`` validates the whole row through ``scaling.Policy``."""
 
     Mode = choices_enum("mode")
@@ -81,7 +81,7 @@ class JobPolicy(models.Model):
     failure_rate_interval_s = option_field("failure_rate_interval_s")
     verification_windows = option_field("verification_windows")
     verification_tolerance = option_field("verification_tolerance")
-    # --- memory: the pressure gate and the recommend-only right-sizing (scaling.memory) ---------------
+    # --- memory: the pressure gate and the recommend-only right-sizing (scaling.planner.memory) ---------------
     memory_gc_pressure_threshold = option_field("memory_gc_pressure_threshold")
     memory_heap_usage_threshold = option_field("memory_heap_usage_threshold")
     memory_tuning_overhead = option_field("memory_tuning_overhead")

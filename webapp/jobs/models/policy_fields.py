@@ -1,4 +1,4 @@
-"""Django fields of a job's policy, built from the one option table (``scaling.options.OPTIONS``):
+"""Django fields of a job's policy, built from the one option table (``scaling.policy.options.OPTIONS``):
 the default, help text, bounds (as validators) and choices of each field are the table's."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from scaling.option_types import Kind, Option, number_text
-from scaling.options import OPTION
+from scaling.policy.option_types import Kind, Option, number_text
+from scaling.policy.options import OPTION
 
 
 def help_text(option: Option) -> str:

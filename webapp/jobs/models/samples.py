@@ -7,11 +7,11 @@ import math
 
 from django.db import models
 
-from scaling.reasons import Decision
+from scaling.values.reasons import Decision
 from webapp.jobs.models.job import Job
 from webapp.jobs.plans import StoredPlanMixin
 
-#: ``Evaluation.decision``: the planner's job-level outcome (``scaling.reasons.Decision``).
+#: ``Evaluation.decision``: the planner's job-level outcome (``scaling.values.reasons.Decision``).
 EvaluationDecision = models.TextChoices("EvaluationDecision", [(d.name, (d.value, d.value)) for d in Decision])
 
 
@@ -27,7 +27,7 @@ class EvaluationHold(models.TextChoices):
     RESTART_CATCH_UP = "restart_catch_up", "restart catch-up"
     # An execution was verified ineffective: scale-ups of its knobs wait until a person clears the block.
     SCALE_UP_BLOCKED = "scale_up_blocked", "scale-up blocked"
-    # A sample of the window is not ready (``scaling.readiness``): no scale-down on it, whatever the
+    # A sample of the window is not ready (``scaling.values.readiness``): no scale-down on it, whatever the
     # algorithm planned.
     SAMPLES_NOT_READY = "samples_not_ready", "samples not ready"
 
@@ -94,7 +94,7 @@ class MetricSnapshot(models.Model):
                                          "SCALER_COLLECT_MAX_REQUESTS); empty when not counted.")
     not_ready = models.JSONField(
         default=list, db_default=[], blank=True, help_text="Why the sample is not ready: [{code, data}] "
-        "(scaling.readiness.SampleIssue); empty: ready. A window holding one never scales down.")
+        "(scaling.values.readiness.SampleIssue); empty: ready. A window holding one never scales down.")
     gc_share = models.FloatField(null=True, blank=True, help_text="Share of the window's task time spent in GC "
                                  "(Σ jvmGcTime / Σ executorRunTime of its stages, 0..1); empty when unknown.")
     heap_peak_bytes = models.BigIntegerField(null=True, blank=True, help_text="Heap used at its peak in the window "

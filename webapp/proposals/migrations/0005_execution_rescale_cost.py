@@ -13,12 +13,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='execution',
             name='added_lag_s',
-            field=models.FloatField(blank=True, help_text='Peak lag during the rescale minus the steady lag before it, seconds (scaling.rescale_cost).', null=True),
+            field=models.FloatField(blank=True, help_text='Peak lag during the rescale minus the steady lag before it, seconds (scaling.forecast.rescale_cost).', null=True),
         ),
         migrations.AddField(
             model_name='execution',
             name='catch_up_s',
-            field=models.FloatField(blank=True, help_text='Seconds from the rescale until the backlog was back to its level before it; empty until it is (scaling.rescale_cost).', null=True),
+            field=models.FloatField(blank=True, help_text='Seconds from the rescale until the backlog was back to its level before it; empty until it is (scaling.forecast.rescale_cost).', null=True),
         ),
         migrations.AddField(
             model_name='execution',

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='execution',
             name='time_to_effect_s',
-            field=models.FloatField(blank=True, help_text='Seconds from the approval to the first batch on the new configuration (scaling.rescale_cost.measured_time_to_effect_s); empty when nothing restarted or the runner did not report its first batch.', null=True),
+            field=models.FloatField(blank=True, help_text='Seconds from the approval to the first batch on the new configuration (scaling.forecast.rescale_cost.measured_time_to_effect_s); empty when nothing restarted or the runner did not report its first batch.', null=True),
         ),
     ]

@@ -12,8 +12,8 @@ from datetime import timezone as dt_timezone
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from scaling.policy import PolicyError
-from scaling.replay import ReplayStep, describe, replay
+from scaling.policy.option_types import PolicyError
+from scaling.scenario.replay import ReplayStep, describe, replay
 from webapp.jobs.models import Job
 from webapp.jobs.plans import reason_json
 from webapp.jobs.policy_mapping import scaling_policy

@@ -1,0 +1,1 @@
+"""The decision: the one door (``decide``), the continuous and micro-batch planners and what they size with."""

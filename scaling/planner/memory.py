@@ -1,0 +1,253 @@
+"""Memory: the pressure gate and the recommend-only heap size.
+
+- **Pressure** (Flink ``ScalingExecutor.isJobUnderMemoryPressure``, FLINK-33764): above a GC share
+  (``job.autoscaler.memory.gc-pressure.threshold``) or a heap usage
+  (``job.autoscaler.memory.heap-usage.threshold``) the job is under memory pressure. Flink then
+  computes no scaling at all; a Spark job that spends its time in GC looks slow for the wrong reason,
+  so here a scale-down of any kind is held (:func:`hold_under_pressure`) and a scale-up goes ahead
+  only with the pressure named in its reasons (more executors spread the state and the heap use).
+  Flink reads the GC time per second of wall time; Spark reports GC time inside the task time
+  (``jvmGcTime`` of ``executorRunTime``), so the share here is of task time. Flink takes the newest
+  GC pressure and the window's mean heap usage; so does :func:`memory_pressure`.
+- **Recommendation** (Flink ``MemoryTuning``, ``job.autoscaler.memory.tuning.overhead``): the heap
+  used at its peak in the window × (1 + overhead), rounded up to :data:`GRANULARITY_MB`, within the
+  policy's bounds (:func:`recommend_heap`). It names a size, it starts nothing.
+- **Applying it** (:func:`memory_decision`, :func:`with_memory`): only through a pipeline's ``memory``
+  knob. Recommend-only by default (Flink ``memory.tuning.enabled`` false reports the recommendation as
+  an event); with ``memory_apply`` a plan changes the heap on its own only under memory pressure, and
+  otherwise with a change of another knob ("recommend memory, but don't restart me for it alone").
+  An increase is a scale-up, a decrease a scale-down: never under pressure or on a window that is
+  not ready. A heap is fixed at a JVM's start, so a change starts a new one (Flink restarts the
+  TaskManagers with the tuned memory; here the warm handover).
+
+Sizes are MB (2^20 bytes, Spark's ``m`` suffix), shares 0..1. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import replace
+
+from scaling.values.memory import (
+    GRANULARITY_MB,
+    MB,
+    HeapRecommendation,
+    MemoryDecision,
+    MemoryReading,
+    Pressure,
+    PressureSignal,
+)
+from scaling.values.plan import JobPlan, MemorySize
+from scaling.values.reasons import Decision, MemoryKind, MemoryStep
+
+__all__ = ["STATE_FULL_SHARE", "gc_share", "hold_under_pressure", "memory_decision", "memory_pressure", "plan_scales_up",
+           "recommend_heap", "recommend_overhead", "recommend_state_memory", "with_memory"]
+
+
+def gc_share(gc_ms: float, task_ms: float) -> float | None:
+    """``gc_ms / task_ms`` clipped to [0, 1] (GC runs inside the task time it is counted in: Spark's
+    ``jvmGcTime`` within ``executorRunTime``); None for no task time."""
+    if task_ms <= 0:
+        return None
+    return min(1.0, max(0.0, gc_ms / task_ms))
+
+
+def memory_pressure(readings: Sequence[MemoryReading], *, gc_threshold: float,
+                    heap_threshold: float) -> Pressure | None:
+    """The pressure of a window of ``readings`` (oldest first), or None when no signal is above its
+    threshold (or none is measured). GC: the newest measured share ``> gc_threshold``; heap: the mean
+    measured usage ``> heap_threshold`` (Flink compares with ``>``, so a threshold of 1 never fires)."""
+    shares = [r.gc_share for r in readings if r.gc_share is not None]
+    usages = [u for u in (r.heap_usage for r in readings) if u is not None]
+    gc_share = shares[-1] if shares else None
+    heap_usage = statistics.fmean(usages) if usages else None
+    signals = []
+    if gc_share is not None and gc_share > gc_threshold:
+        signals.append(PressureSignal.GC)
+    if heap_usage is not None and heap_usage > heap_threshold:
+        signals.append(PressureSignal.HEAP)
+    if not signals:
+        return None
+    peak = max((r for r in readings if r.heap_peak_bytes is not None and r.heap_max_bytes),
+               key=lambda r: r.heap_peak_bytes or 0, default=None)
+    return Pressure(tuple(signals), gc_share, gc_threshold, heap_usage, heap_threshold,
+                    peak.heap_peak_bytes / MB if peak and peak.heap_peak_bytes is not None else None,
+                    peak.heap_max_bytes / MB if peak and peak.heap_max_bytes else None)
+
+
+def hold_under_pressure(plan: JobPlan, pressure: Pressure | None, *, scales_up: bool) -> JobPlan:
+    """``plan`` through the memory gate. No pressure: unchanged. Under pressure, a plan that is not
+    a pure scale-up (``scales_up``: every knob it changes grows) is ``blocked`` with ``memory-pressure``
+    first in its reasons and no autoscaler memory carried over (no scale-down is held for later,
+    as Flink skips the scaling summary); a scale-up keeps its decision with the reason added."""
+    if pressure is None:
+        return plan
+    reasons = (pressure.reason(), *plan.reasons)
+    if scales_up and plan.decision == Decision.SCALE:
+        return replace(plan, reasons=reasons)
+    if plan.decision != Decision.SCALE:
+        return replace(plan, reasons=reasons, next_state=None)
+    return replace(plan, decision=Decision.BLOCKED, reasons=reasons, next_state=None,
+                   executors_proposed=plan.executors_current,
+                   vertices=tuple(replace(v, proposed=v.current) for v in plan.vertices))
+
+
+def plan_scales_up(plan: JobPlan) -> bool:
+    """Whether ``plan`` only grows: no vertex and no executor count below its current value (the
+    ``scales_up`` of :func:`hold_under_pressure` for a plan alone)."""
+    executors_down = plan.executors_proposed is not None and plan.executors_current is not None \
+        and plan.executors_proposed < plan.executors_current
+    return not executors_down and all(v.proposed >= v.current for v in plan.vertices)
+
+
+def _rounded_mb(wanted_mb: float, min_mb: int, max_mb: int) -> int:
+    """``wanted_mb`` rounded up to a multiple of :data:`GRANULARITY_MB`, clamped to ``[min_mb, max_mb]``."""
+    return min(max_mb, max(min_mb, math.ceil(wanted_mb / GRANULARITY_MB) * GRANULARITY_MB))
+
+
+def recommend_heap(*, peak_bytes: int, max_bytes: int, overhead: float, min_mb: int, max_mb: int,
+                   executors: int = 1, pressure_growth: float | None = None) -> HeapRecommendation:
+    """The heap each executor needs: ``peak × (1 + overhead)`` (Flink ``memory.tuning.overhead``),
+    rounded up to a multiple of :data:`GRANULARITY_MB`, clamped to ``[min_mb, max_mb]`` (MB).
+    ``peak_bytes``: heap used at its peak over the window; ``max_bytes``: the heap maximum it runs
+    with. Under memory pressure (``pressure_growth`` given, ``memory_pressure_growth``) the peak is
+    capped by the maximum and understates the need, so the heap is at least ``max × pressure_growth``:
+    a doubling search while the pressure lasts (Flink's ``MemoryTuning`` sizes from the peak alone,
+    as its heap-usage gate is off by default). Raises ``ValueError`` for a negative size or
+    overhead, a growth below 1, or ``min_mb > max_mb``."""
+    if peak_bytes < 0 or max_bytes < 0 or overhead < 0 or min_mb > max_mb or executors < 1 \
+            or (pressure_growth is not None and pressure_growth < 1):
+        raise ValueError(f"recommend_heap: peak {peak_bytes}, max {max_bytes}, overhead {overhead}, "
+                         f"bounds [{min_mb}, {max_mb}] MB, executors {executors}, growth {pressure_growth}")
+    wanted_mb = max(peak_bytes * (1 + overhead), max_bytes * (pressure_growth or 0)) / MB
+    return HeapRecommendation(current_mb=round(max_bytes / MB), recommended_mb=_rounded_mb(wanted_mb, min_mb, max_mb),
+                              peak_mb=peak_bytes / MB, overhead=overhead, executors=executors)
+
+
+#: A state-memory bound is full when the state stores use at least this share of it: an LRU cache at
+#: its capacity reads within a few per cent of it (above it, without RocksDB's strict limit).
+STATE_FULL_SHARE = 0.98
+
+
+def recommend_state_memory(*, used_bytes: int, bound_mb: int, overhead: float, min_mb: int, max_mb: int,
+                           growth: float, executors: int = 1) -> HeapRecommendation | None:
+    """The RocksDB state memory each JVM needs under bounded memory, or None to keep ``bound_mb``.
+
+    ``used_bytes``: the state stores' memory of one JVM at its peak over the window (RocksDB's
+    ``memoryUsedBytes``: block cache, memtables, index and filter blocks). Use below
+    ``bound / (1 + overhead)`` shrinks the bound to ``used × (1 + overhead)`` (no use at all: to
+    ``min_mb``, as Flink ``MemoryTuning.adjustManagedMemory`` gives back managed memory RocksDB does
+    not use). A cache fills whatever it is given, so a full bound (:data:`STATE_FULL_SHARE`) says
+    only that the state may need more, as a heap peak at its maximum does: it grows × ``growth``
+    (``memory_pressure_growth``; Flink keeps the configured size, but a bound shrunk while the state
+    was small must be able to grow back with it). Between the two it stays. Rounded up to
+    :data:`GRANULARITY_MB`, within ``[min_mb, max_mb]``. Raises ``ValueError`` for a negative size or
+    overhead, or a growth below 1."""
+    if used_bytes < 0 or bound_mb < 0 or overhead < 0 or min_mb > max_mb or executors < 1 or growth < 1:
+        raise ValueError(f"recommend_state_memory: used {used_bytes} B, bound {bound_mb} MB, overhead {overhead}, "
+                         f"bounds [{min_mb}, {max_mb}] MB, executors {executors}, growth {growth}")
+    full = used_bytes >= STATE_FULL_SHARE * bound_mb * MB
+    if full:
+        wanted = _rounded_mb(bound_mb * growth, min_mb, max_mb)
+    else:
+        wanted = _rounded_mb(used_bytes * (1 + overhead) / MB, min_mb, max_mb) if used_bytes else min_mb
+    if (wanted <= bound_mb) if full else (wanted >= bound_mb):
+        return None
+    return HeapRecommendation(current_mb=bound_mb, recommended_mb=wanted, peak_mb=used_bytes / MB,
+                              overhead=overhead, executors=executors, kind=MemoryKind.STATE)
+
+
+def recommend_overhead(*, nonheap_peak_bytes: int, state_bytes: int, current_mb: int, overhead: float,
+                       min_mb: int, max_mb: int, executors: int = 1) -> HeapRecommendation:
+    """The non-heap memory each executor needs (``spark.executor.memoryOverhead``): its non-heap use
+    at peak (``nonheap_peak_bytes``: the JVM's off-heap, direct and mapped pools, Python workers)
+    plus the RocksDB memory it may hold (``state_bytes``: the state memory bound, or the use without
+    one), × (1 + overhead), rounded up to :data:`GRANULARITY_MB`, within ``[min_mb, max_mb]`` (Flink
+    ``MemoryTuning.determineNewSize`` sizes each pool from its use the same way). Both ways: a
+    container that outgrows it is killed by its cluster manager. Raises ``ValueError`` for a
+    negative size or overhead."""
+    if nonheap_peak_bytes < 0 or state_bytes < 0 or current_mb < 0 or overhead < 0 or min_mb > max_mb \
+            or executors < 1:
+        raise ValueError(f"recommend_overhead: non-heap {nonheap_peak_bytes} B, state {state_bytes} B, current "
+                         f"{current_mb} MB, overhead {overhead}, bounds [{min_mb}, {max_mb}] MB, executors {executors}")
+    used_mb = (nonheap_peak_bytes + state_bytes) / MB
+    recommended = _rounded_mb(used_mb * (1 + overhead), min_mb, max_mb)
+    return HeapRecommendation(current_mb=current_mb, recommended_mb=recommended, peak_mb=used_mb, overhead=overhead,
+                              executors=executors, kind=MemoryKind.OVERHEAD)
+
+
+def memory_decision(heap: HeapRecommendation, *, knob: str | None, current_mb: int | None,
+                    bounds: tuple[int, int] = (1, 1 << 30), apply: bool, under_pressure: bool, ready: bool = True,
+                    other_changes: bool = False, requested: bool = False,
+                    along_factor: float | None = None, executors_after: int | None = None) -> MemoryDecision:
+    """Whether a plan changes the heap to the recommendation ``heap`` (see the module docstring).
+
+    ``knob`` / ``current_mb`` / ``bounds``: the pipeline's memory knob, its running value and its
+    ``[min, max]`` (MB; None: no knob, recommend-only); ``apply``: the job's ``memory_apply``;
+    ``ready``: the window is ready (``scaling.values.readiness``); ``other_changes``: the plan changes another
+    knob anyway; ``requested``: a person asks for it (whatever ``apply`` says). The order: no knob,
+    at the knob's bound, a decrease under pressure or not ready (held), requested, recommend-only,
+    with another change, alone under pressure (the heap only: the pressure is the heap's), else it
+    waits. ``along_factor``
+    (``guard_max_change_factor``): a heap that rides along moves at most by this factor, in whole
+    :data:`GRANULARITY_MB` steps, so it never holds the change it rides with from auto-approval (the
+    rest follows with the next rescale); a move that rounds to nothing is held. ``executors_after``:
+    the JVMs the plan runs on, when it changes their number (:meth:`HeapRecommendation.on_executors`)."""
+    if executors_after is not None:
+        heap = heap.on_executors(executors_after)
+    if knob is None or current_mb is None:
+        return MemoryDecision(MemoryStep.NO_KNOB, heap, under_pressure)
+    target = min(bounds[1], max(bounds[0], heap.recommended_mb))
+    decrease = target < current_mb
+    if target == current_mb:
+        step = MemoryStep.AT_BOUND
+    elif decrease and (under_pressure or not ready):
+        step = MemoryStep.HELD
+    elif requested:
+        step = MemoryStep.REQUESTED
+    elif not apply:
+        step = MemoryStep.RECOMMEND_ONLY
+    elif other_changes:
+        step = MemoryStep.ALONG
+        if along_factor is not None:
+            target = _within_factor(target, current_mb, along_factor)
+            step = MemoryStep.ALONG if target != current_mb else MemoryStep.HELD
+    elif under_pressure and heap.kind is MemoryKind.HEAP:
+        step = MemoryStep.ALONE
+    else:
+        step = MemoryStep.WAITS
+    return MemoryDecision(step, heap, under_pressure, knob, current_mb, target)
+
+
+def _within_factor(target_mb: int, current_mb: int, factor: float) -> int:
+    """``target_mb`` moved at most ``factor`` away from ``current_mb``, rounded towards it to whole
+    :data:`GRANULARITY_MB` steps (never past it)."""
+    if target_mb < current_mb:
+        floor_mb = math.ceil(current_mb / factor / GRANULARITY_MB) * GRANULARITY_MB
+        return min(current_mb, max(target_mb, floor_mb))
+    ceiling_mb = math.floor(current_mb * factor / GRANULARITY_MB) * GRANULARITY_MB
+    return max(current_mb, min(target_mb, ceiling_mb))
+
+
+def with_memory(plan: JobPlan, decision: MemoryDecision | None) -> JobPlan:
+    """``plan`` with the memory ``decision`` (None: unchanged): the heap's fields, or for another kind
+    its :class:`~scaling.values.plan.MemorySize` (none without a knob), and, when the size changes,
+    ``memory-resize`` added to its reasons; a plan that changed nothing else becomes a memory-only
+    ``scale`` (every vertex and the executors stay as they run)."""
+    if decision is None:
+        return plan
+    if decision.heap.kind is MemoryKind.HEAP:
+        plan = replace(plan, memory_current_mb=decision.current_mb, memory_proposed_mb=decision.proposed_mb,
+                       memory_step=decision.step)
+    elif decision.knob is not None and decision.current_mb is not None and decision.proposed_mb is not None:
+        size = MemorySize(decision.heap.kind, decision.knob, decision.current_mb, decision.proposed_mb, decision.step)
+        plan = replace(plan, memory_sizes=(*(m for m in plan.memory_sizes if m.kind != size.kind), size))
+    if not decision.changes:
+        return plan
+    plan = replace(plan, reasons=(*plan.reasons, decision.reason()))
+    if plan.decision == Decision.SCALE:
+        return plan
+    return replace(plan, decision=Decision.SCALE, executors_proposed=plan.executors_current,
+                   vertices=tuple(replace(v, proposed=v.current) for v in plan.vertices))

@@ -1,0 +1,140 @@
+"""Memory as the model sees it: the window's readings, the pressure found in them, a recommended size
+and what a plan does with it (the formulas and the rule: ``scaling.planner.memory``). Sizes are MB
+(2^20 bytes, Spark's ``m`` suffix), shares 0..1."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from scaling.values.reasons import MemoryKind, MemoryStep, PlanReason, Reason
+
+MB = 1024 * 1024
+#: Recommended heaps are whole multiples of this, MB.
+GRANULARITY_MB = 64
+
+
+class PressureSignal(StrEnum):
+    """Which threshold a job under memory pressure is above."""
+
+    GC = "gc"       # the GC share of task time
+    HEAP = "heap"   # heap used at its peak / heap maximum
+
+
+@dataclass(frozen=True)
+class MemoryReading:
+    """One metric window's memory: GC share of task time (0..1), heap at peak and heap maximum of the
+    executor closest to its maximum, bytes. Each None when not measured."""
+
+    gc_share: float | None
+    heap_peak_bytes: int | None
+    heap_max_bytes: int | None
+
+    @property
+    def heap_usage(self) -> float | None:
+        """Heap at peak / heap maximum; None when either is unknown."""
+        if self.heap_peak_bytes is None or not self.heap_max_bytes:
+            return None
+        return self.heap_peak_bytes / self.heap_max_bytes
+
+
+@dataclass(frozen=True)
+class Pressure:
+    """A job under memory pressure: the signals above their thresholds and the figures.
+
+    ``gc_share``: the newest window's GC share; ``heap_usage``: the mean over the windows;
+    ``heap_peak_mb`` / ``heap_max_mb``: the highest peak of the windows and its heap maximum."""
+
+    signals: tuple[PressureSignal, ...]
+    gc_share: float | None
+    gc_threshold: float
+    heap_usage: float | None
+    heap_threshold: float
+    heap_peak_mb: float | None
+    heap_max_mb: float | None
+
+    def reason(self) -> Reason:
+        """``memory-pressure`` with the figures (``scaling.words.reason_text`` renders it)."""
+        return Reason(PlanReason.MEMORY_PRESSURE, None, {
+            "signal": ",".join(str(s) for s in self.signals), "gc_share": self.gc_share,
+            "gc_threshold": self.gc_threshold, "heap_usage": self.heap_usage, "heap_threshold": self.heap_threshold,
+            "heap_peak_mb": self.heap_peak_mb, "heap_max_mb": self.heap_max_mb})
+
+
+@dataclass(frozen=True)
+class HeapRecommendation:
+    """A memory size for each executor (in local mode, the driver), of ``kind`` (the heap unless said).
+
+    ``current_mb``: the size it runs with; ``recommended_mb``: the size recommended; ``peak_mb``:
+    the use at its peak it is sized from; ``executors``: how many JVMs run with it."""
+
+    current_mb: int
+    recommended_mb: int
+    peak_mb: float
+    overhead: float
+    executors: int = 1
+    kind: MemoryKind = MemoryKind.HEAP
+
+    @property
+    def saves_mb(self) -> int:
+        """Heap freed over every executor, MB (negative: the heap grows)."""
+        return (self.current_mb - self.recommended_mb) * self.executors
+
+    @property
+    def changes(self) -> bool:
+        """Whether the recommendation differs from the running size."""
+        return self.recommended_mb != self.current_mb
+
+    def on_executors(self, executors: int) -> HeapRecommendation:
+        """The recommendation for the job run on ``executors`` JVMs instead: with fewer, each holds a
+        larger share of the data (state, cached and shuffled blocks), so the peak is scaled by
+        ``self.executors / executors`` (an upper bound: all heap use follows the data); with more, the
+        peak stays (the JVM's own use does not shrink). Never below the recommendation as it was."""
+        if executors < 1:
+            raise ValueError(f"on_executors: {executors} executors")
+        if executors >= self.executors or self.kind is not MemoryKind.HEAP:
+            return replace(self, executors=executors)
+        peak_mb = self.peak_mb * self.executors / executors
+        wanted = math.ceil(peak_mb * (1 + self.overhead) / GRANULARITY_MB) * GRANULARITY_MB
+        return replace(self, peak_mb=peak_mb, recommended_mb=max(self.recommended_mb, wanted), executors=executors)
+
+    def to_json(self) -> dict:
+        return {"kind": str(self.kind), "current_mb": self.current_mb, "recommended_mb": self.recommended_mb,
+                "peak_mb": self.peak_mb, "overhead": self.overhead, "executors": self.executors,
+                "saves_mb": self.saves_mb}
+
+
+#: The steps whose plan changes the heap.
+APPLIED = frozenset({MemoryStep.ALONE, MemoryStep.ALONG, MemoryStep.REQUESTED})
+
+
+@dataclass(frozen=True)
+class MemoryDecision:
+    """What a plan does with a heap recommendation: ``step``; ``knob`` the memory knob and its value
+    ``current_mb`` now and ``proposed_mb`` after (MB; equal when the plan leaves it; all three None
+    without a memory knob); ``target_mb`` the recommendation within the knob's bounds."""
+
+    step: MemoryStep
+    heap: HeapRecommendation
+    under_pressure: bool
+    knob: str | None = None
+    current_mb: int | None = None
+    target_mb: int | None = None
+
+    @property
+    def proposed_mb(self) -> int | None:
+        return self.target_mb if self.step in APPLIED else self.current_mb
+
+    @property
+    def changes(self) -> bool:
+        return self.proposed_mb != self.current_mb
+
+    def reason(self) -> Reason:
+        """``memory-resize`` with the figures (``scaling.words.reason_text`` renders it): ``saves_mb`` over
+        every executor (negative: the heap grows), ``under_pressure`` 1 or 0 (a reason's data holds no booleans)."""
+        saves = ((self.current_mb or 0) - (self.target_mb or 0)) * self.heap.executors
+        return Reason(PlanReason.MEMORY_RESIZE, None, {
+            "knob": self.knob, "current_mb": self.current_mb, "recommended_mb": self.target_mb,
+            "peak_mb": round(self.heap.peak_mb, 1), "saves_mb": saves, "under_pressure": int(self.under_pressure),
+            "step": str(self.step), "kind": str(self.heap.kind)})

@@ -1,0 +1,1 @@
+"""Words for people: reasons and options rendered as text, in one place."""

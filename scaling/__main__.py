@@ -1,4 +1,4 @@
-"""``python -m scaling evaluate FILE.json|-`` (SCENARIO.md), ``python -m scaling perf``,
+"""``python -m scaling evaluate FILE.json|- [--plans]`` (SCENARIO.md), ``python -m scaling perf``,
 ``python -m scaling bench [--quick] [--json FILE] [--report FILE] [--seed N]``,
 ``python -m scaling bench --convergence [--compare-busy-cap]`` and
 ``python -m scaling options --markdown`` (docs/POLICY.md).
@@ -9,11 +9,10 @@ Exit status: 0 on success, 2 on invalid input (one line on stderr naming the fie
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from scaling.bench.perf import run as run_perf
-from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.scenario.cli import evaluate_command
 from scaling.words.options_doc import markdown
 
 
@@ -22,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     ev = sub.add_parser("evaluate", help="evaluate a scenario (SCENARIO.md); '-' reads stdin")
     ev.add_argument("file")
+    ev.add_argument("--plans", action="store_true", help="print each step's plan in its stored form (JobPlan.to_json)")
     perf = sub.add_parser("perf", help="time one evaluation of a 1,000-vertex random DAG by both planners")
     perf.add_argument("--vertices", type=int, default=1000)
     perf.add_argument("--samples", type=int, default=240)
@@ -67,20 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         print(f"error: file: cannot read {args.file}: {exc}".replace("\n", " "), file=sys.stderr)
         return 2
-    code, out = evaluate_command(text)
+    code, out = evaluate_command(text, plans=args.plans)
     print(out, file=sys.stdout if code == 0 else sys.stderr)
     return code
-
-
-def evaluate_command(text: str) -> tuple[int, str]:
-    """What ``python -m scaling evaluate`` does with a document, in-process: ``(0, plan JSON)`` or
-    ``(2, "error: <field>: <what is wrong>")`` (one line). Only ``ScenarioError`` is an input
-    error; anything else is a bug and propagates (the fuzz test would catch it)."""
-    try:
-        result = evaluate_text(text)
-    except ScenarioError as exc:
-        return 2, f"error: {exc}".replace("\n", " ")
-    return 0, json.dumps(result, indent=2)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from scaling.sim.baselines import config_for_load
 from scaling.sim.engine import Config, PolicyController, RunResult, capacity_per_s, derive_seed, simulate
 from scaling.sim.topologies import CATALOG
 from scaling.sim.topologies import job as make_job
+from scaling.values.mode import Mode
 
 START_FRACTION = 8
 """The start is the needed parallelism divided by this (DS2's experiments start far below it)."""
@@ -44,10 +45,10 @@ class ConvergenceRow:
     lost: float
 
 
-def _start(needed: Config, mode: str, adjustable: set[str]) -> Config:
+def _start(needed: Config, mode: Mode, adjustable: set[str]) -> Config:
     parallelism = {vid: max(1, p // START_FRACTION) if vid in adjustable else p
                    for vid, p in needed.parallelism.items()}
-    cores = max(1, (needed.cores or 1) // START_FRACTION) if mode == "micro-batch" else None
+    cores = max(1, (needed.cores or 1) // START_FRACTION) if mode == Mode.MICRO_BATCH else None
     return Config(parallelism, cores)
 
 
@@ -67,7 +68,7 @@ def convergence_rows(*, seed: int, busy_cap: bool, setting: str = "tuned",
     """ds2 from an eighth of the needed parallelism under a constant load, per topology and mode."""
     policy = bench_policy(setting)
     rows = []
-    for mode in ("micro-batch", "continuous"):
+    for mode in (Mode.MICRO_BATCH, Mode.CONTINUOUS):
         settings = bench_settings(mode, busy_cap=busy_cap)
         for name in CATALOG:
             job = make_job(name)

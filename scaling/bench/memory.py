@@ -47,19 +47,22 @@ from scaling.bench.run import (
     start_config,
 )
 from scaling.bench.table import fmt
+from scaling.policy.memory import MemoryPolicy
 from scaling.sim import workloads
 from scaling.sim.baselines import oracle_configs
 from scaling.sim.engine import PolicyController, Rescale, derive_seed, simulate
-from scaling.sim.memory import MemorySizing, SimMemory, interval_oracle_mb_s, rule_oracle_mb_s
+from scaling.sim.memory import SimMemory, interval_oracle_mb_s, rule_oracle_mb_s
 from scaling.sim.model import CapacityCurve, SimJob, SimVertex
 from scaling.sim.topologies import demo
+from scaling.values.mode import Mode
 from scaling.values.topology import Edge
 
-__all__ = ["DS2_MEMORY", "MEMORY_TARGET", "MEMORY_WORKLOADS", "MemoryRow", "describe_memory", "format_memory_table", "memory_rows",
+__all__ = ["DS2_MEMORY", "MEMORY_TARGET", "MEMORY_WORKLOADS", "MemoryRow", "describe_memory", "format_memory_table",
+           "memory_rows",
            "memory_target", "run_memory_bench"]
 
 MEMORY_TARGET = 1.2
-DS2_MEMORY = MemorySizing(apply=True)
+DS2_MEMORY = MemoryPolicy(memory_apply=True)
 """ds2's memory options: ``memory_apply`` on; the thresholds, overhead, growth and bounds at their defaults."""
 SESSION_STATE_MB = 4096.0
 """The sessions job's whole state at the base load once its 30-minute sessions are full, MB."""
@@ -90,9 +93,9 @@ def demo_8g() -> SimJob:
 
 MEMORY_JOBS = {"sessions": sessions, "demo-8g": demo_8g}
 MEMORY_WORKLOADS = (
-    Workload("steady", "sessions", "micro-batch", 3.0),
-    Workload("step", "sessions", "micro-batch", 3.0),
-    Workload("steady", "demo-8g", "micro-batch", 2.0),
+    Workload("steady", "sessions", Mode.MICRO_BATCH, 3.0),
+    Workload("step", "sessions", Mode.MICRO_BATCH, 3.0),
+    Workload("steady", "demo-8g", Mode.MICRO_BATCH, 2.0),
 )
 """``steady``: the base load (2 % noise); ``step``: × 3 from a quarter of the run to its half."""
 
@@ -100,7 +103,7 @@ MEMORY_WORKLOADS = (
 def run_memory_workload(workload: Workload, *, seed: int, setting: str = "tuned") -> list[Run]:
     """Every micro-batch policy on ``workload`` from the same start and heap (``scaling.bench.run``'s)."""
     job = MEMORY_JOBS[workload.topology]()
-    settings = bench_settings("micro-batch")
+    settings = bench_settings(Mode.MICRO_BATCH)
     duration = workload.hours * 3600.0
     trace = workloads.step(base_per_s=base_rate_per_s(job), factor=3.0 if workload.kind == "step" else 1.0,
                            duration_s=duration, up_at_s=duration / 4, down_at_s=duration / 2,
@@ -108,10 +111,10 @@ def run_memory_workload(workload: Workload, *, seed: int, setting: str = "tuned"
     policy = bench_policy(setting)
     oracle = oracle_configs(job, trace, settings, policy, utilization=1.0, lag_budget_s=ORACLE_LAG_BUDGET_S)
     at_target = oracle_configs(job, trace, settings, policy)
-    start = start_config(job, at_target, "micro-batch")
+    start = start_config(job, at_target, Mode.MICRO_BATCH)
     runs = []
     for name in MICRO_BATCH_POLICIES:
-        controller = make_controller(name, "micro-batch", policy, oracle, settings.policy_interval_s, at_target)
+        controller = make_controller(name, Mode.MICRO_BATCH, policy, oracle, settings.policy_interval_s, at_target)
         if isinstance(controller, PolicyController) and name == "ds2":
             controller.memory = DS2_MEMORY
         runs.append(Run(workload, name, simulate(job, trace, settings, controller, start, seed=seed), trace,
@@ -183,8 +186,9 @@ def memory_target(rows: list[MemoryRow]) -> Target:
 def describe_memory() -> str:
     """The memory options of the memory workloads' table (ds2's apply; the rest every policy's)."""
     m = DS2_MEMORY
-    return (f"memory: gc threshold {m.gc_threshold}, heap threshold {m.heap_threshold}, overhead {m.overhead}, "
-            f"growth under pressure {m.growth}, heap {m.min_mb}-{m.max_mb} MB; ds2 only: memory_apply on")
+    return (f"memory: gc threshold {m.memory_gc_pressure_threshold}, heap threshold {m.memory_heap_usage_threshold}, "
+            f"overhead {m.memory_tuning_overhead}, growth under pressure {m.memory_pressure_growth}, "
+            f"heap {m.memory_min_mb}-{m.memory_max_mb} MB; ds2 only: memory_apply on")
 
 
 def format_memory_table(rows: list[MemoryRow]) -> str:

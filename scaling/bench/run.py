@@ -54,6 +54,7 @@ from scaling.sim.model import RUNNER_COSTS, RUNNER_PAUSE, Downtime, Noise, SimJo
 from scaling.sim.topologies import CATALOG
 from scaling.sim.topologies import job as make_job
 from scaling.sim.workloads import Trace
+from scaling.values.mode import Mode
 
 ROW_KEYS = ("workload", "policy", "rescales", "max_steps_to_converge", "oscillations", "peak_backlog",
             "slo_violation_s", "slo_violation_60_s", "records_lost", "core_hours", "core_hours_vs_oracle",
@@ -106,10 +107,10 @@ def describe_setting(setting: str) -> str:
             + ", ".join(f"{name} {value}" for name, value in DS2_OPTIONS.items()))
 
 
-def bench_settings(mode: str, **overrides) -> SimSettings:
+def bench_settings(mode: Mode, **overrides) -> SimSettings:
     """The simulator's settings for ``mode``: micro-batch rescales cost the runner's paths, a
     continuous one a 15 s restart (log-normal spread 0.3); 3 % metric noise; ``overrides`` win."""
-    costs = dict(downtime=RUNNER_PAUSE, rescale_costs=RUNNER_COSTS) if mode == "micro-batch" else dict(
+    costs = dict(downtime=RUNNER_PAUSE, rescale_costs=RUNNER_COSTS) if mode == Mode.MICRO_BATCH else dict(
         downtime=Downtime(15.0, 0.3))
     options = dict(mode=mode, step_s=5.0, collect_interval_s=30.0, policy_interval_s=60.0, metric_window_s=180.0,
                    stabilization_s=30.0, retention_s=3600.0, trigger_interval_s=10.0, batch_overhead_s=0.5,
@@ -124,7 +125,7 @@ class Workload:
 
     kind: str
     topology: str
-    mode: str
+    mode: Mode
     hours: float
 
     @property
@@ -155,18 +156,18 @@ def make_trace(workload: Workload, job: SimJob, seed: int, step_s: float) -> Tra
 
 
 QUICK = (
-    Workload("step", "demo", "micro-batch", 3.0),
-    Workload("diurnal", "nexmark-q5", "micro-batch", 24.0),
-    Workload("spikes", "nexmark-q8", "micro-batch", 2.0),
-    Workload("random-walk", "two-branch", "micro-batch", 4.0),
-    Workload("step", "wordcount", "continuous", 3.0),
-    Workload("random-walk", "two-branch", "continuous", 4.0),
+    Workload("step", "demo", Mode.MICRO_BATCH, 3.0),
+    Workload("diurnal", "nexmark-q5", Mode.MICRO_BATCH, 24.0),
+    Workload("spikes", "nexmark-q8", Mode.MICRO_BATCH, 2.0),
+    Workload("random-walk", "two-branch", Mode.MICRO_BATCH, 4.0),
+    Workload("step", "wordcount", Mode.CONTINUOUS, 3.0),
+    Workload("random-walk", "two-branch", Mode.CONTINUOUS, 4.0),
 )
 
 
 def full_workloads() -> tuple[Workload, ...]:
     hours = {"step": 3.0, "diurnal": 24.0, "spikes": 2.0, "random-walk": 4.0}
-    return tuple(Workload(kind, topology, mode, hours[kind]) for mode in ("micro-batch", "continuous")
+    return tuple(Workload(kind, topology, mode, hours[kind]) for mode in (Mode.MICRO_BATCH, Mode.CONTINUOUS)
                  for topology in CATALOG for kind in workloads.KINDS)
 
 
@@ -181,7 +182,7 @@ class Run:
     wall_s: float = 0.0
 
 
-def make_controller(name: str, mode: str, policy: Policy, oracle: list[Config], interval_s: float,
+def make_controller(name: str, mode: Mode, policy: Policy, oracle: list[Config], interval_s: float,
                     at_target: list[Config] | None = None) -> Controller:
     """The controller of policy ``name``: the oracle's schedule, static-peak's one configuration, or a
     ``PolicyController`` (ds2 with ``DS2_OPTIONS``)."""
@@ -195,13 +196,13 @@ def make_controller(name: str, mode: str, policy: Policy, oracle: list[Config], 
     return PolicyController(policy, name=name, mode=mode, implementation=implementation)
 
 
-def start_config(job: SimJob, oracle: list[Config], mode: str) -> Config:
+def start_config(job: SimJob, oracle: list[Config], mode: Mode) -> Config:
     """Every policy starts from the oracle's first configuration; in micro-batch mode adjustable
     non-source stages start with ``START_PARTITIONS_PER_PEAK_CORE`` partitions per core the peak
     needs (at most 64), as an operator sets ``spark.sql.shuffle.partitions`` for executor-only
     scaling: policies that add executors but keep partitions can use the cores they add."""
     first = oracle[0]
-    if mode != "micro-batch":
+    if mode != Mode.MICRO_BATCH:
         return first
     peak = peak_config(oracle)
     parallelism = dict(first.parallelism)
@@ -221,7 +222,7 @@ def run_workload(workload: Workload, *, seed: int, policies: Iterable[str] | Non
     policy = bench_policy(setting)
     oracle = oracle_configs(job, trace, settings, policy, utilization=1.0, lag_budget_s=ORACLE_LAG_BUDGET_S)
     at_target = oracle_configs(job, trace, settings, policy)
-    names = policies or (MICRO_BATCH_POLICIES if workload.mode == "micro-batch" else CONTINUOUS_POLICIES)
+    names = policies or (MICRO_BATCH_POLICIES if workload.mode == Mode.MICRO_BATCH else CONTINUOUS_POLICIES)
     start = start_config(job, at_target, workload.mode)
     runs = []
     for name in names:

@@ -24,8 +24,8 @@ from scaling.planner.vertex_scaler import align_parallelism, alignment_base, par
 from scaling.policy.option_types import PolicyError
 from scaling.policy.periods import active_period
 from scaling.values.metrics import ClusterState
+from scaling.values.mode import Mode
 from scaling.values.plan import JobPlan
-from scaling.values.readiness import not_ready_reasons
 from scaling.values.reasons import Decision, PlanReason, Reason
 from scaling.values.request import PlanRequest
 
@@ -56,19 +56,10 @@ def resolve(name: str) -> ScalingPolicy:
     return factory()
 
 
-def evaluate(request: PlanRequest) -> JobPlan:
-    """Plan with the policy the request's ``Policy.algorithm`` names; the plan names each code of the
-    window's not-ready samples (``request.not_ready``: ``samples-not-ready``, ``scaling.values.readiness``)."""
-    plan = resolve(request.policy.algorithm).plan(request)
-    if not request.not_ready:
-        return plan
-    return replace(plan, reasons=(*plan.reasons, *not_ready_reasons(request.not_ready)))
-
-
 def _require_cluster(request: PlanRequest, name: str) -> ClusterState:
     """The request's cluster, its executor count pinned when the pipeline cannot change it
     (``signals.cores_fixed``): no algorithm plans cores the pipeline cannot set."""
-    if request.mode != "micro-batch" or request.cluster is None:
+    if request.mode != Mode.MICRO_BATCH or request.cluster is None:
         raise PolicyError(f"algorithm: {name} needs mode micro-batch with a cluster")
     return cores_fixed(request.cluster)
 
@@ -77,10 +68,10 @@ class DS2Policy:
     """FLIP-271 / DS2 (the default)."""
 
     name = "ds2"
-    modes = ("continuous", "micro-batch")
+    modes = (Mode.CONTINUOUS, Mode.MICRO_BATCH)
 
     def plan(self, request: PlanRequest) -> JobPlan:
-        if request.mode == "micro-batch":
+        if request.mode == Mode.MICRO_BATCH:
             return plan_micro_batch(request.topology, request.metrics, _require_cluster(request, self.name),
                                     request.policy, batch_duration_s=request.batch_duration_s,
                                     state=request.state, now_s=request.now_s,
@@ -89,7 +80,8 @@ class DS2Policy:
 
 
 def batch_ratio_executors(batch_durations_s: Sequence[float], cluster: ClusterState, *,
-                          scale_up_ratio: float = 0.9, scale_down_ratio: float = 0.3) -> tuple[int, float | None, Reason]:
+                          scale_up_ratio: float = 0.9,
+                          scale_down_ratio: float = 0.3) -> tuple[int, float | None, Reason]:
     """SPARK-12133 (``ExecutorAllocationManager.manageAllocation``): the executor count for the next
     interval. Returns (executors, R, reason).
 
@@ -123,7 +115,7 @@ class BatchRatioPolicy:
     vertex is still shown."""
 
     name = "batch-ratio"
-    modes = ("micro-batch",)
+    modes = (Mode.MICRO_BATCH,)
 
     def plan(self, request: PlanRequest) -> JobPlan:
         cluster = _require_cluster(request, self.name)
@@ -160,7 +152,7 @@ class MinIncreasePolicy:
     scale-ups pass the same ``can_scale_up`` check."""
 
     name = "min-increase"
-    modes = ("micro-batch",)
+    modes = (Mode.MICRO_BATCH,)
 
     def plan(self, request: PlanRequest) -> JobPlan:
         cluster = _require_cluster(request, self.name)
@@ -200,7 +192,8 @@ class MinIncreasePolicy:
         if growing and not can_scale_up(current, new, policy.min_parallelism_increase):
             plan = _with_executors(plan, cluster.executors, (
                 *plan.reasons, Reason(PlanReason.MIN_INCREASE_NOT_MET, None, {
-                    "current": current, "new": new, "min_increase": policy.min_parallelism_increase})), Decision.NO_CHANGE)
+                    "current": current, "new": new, "min_increase": policy.min_parallelism_increase})),
+                Decision.NO_CHANGE)
         elif plan.changes and not plan.executable:
             plan = _with_executors(plan, cluster.executors, plan.reasons, Decision.BLOCKED)
         elif plan.changes:

@@ -15,6 +15,7 @@ from scaling.planner.gate import Gate, backlog_reason, job_gate, next_state
 from scaling.planner.vertex_scaler import BLOCKED, HELD, REQUIRED, VertexDecision, decide_vertex
 from scaling.policy.policy import Policy
 from scaling.values.metrics import VertexMetrics
+from scaling.values.mode import Mode
 from scaling.values.numbers import CEIL_MAX, INF, ceil_exact
 from scaling.values.plan import JobPlan, VertexPlan
 from scaling.values.reasons import Decision, HeldScaleDown, PlanReason, Reason, VertexReason
@@ -50,7 +51,7 @@ def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: P
     summary = _scaling_summary(topology, evaluation, decisions)
     gate = job_gate(summary.decision, summary.direction, state=remembered, policy=policy, now_s=now_s)
     reasons = [*summary.reasons, *_optional(gate.activation_reason),
-               *(_optional(backlog_reason(policy, "continuous")) if evaluation.backlog_mode else ()),
+               *(_optional(backlog_reason(policy, Mode.CONTINUOUS)) if evaluation.backlog_mode else ()),
                *_optional(gate.period_reason)]
     vertex_plans = tuple(_vertex_plan(topology, metrics, evaluation, decisions[v.id], summary, gate)
                          for v in topology.vertices)
@@ -60,7 +61,7 @@ def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: P
     after = next_state(state, gate, _pending_scale_downs(state, decisions, evaluation.backlog_mode), records)
     held = tuple(HeldScaleDown(vid, d.current, int(d.reason.data["target"]), float(d.reason.data["first_at_s"]),
                                float(d.reason.data["due_s"])) for vid, d in decisions.items() if d.kind == HELD)
-    return JobPlan(decision=gate.decision, reasons=tuple(reasons), vertices=vertex_plans, mode="continuous",
+    return JobPlan(decision=gate.decision, reasons=tuple(reasons), vertices=vertex_plans, mode=Mode.CONTINUOUS,
                    executable=gate.period is None, backlog_mode=evaluation.backlog_mode,
                    restart_time_s=evaluation.restart_time_s, next_state=after, held=held,
                    awaiting_activation=gate.awaiting)

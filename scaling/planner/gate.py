@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from scaling.policy.periods import active_period
 from scaling.policy.policy import Policy
+from scaling.values.mode import Mode
 from scaling.values.reasons import AwaitingActivation, Decision, Direction, PlanReason, Reason
 from scaling.values.state import PendingScaleDown, ScalerState, ScalingRecord, activation
 
@@ -75,7 +76,7 @@ def job_gate(decision: Decision, direction: int, *, state: ScalerState | None, p
     return Gate(decision, awaiting, streak, period)
 
 
-def backlog_reason(policy: Policy, mode: str) -> Reason:
+def backlog_reason(policy: Policy, mode: Mode) -> Reason:
     """``backlog-mode``: a source's lag is above ``backlog_lag_threshold_s`` (FLIP-271 backlog
     processing: utilization band [0, 1], so a scale-down never triggers a scaling)."""
     return Reason(PlanReason.BACKLOG_MODE, None, {"lag_threshold_s": policy.backlog_lag_threshold_s, "mode": mode})

@@ -35,15 +35,18 @@ from scaling.values.memory import (
     MB,
     HeapRecommendation,
     MemoryDecision,
+    MemoryInputs,
     MemoryReading,
     Pressure,
     PressureSignal,
+    WindowMemory,
 )
 from scaling.values.plan import JobPlan, MemorySize
 from scaling.values.reasons import Decision, MemoryKind, MemoryStep
 
-__all__ = ["STATE_FULL_SHARE", "gc_share", "hold_under_pressure", "memory_decision", "memory_pressure", "plan_scales_up",
-           "recommend_heap", "recommend_overhead", "recommend_state_memory", "with_memory"]
+__all__ = ["STATE_FULL_SHARE", "executors_after", "gc_share", "hold_under_pressure", "memory_decision",
+           "memory_decisions", "memory_pressure", "plan_scales_up", "recommend_heap", "recommend_overhead",
+           "recommend_state_memory", "window_memory", "with_memory"]
 
 
 def gc_share(gc_ms: float, task_ms: float) -> float | None:
@@ -251,3 +254,101 @@ def with_memory(plan: JobPlan, decision: MemoryDecision | None) -> JobPlan:
         return plan
     return replace(plan, decision=Decision.SCALE, executors_proposed=plan.executors_current,
                    vertices=tuple(replace(v, proposed=v.current) for v in plan.vertices))
+
+
+def window_memory(inputs: MemoryInputs) -> WindowMemory | None:
+    """The memory of a window (``inputs.readings``, oldest first), or None when no reading measured
+    any: the pressure (:func:`memory_pressure` at the policy's thresholds), the heap recommended
+    from the highest peak (:func:`recommend_heap`, kept only when it saves memory or answers the
+    pressure) and the other memories' sizes for the knobs that run (:func:`recommend_state_memory`
+    on RocksDB, :func:`recommend_overhead` on a cluster)."""
+    readings = [r for r in inputs.readings if r.measured]
+    if not readings:
+        return None
+    policy = inputs.policy
+    pressure = memory_pressure(readings, gc_threshold=policy.memory_gc_pressure_threshold,
+                               heap_threshold=policy.memory_heap_usage_threshold)
+    sized = [r for r in readings if r.heap_peak_bytes and r.heap_max_bytes]  # a 0 peak was not measured
+    peak = max(sized, key=lambda r: r.heap_peak_bytes or 0, default=None)
+    recommendation = None
+    if peak is not None:
+        heap = recommend_heap(peak_bytes=peak.heap_peak_bytes or 0, max_bytes=peak.heap_max_bytes or 0,
+                              overhead=policy.memory_tuning_overhead, min_mb=policy.memory_min_mb,
+                              max_mb=policy.memory_max_mb, executors=max(1, peak.executors),
+                              pressure_growth=policy.memory_pressure_growth if pressure is not None else None)
+        if heap.changes and (heap.recommended_mb < heap.current_mb or pressure is not None):
+            recommendation = heap
+    state = [r.state_bytes for r in readings if r.state_bytes is not None]
+    nonheap = [r.nonheap_peak_bytes for r in readings if r.nonheap_peak_bytes is not None]
+    state_bytes = max(state) if state else None
+    nonheap_bytes = max(nonheap) if nonheap else None
+    shares = [r.gc_share for r in readings if r.gc_share is not None]
+    return WindowMemory(gc_share=shares[-1] if shares else None,
+                        heap_peak_mb=peak.heap_peak_bytes / MB if peak and peak.heap_peak_bytes else None,
+                        heap_max_mb=peak.heap_max_bytes / MB if peak and peak.heap_max_bytes else None,
+                        pressure=pressure, recommendation=recommendation, apply=policy.memory_apply,
+                        state_mb=None if state_bytes is None else state_bytes / MB,
+                        nonheap_peak_mb=None if nonheap_bytes is None else nonheap_bytes / MB,
+                        sizes=_sizes(inputs, state_bytes, nonheap_bytes, executors=max(1, readings[-1].executors)))
+
+
+def _sizes(inputs: MemoryInputs, state_bytes: int | None, nonheap_bytes: int | None, *,
+           executors: int) -> tuple[HeapRecommendation, ...]:
+    """The recommendations of the non-heap memories with a running knob, each when it changes it:
+    the RocksDB state memory from one JVM's state stores (``state_bytes``), the overhead (a cluster
+    only) from a JVM's non-heap peak and the state memory it may hold."""
+    policy, out = inputs.policy, []
+    state = inputs.knob(MemoryKind.STATE)
+    if state is not None and state_bytes is not None and inputs.state_in_rocksdb:
+        size = recommend_state_memory(used_bytes=state_bytes, bound_mb=state.running_mb,
+                                      overhead=policy.memory_tuning_overhead, min_mb=state.min_mb,
+                                      max_mb=state.max_mb, growth=policy.memory_pressure_growth, executors=executors)
+        if size is not None:
+            out.append(size)
+    overhead = inputs.knob(MemoryKind.OVERHEAD)
+    if overhead is not None and nonheap_bytes is not None and not inputs.local_mode:
+        held = state.running_mb * MB if state is not None else (state_bytes or 0)
+        size = recommend_overhead(nonheap_peak_bytes=nonheap_bytes, state_bytes=held, current_mb=overhead.running_mb,
+                                  overhead=policy.memory_tuning_overhead, min_mb=overhead.min_mb,
+                                  max_mb=overhead.max_mb, executors=executors)
+        if size.changes:
+            out.append(size)
+    return tuple(out)
+
+
+def memory_decisions(window: WindowMemory, inputs: MemoryInputs, *, ready: bool = True,
+                     other_changes: bool = False, requested: bool = False,
+                     executors_after: int | None = None) -> tuple[MemoryDecision, ...]:
+    """What a plan does with each recommendation of ``window`` (:func:`memory_decision` on the knob of
+    its kind, its running value and bounds, ``memory_apply``, ``guard_max_change_factor`` as the most
+    a size riding along moves): the heap's first (also without a knob: recommend-only), then each
+    other size that has a knob; ``executors_after`` applies to the heap."""
+    decisions = []
+    if window.recommendation is not None:
+        decisions.append(_decision(window, inputs, window.recommendation, ready=ready, other_changes=other_changes,
+                                   requested=requested, executors_after=executors_after))
+    for size in window.sizes:
+        decision = _decision(window, inputs, size, ready=ready, other_changes=other_changes, requested=requested)
+        if decision.knob is not None:
+            decisions.append(decision)
+    return tuple(decisions)
+
+
+def _decision(window: WindowMemory, inputs: MemoryInputs, size: HeapRecommendation, *, ready: bool,
+              other_changes: bool, requested: bool, executors_after: int | None = None) -> MemoryDecision:
+    knob = inputs.knob(size.kind)
+    return memory_decision(size, knob=knob.name if knob else None, current_mb=knob.running_mb if knob else None,
+                           bounds=(knob.min_mb, knob.max_mb) if knob else (1, 1), apply=window.apply,
+                           under_pressure=window.pressure is not None, ready=ready, other_changes=other_changes,
+                           requested=requested, along_factor=inputs.policy.guard_max_change_factor,
+                           executors_after=executors_after)
+
+
+def executors_after(plan: JobPlan | None, *, local_mode: bool) -> int | None:
+    """The executors ``plan`` runs on when it changes their number on a cluster, for
+    :meth:`HeapRecommendation.on_executors`; None without a plan, without a change, or in local
+    mode (one JVM runs every task whatever the cores)."""
+    if plan is None or local_mode or plan.executors_proposed is None \
+            or plan.executors_proposed == plan.executors_current:
+        return None
+    return plan.executors_proposed

@@ -40,6 +40,7 @@ from scaling.planner.sizing import (
 from scaling.planner.vertex_scaler import pinned_reason
 from scaling.policy.policy import Policy
 from scaling.values.metrics import ClusterState, VertexMetrics, job_utilization
+from scaling.values.mode import Mode
 from scaling.values.numbers import CEIL_MAX, INF, ceil_exact
 from scaling.values.plan import JobPlan, VertexPlan
 from scaling.values.readiness import SampleIssue
@@ -123,7 +124,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
         cores_needed=sizing.cores_needed, load=load, utilization=job_utilization(job.busy_total, cluster.cores),
         overhead_fraction=job.overhead, bottleneck=bottleneck,
         batch_ratio=signals.ratio,
-        mode="micro-batch", executable=gate.period is None, backlog_mode=job.backlog_mode, restart_time_s=job.restart_s,
+        mode=Mode.MICRO_BATCH, executable=gate.period is None, backlog_mode=job.backlog_mode, restart_time_s=job.restart_s,
         next_state=after, held=delayed.held, limits=limits, utilization_now=job.now("base"),
         predicted_utilization=(job.at(executors * cluster.cores_per_executor, "base") if gate.decision == Decision.SCALE
                                else job.now("base")), awaiting_activation=gate.awaiting,
@@ -358,7 +359,7 @@ def _reasons(job: MicroBatchModel, load: float, load_down: float, delayed: _Dela
     first.extend(r for r in (overrun, vetoed if delayed.outside_band else None) if r is not None)
     then: list[Reason] = [Reason(item.code, item.vertex_id, dict(item.data)) for item in limits]
     if job.backlog_mode:
-        then.append(backlog_reason(job.policy, "micro-batch"))
+        then.append(backlog_reason(job.policy, Mode.MICRO_BATCH))
     if delayed.reason is not None:
         then.append(delayed.reason)
     elif gate.awaiting is not None:

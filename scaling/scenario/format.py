@@ -1,21 +1,7 @@
-"""The scenario format of ``python -m scaling evaluate`` (SCENARIO.md, ``"format": 1``).
-
-``load_scenario`` validates a JSON document into frozen values and raises ``ScenarioError`` with a
-one-line message naming the bad field; ``run_scenario`` evaluates its steps in order, carrying the
-autoscaler state (history, delayed scale-downs, effectiveness, restart times) from step to step;
-``render`` turns the plans into the output document.
-
-The ``policy`` keys are the options of ``scaling.policy.options.policy_options()`` (docs/POLICY.md), each
-checked against its row of the table. Extensions beyond SCENARIO.md, all optional: vertex keys
-``retention_s`` and ``pin_cause`` (``scaling.values.topology.PinCause``); metric key
-``busy_time_max_ms_per_s``; cluster key ``executors_adjustable`` (false: the pipeline declares no
-executors knob, the executor count is fixed); step keys ``executors`` (what ran, as ``parallelism``),
-``available_executors``, ``batch_durations_s`` (list, seconds), ``measured_restart_time_s`` (the
-downtime of the last rescale) and, in micro-batch mode, ``memory`` (``scaling.scenario.memory``: per
-executor heap maximum, heap at peak, GC share and state, MB; under memory pressure the plan goes
-through the gate ``scaling.planner.memory.hold_under_pressure``, as the live loop's). ``at_s`` is seconds since the Unix epoch (UTC), which places steps in
-excluded periods.
-"""
+"""The scenario format of ``python -m scaling evaluate`` (docs/SCENARIO.md, ``"format": 1``): ``load_scenario``
+validates a document into frozen values or raises ``ScenarioError`` (one line naming the field);
+``run_scenario`` evaluates its steps in order through the one door, carrying the autoscaler state;
+``render`` turns the plans into the output document. ``at_s`` is seconds since the Unix epoch (UTC)."""
 
 from __future__ import annotations
 
@@ -25,14 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from scaling.planner.algorithms import evaluate, resolve
-from scaling.planner.memory import hold_under_pressure, plan_scales_up
+from scaling.planner.algorithms import resolve
+from scaling.planner.door import decide
 from scaling.policy.option_types import Kind, PolicyError
 from scaling.policy.options import policy_options
 from scaling.policy.policy import Policy
-from scaling.scenario.memory import StepMemory, parse_memory, step_pressure
+from scaling.scenario.memory import ScenarioMemory, parse_readings, parse_scenario_memory
 from scaling.scenario.output import render_steps
-from scaling.scenario.values import MAX_NUMBER, MAX_PARALLELISM, ScenarioError  # noqa: F401 - re-exported
+from scaling.scenario.values import ScenarioError
 from scaling.scenario.values import as_object as _object
 from scaling.scenario.values import boolean as _bool
 from scaling.scenario.values import check_keys as _keys
@@ -40,23 +26,27 @@ from scaling.scenario.values import fail as _fail
 from scaling.scenario.values import integer as _integer
 from scaling.scenario.values import number as _number
 from scaling.scenario.values import string as _string
+from scaling.values.memory import MemoryInputs, MemoryKnob, MemoryReading
 from scaling.values.metrics import ClusterState, MetricsError, VertexMetrics
+from scaling.values.mode import Mode
 from scaling.values.plan import JobPlan
+from scaling.values.readiness import SampleIssue, issues_from_json
+from scaling.values.reasons import MemoryKind, PlanFormatError
 from scaling.values.request import PlanRequest
 from scaling.values.state import ScalerState
 from scaling.values.topology import Edge, PinCause, Topology, TopologyError, Vertex
 
 FORMAT = 1
-MODES = ("continuous", "micro-batch")
+MODES = (Mode.CONTINUOUS, Mode.MICRO_BATCH)
 METRIC_KEYS = ("records_in_per_s", "records_out_per_s", "busy_time_ms_per_s", "backlog", "backlog_growth_per_s",
                "batch_overhead_s", "true_processing_rate", "true_output_rate", "busy_time_max_ms_per_s")
 VERTEX_KEYS = ("id", "name", "parallelism", "max_parallelism", "partitions", "source", "adjustable", "retention_s",
                "pin_cause")
 STEP_KEYS = ("at_s", "metrics", "parallelism", "executors", "available_executors", "batch_durations_s",
-             "measured_restart_time_s", "memory")
+             "measured_restart_time_s", "memory", "not_ready")
 CLUSTER_KEYS = ("executors", "cores_per_executor", "min_executors", "max_executors", "trigger_interval_s",
                 "available_executors", "executors_adjustable")
-TOP_KEYS = ("format", "mode", "policy", "vertices", "edges", "steps", "cluster", "trigger_interval_s")
+TOP_KEYS = ("format", "mode", "policy", "vertices", "edges", "steps", "cluster", "trigger_interval_s", "memory")
 
 
 @dataclass(frozen=True)
@@ -70,16 +60,18 @@ class Step:
     available_executors: int | None = None
     batch_durations_s: tuple[float, ...] = ()
     measured_restart_time_s: float | None = None
-    memory: StepMemory | None = None
+    memory: tuple[MemoryReading, ...] = ()
+    not_ready: tuple[SampleIssue, ...] = ()
 
 
 @dataclass(frozen=True)
 class Scenario:
-    mode: str
+    mode: Mode
     policy: Policy
     topology: Topology
     steps: tuple[Step, ...]
     cluster: ClusterState | None = None
+    memory: ScenarioMemory = ScenarioMemory()
 
 
 def _policy(raw: Any) -> Policy:
@@ -137,7 +129,8 @@ def _vertices(raw: Any) -> tuple[Vertex, ...]:
             kwargs["pin_cause"] = PinCause(cause)
         vertex = Vertex(**kwargs)
         if vertex.parallelism > vertex.max_parallelism:
-            raise _fail(f"{field}.parallelism", f"{vertex.parallelism} is above max_parallelism {vertex.max_parallelism}")
+            raise _fail(f"{field}.parallelism",
+                        f"{vertex.parallelism} is above max_parallelism {vertex.max_parallelism}")
         result.append(vertex)
     return tuple(result)
 
@@ -191,7 +184,7 @@ def _metrics(raw: Any, field: str) -> VertexMetrics:
         raise ScenarioError(f"{field}.{exc}") from None
 
 
-def _steps(raw: Any, topology: Topology, mode: str, cluster: ClusterState | None = None) -> tuple[Step, ...]:
+def _steps(raw: Any, topology: Topology, mode: Mode, cluster: ClusterState | None = None) -> tuple[Step, ...]:
     if not isinstance(raw, list) or not raw:
         raise _fail("steps", "must be a non-empty list")
     ids = [v.id for v in topology.vertices]
@@ -226,13 +219,14 @@ def _steps(raw: Any, topology: Topology, mode: str, cluster: ClusterState | None
         extra: dict[str, Any] = {}
         for key in ("executors", "available_executors"):
             if key in obj:
-                if mode != "micro-batch":
+                if mode != Mode.MICRO_BATCH:
                     raise _fail(f"{field}.{key}", "only in micro-batch mode")
                 extra[key] = _integer(obj[key], f"{field}.{key}", minimum=1 if key == "executors" else 0)
                 if cluster is not None and key == "executors" and not (
                         cluster.min_executors <= extra[key] <= cluster.max_executors):
-                    raise _fail(f"{field}.executors", f"{extra[key]} is outside [min_executors "
-                                                      f"{cluster.min_executors}, max_executors {cluster.max_executors}]")
+                    raise _fail(f"{field}.executors",
+                                f"{extra[key]} is outside [min_executors {cluster.min_executors}, "
+                                f"max_executors {cluster.max_executors}]")
         if "batch_durations_s" in obj:
             durations = obj["batch_durations_s"]
             if not isinstance(durations, list):
@@ -243,9 +237,15 @@ def _steps(raw: Any, topology: Topology, mode: str, cluster: ClusterState | None
             extra["measured_restart_time_s"] = _number(obj["measured_restart_time_s"],
                                                        f"{field}.measured_restart_time_s")
         if obj.get("memory") is not None:
-            if mode != "micro-batch":
+            if mode != Mode.MICRO_BATCH:
                 raise _fail(f"{field}.memory", "only in micro-batch mode")
-            extra["memory"] = parse_memory(obj["memory"], f"{field}.memory")
+            running = extra.get("executors") or (cluster.executors if cluster is not None else 1)
+            extra["memory"] = parse_readings(obj["memory"], f"{field}.memory", running)
+        if obj.get("not_ready") is not None:
+            try:
+                extra["not_ready"] = issues_from_json(obj["not_ready"])
+            except PlanFormatError as exc:
+                raise _fail(f"{field}.not_ready", str(exc)) from None
         result.append(Step(at_s=at_s, metrics=metrics, parallelism=parallelism, **extra))
     return tuple(result)
 
@@ -282,9 +282,10 @@ def load_scenario(doc: Any) -> Scenario:
     _keys(doc, TOP_KEYS, "")
     if doc.get("format", FORMAT) != FORMAT:
         raise _fail("format", f"unsupported format {json.dumps(doc.get('format'))}, expected {FORMAT}")
-    mode = doc.get("mode", "continuous")
-    if mode not in MODES:
-        raise _fail("mode", f"must be one of {', '.join(MODES)}, got {json.dumps(mode)}")
+    raw_mode = doc.get("mode", Mode.CONTINUOUS)
+    if raw_mode not in MODES:
+        raise _fail("mode", f"must be one of {', '.join(MODES)}, got {json.dumps(raw_mode)}")
+    mode = Mode(raw_mode)
     policy = _policy(doc.get("policy"))
     vertices = _vertices(doc.get("vertices"))
     edges = _edges(doc.get("edges"))
@@ -297,9 +298,10 @@ def load_scenario(doc: Any) -> Scenario:
         topology = Topology(vertices, edges)
     except TopologyError as exc:
         raise ScenarioError(str(exc)) from None
-    cluster = _cluster(doc) if mode == "micro-batch" else None
-    if mode != "micro-batch" and ("cluster" in doc or "trigger_interval_s" in doc):
-        raise _fail("cluster" if "cluster" in doc else "trigger_interval_s", "only in micro-batch mode")
+    cluster = _cluster(doc) if mode == Mode.MICRO_BATCH else None
+    if mode != Mode.MICRO_BATCH and ("cluster" in doc or "trigger_interval_s" in doc or "memory" in doc):
+        given = next(k for k in ("cluster", "trigger_interval_s", "memory") if k in doc)
+        raise _fail(given, "only in micro-batch mode")
 
     try:
         implementation = resolve(policy.algorithm)
@@ -307,7 +309,8 @@ def load_scenario(doc: Any) -> Scenario:
         raise ScenarioError(f"policy.{exc}") from None
     if mode not in getattr(implementation, "modes", MODES):
         raise _fail("policy.algorithm", f"{policy.algorithm} needs mode micro-batch, got {mode}")
-    return Scenario(mode, policy, topology, _steps(doc.get("steps"), topology, mode, cluster), cluster)
+    return Scenario(mode, policy, topology, _steps(doc.get("steps"), topology, mode, cluster), cluster,
+                    parse_scenario_memory(doc.get("memory")))
 
 
 def parse(text: str) -> Scenario:
@@ -320,11 +323,13 @@ def parse(text: str) -> Scenario:
 
 
 def run_scenario(scenario: Scenario) -> list[tuple[Step, JobPlan]]:
-    """Evaluate the steps in order. Between steps the parallelism (and executors) of a ``scale``
-    decision is taken as applied, unless the next step says what was actually running."""
+    """Evaluate the steps in order through the one door (``scaling.planner.door.decide``). Between
+    steps the parallelism, executors and memory knobs of a ``scale`` decision are taken as applied,
+    unless the next step says what was actually running."""
     state = ScalerState()
     topology = scenario.topology
     cluster = scenario.cluster
+    knobs = scenario.memory.knobs
     results = []
     for number, step in enumerate(scenario.steps, start=1):
         topology = topology.with_parallelism(step.parallelism)
@@ -338,10 +343,14 @@ def run_scenario(scenario: Scenario) -> list[tuple[Step, JobPlan]]:
                 raise ScenarioError(str(exc)) from None
         if step.measured_restart_time_s is not None:
             state = state.with_restart_time(step.measured_restart_time_s)
-        plan = evaluate(PlanRequest(topology=topology, metrics=step.metrics, policy=scenario.policy,
-                                    mode=scenario.mode, cluster=cluster, state=state, now_s=step.at_s,
-                                    batch_durations_s=step.batch_durations_s))
-        plan = hold_under_pressure(plan, step_pressure(step.memory), scales_up=plan_scales_up(plan))
+        memory = None
+        if step.memory:
+            memory = MemoryInputs(step.memory, scenario.memory.policy, knobs, scenario.memory.local_mode,
+                                  scenario.memory.state_in_rocksdb)
+        plan = decide(PlanRequest(topology=topology, metrics=step.metrics, policy=scenario.policy,
+                                  mode=scenario.mode, cluster=cluster, state=state, now_s=step.at_s,
+                                  batch_durations_s=step.batch_durations_s, not_ready=step.not_ready,
+                                  memory=memory))
         results.append((step, plan))
         if plan.next_state is not None:
             state = plan.next_state
@@ -349,12 +358,23 @@ def run_scenario(scenario: Scenario) -> list[tuple[Step, JobPlan]]:
             topology = topology.with_parallelism({v.vertex_id: v.proposed for v in plan.vertices})
             if cluster is not None and plan.executors_proposed is not None:
                 cluster = replace(cluster, executors=plan.executors_proposed, available_executors=None)
+            knobs = _applied_knobs(knobs, plan)
     return results
+
+
+def _applied_knobs(knobs: tuple[MemoryKnob, ...], plan: JobPlan) -> tuple[MemoryKnob, ...]:
+    """The memory knobs after ``plan`` ran: each at the size the plan proposes for its kind."""
+    proposed = {size.kind: size.proposed_mb for size in plan.memory_sizes}
+    if plan.memory_proposed_mb is not None:
+        proposed[MemoryKind.HEAP] = plan.memory_proposed_mb
+    return tuple(replace(k, running_mb=proposed.get(k.kind, k.running_mb)) for k in knobs)
 
 
 def render(scenario: Scenario, results: list[tuple[Step, JobPlan]]) -> dict:
     """The output document of SCENARIO.md (``scaling.scenario.output.render``)."""
-    return {"format": FORMAT, "steps": render_steps(scenario.mode, results)}
+    m = scenario.memory
+    memory = MemoryInputs((), m.policy, m.knobs, m.local_mode, m.state_in_rocksdb)
+    return {"format": FORMAT, "steps": render_steps(scenario.mode, results, memory)}
 
 
 def evaluate_text(text: str) -> dict:

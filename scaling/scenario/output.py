@@ -1,7 +1,7 @@
 """The output document of ``python -m scaling evaluate`` (docs/SCENARIO.md "Output"), rendered from
 the plans: rates rounded to 3 decimals, infinity as ``"inf"``, the structured limits, held
-scale-downs, a rescale awaiting DS2's activation time, a step's memory (``scaling.scenario.memory``:
-the pressure flag and the heap recommendation) and the findings (``scaling.values.findings``, with
+scale-downs, a rescale awaiting DS2's activation time, a step's memory (the window's memory as the API
+gives it) and the findings (``scaling.values.findings``, with
 their words) as JSON objects. Every reason (the step's
 ``reasons``, a vertex's ``reason``) is its code, vertex and data with its words (``reason_text``);
 a vertex's ``note`` is the words of its reason."""
@@ -9,9 +9,12 @@ a vertex's ``note`` is the words of its reason."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
-from scaling.scenario.memory import memory_output
+from scaling.planner.memory import window_memory
+from scaling.values.memory import MemoryInputs
+from scaling.values.mode import Mode
 from scaling.values.reasons import Reason
 from scaling.words.reason_text import finding_text, reason_text
 
@@ -37,8 +40,9 @@ def render_reason(reason: Reason) -> dict:
     return {**_clean_json(reason.to_json()), "text": reason_text(reason)}
 
 
-def render_steps(mode: str, results: list) -> list[dict]:
-    """The ``steps`` of SCENARIO.md's output document, one per ``(step, plan)``."""
+def render_steps(mode: Mode, results: list, memory: MemoryInputs | None = None) -> list[dict]:
+    """The ``steps`` of SCENARIO.md's output document, one per ``(step, plan)``; ``memory``: the
+    document's memory options and knobs, for each step's readings."""
     steps = []
     for step, plan in results:
         vertices = {}
@@ -54,11 +58,11 @@ def render_steps(mode: str, results: list) -> list[dict]:
                 "note": reason_text(v.reason) if v.reason is not None else "",
                 "reason": render_reason(v.reason) if v.reason is not None else None,
             }
-            if mode == "micro-batch":
+            if mode == Mode.MICRO_BATCH:
                 out["ideal_parallelism"] = v.ideal_parallelism
             vertices[v.vertex_id] = out
         executors = None
-        if mode == "micro-batch":
+        if mode == Mode.MICRO_BATCH:
             executors = {"current": plan.executors_current, "proposed": plan.executors_proposed,
                          "cores_needed": plan.cores_needed, "bottleneck": plan.bottleneck,
                          "limits": [_clean_json(item.as_json()) for item in plan.limits]}
@@ -72,9 +76,9 @@ def render_steps(mode: str, results: list) -> list[dict]:
                                     for item in plan.findings]
         if plan.awaiting_activation is not None:
             out_step["awaiting_activation"] = plan.awaiting_activation.as_json()
-        if getattr(step, "memory", None) is not None:
-            memory = memory_output(step.memory, plan.executors_current)
-            pressure = memory["pressure"]
-            out_step["memory"] = {**_clean_json(memory), "pressure": render_reason(pressure) if pressure else None}
+        window = window_memory(replace(memory, readings=step.memory)) if memory and step.memory else None
+        if window is not None:
+            out_step["memory"] = {**_clean_json(window.to_json()),
+                                  "pressure": render_reason(window.pressure_reason) if window.pressure else None}
         steps.append(out_step)
     return steps

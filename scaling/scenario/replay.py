@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from scaling.planner.algorithms import resolve
+from scaling.planner.door import decide
 from scaling.policy.policy import Policy
+from scaling.values.memory import MemoryInputs
 from scaling.values.metrics import ClusterState, VertexMetrics
+from scaling.values.mode import Mode
 from scaling.values.plan import JobPlan
 from scaling.values.readiness import SampleIssue
 from scaling.values.reasons import Reason
@@ -26,7 +28,8 @@ from scaling.words.reason_text import reason_text
 @dataclass(frozen=True)
 class ReplayStep:
     """One recorded evaluation point: the window's metrics and what was running at ``at_s``;
-    ``not_ready``: why its samples were not ready (``scaling.values.readiness``), as the live loop reads it."""
+    ``not_ready``: why its samples were not ready (``scaling.values.readiness``), as the live loop reads it;
+    ``memory``: the window's memory inputs, or None."""
 
     at_s: float
     topology: Topology
@@ -34,6 +37,7 @@ class ReplayStep:
     cluster: ClusterState | None = None
     batch_durations_s: tuple[float, ...] = ()
     not_ready: tuple[SampleIssue, ...] = ()
+    memory: MemoryInputs | None = None
 
 
 @dataclass(frozen=True)
@@ -55,20 +59,20 @@ class ReplayDecision:
 
 
 def replay(steps: Iterable[ReplayStep], policy: Policy, *, state: ScalerState | None = None) -> list[ReplayDecision]:
-    """Evaluate ``policy`` (its ``algorithm`` names the registered policy) at every step in order.
+    """Evaluate ``policy`` (its ``algorithm`` names the registered policy) at every step in order,
+    through the one door (``scaling.planner.door.decide``).
 
     Raises:
         PolicyError: the algorithm is unknown.
     """
-    implementation = resolve(policy.algorithm)
     state = state or ScalerState()
     decisions = []
     for step in steps:
-        mode = "micro-batch" if step.cluster is not None else "continuous"
-        plan = implementation.plan(PlanRequest(topology=step.topology, metrics=step.metrics, policy=policy, mode=mode,
-                                               cluster=step.cluster, state=state, now_s=step.at_s,
-                                               batch_durations_s=step.batch_durations_s,
-                                               not_ready=step.not_ready))
+        mode = Mode.MICRO_BATCH if step.cluster is not None else Mode.CONTINUOUS
+        plan = decide(PlanRequest(topology=step.topology, metrics=step.metrics, policy=policy, mode=mode,
+                                  cluster=step.cluster, state=state, now_s=step.at_s,
+                                  batch_durations_s=step.batch_durations_s, not_ready=step.not_ready,
+                                  memory=step.memory))
         if plan.next_state is not None:
             state = plan.next_state
         changes = {v.vertex_id: (v.current, v.proposed) for v in plan.vertices if v.proposed != v.current}

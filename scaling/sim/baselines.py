@@ -32,6 +32,7 @@ from scaling.sim.engine import Config, Observation, capacity_per_s
 from scaling.sim.model import SimJob, SimSettings
 from scaling.sim.workloads import Trace
 from scaling.values.metrics import VertexMetrics
+from scaling.values.mode import Mode
 from scaling.values.plan import JobPlan
 from scaling.values.reasons import Decision, PlanReason, Reason
 from scaling.values.request import PlanRequest
@@ -44,7 +45,7 @@ JOB_KEY = "job"
 
 def _base_plan(request: PlanRequest) -> JobPlan:
     """The stateless DS2 plan, for its per-vertex evaluation (shown, not followed)."""
-    if request.mode == "micro-batch" and request.cluster is not None:
+    if request.mode == Mode.MICRO_BATCH and request.cluster is not None:
         return plan_micro_batch(request.topology, request.metrics, request.cluster, request.policy,
                                 batch_duration_s=request.batch_duration_s, now_s=request.now_s)
     return plan_job(request.topology, request.metrics, request.policy, None, request.now_s)
@@ -110,7 +111,7 @@ class DhalionPolicy:
                                                                             "last_at_s": last.at_s}),), record=False)
         fraction = backpressure_fraction(topology, dict(metrics))
         adjustable = [vid for vid in topology.order if pinned_reason(topology, topology.vertex(vid), policy) is None]
-        if request.mode == "micro-batch" and request.cluster is not None:
+        if request.mode == Mode.MICRO_BATCH and request.cluster is not None:
             return self._micro_batch(request, base, fraction, adjustable)
         if fraction > self.backpressure_threshold:
             saturated = [vid for vid in adjustable if (metrics[vid].busy_time_ms_per_s or 0) >= self.saturated_ms_per_s]
@@ -175,7 +176,7 @@ class UniformPolicy:
     def plan(self, request: PlanRequest) -> JobPlan:
         base = _base_plan(request)
         topology, metrics, policy = request.topology, request.metrics, request.policy
-        if request.mode == "micro-batch" and request.cluster is not None:
+        if request.mode == Mode.MICRO_BATCH and request.cluster is not None:
             if not request.batch_durations_s:
                 # No batch completed in the window: the busy time is missing, not zero. HPA assumes
                 # 100 % for pods with missing metrics when scaling down, so it does not act.
@@ -208,7 +209,7 @@ class UniformPolicy:
                     PlanReason.UTILIZATION_STABILIZING, None, {**data, "window_s": self.scale_down_window_s}),),
                     record=False), next_state=state)
         request = replace(request, state=state)
-        if request.mode == "micro-batch" and request.cluster is not None:
+        if request.mode == Mode.MICRO_BATCH and request.cluster is not None:
             cluster = request.cluster
             executors = max(cluster.min_executors, min(cluster.max_executors, math.ceil(cluster.executors * ratio)))
             return _result(request, base, self.name, {}, executors, (Reason(PlanReason.UTILIZATION_SCALE, None, {
@@ -256,7 +257,7 @@ def config_for_load(job: SimJob, settings: SimSettings, policy: Policy, load_per
     Micro-batch: the fewest cores, the adjustable stages with 1 to 4 tasks per core
     (``_micro_batch_config``); continuous: per vertex the fewest tasks."""
     u = policy.utilization_target if utilization is None else utilization
-    if settings.mode == "micro-batch":
+    if settings.mode == Mode.MICRO_BATCH:
         best = None
         for executors in range(settings.min_executors, settings.max_executors + 1):
             best = _micro_batch_config(job, settings, policy, executors * settings.cores_per_executor, partitions)

@@ -27,7 +27,7 @@ started, and may return a new one. A ``PolicyController`` runs a real registered
 A job with memory (``SimJob.memory``, micro-batch mode, :mod:`scaling.sim.memory`) also gives each
 collect a ``scaling.planner.memory.MemoryReading`` (GC share of task time by ``scaling.planner.memory.gc_share``, the
 heap at peak, the heap maximum), and a ``PolicyController`` passes its plan through production's
-memory gate (``hold_under_pressure``) and, when its ``MemorySizing.apply`` is on, changes the heap.
+memory gate and, when its ``memory_apply`` is on, the heap (production's one door, ``decide``).
 A heap change starts a new JVM: it costs the warm handover (``RescaleCosts.handover``).
 """
 
@@ -40,17 +40,21 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from scaling.planner.algorithms import ScalingPolicy, resolve
-from scaling.planner.memory import hold_under_pressure, plan_scales_up
+from scaling.planner.door import decide
+from scaling.policy.memory import MemoryPolicy
 from scaling.policy.policy import Policy
 from scaling.sim.continuous_engine import ContinuousEngine, capacity_continuous
-from scaling.sim.memory import HeapModel, MemorySizing, grown_heap_mb
+from scaling.sim.memory import HeapModel, grown_heap_mb
 from scaling.sim.micro_batch_engine import MicroBatchEngine, capacity_micro_batch
 from scaling.sim.model import SimJob, SimSettings, derive_seed
 from scaling.sim.sourcelog import EPSILON_RECORDS, Accumulator, SourceLog
 from scaling.sim.workloads import Trace
-from scaling.values.memory import MemoryReading
+from scaling.values.memory import MemoryInputs, MemoryKnob, MemoryReading
 from scaling.values.metrics import ClusterState, MetricWindow, VertexMeasurement, VertexMetrics
+from scaling.values.mode import Mode
 from scaling.values.plan import JobPlan
+from scaling.values.readiness import SampleIssue
+from scaling.values.reasons import Decision, MemoryKind
 from scaling.values.request import PlanRequest
 from scaling.values.state import ScalerState
 from scaling.values.topology import Topology
@@ -76,8 +80,8 @@ class Config:
 @dataclass(frozen=True)
 class Observation:
     """What a controller sees at a policy tick: the metric window since the configuration started
-    (None while it is not full), the running configuration, and the memory readings of the
-    window's collects (when memory is simulated)."""
+    (None while it is not full), the running configuration, the memory readings of the window's
+    collects (when memory is simulated) and the samples' readiness (the simulator's are ready)."""
 
     now_s: float
     config: Config
@@ -86,6 +90,7 @@ class Observation:
     metrics: Mapping[str, VertexMetrics] | None
     batch_durations_s: tuple[float, ...] = ()
     memory: tuple[MemoryReading, ...] = ()
+    not_ready: tuple[SampleIssue, ...] = ()
 
 
 class Controller(Protocol):
@@ -101,46 +106,52 @@ class Controller(Protocol):
 
 @dataclass
 class PolicyController:
-    """Runs a ``scaling.planner.algorithms`` policy on the simulated metrics, carrying its ``ScalerState``;
-    its plan goes through the memory gate at ``memory``'s thresholds, and ``memory.apply`` sizes the heap."""
+    """Runs a policy (``scaling.planner.algorithms``, or ``implementation``) on the simulated metrics
+    through production's one door (``scaling.planner.door.decide``), carrying its ``ScalerState``:
+    the memory gate at ``memory``'s thresholds and, with ``memory_apply``, the heap on the knob
+    ``heap_knob`` within ``[memory_min_mb, memory_max_mb]``."""
 
     policy: Policy
     name: str = ""
-    mode: str = "micro-batch"
+    mode: Mode = Mode.MICRO_BATCH
     implementation: ScalingPolicy | None = None
     free_rescale: bool = False
     state: ScalerState = field(default_factory=ScalerState)
     plans: list[tuple[float, JobPlan]] = field(default_factory=list)
-    memory: MemorySizing = field(default_factory=MemorySizing)
+    memory: MemoryPolicy = field(default_factory=MemoryPolicy)
+    heap_knob: str = "heap_mb"
 
     def __post_init__(self) -> None:
         if self.implementation is None:
             self.implementation = resolve(self.policy.algorithm)
         self.name = self.name or self.policy.algorithm
 
-    def decide(self, observation: Observation) -> Config | None:
+    def request(self, observation: Observation) -> PlanRequest | None:
+        """What the door is asked at ``observation``; None while the metric window is not full."""
         if observation.metrics is None:
             return None
-        request = PlanRequest(topology=observation.topology, metrics=observation.metrics, policy=self.policy,
-                              mode=self.mode, cluster=observation.cluster, state=self.state,
-                              now_s=observation.now_s, batch_durations_s=observation.batch_durations_s)
-        plan = self.implementation.plan(request)
-        pressure = self.memory.pressure(observation.memory) if observation.memory else None
-        plan = hold_under_pressure(plan, pressure, scales_up=plan_scales_up(plan))
+        heap = observation.config.heap_mb
+        knobs = () if heap is None else (MemoryKnob(MemoryKind.HEAP, self.heap_knob, heap, self.memory.memory_min_mb,
+                                                    self.memory.memory_max_mb),)
+        return PlanRequest(topology=observation.topology, metrics=observation.metrics, policy=self.policy,
+                           mode=self.mode, cluster=observation.cluster, state=self.state, now_s=observation.now_s,
+                           batch_durations_s=observation.batch_durations_s, not_ready=observation.not_ready,
+                           memory=MemoryInputs(observation.memory, self.memory, knobs) if observation.memory else None)
+
+    def decide(self, observation: Observation) -> Config | None:
+        request = self.request(observation)
+        if request is None:
+            return None
+        plan = decide(request, self.implementation)
         self.plans.append((observation.now_s, plan))
         if plan.next_state is not None:
             self.state = plan.next_state
-        heap = None
-        rescales = plan.decision == "scale" and plan.executable and plan.changes
-        if plan.executable and observation.config.heap_mb is not None and observation.cluster is not None:
-            heap = self.memory.heap_mb(observation.memory, pressure, observation.cluster.executors,
-                                       current_mb=observation.config.heap_mb, other_changes=rescales,
-                                       executors_after=plan.executors_proposed if rescales else None)
-        if not rescales:
-            return None if heap is None else replace(observation.config, heap_mb=heap)
+        if plan.decision != Decision.SCALE or not plan.executable or not plan.changes:
+            return None
         cores = None
         if observation.cluster is not None and plan.executors_proposed is not None:
             cores = plan.executors_proposed * observation.cluster.cores_per_executor
+        heap = plan.memory_proposed_mb if plan.memory_proposed_mb != plan.memory_current_mb else None
         return Config({v.vertex_id: v.proposed for v in plan.vertices}, cores, heap)
 
     def restarted(self, downtime_s: float) -> None:
@@ -173,7 +184,7 @@ class RunResult:
 
     job: str
     controller: str
-    mode: str
+    mode: Mode
     t_s: list[float] = field(default_factory=list)
     load_per_s: list[float] = field(default_factory=list)
     capacity_per_s: list[float] = field(default_factory=list)
@@ -193,7 +204,7 @@ class RunResult:
 
 def capacity_per_s(job: SimJob, config: Config, settings: SimSettings) -> float:
     """The arrival rate a configuration sustains, records/s."""
-    if settings.mode == "micro-batch":
+    if settings.mode == Mode.MICRO_BATCH:
         return capacity_micro_batch(job, config, settings)
     return capacity_continuous(job, config)
 
@@ -207,8 +218,8 @@ class Simulation:
             raise ValueError(f"step_s: the trace has {trace.step_s} s steps, the settings {settings.step_s}")
         self.job, self.trace, self.settings, self.controller = job, trace, settings, controller
         self.heap_model = HeapModel(job.memory, trace, settings.cores_per_executor) \
-            if job.memory is not None and settings.mode == "micro-batch" else None
-        self.sizing = MemorySizing()
+            if job.memory is not None and settings.mode == Mode.MICRO_BATCH else None
+        self.memory_policy = MemoryPolicy()
         self.config = replace(start, heap_mb=start.heap_mb or job.memory.start_heap_mb) if self.heap_model else start
         self.seed = seed
         # The same noise draws for every policy (issue 14): the seed does not depend on the controller,
@@ -220,12 +231,12 @@ class Simulation:
         self.samples: list[tuple[float, dict[str, VertexMeasurement], tuple[float, ...], MemoryReading | None]] = []
         self.active_since_s = 0.0
         self.down_until_s = 0.0
-        self.engine = MicroBatchEngine(self) if settings.mode == "micro-batch" else ContinuousEngine(self)
+        self.engine = MicroBatchEngine(self) if settings.mode == Mode.MICRO_BATCH else ContinuousEngine(self)
 
     # -- shared ----------------------------------------------------------------------------------
     def _cluster(self) -> ClusterState | None:
         s = self.settings
-        if s.mode != "micro-batch":
+        if s.mode != Mode.MICRO_BATCH:
             return None
         return ClusterState(executors=max(1, (self.config.cores or 1) // s.cores_per_executor),
                             cores_per_executor=s.cores_per_executor, min_executors=s.min_executors,
@@ -248,7 +259,7 @@ class Simulation:
                 else:
                     kwargs["backlog"] = self.logs[vid].total + self._in_flight(vid, now_s)
                     kwargs["backlog_growth_per_s"] = a.arrived / window_s - a.records_in / window_s
-            if s.mode == "micro-batch" and batches:
+            if s.mode == Mode.MICRO_BATCH and batches:
                 kwargs["batch_overhead_s"] = s.batch_overhead_s
             busy_s, busy_max_s = a.busy_core_s * f_busy, a.busy_max_s * f_busy if v.skew_seen else None
             if s.busy_cap:
@@ -278,7 +289,7 @@ class Simulation:
 
     def _in_place(self, new: Config) -> bool:
         """Micro-batch: only the executors change (the partitions stay)."""
-        return self.settings.mode == "micro-batch" and not any(
+        return self.settings.mode == Mode.MICRO_BATCH and not any(
             new.parallelism.get(k, v) != v for k, v in self.config.parallelism.items())
 
     def _rescale_cost(self, new: Config) -> tuple[float, float, bool]:
@@ -290,8 +301,8 @@ class Simulation:
         costs = s.rescale_costs
         if new.heap_mb is not None and new.heap_mb != self.config.heap_mb:  # a new JVM: the new driver's cost
             return costs.handover.draw(self.downtime_rng), costs.handover_first_batch_s, True
-        if s.mode != "micro-batch" or not self._in_place(new):
-            extra = costs.partitions_first_batch_s if s.mode == "micro-batch" else 0.0
+        if s.mode != Mode.MICRO_BATCH or not self._in_place(new):
+            extra = costs.partitions_first_batch_s if s.mode == Mode.MICRO_BATCH else 0.0
             return s.downtime.draw(self.downtime_rng), extra, True
         if costs.executors_move_in_place:
             return costs.executors_in_place_s, costs.executors_in_place_first_batch_s, False
@@ -332,7 +343,7 @@ class Simulation:
             executors = self._executors()
             r.executors.append(executors)
             r.heap_needed_mb.append(self.heap_model.smallest_calm_heap_mb(self.heap_model.used_mb(now_s, executors),
-                                                                          self.sizing))
+                                                                          self.memory_policy))
 
     def _tick(self, now_s: float) -> None:
         """Record the tick, then let the controller decide at policy ticks."""
@@ -379,7 +390,7 @@ class Simulation:
         if memory is None or not self.config.heap_mb:
             raise ValueError("memory_failure: memory is not simulated")
         self.result.memory_failures += 1
-        heap = grown_heap_mb(self.config.heap_mb, memory.oom_growth, self.sizing.max_mb)
+        heap = grown_heap_mb(self.config.heap_mb, memory.oom_growth, self.memory_policy.memory_max_mb)
         self._apply(now_s, replace(self.config, heap_mb=heap), now_s, forced=True)
 
     def _in_flight(self, vid: str, now_s: float) -> float:

@@ -33,16 +33,17 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import accumulate
 
-from scaling.planner.memory import gc_share, memory_decision, memory_pressure, recommend_heap
+from scaling.planner.memory import gc_share
+from scaling.policy.memory import MemoryPolicy
 from scaling.policy.options import default
 from scaling.sim.model import SimError
 from scaling.sim.workloads import Trace
-from scaling.values.memory import GRANULARITY_MB, MB, MemoryReading, Pressure
+from scaling.values.memory import GRANULARITY_MB, MB, MemoryReading
 
-__all__ = ["HeapModel", "MemorySizing", "SimMemory", "collect_reading", "grown_heap_mb", "interval_oracle_mb_s",
+__all__ = ["HeapModel", "SimMemory", "collect_reading", "grown_heap_mb", "interval_oracle_mb_s",
            "rule_oracle_mb_s"]
 
 
@@ -96,62 +97,19 @@ class HeapModel:
         m = self.memory
         return m.base_mb + m.task_working_set_mb * self.cores_per_executor + self.state_mb(t_s) / max(1, executors)
 
-    def smallest_calm_heap_mb(self, used_mb: float, sizing: MemorySizing) -> int:
-        """The smallest heap (a multiple of ``GRANULARITY_MB``, at least ``sizing.min_mb``) at which
-        ``used_mb`` is not under memory pressure: GC share at most ``sizing.gc_threshold``, usage at
-        most ``sizing.heap_threshold`` and below 1 (the oracle's heap, known from the model)."""
-        heap = max(sizing.min_mb, math.ceil(used_mb / GRANULARITY_MB) * GRANULARITY_MB)
+    def smallest_calm_heap_mb(self, used_mb: float, policy: MemoryPolicy) -> int:
+        """The smallest heap (a multiple of ``GRANULARITY_MB``, at least ``memory_min_mb``) at which
+        ``used_mb`` is not under memory pressure at ``policy``'s thresholds: GC share at most
+        ``memory_gc_pressure_threshold``, usage at most ``memory_heap_usage_threshold`` and below 1
+        (the oracle's heap, known from the model)."""
+        heap = max(policy.memory_min_mb, math.ceil(used_mb / GRANULARITY_MB) * GRANULARITY_MB)
         while True:
             usage = used_mb / heap
             ratio = self.memory.gc_ratio(usage) if usage < 1 else math.inf
-            if usage < 1 and usage <= sizing.heap_threshold and ratio / (1 + ratio) <= sizing.gc_threshold:
+            if usage < 1 and usage <= policy.memory_heap_usage_threshold \
+                    and ratio / (1 + ratio) <= policy.memory_gc_pressure_threshold:
                 return heap
             heap += GRANULARITY_MB
-
-
-def _option(name: str) -> float:
-    return float(default(name))  # type: ignore[arg-type]
-
-
-@dataclass(frozen=True)
-class MemorySizing:
-    """The memory options a simulated policy runs with, at the option table's defaults: the gate's
-    thresholds, the recommendation's overhead, growth under pressure and bounds (MB), ``apply``
-    (``memory_apply``: off, recommend-only, the heap never changes for it) and ``along_factor``
-    (``guard_max_change_factor``: the most a heap riding along moves per step)."""
-
-    gc_threshold: float = field(default_factory=lambda: _option("memory_gc_pressure_threshold"))
-    heap_threshold: float = field(default_factory=lambda: _option("memory_heap_usage_threshold"))
-    overhead: float = field(default_factory=lambda: _option("memory_tuning_overhead"))
-    growth: float = field(default_factory=lambda: _option("memory_pressure_growth"))
-    min_mb: int = field(default_factory=lambda: int(_option("memory_min_mb")))
-    max_mb: int = field(default_factory=lambda: int(_option("memory_max_mb")))
-    apply: bool = bool(default("memory_apply"))
-    along_factor: float = field(default_factory=lambda: _option("guard_max_change_factor"))
-
-    def pressure(self, readings: Sequence[MemoryReading]) -> Pressure | None:
-        """``scaling.planner.memory.memory_pressure`` of the window's readings at these thresholds."""
-        return memory_pressure(readings, gc_threshold=self.gc_threshold, heap_threshold=self.heap_threshold)
-
-    def heap_mb(self, readings: Sequence[MemoryReading], pressure: Pressure | None, executors: int, *,
-                current_mb: int, other_changes: bool, executors_after: int | None = None) -> int | None:
-        """The heap the plan applies, MB, or None: production's rule
-        (``scaling.planner.memory.memory_decision``, the heap knob bounded by ``[min_mb, max_mb]``) on
-        ``recommend_heap`` of the window's highest peak. The heap changes on its own only under
-        pressure; otherwise it rides along with a plan that restarts anyway (``other_changes``, on
-        ``executors_after`` executors), by at most ``along_factor`` per step."""
-        sized = [r for r in readings if r.heap_peak_bytes and r.heap_max_bytes]
-        if not sized:
-            return None
-        peak = max(sized, key=lambda r: r.heap_peak_bytes or 0)
-        heap = recommend_heap(peak_bytes=peak.heap_peak_bytes or 0, max_bytes=peak.heap_max_bytes or 0,
-                              overhead=self.overhead, min_mb=self.min_mb, max_mb=self.max_mb, executors=executors,
-                              pressure_growth=self.growth if pressure is not None else None)
-        decision = memory_decision(heap, knob="heap_mb", current_mb=current_mb, bounds=(self.min_mb, self.max_mb),
-                                   apply=self.apply, under_pressure=pressure is not None,
-                                   other_changes=other_changes, along_factor=self.along_factor,
-                                   executors_after=executors_after)
-        return decision.proposed_mb if decision.changes else None
 
 
 def grown_heap_mb(heap_mb: int, growth: float, max_mb: int) -> int:
@@ -201,11 +159,12 @@ def rule_oracle_mb_s(t_s: Sequence[float], executors: Sequence[int], needed_mb: 
     return total
 
 
-def collect_reading(gc_s: float, task_s: float, peak_mb: float | None, heap_mb: int | None) -> MemoryReading | None:
+def collect_reading(gc_s: float, task_s: float, peak_mb: float | None, heap_mb: int | None,
+                    executors: int = 1) -> MemoryReading | None:
     """One collect's ``MemoryReading`` as the collector makes it: production's ``gc_share`` of the
-    GC and task seconds, the heap at peak (capped by the maximum, as a JVM's is) and the maximum;
-    None without a heap."""
+    GC and task seconds, the heap at peak (capped by the maximum, as a JVM's is), the maximum and the
+    ``executors`` it ran on; None without a heap."""
     if not heap_mb:
         return None
     peak = None if peak_mb is None else round(min(peak_mb, heap_mb) * MB)
-    return MemoryReading(gc_share(gc_s * 1000.0, task_s * 1000.0), peak, heap_mb * MB)
+    return MemoryReading(gc_share(gc_s * 1000.0, task_s * 1000.0), peak, heap_mb * MB, executors=executors)

@@ -127,7 +127,7 @@ class MicroBatchEngine:
                 acc[vid].arrived = arrived[vid]
                 arrived[vid] = 0.0
             sim._sample(tick, acc, tuple(durations), len(durations),
-                        collect_reading(gc_s, task_s, peak_mb, sim.config.heap_mb))
+                        collect_reading(gc_s, task_s, peak_mb, sim.config.heap_mb, sim._executors()))
             sim._tick(tick)
             if sim.down_until_s > next_start:
                 next_start = sim.down_until_s

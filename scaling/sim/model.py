@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from scaling.values.mode import Mode
 from scaling.values.topology import Edge, Topology, Vertex
 
 if TYPE_CHECKING:
@@ -304,7 +305,7 @@ class SimSettings:
             comparison with the simulator that had the cap.
     """
 
-    mode: str = "micro-batch"
+    mode: Mode = Mode.MICRO_BATCH
     step_s: float = 5.0
     collect_interval_s: float = 30.0
     policy_interval_s: float = 60.0
@@ -325,7 +326,7 @@ class SimSettings:
     busy_cap: bool = False
 
     def __post_init__(self) -> None:
-        if self.mode not in ("continuous", "micro-batch"):
+        if self.mode not in (Mode.CONTINUOUS, Mode.MICRO_BATCH):
             raise SimError(f"mode: must be continuous or micro-batch, got {self.mode!r}")
         for name in ("step_s", "collect_interval_s", "policy_interval_s", "metric_window_s", "trigger_interval_s"):
             if not getattr(self, name) > 0:

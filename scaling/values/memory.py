@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from scaling.policy.memory import MemoryPolicy
 from scaling.values.reasons import MemoryKind, MemoryStep, PlanReason, Reason
 
 MB = 1024 * 1024
@@ -24,12 +25,23 @@ class PressureSignal(StrEnum):
 
 @dataclass(frozen=True)
 class MemoryReading:
-    """One metric window's memory: GC share of task time (0..1), heap at peak and heap maximum of the
-    executor closest to its maximum, bytes. Each None when not measured."""
+    """One sample's memory: GC share of task time (0..1); heap at peak and heap maximum of the JVM
+    closest to its maximum, bytes; ``executors``, the JVMs that ran tasks; ``state_bytes``, the state
+    stores' memory of one JVM; ``nonheap_peak_bytes``, the most a JVM used beyond its heap. Each None
+    when not measured."""
 
     gc_share: float | None
     heap_peak_bytes: int | None
     heap_max_bytes: int | None
+    executors: int = 1
+    state_bytes: int | None = None
+    nonheap_peak_bytes: int | None = None
+
+    @property
+    def measured(self) -> bool:
+        """Whether the sample measured any memory figure."""
+        return any(x is not None for x in (self.gc_share, self.heap_peak_bytes, self.state_bytes,
+                                            self.nonheap_peak_bytes))
 
     @property
     def heap_usage(self) -> float | None:
@@ -138,3 +150,73 @@ class MemoryDecision:
             "knob": self.knob, "current_mb": self.current_mb, "recommended_mb": self.target_mb,
             "peak_mb": round(self.heap.peak_mb, 1), "saves_mb": saves, "under_pressure": int(self.under_pressure),
             "step": str(self.step), "kind": str(self.heap.kind)})
+
+
+@dataclass(frozen=True)
+class MemoryKnob:
+    """A pipeline knob that sets a memory of ``kind``: its name, the value it runs with and its
+    declared bounds, MB."""
+
+    kind: MemoryKind
+    name: str
+    running_mb: int
+    min_mb: int
+    max_mb: int
+
+
+@dataclass(frozen=True)
+class MemoryInputs:
+    """What the memory part of a decision reads: the window's ``readings`` (oldest first), the
+    memory ``policy``, the pipeline's memory ``knobs``; ``local_mode`` (the driver's JVM runs every
+    task, whatever the cores: the heap never follows the executors) and ``state_in_rocksdb`` (False
+    when the runner names another state store: the state-memory knob sets RocksDB's bound only)."""
+
+    readings: tuple[MemoryReading, ...]
+    policy: MemoryPolicy = MemoryPolicy()
+    knobs: tuple[MemoryKnob, ...] = ()
+    local_mode: bool = False
+    state_in_rocksdb: bool = True
+
+    def knob(self, kind: MemoryKind) -> MemoryKnob | None:
+        """The knob of ``kind``, or None."""
+        return next((k for k in self.knobs if k.kind is kind), None)
+
+
+@dataclass(frozen=True)
+class WindowMemory:
+    """A window's memory as the pages, the API and the decision read it (``scaling.planner.memory.
+    window_memory``): the newest GC share; the highest heap at peak and its maximum, MB; the
+    ``pressure`` or None; the heap ``recommendation`` when it saves memory or answers the pressure;
+    ``apply`` (``memory_apply``); the state stores' memory of one JVM and the highest non-heap use,
+    MB; ``sizes``, the other memories' recommendations that change a running knob."""
+
+    gc_share: float | None
+    heap_peak_mb: float | None
+    heap_max_mb: float | None
+    pressure: Pressure | None
+    recommendation: HeapRecommendation | None
+    apply: bool
+    state_mb: float | None = None
+    nonheap_peak_mb: float | None = None
+    sizes: tuple[HeapRecommendation, ...] = ()
+
+    @property
+    def heap_usage(self) -> float | None:
+        """Heap at peak / heap maximum; None when either is unknown."""
+        if self.heap_peak_mb is None or not self.heap_max_mb:
+            return None
+        return self.heap_peak_mb / self.heap_max_mb
+
+    @property
+    def pressure_reason(self) -> Reason | None:
+        """The ``memory-pressure`` reason (code and figures), or None."""
+        return self.pressure.reason() if self.pressure else None
+
+    def to_json(self) -> dict:
+        """The API's form: shares 0..1, sizes MB; the pressure's reason as a code with data."""
+        return {"gc_share": self.gc_share, "heap_peak_mb": self.heap_peak_mb, "heap_max_mb": self.heap_max_mb,
+                "heap_usage": self.heap_usage,
+                "pressure": self.pressure_reason.to_json() if self.pressure_reason else None,
+                "recommendation": self.recommendation.to_json() if self.recommendation else None,
+                "apply": self.apply, "state_mb": self.state_mb, "nonheap_peak_mb": self.nonheap_peak_mb,
+                "sizes": [size.to_json() for size in self.sizes]}

@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from scaling.values.findings import Finding
+from scaling.values.mode import Mode
 from scaling.values.numbers import INF
 from scaling.values.reasons import (
     AwaitingActivation,
@@ -141,7 +142,7 @@ class JobPlan:
     overhead_fraction: float = 0.0
     bottleneck: str | None = None
     batch_ratio: float | None = None
-    mode: str = "micro-batch"
+    mode: Mode = Mode.MICRO_BATCH
     executable: bool = True
     backlog_mode: bool = False
     restart_time_s: float = 0.0
@@ -157,6 +158,9 @@ class JobPlan:
     memory_proposed_mb: int | None = None
     memory_step: MemoryStep | None = None
     memory_sizes: tuple[MemorySize, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", Mode(self.mode))  # ValueError for a mode that is not one
 
     def limit(self, code: Limit) -> PlanLimit | None:
         """The first limit with ``code``, or None."""
@@ -227,8 +231,7 @@ class JobPlan:
         values["memory_step"] = None if step is None else _enum(MemoryStep, step, "memory_step")
         waiting = data.get("awaiting_activation")
         values["awaiting_activation"] = None if waiting is None else _at(_awaiting, waiting, "awaiting_activation")
-        if values.get("mode", "micro-batch") not in ("continuous", "micro-batch"):
-            raise PlanFormatError(f"mode: {values['mode']!r} is not continuous or micro-batch")
+        values["mode"] = _enum(Mode, values.get("mode", Mode.MICRO_BATCH), "mode")
         return cls(**values)
 
 

@@ -6,7 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scaling.policy.policy import Policy
+from scaling.values.memory import MemoryInputs
 from scaling.values.metrics import ClusterState, VertexMetrics
+from scaling.values.mode import Mode
 from scaling.values.readiness import SampleIssue
 from scaling.values.state import ScalerState
 from scaling.values.topology import Topology
@@ -23,17 +25,23 @@ class PlanRequest:
         not_ready: the issues of the window's samples that are not ready (``scaling.values.readiness``); the
             DS2 micro-batch plan never scales down on them.
         now_s: the clock, seconds since the Unix epoch.
+        memory: the window's memory readings, the memory policy and knobs (micro-batch mode), or None:
+            no memory gate and no memory decision.
     """
 
     topology: Topology
     metrics: Mapping[str, VertexMetrics]
     policy: Policy
-    mode: str = "continuous"
+    mode: Mode = Mode.CONTINUOUS
     cluster: ClusterState | None = None
     state: ScalerState = field(default_factory=ScalerState)
     now_s: float = 0.0
     batch_durations_s: tuple[float, ...] = ()
     not_ready: tuple[SampleIssue, ...] = ()
+    memory: MemoryInputs | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", Mode(self.mode))  # ValueError for a mode that is not one
 
     @property
     def batch_duration_s(self) -> float | None:

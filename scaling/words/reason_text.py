@@ -9,6 +9,7 @@ import math
 from collections.abc import Callable, Mapping
 
 from scaling.values.findings import Finding, PinnedAction
+from scaling.values.mode import Mode
 from scaling.values.reasons import AwaitingActivation, Limit, PlanLimit, PlanReason, Reason, VertexReason, VetoSignal
 
 Data = Mapping[str, float | int | str | None]
@@ -192,7 +193,7 @@ def _band(d: Data) -> str:
 
 
 def _backlog(d: Data) -> str:
-    then = "scale-downs do not trigger a scaling" if d.get("mode") == "continuous" else "no scale-downs"
+    then = "scale-downs do not trigger a scaling" if d.get("mode") == Mode.CONTINUOUS else "no scale-downs"
     return f"backlog mode: a source's lag is above {num(d['lag_threshold_s'])} s, {then}"
 
 

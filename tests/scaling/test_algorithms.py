@@ -4,10 +4,12 @@ import json
 
 import pytest
 
-from scaling.planner.algorithms import algorithm_names, batch_ratio_executors, can_scale_up, evaluate, resolve
+from scaling.planner.algorithms import algorithm_names, batch_ratio_executors, can_scale_up, resolve
+from scaling.planner.door import decide
 from scaling.policy.option_types import PolicyError
 from scaling.policy.policy import Policy
-from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.scenario.format import evaluate_text
+from scaling.scenario.values import ScenarioError
 from scaling.values.metrics import ClusterState, VertexMetrics
 from scaling.values.reasons import PlanReason, Reason
 from scaling.values.request import PlanRequest
@@ -61,10 +63,10 @@ def test_min_increase_takes_new_executors_only_above_the_threshold():
     topology = Topology((Vertex("scan", parallelism=2, source=True),))
     metrics = {"scan": VertexMetrics(1000, 1000, 500)}
     cluster = ClusterState(executors=2, available_executors=4)
-    plan = evaluate(PlanRequest(topology, metrics, Policy(algorithm="min-increase", restart_time_s=0),
+    plan = decide(PlanRequest(topology, metrics, Policy(algorithm="min-increase", restart_time_s=0),
                                 mode="micro-batch", cluster=cluster))
     assert (plan.decision, plan.executors_proposed, plan.vertex("scan").proposed) == ("scale", 4, 4)
-    plan = evaluate(PlanRequest(topology, metrics, Policy(algorithm="min-increase", restart_time_s=0,
+    plan = decide(PlanRequest(topology, metrics, Policy(algorithm="min-increase", restart_time_s=0,
                                                           min_parallelism_increase=3),
                                 mode="micro-batch", cluster=cluster))
     assert (plan.decision, plan.executors_proposed, plan.vertex("scan").proposed) == ("no-change", 2, 2)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from scaling.planner.algorithms import evaluate
+from scaling.planner.door import decide
 from scaling.policy.policy import Policy
 from scaling.scenario.replay import ReplayStep, replay
 from scaling.values.metrics import ClusterState, VertexMetrics
@@ -49,7 +49,7 @@ POLICY = Policy(scale_down_interval_s=0)
 def plan_micro_batch(topology, metrics, cluster, policy, *, batch_durations_s, not_ready=(), state=None,
                      now_s=0.0):
     """The plan as the web app asks for it (``scaling.planner.algorithms.evaluate``: the policy's algorithm, DS2)."""
-    return evaluate(PlanRequest(topology=topology, metrics=metrics, policy=policy, mode="micro-batch",
+    return decide(PlanRequest(topology=topology, metrics=metrics, policy=policy, mode="micro-batch",
                                 cluster=cluster, state=state, now_s=now_s,
                                 batch_durations_s=tuple(batch_durations_s), not_ready=tuple(not_ready)))
 

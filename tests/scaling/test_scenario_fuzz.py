@@ -1,7 +1,7 @@
 """Issue 14: every scenario input gives a plan or a one-line error naming the field, never a
 traceback. Hypothesis generates 10,000 scenarios (valid ones and ones with nulls, NaN, inf, negative
 and huge numbers, wrong types, executors outside their bounds, micro-batch steps with memory figures) and runs them in-process through
-``scaling.__main__.evaluate_command``, the function ``python -m scaling evaluate`` runs."""
+``scaling.scenario.cli.evaluate_command``, the function ``python -m scaling evaluate`` runs."""
 
 import json
 import math
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scaling.__main__ import evaluate_command
+from scaling.scenario.cli import evaluate_command
 
 FIELD = re.compile(r"^error: [A-Za-z_][A-Za-z0-9_\[\]\.\->]*: \S")
 

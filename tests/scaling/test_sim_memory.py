@@ -9,9 +9,10 @@ import pytest
 from scaling.bench.memory import DS2_MEMORY, demo_8g, sessions
 from scaling.bench.run import base_rate_per_s, bench_policy, bench_settings
 from scaling.planner.memory import plan_scales_up
+from scaling.policy.memory import MemoryPolicy
 from scaling.sim import workloads
 from scaling.sim.engine import Config, PolicyController, simulate
-from scaling.sim.memory import HeapModel, MemorySizing, SimMemory, grown_heap_mb, interval_oracle_mb_s, rule_oracle_mb_s
+from scaling.sim.memory import HeapModel, SimMemory, grown_heap_mb, interval_oracle_mb_s, rule_oracle_mb_s
 from scaling.sim.model import SimError
 from scaling.values.reasons import PlanReason
 
@@ -39,14 +40,14 @@ def test_the_state_grows_for_its_retention_then_plateaus_and_spreads_over_the_ex
 
 def test_the_calm_heap_is_the_smallest_64_mb_step_out_of_pressure():
     model = HeapModel(SimMemory(1024), constant(1.0, 0.1), 1)
-    sizing = MemorySizing()
+    sizing = MemoryPolicy()
     heap = model.smallest_calm_heap_mb(546.0, sizing)
     assert heap % 64 == 0
     below = heap - 64
     ratio = model.memory.gc_ratio(546.0 / below)
-    assert ratio / (1 + ratio) > sizing.gc_threshold
+    assert ratio / (1 + ratio) > sizing.memory_gc_pressure_threshold
     ratio = model.memory.gc_ratio(546.0 / heap)
-    assert ratio / (1 + ratio) <= sizing.gc_threshold
+    assert ratio / (1 + ratio) <= sizing.memory_gc_pressure_threshold
 
 
 def test_bad_memory_figures_are_refused():
@@ -141,6 +142,6 @@ def test_fewer_executors_hold_more_state_each_so_the_heap_riding_along_grows():
 
 
 def test_without_memory_apply_the_heap_never_changes_without_a_failure():
-    controller = PolicyController(bench_policy(), name="ds2", memory=MemorySizing(apply=False))
+    controller = PolicyController(bench_policy(), name="ds2", memory=MemoryPolicy(memory_apply=False))
     result = run(demo_8g(), controller, hours=1.0)
     assert all(r.after.heap_mb == 8192 for r in result.rescales) and result.memory_failures == 0

@@ -25,7 +25,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from scaling.scenario.format import ScenarioError, parse
+from scaling.scenario.format import parse
+from scaling.scenario.values import ScenarioError
 from sparkclient.collector import metricstrings
 from sparkclient.collector.progress import parse_progress
 from sparkclient.collector.rest import SparkRestClient, SparkRestError

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from scaling.planner.memory import hold_under_pressure
+from scaling.planner.memory import hold_under_pressure, window_memory
 from scaling.values.memory import MB
 from scaling.values.plan import JobPlan
 from scaling.values.reasons import Decision, PlanReason
@@ -32,7 +32,7 @@ from sparkclient.contract.control import RescaleCommand, RescalePath, read_statu
 from sparkclient.demo.redisproc import free_port
 from tests.waiting import wait_for
 from tests.webapp.factories import make_user
-from webapp.jobs.memory import job_memory, window_pressure
+from webapp.jobs.memory import job_memory, memory_inputs
 from webapp.jobs.models import Job
 from webapp.jobs.services import job_register
 from webapp.loop.collect import snapshot_collect
@@ -144,7 +144,8 @@ def test_memory_pressure_blocks_scale_downs_and_the_recommended_heap_removes_it(
     assert not [e for e in gated if e["decision"] == Decision.SCALE and e["direction"] == "down"], gated
     assert not [p for p in job.proposals.all()
                 if any(p.proposed_config.get(k, 0) < v for k, v in p.current_config.items() if k != "memory_mb")]
-    pressure = window_pressure(job=job, snapshots=list(job.snapshots.order_by("collected_at")))
+    window = window_memory(memory_inputs(job=job, snapshots=list(job.snapshots.order_by("collected_at"))))
+    pressure = window.pressure if window is not None else None
     assert pressure is not None
     scale_down = JobPlan(decision=Decision.SCALE, reasons=(), vertices=(), executors_current=2, executors_proposed=1)
     blocked = hold_under_pressure(scale_down, pressure, scales_up=False)

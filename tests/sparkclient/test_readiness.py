@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from scaling.planner.algorithms import evaluate
+from scaling.planner.door import decide
 from scaling.policy.policy import Policy
 from scaling.values.readiness import NotReady
 from scaling.values.reasons import PlanReason, VetoSignal
@@ -86,9 +86,9 @@ def test_the_unusable_join_plan_never_yields_a_scale_down():
     durations = (sample.batch_duration_s,) * 2
     request = PlanRequest(topology=inputs.topology, metrics=inputs.metrics, policy=policy, mode="micro-batch",
                           cluster=cluster, batch_durations_s=durations)
-    harm = evaluate(request)
+    harm = decide(request)
     assert harm.decision == "scale" and harm.executors_proposed < 8
-    plan = evaluate(replace(request, not_ready=sample.not_ready))
+    plan = decide(replace(request, not_ready=sample.not_ready))
     assert plan.executors_proposed == 8 and all(v.proposed >= v.current for v in plan.vertices)
     reasons = {r.code: r for r in plan.reasons}
     assert reasons[PlanReason.SAMPLES_NOT_READY].data["code"] == NotReady.SQL_PLAN_UNUSABLE

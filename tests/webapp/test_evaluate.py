@@ -7,6 +7,7 @@ import pytest
 from django.utils import timezone
 from django.utils.html import escape
 
+from scaling.planner.door import decide
 from scaling.values.reasons import Limit, PlanReason, VetoSignal
 from scaling.words.reason_text import reason_text
 from tests.webapp.factories import make_job, make_snapshots, make_user
@@ -109,7 +110,7 @@ def test_batches_that_overrun_the_trigger_veto_the_scale_down_and_the_job_page_s
     now = timezone.now()
     snapshots = make_snapshots(job, enrich_busy_s=3.0, backlog_step=0, cores=6, tasks=(6, 6, 2), keeping_up=True,
                                end=now)
-    plan = evaluate._plan(evaluate.evaluation_context(job=job, snapshots=snapshots, now=now))
+    plan = decide(evaluate.evaluation_request(evaluate.evaluation_context(job=job, snapshots=snapshots, now=now)))
     codes = [r.code for r in plan.reasons]
     assert PlanReason.LOAD_BELOW_BAND in codes and plan.executors_proposed == plan.executors_current == 6
     vetoed = next(r for r in plan.reasons if r.code == PlanReason.SCALE_DOWN_VETOED)
@@ -130,7 +131,8 @@ def test_without_an_executors_knob_the_evaluation_keeps_the_cores():
     Job.objects.filter(pk=job.pk).update(knobs=[k for k in job.knobs if k.get("sets") != "executors"])
     job.refresh_from_db()
     snapshots = make_snapshots(job)
-    plan = evaluate._plan(evaluate.evaluation_context(job=job, snapshots=snapshots, now=snapshots[-1].collected_at))
+    ctx = evaluate.evaluation_context(job=job, snapshots=snapshots, now=snapshots[-1].collected_at)
+    plan = decide(evaluate.evaluation_request(ctx))
     assert plan.executors_proposed == plan.executors_current == 1
     assert plan.predicted_utilization == plan.utilization_now or plan.changes
     assert plan.limit(Limit.CORES_NOT_ADJUSTABLE) is not None

@@ -13,11 +13,11 @@ from types import SimpleNamespace
 import pytest
 from django.utils import timezone
 
+from scaling.planner.memory import executors_after
 from scaling.values.memory import MB
 from scaling.values.reasons import MemoryStep, PlanReason
 from tests.webapp.factories import CONFIG, KNOBS, PLAN_STAGES, make_snapshots, make_user
 from tests.webapp.loop import make_harness, steps
-from webapp.jobs.memory import executors_after
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.jobs.services import job_register
 from webapp.loop.evaluate import evaluation_run
@@ -300,5 +300,6 @@ def test_the_pages_show_an_opted_in_jobs_own_heap_proposal(client):
 ])
 def test_the_heap_follows_the_executors_a_plan_runs_on_only_on_a_cluster(cluster, current, proposed, expected):
     plan = SimpleNamespace(executors_current=current, executors_proposed=proposed)
-    assert executors_after(Job(cluster=cluster), plan) == expected
-    assert executors_after(Job(cluster=cluster), None) is None
+    local = Job(cluster=cluster).local_mode
+    assert executors_after(plan, local_mode=local) == expected
+    assert executors_after(None, local_mode=local) is None

@@ -48,6 +48,13 @@ def reasons_json(reasons: Iterable[Reason]) -> list[dict]:
     return [reason.to_json() for reason in reasons]
 
 
+def plan_fields(plan: JobPlan) -> dict:
+    """A plan as ``Evaluation`` and ``Proposal`` store it: ``{"plan": JobPlan.to_json(), "reasons": ...}``,
+    the reasons in the plan's stored form, so that a row's reasons and its plan's are one value."""
+    stored = plan.to_json()
+    return {"plan": stored, "reasons": stored["reasons"]}
+
+
 def reason_json(reason: Reason) -> dict:
     """A reason as the API and the backtest give it: ``{code, vertex_id, data, text}``, its words from
     :func:`scaling.words.reason_text.reason_text`."""

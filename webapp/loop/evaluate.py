@@ -15,19 +15,19 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from scaling.planner.algorithms import evaluate
-from scaling.planner.memory import hold_under_pressure, with_memory
+from scaling.planner.door import decide
 from scaling.planner.sizing import EXECUTORS_KEY
 from scaling.policy.policy import Policy
+from scaling.values.mode import Mode
 from scaling.values.plan import JobPlan
 from scaling.values.readiness import SampleIssue
 from scaling.values.request import PlanRequest
-from scaling.values.state import activated_streak, state_from_dict, state_to_dict
-from sparkclient.contract.binding import StageBinding
+from scaling.values.state import ScalerState, activated_streak, state_from_dict, state_to_dict
+from sparkclient.contract.binding import PlanStage, StageBinding
 from webapp.jobs.bindings import pinned_knobs, published_plan, stage_bindings
-from webapp.jobs.memory import executors_after, heap_decision, memory_knob, size_decisions, window_memory
+from webapp.jobs.memory import memory_inputs, memory_knob
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
-from webapp.jobs.plans import reasons_json
+from webapp.jobs.plans import plan_fields
 from webapp.jobs.policy_mapping import scaling_policy
 from webapp.jobs.selectors import snapshots_in_window
 from webapp.loop.collect import mark_health, snapshot_collect
@@ -52,7 +52,9 @@ class EvaluationContext:
         bindings: each stage of the window's newest snapshot bound to its knob, in stage order.
         positions: ``{vertex id: stage position}`` of the window's newest snapshot.
         pinned: the knobs the checkpoint pins (no proposal may change them).
+        stages: the runner's published plan stages, read once (``()`` when none is published).
         now: the evaluation's time.
+        state: the autoscaler's memory (``Job.scaler_state``), read once.
         not_ready: why the window is not ready (``webapp.loop.window.window_readiness``), ``()`` when
             it is: the plan never scales down on it, whatever the algorithm.
     """
@@ -64,6 +66,8 @@ class EvaluationContext:
     positions: Mapping[str, int]
     pinned: tuple[str, ...]
     now: datetime
+    stages: tuple[PlanStage, ...] = ()
+    state: ScalerState = ScalerState()
     not_ready: tuple[SampleIssue, ...] = ()
 
 
@@ -76,7 +80,8 @@ def evaluation_context(*, job: Job, snapshots: list[MetricSnapshot], now: dateti
     return EvaluationContext(
         job=job, policy=scaling_policy(job.policy), snapshots=tuple(snapshots), bindings=bindings,
         positions={v.vertex_id: v.position for v in newest.vertices.all()},
-        pinned=tuple(pinned_knobs(job=job, plan=plan)), now=now,
+        pinned=tuple(pinned_knobs(job=job, plan=plan)), now=now, stages=plan or (),
+        state=state_from_dict(job.scaler_state),
         not_ready=window_readiness(snapshots=snapshots, bindings=bindings))
 
 
@@ -107,34 +112,22 @@ def plan_to_config(ctx: EvaluationContext, plan: JobPlan) -> dict:
 def evaluation_run(*, job: Job, now: datetime | None = None) -> Evaluation | None:
     """Evaluate the metric window of ``job`` with the micro-batch planner and store the result.
 
-    Steps: the window (None while it is not full or holds no batch), the plan (``scaling.planner.ds2``)
-    through the memory gate (``scaling.planner.memory.hold_under_pressure``: under memory pressure no scale-down),
-    the heap and the other memory recommendations applied or not (``scaling.planner.memory.with_memory``), the
-    job's memory kept, the evaluation stored (with a live-loop hold of a scale-up), handed to the proposals (``proposal_create``
-    creates, revises, keeps or withdraws the pending proposal).
-    """
+    Steps: the window (None while it is not full or holds no batch), the plan (``decide``, the one
+    door: the algorithm, the memory gate and the memory decisions), its configuration and direction,
+    the autoscaler's memory kept, the evaluation stored (with a live-loop hold of a scale-up), and
+    the plan handed to the proposals (``proposal_create`` creates, revises, keeps or withdraws the
+    pending proposal)."""
     now = now or timezone.now()
     snapshots = _evaluable_window(job, now)
     if snapshots is None:
         return None
     ctx = evaluation_context(job=job, snapshots=snapshots, now=now)
-    plan = _plan(ctx)
-    proposed_config = plan_to_config(ctx, plan)
-    direction = _evaluation_direction(ctx, plan, proposed_config)
-    memory = window_memory(job=job, snapshots=ctx.snapshots)
-    plan = hold_under_pressure(plan, memory.pressure if memory else None,
-                               scales_up=direction == Evaluation.Direction.UP)
-    other_changes = plan.decision == "scale" and plan_to_config(ctx, plan) != job.config
-    plan = with_memory(plan, heap_decision(job=job, memory=memory, ready=not ctx.not_ready,
-                                           other_changes=other_changes,
-                                           executors_after=executors_after(job, plan) if other_changes else None))
-    for decision in size_decisions(job=job, memory=memory, ready=not ctx.not_ready, other_changes=other_changes):
-        plan = with_memory(plan, decision)
+    plan = decide(evaluation_request(ctx))
     proposed_config = plan_to_config(ctx, plan)
     direction = _evaluation_direction(ctx, plan, proposed_config)
     _keep_pending_scale_downs(ctx, plan, direction=direction)
     evaluation = _store(ctx, plan, proposed_config=proposed_config, direction=direction)
-    proposal_create(evaluation=evaluation, now=now, pinned=ctx.pinned)
+    proposal_create(evaluation=evaluation, plan=plan, now=now, pinned=ctx.pinned)
     return evaluation
 
 
@@ -156,17 +149,18 @@ def _evaluable_window(job: Job, now: datetime) -> list[MetricSnapshot] | None:
     return snapshots
 
 
-def _plan(ctx: EvaluationContext) -> JobPlan:
-    """The algorithm the policy names (scaling/planner/algorithms.py registry) on the window, with the job's
-    memory: pending delayed scale-downs (FLINK-36018), applied scalings, measured restart times."""
+def evaluation_request(ctx: EvaluationContext) -> PlanRequest:
+    """What the one door is asked for the window of ``ctx``: the model's inputs of the window, the
+    policy, the autoscaler's memory (pending delayed scale-downs, FLINK-36018; applied scalings;
+    measured restart times), the batch durations, the not-ready samples and the memory inputs."""
     topology, metrics, cluster, mean_batch_s = window_inputs(job=ctx.job, snapshots=ctx.snapshots,
                                                              bindings=ctx.bindings)
     durations = (tuple(s.batch_duration_s for s in ctx.snapshots if s.batches)
                  or ((mean_batch_s,) if mean_batch_s else ()))
-    return evaluate(PlanRequest(topology=topology, metrics=metrics, policy=ctx.policy, mode="micro-batch",
-                                cluster=cluster, state=state_from_dict(ctx.job.scaler_state),
-                                now_s=ctx.now.timestamp(), batch_durations_s=durations,
-                                not_ready=ctx.not_ready))
+    return PlanRequest(topology=topology, metrics=metrics, policy=ctx.policy, mode=Mode.MICRO_BATCH, cluster=cluster,
+                       state=ctx.state, now_s=ctx.now.timestamp(), batch_durations_s=durations,
+                       not_ready=ctx.not_ready,
+                       memory=memory_inputs(job=ctx.job, snapshots=ctx.snapshots, stages=ctx.stages))
 
 
 def _keep_pending_scale_downs(ctx: EvaluationContext, plan: JobPlan, *, direction: str) -> None:
@@ -180,8 +174,7 @@ def _keep_pending_scale_downs(ctx: EvaluationContext, plan: JobPlan, *, directio
     every other evaluation; the execution resets it (``ScalerState.with_records``)."""
     if plan.next_state is None:
         return
-    job = ctx.job
-    state = state_from_dict(job.scaler_state)
+    job, state = ctx.job, ctx.state
     streak = plan.next_state.activation_streak
     if plan.decision == "scale" and direction in (Evaluation.Direction.UP, Evaluation.Direction.DOWN):
         streak = activated_streak(ctx.policy, 1 if direction == Evaluation.Direction.UP else -1)
@@ -202,7 +195,7 @@ def _store(ctx: EvaluationContext, plan: JobPlan, *, proposed_config: dict, dire
     if plan.decision == "scale" and direction == Evaluation.Direction.DOWN and ctx.not_ready:
         hold, hold_detail = EvaluationHold.SAMPLES_NOT_READY, {"codes": sorted({str(i.code) for i in ctx.not_ready})}
     return Evaluation.objects.create(
-        job=job, decision=plan.decision, reasons=reasons_json(plan.reasons), plan=plan.to_json(),
+        job=job, decision=plan.decision, **plan_fields(plan),
         proposed_config=proposed_config, window_s=sum(s.window_s for s in ctx.snapshots), direction=direction,
         hold=hold, hold_detail=hold_detail, held_scale_down=_held_scale_down(ctx, plan))
 

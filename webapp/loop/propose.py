@@ -12,9 +12,10 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from scaling.values.plan import JobPlan
 from webapp.jobs.bindings import pinned_knobs
 from webapp.jobs.models import Evaluation, Job, JobPolicy
-from webapp.jobs.plans import reasons_json
+from webapp.jobs.plans import plan_fields
 from webapp.jobs.selectors import policy_band
 from webapp.loop.standby import standby_gate
 from webapp.proposals import dispatch
@@ -29,8 +30,9 @@ from webapp.proposals.reasons import WithdrawReason
 from webapp.proposals.services import freeze_prediction, policy_actor, proposal_open
 
 
-def material_change(pending: Proposal, evaluation: Evaluation, *, threshold: float, band: tuple[float, float]) -> bool:
-    """Whether ``evaluation`` changes the recommendation of the ``pending`` proposal materially:
+def material_change(pending: Proposal, evaluation: Evaluation, plan: JobPlan, *, threshold: float,
+                    band: tuple[float, float]) -> bool:
+    """Whether ``evaluation`` (its ``plan``) changes the recommendation of the ``pending`` proposal materially:
 
     - the demand it answers, the busy cores at the target rate ``Σ_v λ_v / TPR_v``
       (``predictions.demand_cores``), moved by more than ``threshold`` of the demand the pending
@@ -44,7 +46,7 @@ def material_change(pending: Proposal, evaluation: Evaluation, *, threshold: flo
     configuration again (a plan capped at ``max_cores`` or a knob's maximum): a revision would
     change nothing the operator approves, and would refuse their approval as outdated.
     """
-    new = demand_cores(evaluation.job_plan)
+    new = demand_cores(plan)
     old = (pending.prediction.get("inputs") or {}).get("demand_cores")
     if not isinstance(old, (int, float)) or old <= 0:
         old = demand_cores(pending.job_plan)
@@ -64,17 +66,16 @@ def _withdraw(*, proposal: Proposal, reason: WithdrawReason, actor: str, **data)
         return None
 
 
-def _revise(*, proposal: Proposal, evaluation: Evaluation, actor: str, policy: JobPolicy, now: datetime
-            ) -> Proposal | None:
+def _revise(*, proposal: Proposal, evaluation: Evaluation, plan: JobPlan, actor: str, policy: JobPolicy,
+            now: datetime) -> Proposal | None:
     """Revise a pending proposal in place (one conditional UPDATE on its status and revision); the
     revision it replaces goes to ``revisions``. None when it was decided meanwhile."""
     earlier = {"revision": proposal.revision, "evaluation": proposal.evaluation_id,
                "proposed_config": proposal.proposed_config, "reasons": proposal.reasons,
                "prediction": proposal.prediction, "at": now.isoformat()}
-    plan = evaluation.job_plan
     updated = Proposal.objects.filter(pk=proposal.pk, status=Status.PENDING, revision=proposal.revision).update(
         revision=proposal.revision + 1, revisions=[*proposal.revisions, earlier], evaluation=evaluation,
-        proposed_config=evaluation.proposed_config, reasons=reasons_json(plan.reasons), plan=plan.to_json(),
+        proposed_config=evaluation.proposed_config, **plan_fields(plan),
         prediction=freeze_prediction(job=proposal.job, plan=plan), unsupported_by=[], hold_reason={},
         expires_at=now + timedelta(seconds=policy.proposal_ttl_s))
     if not updated:
@@ -112,9 +113,9 @@ def _observe(*, proposal: Proposal, evaluation: Evaluation, actor: str, policy: 
     return None
 
 
-def proposal_create(*, evaluation: Evaluation, now: datetime | None = None,
+def proposal_create(*, evaluation: Evaluation, plan: JobPlan, now: datetime | None = None,
                     pinned: Sequence[str] | None = None) -> Proposal | None:
-    """Turn an evaluation into the job's one pending proposal (issue 13 "stable proposals").
+    """Turn an evaluation (and its ``plan``) into the job's one pending proposal.
 
     - A pending proposal made for another running configuration is withdrawn (``config_changed``),
       and so is one that changes a knob the checkpoint pins (``knob_pinned``: the runner publishes
@@ -160,15 +161,15 @@ def proposal_create(*, evaluation: Evaluation, now: datetime | None = None,
             if config_direction(job=job, current=pending.current_config,
                                 proposed=pending.proposed_config) != evaluation.direction:
                 return None  # counted against it above
-            if not material_change(pending, evaluation, threshold=policy.revision_min_change,
+            if not material_change(pending, evaluation, plan, threshold=policy.revision_min_change,
                                    band=policy_band(policy)):
                 return None
-            revised = _revise(proposal=pending, evaluation=evaluation, actor=actor, policy=policy, now=now)
+            revised = _revise(proposal=pending, evaluation=evaluation, plan=plan, actor=actor, policy=policy, now=now)
             if revised is not None and policy.mode == JobPolicy.Mode.AUTO:
                 revised = _auto_approve(proposal=revised, policy=policy, now=now)
             return revised
         proposal = proposal_open(job=job, evaluation=evaluation, proposed_config=evaluation.proposed_config,
-                                 plan=evaluation.job_plan, actor=actor, policy=policy, now=now)
+                                 plan=plan, actor=actor, policy=policy, now=now)
         if policy.mode == JobPolicy.Mode.AUTO:
             proposal = _auto_approve(proposal=proposal, policy=policy, now=now)
     return proposal

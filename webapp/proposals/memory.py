@@ -1,4 +1,4 @@
-"""The memory recommendations on the proposals (``scaling.planner.memory``, ``webapp.jobs.memory``): what a person
+"""The memory recommendations on the proposals (``scaling.planner.door``, ``webapp.jobs.memory``): what a person
 may ask for (the heap, and the other memories the pipeline has a knob for), what the approve form offers
 to add to a pending proposal, the proposal's configuration and plan with it, and the refusal of a
 scale-down while the job is under memory pressure. The services that act on them are in
@@ -6,16 +6,17 @@ scale-down while the job is under memory pressure. The services that act on them
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from scaling.planner.memory import with_memory
+from scaling.planner.door import requested_memory, with_requested_memory
 from scaling.values.memory import MemoryDecision
 from scaling.values.plan import JobPlan
 from scaling.values.reasons import Decision, Reason
 from scaling.words.reason_text import reason_text
-from webapp.jobs.memory import executors_after, heap_decision, job_memory, size_decisions
+from webapp.jobs.memory import job_memory, memory_inputs
 from webapp.jobs.models import Job
-from webapp.jobs.plans import reasons_json
+from webapp.jobs.plans import plan_fields
+from webapp.jobs.selectors import snapshots_in_window
 from webapp.proposals.codes import AuditReason
 from webapp.proposals.codes import Reason as AuditReasonValue
 from webapp.proposals.lifecycle import TransitionError
@@ -55,10 +56,8 @@ class MemoryOffer:
         return ",".join(self.config)
 
     def applied(self, plan: JobPlan) -> JobPlan:
-        """``plan`` with every change (``scaling.planner.memory.with_memory``)."""
-        for decision in self.decisions:
-            plan = with_memory(plan, decision)
-        return plan
+        """``plan`` with every change, as a ``scale`` (``scaling.planner.door.with_requested_memory``)."""
+        return with_requested_memory(plan, self.decisions)
 
     @property
     def text(self) -> str:
@@ -87,10 +86,8 @@ def memory_request(job: Job, plan: JobPlan | None = None) -> MemoryOffer | None:
     approve form's box with the proposal's ``plan``): the job's recommendation on each memory knob
     that it changes (the heap on the executors ``plan`` runs on; a decrease never under memory
     pressure); None when there is none."""
-    memory = job_memory(job=job)
-    heap = heap_decision(job=job, memory=memory, requested=True, executors_after=executors_after(job, plan))
-    decisions = tuple(d for d in (heap, *size_decisions(job=job, memory=memory, requested=True))
-                      if d is not None and d.changes)
+    snapshots = snapshots_in_window(job=job, window_s=job.policy.metric_window_s)
+    decisions = requested_memory(memory_inputs(job=job, snapshots=snapshots), plan)
     return MemoryOffer(decisions) if decisions else None
 
 
@@ -111,10 +108,9 @@ def memory_fields(proposal: Proposal, offer: MemoryOffer) -> tuple[dict, AuditRe
     """The fields of ``proposal`` with every change of ``offer`` added (``proposed_config``, ``plan``,
     ``reasons``) and the approval's audit reason (``memory_added``: the first change's figures, and
     ``added``, every change with its reason)."""
-    plan = offer.applied(replace(proposal.job_plan or JobPlan(decision=Decision.SCALE, reasons=(), vertices=()),
-                                 decision=Decision.SCALE))
+    plan = offer.applied(proposal.job_plan or JobPlan(decision=Decision.SCALE, reasons=(), vertices=()))
     config = {**proposal.proposed_config, **offer.config}
-    fields = {"proposed_config": config, "plan": plan.to_json(), "reasons": reasons_json(plan.reasons)}
+    fields = {"proposed_config": config, **plan_fields(plan)}
     added = [{"knob": d.knob, "from_mb": d.current_mb, "to_mb": d.proposed_mb, "reason": d.reason().to_json()}
              for d in offer.decisions]
     return fields, AuditReasonValue(AuditReason.MEMORY_ADDED, {**added[0], "added": added})

@@ -17,7 +17,7 @@ from django.utils import timezone
 from scaling.values.plan import JobPlan
 from scaling.values.reasons import Decision
 from webapp.jobs.models import Evaluation, Job, JobPolicy
-from webapp.jobs.plans import reasons_json
+from webapp.jobs.plans import plan_fields
 from webapp.jobs.selectors import latest_snapshot
 from webapp.outage import broker_check
 from webapp.proposals import dispatch
@@ -52,13 +52,14 @@ def proposal_open(*, job: Job, evaluation: Evaluation | None, proposed_config: d
     """A new pending proposal of ``job`` (revision 1) for ``proposed_config``, with ``plan`` and its
     reasons, its frozen prediction and its expiry after ``policy.proposal_ttl_s`` seconds; audited
     ``proposed`` by ``actor`` (a user, or a non-human actor's name) with the plan's reasons."""
+    stored = plan_fields(plan)
     proposal = Proposal.objects.create(
         job=job, evaluation=evaluation, current_config=job.config, proposed_config=proposed_config,
-        reasons=reasons_json(plan.reasons), plan=plan.to_json(), prediction=freeze_prediction(job=job, plan=plan),
+        **stored, prediction=freeze_prediction(job=job, plan=plan),
         expires_at=now + timedelta(seconds=policy.proposal_ttl_s))
     audit(job=job, proposal=proposal, actor=actor, action=AuditAction.PROPOSED, before=job.config,
           after={**proposed_config, "revision": 1},
-          reason=Reason(AuditReason.PLAN_REASONS, {"reasons": reasons_json(plan.reasons)}))
+          reason=Reason(AuditReason.PLAN_REASONS, {"reasons": stored["reasons"]}))
     return proposal
 
 

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from scaling.policy.option_types import PolicyError
 from scaling.scenario.replay import ReplayStep, describe, replay
+from webapp.jobs.memory import memory_inputs
 from webapp.jobs.models import Job
 from webapp.jobs.plans import reason_json
 from webapp.jobs.policy_mapping import scaling_policy
@@ -71,7 +72,8 @@ class Command(BaseCommand):
             # the samples' stored readiness (the binding then is not known: the knobs may have changed since)
             steps.append(ReplayStep(snapshot.collected_at.timestamp(), topology, metrics, cluster,
                                     (mean_batch_s,) if mean_batch_s else (),
-                                    tuple(issue for s in window for issue in stored_issues(s))))
+                                    tuple(issue for s in window for issue in stored_issues(s)),
+                                    memory_inputs(job=target, snapshots=window)))
         try:
             decisions = replay(steps, scaling)
         except PolicyError as exc:

@@ -1,33 +1,7 @@
-"""The bench's memory workloads: every micro-batch policy on jobs whose heap matters, with the same
-inputs (trace, noise and downtime draws, start configuration and start heap), measured in memory
-GB-hours against a memory oracle.
-
-The jobs (:mod:`scaling.sim.memory` gives the heap and GC model):
-
-- ``sessions``: scan → sessionize → sink, a session/dedup store keeping each record for its
-  30-minute session: the state grows for 30 minutes, then plateaus with the load (``steady``) or
-  triples and falls back with it (``step``). Every policy starts at 1 GB per executor, too small
-  for the plateau.
-- ``demo-8g``: the demo pipeline with a small windowed state, over-provisioned at 8 GB per executor.
-
-Memory GB-hours: Σ executors × heap GB × hours. The memory oracle is the model's hindsight on each
-run's own executors (so the cores a policy chooses do not count against its memory): per policy
-interval, the smallest heap (64 MB steps, at least ``memory_min_mb``) that does not enter memory
-pressure at the option defaults in it (``memory_vs_oracle``); beside it, the one heap that never
-does over the whole run (``memory_vs_fixed``), and the hindsight heaps that keep production's rule on
-the run's own restarts (``memory_vs_rule``, ``scaling.sim.memory.rule_oracle_mb_s``: what any sizing
-that keeps the rule could reach with those restarts). A restart costs downtime, not heap, so the
-oracle's restarts, at the same costs as the policies', leave its GB-hours as they are.
-
-ds2 applies the memory recommendation (``DS2_MEMORY``: ``memory_apply`` on, every other memory option
-at its default, printed with the table) by production's rule (``scaling.planner.memory.memory_decision``): the
-heap changes on its own only under memory pressure, else it rides along with a rescale that happens
-anyway, by at most ``guard_max_change_factor``; every policy's plan passes the memory gate; the other
-policies keep their heap until a batch runs out of it (then every policy alike restarts with the
-heap × 2, at the warm handover's cost); the ``oracle`` row is the bench's cores oracle, which keeps
-its start heap too. Target: ds2's memory GB-hours at most
-``MEMORY_TARGET`` × the oracle's on every memory workload, at 0 records lost.
-"""
+"""The bench's memory workloads: every micro-batch policy on jobs whose heap matters (``sessions``, a
+session store that outgrows 1 GB; ``demo-8g``, over-provisioned at 8 GB), with the same inputs, in
+memory GB-hours (Σ executors × heap GB × hours) against the memory oracles; target: ds2 at most
+``MEMORY_TARGET`` × the oracle at 0 records lost (docs/ARCHITECTURE.md, "The memory bench")."""
 
 from __future__ import annotations
 

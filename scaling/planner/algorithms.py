@@ -44,12 +44,8 @@ def algorithm_names() -> tuple[str, ...]:
 
 
 def resolve(name: str) -> ScalingPolicy:
-    """A new instance of the policy registered as ``name``.
-
-    Raises:
-        PolicyError: ``algorithm: unknown policy 'x'; known: batch-ratio, ds2, min-increase`` when
-            ``name`` is not in ``ALGORITHMS``. Nothing is imported.
-    """
+    """A new instance of the policy registered as ``name``; nothing is imported. Raises ``PolicyError``
+    (``algorithm: unknown policy 'x'; known: batch-ratio, ds2, min-increase``) for another name."""
     factory = ALGORITHMS.get(name) if isinstance(name, str) else None
     if factory is None:
         raise PolicyError(f"algorithm: unknown policy {name!r}; known: {', '.join(algorithm_names())}")

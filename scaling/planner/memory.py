@@ -1,27 +1,6 @@
-"""Memory: the pressure gate and the recommend-only heap size.
-
-- **Pressure** (Flink ``ScalingExecutor.isJobUnderMemoryPressure``, FLINK-33764): above a GC share
-  (``job.autoscaler.memory.gc-pressure.threshold``) or a heap usage
-  (``job.autoscaler.memory.heap-usage.threshold``) the job is under memory pressure. Flink then
-  computes no scaling at all; a Spark job that spends its time in GC looks slow for the wrong reason,
-  so here a scale-down of any kind is held (:func:`hold_under_pressure`) and a scale-up goes ahead
-  only with the pressure named in its reasons (more executors spread the state and the heap use).
-  Flink reads the GC time per second of wall time; Spark reports GC time inside the task time
-  (``jvmGcTime`` of ``executorRunTime``), so the share here is of task time. Flink takes the newest
-  GC pressure and the window's mean heap usage; so does :func:`memory_pressure`.
-- **Recommendation** (Flink ``MemoryTuning``, ``job.autoscaler.memory.tuning.overhead``): the heap
-  used at its peak in the window × (1 + overhead), rounded up to :data:`GRANULARITY_MB`, within the
-  policy's bounds (:func:`recommend_heap`). It names a size, it starts nothing.
-- **Applying it** (:func:`memory_decision`, :func:`with_memory`): only through a pipeline's ``memory``
-  knob. Recommend-only by default (Flink ``memory.tuning.enabled`` false reports the recommendation as
-  an event); with ``memory_apply`` a plan changes the heap on its own only under memory pressure, and
-  otherwise with a change of another knob ("recommend memory, but don't restart me for it alone").
-  An increase is a scale-up, a decrease a scale-down: never under pressure or on a window that is
-  not ready. A heap is fixed at a JVM's start, so a change starts a new one (Flink restarts the
-  TaskManagers with the tuned memory; here the warm handover).
-
-Sizes are MB (2^20 bytes, Spark's ``m`` suffix), shares 0..1. Pure functions, no I/O.
-"""
+"""Memory's rules: the pressure gate (Flink ``ScalingExecutor.isJobUnderMemoryPressure``, FLINK-33764),
+the recommended sizes (Flink ``MemoryTuning``) and what a plan does with them (docs/ARCHITECTURE.md,
+"Memory"). Sizes are MB (2^20 bytes), shares 0..1."""
 
 from __future__ import annotations
 
@@ -112,14 +91,10 @@ def _rounded_mb(wanted_mb: float, min_mb: int, max_mb: int) -> int:
 
 def recommend_heap(*, peak_bytes: int, max_bytes: int, overhead: float, min_mb: int, max_mb: int,
                    executors: int = 1, pressure_growth: float | None = None) -> HeapRecommendation:
-    """The heap each executor needs: ``peak × (1 + overhead)`` (Flink ``memory.tuning.overhead``),
-    rounded up to a multiple of :data:`GRANULARITY_MB`, clamped to ``[min_mb, max_mb]`` (MB).
-    ``peak_bytes``: heap used at its peak over the window; ``max_bytes``: the heap maximum it runs
-    with. Under memory pressure (``pressure_growth`` given, ``memory_pressure_growth``) the peak is
-    capped by the maximum and understates the need, so the heap is at least ``max × pressure_growth``:
-    a doubling search while the pressure lasts (Flink's ``MemoryTuning`` sizes from the peak alone,
-    as its heap-usage gate is off by default). Raises ``ValueError`` for a negative size or
-    overhead, a growth below 1, or ``min_mb > max_mb``."""
+    """The heap each executor needs, MB: ``peak × (1 + overhead)`` (Flink ``memory.tuning.overhead``),
+    rounded up to 64 MB, within ``[min_mb, max_mb]``; under pressure (``pressure_growth``) at least
+    ``max × pressure_growth``, as the peak is capped by the maximum. Raises ``ValueError`` for a
+    negative size or overhead, a growth below 1, or ``min_mb > max_mb``."""
     if peak_bytes < 0 or max_bytes < 0 or overhead < 0 or min_mb > max_mb or executors < 1 \
             or (pressure_growth is not None and pressure_growth < 1):
         raise ValueError(f"recommend_heap: peak {peak_bytes}, max {max_bytes}, overhead {overhead}, "
@@ -185,19 +160,12 @@ def memory_decision(heap: HeapRecommendation, *, knob: str | None, current_mb: i
                     bounds: tuple[int, int] = (1, 1 << 30), apply: bool, under_pressure: bool, ready: bool = True,
                     other_changes: bool = False, requested: bool = False,
                     along_factor: float | None = None, executors_after: int | None = None) -> MemoryDecision:
-    """Whether a plan changes the heap to the recommendation ``heap`` (see the module docstring).
-
-    ``knob`` / ``current_mb`` / ``bounds``: the pipeline's memory knob, its running value and its
-    ``[min, max]`` (MB; None: no knob, recommend-only); ``apply``: the job's ``memory_apply``;
-    ``ready``: the window is ready (``scaling.values.readiness``); ``other_changes``: the plan changes another
-    knob anyway; ``requested``: a person asks for it (whatever ``apply`` says). The order: no knob,
-    at the knob's bound, a decrease under pressure or not ready (held), requested, recommend-only,
-    with another change, alone under pressure (the heap only: the pressure is the heap's), else it
-    waits. ``along_factor``
-    (``guard_max_change_factor``): a heap that rides along moves at most by this factor, in whole
-    :data:`GRANULARITY_MB` steps, so it never holds the change it rides with from auto-approval (the
-    rest follows with the next rescale); a move that rounds to nothing is held. ``executors_after``:
-    the JVMs the plan runs on, when it changes their number (:meth:`HeapRecommendation.on_executors`)."""
+    """The step a plan takes with ``heap`` on ``knob`` (running ``current_mb``, within ``bounds`` MB;
+    None: recommend-only), in this order: no knob, at the bound, a decrease under pressure or not
+    ``ready`` (held), ``requested`` by a person, recommend-only (``apply`` off), along with
+    ``other_changes`` (at most ``along_factor`` away, in 64 MB steps), alone under pressure (the heap
+    only), else it waits (docs/ARCHITECTURE.md, "Memory"). ``executors_after``: the JVMs the plan
+    runs on when it changes their number (:meth:`HeapRecommendation.on_executors`)."""
     if executors_after is not None:
         heap = heap.on_executors(executors_after)
     if knob is None or current_mb is None:

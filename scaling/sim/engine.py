@@ -1,35 +1,8 @@
-"""The discrete-time simulator of a streaming job, in both modes: what they share (configurations,
-samples, controllers, rescales, the result). Each mode's engine is a module of its own:
-
-- ``continuous`` (:mod:`scaling.sim.continuous_engine`): every vertex has its own slots; each step a
-  vertex processes what its capacity, its input and the free space in its downstream buffers allow,
-  in reverse topological order, so a full buffer backpressures its upstream vertex and, in the end,
-  the source.
-- ``micro-batch`` (:mod:`scaling.sim.micro_batch_engine`): batch by batch. A batch reads everything
-  the sources hold; its stages run one after another on the shared cores (``ceil(tasks / cores)``
-  waves each), after a fixed per-batch overhead; the next batch starts at the next trigger, or at
-  once when the batch overran it.
-
-Sources keep a backlog in a log with a retention limit: records older than ``retention_s`` that were
-not read are lost. A rescale stops processing for a downtime (the micro-batch job first finishes the
-batch in flight); arrivals keep piling up meanwhile.
-
-Every ``collect_interval_s`` the simulator takes one measurement per vertex, in exactly the form
-the collector produces (``scaling.VertexMeasurement``: records in and out, busy task-seconds, not
-capped, the busiest task's paced busy time unless the collector misses it, backlog, backlog growth,
-batch overhead and batches), and the window becomes metrics by the production path,
-``MetricWindow.from_measurements(...).aggregate()`` (as ``sparkclient.collector.model_inputs`` does).
-The batch durations a controller sees are each sample's mean, as production's. Every
-``policy_interval_s`` a controller sees the window of samples taken since the running configuration
-started, and may return a new one. A ``PolicyController`` runs a real registered policy
-(``scaling.planner.algorithms``) on that window, unchanged.
-
-A job with memory (``SimJob.memory``, micro-batch mode, :mod:`scaling.sim.memory`) also gives each
-collect a ``scaling.planner.memory.MemoryReading`` (GC share of task time by ``scaling.planner.memory.gc_share``, the
-heap at peak, the heap maximum), and a ``PolicyController`` passes its plan through production's
-memory gate and, when its ``memory_apply`` is on, the heap (production's one door, ``decide``).
-A heap change starts a new JVM: it costs the warm handover (``RescaleCosts.handover``).
-"""
+"""The discrete-time simulator of a streaming job, in both modes (``continuous_engine``,
+``micro_batch_engine``): what they share (configurations, samples in the collector's form, the
+controllers, rescales and their costs, the result). A ``PolicyController`` runs a policy through
+production's one door on the window the production metric path makes (docs/ARCHITECTURE.md, "The
+simulator")."""
 
 from __future__ import annotations
 

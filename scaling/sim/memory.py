@@ -1,32 +1,6 @@
-"""Memory in the simulator: each executor's heap use, the GC it costs, the batch that fails above
-the heap maximum, and the memory sizing a policy applies (production's ``scaling.planner.memory``).
-
-**Heap use** of one executor (MB), at time ``t`` with ``executors`` executors::
-
-    used = base_mb + task_working_set_mb × cores_per_executor + state_mb(t) / executors
-    state_mb(t) = min(max_state_mb, state_mb_per_record × records arrived in (t − state_retention_s, t])
-
-The state is a session or dedup store: every record is kept for ``state_retention_s`` (the watermark's
-delay) and the keys cap it (``max_state_mb``), so it grows, then plateaus or follows the load. The
-state partitions spread it evenly over the executors; each task running at once holds a working set.
-
-**GC** (the cost model of a tracing collector: Appel, "Garbage collection can be faster than stack
-allocation", IPL 1987; Jones & Lins, *Garbage Collection*, 1996, §3.4): the work per allocated byte
-grows as live / free, so with the heap usage ``u = used / heap``::
-
-    GC time / mutator time = gc_cost × max(0, u − gc_onset) / (1 − u)
-
-Below ``gc_onset`` the young collections are taken as free; past it each collection traces the live
-state and the cost rises steeply as the heap fills. ``gc_cost`` 0.05 and ``gc_onset`` 0.5 are an
-assumption, not a measurement: a GC share of task time (``ratio / (1 + ratio)``) of 9 % at
-``u`` = 0.83 (a heap of peak × 1.2), 31 % at 0.95, 71 % at 0.99 (the real pipeline of the memory
-acceptance read 0.35 at 507 of 512 MB). Task time is mutator time × (1 + ratio): the stages slow down
-and their busy time, which counts GC as Spark's ``executorRunTime`` does, grows with it.
-
-**Above the maximum** (``u >= 1``) the batch fails with an OutOfMemoryError; its records stay in the
-source (they are read again), and the job restarts in a new JVM with the heap × ``oom_growth``, at the
-warm handover's cost: downtime, never records lost.
-"""
+"""Memory in the simulator: each executor's heap use (MB), the GC share it costs, the batch that fails
+above the heap maximum, and the memory oracles' MB-seconds (docs/ARCHITECTURE.md, "The simulator's
+memory model": its formulas and their sources)."""
 
 from __future__ import annotations
 

@@ -99,7 +99,7 @@ class AttemptState(models.TextChoices):
 
 
 class AttemptOutcome(models.TextChoices):
-    """How one attempt ended (``Execution.attempt_log[i]["status"]``)."""
+    """How one attempt ended (``webapp.proposals.attempts.AttemptEntry.status``)."""
 
     SUCCEEDED = "succeeded", "succeeded"  # the runner applied this attempt's command
     FAILED = "failed", "failed"  # the runner answered that it failed (or the command could not be sent)

@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "webapp.dashboard",
     "webapp.accounts",
     "webapp.inbox",
+    "webapp.demo",
     "axes",
 ]
 

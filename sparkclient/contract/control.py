@@ -7,7 +7,8 @@ work); Redis contents are input: every ``from_*`` parser checks types and return
 
 - **Command**: stream ``ss:control:{job}``, field ``json`` = :meth:`RescaleCommand.to_json`.
 - **Result**: string ``ss:control:{job}:result:{id}`` = :meth:`RescaleResult.to_json`.
-- **Status**: hash ``ss:runner:{job}`` = :meth:`RunnerStatus.to_mapping` (partial updates allowed).
+- **Status**: hash ``ss:runner:{job}``, written by :func:`write_status` (a :class:`StatusUpdate`: the
+  fields it sets) and read by :func:`read_status` (a :class:`RunnerStatus`).
 
 The connection authenticates: put the password in the URL (``redis://:PASSWORD@host:6379/0``, or
 ``redis://USER:PASSWORD@...`` with Redis ACLs). :func:`connect` turns a refused password into
@@ -33,6 +34,7 @@ from sparkclient.contract.messages import (
     RunnerState,
     RunnerStatus,
     StandbyUse,
+    StatusUpdate,
 )
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "RunnerState",
     "RunnerStatus",
     "StandbyUse",
+    "StatusUpdate",
     "connect",
     "get_result",
     "read_status",
@@ -153,6 +156,10 @@ def read_status(client: redis.Redis, job: str) -> RunnerStatus:
     return RunnerStatus.from_mapping(client.hgetall(keys.runner(job)))
 
 
-def write_status(client: redis.Redis, job: str, status: RunnerStatus, *only: str) -> None:
-    """Write ``status`` (all fields, or those in ``only``) to the job's status hash."""
-    client.hset(keys.runner(job), mapping=status.to_mapping(*only))
+def write_status(client: redis.Redis, job: str, update: StatusUpdate) -> None:
+    """Write the fields ``update`` sets to the job's status hash (the others are left as they are);
+    ``client`` may be a pipeline, the write then is one of its commands. An update that sets nothing
+    writes nothing."""
+    mapping = update.to_mapping()
+    if mapping:
+        client.hset(keys.runner(job), mapping=mapping)

@@ -1,5 +1,6 @@
-"""The control protocol's messages: the typed rescale command, its result and the runner's status,
-as they are written to and parsed from Redis (:mod:`sparkclient.contract.control` moves them).
+"""The control protocol's messages: the typed rescale command, its result and the runner's status
+(read as :class:`RunnerStatus`, written as :class:`StatusUpdate`), as they are written to and parsed
+from Redis (:mod:`sparkclient.contract.control` moves them).
 
 Redis contents are input: every ``from_*`` parser checks types and returns a value or raises
 :class:`ProtocolError`.
@@ -11,7 +12,7 @@ import json
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
@@ -28,6 +29,7 @@ __all__ = [
     "RunnerState",
     "RunnerStatus",
     "StandbyUse",
+    "StatusUpdate",
 ]
 
 #: The longest id, knob name or text field accepted from Redis, characters.
@@ -308,13 +310,6 @@ class RunnerStatus:
     def running(self) -> bool:
         return self.state == RunnerState.RUNNING
 
-    def to_mapping(self, *only: str) -> dict[str, str]:
-        """Hash fields as strings (all, or the names in ``only``)."""
-        data = asdict(self)
-        data["knobs"] = json.dumps(self.knobs, sort_keys=True)
-        names = only or tuple(data)
-        return {n: "" if data[n] is None else str(data[n]) for n in names}
-
     @classmethod
     def from_mapping(cls, raw: Mapping[Any, Any]) -> RunnerStatus:
         """Parse a status hash (bytes or str keys and values); unknown fields are ignored.
@@ -352,5 +347,37 @@ class RunnerStatus:
                 values[f.name] = text
         return cls(**values)
 
-    def updated(self, **changes: Any) -> RunnerStatus:
-        return replace(self, **changes)
+
+@dataclass(frozen=True)
+class StatusUpdate:
+    """What a writer of the runner's status hash writes (:func:`sparkclient.contract.control.write_status`):
+    the fields of :class:`RunnerStatus`, each None (left as it is) or its value (``""`` or 0 writes
+    "not reported"). The supervisor, the driver and the progress listener each write their own fields."""
+
+    state: RunnerState | None = None
+    pid: int | None = None
+    supervisor_pid: int | None = None
+    ui_url: str | None = None
+    app_id: str | None = None
+    master: str | None = None
+    pipeline: str | None = None
+    query_name: str | None = None
+    query_id: str | None = None
+    run_id: str | None = None
+    knobs: Mapping[str, int] | None = None
+    knob_specs: str | None = None
+    plan_stages: str | None = None
+    capacity: int | None = None
+    trigger_interval_s: float | None = None
+    checkpoint: str | None = None
+    lease_token: str | None = None
+    started_at: float | None = None
+    last_batch_at: float | None = None
+    error: str | None = None
+
+    def to_mapping(self) -> dict[str, str]:
+        """The hash fields written, as the strings :meth:`RunnerStatus.from_mapping` parses (``knobs``
+        as JSON with sorted keys, numbers as ``str``)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: json.dumps(dict(value), sort_keys=True) if name == "knobs" else str(value)
+                for name, value in values.items() if value is not None}

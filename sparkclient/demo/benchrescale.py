@@ -60,6 +60,7 @@ import redis
 from scaling.forecast.rescale_cost import LagSample, measured_time_to_effect_s, rescale_cost
 from sparkclient.contract import keys
 from sparkclient.contract.control import RescaleCommand, read_status, send_command, wait_result
+from sparkclient.contract.load import set_rate
 from sparkclient.contract.standby import (
     HandoverState,
     StandbyAction,
@@ -68,7 +69,7 @@ from sparkclient.contract.standby import (
     send_standby_request,
 )
 from sparkclient.demo.cluster import start_cluster, stop_cluster
-from sparkclient.demo.generator import read_counts, set_rate
+from sparkclient.demo.generator import read_counts
 from sparkclient.demo.redislog import PartitionedLog
 from sparkclient.demo.redisproc import start_redis
 from sparkclient.demo.sink import sink_total

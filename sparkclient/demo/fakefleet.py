@@ -25,7 +25,7 @@ from pathlib import Path
 import redis
 
 from sparkclient.contract import control, keys
-from sparkclient.contract.messages import RunnerStatus
+from sparkclient.contract.messages import RunnerState, StatusUpdate
 from sparkclient.demo.fakeui import FakeUis, replay_answer
 from sparkclient.demo.replay import Capture, Replay
 
@@ -55,8 +55,8 @@ def publish_statuses(client: redis.Redis, urls: dict[str, str], replay: Replay) 
     pipe = client.pipeline(transaction=False)
     for job, url in urls.items():
         pipe.delete(keys.runner(job))
-        control.write_status(pipe, job, RunnerStatus(
-            state="running", pid=os.getpid(), ui_url=url, app_id=replay.capture.app_id,
+        control.write_status(pipe, job, StatusUpdate(
+            state=RunnerState.RUNNING, pid=os.getpid(), ui_url=url, app_id=replay.capture.app_id,
             query_name="ds2q", run_id=replay.capture.run_id, knobs=dict(CONFIG),
             plan_stages=json.dumps(PLAN_STAGES), trigger_interval_s=replay.trigger_s,
             started_at=replay.start_s))

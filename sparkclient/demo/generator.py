@@ -8,7 +8,7 @@ its ids and ``date_time`` = generation time in epoch milliseconds.
 Runtime control (see :mod:`sparkclient.contract.keys`):
 
 - ``ss:gen:{topic}:rate`` (float, events/s) is re-read every :data:`RATE_POLL_S` seconds;
-  0 pauses the generator (no writes at all). :func:`set_rate` sets it.
+  0 pauses the generator (no writes at all). :func:`sparkclient.contract.load.set_rate` sets it.
 - ``ss:gen:{topic}:counts`` = ``{person, auction, bid, total}`` is incremented in the same
   MULTI/EXEC transaction as the log append, so after the generator stops ``counts["bid"]`` is
   exactly the number of bid records in the log. The counts also give the next event number and
@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
 import random
 import signal
@@ -40,6 +39,7 @@ from dataclasses import dataclass
 import redis
 
 from sparkclient.contract import keys
+from sparkclient.contract.load import get_rate, set_rate
 from sparkclient.demo.redislog import PartitionedLog
 
 log = logging.getLogger(__name__)
@@ -66,29 +66,6 @@ _LAST_NAMES = ["Shultz", "Abrams", "Spencer", "White", "Bartels", "Walton", "Smi
 _CITIES = ["Phoenix", "Los Angeles", "San Francisco", "Boise", "Portland", "Bend", "Redmond", "Seattle", "Kent"]
 _STATES = ["AZ", "CA", "ID", "OR", "WA", "WY"]
 _CHANNELS = ["Google", "Facebook", "Baidu", "Apple"]
-
-
-def set_rate(client: redis.Redis, topic: str, rate: float) -> None:
-    """Set the generator rate of ``topic`` in events per second (0 pauses it).
-
-    Raises:
-        ValueError: ``rate`` is negative, NaN or infinite.
-    """
-    if not math.isfinite(rate) or rate < 0:
-        raise ValueError(f"rate must be a finite number of events/s >= 0, got {rate!r}")
-    client.set(keys.gen_rate(topic), repr(float(rate)))
-
-
-def get_rate(client: redis.Redis, topic: str) -> float | None:
-    """The current rate of ``topic`` in events per second, or None when never set."""
-    value = client.get(keys.gen_rate(topic))
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        log.warning("ignoring non-numeric rate %r in %s", value, keys.gen_rate(topic))
-        return None
 
 
 def read_counts(client: redis.Redis, topic: str) -> dict[str, int]:

@@ -52,7 +52,14 @@ import redis
 from sparkclient.collector.progress import ran_a_batch
 from sparkclient.contract import control, keys
 from sparkclient.contract.binding import plan_stages_of, plan_stages_to_json, with_state_store
-from sparkclient.contract.control import FailureCode, RescaleCommand, RescalePath, RescaleResult, RunnerState
+from sparkclient.contract.control import (
+    FailureCode,
+    RescaleCommand,
+    RescalePath,
+    RescaleResult,
+    RunnerState,
+    StatusUpdate,
+)
 from sparkclient.contract.sparkconf import session_settings
 from sparkclient.contract.spec import KnobTarget, PipelineSpec, knobs_to_json, validate_values
 from sparkclient.runner.applied import AppliedKeys
@@ -148,10 +155,7 @@ class Driver(RescalePaths, StandbyRole):
         self._prepared: Any = None  # a standby's prepared start (sparkclient.runner.session.prepare_query)
         self._listening = False
 
-    # status ---------------------------------------------------------------------------------
-
-    def _set_status(self, **fields: Any) -> None:
-        self.client.hset(keys.runner(self.job), mapping={k: "" if v is None else str(v) for k, v in fields.items()})
+    # results --------------------------------------------------------------------------------
 
     def _write_result(self, result: RescaleResult) -> None:
         """Write a command's result; a succeeded one is first kept with its idempotency key (in the
@@ -185,9 +189,10 @@ class Driver(RescalePaths, StandbyRole):
         prepared, self._prepared = self._prepared, None
         started = start_query(self.spark, self.spec, self.values, self._session_conf(), prepared=prepared)
         query, self.checkpoint = started.query, started.checkpoint
-        self._set_status(state=RunnerState.RUNNING, query_name=query.name or "", query_id=query.id,
-                         run_id=query.runId, knobs=json.dumps(self.values, sort_keys=True), error="",
-                         checkpoint=self.checkpoint, trigger_interval_s=started.trigger_interval_s, plan_stages="")
+        control.write_status(self.client, self.job, StatusUpdate(
+            state=RunnerState.RUNNING, query_name=query.name or "", query_id=str(query.id), run_id=str(query.runId),
+            knobs=self.values, error="", checkpoint=str(self.checkpoint),
+            trigger_interval_s=started.trigger_interval_s, plan_stages=""))
         log.info("query %s started: run %s, knobs %s", query.name, query.runId, self.values)
         return query
 
@@ -203,7 +208,7 @@ class Driver(RescalePaths, StandbyRole):
             self._published_run = progress["runId"]
             try:  # the plan's stages, for the stage <-> knob binding (sparkclient.contract.binding)
                 stages = with_state_store(plan_stages_of(query) or (), self._state_store(), self.sink_class())
-                self._set_status(plan_stages=plan_stages_to_json(stages))
+                control.write_status(self.client, self.job, StatusUpdate(plan_stages=plan_stages_to_json(stages)))
             except Exception:  # noqa: BLE001 - no plan means "unverified", never a wrong binding
                 log.exception("could not read the physical plan of run %s", progress["runId"])
         finished = self.first_batch.on_batch(progress)
@@ -311,7 +316,7 @@ class Driver(RescalePaths, StandbyRole):
         if self.lease_lost:
             raise RuntimeError("the checkpoint lease was lost: the query was stopped so that one driver owns it")
         if exit_code == 0:
-            self._set_status(state=RunnerState.STOPPED)
+            control.write_status(self.client, self.job, StatusUpdate(state=RunnerState.STOPPED))
         return exit_code
 
     def _take_the_checkpoint(self) -> None:
@@ -320,10 +325,10 @@ class Driver(RescalePaths, StandbyRole):
         if self.standby:
             log.info("handover %s timings (epoch s): %s", self.standby, keep_timings(self.client, self.job))
             self.client.delete(keys.handover(self.job))
-        self._set_status(state=RunnerState.STARTING, pid=os.getpid(), started_at=time.time(),
-                         knobs=json.dumps(self.values, sort_keys=True), knob_specs=knobs_to_json(self.spec.knobs),
-                         pipeline=self.spec.ref, capacity=self.capacity, master=self.master, error="",
-                         lease_token=self.lease.token)
+        control.write_status(self.client, self.job, StatusUpdate(
+            state=RunnerState.STARTING, pid=os.getpid(), started_at=time.time(), knobs=self.values,
+            knob_specs=knobs_to_json(self.spec.knobs), pipeline=self.spec.ref, capacity=self.capacity,
+            master=self.master, error="", lease_token=self.lease.token))
         self._resume_pending()
 
     def _add_listener(self) -> None:
@@ -339,7 +344,7 @@ class Driver(RescalePaths, StandbyRole):
         if self.spark is None:
             self.spark = self._build_session()
         sc = self.spark.sparkContext
-        self._set_status(ui_url=sc.uiWebUrl or "", app_id=sc.applicationId)
+        control.write_status(self.client, self.job, StatusUpdate(ui_url=sc.uiWebUrl or "", app_id=sc.applicationId))
         if self.in_place:
             self._start_executor_scaler()
         self._add_listener()

@@ -42,6 +42,7 @@ from typing import Any
 import redis
 
 from sparkclient.contract import keys
+from sparkclient.contract.control import StatusUpdate, write_status
 from sparkclient.contract.messages import StandbyUse
 from sparkclient.contract.standby import HandoverState
 
@@ -242,11 +243,10 @@ Pending = dict[str, Any]
 
 def record_pending(client: redis.Redis, job: str, pending: Pending, knobs: dict[str, int]) -> None:
     """In one transaction: record ``pending`` and make ``knobs`` the job's stored knob values."""
-    text = knobs_text(knobs)
     with client.pipeline(transaction=True) as pipe:
         pipe.set(keys.runner_pending(job), json.dumps(pending))
-        pipe.set(keys.config(job), text)
-        pipe.hset(keys.runner(job), "knobs", text)
+        pipe.set(keys.config(job), knobs_text(knobs))
+        write_status(pipe, job, StatusUpdate(knobs=knobs))
         pipe.execute()
 
 

@@ -19,6 +19,7 @@ import redis
 from pyspark.sql.streaming import StreamingQueryListener
 
 from sparkclient.contract import keys
+from sparkclient.contract.control import StatusUpdate, write_status
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ class RedisProgressListener(StreamingQueryListener):
         try:
             with self.client.pipeline(transaction=False) as pipe:
                 pipe.xadd(keys.progress(self.job), {"json": text}, maxlen=PROGRESS_MAXLEN, approximate=True)
-                pipe.hset(keys.runner(self.job), "last_batch_at", repr(time.time()))
+                write_status(pipe, self.job, StatusUpdate(last_batch_at=time.time()))
                 pipe.execute()
         except redis.RedisError:
             log.exception("could not publish the progress of job %s", self.job)

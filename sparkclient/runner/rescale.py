@@ -6,7 +6,7 @@ process, or a warm handover to a standby driver. It runs on the driver's state, 
 :class:`~sparkclient.runner.driver.Driver` sets up: ``spec``, ``job``, ``client``, ``capacity``,
 ``in_place``, ``master``, ``spark_conf``, ``values``, ``spark``, ``query``, ``checkpoint``, ``lease``,
 ``executor_scaler``, ``executors_knob``, ``shuffle_knob``, ``stop_event``, ``first_batch`` and the
-methods ``executors``, ``_set_status``, ``_write_result`` and ``_start_query``.
+methods ``executors``, ``_write_result`` and ``_start_query``.
 
 A memory knob's change (the heap, the executors' overhead on a cluster, the RocksDB state memory)
 always takes the new-driver path (the warm handover), in local mode and on a cluster alike: what it
@@ -30,6 +30,7 @@ from sparkclient.contract.control import (
     RescaleResult,
     RunnerState,
     StandbyUse,
+    StatusUpdate,
 )
 from sparkclient.contract.sparkconf import effective_memory_knobs, launch_settings
 from sparkclient.contract.spec import KnobError, validate_values
@@ -183,9 +184,8 @@ class RescalePaths:
 
     def _commit_values(self, values: dict[str, int]) -> None:
         self.values = dict(values)
-        text = json.dumps(self.values, sort_keys=True)
-        self.client.set(keys.config(self.job), text)
-        self._set_status(knobs=text)
+        self.client.set(keys.config(self.job), json.dumps(self.values, sort_keys=True))
+        control.write_status(self.client, self.job, StatusUpdate(knobs=self.values))
 
     def _request_standby(self, command: RescaleCommand, old: dict[str, int],
                          new: dict[str, int]) -> StandbyUse | None:
@@ -212,7 +212,7 @@ class RescalePaths:
         if standby is None:
             return None
         requested_at = time.time()
-        self._set_status(state=RunnerState.RESTARTING)
+        control.write_status(self.client, self.job, StatusUpdate(state=RunnerState.RESTARTING))
         old_run_id = str(self.query.runId)
         last_end = stop_between_batches(self.query, timeout_s=BATCH_WAIT_TIMEOUT_S)
         if repartition:

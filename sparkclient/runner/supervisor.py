@@ -33,12 +33,11 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from sparkclient.contract import control, keys
-from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, RunnerState
+from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, RunnerState, StatusUpdate
 from sparkclient.contract.sparkconf import launch_settings
 from sparkclient.contract.spec import KnobError, PipelineLoadError, load_pipeline, validate_values
 from sparkclient.runner.arguments import parse_pairs
@@ -104,9 +103,6 @@ class Supervisor:
         """The standby driver process, while one runs (:class:`sparkclient.runner.standby.StandbyKeeper`)."""
         return self.keeper.proc
 
-    def _set_status(self, **fields: Any) -> None:
-        self.client.hset(keys.runner(self.job), mapping={k: "" if v is None else str(v) for k, v in fields.items()})
-
     def init_values(self) -> dict[str, int]:
         """The knob values to run with, written to ``ss:config:{job}`` when none are stored.
 
@@ -171,8 +167,9 @@ class Supervisor:
     def run(self) -> int:
         """Supervise until SIGINT/SIGTERM (0) or too many crashes in a row (1)."""
         values = self.init_values()
-        self._set_status(state=RunnerState.STARTING, supervisor_pid=os.getpid(), knobs=json.dumps(values),
-                         pipeline=self.args.pipeline, capacity=self.args.capacity, error="")
+        control.write_status(self.client, self.job, StatusUpdate(
+            state=RunnerState.STARTING, supervisor_pid=os.getpid(), knobs=values, pipeline=self.args.pipeline,
+            capacity=self.args.capacity, error=""))
         crashes, error = 0, ""
         adopted: subprocess.Popen | None = None
         while not self.stopping.is_set():
@@ -183,7 +180,7 @@ class Supervisor:
                 log.info("driver %d took over", child.pid)
             else:
                 self.child = child = self._spawn()
-                self._set_status(pid=child.pid, error="")
+                control.write_status(self.client, self.job, StatusUpdate(pid=child.pid, error=""))
                 log.info("driver %d started", child.pid)
             code = self._wait_child(child)
             if code == EXIT_HANDED_OVER and self.standby is not None:
@@ -206,10 +203,10 @@ class Supervisor:
                 error = (f"driver exited with code {code} (crash {crashes} in a row): {reported}; "
                          f"see {self.workdir / 'driver.log'}")
                 log.error(error)
-                self._set_status(state=RunnerState.FAILED, error=error)
+                control.write_status(self.client, self.job, StatusUpdate(state=RunnerState.FAILED, error=error))
             elif code == EXIT_RESTART:
                 crashes = 0
-                self._set_status(state=RunnerState.RESTARTING)
+                control.write_status(self.client, self.job, StatusUpdate(state=RunnerState.RESTARTING))
             self.reap_group(child.pid)
             self.child = None
             if self.standby is not None and self.stopping.is_set():
@@ -224,7 +221,7 @@ class Supervisor:
                 self._fail_pending(error)
                 return 1
             self.stopping.wait(min(30.0, 2.0 ** crashes))
-        self._set_status(state=RunnerState.STOPPED)
+        control.write_status(self.client, self.job, StatusUpdate(state=RunnerState.STOPPED))
         return 0
 
     def _fail_pending(self, error: str) -> None:
@@ -301,5 +298,6 @@ def _run_driver(args: argparse.Namespace) -> int:
             mark_as(driver.client, args.job, args.standby, state=HandoverState.FAILED,
                     error=f"{type(exc).__name__}: {exc}"[:2000])
             return 1
-        driver._set_status(state=RunnerState.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
+        control.write_status(driver.client, args.job, StatusUpdate(state=RunnerState.FAILED,
+                                                                   error=f"{type(exc).__name__}: {exc}"[:2000]))
         return 1

@@ -80,7 +80,7 @@ def open_common_pages(page, job: Job, state: str) -> None:
 
 
 def test_healthy(page, redis_server, settings):
-    from sparkclient.demo.generator import set_rate
+    from sparkclient.contract.load import set_rate
     from webapp.jobs.redis import get_redis
 
     settings.REDIS_URL = redis_server.url

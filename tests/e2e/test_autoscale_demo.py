@@ -113,7 +113,8 @@ def sink_shortfall(client: redis.Redis, sink_path: str) -> str:
 
 
 def test_scale_up_proposal_is_approved_executed_and_drains_the_backlog(system):
-    from sparkclient.demo.generator import read_counts, set_rate
+    from sparkclient.contract.load import set_rate
+    from sparkclient.demo.generator import read_counts
     from sparkclient.demo.sink import sink_total
 
     client, group = system["redis"], system["group"]

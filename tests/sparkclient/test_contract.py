@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
-from dataclasses import replace
+from dataclasses import asdict, fields, replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,8 +30,12 @@ from sparkclient.contract.control import (
     RescalePath,
     RescaleResult,
     ResultStatus,
+    RunnerState,
     RunnerStatus,
     StandbyUse,
+    StatusUpdate,
+    read_status,
+    write_status,
 )
 from sparkclient.contract.sparkconf import session_settings
 from sparkclient.contract.spec import (
@@ -135,10 +139,32 @@ def test_command_result_and_status_round_trip():
     assert RescaleResult.from_json(warm.to_json()) == warm and '"standby": "ready"' in warm.to_json()
     failed = RescaleResult.failed("x", FailureCode.ABOVE_CAPACITY, "9 executors exceed 2")
     assert RescaleResult.from_json(failed.to_json()).code is FailureCode.ABOVE_CAPACITY
-    status = RunnerStatus(state="running", pid=7, knobs={"cores": 1}, capacity=2, trigger_interval_s=2.0,
+    update = StatusUpdate(state=RunnerState.RUNNING, pid=7, knobs={"cores": 1}, capacity=2, trigger_interval_s=2.0,
                           plan_stages=plan_stages_to_json(PLAN))
-    parsed = RunnerStatus.from_mapping({k.encode(): v.encode() for k, v in status.to_mapping().items()})
-    assert parsed == status and parsed.running
+    parsed = RunnerStatus.from_mapping({k.encode(): v.encode() for k, v in update.to_mapping().items()})
+    assert parsed == RunnerStatus(state="running", pid=7, knobs={"cores": 1}, capacity=2, trigger_interval_s=2.0,
+                                  plan_stages=plan_stages_to_json(PLAN)) and parsed.running
+
+
+#: A status update that sets every field.
+FULL_STATUS = StatusUpdate(
+    state=RunnerState.STARTING, pid=7, supervisor_pid=6, ui_url="http://127.0.0.1:4040", app_id="app-1",
+    master="local[2]", pipeline="pipelines.orders:build", query_name="orders", query_id="q-1", run_id="r-1",
+    knobs={"cores": 2, "src": 3}, knob_specs=knobs_to_json(KNOBS), plan_stages=plan_stages_to_json(PLAN), capacity=4,
+    trigger_interval_s=2.5, checkpoint="/tmp/orders/checkpoint", lease_token="token-1", started_at=1712000000.125,
+    last_batch_at=1712000004.75, error="StreamingQueryException: boom")
+
+
+def test_a_status_written_is_read_back_and_an_update_writes_only_its_fields(redis_client):
+    assert all(getattr(FULL_STATUS, f.name) is not None for f in fields(StatusUpdate))
+    write_status(redis_client, "orders", FULL_STATUS)
+    assert asdict(read_status(redis_client, "orders")) == asdict(FULL_STATUS)
+    write_status(redis_client, "orders", StatusUpdate(state=RunnerState.RUNNING, error=""))
+    write_status(redis_client, "orders", StatusUpdate())  # sets nothing: writes nothing
+    assert read_status(redis_client, "orders") == RunnerStatus(**{**asdict(FULL_STATUS), "state": "running",
+                                                                  "error": ""})
+    with pytest.raises(TypeError):  # a field the status does not have cannot be written
+        StatusUpdate(queue_depth=3)
 
 
 @pytest.mark.parametrize("standby", ["warm", 1, ["ready"], {"ready": 1}, True])
@@ -201,8 +227,7 @@ def _mutations(base: dict) -> st.SearchStrategy:
 _RESULT = json.loads(RescaleResult(id="1", status=ResultStatus.FAILED, path=RescalePath.NONE, knobs={"a": 1},
                                    code=FailureCode.OUT_OF_BOUNDS, error="e", executor_change_s=1.0,
                                    standby=StandbyUse.STARTED).to_json())
-_STATUS = RunnerStatus(state="running", pid=1, knobs={"a": 1}, capacity=2, plan_stages=plan_stages_to_json(PLAN),
-                       knob_specs=knobs_to_json(KNOBS)).to_mapping()
+_STATUS = FULL_STATUS.to_mapping()
 
 
 @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from sparkclient.contract import keys
-from sparkclient.demo.generator import Generator, event_type, get_rate, read_counts, set_rate
+from sparkclient.contract.load import get_rate, set_rate
+from sparkclient.demo.generator import Generator, event_type, read_counts
 from sparkclient.demo.redislog import PartitionedLog
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from sparkclient.__main__ import main
-from sparkclient.contract.control import RescaleCommand, RunnerStatus
+from sparkclient.contract.control import RescaleCommand, RunnerState, RunnerStatus, StatusUpdate
 from sparkclient.contract.sparkconf import launch_settings
 from sparkclient.contract.spec import Knob, KnobError, KnobTarget, check_knob_set, knobs_from_json, knobs_to_json
 from tests.sparkclient.rescale_double import RecordingPaths
@@ -32,9 +32,9 @@ def test_a_memory_knob_starts_at_512_mb_and_a_pipeline_has_one():
 
 
 def test_the_knob_round_trips_through_the_runners_status():
-    status = RunnerStatus(state="running", knobs={"cores": 1, "state_partitions": 2, "memory_mb": 1024},
+    update = StatusUpdate(state=RunnerState.RUNNING, knobs={"cores": 1, "state_partitions": 2, "memory_mb": 1024},
                           knob_specs=knobs_to_json(KNOBS))
-    parsed = RunnerStatus.from_mapping({k.encode(): v.encode() for k, v in status.to_mapping().items()})
+    parsed = RunnerStatus.from_mapping({k.encode(): v.encode() for k, v in update.to_mapping().items()})
     assert knobs_from_json(parsed.knob_specs) == KNOBS
     assert knobs_from_json(parsed.knob_specs)[2].sets is KnobTarget.MEMORY
     assert parsed.knobs["memory_mb"] == 1024

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from sparkclient.contract import keys
 from sparkclient.contract.control import RescaleCommand, RescalePath
 from sparkclient.runner import rescale
 from sparkclient.runner.rescale import RescalePaths
@@ -17,6 +18,16 @@ class _FirstBatch:
         self.paths.append(path)
 
 
+class _Hashes:
+    """The one Redis call ``_restart`` makes itself: the status write (``HSET``), recorded."""
+
+    def __init__(self) -> None:
+        self.written: list[tuple[str, dict]] = []
+
+    def hset(self, key: str, mapping: dict) -> None:
+        self.written.append((key, mapping))
+
+
 class _Driver(RescalePaths):
     """The driver state ``_restart`` reads, with Spark and Redis left out."""
 
@@ -24,10 +35,8 @@ class _Driver(RescalePaths):
         self.first_batch = _FirstBatch()
         self.query = type("Query", (), {"runId": "run-1"})()
         self.values = {"state_partitions": 2}
-        self.statuses: list[dict] = []
-
-    def _set_status(self, **fields) -> None:
-        self.statuses.append(fields)
+        self.job = "orders"
+        self.client = _Hashes()
 
     def _repartition_offline(self, command, old, new, last_end):
         return True, last_end
@@ -48,3 +57,4 @@ def test_a_restart_in_the_same_driver_reports_whether_it_repartitioned_state(mon
     driver._restart(command, {"state_partitions": 2}, {"state_partitions": 3}, repartition=repartition,
                     new_driver=False)
     assert driver.first_batch.paths == [path]
+    assert driver.client.written == [(keys.runner("orders"), {"state": "restarting"})]

@@ -20,6 +20,7 @@ from webapp.jobs.models import Job
 from webapp.loop.evaluate import evaluation_run
 from webapp.loop.execute import attempt_send
 from webapp.loop.reconcile import workflow_reconcile
+from webapp.proposals.lifecycle import AttemptOutcome
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.services import proposal_approve
 
@@ -63,7 +64,7 @@ def test_every_attempt_carries_the_same_key_and_a_replay_records_the_first_attem
     with django_capture_on_commit_callbacks(execute=True):
         workflow_reconcile()  # no answer within the lease: unanswered, not failed; retried
     execution.refresh_from_db()
-    assert [e["status"] for e in execution.attempt_log] == ["unanswered"]
+    assert [e.status for e in execution.attempt_entries] == [AttemptOutcome.UNANSWERED]
     assert (proposal.pk, 2, 0.5) in enqueued
 
     attempt_send(proposal_id=proposal.pk, attempt=2)
@@ -79,8 +80,10 @@ def test_every_attempt_carries_the_same_key_and_a_replay_records_the_first_attem
     assert (execution.attempts, execution.applied_attempt) == (2, 1)
     assert (execution.path, execution.downtime_s, execution.pause_s) == ("in-process", 3.2, 2.5)
     assert abs(execution.finished_at.timestamp() - restarted_at) < 0.01  # the real restart's time
-    assert [(e["attempt"], e["status"]) for e in execution.attempt_log] == [(1, "succeeded"), (2, "replayed")]
-    assert execution.attempt_log[0]["answered_by"] == 2 and execution.attempt_log[1]["applied_by"] == 1
+    first, second = execution.attempt_entries
+    assert [(e.attempt, e.status) for e in (first, second)] == [(1, AttemptOutcome.SUCCEEDED),
+                                                                (2, AttemptOutcome.REPLAYED)]
+    assert first.answered_by == 2 and second.applied_by == 1
     assert ExecutionSerializer(execution).data["applied_attempt"] == 1  # the API says which attempt applied
     actions = list(AuditEvent.objects.filter(proposal=proposal).order_by("id").values_list("action", flat=True))
     assert actions.count("config_changed") == 1 and "attempt_failed" not in actions
@@ -108,7 +111,7 @@ def test_an_attempt_the_runner_did_apply_again_is_its_own_applied_attempt(workfl
     workflow_reconcile()
     execution.refresh_from_db()
     assert (execution.applied_attempt, execution.path) == (2, "driver-handover")
-    assert [e["status"] for e in execution.attempt_log] == ["unanswered", "succeeded"]
+    assert [e.status for e in execution.attempt_entries] == [AttemptOutcome.UNANSWERED, AttemptOutcome.SUCCEEDED]
     assert AuditEvent.objects.get(proposal=proposal, action="config_changed").reason["code"] == "config_applied"
 
 

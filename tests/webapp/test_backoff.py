@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from webapp.loop.backoff import RestartStrategy, RetryDecision, next_retry
+from webapp.loop.backoff import RestartStrategy, next_retry
+from webapp.proposals.attempts import RetryDecision
 from webapp.proposals.codes import RetryCode
 
 

@@ -1,4 +1,4 @@
-"""``manage.py bench_fleet``: its measurements (``webapp.loop.fleetbench``), and one tiny run of the
+"""``manage.py bench_fleet``: its measurements (``webapp.demo.fleetbench``), and one tiny run of the
 whole command (3 jobs for 20 s on PostgreSQL, Redis, the fake fleet, the beat and two workers). The
 run's figures depend on the machine's load: it checks that everything was measured, not how fast."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from webapp.loop import fleetbench
+from webapp.demo import fleetbench
 from webapp.loop.evaluate import TIMING_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,9 +25,9 @@ AFTER_LAST_BATCH = datetime.fromisoformat(PROGRESS[-1]["timestamp"].replace("Z",
 
 
 def report(redis, job: Job, **fields) -> None:
-    """What the runner writes to its status hash (``sparkclient.contract.control.RunnerStatus``)."""
+    """What the runner writes to its status hash (``sparkclient.contract.control.StatusUpdate``)."""
     redis.delete(keys.runner(job.name))
-    control.write_status(redis, job.name, control.RunnerStatus(**fields))
+    control.write_status(redis, job.name, control.StatusUpdate(**fields))
 
 
 def running(redis, job: Job, ui_url: str, **extra) -> None:

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
-from sparkclient.demo.generator import get_rate
+from sparkclient.contract.load import get_rate
 from tests.webapp.factories import make_job, make_snapshots
 from webapp.jobs.models import Job
 from webapp.loop.evaluate import evaluation_run

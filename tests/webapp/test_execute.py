@@ -18,6 +18,9 @@ from webapp.jobs.models import Job, MetricSnapshot
 from webapp.loop.evaluate import evaluation_run
 from webapp.loop.execute import attempt_send, execution_record_result
 from webapp.loop.rescale_cost import record_open_costs
+from webapp.proposals.attempts import RetryDecision
+from webapp.proposals.codes import RetryCode
+from webapp.proposals.lifecycle import AttemptOutcome
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.services import proposal_approve
 
@@ -159,8 +162,8 @@ def test_a_command_the_runner_refuses_for_what_it_is_is_not_retried(no_enqueue):
     execution.refresh_from_db()
     proposal.refresh_from_db()
     assert execution.status == "failed" and execution.attempts == 1 and no_enqueue == []
-    assert execution.attempt_log[0]["retry"] == {
-        "delay_s": None, "code": "refused_by_runner", "data": {"failure": "state-not-repartitionable"}}
+    assert execution.attempt_entries[0].retry == RetryDecision(None, RetryCode.REFUSED,
+                                                               {"failure": "state-not-repartitionable"})
     assert proposal.status in ("rolling_back", "rolled_back")
 
     _job, other = _executing_proposal(name="other")
@@ -169,7 +172,7 @@ def test_a_command_the_runner_refuses_for_what_it_is_is_not_retried(no_enqueue):
                             result=RescaleResult.failed(execution.exec_id(1), FailureCode.RESTART_FAILED,
                                                         "the query did not start", path=RescalePath.IN_PROCESS))
     execution.refresh_from_db()
-    assert execution.attempt_state == "waiting_retry" and execution.attempt_log[0]["retry"]["delay_s"] is not None
+    assert execution.attempt_state == "waiting_retry" and execution.attempt_entries[0].retry.retry
 
 
 def test_a_late_answer_to_a_timed_out_attempt_is_the_outcome(workflow_redis, enqueued):
@@ -182,6 +185,7 @@ def test_a_late_answer_to_a_timed_out_attempt_is_the_outcome(workflow_redis, enq
     execution = attempt_send(proposal_id=proposal.pk, attempt=2)
     assert execution.status == "succeeded" and execution.path == "driver-restart" and execution.downtime_s == 14.0
     assert execution.applied_attempt == 1  # attempt 2 was claimed, never sent
-    assert [(e["attempt"], e["status"]) for e in execution.attempt_log] == [(1, "succeeded"), (2, "not_sent")]
+    assert [(e.attempt, e.status) for e in execution.attempt_entries] == [(1, AttemptOutcome.SUCCEEDED),
+                                                                          (2, AttemptOutcome.NOT_SENT)]
     assert workflow_redis.xlen(keys.control(proposal.job.name)) == 0  # nothing sent again
     assert AuditEvent.objects.filter(proposal=proposal, action="late_answer").exists()

@@ -29,6 +29,7 @@ from tests.webapp.factories import make_job, make_snapshots, make_user
 from tests.webapp.fakerunner import FakeRunner
 from webapp.celery import app as celery_app
 from webapp.loop.evaluate import evaluation_run
+from webapp.proposals.lifecycle import AttemptOutcome
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.services import proposal_approve
 
@@ -190,7 +191,8 @@ def test_a_redis_outage_during_an_execution_applies_the_rescale_once(outage_redi
     assert (execution.attempts, execution.applied_attempt) == (2, 1)
     assert (execution.path, execution.pause_s, execution.downtime_s) == ("driver-handover", 4.25, 7.5)
     assert abs(execution.finished_at.timestamp() - lost.completed_at) < 0.01
-    assert [(e["attempt"], e["status"]) for e in execution.attempt_log] == [(1, "succeeded"), (2, "replayed")]
+    assert [(e.attempt, e.status) for e in execution.attempt_entries] == [(1, AttemptOutcome.SUCCEEDED),
+                                                                          (2, AttemptOutcome.REPLAYED)]
     # The audit shows one applied attempt and no attempt failed because its result was lost.
     actions = list(AuditEvent.objects.filter(proposal=proposal).values_list("action", flat=True))
     assert actions.count("config_changed") == 1 and "attempt_failed" not in actions

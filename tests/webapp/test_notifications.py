@@ -24,7 +24,8 @@ from webapp.inbox.models import NoticeSent, NotificationTarget
 from webapp.inbox.notify import Notice
 from webapp.inbox.tasks import NoticeOutcome, jobs_down_notify, notice_send, webhook_deliver
 from webapp.jobs.models import Job
-from webapp.proposals.codes import Actor, AuditAction
+from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
+from webapp.proposals.lifecycle import Status, audit, transition
 from webapp.proposals.models import AuditEvent, Proposal
 
 pytestmark = pytest.mark.django_db
@@ -102,8 +103,7 @@ def test_a_pending_proposal_makes_one_webhook_call_and_no_duplicate_within_the_i
     # The same event again within the interval (auto mode holding it, here written twice): nothing sent.
     for _ in range(2):
         with django_capture_on_commit_callbacks(execute=True):
-            AuditEvent.objects.create(job=proposal.job, proposal=proposal, actor_name="policy:ds2",
-                                      action=AuditAction.AUTO_APPROVE_HELD)
+            audit(job=proposal.job, proposal=proposal, actor="policy:ds2", action=AuditAction.AUTO_APPROVE_HELD)
     assert len(endpoint.bodies) == 1
     assert notice_send.apply(args=[Notice(NoticeKind.PROPOSAL_PENDING, proposal.job_id, proposal.pk).to_json()]
                              ).get() == NoticeOutcome.DUPLICATE
@@ -172,6 +172,21 @@ def test_nothing_is_enqueued_without_a_target(published, django_capture_on_commi
     assert published == []
 
 
+def test_a_failed_move_is_told_after_commit_with_its_reason_and_an_audit_row_alone_is_not(
+        published, django_capture_on_commit_callbacks):
+    NotificationTarget.objects.create(name="team", webhook_url="http://127.0.0.1:9/hook")
+    job = make_job()
+    proposal = Proposal.objects.create(job=job, status=Status.EXECUTING)
+    with django_capture_on_commit_callbacks(execute=True):  # an imported row, say: not a move
+        AuditEvent.objects.create(job=job, proposal=proposal, actor_name=Actor.SYSTEM, action=AuditAction.FAILED)
+    assert published == []
+    reason = Reason(AuditReason.EXECUTION_FAILED, {"attempts": 3, "error": "the runner refused it"})
+    with django_capture_on_commit_callbacks(execute=True):
+        transition(proposal=proposal, target=Status.FAILED, actor=Actor.SYSTEM, reason=reason)
+        assert published == []  # not before the move commits
+    assert published == [Notice(NoticeKind.RESCALE_FAILED, job.pk, proposal.pk, {"reason": reason.as_json()}).to_json()]
+
+
 def test_a_proposal_approved_in_the_same_transaction_is_not_told_as_pending(endpoint, eager,
                                                                             django_capture_on_commit_callbacks):
     """Auto mode proposes and approves in one transaction: by the time the notice runs, nothing waits."""
@@ -179,7 +194,7 @@ def test_a_proposal_approved_in_the_same_transaction_is_not_told_as_pending(endp
     job = make_job()
     with django_capture_on_commit_callbacks(execute=True):
         proposal = Proposal.objects.create(job=job)
-        AuditEvent.objects.create(job=job, proposal=proposal, actor_name="policy:ds2", action=AuditAction.PROPOSED)
+        audit(job=job, proposal=proposal, actor="policy:ds2", action=AuditAction.PROPOSED)
         Proposal.objects.filter(pk=proposal.pk).update(status=Proposal.Status.APPROVED)
     assert endpoint.bodies == []
     assert notice_send.apply(args=[Notice(NoticeKind.PROPOSAL_PENDING, job.pk, proposal.pk).to_json()]
@@ -194,10 +209,8 @@ def test_targets_per_job_kinds_and_email(endpoint, eager, settings, django_captu
     for target in (job, other):
         proposal = Proposal.objects.create(job=target, status=Proposal.Status.FAILED)
         with django_capture_on_commit_callbacks(execute=True):
-            AuditEvent.objects.create(job=target, proposal=proposal, actor_name=Actor.SYSTEM,
-                                      action=AuditAction.SUCCEEDED)
-            AuditEvent.objects.create(job=target, proposal=proposal, actor_name=Actor.SYSTEM,
-                                      action=AuditAction.FAILED)
+            audit(job=target, proposal=proposal, actor=Actor.SYSTEM, action=AuditAction.SUCCEEDED)
+            audit(job=target, proposal=proposal, actor=Actor.SYSTEM, action=AuditAction.FAILED)
     assert [(b["kind"], b["job"]["name"]) for b in endpoint.bodies] == [("rescale_failed", "orders")]
     # The settings' address hears every kind of every job; the orders team only its job's failures.
     recipients = sorted(tuple(m.to) for m in mail.outbox)

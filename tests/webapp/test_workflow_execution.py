@@ -25,6 +25,7 @@ from tests.webapp.factories import make_job, make_snapshots, make_user
 from tests.webapp.fakerunner import FakeRunner
 from webapp.jobs.models import Job, JobPolicy
 from webapp.loop.evaluate import evaluation_run
+from webapp.proposals.lifecycle import AttemptOutcome
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.services import auto_approve_resume, proposal_approve
 
@@ -141,7 +142,7 @@ def test_a_worker_killed_during_an_execution_is_reconciled_by_the_next_beat(proc
     assert final == "succeeded"
     execution = Execution.objects.get(proposal=proposal)
     assert execution.status == "succeeded" and execution.attempts == 2
-    assert [e["status"] for e in execution.attempt_log] == ["unanswered", "succeeded"]
+    assert [e.status for e in execution.attempt_entries] == [AttemptOutcome.UNANSWERED, AttemptOutcome.SUCCEEDED]
     assert execution.applied_attempt == 2  # this runner keeps no keys: it applied attempt 2
     assert [c["id"] for c in runner.commands] == [f"proposal-{proposal.pk}-attempt-1",
                                                   f"proposal-{proposal.pk}-attempt-2"]
@@ -183,7 +184,7 @@ def test_a_refused_configuration_is_retried_with_back_off_then_rolled_back_and_a
     # Back-off retries: 3 attempts, the gaps growing 0.5 s then 1 s (exponential-delay).
     execution = Execution.objects.get(proposal=proposal)
     assert execution.status == "failed" and execution.attempts == 3
-    assert [e["retry"]["delay_s"] for e in execution.attempt_log] == [0.5, 1.0, None]
+    assert [e.retry.delay_s for e in execution.attempt_entries] == [0.5, 1.0, None]
     sent = runner.received_at
     assert len(runner.commands) == 4  # three refused attempts, then the rollback
     gaps = [sent[1] - sent[0], sent[2] - sent[1]]

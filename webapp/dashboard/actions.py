@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from sparkclient.demo.generator import set_rate as generator_set_rate
+from sparkclient.contract.load import set_rate as generator_set_rate
 from webapp.dashboard.views import DECIDE_ACTIONS, _proposal_context, _require_decider, can_decide
 from webapp.jobs.models import Job
 from webapp.jobs.redis import get_redis

@@ -36,8 +36,9 @@ class NoticeKind(models.TextChoices):
     JOB_DOWN = "job_down", "a job is down"  # data: error (text)
 
 
-#: The audit actions a notice is derived from (``webapp.inbox.receivers``). A pending proposal is
-#: told when it is proposed and when auto mode holds it for a person (one notice: same key).
+#: The moves of a proposal a notice is derived from (``proposal_moved``'s actions, ``webapp.inbox.receivers``).
+#: A pending proposal is told when it is proposed and when auto mode holds it for a person (one notice:
+#: same key).
 AUDIT_NOTICES: dict[str, NoticeKind] = {
     AuditAction.PROPOSED: NoticeKind.PROPOSAL_PENDING,
     AuditAction.AUTO_APPROVE_HELD: NoticeKind.PROPOSAL_PENDING,

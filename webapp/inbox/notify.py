@@ -1,4 +1,4 @@
-"""Notices: what happened (a :class:`Notice`, derived from an audit event or a job found down),
+"""Notices: what happened (a :class:`Notice`, derived from a proposal's move or a job found down),
 who is told (:func:`targets_for`), whether it was told already (:func:`notice_claim`), and what is
 sent (:func:`notice_payload`). The Celery tasks in ``webapp.inbox.tasks`` deliver; the live loop
 only enqueues, after its transaction commits (:func:`notice_enqueue`).
@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Notice:
     """Something to tell: its ``kind``, the job, the proposal (None for a job down) and what the
-    source knew (``data``: ``reason``, a stored reason, for an audit event; ``error`` for a job down)."""
+    source knew (``data``: ``reason``, a stored reason, for a proposal's move; ``error`` for a job down)."""
 
     kind: NoticeKind
     job_id: int

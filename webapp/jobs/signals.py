@@ -6,5 +6,5 @@ from django.dispatch import Signal
 #: transaction with ``job``, ``actor``, ``action`` (``job_changed`` or ``policy_changed``),
 #: ``before`` and ``after`` (the changed fields only) and ``reason`` (a code: ``registration_edited`` or
 #: ``policy_edited``, ``webapp.proposals.codes.AuditReason``). The proposals app records it
-#: in the audit trail (``webapp.proposals.signals``).
+#: in the audit trail (``webapp.proposals.receivers``).
 job_edited = Signal()

@@ -11,9 +11,12 @@ and the later attempt as answered by it, not as a second apply.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from datetime import timezone as dt_timezone
 
+from sparkclient.contract.control import RescalePath
+from webapp.proposals.attempts import AttemptEntry
 from webapp.proposals.lifecycle import AttemptOutcome
 from webapp.proposals.models import Execution
 
@@ -35,22 +38,25 @@ def applied_at(execution: Execution, completed_at: float | None, now: datetime) 
     return max(min(at, now), min(execution.started_at, now))
 
 
-def success_log(execution: Execution, entry: dict, *, applied: int, replayed: bool, finished_at: datetime,
-                path: str, downtime_s: float | None, pause_s: float | None) -> list[dict]:
+def success_log(execution: Execution, entry: AttemptEntry, *, applied: int, replayed: bool, finished_at: datetime,
+                path: RescalePath, downtime_s: float | None, pause_s: float | None) -> list[AttemptEntry]:
     """The attempt log with ``entry`` (the answered attempt's) added, once the answer says attempt
     ``applied`` applied the rescale: when that is an earlier attempt, its entry becomes
-    ``succeeded`` with the restart's ``path``, ``downtime_s``, ``pause_s`` and ``finished_at``
-    (``answered_by`` = the answered attempt), and ``entry`` ``replayed`` (the runner answered it
-    with the earlier apply) or ``not_sent`` (a late answer came first), with ``applied_by``."""
-    if applied == entry["attempt"]:
-        return [*execution.attempt_log, entry]
-    log = [dict(e) for e in execution.attempt_log]
-    earlier = next((e for e in log if e.get("attempt") == applied), None)
-    if earlier is None:
-        earlier = {"attempt": applied, "exec_id": execution.exec_id(applied)}
+    ``succeeded`` with the restart's ``path``, ``downtime_s``, ``pause_s`` (seconds) and
+    ``finished_at`` (``answered_by`` = the answered attempt, no retry), and ``entry`` ``replayed``
+    (the runner answered it with the earlier apply) or ``not_sent`` (a late answer came first), with
+    ``applied_by``."""
+    log = list(execution.attempt_entries)
+    if applied == entry.attempt:
+        return [*log, entry]
+    at = next((i for i, e in enumerate(log) if e.attempt == applied), None)
+    earlier = replace(log[at] if at is not None else AttemptEntry(applied, execution.exec_id(applied),
+                                                                   AttemptOutcome.SUCCEEDED, finished_at),
+                      status=AttemptOutcome.SUCCEEDED, finished_at=finished_at, error="", path=path, retry=None,
+                      downtime_s=downtime_s, pause_s=pause_s, answered_by=entry.attempt)
+    if at is None:
         log.append(earlier)
-    earlier.update(status=AttemptOutcome.SUCCEEDED.value, error="", path=path, downtime_s=downtime_s,
-                   pause_s=pause_s, finished_at=finished_at.isoformat(), answered_by=entry["attempt"])
-    earlier.pop("retry", None)
+    else:
+        log[at] = earlier
     outcome = AttemptOutcome.REPLAYED if replayed else AttemptOutcome.NOT_SENT
-    return [*log, {**entry, "status": outcome.value, "path": path, "applied_by": applied}]
+    return [*log, replace(entry, status=outcome, path=path, applied_by=applied)]

@@ -8,8 +8,9 @@ Pure functions on values: no database, no clock of their own; the decision is a 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from webapp.proposals.attempts import RetryDecision
 from webapp.proposals.codes import RetryCode
 
 STRATEGIES = ("none", "fixed-delay", "exponential-delay", "failure-rate")
@@ -41,19 +42,6 @@ class RestartStrategy:
     def __post_init__(self) -> None:
         if self.kind not in STRATEGIES:
             raise ValueError(f"restart_strategy: must be one of {', '.join(STRATEGIES)}, got {self.kind!r}")
-
-
-@dataclass(frozen=True)
-class RetryDecision:
-    """Retry after ``delay_s`` seconds, or give up (``delay_s is None``); ``code`` and ``data`` say why."""
-
-    delay_s: float | None
-    code: RetryCode
-    data: dict = field(default_factory=dict)
-
-    @property
-    def retry(self) -> bool:
-        return self.delay_s is not None
 
 
 def next_retry(strategy: RestartStrategy, failure_times_s: Sequence[float], now_s: float) -> RetryDecision:

@@ -22,7 +22,7 @@ one (``webapp.loop.applied``).
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -35,9 +35,10 @@ from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.redis import get_redis
 from webapp.loop import throttle
 from webapp.loop.applied import applied_at, applied_attempt, success_log
-from webapp.loop.backoff import RestartStrategy, RetryDecision, next_retry
+from webapp.loop.backoff import RestartStrategy, next_retry
 from webapp.loop.rescale_cost import time_to_effect_s
 from webapp.proposals import dispatch
+from webapp.proposals.attempts import AttemptEntry, RetryDecision, entries_to_json
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason, RetryCode
 from webapp.proposals.lifecycle import (
     AttemptOutcome,
@@ -170,11 +171,10 @@ def attempt_send(*, proposal_id: int, attempt: int = 1) -> Execution | None:
 # --- record --------------------------------------------------------------------------------------
 
 def _attempt_entry(execution: Execution, attempt: int, result: control.RescaleResult, now: datetime,
-                   no_answer: bool) -> dict:
+                   no_answer: bool) -> AttemptEntry:
     outcome = (AttemptOutcome.UNANSWERED if no_answer else
                AttemptOutcome.SUCCEEDED if result.succeeded else AttemptOutcome.FAILED)
-    return {"attempt": attempt, "exec_id": execution.exec_id(attempt), "finished_at": now.isoformat(),
-            "status": outcome.value, "error": result.error, "path": str(result.path)}
+    return AttemptEntry(attempt, execution.exec_id(attempt), outcome, now, error=result.error, path=result.path)
 
 
 def execution_record_result(*, execution_id: int, attempt: int, result: control.RescaleResult,
@@ -194,7 +194,7 @@ def execution_record_result(*, execution_id: int, attempt: int, result: control.
         pk=execution_id)
     entry = _attempt_entry(execution, attempt, result, now, no_answer)
     with transaction.atomic():
-        if entry["status"] == "succeeded":
+        if entry.status is AttemptOutcome.SUCCEEDED:
             _record_success(execution, attempt, result, entry, now)
         else:
             _record_failure(execution, attempt, result, entry, now)
@@ -204,7 +204,7 @@ def execution_record_result(*, execution_id: int, attempt: int, result: control.
     return execution
 
 
-def _record_success(execution: Execution, attempt: int, result: control.RescaleResult, entry: dict,
+def _record_success(execution: Execution, attempt: int, result: control.RescaleResult, entry: AttemptEntry,
                     now: datetime) -> None:
     """sent → done (succeeded); the job runs the applied configuration; the proposal succeeded. The
     applied attempt may be an earlier one (a replay, or a late answer: ``webapp.loop.applied``)."""
@@ -213,13 +213,14 @@ def _record_success(execution: Execution, attempt: int, result: control.RescaleR
     replayed = applied != attempt and bool(result.replay_of)
     if applied != attempt:
         now = applied_at(execution, result.completed_at, now)
-    log = success_log(execution, entry, applied=applied, replayed=replayed, finished_at=now, path=str(result.path),
+    log = success_log(execution, entry, applied=applied, replayed=replayed, finished_at=now, path=result.path,
                       downtime_s=result.downtime_s, pause_s=result.pause_s)
     if not attempt_transition(execution_id=execution.pk, attempts=attempt, target=AttemptState.DONE,
                               status=ExecutionStatus.SUCCEEDED, path=str(result.path), applied_attempt=applied,
                               downtime_s=result.downtime_s, pause_s=result.pause_s, finished_at=now, error="",
                               time_to_effect_s=time_to_effect_s(execution, result, answered_at=now),
-                              result=result_json(result), lease_expires_at=None, attempt_log=log):
+                              result=result_json(result), lease_expires_at=None,
+                              attempt_log=entries_to_json(log)):
         return
     config = result.knobs or proposal.proposed_config
     # What the proposal changed from: the collector may have stored the runner's new configuration
@@ -248,30 +249,30 @@ def _record_success(execution: Execution, attempt: int, result: control.RescaleR
                    actor=Actor.SYSTEM, reason=Reason(AuditReason.RESTORED_BY, {"proposal": proposal.pk}))
 
 
-def _record_failure(execution: Execution, attempt: int, result: control.RescaleResult, entry: dict,
+def _record_failure(execution: Execution, attempt: int, result: control.RescaleResult, entry: AttemptEntry,
                     now: datetime) -> None:
     """sent → waiting_retry (the back-off allows another attempt), else sent → done (failed) and
     the job rolls back."""
     proposal, job = execution.proposal, execution.proposal.job
-    failures = [e for e in execution.attempt_log
-                if e.get("status") in (AttemptOutcome.FAILED, AttemptOutcome.UNANSWERED)] + [entry]
-    failure_times = [datetime.fromisoformat(e["finished_at"]).timestamp() for e in failures]
+    earlier = execution.attempt_entries
+    failures = [e for e in earlier if e.status in (AttemptOutcome.FAILED, AttemptOutcome.UNANSWERED)] + [entry]
+    failure_times = [e.finished_at.timestamp() for e in failures]
     code = result.code
     if code is not None and not code.retryable:  # refused for what it is: the same command is refused again
         decision = RetryDecision(None, RetryCode.REFUSED, {"failure": str(code)})
     else:
         decision = next_retry(_restart_strategy(job.policy), failure_times, now.timestamp())
-    entry["retry"] = asdict(decision)
+    entry = replace(entry, retry=decision)
     retry = Reason(decision.code, decision.data).as_json()
-    no_answer = entry["status"] == AttemptOutcome.UNANSWERED
+    no_answer = entry.status is AttemptOutcome.UNANSWERED
     action = AuditAction.ATTEMPT_UNANSWERED if no_answer else AuditAction.ATTEMPT_FAILED
     failed = Reason(AuditReason.ATTEMPT_UNANSWERED, {"attempt": attempt, "retry": retry}) if no_answer else \
-        Reason(AuditReason.ATTEMPT_FAILED, {"error": entry["error"], "retry": retry})
-    log = [*execution.attempt_log, entry]
+        Reason(AuditReason.ATTEMPT_FAILED, {"error": entry.error, "retry": retry})
+    log = entries_to_json([*earlier, entry])
     if decision.retry:
         next_at = now + timedelta(seconds=decision.delay_s)
         if not attempt_transition(execution_id=execution.pk, attempts=attempt, target=AttemptState.WAITING_RETRY,
-                                  next_attempt_at=next_at, error=entry["error"], attempt_log=log,
+                                  next_attempt_at=next_at, error=entry.error, attempt_log=log,
                                   lease_expires_at=next_at + timedelta(seconds=lease_s())):
             return
         audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=action,
@@ -280,20 +281,20 @@ def _record_failure(execution: Execution, attempt: int, result: control.RescaleR
         return
     if not attempt_transition(execution_id=execution.pk, attempts=attempt, target=AttemptState.DONE,
                               status=ExecutionStatus.FAILED, path=str(result.path), finished_at=now,
-                              error=entry["error"], result=result_json(result), lease_expires_at=None,
+                              error=entry.error, result=result_json(result), lease_expires_at=None,
                               attempt_log=log):
         return
     audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=action,
           after={"attempt": attempt, "retry_in_s": None}, reason=failed)
     transition(proposal=proposal, target=Status.FAILED, actor=Actor.SYSTEM,
-               reason=Reason(AuditReason.ATTEMPTS_FAILED, {"attempts": attempt, "error": entry["error"]}))
+               reason=Reason(AuditReason.ATTEMPTS_FAILED, {"attempts": attempt, "error": entry.error}))
     proposal.refresh_from_db()
     if proposal.kind == Proposal.Kind.SCALE:
         start_rollback(proposal=proposal, config=last_good_config(job=job, before=proposal), actor=Actor.SYSTEM,
-                       reason=Reason(AuditReason.EXECUTION_FAILED, {"attempts": attempt, "error": entry["error"]}))
+                       reason=Reason(AuditReason.EXECUTION_FAILED, {"attempts": attempt, "error": entry.error}))
     elif proposal.rollback_of_id:
         original = Proposal.objects.get(pk=proposal.rollback_of_id)
         transition(proposal=original, target=Status.FAILED, source=(Status.ROLLING_BACK,), actor=Actor.SYSTEM,
-                   reason=Reason(AuditReason.ROLLBACK_FAILED, {"proposal": proposal.pk, "error": entry["error"]}))
+                   reason=Reason(AuditReason.ROLLBACK_FAILED, {"proposal": proposal.pk, "error": entry.error}))
         Job.objects.filter(pk=job.pk).update(health=Job.Health.DOWN,
-                                             last_error=f"rollback failed: {entry['error']}; needs a person")
+                                             last_error=f"rollback failed: {entry.error}; needs a person")

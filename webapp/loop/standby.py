@@ -6,9 +6,10 @@ driver: about 20 to 30 s of SparkSession, JVM warm-up and query preparation. Whi
 is pending, approved or executing, the runner is asked to keep a standby with its knob values
 ready (:class:`sparkclient.contract.standby.StandbyRequest`, ``prepare``); when it is withdrawn,
 rejected, expired, superseded or done, the request is cancelled (``cancel``). :func:`standby_sync`
-sends what the job's proposals call for; it runs after every status move of a proposal (the audit
-trail's post_save, after commit) and on each reconcile beat, which renews the request's TTL
-(:data:`STANDBY_TTL_S`): a request the web app stops renewing expires and the standby exits.
+sends what the job's proposals call for; it runs after every move of a proposal that may change it
+(the lifecycle's signal ``webapp.proposals.signals.proposal_moved``, after commit) and on each
+reconcile beat, which renews the request's TTL (:data:`STANDBY_TTL_S`): a request the web app stops
+renewing expires and the standby exits.
 
 What it costs: a second driver JVM for as long as the proposal waits, its resident memory and CPU
 as it reports them (:func:`standby_status`, shown on the proposal page).
@@ -25,7 +26,6 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models.signals import post_save
 from django.dispatch import receiver
 
 from sparkclient.contract.messages import ProtocolError
@@ -45,7 +45,8 @@ from webapp.jobs.redis import get_redis
 from webapp.outage import REDIS_ERRORS
 from webapp.proposals.codes import AuditAction, AuditReason, HoldCode, Reason, StandbySeen, StandbyWaitEnd
 from webapp.proposals.lifecycle import Status
-from webapp.proposals.models import AuditEvent, Proposal
+from webapp.proposals.models import Proposal
+from webapp.proposals.signals import proposal_moved
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ __all__ = ["ACTIVE", "STANDBY_TTL_S", "needs_new_driver", "prepared_for", "stand
 ACTIVE = (Status.PENDING, Status.APPROVED, Status.EXECUTING)
 #: How long a request lives unless renewed, seconds: several reconcile beats.
 STANDBY_TTL_S = max(DEFAULT_TTL_S, 4 * settings.SCALER_RECONCILE_INTERVAL_S)
-#: The audit actions after which the job's standby request is looked at again.
+#: The moves (``proposal_moved``'s actions) after which the job's standby request is looked at again.
 SYNC_ACTIONS = frozenset({AuditAction.PROPOSED, AuditAction.REVISED, AuditAction.APPROVED, AuditAction.REJECTED,
                           AuditAction.SUPERSEDED, AuditAction.EXPIRED, AuditAction.WITHDRAWN, AuditAction.EXECUTING,
                           AuditAction.SUCCEEDED, AuditAction.FAILED, AuditAction.ROLLING_BACK,
@@ -221,11 +222,11 @@ def _after_move(proposal_id: int) -> None:
         standby_sync(proposal.job)
 
 
-@receiver(post_save, sender=AuditEvent, dispatch_uid="sparkscaler-standby-on-proposal-moves")
-def standby_on_move(sender, instance: AuditEvent, created: bool, raw: bool = False, **kwargs) -> None:
-    """After the status move of a proposal whose change needs a new driver commits, send its job's
-    standby request (:func:`standby_sync`)."""
-    if not created or raw or instance.proposal_id is None or instance.action not in SYNC_ACTIONS:
+@receiver(proposal_moved, dispatch_uid="sparkscaler-standby-on-proposal-moves")
+def standby_on_move(sender, *, proposal: Proposal, action: AuditAction, **kwargs) -> None:
+    """After a move of :data:`SYNC_ACTIONS` of a proposal whose change needs a new driver commits, send
+    its job's standby request (:func:`standby_sync`)."""
+    if action not in SYNC_ACTIONS:
         return
-    proposal_id = instance.proposal_id
+    proposal_id = proposal.pk
     transaction.on_commit(lambda: _after_move(proposal_id))

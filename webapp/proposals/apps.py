@@ -7,4 +7,4 @@ class ProposalsConfig(AppConfig):
     verbose_name = "Proposals and executions"
 
     def ready(self) -> None:
-        from webapp.proposals import signals  # noqa: PLC0415, F401 - receivers connect once the models are loaded
+        from webapp.proposals import receivers  # noqa: PLC0415, F401 - receivers connect once the models are loaded

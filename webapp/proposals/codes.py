@@ -146,7 +146,7 @@ class GuardrailCode(models.TextChoices):
 
 
 class RetryCode(StrEnum):
-    """Why a failed execution attempt is retried or not (``webapp.loop.backoff.RetryDecision``)."""
+    """Why a failed execution attempt is retried or not (``webapp.proposals.attempts.RetryDecision``)."""
 
     NO_RESTART = "no_restart_strategy"  # restart strategy none
     RETRIES_SPENT = "retries_spent"  # data: strategy, attempts

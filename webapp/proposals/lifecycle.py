@@ -16,6 +16,9 @@ An execution runs in attempts (``Execution.attempt_state``)::
 
 Nothing else writes ``Proposal.status`` or ``Execution.attempt_state``: :func:`transition` and
 :func:`attempt_transition` are the only writers (and :func:`expire_pending` for re-registration).
+Every audit event of a proposal, written by :func:`audit` (which :func:`transition` calls), is sent as
+the signal ``webapp.proposals.signals.proposal_moved``: how the live loop's standby and the inbox's
+notices hear of the moves without the proposals app importing them.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from typing import TYPE_CHECKING
 from django.apps import apps
 from django.db import IntegrityError, models, transaction
 
-from webapp.proposals.codes import Actor, AuditReason, Reason
+from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
+from webapp.proposals.signals import proposal_moved
 
 if TYPE_CHECKING:
     from webapp.jobs.models import Job
@@ -95,7 +99,7 @@ class AttemptState(models.TextChoices):
 
 
 class AttemptOutcome(models.TextChoices):
-    """How one attempt ended (``Execution.attempt_log[i]["status"]``)."""
+    """How one attempt ended (``webapp.proposals.attempts.AttemptEntry.status``)."""
 
     SUCCEEDED = "succeeded", "succeeded"  # the runner applied this attempt's command
     FAILED = "failed", "failed"  # the runner answered that it failed (or the command could not be sent)
@@ -155,19 +159,30 @@ def actor_fields(actor) -> dict:
 def audit(*, job: Job, actor, action: str, proposal: Proposal | None = None,
           before: dict | None = None, after: dict | None = None, reason: Reason | None = None) -> AuditEvent:
     """Append one audit event (never updated or deleted; NetBox ``ObjectChange``). ``actor`` is a user
-    or a non-human actor's name; ``action`` an ``AuditAction``; ``reason`` a coded :class:`Reason`."""
-    return _model("AuditEvent").objects.create(job=job, proposal=proposal, action=action, before=before or {},
-                                               after=after or {}, reason=reason.as_json() if reason else {},
-                                               **actor_fields(actor))
+    or a non-human actor's name; ``action`` an ``AuditAction``; ``reason`` a coded :class:`Reason`.
+    An event of a proposal is a move the apps above hear of: it sends
+    :data:`webapp.proposals.signals.proposal_moved` (``proposal``, ``action``, ``reason``).
+
+    Raises:
+        ValueError: ``action`` is not an ``AuditAction``.
+    """
+    action = AuditAction(action)
+    event = _model("AuditEvent").objects.create(job=job, proposal=proposal, action=action, before=before or {},
+                                                after=after or {}, reason=reason.as_json() if reason else {},
+                                                **actor_fields(actor))
+    if proposal is not None:
+        proposal_moved.send(sender=type(proposal), proposal=proposal, action=action, reason=reason)
+    return event
 
 
 def transition(*, proposal: Proposal, target: str, actor, reason: Reason | None = None,
                source: tuple[str, ...] | None = None, match: dict | None = None, audit_after: dict | None = None,
                **fields) -> Proposal:
     """Move ``proposal`` to ``target`` with one conditional UPDATE (``fields`` are set with it), and
-    audit it. ``match`` adds conditions to the UPDATE (e.g. the revision approved); ``audit_after``
-    adds data to the event; ``source`` narrows the statuses it may start from. A ``decided_at`` before
-    the proposal's ``created_at`` (a "now" taken before the row was made) is set to ``created_at``.
+    audit it (:func:`audit`, which sends ``proposal_moved``: how the standby and the notices hear of
+    it). ``match`` adds conditions to the UPDATE (e.g. the revision approved); ``audit_after`` adds
+    data to the event; ``source`` narrows the statuses it may start from. A ``decided_at`` before the
+    proposal's ``created_at`` (a "now" taken before the row was made) is set to ``created_at``.
 
     Raises:
         TransitionError: the proposal is not in a status ``target`` may be reached from (someone

@@ -12,6 +12,7 @@ from sparkclient.contract.control import RescalePath, RescaleResult
 from webapp.jobs.models import Evaluation, Job
 from webapp.jobs.plans import StoredPlanMixin
 from webapp.proposals import lifecycle
+from webapp.proposals.attempts import AttemptEntry, entries_from_json
 from webapp.proposals.codes import ACTION_COLOURS, POLICY_WAITS, AuditAction
 from webapp.proposals.reason_text import reason_text
 
@@ -169,6 +170,11 @@ class Execution(models.Model):
         """The runner's answer recorded for this execution (``result``, the control protocol's JSON),
         None while none is. Raises ``sparkclient.contract.control.ProtocolError`` when the stored JSON is not one."""
         return RescaleResult.from_json(json.dumps(self.result)) if self.result else None
+
+    @property
+    def attempt_entries(self) -> tuple[AttemptEntry, ...]:
+        """The attempt log read back (:func:`webapp.proposals.attempts.entries_from_json`), oldest first."""
+        return entries_from_json(self.attempt_log)
 
     def exec_id(self, attempt: int | None = None) -> str:
         """The control-channel command id of an attempt (the current one by default)."""

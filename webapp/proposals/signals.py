@@ -1,18 +1,12 @@
-"""Receivers of the jobs app's signals: its audited edits go into the audit trail."""
+"""What the proposals app tells the apps above it (the live loop, the inbox), so that it never imports them."""
 
-from django.dispatch import receiver
+from django.dispatch import Signal
 
-from webapp.jobs.models import Job
-from webapp.jobs.signals import job_edited
-from webapp.proposals.codes import AuditAction, AuditReason, Reason
-from webapp.proposals.lifecycle import audit
-
-
-@receiver(job_edited, dispatch_uid="sparkscaler-audit-job-edits")
-def audit_job_edit(sender, *, job: Job, actor, action: str, before: dict, after: dict, reason: str,
-                   **kwargs) -> None:
-    """One audit event per audited edit of a job or its policy (``webapp.jobs.signals.job_edited``):
-    ``actor`` a user or a non-human actor's name, ``action`` an ``AuditAction``, ``reason`` an
-    ``AuditReason`` code."""
-    audit(job=job, actor=actor, action=AuditAction(action), before=before, after=after,
-          reason=Reason(AuditReason(reason)))
+#: A move of a proposal was recorded: sent by ``webapp.proposals.lifecycle.audit`` inside the writer's
+#: transaction, once per audit event of a proposal (a status move made by ``lifecycle.transition``, and
+#: the moves that keep the status: proposed, revised, auto-approval held, verified, an attempt).
+#: Arguments: ``proposal`` (the ``Proposal``), ``action`` (its ``AuditAction``; a status move's is the
+#: target status) and ``reason`` (its coded ``Reason``, or None). A receiver that acts outside the
+#: database (Redis, the broker) defers it with ``transaction.on_commit``: the writer never waits for it.
+#: The loop's standby (``webapp.loop.standby``) and the notices (``webapp.inbox.receivers``) hear it.
+proposal_moved = Signal()

@@ -5,7 +5,7 @@ of N running jobs (``sparkclient.demo.fakefleet``: N fake Spark UIs on loopback 
 recorded Spark 4.3.0 capture, and N runners publishing their status and progress), the Celery beat
 and ``--workers`` Celery workers (``-P threads -c --threads``, as ``docker-compose.yml`` runs them).
 It registers the N jobs, lets the live loop run for ``--duration-s``, then measures
-(:mod:`webapp.loop.fleetbench`) and prints one JSON object (also written to ``--json``):
+(:mod:`webapp.demo.fleetbench`) and prints one JSON object (also written to ``--json``):
 
 - ``collected_within_interval``, ``evaluated_within_interval``: the fractions of jobs on time over the
   measured period (the run after a warm-up of stabilization + metric window + 2 intervals);
@@ -38,7 +38,7 @@ from django.core.management.base import BaseCommand, CommandError
 from sparkclient.demo.pgserver import start_postgres
 from sparkclient.demo.processes import ProcessGroup
 from sparkclient.demo.redisproc import start_redis
-from webapp.loop import fleetbench
+from webapp.demo import fleetbench
 
 
 class Command(BaseCommand):

@@ -4,6 +4,7 @@ longer than their body."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -54,3 +55,13 @@ def test_the_check_fails_past_10_docstrings_longer_than_their_body(tmp_path):
     assert not docstrings.check(tmp_path).ok
     (tmp_path / "m10.py").write_text(_function(5, 5))
     assert docstrings.check(tmp_path).ok
+
+
+def test_every_pointer_from_scaling_to_the_architecture_doc_names_one_of_its_headings():
+    headings = re.findall(r"^#+ (.+)$", (ROOT / "docs" / "ARCHITECTURE.md").read_text(), re.MULTILINE)
+    pointers = {(path.relative_to(ROOT), " ".join(name.split())) for path in (ROOT / "scaling").rglob("*.py")
+                for name in re.findall(r'ARCHITECTURE\.md,\s+"([^"]+)"', path.read_text())}
+    assert len(pointers) > 5
+    dangling = sorted((str(path), name) for path, name in pointers
+                      if not any(h.startswith(name) for h in headings))
+    assert not dangling, f"pointers to docs/ARCHITECTURE.md headings that do not exist: {dangling}"

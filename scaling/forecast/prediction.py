@@ -1,9 +1,9 @@
 """What a micro-batch plan predicts, and how a realized window is judged against it (the web app's
 frozen predictions and its verification after an execution call these; nothing else computes them).
 
-Micro-batch model (ARCHITECTURE.md): stages share the cores, so the core-seconds one source record
-costs add up over the stages, ``c = Σ_v λ_v / TPR_v / Σ_sources λ_s`` (core-seconds per record); the
-job's capacity is ``cores × (1 − overhead) / c`` source records per second.
+Micro-batch model (docs/ARCHITECTURE.md, "DS2 on Spark micro-batches"): stages share the cores, so the
+core-seconds one source record costs add up over the stages, ``c = Σ_v λ_v / TPR_v / Σ_sources λ_s``
+(core-seconds per record); the job's capacity is ``cores × (1 − overhead) / c`` source records per second.
 """
 
 from __future__ import annotations

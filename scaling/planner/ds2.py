@@ -3,7 +3,8 @@ the scale-up and scale-down thresholds, and backlog mode.
 
 Units: rates are records/s. In ``continuous`` mode a vertex's true processing rate is the vertex
 total (all its subtasks, as Flink's ``TRUE_PROCESSING_RATE`` and DS2's ``o[λ_p]``); the micro-batch
-planner divides it by the tasks to get records per busy core-second (ARCHITECTURE.md).
+planner divides it by the tasks to get records per busy core-second (docs/ARCHITECTURE.md, "DS2 on Spark
+micro-batches").
 """
 
 from __future__ import annotations

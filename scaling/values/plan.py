@@ -38,7 +38,7 @@ class VertexPlan:
     """The plan for one vertex; ``proposed == current`` with a ``reason`` when it does not change.
 
     Rates are records/s. ``true_processing_rate`` is the vertex total in continuous mode (FLIP-271)
-    and per busy task slot (records per core-second) in micro-batch mode (ARCHITECTURE.md).
+    and per busy task slot (records per core-second) in micro-batch mode.
     ``ideal_parallelism`` is DS2's π_v: the instances (cores) the vertex would keep busy at the
     target utilization. ``utilization`` is busy time over available time (0..1).
     ``scale_up_threshold`` / ``scale_down_threshold``: FLIP-271's bounds on the true processing rate;

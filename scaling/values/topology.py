@@ -1,4 +1,4 @@
-"""Job vertices and edges of a streaming job (ARCHITECTURE.md: ``topology``)."""
+"""Job vertices and edges of a streaming job, and the topology they form (a DAG, checked)."""
 
 from __future__ import annotations
 

@@ -55,11 +55,11 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
 
     ``topology``: the stages, ``parallelism`` = tasks per batch; ``metrics``: window averages per vertex id
     (records/s, busy ms/s per task, the busiest task's when known); ``cluster``: executors, cores per
-    executor, trigger interval (``executors_adjustable`` False pins the executors); ``batch_duration_s`` /
-    ``batch_durations_s``: the window's mean / every batch duration, seconds, for SPARK-12133's batch ratio R;
-    ``not_ready``: the samples' readiness issues; ``now_s``: seconds since the Unix epoch. The formulas (DS2
-    Eq. 1, FLIP-271): docs/ARCHITECTURE.md, "DS2 on Spark micro-batches". Raises ``KeyError`` when a vertex of
-    the topology has no metrics.
+    executor, trigger interval (``executors_adjustable`` False pins the executors); ``batch_durations_s``: the
+    window's batch durations, seconds, for SPARK-12133's batch ratio R (empty: ``batch_duration_s``, the mean,
+    alone); ``not_ready``: the samples' readiness issues; ``now_s``: seconds since the Unix epoch. The formulas
+    (DS2 Eq. 1, FLIP-271): docs/ARCHITECTURE.md, "DS2 on Spark micro-batches". Raises ``KeyError`` when a vertex
+    of the topology has no metrics.
     """
     cluster = cores_fixed(cluster)
     job = evaluate_stages(topology, metrics, cluster, policy, state)

@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.command == "bench":
-        from scaling.bench.cli import run_cli, run_convergence_cli  # noqa: PLC0415 - loads the simulator, plotly
+        from scaling.bench.cli import run_cli  # noqa: PLC0415 - loads the simulator, plotly
+        from scaling.bench.convergence import run_convergence_cli  # noqa: PLC0415 - loads the simulator
 
         if args.convergence:
             return run_convergence_cli(seed=args.seed, compare_busy_cap=args.compare_busy_cap,

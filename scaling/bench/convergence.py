@@ -5,8 +5,7 @@ the parallelism it needs, and the rescales (steps) and seconds until the job kee
 The needed configuration is the cheapest one at the policy's utilization target
 (``baselines.config_for_load``); the start gives every adjustable vertex, and in micro-batch mode the
 cores, an eighth of it (at least 1). With ``busy_cap`` the simulator caps each sample's busy time at
-1000 ms/s per task as production does not: the comparison with the simulator before it measured as
-production does, printed as such.
+1000 ms/s per task, as production does not: a table printed for comparison only.
 """
 
 from __future__ import annotations
@@ -106,7 +105,7 @@ def format_convergence(rows: list[ConvergenceRow]) -> str:
 
 def run_convergence_cli(*, seed: int, compare_busy_cap: bool, setting: str = "tuned") -> int:
     """Print the convergence table measured as production does, and with ``compare_busy_cap`` the
-    same with the old 1000 ms/s cap on each sample's busy time."""
+    same with each sample's busy time capped at 1000 ms/s (production does not cap it)."""
     caps = (False, True) if compare_busy_cap else (False,)
     for cap in caps:
         title = ("busy time capped at 1000 ms/s per sample (the old simulator; comparison only)" if cap

@@ -66,7 +66,8 @@ def evaluate_micro_batch_once(topology: Topology, window: MetricWindow, policy: 
 
 
 def timings_ms(*, vertices: int = 1000, samples: int = 240, repeat: int = 15, seed: int = 7,
-               evaluate: Callable[[Topology, MetricWindow, Policy], JobPlan] = evaluate_once) -> tuple[int, list[float]]:
+               evaluate: Callable[[Topology, MetricWindow, Policy], JobPlan] = evaluate_once
+               ) -> tuple[int, list[float]]:
     """Edges of the random DAG and the time of each of ``repeat`` evaluations (``evaluate``: the
     continuous planner by default, ``evaluate_micro_batch_once`` for micro-batches), milliseconds."""
     topology, window = random_job(vertices, samples, seed)
@@ -95,7 +96,8 @@ def micro_batch_scenario(stages: int, seed: int = 7) -> str:
            "steps": [{"at_s": 0, "metrics": {vid: {
                "records_in_per_s": m.records_in_per_s, "records_out_per_s": m.records_out_per_s,
                "busy_time_ms_per_s": m.busy_time_ms_per_s, "backlog": m.backlog,
-               "backlog_growth_per_s": m.backlog_growth_per_s, "batch_overhead_s": 0.1} for vid, m in metrics.items()}}]}
+               "backlog_growth_per_s": m.backlog_growth_per_s, "batch_overhead_s": 0.1}
+               for vid, m in metrics.items()}}]}
     return json.dumps(doc)
 
 

@@ -1,33 +1,13 @@
-"""The policy benchmark: every policy on the same workloads, side by side, in one run.
-
-A workload is a load trace (step, diurnal, spikes, random walk) on a topology in one mode. Each
-policy runs on it from the same start (the first configuration at the utilization target; in
-micro-batch mode the adjustable stages start with as many partitions as the peak needs, so
-executor-only policies can use the cores they add), with the same seeded trace, noise and downtimes.
-
-The oracle is hindsight that no policy can beat: it knows the trace and the true capacity curves,
-and each policy interval it takes the cheapest configuration that keeps the lag under the 60 s SLO
-(utilization 1, leaving at most ``ORACLE_LAG_BUDGET_S`` of arrivals unread at an interval's end:
-``baselines.oracle_configs``), rescaling at no cost.
-``core_hours_vs_oracle`` is the price of a policy's headroom and dynamics; ``core_hours_vs_held``
-compares with the same oracle holding each scale-down for the setting's ``scale_down_interval_s``
-(Flink's delayed scale-down, ``baselines.held_core_s``). Static provisioning (``static-peak``) holds
-the peak at the policies' utilization target.
-
-Every policy gets the same inputs: the same trace, the same metric noise draws (seeded independently
-of the policy), the same downtime draws, and the same starting configuration. A micro-batch rescale
-costs what the runner's paths cost (``scaling.sim.model.RUNNER_PAUSE`` and ``RUNNER_COSTS``): new
-partitions restart the query in-process; executors only change in place (Spark dynamic allocation,
-SPARK-12133's path). Continuous rescales restart for 15 s (a Flink restart).
-
-ds2 gets one option more than the shared ones (``DS2_OPTIONS``, printed in each table's header):
-DS2's activation time of 2 evaluations (Kalavri et al., OSDI 2018, §4). Its inputs, noise draws,
-start and restart costs are those of every other policy.
-
-The bench runs at two settings (``SETTINGS``): Flink's defaults (utilization 0.7 ± 0.3, scale-down
-interval 1 h) and the tuned band (0.7 within [0.55, 0.85], scale-down interval 15 min); both are
-printed with their table. SLO violation is the time the lag stays above 300 s (the catch-up
-duration) and above 60 s.
+"""The policy benchmark: every policy on the same workloads (a load trace, step, diurnal, spikes or random walk,
+on a topology in one mode), side by side, in one run, from the same start and with the same seeded trace,
+metric noise and downtime draws. The oracle (``baselines.oracle_configs``) is hindsight no policy can beat:
+``core_hours_vs_oracle`` is the price of a policy's headroom and dynamics, ``core_hours_vs_held`` compares with
+the oracle holding each scale-down for ``scale_down_interval_s`` (``baselines.held_core_s``), and
+``static-peak`` holds the peak. A micro-batch rescale costs what the runner's paths cost
+(``scaling.sim.model.RUNNER_PAUSE`` and ``RUNNER_COSTS``), a continuous one 15 s. ds2 gets DS2's activation
+time of 2 evaluations (``DS2_OPTIONS``). Two settings (``SETTINGS``): Flink's defaults and the tuned band. SLO
+violation: the time the lag stays above 300 s (the catch-up duration) and above 60 s. The rules in full:
+docs/ARCHITECTURE.md, "The policy benchmark".
 """
 
 from __future__ import annotations
@@ -332,7 +312,7 @@ def rows_for(runs: list[Run], policy: Policy) -> list[Row]:
         conv = convergence(result, run.trace)
         steps = None if not conv or any(c.steps is None for c in conv) else max(c.steps for c in conv)
         episodes = violation_episodes_s(result, policy.catch_up_duration_s, tick)
-        under = sum(1 for c, l in zip(result.capacity_per_s, result.load_per_s) if c < l)
+        under = sum(1 for capacity, load in zip(result.capacity_per_s, result.load_per_s) if capacity < load)
         days = result.duration_s / 86400.0
         rows.append(Row(
             workload=run.workload.name, policy=run.policy, rescales=len(result.rescales),

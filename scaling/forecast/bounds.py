@@ -1,10 +1,7 @@
 """The effective bound on a job's cores and where it comes from: the least of the policy's
 ``max_cores``, the executors knob's declared maximum and what the cluster can give (the host's cores
-in local mode, a standalone master's free cores, or the runner's ``--max-executors`` quota).
-
-Flink's autoscaler caps a vertex at ``pipeline.max-parallelism`` and ``vertex.max-parallelism``
-(``JobVertexScaler``); its resource quota (``job.autoscaler.quota.cpu``, FLINK-33771) is a third
-cap. A page that says "at a bound" names the one in force, so these are values, not sentences.
+in local mode, a standalone master's free cores, or the runner's ``--max-executors`` quota), as values a page
+names (docs/ARCHITECTURE.md, "The cores bound").
 """
 
 from __future__ import annotations

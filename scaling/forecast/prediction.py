@@ -1,9 +1,9 @@
 """What a micro-batch plan predicts, and how a realized window is judged against it (the web app's
 frozen predictions and its verification after an execution call these; nothing else computes them).
 
-Micro-batch model (ARCHITECTURE.md): stages share the cores, so the core-seconds one source record
-costs add up over the stages, ``c = Σ_v λ_v / TPR_v / Σ_sources λ_s`` (core-seconds per record); the
-job's capacity is ``cores × (1 − overhead) / c`` source records per second.
+Micro-batch model (docs/ARCHITECTURE.md, "DS2 on Spark micro-batches"): stages share the cores, so the
+core-seconds one source record costs add up over the stages, ``c = Σ_v λ_v / TPR_v / Σ_sources λ_s``
+(core-seconds per record); the job's capacity is ``cores × (1 − overhead) / c`` source records per second.
 """
 
 from __future__ import annotations
@@ -71,15 +71,11 @@ def realized_capacity_per_s(*, cores: int, overhead_s: float, trigger_interval_s
 
 def realized_utilization_at(*, stages: Iterable[tuple[float, int]], source_per_s: float, rate_per_s: float,
                             cores: int, overhead_s: float, trigger_interval_s: float) -> float | None:
-    """The measured busy share of the trigger interval rescaled to ``rate_per_s`` source records/s,
-    the realized counterpart of the plan's ``predicted_utilization`` "at the target rate" (0..1 when
-    it fits; None without source records).
-
-    ``stages``: per stage, (measured busy core-seconds per second, tasks) while the sources took
-    ``source_per_s`` records/s. Busy time scales with the source rate (DS2's constant cost per record,
-    §3.2), so right after a restart the catch-up's extra load is taken out; then the one utilization
-    formula, ``scaling.planner.sizing.busy_share``, with the measured overhead share.
-    """
+    """The measured busy share of the trigger interval rescaled to ``rate_per_s`` source records/s, the realized
+    ``predicted_utilization`` "at the target rate" (0..1 when it fits; None without source records): ``stages``
+    (per stage: busy core-seconds per second, tasks, at ``source_per_s`` records/s) scaled to the rate, as busy
+    time scales with it (DS2 §3.2's constant cost per record: a restart's catch-up load is taken out), through
+    ``scaling.planner.sizing.busy_share`` with the measured overhead share."""
     if source_per_s <= 0:
         return None
     scale = rate_per_s / source_per_s
@@ -168,20 +164,17 @@ def verify(*, batches: int, arrival_before: float | None, arrival_after: float, 
            latest_backlog: float, realized_capacity: float | None, predicted_capacity: float | None,
            tolerance: float, stages: Sequence[StageRate] = (), load_change_after_s: float | None = None,
            not_ready: Sequence[SampleIssue] = ()) -> Verification:
-    """Judge the window after a change against the plan, on the capacities the proposal page shows
-    (records/s: the frozen prediction and the realized value) and their :func:`capacity_error`.
-
-    ``verified`` only when ``|error| ≤ tolerance`` (a share) and the backlog does not grow faster than
-    ``tolerance × arrival``. ``inconclusive``: no batches; a sample of the window is not ready
-    (``not_ready``: its issues, ``scaling.values.readiness``; incomplete metrics judge nothing); the load
-    changed level ``load_change_after_s`` seconds after the change, before its backlog was back
-    (``scaling.forecast.rescale_cost.WindowEnd.LOAD_CHANGE``), or the arrival rate moved more than
-    :data:`ARRIVAL_SHIFT_LIMIT`; no capacity to compare; a shortfall beyond the tolerance on fewer
-    than :data:`MIN_BATCHES` batches; a capacity above the prediction by more than the tolerance (the
-    prediction does not describe the job, though it did no harm). ``ineffective``: a shortfall beyond
-    the tolerance on enough batches, or a growing backlog. The data of every verdict with both
-    capacities holds the error, the tolerance and the capacities; ``stages`` (optional) name the
-    stages whose rates fell short, as evidence. Argo Rollouts' analysis has the same three outcomes.
+    """Judge the window after a change against the plan, on the capacities the proposal page shows (records/s:
+    the frozen prediction and the realized value) and their :func:`capacity_error`, in Argo Rollouts' three
+    outcomes. ``verified`` only when ``|error| ≤ tolerance`` (a share) and the backlog grows no faster than
+    ``tolerance × arrival``. ``inconclusive``: no batches; a sample not ready (``not_ready``, its issues:
+    incomplete metrics judge nothing); the load changed level ``load_change_after_s`` seconds after the change,
+    before its backlog was back (``rescale_cost.WindowEnd.LOAD_CHANGE``), or the arrival rate moved more than
+    :data:`ARRIVAL_SHIFT_LIMIT`; no capacity to compare; a shortfall beyond the tolerance on fewer than
+    :data:`MIN_BATCHES` batches; a capacity above the prediction by more than the tolerance (the prediction does
+    not describe the job, though it did no harm). ``ineffective``: such a shortfall on enough batches, or a
+    growing backlog. Every verdict with both capacities holds the error, the tolerance and the capacities in its
+    data; ``stages`` (optional) name the stages whose rates fell short, as evidence.
     """
     error = capacity_error(realized_capacity, predicted_capacity)
     data = {} if error is None else {"error": error, "tolerance": tolerance,

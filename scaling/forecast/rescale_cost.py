@@ -1,23 +1,8 @@
-"""What a rescale cost the pipeline: the lag it added and how long the backlog took to drain.
-
-A rescale of a Structured Streaming query is a stop and a restart (or, for executors changed in
-place, none). Its *pause* is measured by the runner. What the operator pays for it is measured
-from the source's backlog around it:
-
-- **added lag** = peak lag during the rescale − steady lag before it, in seconds of input, where
-  ``lag = backlog / arrival rate`` (records ÷ records/s);
-- **catch-up time** = seconds from the start of the rescale until the backlog is back to its
-  level before it (within ``tolerance_records``; a source's backlog is only ever read at batch
-  boundaries, so one trigger interval's arrivals is the natural tolerance).
-
-Both are measured over the rescale's own window: from its start to the first return to the steady
-backlog, or to the next load change (the arrival rate leaves its level before the rescale,
-``scaling.values.load_change.departure``), or to the next rescale, whichever comes first. A later overload
-is a different event: it is never charged to an earlier rescale.
-
-These are the quantities issue 12 asks for and the ones FLIP-271's catch-up target
-(``job.autoscaler.catch-up.duration``, which includes the restart time) plans against.
-The web app and ``sparkclient bench-rescale`` both call :func:`rescale_cost`, so the formula is here once.
+"""What a rescale cost the pipeline, from the source's backlog around it: the *added lag* (peak lag during the
+rescale − steady lag before it, seconds of input, ``lag = backlog / arrival rate``) and the *catch-up time*
+(seconds from its start until the backlog is back to its level before it, within ``tolerance_records``), over
+the rescale's own window (:class:`WindowEnd`), and the expected time to effect of a rescale path. The web app
+and ``sparkclient bench-rescale`` both call :func:`rescale_cost`; docs/ARCHITECTURE.md, "A rescale's cost".
 """
 
 from __future__ import annotations
@@ -46,40 +31,26 @@ class WindowEnd(StrEnum):
 
 @dataclass(frozen=True)
 class LagSample:
-    """One reading of a source's backlog.
+    """One reading of a source's backlog."""
 
-    Attributes:
-        t_s: when it was read, seconds on any clock shared with the rescale's start and finish.
-        backlog: records available at the source and not yet processed (≥ 0).
-        arrival_rate_per_s: records/s arriving at the source then (≥ 0).
-    """
-
-    t_s: float
-    backlog: float
-    arrival_rate_per_s: float
+    t_s: float  # when it was read, seconds on any clock shared with the rescale's start and finish
+    backlog: float  # records available at the source and not yet processed (≥ 0)
+    arrival_rate_per_s: float  # records/s arriving at the source then (≥ 0)
 
 
 @dataclass(frozen=True)
 class RescaleCost:
-    """What a rescale cost (see the module docstring).
+    """What a rescale cost (the module docstring)."""
 
-    Attributes:
-        steady_backlog: mean backlog before the rescale, records.
-        peak_backlog: highest backlog from the rescale's start until caught up (or the last sample), records.
-        added_lag_s: peak lag − steady lag, seconds of input (≥ 0); None without a sample before and after.
-        catch_up_s: seconds from the rescale's start until the backlog was back to its steady level;
-            None while it has not been, when the window ended first, or without a sample before the rescale.
-        window_end_s: when the rescale's own window ended (the clock of the samples), seconds; None
-            while it is open or unknown.
-        ended_by: what ended it (:class:`WindowEnd`).
-    """
-
-    steady_backlog: float | None
-    peak_backlog: float | None
-    added_lag_s: float | None
+    steady_backlog: float | None  # mean backlog before the rescale, records
+    peak_backlog: float | None  # highest backlog from the rescale's start until caught up (or the last sample)
+    added_lag_s: float | None  # peak lag − steady lag, seconds of input (≥ 0); None without a sample before and after
+    #: seconds from the rescale's start until the backlog was back to its steady level; None while it has not
+    #: been, when the window ended first, or without a sample before the rescale.
     catch_up_s: float | None
+    #: when the rescale's own window ended (the clock of the samples), seconds; None while open or unknown.
     window_end_s: float | None = None
-    ended_by: WindowEnd = WindowEnd.OPEN
+    ended_by: WindowEnd = WindowEnd.OPEN  # what ended it
 
 
 def lag_s(sample: LagSample) -> float:
@@ -93,25 +64,17 @@ def lag_s(sample: LagSample) -> float:
 
 def rescale_cost(samples: Sequence[LagSample], *, started_at_s: float, finished_at_s: float,
                  steady_window_s: float, tolerance_records: float = 0.0, until_s: float = math.inf) -> RescaleCost:
-    """The added lag and catch-up time of one rescale, over its own window (module docstring).
+    """The added lag and catch-up time of one rescale over its own window (docs/ARCHITECTURE.md, "A rescale's
+    cost"), from the backlog readings ``samples`` around it (any order; seconds, as ``started_at_s``).
 
-    Args:
-        samples: backlog readings around the rescale, any order (times in seconds, as ``started_at_s``).
-        started_at_s: when the rescale began (the stop command, or the approval), seconds.
-        finished_at_s: when the runner reported it done, seconds (≥ ``started_at_s``).
-        steady_window_s: the readings in ``[started − steady_window_s, started]`` give the steady
-            backlog and lag before the rescale, and the arrival rate's level (its current level,
-            ``scaling.values.load_change.change_point``), seconds (> 0).
-        tolerance_records: the backlog counts as back to its steady level within this many records
-            (≥ 0); use the arrivals of one trigger interval.
-        until_s: the window ends here at the latest (the next rescale's start), seconds.
-
-    Returns:
-        :class:`RescaleCost`; its fields are None where the samples cannot tell (no reading before
-        the rescale, none after it, or not caught up yet, or not within its window).
-
-    Raises:
-        ValueError: ``finished_at_s < started_at_s``, ``steady_window_s ≤ 0`` or a negative tolerance.
+    ``started_at_s``: when the rescale began (the stop command, or the approval); ``finished_at_s``: when the
+    runner reported it done (≥ ``started_at_s``); ``steady_window_s`` (> 0): the readings in ``[started −
+    steady_window_s, started]`` give the steady backlog and lag, and the arrival rate's current level
+    (``scaling.values.load_change.change_point``); ``tolerance_records`` (≥ 0): the backlog is back within this
+    many records (use one trigger interval's arrivals); ``until_s``: the window's latest end (the next
+    rescale's start). The :class:`RescaleCost` fields are None where the samples cannot tell (no reading before
+    the rescale, none after it, not caught up yet, or not within its window). Raises ``ValueError`` when
+    ``finished_at_s < started_at_s``, ``steady_window_s ≤ 0`` or the tolerance is negative.
     """
     if finished_at_s < started_at_s:
         raise ValueError(f"finished_at_s {finished_at_s} is before started_at_s {started_at_s}")
@@ -166,10 +129,9 @@ def _own_window(ordered: Sequence[LagSample], before: Sequence[LagSample], *, st
 
 
 def catch_up_after_first_batch_s(catch_up_s: float | None, *, execution_s: float) -> float | None:
-    """A catch-up measured from the start of the rescale (:func:`rescale_cost`) counted from the first
-    batch on the new configuration instead, the origin of a predicted catch-up (the drain of the
-    restart's backlog): ``catch_up_s − execution_s`` (``execution_s``: seconds from the start of the
-    rescale to its first batch), never below 0; None when ``catch_up_s`` is."""
+    """A catch-up measured from the rescale's start (:func:`rescale_cost`) counted from its first batch instead, as
+    a predicted catch-up (the restart backlog's drain) is: ``catch_up_s − execution_s`` (seconds from the start
+    to that batch), never below 0; None when ``catch_up_s`` is."""
     return None if catch_up_s is None else max(0.0, catch_up_s - max(0.0, execution_s))
 
 
@@ -218,12 +180,10 @@ class TimeToEffect:
 
 def measured_time_to_effect_s(*, approved_at_s: float, first_batch_at_s: float | None,
                               answered_at_s: float | None = None) -> float | None:
-    """A rescale's time to effect: seconds from its approval (the bench: the command sent) to the end
-    of the first batch on the new configuration, ``first_batch_at_s − approved_at_s``, never below 0.
-    The first batch's time comes from the runner's clock: with ``answered_at_s`` (when its answer was
-    read, on the approval's clock) it is capped there, as the batch cannot end after its answer was
-    read. None when ``first_batch_at_s`` is (nothing restarted, or the runner did not say). Seconds
-    throughout (any clock shared by the arguments, epoch s in practice)."""
+    """A rescale's time to effect, ``first_batch_at_s − approved_at_s`` seconds (any shared clock, epoch s in
+    practice) from its approval (the bench: the command sent) to the end of the first batch on the new
+    configuration, never below 0; that batch's time, on the runner's clock, is capped at ``answered_at_s`` (its
+    answer read, on the approval's clock). None when ``first_batch_at_s`` is (nothing restarted, or not said)."""
     if first_batch_at_s is None:
         return None
     end = first_batch_at_s if answered_at_s is None else min(first_batch_at_s, answered_at_s)
@@ -233,15 +193,11 @@ def measured_time_to_effect_s(*, approved_at_s: float, first_batch_at_s: float |
 def time_to_effect(path: str, measured_s: Sequence[float], *,
                    standby: StandbyReadiness | None = None) -> TimeToEffect:
     """The expected time to effect of a rescale along ``path`` (a ``RescalePath`` value): the median of
-    ``measured_s`` (this job's executions of that path, :func:`measured_time_to_effect_s`, seconds), as
-    FLIP-271's restart-time tracking (``ScalingTracking``) learns the restart time; without one,
-    :data:`BENCH_PAUSE_S` for the path, stated as the bench's.
-
-    A warm handover's time depends on its standby driver (``standby``), where Flink's one restart time
-    per job does not: onto one that is ready it is the pause and a batch, otherwise a driver's whole
-    start comes first, about 10x longer. So ``measured_s`` must be the handovers onto a standby like
-    it: onto a ready one for ``READY``, else those that started their standby at the approval. Without
-    one, ``READY`` takes :data:`BENCH_READY_HANDOVER_S`; any other the path's bench pause (a lower bound)."""
+    ``measured_s`` (this job's executions of that path, :func:`measured_time_to_effect_s`, seconds; for a warm
+    handover, those onto a standby like ``standby``), as FLIP-271's restart-time tracking (``ScalingTracking``)
+    learns the restart time; without one, :data:`BENCH_READY_HANDOVER_S` for a ``READY`` standby, else the
+    path's :data:`BENCH_PAUSE_S` (a lower bound), stated as the bench's. docs/ARCHITECTURE.md, "A rescale's
+    cost"."""
     values = [float(v) for v in measured_s if v is not None and v >= 0]
     if values:
         return TimeToEffect(path, statistics.median(values), EffectSource.MEASURED, len(values), standby)

@@ -1,6 +1,6 @@
 """A stage's capacity in the job's units, so that the stages' and the job's capacities add up.
 
-In a micro-batch the stages of a batch run in turn on the same cores (ARCHITECTURE.md), each on
+In a micro-batch the stages of a batch run in turn on the same cores, each on
 ``min(tasks, cores)`` of them, so a stage's capacity is stated as the source records per second the
 job would sustain if that stage were its only cost: ``slots_v × (1 − overhead) / c_v`` with
 ``c_v = λ_v / TPR_v / Σ_sources λ_s`` the core-seconds the stage spends per source record

@@ -1,13 +1,7 @@
-"""The scaling algorithms (ds2, batch-ratio, min-increase) in one registry, selectable per job by name
-(``Policy.algorithm``; the options themselves are ``scaling.policy.policy.Policy``).
-
-- ``ds2`` (default): FLIP-271 / DS2, ``planner.plan_job`` or ``planner.plan_micro_batch`` by mode.
-- ``batch-ratio``: SPARK-12133 as Spark implemented it (``streaming.scheduler.ExecutorAllocationManager``).
-- ``min-increase``: FLIP-160's ``canScaleUp(currentCumulativeParallelism, newCumulativeParallelism)``.
-
-The registry is an explicit table (``ALGORITHMS``, at the end of this module); ``algorithm_names()``
-lists its names for forms. A name not in the table is an error naming the known ones: no module is
-ever imported because input named it (issue 15, "arbitrary imports").
+"""The scaling algorithms in one explicit registry (``ALGORITHMS``), chosen by ``Policy.algorithm``:
+``ds2`` (FLIP-271 / DS2, the default), ``batch-ratio`` (SPARK-12133, Spark's
+``streaming.scheduler.ExecutorAllocationManager``) and ``min-increase`` (FLIP-160 ``canScaleUp``). A
+name not in the table is an error naming the known ones: no module is imported because input named it.
 """
 
 from __future__ import annotations

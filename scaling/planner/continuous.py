@@ -1,9 +1,6 @@
-"""Job-level planning: the FLIP-271 / DS2 plan for continuous dataflows (``plan_job``) and the
-micro-batch planner for Spark Structured Streaming (``plan_micro_batch``, ARCHITECTURE.md).
-
-Both take frozen values and return a ``JobPlan``; a "no change" carries its reasons. With a
-``ScalerState`` they also return the next state (``JobPlan.next_state``).
-"""
+"""Job-level planning for continuous dataflows: the FLIP-271 / DS2 plan (``plan_job``; the micro-batch planner
+is ``scaling.planner.microbatch``). It takes frozen values and returns a ``JobPlan``; a "no change" carries its
+reasons, and with a ``ScalerState`` the plan holds the next state (``JobPlan.next_state``)."""
 
 from __future__ import annotations
 
@@ -27,22 +24,18 @@ __all__ = ["plan_job"]
 
 def plan_job(topology: Topology, metrics: Mapping[str, VertexMetrics], policy: Policy,
              state: ScalerState | None = None, now_s: float = 0.0) -> JobPlan:
-    """FLIP-271 / DS2 plan for a continuous dataflow (one slot per unit of parallelism), in the
-    steps of Flink's ``ScalingExecutor.scaleResource``:
-
-    1. Evaluate every vertex (``evaluate.evaluate_job``): true rates, target and catch-up rates
-       propagated by DS2 Eq. 8, scale-up/down thresholds, backlog mode.
-    2. Per vertex (``vertex_scaler.decide_vertex``): ``ceil(current × clamp(target_capacity / TPR))``,
-       bounds, alignment, FLINK-36018 delayed scale-down, ineffective scale-up detection.
-    3. The scaling summary (``computeScalingSummary``): act only when a vertex with a required
-       change is outside its bounds; then every required change applies together.
-    4. The job-level gate (``gate.job_gate``): DS2's activation time; inside an excluded period the
-       plan is computed, but ``executable`` is False and nothing changes.
-
-    Args:
-        state: the autoscaler's memory (history, pending scale-downs, restart times); default: new job.
-        now_s: the clock, seconds since the Unix epoch (UTC for excluded periods).
-    """
+    """FLIP-271 / DS2 plan for a continuous dataflow (one slot per unit of parallelism), in the steps of Flink's
+    ``ScalingExecutor.scaleResource``:
+    1. evaluate every vertex (``ds2.evaluate_job``): true rates, target and catch-up rates propagated by DS2
+       Eq. 8, scale-up/down thresholds, backlog mode;
+    2. per vertex (``vertex_scaler.decide_vertex``): ``ceil(current × clamp(target_capacity / TPR))``, bounds,
+       alignment, FLINK-36018 delayed scale-down, ineffective scale-up detection;
+    3. the scaling summary (``computeScalingSummary``): act only when a vertex with a required change is
+       outside its bounds, then every required change applies together;
+    4. the job-level gate (``gate.job_gate``): DS2's activation time; in an excluded period the plan is
+       computed, but ``executable`` is False and nothing changes.
+    ``state``: the memory (history, pending scale-downs, restart times; default: a new job); ``now_s``: the
+    clock, seconds since the Unix epoch (UTC for excluded periods)."""
     remembered = state
     state = state if state is not None else ScalerState()
     evaluation = evaluate_job(topology, metrics, policy, restart_time_s=state.restart_time_s(policy))

@@ -3,7 +3,8 @@ the scale-up and scale-down thresholds, and backlog mode.
 
 Units: rates are records/s. In ``continuous`` mode a vertex's true processing rate is the vertex
 total (all its subtasks, as Flink's ``TRUE_PROCESSING_RATE`` and DS2's ``o[λ_p]``); the micro-batch
-planner divides it by the tasks to get records per busy core-second (ARCHITECTURE.md).
+planner divides it by the tasks to get records per busy core-second (docs/ARCHITECTURE.md, "DS2 on Spark
+micro-batches").
 """
 
 from __future__ import annotations
@@ -18,15 +19,9 @@ from scaling.values.topology import Topology
 
 
 def true_processing_rate(records_in_per_s: float, busy_time_ms_per_s: float, tasks: int) -> float:
-    """Records one task slot processes per busy second (records per busy core-second).
-
-    DS2 §3.2 Eq. 1 (useful-time rate): ``λ_p = records processed / useful time``.
-    In a micro-batch, a running task never waits on backpressure, so task run time is useful time:
-    ``TPR = records_in_per_s / (busy_time_ms_per_s / 1000 × tasks)``.
-    An idle vertex (no busy time) and a vertex with no input (Spark's no-data batches: busy time but
-    zero records) have an infinite true processing rate (Flink ``ScalingMetricEvaluator.
-    computeTprFromBusyTime``: "Nothing is coming in, we assume infinite processing power").
-    """
+    """Records one task slot processes per busy second (records per busy core-second), DS2 §3.2 Eq. 1:
+    ``records_in_per_s / (busy_time_ms_per_s / 1000 × tasks)``; infinite with no busy time or no input (Flink
+    ``computeTprFromBusyTime``; docs/ARCHITECTURE.md, "True rates from busy time")."""
     busy_core_s_per_s = busy_time_ms_per_s / 1000.0 * tasks
     if busy_core_s_per_s <= 0 or records_in_per_s <= 0:
         return INF
@@ -121,14 +116,9 @@ def edge_output_ratio(topology: Topology, metrics: Mapping[str, VertexMetrics], 
 
 @dataclass(frozen=True)
 class TargetRates:
-    """Target rates of one vertex, records/s over the whole vertex.
-
-    Attributes:
-        target_data_rate: the rate the vertex must sustain (source: input rate + backlog growth).
-        catch_up_data_rate: extra rate to drain the backlog within the catch-up duration.
-        restart_data_rate: extra rate for the records that pile up while the job restarts
-            (FLIP-271: ``target × restart_time / catch_up_duration``).
-    """
+    """Target rates of one vertex, records/s over the whole vertex: ``target_data_rate`` to sustain (a source's
+    input + backlog growth), ``catch_up_data_rate`` to drain the backlog within the catch-up duration, and
+    ``restart_data_rate`` for the records piling up in a restart (FLIP-271: target × restart / catch-up time)."""
 
     target_data_rate: float
     catch_up_data_rate: float
@@ -199,11 +189,10 @@ def target_processing_capacity(rates: TargetRates, utilization: float, *, with_r
 
 
 def vertex_utilization(m: VertexMetrics, tpr: float, target_data_rate: float, *, busiest: bool = True) -> float:
-    """Fraction of time the vertex is busy (Flink's evaluated ``LOAD``): busy time / 1000, the busy
-    time aggregated as for the true processing rate: the busiest task's when given (Flink's default
-    ``metrics.busy-time.aggregator`` MAX, ``ScalingMetricsTest.testLoadMetrics``: max 200, avg 150 ->
-    0.2), else the mean. ``busiest=False`` always takes the mean (busy core-seconds of the vertex).
-    For DS2's directly given rates: observed input / true processing rate."""
+    """Fraction of time the vertex is busy (Flink's evaluated ``LOAD``), busy time / 1000: the busiest task's when
+    given (Flink's default ``metrics.busy-time.aggregator`` MAX; ``ScalingMetricsTest.testLoadMetrics``: max 200,
+    avg 150 -> 0.2), else and with ``busiest=False`` the mean (busy core-seconds of the vertex); for DS2's
+    directly given rates, observed input / true processing rate."""
     if m.busy_time_ms_per_s is not None and m.true_processing_rate is None:
         return (effective_busy_ms_per_s(m) if busiest else m.busy_time_ms_per_s) / 1000.0
     observed = m.records_in_per_s if m.records_in_per_s is not None else target_data_rate

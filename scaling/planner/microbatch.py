@@ -1,11 +1,9 @@
-"""The micro-batch planner for Spark Structured Streaming (ARCHITECTURE.md "DS2 on Spark micro-batches").
+"""The micro-batch planner for Spark Structured Streaming (docs/ARCHITECTURE.md, "DS2 on Spark micro-batches").
 
-Stages of one micro-batch run one after another on the shared cores; a stage with ``n`` tasks on
-``C`` cores uses ``min(n, C)`` of them, so cores beyond a stage's tasks cannot speed it up. The plan
-is the smallest core count whose predicted utilization is at most the target (inside the band), with
-one task per core for every adjustable stage; pinned or partition-bounded stages keep their tasks,
-and cores that could only help them are not added (issue 13 item 6). ``JobPlan.limits`` says what
-limits the job, as ``reasons.Limit`` codes with their numbers.
+The plan is the smallest core count whose predicted utilization is at most the target (inside the band), with
+one task per core for every adjustable stage; pinned or partition-bounded stages keep their tasks, and cores
+that could only help them are not added. ``JobPlan.limits`` says what limits the job, as ``reasons.Limit``
+codes with their numbers.
 """
 
 from __future__ import annotations
@@ -52,51 +50,17 @@ from scaling.values.topology import Topology
 def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], cluster: ClusterState, policy: Policy,
                      *, batch_duration_s: float | None = None, state: ScalerState | None = None, now_s: float = 0.0,
                      batch_durations_s: Sequence[float] = (), not_ready: Sequence[SampleIssue] = ()) -> JobPlan:
-    """Compute cores, executors and partitions for a Spark micro-batch job, in the steps of Flink's
-    ``ScalingExecutor.scaleResource``: evaluate the stages, size the cores, clamp by the scale
-    factors, the delayed scale-down, per-stage plans and limits, the job-level gate.
+    """Cores, executors and partitions for a Spark micro-batch job, in the steps of Flink's
+    ``ScalingExecutor.scaleResource``: evaluate the stages, size the cores, clamp by the scale factors, the
+    delayed scale-down (with ``state``; FLINK-36018 / FLINK-36863), per-stage plans and limits, the job gate.
 
-    Args:
-        topology: the stages as vertices; ``parallelism`` = tasks per batch.
-        metrics: per vertex id, window averages (records/s, busy ms/s per task; the busiest task's
-            busy time ``busy_time_max_ms_per_s`` when known, so a skewed stage is seen as slow).
-        cluster: executors, cores per executor, trigger interval now; ``executors_adjustable``
-            False pins the executor count (``signals.cores_fixed``).
-        policy: utilization target and band, catch-up and restart time, bounds, scale factors.
-        batch_duration_s: mean batch duration, seconds, for SPARK-12133's batch ratio R.
-        batch_durations_s: the window's batch durations, seconds (``batch_duration_s`` alone when
-            empty): R vetoes scale-downs and a persistent overrun scales up (``scaling.planner.signals``).
-        not_ready: the issues of the window's samples that are not ready (``scaling.values.readiness``).
-        state: the autoscaler's memory; with one, a lower executor count is held for
-            ``scale_down_interval_s`` and then the largest recommendation of that sliding window
-            applies (Flink ``DelayedScaleDown``, FLINK-36018 / FLINK-36863).
-        now_s: the clock, seconds since the Unix epoch.
-
-    Returns:
-        A ``JobPlan``. Formulas:
-        - ``TPR_v = in_v / busy_v`` per busy core-second (DS2 Eq. 1), with the busiest task's busy
-          time when given (FLIP-271 MAX aggregation); no input → infinite (Flink);
-        - ``need_v = (λ_v + catch-up_v [+ restart_v]) / TPR_v`` busy core-seconds per second;
-        - predicted utilization ``U(C) = Σ_v need_v / min(tasks_v(C), C) / (1 − overhead)``;
-          ``JobPlan.predicted_utilization`` is ``U`` of the target rate alone (λ_v / TPR_v) on the
-          planned cores and tasks: the one formula the web app's frozen prediction shows;
-        - cores = the smallest multiple of ``cores_per_executor`` with ``U(C) ≤ utilization_target``
-          for the sizing demand ``max(λ_v, u × (λ_v + catch-up_v + restart_v)) / TPR_v``
-          (``sizing_demand``: the target rate at ``u`` and the backlog drained within the catch-up
-          duration at full capacity; Flink's ``AutoScalerUtils.getTargetProcessingCapacity`` adds
-          the catch-up on top of the headroom instead) within [min, max] executors; when none
-          reaches it, the fewest cores reaching the lowest ``U`` (more would not help: a pinned,
-          bounded or skewed stage limits the job); cores are added from the current count only
-          while each step brings ``scale_up_min_efficiency`` of the linear gain (``gains_stop``);
-        - the executor change is clamped to ``[1 − scale_down_max_factor, 1 + scale_up_max_factor]``
-          × current (Flink ``JobVertexScaler``), and no scale-down in backlog mode;
-        - no fewer executors, nor a stage on fewer task slots, while R ≥ ``scale_down_veto_batch_ratio``,
-          the backlog grows (SPARK-12133) or a sample is not ready; inside the band, every batch above
-          ``batch_overrun_ratio`` with a growing backlog scales up (``scaling.planner.signals``);
-        - the job acts only when the current load leaves the utilization band (FLIP-271 thresholds).
-
-    Raises:
-        KeyError: a vertex of the topology has no metrics.
+    ``topology``: the stages, ``parallelism`` = tasks per batch; ``metrics``: window averages per vertex id
+    (records/s, busy ms/s per task, the busiest task's when known); ``cluster``: executors, cores per
+    executor, trigger interval (``executors_adjustable`` False pins the executors); ``batch_durations_s``: the
+    window's batch durations, seconds, for SPARK-12133's batch ratio R (empty: ``batch_duration_s``, the mean,
+    alone); ``not_ready``: the samples' readiness issues; ``now_s``: seconds since the Unix epoch. The formulas
+    (DS2 Eq. 1, FLIP-271): docs/ARCHITECTURE.md, "DS2 on Spark micro-batches". Raises ``KeyError`` when a vertex
+    of the topology has no metrics.
     """
     cluster = cores_fixed(cluster)
     job = evaluate_stages(topology, metrics, cluster, policy, state)
@@ -124,7 +88,8 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
         cores_needed=sizing.cores_needed, load=load, utilization=job_utilization(job.busy_total, cluster.cores),
         overhead_fraction=job.overhead, bottleneck=bottleneck,
         batch_ratio=signals.ratio,
-        mode=Mode.MICRO_BATCH, executable=gate.period is None, backlog_mode=job.backlog_mode, restart_time_s=job.restart_s,
+        mode=Mode.MICRO_BATCH, executable=gate.period is None, backlog_mode=job.backlog_mode,
+        restart_time_s=job.restart_s,
         next_state=after, held=delayed.held, limits=limits, utilization_now=job.now("base"),
         predicted_utilization=(job.at(executors * cluster.cores_per_executor, "base") if gate.decision == Decision.SCALE
                                else job.now("base")), awaiting_activation=gate.awaiting,
@@ -205,10 +170,9 @@ def _delayed_scale_down(job: MicroBatchModel, executors: int, outside_band: bool
                         now_s: float) -> _Delayed:
     """Step 4, Flink ``JobVertexScaler.applyScaleDownInterval`` (FLINK-36018) on the executor count:
     with a state, a lower count is recorded and held for ``scale_down_interval_s`` after the first
-    recommendation; then the largest recommendation of that sliding window applies (FLINK-36863).
-    Our addition (issue 13 item 6 and acceptance 7): not more executors than keep the current
-    target rate inside the band (``U ≥ low``), so that the scale-down is not followed by another one
-    an interval later (Flink would see the result below its scale-down threshold again)."""
+    recommendation; then the largest recommendation of that sliding window applies (FLINK-36863), but
+    not more executors than keep the current target rate inside the band (``U ≥ low``; where this
+    differs from Flink: docs/ARCHITECTURE.md, "Delayed scale-down")."""
     current, interval = job.cluster.executors, job.policy.scale_down_interval_s
     pending = {p.vertex_id: p for p in state.pending_scale_downs} if state is not None else {}
     if state is None or executors >= current or interval <= 0:

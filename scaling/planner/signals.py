@@ -1,20 +1,8 @@
-"""Measured signals that overrule the micro-batch model (``scaling.planner.microbatch``): a plan never harms
-the job it is computed for.
-
-- SPARK-12133's batch ratio ``R = batch duration / trigger interval`` (Spark's
-  ``streaming.scheduler.ExecutorAllocationManager`` adds executors at ``R ≥ 0.9``) and the sources'
-  backlog growth (FLIP-271's ``TARGET_DATA_RATE`` counts it as load) each veto a scale-down of the
-  executors or of any stage's partitions (``PlanReason.SCALE_DOWN_VETOED``).
-- A batch ratio above ``batch_overrun_ratio`` in every batch of the window with a growing backlog,
-  while the model's load lies inside the utilization band, is a scale-up trigger of its own
-  (``PlanReason.BATCH_OVERRUN``).
-- A window with a sample that is not ready (``scaling.values.readiness``: missing stages, an unusable SQL
-  plan, a restart, an implausible value...) vetoes every scale-down too (``VetoSignal.NOT_READY``),
-  and the plan names each code (``PlanReason.SAMPLES_NOT_READY``).
-- A pipeline that declares no executors knob runs on the cores it has: ``ClusterState.
-  executors_adjustable`` False pins the executor count, and a plan that cannot meet its target on
-  those cores says so (``Limit.CORES_NOT_ADJUSTABLE``).
-"""
+"""Measured signals that overrule the micro-batch model (``scaling.planner.microbatch``), so that a plan never
+harms the job it is computed for: SPARK-12133's batch ratio, the sources' backlog growth and a sample that is
+not ready veto scale-downs (``PlanReason.SCALE_DOWN_VETOED``); a persistent batch overrun with a growing
+backlog scales up (``PlanReason.BATCH_OVERRUN``); a pipeline without an executors knob keeps its cores
+(``Limit.CORES_NOT_ADJUSTABLE``). docs/ARCHITECTURE.md, "Measured signals"."""
 
 from __future__ import annotations
 
@@ -39,18 +27,11 @@ overrun to count as persistent: one long batch (a checkpoint, a GC pause) is not
 
 @dataclass(frozen=True)
 class BatchSignals:
-    """The window's measured signals.
-
-    Attributes:
-        ratio: mean batch duration over the trigger interval (SPARK-12133's R), None without batches.
-        min_ratio: the smallest batch's ratio, None without batches.
-        batches: batch durations the window holds.
-        batch_duration_s: mean batch duration, seconds, None without batches.
-        trigger_interval_s: the trigger interval, seconds.
-        backlog_growth_per_s: the sources' backlog growth, records/s (summed).
-        input_rate_per_s: the sources' input rate, records/s (summed).
-        not_ready: the issues of the window's samples that are not ready (``scaling.values.readiness``).
-    """
+    """The window's measured signals: ``ratio``, the mean batch duration over the trigger interval (SPARK-12133's
+    R), ``min_ratio``, the smallest batch's, and ``batch_duration_s``, the mean in seconds, each None without
+    batches; ``batches``, how many batch durations the window holds; ``trigger_interval_s``, seconds;
+    ``backlog_growth_per_s`` and ``input_rate_per_s``, the sources' sums, records/s; ``not_ready``, the issues
+    of the samples that are not ready (``scaling.values.readiness``)."""
 
     ratio: float | None
     min_ratio: float | None
@@ -87,19 +68,11 @@ def backlog_growth_noise(signals: BatchSignals, policy: Policy) -> float:
 
 
 def scale_down_veto(signals: BatchSignals, policy: Policy) -> Reason | None:
-    """``scale-down-vetoed`` (data: signal, value, threshold) when the window forbids a scale-down:
-    a sample of it is not ready (signal ``not-ready``, value: the issues, data ``code``: the first
-    one's), its batch ratio is at or above ``scale_down_veto_batch_ratio`` (SPARK-12133's scale-up
-    ratio: Spark would add executors here), or the sources' backlog grows beyond
-    ``backlog_growth_noise`` (records/s). Else None.
-
-    A not-ready sample vetoes scale-downs only: what makes a sample not ready (a source read as a
-    downstream stage with no records, stages missing, a catch-up batch, a wrong binding, implausible
-    cores) makes the measured load read low or the cores high, so the error is on the side of a
-    scale-down, the harm FLINK-39925 describes (busy jobs scaled down on incomplete metrics read as
-    zeros). A scale-up on such a window costs cores, not lag, and is still bounded by the activation
-    time and the restart holds; withholding it would starve a job whose metrics are briefly
-    incomplete while it falls behind."""
+    """``scale-down-vetoed`` (data: signal, value, threshold) when the window forbids a scale-down, else None: a
+    sample is not ready (signal ``not-ready``, value: the issues, data ``code``: the first one's; scale-downs
+    only, FLINK-39925), its batch ratio is at or above ``scale_down_veto_batch_ratio`` (SPARK-12133's scale-up
+    ratio), or the sources' backlog grows beyond ``backlog_growth_noise`` (records/s). docs/ARCHITECTURE.md,
+    "Measured signals"."""
     if signals.not_ready:
         return Reason(PlanReason.SCALE_DOWN_VETOED, None, {
             "signal": str(VetoSignal.NOT_READY), "value": len(signals.not_ready), "threshold": 0,
@@ -116,14 +89,11 @@ def scale_down_veto(signals: BatchSignals, policy: Policy) -> Reason | None:
 
 
 def batch_overrun(signals: BatchSignals, policy: Policy) -> Reason | None:
-    """``batch-overrun`` (data: ratio, min_ratio, batches, trigger_interval_s, batch_duration_s) when
-    every batch of the window (at least ``OVERRUN_MIN_BATCHES``) ran longer than
-    ``batch_overrun_ratio`` × the trigger interval and the backlog grows beyond
-    ``backlog_growth_noise``: the job falls behind whatever the model says (SPARK-12133's R).
-    With a processing-time trigger a batch that overruns starts the next one at once, which then
-    covers more data (Spark's ``ProcessingTimeExecutor``): long batches with a steady backlog keep
-    up at a latency of R triggers, and long batches that drain a backlog (after a spike, a
-    restart) are a catch-up; neither is an overrun. Else None."""
+    """``batch-overrun`` (data: ratio, min_ratio, batches, trigger_interval_s, batch_duration_s) when every batch of
+    the window (at least ``OVERRUN_MIN_BATCHES``) ran longer than ``batch_overrun_ratio`` × the trigger interval
+    and the backlog grows beyond ``backlog_growth_noise``: the job falls behind whatever the model says
+    (SPARK-12133's R; why long batches alone are no overrun: docs/ARCHITECTURE.md, "Measured signals"). Else
+    None."""
     if signals.min_ratio is None or signals.batches < OVERRUN_MIN_BATCHES:
         return None
     if signals.backlog_growth_per_s <= backlog_growth_noise(signals, policy):
@@ -137,14 +107,11 @@ def batch_overrun(signals: BatchSignals, policy: Policy) -> Reason | None:
 
 def overrun_executors(signals: BatchSignals, cluster: ClusterState, policy: Policy,
                       within_band: Callable[[int], bool]) -> int | None:
-    """The executors for a batch overrun, or None when none fits: the most, up to those that bring
-    the measured batch ratio to ``utilization_target`` assuming the batch time falls linearly with
-    the cores (DS2 §3.2's linear scaling, ``ceil(C × R / u / cpe)``; SPARK-12133 adds ``round(R)``
-    executors at ``R ≥ 0.9``), and at least one more than now, at which the model's predicted
-    utilization of the target rate stays inside the band (``within_band(executors)``), so that the
-    next evaluation does not scale down again. When even one more executor leaves the band, the
-    long batches are the processing-time trigger's regime (each batch covers the data since the
-    last one), not a lack of cores: None."""
+    """The executors for a batch overrun: the most, from one more than now up to ``ceil(C × R / u / cpe)`` within
+    the max executors (the batch ratio brought to ``utilization_target``, batch time linear in the cores, DS2
+    §3.2; SPARK-12133 adds ``round(R)`` executors at ``R ≥ 0.9``), whose predicted utilization of the target rate
+    stays inside the band (``within_band(executors)``); None when none does (docs/ARCHITECTURE.md, "Measured
+    signals")."""
     ratio = signals.ratio or 0.0
     top = max(cluster.executors + 1, ceil_exact(cluster.cores * ratio / policy.utilization_target
                                                 / cluster.cores_per_executor))

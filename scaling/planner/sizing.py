@@ -73,28 +73,9 @@ class _Stage:
 
 
 def sizing_demand(base: float, extra: float, utilization_target: float) -> float:
-    """The demand a plan sizes cores for, in busy core-seconds per second scaled to the target:
-    ``max(base, u × (base + extra))``, so that ``U_sized(C) ≤ u`` ⇔ the target rate alone fits at
-    utilization ``u`` *and* the target, catch-up and restart rates together fit at full capacity.
-
-    ``job.autoscaler.catch-up.duration`` is "the target duration for fully processing any backlog
-    after a scaling operation" (Flink ``AutoScalerOptions.CATCH_UP_DURATION``): a configuration
-    meets it when its spare capacity drains the backlog and the restart's pile-up within it. Flink's
-    ``AutoScalerUtils.getTargetProcessingCapacity`` sizes a vertex for ``catch-up + restart + λ / u``,
-    which adds the catch-up on top of the utilization headroom; the headroom ``λ / u − λ`` drains
-    backlog too, so on a load step that sizing leaves the job well below the target once the backlog
-    is gone (issue 14: a step-up of nexmark-q5 to 28 cores where 21 keep it at 0.7; issue 13 item 6:
-    the least resources that meet the target). Micro-batch mode takes the larger of the two needs;
-    the continuous vertex scaler keeps Flink's formula (``evaluate.target_processing_capacity``).
-    The catch-up and restart rates are those of ``evaluate.propagate_target_rates`` (FLIP-271).
-    Per stage the catch-up is proportional to the target rate (both propagate on the same edges),
-    so the per-stage maximum is the job's.
-
-    Args:
-        base: busy core-seconds per second at the target rate (λ / TPR), ≥ 0.
-        extra: busy core-seconds per second of the catch-up and restart rates, ≥ 0.
-        utilization_target: the policy's target, 0 < u ≤ 1.
-    """
+    """The demand a plan sizes cores for, busy core-seconds per second: ``max(base, u × (base + extra))``, ``base``
+    at the target rate (λ / TPR) and ``extra`` of the catch-up and restart rates, both ≥ 0, ``u`` the utilization
+    target in (0, 1]; where this differs from Flink: docs/ARCHITECTURE.md, "Sizing for the catch-up"."""
     return max(base, utilization_target * (base + extra))
 
 
@@ -123,17 +104,10 @@ def overhead_share(overhead_s: float, trigger_interval_s: float) -> float:
 
 
 def busy_share(demands: Iterable[tuple[float, int]], cores: int, overhead: float) -> float:
-    """Predicted share of the trigger interval a batch keeps busy (0..1 when it fits):
-    ``Σ_v need_v / min(tasks_v, C) / (1 − overhead)``, each stage running on ``min(tasks, C)`` cores.
-
-    The one utilization formula of the micro-batch model: the planner sizes with it and the web
-    app's frozen prediction (``webapp.proposals.predictions``) shows it.
-
-    Args:
-        demands: per stage, (need in busy core-seconds per second, tasks).
-        cores: task slots C.
-        overhead: the batch overhead's share of the trigger interval, 0 ≤ overhead < 1.
-    """
+    """Predicted share of the trigger interval a batch keeps busy (0..1 when it fits), the micro-batch model's one
+    utilization formula (the planner sizes with it, ``webapp.proposals.predictions`` shows it): ``Σ_v need_v /
+    min(tasks_v, C) / (1 − overhead)`` for ``demands`` (per stage: need in busy core-seconds per second, tasks)
+    on ``cores`` C task slots, ``overhead`` the batch overhead's share of the trigger interval, in [0, 1)."""
     total = 0.0
     for need, tasks in demands:
         if need > 0:
@@ -285,10 +259,10 @@ def size_cores(job: MicroBatchModel) -> Sizing:
 
 
 def _fewer_within_band(job: MicroBatchModel, chosen: int) -> int:
-    """Issue 13 item 6 / acceptance 7: the catch-up and restart rates must not leave the target rate
-    below the band (the next evaluation would scale down again). Fewer executors whose utilization
-    at the target rate lies in [low, target] are taken instead: the catch-up then drains with the
-    band's headroom. In backlog mode ``low`` is 0 and Flink's sizing stands."""
+    """Fewer executors than ``chosen`` when the catch-up and restart rates would leave the target rate below the
+    band (the next evaluation would scale down again): the most below ``chosen`` whose utilization at the target
+    rate lies in [low, target], so the catch-up drains with the band's headroom; none: ``chosen``. In backlog
+    mode ``low`` is 0 and Flink's sizing stands."""
     cpe, target_u = job.cluster.cores_per_executor, job.policy.utilization_target
     if job.at(chosen * cpe, "base") >= job.low:
         return chosen
@@ -302,14 +276,10 @@ def _fewer_within_band(job: MicroBatchModel, chosen: int) -> int:
 
 
 def step_efficiency(u_from: float, u_to: float, cores_from: int, cores_to: int) -> float:
-    """The share of linear scaling's gain that going from ``cores_from`` to ``cores_to`` cores brings
-    to the predicted utilization: ``(U(c) − U(c′)) / (U(c) × (1 − c / c′))`` (utilizations as shares
-    of the trigger interval, ``busy_share``). A job whose U is ∝ 1/c scores 1 at any size; a job
-    ``U = P + K / c`` held by a pinned or bounded stage (``P``) scores ``(K / c) / U(c)`` for any
-    step, the share of U the cores still act on (Amdahl's law). Like Flink's observed scaling
-    coefficient (``JobVertexScaler.calculateObservedScalingCoefficient``) it is the gain over the
-    linear gain, here predicted from the stages rather than fitted to past rescales. 1.0 when
-    ``U(c)`` is 0 (nothing to gain) or infinite and ``U(c′)`` finite; ``cores_to > cores_from``."""
+    """The share of linear scaling's gain that ``cores_from`` → ``cores_to`` (more) cores bring to the predicted
+    utilization (shares of the trigger interval, ``busy_share``): ``(U(c) − U(c′)) / (U(c) × (1 − c / c′))``; 1.0
+    when ``U(c)`` is 0, or infinite and ``U(c′)`` finite (0.0 if both are infinite). docs/ARCHITECTURE.md,
+    "Diminishing returns", works it for a job ``U = P + K / c`` (Amdahl's law)."""
     if u_from <= 0.0:
         return 1.0
     if u_from == INF:

@@ -18,29 +18,21 @@ from scaling.values.topology import Topology, Vertex
 NO_CHANGE = VertexChange.NONE
 REQUIRED = VertexChange.REQUIRED
 HELD = VertexChange.HELD
-OPTIONAL = HELD   # the old name; a held scale-down no longer joins another vertex's scaling (FLINK-36535)
 BLOCKED = VertexChange.BLOCKED
 MAX_INT = 2**31 - 1
 
 
 @dataclass(frozen=True)
 class VertexDecision:
-    """The outcome for one vertex before the job-level gate (Flink ``ParallelismChange``).
-
-    Attributes:
-        recommended: the parallelism the model computes (factor, bounds, alignment).
-        proposed: what the vertex runs if the job scales now: ``recommended`` for a required
-            change (for a due delayed scale-down, the largest recommendation of the window), else
-            the current parallelism.
-        kind: a ``VertexChange``: ``none``, ``required``, ``held`` (a delayed scale-down inside its
-            interval: not applied, even if another vertex scales, FLINK-36535) or ``blocked``.
-        outside_bounds: whether the change counts for the job-level gate (Flink
-            ``ParallelismChange.isOutsideUtilizationBound``; for a due delayed scale-down, that of
-            the recommendation it applies).
-        reason: the structured why (a ``VertexReason`` code and its numbers; ``reason_text`` words it).
-        pending: the vertex's delayed scale-down after this evaluation, or None.
-        ineffective: the last scale-up of this vertex was measured ineffective.
-    """
+    """The outcome for one vertex before the job-level gate (Flink ``ParallelismChange``): ``recommended``, the
+    parallelism the model computes (factor, bounds, alignment); ``proposed``, what it runs if the job scales now
+    (``recommended`` for a required change, the window's largest recommendation for a due delayed scale-down,
+    else the current); ``kind``, a ``VertexChange`` (``held``: a delayed scale-down inside its interval, not
+    applied even if another vertex scales, FLINK-36535); ``outside_bounds``, whether it counts for the gate
+    (Flink ``ParallelismChange.isOutsideUtilizationBound``; for a due delayed scale-down, that of the
+    recommendation it applies); ``reason``, a ``VertexReason`` with its numbers (``reason_text`` words it);
+    ``pending``, the delayed scale-down after this evaluation or None; ``ineffective``, the last scale-up of
+    this vertex was measured ineffective."""
 
     vertex_id: str
     current: int
@@ -55,16 +47,10 @@ class VertexDecision:
 
 def parallelism_bounds(vertex: Vertex, policy: Policy, current: int | None = None, *,
                        cap_at_partitions: bool = True) -> tuple[int, int]:
-    """``[lower, upper]`` for a vertex running ``current`` tasks (default its parallelism).
-
-    Flink ``JobVertexScaler.computeScaleTargetParallelism``: ``[min(current, vertex.min-parallelism),
-    max(current, vertex.max-parallelism)]``, so a bound never forces a change in the direction
-    opposite to the one the load asks for; the upper end is capped by the vertex's max parallelism
-    (key groups) and, with ``cap_at_partitions``, a source's partitions (a micro-batch runs one task
-    per partition). Flink main's ``JobVertexScaler.scale`` caps at ``min(maxParallelism, upper
-    limit)`` only and leaves the partitions to the alignment (FLIP-586), so the continuous vertex
-    scaler passes ``cap_at_partitions=False``.
-    """
+    """``[lower, upper]`` for a vertex running ``current`` tasks (default its parallelism), Flink
+    ``JobVertexScaler.computeScaleTargetParallelism``: ``[min(current, vertex.min-parallelism), max(current,
+    vertex.max-parallelism)]``, the upper end capped by the max parallelism (key groups) and, with
+    ``cap_at_partitions``, a source's partitions (docs/ARCHITECTURE.md, "Parallelism bounds")."""
     current = vertex.parallelism if current is None else current
     lower = min(current, policy.vertex_min_parallelism)
     upper = min(max(current, policy.vertex_max_parallelism), vertex.max_parallelism)
@@ -250,18 +236,16 @@ def is_ineffective(record_tpr: float, record_expected: float, tpr_now: float, th
 
 def decide_vertex(topology: Topology, vertex: Vertex, evaluation: VertexEvaluation, policy: Policy,
                   state: ScalerState, now_s: float) -> VertexDecision:
-    """Apply the per-vertex rules to the recommendation (Flink ``JobVertexScaler.detectBlockScaling``
-    and ``applyScaleDownInterval``).
-
+    """Apply the per-vertex rules to the recommendation (Flink ``JobVertexScaler.detectBlockScaling`` and
+    ``applyScaleDownInterval``):
     - equal to current: no change, and the vertex's pending scale-down is cleared;
     - scale-up: at once (clears the pending scale-down), unless the last scale-up of this vertex was
       ineffective and ``effectiveness_detection_enabled`` blocks it;
-    - scale-down (also in backlog mode, where it cannot be outside the bounds and so only joins
-      another vertex's scaling, as in Flink): with ``scale_down_interval_s ≤ 0`` at once; otherwise every
-      recommendation is recorded (FLINK-36018) and the vertex does not change until
-      ``scale_down_interval_s`` after the first one (``held``: it does not join another vertex's
-      scaling, FLINK-36535); then it goes to the largest recommendation of the last
-      ``scale_down_interval_s`` (the sliding window of FLINK-36863).
+    - scale-down (also in backlog mode, where it is never outside the bounds and only joins another vertex's
+      scaling, as in Flink): at once with ``scale_down_interval_s ≤ 0``; else every recommendation is recorded
+      (FLINK-36018) and the vertex is ``held`` (it joins no other vertex's scaling, FLINK-36535) until
+      ``scale_down_interval_s`` after the first, then goes to the largest recommendation of the last
+      ``scale_down_interval_s`` (the sliding window of FLINK-36863; docs/ARCHITECTURE.md, "Delayed scale-down").
     """
     current = vertex.parallelism
     outside = evaluation.outside_bounds

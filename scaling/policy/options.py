@@ -26,7 +26,8 @@ OPTIONS: tuple[Option, ...] = (
            help="The scaling policy, by its name in the registry (scaling/planner/algorithms.py): ds2 (FLIP-271 / DS2, "
                 "default), batch-ratio (SPARK-12133) or min-increase (FLIP-160), the last two micro-batch only. "
                 "Any other name is refused; nothing named here is imported."),
-    Option("utilization_target", Kind.NUMBER, 0.7, unit="share", bounds=(0.05, 1.0), flink_key=AUTOSCALER + "utilization.target",
+    Option("utilization_target", Kind.NUMBER, 0.7, unit="share", bounds=(0.05, 1.0),
+           flink_key=AUTOSCALER + "utilization.target",
            help="The share of each core the plan aims to keep busy."),
     Option("utilization_min", Kind.NUMBER, None, unit="share", bounds=(0.0, 1.0), nullable=True,
            flink_key=AUTOSCALER + "utilization.min",
@@ -34,8 +35,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("utilization_max", Kind.NUMBER, None, unit="share", bounds=(0.0, 1.0), nullable=True,
            flink_key=AUTOSCALER + "utilization.max",
            help="Upper edge of the utilization band; empty = target + 0.3, clipped to [0, 1]."),
-    Option("catch_up_duration_s", Kind.NUMBER, 120.0, unit="s", bounds=(0.0, DAY_S), flink_key=AUTOSCALER + "catch-up.duration",
-           flink_default=1800.0,
+    Option("catch_up_duration_s", Kind.NUMBER, 120.0, unit="s", bounds=(0.0, DAY_S),
+           flink_key=AUTOSCALER + "catch-up.duration", flink_default=1800.0,
            differs_because="A Spark micro-batch query restarts in seconds, not in the minutes a Flink job's state "
                            "restore takes, and the web app's users have always run with a two-minute catch-up: "
                            "the backlog of a restart drains within it.",
@@ -129,8 +130,9 @@ OPTIONS: tuple[Option, ...] = (
            enabled_by="observed_scalability_enabled", flink_key=AUTOSCALER + "observed-scalability.coefficient-min",
            help="Lower clamp of the fitted scaling coefficient."),
     Option("scale_down_veto_batch_ratio", Kind.NUMBER, 0.9, unit="ratio", bounds=(0.0, 100.0),
-           help="No scale-down (fewer executors, or a stage on fewer task slots min(tasks, cores)) while the window's batch ratio R = "
-                "mean batch duration / trigger interval is at or above this (scale-down-vetoed). The value of "
+           help="No scale-down (fewer executors, or a stage on fewer task slots min(tasks, cores)) while the "
+                "window's batch ratio R = mean batch duration / trigger interval is at or above this "
+                "(scale-down-vetoed). The value of "
                 "Spark's spark.streaming.dynamicAllocation.scalingUpRatio (SPARK-12133), the ratio at which Spark "
                 "adds executors. Flink has no such key: its operators run continuously, with no trigger interval "
                 "for a batch to overrun, so its autoscaler reads busy time and backpressure only; a micro-batch "

@@ -1,22 +1,10 @@
-"""Excluded periods (Flink ``job.autoscaler.excluded.periods``, ``utils.CalendarUtils``): while one
-is active the plan is computed but not executable.
-
-An expression is one or two sub-expressions joined by ``&&`` (both must hold; at most one of each
-kind), each either:
-
-- a daily window ``HH:mm[:ss[:SSS]]-HH:mm[:ss[:SSS]]`` (UTC; both ends inclusive, to the
-  millisecond), as Flink's ``DailyCalendar`` with ``invertTimeRange``. Quartz's ``DailyCalendar``
-  refuses a window whose start is not before its end (``setTimeRange``: "Invalid time range") and
-  an hour above 23, so a window across midnight is two periods, e.g. ``22:00-23:59:59:999`` and
-  ``00:00-06:00``;
-- a Quartz cron expression of 6 or 7 fields (``sec min hour day-of-month month day-of-week
-  [year]``, ``?`` in exactly one of day-of-month and day-of-week, day-of-week 1-7 = SUN-SAT or
-  names), as Flink's ``CronCalendar``; the special characters ``L``, ``W`` and ``#`` are refused
-  with a clear error;
-- a 5-field Unix cron expression (``croniter``; this project's earlier syntax, kept).
-
-Times are seconds since the Unix epoch, UTC. Anything else raises ``PolicyError`` naming
-``excluded_periods``.
+"""Excluded periods (Flink ``job.autoscaler.excluded.periods``, ``utils.CalendarUtils``): while one is active
+the plan is computed but not executable. An expression is one or two sub-expressions joined by ``&&`` (both
+must hold; at most one of each kind), each a daily window ``HH:mm[:ss[:SSS]]-HH:mm[:ss[:SSS]]`` (UTC, both
+ends inclusive, to the millisecond; its start before its end), a Quartz cron expression of 6 or 7 fields
+(``L``, ``W`` and ``#`` refused), or a 5-field Unix cron expression (``croniter``). Times are seconds since
+the Unix epoch, UTC. Anything else raises ``PolicyError`` naming ``excluded_periods``. The syntax in full,
+after Flink's and Quartz's: docs/ARCHITECTURE.md, "Excluded periods".
 """
 
 from __future__ import annotations

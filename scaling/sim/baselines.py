@@ -1,21 +1,11 @@
-"""The alternatives the benchmark compares ``ds2`` with.
-
-- ``DhalionPolicy``: Dhalion-style (Floratou et al., VLDB 2017): when the job is backpressured, scale
-  only the first saturated vertex (the one initiating the backpressure) by Heron's
-  ``ScaleUpResolver`` factor ``1 / (1 − f)`` (``f`` the backpressure fraction), capped at 4×, then wait
-  180 s before the next action. Additions Dhalion did not have, named as such: a scale-down of an
-  over-provisioned vertex (Dhalion's ``ScaleDownResolver`` needs an operator-set threshold; here the
-  utilization band's lower end), and, in micro-batch mode, the same rule on the executor count.
-- ``UniformPolicy``: job-wide uniform scaling on the job's CPU utilization, as a Kubernetes HPA does
-  (``horizontal.go``): ``desired = ceil(current × utilization / target)`` with a 10% tolerance; a
-  scale-down goes to the highest recommendation of the last 300 s (the scale-down stabilization
-  window), a scale-up acts at once.
-- ``oracle_configs`` / ``ScheduleController``: the hindsight-optimal oracle and static provisioning
-  for the peak, which know the whole load trace and the true capacity curves.
-
-The two policies follow ``scaling.planner.algorithms.ScalingPolicy`` (``plan(request) -> JobPlan``); the bench
-instantiates them directly (they are not in the production registry). They read only the metrics
-the collector produces.
+"""The alternatives the benchmark compares ``ds2`` with: ``DhalionPolicy`` (Floratou et al., VLDB 2017: scale
+the vertex initiating the backpressure by ``1 / (1 − f)``, at most 4×, then wait 180 s), ``UniformPolicy``
+(job-wide scaling on CPU utilization, as a Kubernetes HPA: ``ceil(current × utilization / target)``, a 10%
+tolerance, a 300 s scale-down stabilization window), and ``oracle_configs`` / ``ScheduleController`` (the
+hindsight-optimal oracle and static provisioning for the peak, which know the whole load trace and the true
+capacity curves). The two policies follow ``scaling.planner.algorithms.ScalingPolicy`` (``plan(request) ->
+JobPlan``) but are not in the production registry, and read only the metrics the collector produces. What
+each takes from its source and adds: docs/ARCHITECTURE.md, "The benchmark's baselines".
 """
 
 from __future__ import annotations
@@ -118,7 +108,8 @@ class DhalionPolicy:
             target = saturated[0] if saturated else max(adjustable, key=lambda v: metrics[v].busy_time_ms_per_s or 0)
             vertex = topology.vertex(target)
             lower, upper = parallelism_bounds(vertex, policy)
-            new = min(upper, max(vertex.parallelism + 1, math.ceil(vertex.parallelism * self.scale_up_factor(fraction))))
+            scaled = math.ceil(vertex.parallelism * self.scale_up_factor(fraction))
+            new = min(upper, max(vertex.parallelism + 1, scaled))
             return _result(request, base, self.name, {target: new}, None, (Reason(PlanReason.BACKPRESSURE, target, {
                 "fraction": fraction, "current": vertex.parallelism, "new": new}),), record=True)
         low = policy.band[0] * 1000.0
@@ -153,7 +144,8 @@ class DhalionPolicy:
                 record=True)
         utilization = base.utilization or 0.0
         if utilization < policy.band[0] and cluster.executors > cluster.min_executors:
-            executors = max(cluster.min_executors, math.ceil(cluster.executors * utilization / policy.utilization_target))
+            executors = max(cluster.min_executors,
+                            math.ceil(cluster.executors * utilization / policy.utilization_target))
             if executors < cluster.executors:
                 return _result(request, base, self.name, {}, executors, (Reason(PlanReason.OVER_PROVISIONED, None, {
                     "busy": utilization, "current": cluster.executors, "new": executors}),), record=True)
@@ -314,11 +306,9 @@ def oracle_configs(job: SimJob, trace: Trace, settings: SimSettings, policy: Pol
 
 
 def held_core_s(configs: list[Config], interval_s: float, hold_s: float) -> float:
-    """Core-seconds of ``configs`` (one per ``interval_s``) when each scale-down waits ``hold_s``:
-    each interval holds the most resources of the intervals in the last ``hold_s`` seconds, as
-    Flink's delayed scale-down takes the highest recommendation of its window
-    (``org.apache.flink.autoscaler.DelayedScaleDown.VertexDelayedScaleDownInfo
-    #getMaxRecommendedParallelism``, used by ``JobVertexScaler`` with ``job.autoscaler.scale-down.interval``)."""
+    """Core-seconds of ``configs`` (one per ``interval_s``) when each scale-down waits ``hold_s``: each interval
+    holds the most resources of the last ``hold_s`` seconds, as Flink's delayed scale-down takes the highest
+    recommendation of its window (docs/ARCHITECTURE.md, "Delayed scale-down")."""
     resources = [c.resources() for c in configs]
     back = int(round(hold_s / interval_s))
     return sum(max(resources[max(0, k - back):k + 1]) for k in range(len(resources))) * interval_s

@@ -195,7 +195,7 @@ class Simulation:
         self.memory_policy = MemoryPolicy()
         self.config = replace(start, heap_mb=start.heap_mb or job.memory.start_heap_mb) if self.heap_model else start
         self.seed = seed
-        # The same noise draws for every policy (issue 14): the seed does not depend on the controller,
+        # The same noise draws for every policy: the seed does not depend on the controller,
         # and every collect draws the same number of values whatever the configuration.
         self.noise_rng = random.Random(derive_seed(seed, job.name, trace.kind, "noise"))
         self.downtime_rng = random.Random(derive_seed(seed, job.name, trace.kind, "downtime"))

@@ -3,10 +3,8 @@ everything the sources hold; its stages run one after another on the shared core
 its ``ceil(tasks / cores)`` waves or its slowest task (skew, a serial fraction, a straggler:
 ``SimVertex.pace``), after a fixed per-batch overhead; the next batch starts at the next trigger, or
 at once when the batch overran it. A rescale waits for the batch in flight; the first batch after it
-takes the rescale path's extra seconds (``RescaleCosts``).
-
-Each stage of each batch also gives its busiest task's busy time at the pace its slowest task sets,
-by the collector's formula (``scaling.values.metrics.paced_task_busy_s``).
+takes the rescale path's extra seconds (``RescaleCosts``). Each stage of each batch also gives its
+busiest task's busy time by the collector's formula (``scaling.values.metrics.paced_task_busy_s``).
 
 With memory (:mod:`scaling.sim.memory`), GC stretches each stage's task time by the heap's GC ratio
 at the batch's start, and a batch that would need more heap than the maximum fails before it reads

@@ -82,41 +82,34 @@ class CapacityCurve:
 
 @dataclass(frozen=True)
 class SimVertex:
-    """One vertex of a simulated job.
-
-    Attributes:
-        selectivity: records emitted per record consumed (DS2's output ratio).
-        parallelism: the starting parallelism (tasks).
-        source_share: for a source, its share of the workload's arrival rate.
-        partitions: a source's partitions (bounds its parallelism).
-        adjustable: False pins the vertex: a stateful stage whose task count its checkpoint's state
-            partitions fix (``parallelism``), so more cores than that cannot make it faster.
-        skew: the slowest task's busy time over the median task's (1: even tasks; a hot key, >1).
-        skew_seen: whether the collector sees the slowest task (Spark's task summary); False is a
-            skew it misses (no summary, AQE-coalesced stages): the sample's busiest task is unknown.
-        serial_fraction: the share of the stage's work one task does alone (Amdahl's law: the
-            slowest task does at least ``s × work + (1 − s) × work / tasks``).
-        straggler_probability / straggler_factor: micro-batch: each batch, with this probability the
-            stage's slowest task runs ``straggler_factor`` times longer (a slow node, a GC pause).
-        generator: a source that is throttled instead of queueing (DS2's Heron spouts): records it
-            cannot emit are never produced, so it has no backlog; its reported backlog growth is the
-            unmet demand, so the target data rate is the configured rate (DS2 §4).
-    """
+    """One vertex of a simulated job. Raises ``SimError`` for a skew or straggler factor below 1, a serial
+    fraction outside [0, 1) or a straggler probability outside [0, 1]."""
 
     id: str
     curve: CapacityCurve
-    selectivity: float = 1.0
-    parallelism: int = 1
+    selectivity: float = 1.0  # records emitted per record consumed (DS2's output ratio)
+    parallelism: int = 1  # the starting parallelism (tasks)
     max_parallelism: int = 720
     source: bool = False
-    source_share: float = 1.0
-    partitions: int | None = None
+    source_share: float = 1.0  # for a source, its share of the workload's arrival rate
+    partitions: int | None = None  # a source's partitions (bounds its parallelism)
+    #: False pins the vertex: a stateful stage whose task count its checkpoint's state partitions fix
+    #: (``parallelism``), so more cores than that cannot make it faster.
     adjustable: bool = True
+    #: a source that is throttled instead of queueing (DS2's Heron spouts): records it cannot emit are never
+    #: produced, so it has no backlog; its reported backlog growth is the unmet demand, so the target data
+    #: rate is the configured rate (DS2 §4).
     generator: bool = False
     name: str = ""
-    skew: float = 1.0
+    skew: float = 1.0  # the slowest task's busy time over the median task's (1: even tasks; a hot key, >1)
+    #: whether the collector sees the slowest task (Spark's task summary); False is a skew it misses (no
+    #: summary, AQE-coalesced stages): the sample's busiest task is unknown.
     skew_seen: bool = True
+    #: the share of the stage's work one task does alone (Amdahl's law: the slowest task does at least
+    #: ``s × work + (1 − s) × work / tasks``).
     serial_fraction: float = 0.0
+    #: micro-batch: each batch, with this probability the stage's slowest task runs ``straggler_factor``
+    #: times longer (a slow node, a GC pause).
     straggler_probability: float = 0.0
     straggler_factor: float = 1.0
 
@@ -232,24 +225,19 @@ class Downtime:
 
 @dataclass(frozen=True)
 class RescaleCosts:
-    """What a micro-batch rescale costs beyond ``SimSettings.downtime`` (the pause of a restart with
-    new partitions): the extra seconds of the first batch after each path (a cold query, driver or
-    executor), and the executors-only paths. Defaults: free; ``RUNNER_COSTS`` has the runner's.
+    """What a micro-batch rescale costs beyond ``SimSettings.downtime`` (the pause of a restart with new
+    partitions): the extra seconds of the first batch after each path (a cold query, driver or executor), and
+    the executors-only paths. Defaults: free; ``RUNNER_COSTS`` has the runner's."""
 
-    Attributes:
-        partitions_first_batch_s: an in-process restart with new partitions.
-        executors_in_place: executors added or removed on a running application (dynamic allocation
-            on a cluster, SPARK-12133's path): its pause (none) and first batch's extra seconds.
-        handover: a warm driver handover that changes the cores (local mode): pause and extra seconds.
-        executors_move_in_place: whether an executors-only change takes the in-place path (True) or
-            the handover (False).
-    """
-
-    partitions_first_batch_s: float = 0.0
+    partitions_first_batch_s: float = 0.0  # an in-process restart with new partitions
+    #: executors added or removed on a running application (dynamic allocation on a cluster, SPARK-12133's
+    #: path): its pause (none) and first batch's extra seconds.
     executors_in_place_s: float = 0.0
     executors_in_place_first_batch_s: float = 0.0
+    #: a warm driver handover that changes the cores (local mode): its pause and extra seconds.
     handover: Downtime = field(default_factory=lambda: Downtime(0.0))
     handover_first_batch_s: float = 0.0
+    #: whether an executors-only change takes the in-place path (True) or the handover (False).
     executors_move_in_place: bool = True
 
 
@@ -279,50 +267,38 @@ class Noise:
 
 @dataclass(frozen=True)
 class SimSettings:
-    """How a run is simulated and when the autoscaler looks.
+    """How a run is simulated and when the autoscaler looks; durations in seconds. Raises ``SimError`` for an
+    unknown mode, or a step, collect, policy, window or trigger interval that is not > 0."""
 
-    Attributes:
-        mode: ``continuous`` or ``micro-batch``.
-        step_s: time step of the continuous simulation and of the arrival trace, seconds.
-        collect_interval_s: one metric sample per this many seconds (the collector's beat).
-        policy_interval_s: the autoscaler evaluates this often ...
-        metric_window_s: ... over this many seconds of samples, all taken since the running
-            configuration started (FLIP-271 ``metrics.window``; the window restarts after a rescale).
-        stabilization_s: samples are taken only this long after the configuration started (FLIP-271
-            ``stabilization.interval``), so buffers filling after a restart do not distort the rates.
-        retention_s: the source log keeps records this long; older unread records are lost.
-        buffer_steps: continuous mode: a vertex's input buffer holds this many steps of its capacity
-            (full buffers backpressure the upstream vertex).
-        trigger_interval_s / batch_overhead_s: micro-batch: processing-time trigger and the seconds of
-            each batch spent outside tasks (planning, offsets, commit).
-        cores_per_executor / min_executors / max_executors / executors: micro-batch cluster.
-        detect_change: the metric window keeps only the samples after a load change inside it
-            (``MetricWindow.aggregate(after_change=True)``), for every controller alike.
-        downtime: a restart's pause (continuous: a Flink restart; micro-batch: new partitions).
-        rescale_costs: micro-batch mode: the other costs of the runner's paths (``RescaleCosts``).
-        busy_cap: caps each sample's busy time at 1000 ms/s per task, as production does NOT (a
-            batch longer than the collect reports all its busy time at its end); only for the printed
-            comparison with the simulator that had the cap.
-    """
-
-    mode: Mode = Mode.MICRO_BATCH
-    step_s: float = 5.0
-    collect_interval_s: float = 30.0
-    policy_interval_s: float = 60.0
+    mode: Mode = Mode.MICRO_BATCH  # or ``Mode.CONTINUOUS``
+    step_s: float = 5.0  # time step of the continuous simulation and of the arrival trace
+    collect_interval_s: float = 30.0  # one metric sample per this many seconds (the collector's beat)
+    policy_interval_s: float = 60.0  # the autoscaler evaluates this often ...
+    #: ... over this many seconds of samples, all taken since the running configuration started (FLIP-271
+    #: ``metrics.window``; the window restarts after a rescale).
     metric_window_s: float = 120.0
+    #: samples are taken only this long after the configuration started (FLIP-271 ``stabilization.interval``),
+    #: so buffers filling after a restart do not distort the rates.
     stabilization_s: float = 30.0
-    retention_s: float = 3600.0
+    retention_s: float = 3600.0  # the source log keeps records this long; older unread records are lost
+    #: continuous mode: a vertex's input buffer holds this many steps of its capacity (full buffers
+    #: backpressure the upstream vertex).
     buffer_steps: float = 2.0
-    trigger_interval_s: float = 10.0
-    batch_overhead_s: float = 0.5
-    cores_per_executor: int = 1
+    trigger_interval_s: float = 10.0  # micro-batch: the processing-time trigger
+    batch_overhead_s: float = 0.5  # micro-batch: each batch's seconds outside tasks (planning, offsets, commit)
+    cores_per_executor: int = 1  # micro-batch cluster: cores_per_executor, min, max and starting executors
     min_executors: int = 1
     max_executors: int = 64
     executors: int = 4
+    #: a restart's pause (continuous: a Flink restart; micro-batch: new partitions).
     downtime: Downtime = field(default_factory=Downtime)
     noise: Noise = field(default_factory=Noise)
+    #: the metric window keeps only the samples after a load change inside it
+    #: (``MetricWindow.aggregate(after_change=True)``), for every controller alike.
     detect_change: bool = True
-    rescale_costs: RescaleCosts = field(default_factory=RescaleCosts)
+    rescale_costs: RescaleCosts = field(default_factory=RescaleCosts)  # micro-batch: the runner's other paths
+    #: caps each sample's busy time at 1000 ms/s per task, as production does NOT (a batch longer than the
+    #: collect reports all its busy time at its end); only to compare with a simulator that caps it.
     busy_cap: bool = False
 
     def __post_init__(self) -> None:

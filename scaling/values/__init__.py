@@ -1,1 +1,1 @@
-"""The values the model passes around: topology, metric windows, reasons, readiness, state, findings, the plan and its codec."""
+"""The values passed around: topology, metric windows, reasons, readiness, state, findings, the plan and its codec."""

@@ -1,13 +1,8 @@
 """What a micro-batch plan finds that cores cannot fix, with the action that can: a stage pinned at
 its tasks (its checkpoint fixes its state partitions, or no knob sets them) that alone needs more of
 each trigger interval than the utilization target on the cores the plan keeps. The finding is a
-value (``PinnedAction`` with its evidence); ``scaling.words.reason_text.finding_text`` words it.
-
-Spark restores a stateful query's shuffle partitions from its checkpoint, so such a stage keeps its
-tasks whatever the cores. Spark 4.2's offline state repartition (``StreamingCheckpointManager
-.repartition``, run by ``sparkclient.runner.staterepartition`` when a ``STATE_PARTITIONS`` knob
-changes) rewrites RocksDB state only; any other store, or a sink with its own batch log, needs a new
-checkpoint started with other ``spark.sql.shuffle.partitions``.
+value (``PinnedAction`` with its evidence); ``scaling.words.reason_text.finding_text`` words it. Why Spark
+pins such a stage and what each action does: docs/ARCHITECTURE.md, "Pinned bottlenecks".
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Load changes in a metric window (issue 14): where the arrival rate's current level begins, so
-that an evaluation looks at the part of the window after a change (``metrics.MetricWindow``)."""
+"""Load changes in a metric window: where the arrival rate's current level begins, so that an evaluation
+looks at the part of the window after a change (``metrics.MetricWindow``)."""
 
 from __future__ import annotations
 
@@ -13,21 +13,13 @@ MIN_LEVEL_SAMPLES = 2
 
 
 def change_point(series: Sequence[float], *, threshold: float = CHANGE_THRESHOLD) -> int | None:
-    """Where the current load level begins in ``series``, or None.
+    """The index of the first sample of the current load level in ``series`` (one arrival rate per sample,
+    records/s, oldest first), or None: no shift, use the whole window.
 
-    A split ``k`` is a level shift when the samples after it are at least ``MIN_LEVEL_SAMPLES``,
-    ``|mean(after) − mean(before)|`` exceeds ``threshold`` × the lower of the two means, and every
-    sample after it lies on the far side of the midpoint between the two levels (a step, not noise).
-    Of those, the split with the largest shift. A spike that ended inside the window is a shift back
-    down to the level after it, so the window keeps the samples after the spike (issue 14: evaluate
-    on the part after the change; DS2's activation time, Kalavri et al., OSDI 2018, §4, is the
-    reference for not taking a short spike for a new load level).
-
-    Args:
-        series: one arrival rate per sample, records/s, oldest first.
-
-    Returns:
-        The index of the first sample of the current level, or None (no shift: use the whole window).
+    A split ``k`` is a level shift when at least ``MIN_LEVEL_SAMPLES`` samples follow it, ``|mean(after) −
+    mean(before)|`` exceeds ``threshold`` × the lower mean, and every sample after it lies beyond the midpoint
+    of the two levels (a step, not noise); the largest shift wins. A spike that ended inside the window is a
+    shift back down (DS2 §4; docs/ARCHITECTURE.md, "The window after a load change").
     """
     n = len(series)
     best, best_k = 0.0, None

@@ -29,33 +29,25 @@ def _check_finite(name: str, value: float) -> None:
 
 @dataclass(frozen=True)
 class VertexMetrics:
-    """One vertex's metrics averaged over the window.
+    """One vertex's metrics averaged over the window; rates are vertex totals, records/s. Raises ``MetricsError``
+    for a value out of its domain, or without busy time and input rate when no true processing rate is given."""
 
-    Attributes:
-        records_in_per_s: records consumed per second, vertex total (records/s). ``None`` when
-            unknown: each edge into the vertex then carries the full output of its upstream vertex
-            (DS2, adjacency entry 1).
-        records_out_per_s: records emitted per second, vertex total (records/s).
-        busy_time_ms_per_s: busy time per second averaged over the vertex's tasks (subtasks),
-            0..1000 ms/s (Flink ``busyTimeMsPerSecond``). In micro-batch mode:
-            Σ executorRunTime / W / tasks.
-        busy_time_max_ms_per_s: the busiest task's busy time, 0..1000 ms/s, optional (FLIP-271
-            aggregates busy time with MAX by default): with skew the slowest task sets the pace.
-        backlog: records waiting at a source (latest − committed offset; Flink ``pendingRecords``).
-        backlog_growth_per_s: derivative of the backlog (records/s).
-        batch_overhead_s: micro-batch mode: seconds of each batch spent outside tasks.
-        true_processing_rate / true_output_rate: DS2's aggregated rates ``o[λ_p]`` and ``o[λ_o]``
-            (DS2 §3.2), records/s over all instances, given directly instead of busy time.
-    """
-
+    #: records consumed per second; None: unknown, each edge into the vertex then carries the full output of
+    #: its upstream vertex (DS2, adjacency entry 1).
     records_in_per_s: float | None = None
     records_out_per_s: float | None = None
+    #: busy time per second averaged over the tasks (subtasks), 0..1000 ms/s (Flink ``busyTimeMsPerSecond``);
+    #: in micro-batch mode Σ executorRunTime / W / tasks.
     busy_time_ms_per_s: float | None = None
-    backlog: float = 0.0
-    backlog_growth_per_s: float = 0.0
-    batch_overhead_s: float = 0.0
+    backlog: float = 0.0  # records waiting at a source (latest − committed offset; Flink ``pendingRecords``)
+    backlog_growth_per_s: float = 0.0  # the backlog's derivative, records/s
+    batch_overhead_s: float = 0.0  # micro-batch mode: seconds of each batch spent outside tasks
+    #: DS2's aggregated rates ``o[λ_p]`` and ``o[λ_o]`` (DS2 §3.2), records/s over all instances, given
+    #: directly instead of busy time.
     true_processing_rate: float | None = None
     true_output_rate: float | None = None
+    #: the busiest task's busy time, 0..1000 ms/s, optional (FLIP-271 aggregates busy time with MAX by
+    #: default): with skew the slowest task sets the pace.
     busy_time_max_ms_per_s: float | None = None
 
     def __post_init__(self) -> None:
@@ -81,35 +73,24 @@ class VertexMetrics:
 
 @dataclass(frozen=True)
 class VertexMeasurement:
-    """One vertex's measured sums over one collect (one sample of the metric window), before they
-    become per-second rates: what a Spark collect or a simulator tick counts.
+    """One vertex's measured sums over one collect (one sample of the metric window), before they become
+    per-second rates: what a Spark collect or a simulator tick counts. Raises ``MetricsError`` for a negative
+    or non-finite count, or fewer than 1 task."""
 
-    Attributes:
-        span_s: seconds the counts cover (> 0; the sample's weight in the window).
-        tasks: tasks (subtasks) of the vertex, >= 1.
-        busy_s: summed task busy time, task-seconds (Σ executorRunTime). It may exceed
-            ``span_s × tasks`` when a batch longer than the collect reports all its busy time at its end.
-        records_in / records_out: records consumed / emitted over the span.
-        backlog: records waiting at a source at the span's end.
-        backlog_growth_per_s: arrival rate − input rate at a source, records/s.
-        batch_overhead_s: micro-batch mode: mean seconds of a batch spent outside tasks.
-        batches: micro-batches completed in the span (the weight of ``batch_overhead_s``).
-        busy_max_s: the busiest task's busy time over the span, seconds per task (compare
-            ``busy_s / tasks``): in micro-batch mode the sum over the batches of
-            :func:`paced_task_busy_s`; ``None`` when not measured (then the mean stands for it).
-
-    Raises ``MetricsError`` for a negative or non-finite count.
-    """
-
-    span_s: float
-    tasks: int
+    span_s: float  # seconds the counts cover (> 0; the sample's weight in the window)
+    tasks: int  # tasks (subtasks) of the vertex, >= 1
+    #: summed task busy time, task-seconds (Σ executorRunTime); above ``span_s × tasks`` when a batch longer
+    #: than the collect reports all its busy time at its end.
     busy_s: float
-    records_in: float
-    records_out: float
-    backlog: float = 0.0
-    backlog_growth_per_s: float = 0.0
-    batch_overhead_s: float = 0.0
-    batches: int = 0
+    records_in: float  # records consumed over the span
+    records_out: float  # records emitted over the span
+    backlog: float = 0.0  # records waiting at a source at the span's end
+    backlog_growth_per_s: float = 0.0  # arrival rate − input rate at a source, records/s
+    batch_overhead_s: float = 0.0  # micro-batch mode: mean seconds of a batch spent outside tasks
+    batches: int = 0  # micro-batches completed in the span (the weight of ``batch_overhead_s``)
+    #: the busiest task's busy time over the span, seconds per task (compare ``busy_s / tasks``): in
+    #: micro-batch mode the sum over the batches of :func:`paced_task_busy_s`; None when not measured (then
+    #: the mean stands for it).
     busy_max_s: float | None = None
 
     def __post_init__(self) -> None:
@@ -255,14 +236,9 @@ class MetricWindow:
         return cls({v: VertexSamples(**{n: tuple(c) for n, c in col.items()}) for v, col in columns.items()})
 
     def aggregate(self, sources: Sequence[str] = (), *, after_change: bool = False) -> dict[str, VertexMetrics]:
-        """Evaluated metrics per vertex: the window averages of ``VertexSamples.aggregate``.
-
-        With ``after_change`` and the ``sources`` named, a load change inside the window (see
-        ``change_point`` on the sources' arrival rate, records in + backlog growth) restricts the
-        averages to the samples after it, as DS2 evaluates only after its warm-up and activation
-        time (Kalavri et al., OSDI 2018, §4): a window straddling a step would give a rate between the
-        two levels and a first action that is too small (issue 14).
-        """
+        """Evaluated metrics per vertex (``VertexSamples.aggregate``); with ``after_change`` and ``sources``,
+        of the samples after a load change in the sources' arrival rate only (``change_index``; DS2 §4, see
+        docs/ARCHITECTURE.md, "The window after a load change")."""
         start = self.change_index(sources) if after_change and sources else None
         if start:
             return {vertex_id: s.tail(start).aggregate() for vertex_id, s in self.samples.items()}
@@ -331,28 +307,18 @@ def mean(values: Sequence[float]) -> float:
 # --- the per-stage formulas every reader of measured sums uses (one definition each) ---------------
 
 def busy_time_ms_per_s(busy_s: float, span_s: float, tasks: int, *, cap: bool = True) -> float:
-    """Busy task time per task, ms per second (0..1000): ``busy_s × 1000 / span_s / tasks``, capped at
-    1000 unless ``cap`` is False (a batch longer than the window reports all its busy time at its end;
-    the metric window averages uncapped samples). ``busy_s`` is the summed task busy time (seconds)
-    over ``span_s`` seconds; Flink's ``busyTimeMsPerSecond``."""
+    """Busy time per task, ms/s (Flink's ``busyTimeMsPerSecond``): ``busy_s × 1000 / span_s / tasks`` for ``busy_s``
+    task-seconds over ``span_s`` seconds, capped at 1000 unless ``cap`` is False (the metric window averages
+    uncapped samples: a batch longer than the window reports all its busy time at its end)."""
     value = busy_s * 1000.0 / max(span_s, 1e-9) / max(1, tasks)
     return min(1000.0, value) if cap else value
 
 
 def paced_task_busy_s(slowest_task_s: float, busy_s: float, tasks: int, slots: int) -> float:
     """The busy time, seconds per task, of one micro-batch stage at the pace its slowest task sets:
-    ``max(slowest × s / n, busy / n)`` with ``n`` tasks on ``s = min(n, slots)`` task slots.
-
-    A stage of ``n`` tasks on ``s`` slots takes at least ``max(slowest, busy / s)`` seconds (the
-    slowest task, or the busy time spread evenly over the slots), so it holds its ``s`` slots for
-    ``s × max(slowest, busy / s)`` slot-seconds, ``/ n`` per task. With one task per slot (``n ≤ slots``)
-    this is the slowest task's busy time, Flink's busiest subtask (FLIP-271 aggregates busy time with
-    MAX, ``job.autoscaler.metrics.busy-time.aggregator``); with several waves of tasks the scheduler
-    evens out the slow ones and only a task longer than the even share sets the pace. Never below
-    the mean ``busy / n``.
-
-    Args: ``slowest_task_s``, the stage's slowest task's ``executorRunTime`` in seconds; ``busy_s``,
-    Σ ``executorRunTime`` over its tasks, task-seconds; ``tasks`` (n) and ``slots`` (cores), >= 1.
+    ``max(slowest × s / n, busy / n)`` for ``n = tasks`` on ``s = min(n, slots)`` slots, never below the mean;
+    with ``n ≤ slots`` FLIP-271's MAX busy time (docs/ARCHITECTURE.md, "A stage's pace"). ``slowest_task_s``:
+    the slowest task's ``executorRunTime``, seconds; ``busy_s``: Σ ``executorRunTime``, task-seconds.
     Raises ``MetricsError`` for a negative or non-finite time or fewer than 1 task or slot.
     """
     for name, value in (("slowest_task_s", slowest_task_s), ("busy_s", busy_s)):

@@ -39,7 +39,7 @@ class VertexPlan:
     """The plan for one vertex; ``proposed == current`` with a ``reason`` when it does not change.
 
     Rates are records/s. ``true_processing_rate`` is the vertex total in continuous mode (FLIP-271)
-    and per busy task slot (records per core-second) in micro-batch mode (ARCHITECTURE.md).
+    and per busy task slot (records per core-second) in micro-batch mode.
     ``ideal_parallelism`` is DS2's π_v: the instances (cores) the vertex would keep busy at the
     target utilization. ``utilization`` is busy time over available time (0..1).
     ``scale_up_threshold`` / ``scale_down_threshold``: FLIP-271's bounds on the true processing rate;
@@ -92,71 +92,55 @@ class MemorySize:
 
 @dataclass(frozen=True)
 class JobPlan:
-    """The plan for a job.
+    """The plan for a job; each field's meaning is on its line. The micro-batch fields (executors, cores,
+    load, utilization, limits, findings) are None or empty in ``continuous`` mode."""
 
-    Attributes:
-        decision: ``scale`` (something changes), ``no-change`` (every vertex within its bounds, or
-            nothing to change), ``blocked`` (a change was computed but a rule held it back).
-        reasons: why, as ``Reason`` values (``PlanReason`` / ``Limit`` codes with data).
-        mode: ``continuous`` or ``micro-batch``.
-        executors_current / executors_proposed / cores_per_executor / cores_needed: micro-batch only
-            (None in continuous mode). ``cores_needed`` is C* (task slots).
-        load: micro-batch: demand over available capacity, ``Σ_v (λ_v + catch-up_v) / TPR_v /
-            (cores × (1 − overhead))``, compared with the utilization band (FLIP-271 thresholds).
-        utilization: micro-batch: ``Σ busy / cores``.
-        bottleneck: a vertex that cannot reach its share, e.g. pinned partitions, or None.
-        batch_ratio: SPARK-12133's R = mean batch duration / trigger interval; at or above
-            ``scale_down_veto_batch_ratio`` it vetoes scale-downs (``scaling.planner.signals``).
-        executable: False inside an excluded period: the plan is computed but must not run.
-        backlog_mode: FLIP-271 backlog processing (lag above the threshold): utilization band
-            [0, 1], so a scale-down never triggers a scaling (it may join one, as in Flink).
-        restart_time_s: the restart time the plan used (configured or tracked), seconds.
-        algorithm: the policy in the registry that produced the plan.
-        next_state: the autoscaler state after this evaluation, when a state was given (not stored).
-        held: the delayed scale-downs held now (structured: vertex, target, due time).
-        limits: micro-batch: what limits the plan (``reasons.Limit`` codes with their numbers).
-        utilization_now / predicted_utilization: micro-batch: the busy share of each trigger
-            interval at the target rate alone (no catch-up, no restart), ``Σ_v λ_v / TPR_v /
-            min(tasks_v, C) / (1 − overhead)`` (0..1, ``microbatch_sizing.busy_share``), on the
-            running cores and on the proposed cores and tasks. None in continuous mode.
-        awaiting_activation: a recommended rescale not applied yet: fewer consecutive evaluations
-            than ``Policy.activation_evaluations`` recommended it (DS2's activation time).
-        findings: micro-batch: what cores cannot fix, with the action that can (``scaling.values.findings``:
-            a pinned bottleneck); absent from plans stored before, read as none.
-        memory_current_mb / memory_proposed_mb: the heap of each JVM that runs tasks (the pipeline's
-            ``memory`` knob, MB) now and proposed; None without a memory knob or a recommendation.
-        memory_step: what the plan did with the heap recommendation (``MemoryStep``), None without one.
-        memory_sizes: the plan's decisions on the other memories with a knob (the executors' overhead,
-            the RocksDB state memory), one per kind.
-    """
-
+    #: ``scale`` (something changes), ``no-change`` (every vertex within its bounds, or nothing to change),
+    #: ``blocked`` (a change was computed but a rule held it back).
     decision: Decision
-    reasons: tuple[Reason, ...]
+    reasons: tuple[Reason, ...]  # why, as ``Reason`` values (``PlanReason`` / ``Limit`` codes with data)
     vertices: tuple[VertexPlan, ...]
     executors_current: int | None = None
     executors_proposed: int | None = None
     cores_per_executor: int | None = None
-    cores_needed: int | None = None
+    cores_needed: int | None = None  # C*, task slots
+    #: demand over available capacity, ``Σ_v (λ_v + catch-up_v) / TPR_v / (cores × (1 − overhead))``,
+    #: compared with the utilization band (FLIP-271 thresholds).
     load: float | None = None
-    utilization: float | None = None
+    utilization: float | None = None  # ``Σ busy / cores``
     overhead_fraction: float = 0.0
-    bottleneck: str | None = None
+    bottleneck: str | None = None  # a vertex that cannot reach its share, e.g. pinned partitions, or None
+    #: SPARK-12133's R = mean batch duration / trigger interval; at or above ``scale_down_veto_batch_ratio`` it
+    #: vetoes scale-downs (``scaling.planner.signals``).
     batch_ratio: float | None = None
-    mode: Mode = Mode.MICRO_BATCH
-    executable: bool = True
+    mode: Mode = Mode.MICRO_BATCH  # or ``Mode.CONTINUOUS``
+    executable: bool = True  # False inside an excluded period: the plan is computed but must not run
+    #: FLIP-271 backlog processing (lag above the threshold): utilization band [0, 1], so a scale-down never
+    #: triggers a scaling (it may join one, as in Flink).
     backlog_mode: bool = False
-    restart_time_s: float = 0.0
-    algorithm: str = "ds2"
-    next_state: ScalerState | None = None
-    held: tuple[HeldScaleDown, ...] = ()
-    limits: tuple[PlanLimit, ...] = ()
+    restart_time_s: float = 0.0  # the restart time the plan used (configured or tracked), seconds
+    algorithm: str = "ds2"  # the policy in the registry that produced the plan
+    next_state: ScalerState | None = None  # the state after this evaluation, when one was given (not stored)
+    held: tuple[HeldScaleDown, ...] = ()  # the delayed scale-downs held now (vertex, target, due time)
+    limits: tuple[PlanLimit, ...] = ()  # what limits the plan (``reasons.Limit`` codes with their numbers)
+    #: the busy share of each trigger interval at the target rate alone (no catch-up, no restart),
+    #: ``Σ_v λ_v / TPR_v / min(tasks_v, C) / (1 − overhead)`` (0..1, ``scaling.planner.sizing.busy_share``), on
+    #: the running cores (``utilization_now``) and on the proposed cores and tasks (``predicted_utilization``).
     utilization_now: float | None = None
     predicted_utilization: float | None = None
+    #: a recommended rescale not applied yet: fewer consecutive evaluations than
+    #: ``Policy.activation_evaluations`` recommended it (DS2's activation time).
     awaiting_activation: AwaitingActivation | None = None
+    #: what cores cannot fix, with the action that can (``scaling.values.findings``: a pinned bottleneck);
+    #: absent from plans stored before, read as none.
     findings: tuple[Finding, ...] = ()
+    #: the heap of each JVM that runs tasks (the pipeline's ``memory`` knob, MB) now and proposed; None
+    #: without a memory knob or a recommendation.
     memory_current_mb: int | None = None
     memory_proposed_mb: int | None = None
-    memory_step: MemoryStep | None = None
+    memory_step: MemoryStep | None = None  # what the plan did with the heap recommendation, None without one
+    #: the plan's decisions on the other memories with a knob (the executors' overhead, the RocksDB state
+    #: memory), one per kind.
     memory_sizes: tuple[MemorySize, ...] = ()
 
     def __post_init__(self) -> None:

@@ -2,11 +2,8 @@
 one or more :class:`SampleIssue` values (a :class:`NotReady` code and its numbers). The collector
 decides them per sample (``sparkclient.collector.readiness``), the web app adds what only it knows
 (a knob binding that disagrees with the tasks Spark ran), and the planner reads them
-(``scaling.planner.signals.scale_down_veto``): a window with a not-ready sample never scales down.
-
-Flink's autoscaler has the same hazard open (FLINK-39925: busy jobs scaled down on incomplete metrics
-read as zeros); Flink's ``ScalingMetricCollector`` only skips vertices without metrics. Text is
-rendered in ``scaling.words.reason_text``.
+(``scaling.planner.signals.scale_down_veto``): a window with a not-ready sample never scales down
+(FLINK-39925; docs/ARCHITECTURE.md, "Measured signals"). Text is rendered in ``scaling.words.reason_text``.
 """
 
 from __future__ import annotations

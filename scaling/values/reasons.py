@@ -2,7 +2,7 @@
 structured data. Text for people is rendered from them (``scaling.words.reason_text``); nothing parses
 a sentence.
 
-A ``StrEnum`` member equals its string value, so ``plan.decision == "scale"`` keeps working. The
+A ``StrEnum`` member equals its string value, so ``plan.decision == "scale"`` holds. The
 codes of ``PlanReason``, ``VertexReason`` and ``Limit`` are distinct, so a stored code names its
 enum.
 """
@@ -85,7 +85,8 @@ class PlanReason(StrEnum):
     SCALE_DOWN_VETOED = "scale-down-vetoed"     # data: signal (a VetoSignal), value, threshold
     SAMPLES_NOT_READY = "samples-not-ready"     # data: code (a scaling.values.readiness.NotReady), samples, its data
     MEMORY_PRESSURE = "memory-pressure"         # data: signal ("gc", "heap" or "gc,heap"), gc_share, gc_threshold,
-    #                                             heap_usage, heap_threshold, heap_peak_mb, heap_max_mb (scaling.planner.memory)
+    #                                             heap_usage, heap_threshold, heap_peak_mb, heap_max_mb
+    #                                             (scaling.planner.memory)
     MEMORY_RESIZE = "memory-resize"             # data: knob, current_mb, recommended_mb, peak_mb, saves_mb,
     #                                             under_pressure (1 or 0), step (a MemoryStep)
     # both modes: the job-level gate
@@ -114,7 +115,7 @@ class PlanReason(StrEnum):
 
 
 class Limit(StrEnum):
-    """What limits a micro-batch plan (issue 13 item 6; ``JobPlan.limits``)."""
+    """What limits a micro-batch plan (``JobPlan.limits``), its numbers in the ``PlanLimit``'s data."""
 
     MAX_EXECUTORS = "max-executors"        # data: cores_needed, cores_max
     PINNED_STAGE = "pinned-stage"          # vertex_id; data: fill (share of the trigger interval)
@@ -125,7 +126,7 @@ class Limit(StrEnum):
     CORES_NOT_ADJUSTABLE = "cores-not-adjustable"  # data: cores, cores_needed, predicted_utilization,
     #                                                utilization_with_catch_up (no executors knob)
     DIMINISHING_RETURNS = "diminishing-returns"  # data: cores, utilization, next_cores, next_utilization,
-    #                                              efficiency, min_efficiency (microbatch_sizing.gains_stop)
+    #                                              efficiency, min_efficiency (scaling.planner.sizing.gains_stop)
 
 
 class VetoSignal(StrEnum):

@@ -147,18 +147,12 @@ class ScalerState:
 
 
 def activation(state: ScalerState | None, policy: Policy, direction: int) -> tuple[bool, int]:
-    """DS2's activation time (Kalavri et al., OSDI 2018, §4; ``scaling_manager.activation_time`` of
-    the DS2 controller, strymon-system/ds2): a rescale is applied only when ``policy.
-    activation_evaluations`` consecutive evaluations recommended one in the same direction; the
-    latest evaluation's plan is the one applied.
+    """DS2's activation time (Kalavri et al., OSDI 2018, §4; ``scaling_manager.activation_time`` of the DS2
+    controller, strymon-system/ds2): a rescale acts only when ``policy.activation_evaluations`` consecutive
+    evaluations recommended one in ``direction`` (+1 up, -1 down, 0 none); the latest plan is applied.
 
-    Args:
-        state: the memory before this evaluation; None (a stateless evaluation) acts at once.
-        direction: this evaluation's recommendation: +1 scale up, -1 scale down, 0 none.
-
-    Returns:
-        ``(activated, streak)``: whether a recommendation in ``direction`` may act now, and the
-        ``ScalerState.activation_streak`` to remember (0 once it acts or with no recommendation).
+    Returns ``(activated, streak)``: whether it may act now, and the ``ScalerState.activation_streak`` to
+    remember (0 once it acts or with no recommendation). A ``state`` of None (stateless) acts at once.
     """
     required = policy.activation_evaluations
     if direction == 0 or state is None or required <= 1:
@@ -171,14 +165,9 @@ def activation(state: ScalerState | None, policy: Policy, direction: int) -> tup
 
 
 def activated_streak(policy: Policy, direction: int) -> int:
-    """The ``activation_streak`` of a rescale that ``activation`` let through but that is not applied
-    yet (the web app proposes it and waits for a decision): full, ``±policy.activation_evaluations``,
-    so the next evaluation in the same direction is activated too, and one in the other direction
-    starts over. ``ScalerState.with_records`` resets it once the rescale is applied.
-
-    Args:
-        direction: +1 scale up, -1 scale down.
-    """
+    """The ``activation_streak`` of a rescale (``direction`` +1 up, -1 down) that ``activation`` let through but
+    is not applied yet (proposed, awaiting a decision): ``±policy.activation_evaluations``, so the next evaluation
+    in that direction acts too and one in the other starts over; ``ScalerState.with_records`` resets it."""
     required = policy.activation_evaluations
     if required <= 1 or direction == 0:
         return 0

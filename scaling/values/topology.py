@@ -1,4 +1,4 @@
-"""Job vertices and edges of a streaming job (ARCHITECTURE.md: ``topology``)."""
+"""Job vertices and edges of a streaming job, and the topology they form (a DAG, checked)."""
 
 from __future__ import annotations
 
@@ -26,31 +26,21 @@ class PinCause(StrEnum):
 
 @dataclass(frozen=True)
 class Vertex:
-    """A job vertex: in Spark, one stage of the micro-batch job; in Flink, an operator chain.
+    """A job vertex: in Spark, one stage of the micro-batch job; in Flink, an operator chain. Raises
+    ``TopologyError`` for an empty id, a count below 1 or a retention that is not a finite number > 0."""
 
-    Attributes:
-        id: stable id across batches and restarts.
-        name: the plan operators it runs, for people (``MicroBatchScan → Filter → Project``).
-        parallelism: current number of tasks (partitions) or subtasks.
-        max_parallelism: upper bound for the parallelism (Flink's key groups).
-        partitions: number of source partitions, for a source; bounds its parallelism.
-        source: whether the vertex reads from an external source.
-        adjustable: False pins the parallelism (e.g. a stateful stage whose partitions
-            are fixed by its checkpoint).
-        retention_s: for a source, how long its log keeps records, seconds (None: unknown). The
-            micro-batch plan warns when the backlog's age nears it.
-        pin_cause: for a stage that is not adjustable, why (None: not known); it chooses the
-            action of a pinned bottleneck (``scaling.values.findings``).
-    """
-
-    id: str
-    name: str = ""
-    parallelism: int = 1
-    max_parallelism: int = 32768
-    partitions: int | None = None
-    source: bool = False
-    adjustable: bool = True
+    id: str  # stable across batches and restarts
+    name: str = ""  # the plan operators it runs, for people (``MicroBatchScan → Filter → Project``)
+    parallelism: int = 1  # current number of tasks (partitions) or subtasks
+    max_parallelism: int = 32768  # upper bound for the parallelism (Flink's key groups)
+    partitions: int | None = None  # number of source partitions, for a source; bounds its parallelism
+    source: bool = False  # whether the vertex reads from an external source
+    adjustable: bool = True  # False pins the parallelism (e.g. a stateful stage whose checkpoint fixes it)
+    #: for a source, how long its log keeps records, seconds (None: unknown); the micro-batch plan warns when
+    #: the backlog's age nears it.
     retention_s: float | None = None
+    #: for a stage that is not adjustable, why (None: not known); it chooses the action of a pinned bottleneck
+    #: (``scaling.values.findings``).
     pin_cause: PinCause | None = None
 
     def __post_init__(self) -> None:

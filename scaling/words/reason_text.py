@@ -180,7 +180,8 @@ def _threshold(r: Reason) -> str:
     tpr, up = d["true_processing_rate"], d["scale_up_threshold"]
     if tpr < up:
         return f"{r.vertex_id}: true processing rate {rate(tpr)} below scale-up threshold {rate(up)}"
-    return f"{r.vertex_id}: true processing rate {rate(tpr)} above scale-down threshold {rate(d['scale_down_threshold'])}"
+    down = d["scale_down_threshold"]
+    return f"{r.vertex_id}: true processing rate {rate(tpr)} above scale-down threshold {rate(down)}"
 
 
 def _gain(d: Data) -> str:
@@ -202,7 +203,8 @@ def _backpressure(r: Reason) -> str:
     if r.vertex_id is None:
         return (f"backpressure {d['fraction']:.0%}: executors {d['current']} -> {d['new']}, partitions of the "
                 f"busiest stage {d['busiest']}")
-    return f"backpressure {d['fraction']:.0%}: scale {r.vertex_id} (first saturated vertex) {d['current']} -> {d['new']}"
+    return (f"backpressure {d['fraction']:.0%}: scale {r.vertex_id} (first saturated vertex) "
+            f"{d['current']} -> {d['new']}")
 
 
 def _over_provisioned(r: Reason) -> str:
@@ -275,24 +277,28 @@ _TEXT: dict[object, Callable[[Reason], str]] = {
     VertexReason.EQUALS_CURRENT: lambda r: "computed parallelism equals current",
     VertexReason.SCALE_UP: lambda r: f"scale up {r.data['current']} -> {r.data['to']}",
     VertexReason.SCALE_DOWN: lambda r: f"scale down {r.data['current']} -> {r.data['to']}",
-    VertexReason.BOUNDED: lambda r: f"bounded {r.data['wanted']} -> {r.data['to']} by [{r.data['lower']}, {r.data['upper']}]",
+    VertexReason.BOUNDED: lambda r: (
+        f"bounded {r.data['wanted']} -> {r.data['to']} by [{r.data['lower']}, {r.data['upper']}]"),
     VertexReason.ALIGNED: lambda r: align_note(r.data["from"], r.data["to"], r.data["n"], r.data["unit"]),
-    VertexReason.ALIGNMENT_BLOCKED: lambda r: (f"alignment of {r.data['from']} to {r.data['n']} {r.data['unit']} blocked "
-                                               f"(legacy adjust mode): keeps {r.data['current']}"),
+    VertexReason.ALIGNMENT_BLOCKED: lambda r: (
+        f"alignment of {r.data['from']} to {r.data['n']} {r.data['unit']} blocked (legacy adjust mode): "
+        f"keeps {r.data['current']}"),
     VertexReason.IDLE: lambda r: "idle: no input (infinite true processing rate), scale-down capped by "
                                  "scale_down_max_factor",
     **{code: (lambda r: _PINNED[r.code]) for code in _PINNED},
-    VertexReason.INEFFECTIVE_BLOCKED: lambda r: f"blocked: {_gain(r.data)}; not scaling {r.data['current']} -> {r.data['to']}",
+    VertexReason.INEFFECTIVE_BLOCKED: lambda r: (
+        f"blocked: {_gain(r.data)}; not scaling {r.data['current']} -> {r.data['to']}"),
     VertexReason.INEFFECTIVE_WARNING: lambda r: f"{_cause(r)}; warning: {_gain(r.data)}",
     VertexReason.BACKLOG_NO_SCALE_DOWN: lambda r: "backlog mode: no scale-down",
     VertexReason.HELD_SCALE_DOWN: lambda r: (f"delayed scale-down {r.data['current']} -> {r.data['target']} held until "
                                              f"t={num(r.data['due_s'])} s (first recommended at "
                                              f"t={num(r.data['first_at_s'])} s)"),
-    VertexReason.DELAYED_SCALE_DOWN_DUE: lambda r: (f"delayed scale-down {r.data['current']} -> {r.data['target']}: the "
-                                                    f"largest recommendation since t={num(r.data['window_start_s'])} s"),
-    VertexReason.SCALE_DOWN_WINDOW_NOT_BELOW: lambda r: (f"the largest recommendation of the last "
-                                                         f"{num(r.data['interval_s'])} s, {r.data['target']}, is not "
-                                                         f"below the current {r.data['current']}"),
+    VertexReason.DELAYED_SCALE_DOWN_DUE: lambda r: (
+        f"delayed scale-down {r.data['current']} -> {r.data['target']}: the largest recommendation since "
+        f"t={num(r.data['window_start_s'])} s"),
+    VertexReason.SCALE_DOWN_WINDOW_NOT_BELOW: lambda r: (
+        f"the largest recommendation of the last {num(r.data['interval_s'])} s, {r.data['target']}, is not "
+        f"below the current {r.data['current']}"),
     VertexReason.CAPPED: lambda r: f"bounded at {r.data['tasks']} (source partitions / max parallelism)",
     VertexReason.NOT_EXECUTABLE: lambda r: (f"not executable in excluded period {r.data['period']!r}: computed "
                                             f"{r.data['current']} -> {r.data['computed']}; {_cause(r)}"),
@@ -333,14 +339,16 @@ _TEXT: dict[object, Callable[[Reason], str]] = {
                                           f"{r.data['added']} more executor(s) (SPARK-12133)"),
     PlanReason.BATCH_RATIO_DOWN: lambda r: (f"batch ratio R {r.data['ratio']:.3f} <= {r.data['scale_down_ratio']}: "
                                             f"remove one executor (SPARK-12133)"),
-    PlanReason.BATCH_RATIO_WITHIN: lambda r: (f"batch ratio R {r.data['ratio']:.3f} within ({r.data['scale_down_ratio']}, "
-                                              f"{r.data['scale_up_ratio']})"),
-    PlanReason.BATCH_RATIO_AT_MIN: lambda r: (f"batch ratio R {r.data['ratio']:.3f} <= {r.data['scale_down_ratio']} but "
-                                              f"already at min_executors {r.data['min_executors']}"),
+    PlanReason.BATCH_RATIO_WITHIN: lambda r: (
+        f"batch ratio R {r.data['ratio']:.3f} within ({r.data['scale_down_ratio']}, {r.data['scale_up_ratio']})"),
+    PlanReason.BATCH_RATIO_AT_MIN: lambda r: (
+        f"batch ratio R {r.data['ratio']:.3f} <= {r.data['scale_down_ratio']} but already at min_executors "
+        f"{r.data['min_executors']}"),
     PlanReason.REACTIVE_EXECUTORS: lambda r: (f"{r.data['added']} new executor(s) available: use all {r.data['cores']} "
                                               f"cores (FLIP-160 reactive mode)"),
-    PlanReason.MIN_INCREASE_NOT_MET: lambda r: (f"cumulative parallelism would grow {r.data['current']} -> {r.data['new']}, "
-                                                f"less than min_parallelism_increase {r.data['min_increase']} (FLIP-160)"),
+    PlanReason.MIN_INCREASE_NOT_MET: lambda r: (
+        f"cumulative parallelism would grow {r.data['current']} -> {r.data['new']}, less than "
+        f"min_parallelism_increase {r.data['min_increase']} (FLIP-160)"),
     PlanReason.WAITING_AFTER_ACTION: lambda r: (f"waiting {r.data['wait_s']:g} s after the last action at "
                                                 f"t={r.data['last_at_s']:g} s"),
     PlanReason.BACKPRESSURE: _backpressure,
@@ -348,8 +356,9 @@ _TEXT: dict[object, Callable[[Reason], str]] = {
     PlanReason.NO_BACKPRESSURE: lambda r: "no backpressure",
     PlanReason.METRICS_MISSING: lambda r: "no batch completed in the window: CPU metrics missing",
     PlanReason.UTILIZATION_WITHIN_TOLERANCE: lambda r: f"{_utilization(r.data)}: within tolerance",
-    PlanReason.UTILIZATION_STABILIZING: lambda r: (f"{_utilization(r.data)}: scale-down stabilizing (highest "
-                                                   f"recommendation of the last {r.data['window_s']:g} s is no change)"),
+    PlanReason.UTILIZATION_STABILIZING: lambda r: (
+        f"{_utilization(r.data)}: scale-down stabilizing (highest recommendation of the last "
+        f"{r.data['window_s']:g} s is no change)"),
     PlanReason.UTILIZATION_SCALE: lambda r: _utilization_scale(r.data),
     PlanReason.LEGACY_TEXT: lambda r: str(r.data["text"]),
     **{code: limit_text for code in Limit},

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scaling.values.load_change import change_point
+from scaling.values.numbers import is_finite_number
 
 
 class MetricsError(ValueError):
@@ -23,7 +24,7 @@ def _check_rate(name: str, value: float | None) -> None:
 
 
 def _check_finite(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not is_finite_number(value):
         raise MetricsError(f"{name}: must be a finite number, got {value}")
 
 

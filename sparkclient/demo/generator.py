@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
 import random
 import signal
@@ -39,6 +38,7 @@ from dataclasses import dataclass
 
 import redis
 
+from scaling.values.numbers import is_finite_number
 from sparkclient.contract import keys
 from sparkclient.demo.redislog import PartitionedLog
 
@@ -74,7 +74,7 @@ def set_rate(client: redis.Redis, topic: str, rate: float) -> None:
     Raises:
         ValueError: ``rate`` is negative, NaN or infinite.
     """
-    if not math.isfinite(rate) or rate < 0:
+    if not is_finite_number(rate) or rate < 0:
         raise ValueError(f"rate must be a finite number of events/s >= 0, got {rate!r}")
     client.set(keys.gen_rate(topic), repr(float(rate)))
 

@@ -149,6 +149,14 @@ def test_a_result_with_an_unknown_standby_names_the_field(standby):
     assert err.value.field == "standby"
 
 
+@pytest.mark.parametrize("downtime", ["1" + "0" * 400, "NaN", "Infinity", "-1", "true", '"5"'])
+def test_a_result_with_a_huge_or_non_finite_number_names_the_field(downtime):
+    text = '{"id": "1", "status": "succeeded", "path": "driver-handover", "downtime_s": %s}' % downtime
+    with pytest.raises(ProtocolError) as err:
+        RescaleResult.from_json(text)
+    assert err.value.field == "downtime_s"
+
+
 @pytest.mark.parametrize("text, field", [
     ('{"id": "1", "action": "rescale", "knobs": {"cores": 1.5}}', "knobs.cores"),
     ('{"id": "", "action": "rescale", "knobs": {}}', "id"),

@@ -1,6 +1,5 @@
 """DRF serializers: read-only representations; writes go through services."""
 
-import math
 
 from django.core.validators import RegexValidator
 from django.db import models
@@ -10,6 +9,7 @@ from rest_framework import serializers
 from scaling.planner.algorithms import algorithm_names
 from scaling.policy.option_types import Kind
 from scaling.policy.options import job_options
+from scaling.values.numbers import is_finite_number
 from sparkclient.contract.spec import KnobTarget
 from webapp.api.plans import PlanField, ReasonsField, RevisionsField
 from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
@@ -74,7 +74,7 @@ class FiniteFloatField(serializers.FloatField):
 
     def to_internal_value(self, data):
         value = super().to_internal_value(data)
-        if not math.isfinite(value):
+        if not is_finite_number(value):
             self.fail("invalid")
         return value
 

@@ -2,7 +2,6 @@
 recommended memory, clear a block or a suspension, set the demo load). Each checks the role, calls one service and redirects."""
 
 import logging
-import math
 
 from django.conf import settings
 from django.contrib import messages
@@ -14,6 +13,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from scaling.values.numbers import is_finite_number
 from sparkclient.demo.generator import set_rate as generator_set_rate
 from webapp.dashboard.views import DECIDE_ACTIONS, _proposal_context, _require_decider, can_decide
 from webapp.jobs.models import Job
@@ -206,7 +206,7 @@ def parse_rate(text: str, *, maximum: float) -> float:
         rate = float(text)
     except (TypeError, ValueError):
         raise ValueError(f"the rate must be a number of events per second, not {text[:40]!r}") from None
-    if not math.isfinite(rate) or not 0 <= rate <= maximum:
+    if not is_finite_number(rate) or not 0 <= rate <= maximum:
         raise ValueError(f"the rate must be a finite number of events per second from 0 to {maximum:g}, "
                          f"not {text[:40]!r}")
     return rate

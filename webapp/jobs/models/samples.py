@@ -3,10 +3,9 @@ and what the evaluator stores (``Evaluation``)."""
 
 from __future__ import annotations
 
-import math
-
 from django.db import models
 
+from scaling.values.numbers import is_finite_number
 from scaling.values.reasons import Decision
 from webapp.jobs.models.job import Job
 from webapp.jobs.plans import StoredPlanMixin
@@ -53,7 +52,7 @@ def refuse_bad_numbers(row: models.Model) -> None:
         value = getattr(row, field.attname)
         if value is None or isinstance(value, bool):
             continue
-        if not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)) or value < 0:
+        if not is_finite_number(value) or value < 0:
             raise SampleRefused(type(row).__name__, field.name, value)
 
 

@@ -18,7 +18,6 @@ from scaling.values.topology import Topology, Vertex
 NO_CHANGE = VertexChange.NONE
 REQUIRED = VertexChange.REQUIRED
 HELD = VertexChange.HELD
-OPTIONAL = HELD   # the old name; a held scale-down no longer joins another vertex's scaling (FLINK-36535)
 BLOCKED = VertexChange.BLOCKED
 MAX_INT = 2**31 - 1
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from scaling.bench.acceptance import acceptance_notes
 from scaling.bench.report import write_report
-from scaling.bench.run import QUICK, acceptance_notes, run_bench
+from scaling.bench.run import QUICK, run_bench
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ import json
 import sys
 
 from scaling.bench.perf import run as run_perf
-from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.scenario.format import evaluate_text
+from scaling.scenario.values import ScenarioError
 from scaling.words.options_doc import markdown
 
 

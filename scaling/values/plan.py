@@ -27,7 +27,7 @@ from scaling.values.reasons import (
 )
 from scaling.values.state import ScalerState, ScalingRecord
 
-__all__ = ["PLAN_FORMAT", "JobPlan", "MemorySize", "PlanFormatError", "VertexPlan"]
+__all__ = ["PLAN_FORMAT", "JobPlan", "MemorySize", "VertexPlan"]
 
 PLAN_FORMAT = 2
 """The version ``JobPlan.to_json`` writes (``"format"``); a plan without one is the old shape."""

@@ -1,7 +1,6 @@
 """The plan operators each stage of a micro-batch runs, from Spark's SQL executions.
 
-Split out of :mod:`sparkclient.collector.topology` (which re-exports :func:`stage_operators`). The input is
-``/api/v1/applications/<id>/sql/<execution>?details=true`` JSON; see :func:`stage_operators` for
+The input is ``/api/v1/applications/<id>/sql/<execution>?details=true`` JSON; see :func:`stage_operators` for
 the rules (segments cut at shuffle exchanges, named by the ``(stage X.Y: task Z)`` references of
 their metric strings, or by position for single-task stages).
 """

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.scenario.format import evaluate_text
+from scaling.scenario.values import ScenarioError
 from scaling.values.memory import MB
 from sparkclient.collector.batchwindow import batch_end_s, progress_time_s
 from sparkclient.collector.model_inputs import model_inputs

@@ -91,43 +91,22 @@ from sparkclient.collector.batchwindow import (
     window_batches,
 )
 from sparkclient.collector.memory import MemorySample, memory_sample
-from sparkclient.collector.offsets import flatten_offsets, source_backlog
-from sparkclient.collector.plan import stage_operators
 from sparkclient.collector.readiness import sample_issues
-from sparkclient.collector.sample import JobSample, RatesUnavailable, SampleError, VertexSample
+from sparkclient.collector.sample import JobSample, RatesUnavailable, VertexSample
 from sparkclient.collector.sources import SourcesReport, measure_sources
 from sparkclient.collector.sparkjson import SparkDataError, as_dict, dicts, get_count, get_float, get_list
 from sparkclient.collector.stages import (
     batch_jobs,
     batch_stages,
     executors_and_cores,
-    rest_time_s,
     stage_index,
     stages_running_s,
-    vertex_id,
     vertex_order,
 )
 from sparkclient.collector.vertices import SlowestTask, window_vertices
 
 __all__ = [
-    "BatchWindow",
-    "JobSample",
-    "RatesUnavailable",
-    "SampleError",
-    "VertexSample",
-    "batch_end_s",
-    "batch_jobs",
-    "batch_stages",
-    "executors_and_cores",
-    "flatten_offsets",
-    "progress_time_s",
-    "rest_time_s",
     "sample_from_rest",
-    "source_backlog",
-    "stage_operators",
-    "stages_running_s",
-    "vertex_id",
-    "window_batches",
 ]
 
 Json = dict[str, Any]

@@ -59,7 +59,8 @@ import redis
 
 from scaling.forecast.rescale_cost import LagSample, measured_time_to_effect_s, rescale_cost
 from sparkclient.contract import keys
-from sparkclient.contract.control import RescaleCommand, read_status, send_command, wait_result
+from sparkclient.contract.control import read_status, send_command, wait_result
+from sparkclient.contract.messages import RescaleCommand
 from sparkclient.contract.standby import (
     HandoverState,
     StandbyAction,

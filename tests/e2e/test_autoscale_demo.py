@@ -37,8 +37,8 @@ MAX_PER_BATCH = 3000  # admission control (records per micro-batch), as maxOffse
 
 def backlog(client: redis.Redis) -> float | None:
     """The source backlog (latest − end offset) of the newest progress that reports one."""
+    from sparkclient.collector.offsets import source_backlog
     from sparkclient.collector.progress import read_progress
-    from sparkclient.collector.topology import source_backlog
 
     for progress in reversed(read_progress(client, JOB)):
         value = source_backlog(progress["sources"][0]) if progress.get("sources") else None

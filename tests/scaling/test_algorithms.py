@@ -7,7 +7,8 @@ import pytest
 from scaling.planner.algorithms import algorithm_names, batch_ratio_executors, can_scale_up, evaluate, resolve
 from scaling.policy.option_types import PolicyError
 from scaling.policy.policy import Policy
-from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.scenario.format import evaluate_text
+from scaling.scenario.values import ScenarioError
 from scaling.values.metrics import ClusterState, VertexMetrics
 from scaling.values.reasons import PlanReason, Reason
 from scaling.values.request import PlanRequest

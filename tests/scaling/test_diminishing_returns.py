@@ -11,10 +11,12 @@ from hypothesis import strategies as st
 from scaling.planner.microbatch import plan_micro_batch
 from scaling.planner.sizing import step_efficiency
 from scaling.policy.policy import Policy
-from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.scenario.format import evaluate_text
+from scaling.scenario.values import ScenarioError
 from scaling.values.findings import Finding, PinnedAction
 from scaling.values.metrics import ClusterState, VertexMetrics
-from scaling.values.plan import JobPlan, PlanFormatError
+from scaling.values.plan import JobPlan
+from scaling.values.reasons import PlanFormatError
 from scaling.values.topology import Edge, Topology, Vertex
 
 RATE = 1000.0

@@ -22,7 +22,8 @@ from datetime import datetime, timezone
 import pytest
 
 from scaling.policy.options import flink_defaults
-from scaling.scenario.format import ScenarioError, evaluate_text, parse, render, run_scenario
+from scaling.scenario.format import evaluate_text, parse, render, run_scenario
+from scaling.scenario.values import ScenarioError
 from scaling.values.state import PendingScaleDown, ScalerState
 
 # --------------------------------------------------------------------------------------------------

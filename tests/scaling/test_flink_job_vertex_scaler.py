@@ -36,7 +36,8 @@ import math
 import pytest
 
 from scaling.policy.options import flink_defaults
-from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.scenario.format import evaluate_text
+from scaling.scenario.values import ScenarioError
 
 MAX_INT = 2**31 - 1
 MIXED = "rebalance+hash"

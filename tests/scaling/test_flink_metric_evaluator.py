@@ -28,7 +28,8 @@ import pytest
 
 from scaling.planner.ds2 import edge_output_ratio, propagate_target_rates
 from scaling.policy.policy import Policy
-from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.scenario.format import evaluate_text
+from scaling.scenario.values import ScenarioError
 from scaling.values.metrics import MetricWindow, VertexMeasurement, VertexMetrics
 from scaling.values.topology import Edge, Topology, Vertex
 

@@ -11,7 +11,8 @@ from scaling.planner.vertex_scaler import observed_scaling_coefficient
 from scaling.policy.option_types import PolicyError
 from scaling.policy.periods import active_period, parse_period
 from scaling.policy.policy import Policy
-from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.scenario.format import evaluate_text
+from scaling.scenario.values import ScenarioError
 from scaling.values.metrics import ClusterState, VertexMetrics
 from scaling.values.reasons import Limit, Reason
 from scaling.values.state import PendingScaleDown, ScalerState, ScalingRecord, state_from_dict, state_to_dict

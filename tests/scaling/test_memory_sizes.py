@@ -17,8 +17,8 @@ from scaling.planner.memory import (
     with_memory,
 )
 from scaling.values.memory import MB
-from scaling.values.plan import JobPlan, MemorySize, PlanFormatError, VertexPlan
-from scaling.values.reasons import Decision, MemoryKind, MemoryStep, PlanReason
+from scaling.values.plan import JobPlan, MemorySize, VertexPlan
+from scaling.values.reasons import Decision, MemoryKind, MemoryStep, PlanFormatError, PlanReason
 from scaling.words.reason_text import reason_text
 
 

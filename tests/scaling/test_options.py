@@ -13,7 +13,8 @@ from scaling.__main__ import main
 from scaling.policy.option_types import Kind, Option, PolicyError, Scope
 from scaling.policy.options import OPTION, OPTIONS, errors, flink_defaults, job_options, policy_options
 from scaling.policy.policy import Policy
-from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.scenario.format import evaluate_text
+from scaling.scenario.values import ScenarioError
 from scaling.words.options_doc import markdown
 
 POLICY_MD = Path(__file__).resolve().parents[2] / "docs" / "POLICY.md"

@@ -16,8 +16,8 @@ from scaling.planner.continuous import plan_job
 from scaling.planner.microbatch import plan_micro_batch
 from scaling.policy.policy import Policy
 from scaling.values.metrics import ClusterState
-from scaling.values.plan import PLAN_FORMAT, JobPlan, PlanFormatError
-from scaling.values.reasons import Limit, PlanReason, Reason, VertexReason
+from scaling.values.plan import PLAN_FORMAT, JobPlan
+from scaling.values.reasons import Limit, PlanFormatError, PlanReason, Reason, VertexReason
 from scaling.values.state import ScalerState
 from scaling.words.reason_text import reason_text
 from tests.scaling.test_planner import three_stages

@@ -9,7 +9,8 @@ import pytest
 from scaling.planner.vertex_scaler import align_parallelism
 from scaling.policy.options import flink_defaults
 from scaling.policy.policy import Policy
-from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.scenario.format import evaluate_text
+from scaling.scenario.values import ScenarioError
 from scaling.words.reason_text import align_note
 
 SCENARIO_INPUT = {

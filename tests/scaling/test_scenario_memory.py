@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from scaling.scenario.format import ScenarioError, evaluate_text
+from scaling.scenario.format import evaluate_text
+from scaling.scenario.values import ScenarioError
 
 METRICS = {"src": {"records_in_per_s": 100, "records_out_per_s": 100, "busy_time_ms_per_s": 100}}
 

@@ -23,7 +23,7 @@ from sparkclient.contract.binding import (
     plan_stages_from_json,
     plan_stages_to_json,
 )
-from sparkclient.contract.control import (
+from sparkclient.contract.messages import (
     FailureCode,
     ProtocolError,
     RescaleCommand,

@@ -13,14 +13,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from sparkclient.collector.metricstrings import MetricStats, parse_size_stats, parse_stats, stage_refs
-from sparkclient.collector.rest import (
-    SparkRestClient,
-    SparkRestError,
+from sparkclient.collector.metricstrings import (
+    MetricStats,
     parse_bytes,
     parse_count,
     parse_duration_ms,
+    parse_size_stats,
+    parse_stats,
+    stage_refs,
 )
+from sparkclient.collector.rest import SparkRestClient, SparkRestError
 
 # -- metric strings ---------------------------------------------------------------------------
 

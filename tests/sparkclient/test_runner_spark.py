@@ -21,7 +21,8 @@ import pytest
 
 from sparkclient.collector.progress import read_progress
 from sparkclient.contract.binding import BindingStatus, StageInput, bind_stages, plan_stages_from_json
-from sparkclient.contract.control import RescaleCommand, RescalePath, read_status, send_command, wait_result
+from sparkclient.contract.control import read_status, send_command, wait_result
+from sparkclient.contract.messages import RescaleCommand, RescalePath
 from sparkclient.contract.sparkconf import ROCKSDB_BOUNDED_CONF, ROCKSDB_MAX_MEMORY_CONF
 from sparkclient.contract.spec import load_pipeline
 from sparkclient.demo.generator import read_counts

@@ -12,7 +12,9 @@ import json
 
 import pytest
 
-from sparkclient.collector.offsets import progress_start_s
+from sparkclient.collector.batchwindow import batch_end_s, window_batches
+from sparkclient.collector.offsets import SourceKind, progress_start_s, rate_creation_s, source_kind
+from sparkclient.collector.sample import RatesUnavailable
 from sparkclient.collector.snapshot import (
     RatesUnavailableError,
     load_captures,
@@ -20,14 +22,8 @@ from sparkclient.collector.snapshot import (
     sample_from_captures,
     sample_to_scenario,
 )
-from sparkclient.collector.sources import (
-    BacklogUnknownReason,
-    SourceKind,
-    measure_sources,
-    rate_creation_s,
-    source_kind,
-)
-from sparkclient.collector.topology import RatesUnavailable, batch_end_s, sample_from_rest, window_batches
+from sparkclient.collector.sources import BacklogUnknownReason, measure_sources
+from sparkclient.collector.topology import sample_from_rest
 from tests.capture_paths import DEMO_CAPTURES, FIXTURES, SPARK_4_3_0
 
 RESTART = FIXTURES / "spark-4.3.0-restart"

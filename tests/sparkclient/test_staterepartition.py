@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from sparkclient.contract.binding import HDFS_PROVIDER, ROCKSDB_PROVIDER
 from sparkclient.contract.spec import PipelineSpec
 from sparkclient.runner.session import finish_logged_batch
 from sparkclient.runner.staterepartition import (
-    HDFS_PROVIDER,
-    ROCKSDB_PROVIDER,
     StateRepartitionError,
     UnsupportedStateProvider,
     check_repartition,
@@ -353,7 +352,7 @@ def test_the_runner_refuses_to_repartition_the_state_of_a_query_with_a_file_sink
     sink it may go ahead; HDFS-backed state is refused whatever the sink."""
     from types import SimpleNamespace
 
-    from sparkclient.contract.control import FailureCode, RescaleCommand
+    from sparkclient.contract.messages import FailureCode, RescaleCommand
     from sparkclient.contract.spec import Knob, KnobTarget
     from sparkclient.runner.rescale import RescalePaths
 

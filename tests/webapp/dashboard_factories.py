@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from scaling.values.plan import JobPlan, VertexPlan
 from scaling.values.reasons import Decision, PlanReason, Reason
-from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus
+from sparkclient.contract.messages import RescalePath, RescaleResult, ResultStatus
 from tests.webapp.factories import make_user
 from webapp.jobs.models import Evaluation, Job
 from webapp.jobs.plans import reasons_json

@@ -26,14 +26,8 @@ from pathlib import Path
 import redis
 
 from sparkclient.contract import keys
-from sparkclient.contract.control import (
-    FailureCode,
-    RescaleCommand,
-    RescalePath,
-    RescaleResult,
-    ResultStatus,
-    write_result,
-)
+from sparkclient.contract.control import write_result
+from sparkclient.contract.messages import FailureCode, RescaleCommand, RescalePath, RescaleResult, ResultStatus
 from sparkclient.runner.applied import AppliedKeys
 
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from sparkclient.contract import control, keys
+from sparkclient.contract.messages import RunnerStatus
 from tests.capture_paths import SPARK_4_3_0
 from tests.fakespark import APP, RUN_ID, fake_spark_ui
 from tests.webapp.factories import CONFIG, make_job
@@ -25,9 +26,9 @@ AFTER_LAST_BATCH = datetime.fromisoformat(PROGRESS[-1]["timestamp"].replace("Z",
 
 
 def report(redis, job: Job, **fields) -> None:
-    """What the runner writes to its status hash (``sparkclient.contract.control.RunnerStatus``)."""
+    """What the runner writes to its status hash (``sparkclient.contract.RunnerStatus``)."""
     redis.delete(keys.runner(job.name))
-    control.write_status(redis, job.name, control.RunnerStatus(**fields))
+    control.write_status(redis, job.name, RunnerStatus(**fields))
 
 
 def running(redis, job: Job, ui_url: str, **extra) -> None:

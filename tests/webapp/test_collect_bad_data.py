@@ -16,7 +16,7 @@ import httpx
 import pytest
 from rest_framework.authtoken.models import Token
 
-from sparkclient.collector.topology import batch_end_s
+from sparkclient.collector.batchwindow import batch_end_s
 from sparkclient.contract import keys
 from tests.capture_paths import SPARK_4_3_0
 from tests.webapp.dashboard_factories import make_role_user

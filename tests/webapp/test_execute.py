@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from sparkclient.contract import keys
-from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, ResultStatus
+from sparkclient.contract.messages import FailureCode, RescalePath, RescaleResult, ResultStatus
 from tests.waiting import wait_for
 from tests.webapp.factories import make_job, make_pending, make_snapshots, make_user
 from tests.webapp.fakerunner import FakeRunner, record_answers

@@ -17,12 +17,12 @@ from scaling.bench.run import oscillations
 from scaling.sim.workloads import DAY_S, Trace, diurnal
 from tests.webapp.factories import make_user
 from tests.webapp.loop import EPOCH, EXECUTORS_KNOB, LoopHarness, make_harness, steps
-from webapp.jobs.models import Evaluation, MetricSnapshot
+from webapp.jobs.models import Evaluation, EvaluationHold, MetricSnapshot
 from webapp.jobs.selectors import policy_band
 from webapp.proposals.holds import config_direction
 from webapp.proposals.lifecycle import TransitionError
 from webapp.proposals.models import AuditEvent, Execution, Proposal
-from webapp.proposals.reasons import EvaluationHold, WithdrawReason
+from webapp.proposals.reasons import WithdrawReason
 from webapp.proposals.services import proposal_approve
 
 pytestmark = [pytest.mark.django_db]

@@ -11,8 +11,9 @@ from scaling.words.reason_text import reason_text
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job
 from webapp.loop.evaluate import evaluation_run
+from webapp.proposals.lifecycle import TransitionError
 from webapp.proposals.models import AuditEvent, Proposal
-from webapp.proposals.services import TransitionError, proposal_approve
+from webapp.proposals.services import proposal_approve
 
 pytestmark = pytest.mark.django_db
 

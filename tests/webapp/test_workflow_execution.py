@@ -18,7 +18,8 @@ import time
 
 import pytest
 
-from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus, write_result
+from sparkclient.contract.control import write_result
+from sparkclient.contract.messages import RescalePath, RescaleResult, ResultStatus
 from sparkclient.demo.processes import ProcessGroup
 from tests.waiting import wait_for
 from tests.webapp.factories import make_job, make_snapshots, make_user

@@ -9,7 +9,7 @@ import redis
 
 from scaling.words.reason_text import MEMORY_KIND_TEXT
 from sparkclient.contract.binding import BindingStatus, PinReason
-from sparkclient.contract.control import ProtocolError
+from sparkclient.contract.messages import ProtocolError
 from sparkclient.contract.spec import KnobTarget
 from sparkclient.demo.generator import get_rate
 from webapp.jobs.bindings import plan_bindings

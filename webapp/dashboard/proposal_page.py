@@ -17,7 +17,7 @@ from webapp.loop.standby import ACTIVE, prepared_for, standby_read
 from webapp.proposals.memory import MemoryOffer, memory_offer
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import plan_cores
-from webapp.proposals.reason_text import reason_text, withdrawal_text
+from webapp.proposals.reason_text import path_text, reason_text, withdrawal_text
 
 
 def _vertex_rows(plan: JobPlan | None, names: dict, source_ids: set[str]) -> tuple[list[dict], dict]:
@@ -87,7 +87,7 @@ def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -
             "predictions": prediction_rows(proposal.prediction, realized, catch_up=catch_up,
                                            batches=detail.get("batches")),
             "realized": realized, "execution": execution, "catch_up": catch_up,
-            "execution_path": numbers.path_text(execution.path) if execution is not None else "",
+            "execution_path": path_text(execution.path) if execution is not None else "",
             "added_lag": numbers.added_lag(execution),
             "time_to_effect": numbers.time_to_effect_text(effect) if effect is not None else "",
             "time_to_effect_source": effect.source if effect is not None else "",

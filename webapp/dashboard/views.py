@@ -40,7 +40,7 @@ from webapp.proposals.holds import held_scale_down
 from webapp.proposals.memory import memory_request
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.permissions import can_approve
-from webapp.proposals.reason_text import reason_text
+from webapp.proposals.reason_text import path_text, reason_text
 
 
 def can_decide(user) -> bool:
@@ -301,7 +301,7 @@ def rescales(request: HttpRequest, pk: int) -> HttpResponse:
         elif e.status in ("succeeded", "failed"):
             counts[e.status] += 1
         rows.append({"e": e, "p": p, "trigger": _trigger(p), "decided_by": present.decided_by(p),
-                     "path": numbers.path_text(e.path), "catch_up": numbers.catch_up(e),
+                     "path": path_text(e.path), "catch_up": numbers.catch_up(e),
                      "added_lag": numbers.added_lag(e), "time_to_effect": numbers.measured_time_to_effect(e),
                      "capacity": _capacity_cell(p),
                      "predicted_catch_up": (p.prediction or {}).get("catch_up_s")})

@@ -31,11 +31,10 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from scaling.values.plan import JobPlan
-from webapp.jobs.models import Job
+from webapp.jobs.models import EvaluationHold, Job
 from webapp.jobs.selectors import latest_snapshot
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import capacity_per_s, plan_cores
-from webapp.proposals.reasons import EvaluationHold
 
 #: Longest the hold waits for a verification that does not come (the reconcile beat is down), as a
 #: multiple of the time the verification needs.

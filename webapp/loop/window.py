@@ -125,7 +125,7 @@ def stable_snapshots(*, job: Job, snapshots: list[MetricSnapshot]) -> list[Metri
     backlog; metrics from then say nothing about the steady state. A new ``run_id`` marks a restart.
     The run started at most one collect interval before its first snapshot (whose window may reach
     back over the downtime to the previous run's last batch,
-    :func:`sparkclient.collector.topology.window_batches`).
+    :func:`sparkclient.collector.batchwindow.window_batches`).
     """
     if not snapshots:
         return []

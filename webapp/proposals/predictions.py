@@ -21,7 +21,7 @@ from scaling.values.metrics import job_utilization
 from scaling.values.numbers import finite_or_none
 from scaling.values.plan import JobPlan
 from scaling.values.state import ScalingRecord
-from sparkclient.contract.control import RescalePath
+from sparkclient.contract.messages import RescalePath
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.proposals.models import Execution
 

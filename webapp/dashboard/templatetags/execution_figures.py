@@ -7,6 +7,7 @@ from __future__ import annotations
 from django import template
 
 from webapp.dashboard import numbers
+from webapp.proposals import reason_text
 
 register = template.Library()
 
@@ -30,7 +31,7 @@ def added_lag(execution) -> str:
 
 @register.filter
 def path_text(path) -> str:
-    return numbers.path_text(path)
+    return reason_text.path_text(path)
 
 
 @register.filter

@@ -43,7 +43,7 @@ class SampleRefused(ValueError):
 def refuse_bad_numbers(row: models.Model) -> None:
     """Raise :class:`SampleRefused` when a numeric field of ``row`` is NaN, infinite or negative.
 
-    The collector's ``sparkclient.collector.topology.JobSample`` refuses such values already; this guard keeps
+    The collector's ``sparkclient.collector.sample.JobSample`` refuses such values already; this guard keeps
     any other writer from storing them, since one ``inf`` breaks the JSON of the API and the pages.
     """
     for field in row._meta.concrete_fields:

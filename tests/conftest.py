@@ -131,7 +131,7 @@ def _fast_password_hashing(request):
 FUZZER_EXAMPLES = 1000
 #: The hang guard of a ``slow`` test that sets none of its own, seconds. The default 120 s is for
 #: tests of a few seconds; a fuzzer of 10,000 examples takes about 100 s on an idle 2-core machine,
-#: so 120 s failed it on a loaded one (issue 17, finding 8). This only stops a hung test.
+#: so 120 s failed it on a loaded one. This only stops a hung test.
 SLOW_TIMEOUT_S = 900
 
 

@@ -251,7 +251,7 @@ if not 0 < SCALER_COLLECT_SOFT_TIME_LIMIT_S < SCALER_COLLECT_TIME_LIMIT_S or SCA
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=REDIS_URL)
 CELERY_TASK_ACKS_LATE = True
-# Redis outages (issue 15). kombu 5.7's Redis transport closes the consumer's channel twice when the
+# Redis outages. kombu 5.7's Redis transport closes the consumer's channel twice when the
 # connection drops: the first close (in Connection.collect) stops at the dead socket, the second one
 # (in Connection.close) then restores the unacknowledged messages through a transport whose client
 # was already detached, and the AttributeError ('NoneType' ... 'hostname') from its ack-emulation QoS

@@ -1,4 +1,4 @@
-"""Issue 7, acceptance 4: ``bench-report.html`` opens in Chromium with no network access and renders
+"""``bench-report.html`` opens in Chromium with no network access and renders
 one Plotly panel per workload (the quick benchmark's)."""
 
 from __future__ import annotations

@@ -135,7 +135,7 @@ def test_approve_a_proposal_and_watch_the_execution_succeed_without_reload(page,
 
 
 def test_history_page_rolls_back_only_once_confirmed(page, worker):
-    """Issue 16, acceptance 5: rollback without confirming does nothing; with confirming, it rolls back."""
+    """Rollback without confirming does nothing; with confirming, it rolls back."""
     make_role_user("operator")
     job = make_job("rollback-me", metric_window_s=45)
     make_snapshots(job, count=4)

@@ -1,4 +1,4 @@
-"""Issue 16, acceptance 1-4: every page in every state an operator meets, in Chromium.
+"""Every page in every state an operator meets, in Chromium.
 
 States (set up through the database and services, no Spark): healthy; overloaded with a pending
 proposal; restarting; suspended; held scale-down. For each, the overview, job, proposal (when there

@@ -1,4 +1,4 @@
-"""``make demo`` smoke test (issue 18 finding 5): start the demo as ``make demo`` does
+"""``make demo`` smoke test: start the demo as ``make demo`` does
 (``python -m sparkclient.demo``), wait for the dashboard and the first metric snapshot, sign in with the
 admin password it prints, then stop it with Ctrl-C (SIGINT) and check that no process it started
 is left behind (psutil)."""

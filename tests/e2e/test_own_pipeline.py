@@ -1,4 +1,4 @@
-"""Issue 11, acceptance 1: a user's own pipeline, written outside the project, autoscaled end to end.
+"""A user's own pipeline, written outside the project, autoscaled end to end.
 
 Real Spark, a real Redis with a password, a real Celery worker with beat and the Django app on a live
 server. The module (tests/own_pipeline.py: the JSON file source, a ``repartition(n)`` knob, a CPU cost

@@ -73,7 +73,7 @@ def test_min_increase_takes_new_executors_only_above_the_threshold():
 
 
 def test_registry_is_an_explicit_table_and_never_imports_input(monkeypatch):
-    """Issue 15 ("arbitrary imports"): an algorithm is a name in ``ALGORITHMS``; a dotted path is an
+    """No arbitrary imports: an algorithm is a name in ``ALGORITHMS``; a dotted path is an
     unknown name, the error names the known ones, and no module named by input is imported."""
     import importlib
     import sys

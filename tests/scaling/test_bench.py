@@ -69,7 +69,7 @@ def test_both_settings_and_both_slo_lags_are_printed(quick):
 
 
 def test_same_seed_gives_the_same_table_twice_and_another_seed_does_not(quick):
-    """Issue 7, acceptance 3 (in fresh processes, so nothing depends on str hash randomization); the
+    """Reproducible (in fresh processes, so nothing depends on str hash randomization); the
     runs are the ``quick`` fixture's."""
     rows, other = quick["second"], quick["other"]
     assert rows == [r for r in quick["rows"] if r["setting"] == "tuned"]

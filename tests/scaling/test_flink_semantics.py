@@ -1,4 +1,4 @@
-"""Issue 14: each divergence from Flink's current autoscaler (flink-kubernetes-operator, module
+"""Each divergence from Flink's current autoscaler (flink-kubernetes-operator, module
 flink-autoscaler) has a test here, named after the Flink class, test or issue it follows."""
 
 import json
@@ -166,7 +166,7 @@ def test_excluded_periods_refuse_what_they_cannot_read(text, why):
 
 
 def test_skewed_stage_is_the_bottleneck_and_is_not_scaled_down():
-    """Issue 14 (micro-batch skew): 8 tasks on 8 cores, mean busy 400 ms/s but the slowest task 1020
+    """Micro-batch skew: 8 tasks on 8 cores, mean busy 400 ms/s but the slowest task 1020
     ms of each second (10.2 s per 10 s trigger), the backlog growing 800/s. With the mean the plan
     scaled it down 8 -> 4; with the busiest task's time (FLIP-271 MAX) it keeps its 8 cores and names
     the skewed stage. Its 8 partitions give it 8 tasks at most, so no added core can lower its
@@ -245,7 +245,7 @@ def test_plan_warns_when_the_backlog_nears_the_sources_retention():
 
 
 def test_cores_that_cannot_help_a_partition_bound_stage_are_not_added():
-    """Issue 13 item 6: the source has 2 partitions (2 tasks at most) and needs 1.8 busy cores: it
+    """The source has 2 partitions (2 tasks at most) and needs 1.8 busy cores: it
     alone fills 90 % of each trigger; the plan names it (``partitions``) and does not buy cores for it:
     the other stage (0.2 busy cores) is served by the cores the source already has."""
     topology = Topology((Vertex("scan", parallelism=2, source=True, partitions=2), Vertex("map", parallelism=2)),
@@ -260,7 +260,7 @@ def test_cores_that_cannot_help_a_partition_bound_stage_are_not_added():
 
 
 def test_a_load_change_inside_the_window_is_evaluated_on_the_part_after_it():
-    """Issue 14 ("converge in one step"): a 180 s window with 3 samples at 1,000/s and 3 at 3,000/s
+    """Converge in one step: a 180 s window with 3 samples at 1,000/s and 3 at 3,000/s
     averages to 2,000/s, and the first action would be too small. The window detects the step and
     evaluates on the samples after it (DS2's warm-up / activation time). Noise is not a step."""
     from scaling.values.metrics import MetricWindow, change_point
@@ -277,7 +277,7 @@ def test_a_load_change_inside_the_window_is_evaluated_on_the_part_after_it():
 
 
 def test_a_spike_that_ended_inside_the_window_is_left_out_of_it():
-    """Issue 14 (spikes, "evaluate on the part after the change"): a 30 s spike at 3x, over before
+    """Spikes are evaluated on the part after the change: a 30 s spike at 3x, over before
     the window ends, is a shift back down; the window keeps the samples after it. The threshold is a
     share of the lower level, so the fall counts like the rise: the spike's own high samples raise
     the mean before the fall (the bench's spikes/nexmark-q5 window at t = 420 s, seed 7: a fall of

@@ -128,7 +128,7 @@ def test_balanced_and_evenly_spread_differ_when_no_divisor_is_near():
 
 
 def test_scale_down_that_cannot_reach_a_divisor_falls_back_as_flink():
-    """Issue 14: 128 key groups at 20 -> 18 with evenly_spread: no divisor of 128 in [18, 20], so Flink
+    """128 key groups at 20 -> 18 with evenly_spread: no divisor of 128 in [18, 20], so Flink
     main keeps 18 (it used to stay at 20). The legacy adjust mode's fallback goes down to 16 (the
     boundary where the share grows, a divisor). A legacy fallback that would invert the direction
     keeps the current parallelism (blocked)."""

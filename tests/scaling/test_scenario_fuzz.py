@@ -1,4 +1,4 @@
-"""Issue 14: every scenario input gives a plan or a one-line error naming the field, never a
+"""Every scenario input gives a plan or a one-line error naming the field, never a
 traceback. Hypothesis generates 10,000 scenarios (valid ones and ones with nulls, NaN, inf, negative
 and huge numbers, wrong types, executors outside their bounds, micro-batch steps with memory figures) and runs them in-process through
 ``scaling.__main__.evaluate_command``, the function ``python -m scaling evaluate`` runs."""
@@ -145,8 +145,8 @@ def set_path(doc, path, value):
     (("vertices", 0, "parallelism"), -1, "vertices[src].parallelism"),
     (("cluster", "max_executors"), -3, "cluster.max_executors"),
 ])
-def test_issue_14_inputs_exit_2_naming_the_field(path, value, field):
-    """The cases the issue names: ``effectiveness_threshold: null``, executors above ``max_executors``
-    (it used to propose 1e9), NaN and inf, negative counts."""
+def test_bad_micro_batch_inputs_exit_2_naming_the_field(path, value, field):
+    """``effectiveness_threshold: null``, executors above ``max_executors`` (not a proposal of 1e9),
+    NaN and inf, negative counts."""
     code, out = evaluate_command(json.dumps(set_path(base_micro_batch(), path, value)))
     assert code == 2 and out.startswith(f"error: {field}: "), out

@@ -1,4 +1,4 @@
-"""Issue 15, "Bad data from Spark": property-based tests over the REAL Spark 4.3.0 captures.
+"""Bad data from Spark: property-based tests over the REAL Spark 4.3.0 captures.
 
 Each parser gets 10,000 inputs made by mutating a real capture: dropped keys, wrong types, nulls,
 negative, huge, NaN and infinite numbers, and (for text inputs) truncated JSON. A parser must return

@@ -1,4 +1,4 @@
-"""The loop harness (issue 13 item 8): the real web app services, driven by ``scaling.sim`` in
+"""The loop harness: the real web app services, driven by ``scaling.sim`` in
 accelerated time, with no Spark, no Redis and no Celery worker.
 
 Every collect interval of the simulated job:

@@ -1,6 +1,6 @@
 """Metric collection (``webapp.loop.collect.snapshot_collect``) and its beat task: every way it can
 fail, against a real Redis and a fake Spark UI serving the Spark 4.3.0 captures, and the lock that
-keeps two collections of one job from overlapping (issue 18 finding 5)."""
+keeps two collections of one job from overlapping."""
 
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def test_collect_job_releases_the_lock_when_the_collect_raises(workflow_redis, m
 
 def test_the_webapp_and_the_snapshot_cli_map_one_sample_to_the_same_model_inputs(workflow_redis, settings,
                                                                                   monkeypatch):
-    """Issue 17 acceptance 4, the one Spark → model mapping: a collected snapshot, stored and read back
+    """The one Spark → model mapping: a collected snapshot, stored and read back
     (``window.window_inputs``), gives the metrics, topology and cluster that the snapshot CLI writes
     for the very sample the collector built (``sparkclient.collector.snapshot.sample_to_scenario``)."""
     from scaling.scenario.format import parse

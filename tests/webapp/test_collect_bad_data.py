@@ -1,4 +1,4 @@
-"""Issue 15, "Bad data from Spark": a failing collect marks the job degraded with the reason, stores
+"""Bad data from Spark: a failing collect marks the job degraded with the reason, stores
 nothing, and no infinite value ever reaches the API or the live page.
 
 The collect is the real ``snapshot_collect``: a real Redis holds the runner status and the published

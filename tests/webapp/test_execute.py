@@ -50,7 +50,7 @@ def test_a_successful_execution_records_the_scaling_and_its_downtime(no_enqueue)
 
 
 def test_an_execution_records_its_pause_added_lag_and_catch_up_from_the_snapshots(no_enqueue):
-    """Issue 12: pause_s from the runner; added_lag_s and catch_up_s from the backlog around the rescale."""
+    """pause_s from the runner; added_lag_s and catch_up_s from the backlog around the rescale."""
     job, proposal = _executing_proposal()
     start = timezone.now()
     execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")

@@ -1,4 +1,4 @@
-"""Issue 13 acceptance, on the loop harness (``tests/webapp/loop.py``): the real services, driven
+"""The live loop's acceptance, on the loop harness (``tests/webapp/loop.py``): the real services, driven
 by ``scaling.sim`` on the demo-like topology in accelerated time, no Spark.
 
 The stabilization interval is the web app's default (30 s), the metric window 45 s (three collects).

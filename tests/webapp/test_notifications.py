@@ -1,4 +1,4 @@
-"""Notifications (``webapp.inbox``), issue 32 acceptance 4: a pending proposal produces one webhook
+"""Notifications (``webapp.inbox``): a pending proposal produces one webhook
 call to a loopback endpoint and no duplicate within the interval; a failing endpoint is retried and
 never delays the loop (the loop only enqueues, after commit; nothing it runs calls HTTP)."""
 

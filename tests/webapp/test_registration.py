@@ -1,4 +1,4 @@
-"""Job registration (issue 11 item 5, issue 16 API): the declared knobs, the Spark UI rule, the
+"""Job registration: the declared knobs, the Spark UI rule, the
 collector's refusal to follow a URL or app id read from Redis that the registration does not allow,
 and the registration / policy API, CLI and admin sharing one validation."""
 
@@ -174,7 +174,7 @@ def test_only_urls_inside_the_rule_come_out(ui_url, app_id):
         assert isinstance(target, Refusal)
 
 
-# --- acceptance 11.5: a URL planted in Redis is not fetched ----------------------------------------
+# --- a URL planted in Redis is not fetched --------------------------------------------------------
 
 @pytest.fixture
 def spy_server():
@@ -256,7 +256,7 @@ def _patch(api, url, body):
 
 @pytest.mark.django_db
 def test_job_api_round_trip_register_set_auto_edit_policy_and_400_names_the_field(admin_api):
-    """Acceptance 16.6."""
+    """The job API: register, set auto mode, edit the policy; a 400 names the field."""
     created = _post(admin_api, {"name": "mine", "spark_ui_hosts": ["*.spark.svc.cluster.local", "10.42.0.0/16"],
                                 "spark_ui_ports": "4040-4045", "knobs": [KNOB],
                                 "policy": {"max_cores": 6, "metric_window_s": 30}})

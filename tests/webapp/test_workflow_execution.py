@@ -6,7 +6,7 @@ database with the test, a real Redis, and a fake runner on the control channel i
 3. The runner refuses the configuration: back-off retries, automatic rollback, suspension of
    auto-approval, and the audit events, in order.
 
-And issue 17 acceptance 5: a worker is free while an execution waits for its runner (the execute
+And a worker is free while an execution waits for its runner (the execute
 task sends and returns; the reconcile beat records the answer).
 """
 

@@ -82,7 +82,7 @@ class JobViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.Read
 
     lookup_value_regex = ID_PATTERN
     http_method_names = ["get", "post", "patch", "head", "options"]
-    permission_classes = [HasRole, CanEditJobs]  # a role to read (issue 15), admin to edit
+    permission_classes = [HasRole, CanEditJobs]  # a role to read, admin to edit
 
     queryset = Job.objects.select_related("policy").order_by("name")
     serializer_class = s.JobSerializer

@@ -44,7 +44,7 @@ from webapp.proposals.reason_text import path_text, reason_text
 
 
 def can_decide(user) -> bool:
-    """Whether ``user`` may approve, reject and roll back (operators and admins, issue 5)."""
+    """Whether ``user`` may approve, reject and roll back (operators and admins)."""
     return can_approve(user)
 
 

@@ -144,7 +144,7 @@ class JobAdmin(admin.ModelAdmin):
     internal_fields = ["health", "last_error", "health_reason", "scaler_state", "plan_stages", "capacity",
                        "config_changed_at"]
     list_display = ["name", "health", "mode", "auto_approval", "query_name", "topic", "config_changed_at"]
-    # Cleared on the job page by an operator, with an audit event (issue 13), never edited here.
+    # Cleared on the job page by an operator, with an audit event, never edited here.
     readonly_fields = ["policy_link", "scale_up_block"]
     fieldsets = [
         (None, {"fields": ["name", "query_name", "topic", "policy_link"]}),

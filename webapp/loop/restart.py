@@ -1,4 +1,4 @@
-"""Restart-aware evaluation (issue 13 item 3): after an execution the scaler expects the backlog that
+"""Restart-aware evaluation: after an execution the scaler expects the backlog that
 built up during the downtime and the catch-up the plan predicted, so neither that backlog nor the
 warm-up batches of a fresh JVM cause a new scale-up by themselves.
 

@@ -1,4 +1,4 @@
-"""What a proposal predicts, frozen when it is proposed (issue 13 item 5), and what was realized.
+"""What a proposal predicts, frozen when it is proposed, and what was realized.
 
 The proposal page shows the stored prediction, never a live recomputation: the approver's numbers
 stay the numbers the approval was given on. After the execution, :func:`realized` measures the same
@@ -89,7 +89,7 @@ def executor_record(plan: JobPlan, at_s: float, source_ids: set[str] | None = No
 
 def _utilization(plan: JobPlan, cores_new: int) -> float | None:
     """The busy share of the proposed cores at the target rate (0..1), from the micro-batch model's
-    one formula (``scaling.planner.sizing.busy_share``, issue 13 acceptance 7): the planner's own
+    one formula (``scaling.planner.sizing.busy_share``): the planner's own
     ``JobPlan.predicted_utilization`` (it includes the observed scaling coefficient), or, for a plan
     without it, ``busy_share`` of the plan's per-vertex ``λ_v / TPR_v`` on its proposed tasks and cores."""
     value = finite_or_none(plan.predicted_utilization)

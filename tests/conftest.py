@@ -89,9 +89,9 @@ def _celery_in_memory():
 
 def celery_use_broker(url: str, result_backend: str | None = None) -> None:
     """Point this process's Celery app (what a view's ``.delay`` uses) at ``url`` for the broker and
-    ``result_backend`` (default: ``url``) for results. The app and kombu build connection pools on first use and kombu keeps them in a global
-    registry keyed by URL, so changing the URL is not enough and closing one pool leaves a closed
-    pool behind: reset the registry and the app's caches."""
+    ``result_backend`` (default: ``url``) for results. The app and kombu build connection pools on
+    first use and kombu keeps them in a global registry keyed by URL, so changing the URL is not
+    enough and closing one pool leaves a closed pool behind: reset the registry and the app's caches."""
     import kombu.pools
 
     from webapp.celery import app as celery_app

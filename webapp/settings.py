@@ -142,7 +142,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (web, Celery worker, beat) share the demo database.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"})
-    DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_PATH", default=str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3"))}
+    test_db = str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")
+    DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_PATH", default=test_db)}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [{"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"}]

@@ -368,7 +368,8 @@ def _segment_order(feeds: Mapping[int, set[int]], first_node: Mapping[int, int] 
     return order
 
 
-def _topological(by_id: Mapping[int, Json], downstream: Mapping[int, list[int]], upstream: Mapping[int, list[int]]) -> list[int]:
+def _topological(by_id: Mapping[int, Json], downstream: Mapping[int, list[int]],
+                 upstream: Mapping[int, list[int]]) -> list[int]:
     """The plan's nodes in data-flow order (graphlib), the highest ``nodeId`` first among the nodes
     ready at each step. A cycle (Spark's plans have none) leaves its nodes, and those after it, to
     the end, by ``nodeId`` descending."""

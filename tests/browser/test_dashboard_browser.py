@@ -114,7 +114,8 @@ def test_approve_a_proposal_and_watch_the_execution_succeed_without_reload(page,
     page.goto(f"/proposals/{pending.pk}/")
     assert page.locator("#status").get_attribute("data-status") == "pending"
     assert page.locator("#vertex-table tbody tr").count() == 3
-    assert "measured" in page.locator("#downtime").inner_text() or "configured" in page.locator("#downtime").inner_text()
+    downtime = page.locator("#downtime").inner_text()
+    assert "measured" in downtime or "configured" in downtime
     screenshot(page, "proposal-page")
 
     page.click("#approve")

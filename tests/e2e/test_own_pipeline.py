@@ -91,8 +91,9 @@ def system(live_server, settings, tmp_path):
     try:
         group.start("generator", ["python", "-m", "sparkclient.demo.generator", "--redis-url", redis_server.url,
                                   "--topic", "nexmark", "--partitions", "2", "--rate", "20"])
-        group.start("demo", ["python", "-m", "sparkclient", "run", "--pipeline", "sparkclient.demo.examples.nexmark:build",
-                             "--job", "demo", "--workdir", str(tmp_path / "demo"), "--ui-port", str(ui_ports["demo"]),
+        group.start("demo", ["python", "-m", "sparkclient", "run",
+                             "--pipeline", "sparkclient.demo.examples.nexmark:build", "--job", "demo",
+                             "--workdir", str(tmp_path / "demo"), "--ui-port", str(ui_ports["demo"]),
                              "--knob", "trigger_interval_s=5"])
         group.start("clicks", ["python", "-m", "sparkclient", "run", "--pipeline", pipeline, "--job", JOB,
                                "--workdir", str(tmp_path / JOB), "--ui-port", str(ui_ports[JOB]),

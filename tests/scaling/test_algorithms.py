@@ -69,7 +69,8 @@ def test_min_increase_takes_new_executors_only_above_the_threshold():
                                                           min_parallelism_increase=3),
                                 mode="micro-batch", cluster=cluster))
     assert (plan.decision, plan.executors_proposed, plan.vertex("scan").proposed) == ("no-change", 2, 2)
-    assert plan.reasons[-1] == Reason(PlanReason.MIN_INCREASE_NOT_MET, None, {"current": 2, "new": 4, "min_increase": 3})
+    assert plan.reasons[-1] == Reason(PlanReason.MIN_INCREASE_NOT_MET, None,
+                                      {"current": 2, "new": 4, "min_increase": 3})
 
 
 def test_registry_is_an_explicit_table_and_never_imports_input(monkeypatch):

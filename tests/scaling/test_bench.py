@@ -62,8 +62,9 @@ def test_json_rows_have_exactly_the_listed_keys_one_per_setting_workload_and_pol
 
 
 def test_both_settings_and_both_slo_lags_are_printed(quick):
-    assert "== setting flink-defaults: utilization target 0.7, band [0.4, 1.0], scale-down interval 3600 s" in quick["table"]
-    assert "== setting tuned: utilization target 0.7, band [0.55, 0.85], scale-down interval 900 s" in quick["table"]
+    table = quick["table"]
+    assert "== setting flink-defaults: utilization target 0.7, band [0.4, 1.0], scale-down interval 3600 s" in table
+    assert "== setting tuned: utilization target 0.7, band [0.55, 0.85], scale-down interval 900 s" in table
     header = next(line for line in quick["table"].splitlines() if line.startswith("workload"))
     assert {"slo300_s", "slo60_s", "vs_oracle", "vs_held"} <= set(header.split())
 

@@ -45,8 +45,8 @@ MIXED = "rebalance+hash"
 rebalance input from ``a`` and a hash input from ``a2``, each carrying half the target rate."""
 ADJUSTMENT_INPUTS = pytest.mark.parametrize("ship", ["hash", MIXED])
 """Flink ``JobVertexScalerTest.adjustmentInputsProvider``: inputs that contain HASH."""
-FLINK_SETUP = {**flink_defaults(), "scale_down_max_factor": 1.0, "scale_up_max_factor": float(MAX_INT), "catch_up_duration_s": 0,
-               "key_group_partitions_adjust_mode": "evenly_spread"}
+FLINK_SETUP = {**flink_defaults(), "scale_down_max_factor": 1.0, "scale_up_max_factor": float(MAX_INT),
+               "catch_up_duration_s": 0, "key_group_partitions_adjust_mode": "evenly_spread"}
 
 
 def build(new: int, current: int, outside: bool) -> tuple:

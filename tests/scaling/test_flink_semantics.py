@@ -105,7 +105,8 @@ def test_observed_scaling_coefficient_is_flinks_least_squares_fit():
     """``JobVertexScaler.calculateObservedScalingCoefficient``: P = 2, 4, 8 with TPR 200, 360, 560;
     baseline 200 / 2 = 100 per task; α = (400 + 1440 + 4480) / ((4 + 16 + 64) × 100) = 0.752 -> 0.76
     (rounded up to 2 decimals); fewer than 3 observations -> 1.0."""
-    records = tuple(ScalingRecord(i, "v", p, p * 2, r, r * 2) for i, (p, r) in enumerate(((2, 200), (4, 360), (8, 560))))
+    observed = ((2, 200), (4, 360), (8, 560))
+    records = tuple(ScalingRecord(i, "v", p, p * 2, r, r * 2) for i, (p, r) in enumerate(observed))
     policy = Policy(observed_scalability_enabled=True)
     assert observed_scaling_coefficient(records, policy) == 0.76
     assert observed_scaling_coefficient(records[:2], policy) == 1.0
@@ -310,8 +311,8 @@ def test_vertex_plans_carry_the_structured_reason_of_their_note():
     from scaling.values.reasons import VertexReason
 
     topology = Topology((Vertex("src", parallelism=8, source=True),))
-    plan = plan_job(topology, {"src": VertexMetrics(1000, 1000, 200)}, Policy(restart_time_s=0, scale_down_interval_s=600),
-                    ScalerState(), now_s=0)
+    plan = plan_job(topology, {"src": VertexMetrics(1000, 1000, 200)},
+                    Policy(restart_time_s=0, scale_down_interval_s=600), ScalerState(), now_s=0)
     src = plan.vertex("src")
     assert src.reason.code == VertexReason.HELD_SCALE_DOWN and src.reason.data["due_s"] == 600
     assert plan.held[0].target == src.reason.data["target"] and plan.held[0].due_s == 600
@@ -328,8 +329,8 @@ def test_flink_job_vertex_scaler_test_parallelism_scaling(parallelism, target, t
     from scaling.planner.ds2 import evaluate_job
     from scaling.planner.vertex_scaler import decide_vertex
 
-    topology = Topology((Vertex("a", parallelism=1, source=True), Vertex("b", parallelism=parallelism, max_parallelism=720)),
-                        (Edge("a", "b", "hash"),))
+    topology = Topology((Vertex("a", parallelism=1, source=True),
+                         Vertex("b", parallelism=parallelism, max_parallelism=720)), (Edge("a", "b", "hash"),))
     metrics = {"a": VertexMetrics(target, target, true_processing_rate=1e9),
                "b": VertexMetrics(target, target, true_processing_rate=tpr)}
     policy = Policy(utilization_target=utilization, catch_up_duration_s=0, scale_down_interval_s=0)
@@ -344,8 +345,8 @@ def _flink_vertex(parallelism, target, tpr, policy, state=ScalerState(), now_s=0
     from scaling.planner.ds2 import evaluate_job
     from scaling.planner.vertex_scaler import decide_vertex
 
-    topology = Topology((Vertex("a", parallelism=1, source=True), Vertex("b", parallelism=parallelism, max_parallelism=720)),
-                        (Edge("a", "b", "rebalance"),))
+    topology = Topology((Vertex("a", parallelism=1, source=True),
+                         Vertex("b", parallelism=parallelism, max_parallelism=720)), (Edge("a", "b", "rebalance"),))
     metrics = {"a": VertexMetrics(target, target, true_processing_rate=1e9),
                "b": VertexMetrics(target, target, true_processing_rate=tpr)}
     evaluation = evaluate_job(topology, metrics, policy)

@@ -51,7 +51,8 @@ SCENARIO_OUTPUT = {
                 "scale_up_threshold": 501.0, "scale_down_threshold": 1334.0,
                 "expected_processing_rate": 1176.471, "utilization": 0.85, "outside_bounds": False,
                 "note": "aligned 3 -> 4 to spread 8 partitions evenly",
-                "reason": {"code": "aligned", "vertex_id": "src", "data": {"from": 3, "to": 4, "n": 8, "unit": "partitions"},
+                "reason": {"code": "aligned", "vertex_id": "src",
+                           "data": {"from": 3, "to": 4, "n": 8, "unit": "partitions"},
                            "text": "aligned 3 -> 4 to spread 8 partitions evenly"},
             },
             "agg": {
@@ -118,7 +119,8 @@ def test_balanced_and_evenly_spread_differ_when_no_divisor_is_near():
     holding at most floor(720 / 100) = 7 key groups each: ceil(720 / 7) = 103."""
     assert align_parallelism(1, 100, n=720, lower=1, upper=200, mode="evenly_spread") == (120, False)
     assert align_parallelism(1, 100, n=720, lower=1, upper=200, mode="balanced") == (103, False)
-    assert align_note(100, 103, 720, "key groups") == "aligned 100 -> 103 so no task holds more than 7 of 720 key groups"
+    note = align_note(100, 103, 720, "key groups")
+    assert note == "aligned 100 -> 103 so no task holds more than 7 of 720 key groups"
     # Nothing aligned under the upper bound: Flink main's built-in modes keep the computed target
     # (``BuiltInAlignmentMode.alignOrKeepTarget``: alignment never vetoes a scaling) ...
     assert align_parallelism(1, 190, n=720, lower=1, upper=200, mode="balanced") == (190, False)

@@ -34,8 +34,8 @@ def test_an_over_provisioned_heap_gets_a_smaller_recommendation_and_no_pressure(
     memory = first_step(doc({"heap_max_mb": 8192, "heap_peak_mb": 1000, "gc_share": 0.02, "state_mb": 300}))["memory"]
     assert memory["pressure"] is None
     assert memory["heap_usage"] == round(1000 / 8192, 3) and memory["state_mb"] == 300
-    assert memory["recommendation"] == {"kind": "heap", "current_mb": 8192, "recommended_mb": 1216, "peak_mb": 1000, "overhead": 0.2,
-                                        "executors": 4, "saves_mb": 4 * 6976, "changes": True}
+    assert memory["recommendation"] == {"kind": "heap", "current_mb": 8192, "recommended_mb": 1216, "peak_mb": 1000,
+                                        "overhead": 0.2, "executors": 4, "saves_mb": 4 * 6976, "changes": True}
 
 
 def test_gc_above_the_threshold_is_pressure_and_the_heap_grows_by_the_pressure_growth():

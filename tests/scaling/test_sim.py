@@ -388,7 +388,8 @@ def test_micro_batch_rescales_cost_the_runners_paths():
     schedule = [Config({"src": 2, "agg": 2}, 2)] * 2 + [Config({"src": 2, "agg": 2}, 4)] * 3 + \
         [Config({"src": 2, "agg": 4}, 4)] * 6
     for in_place, pauses in ((True, [0.0, 1.17]), (False, [1.48, 1.17])):
-        costs = RescaleCosts(**{**RUNNER_COSTS.__dict__, "handover": Downtime(1.48), "executors_move_in_place": in_place})
+        costs = RescaleCosts(**{**RUNNER_COSTS.__dict__, "handover": Downtime(1.48),
+                                "executors_move_in_place": in_place})
         settings = SimSettings(mode="micro-batch", downtime=Downtime(RUNNER_PAUSE.fixed_s), rescale_costs=costs)
         controller = ScheduleController("s", schedule, 60.0, free_rescale=False)
         result = simulate(job, trace, settings, controller, schedule[0])

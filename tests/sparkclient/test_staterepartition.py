@@ -82,7 +82,8 @@ def test_only_a_checkpoint_that_holds_state_pins_the_shuffle_partitions(tmp_path
     assert not RescalePaths._needs_repartition(SimpleNamespace(shuffle_knob=knob, checkpoint=stateful), old, old)
 
 
-def test_the_runner_publishes_the_state_store_its_checkpoint_pins_and_the_binding_pins_the_stage(tmp_path: Path) -> None:
+def test_the_runner_publishes_the_state_store_its_checkpoint_pins_and_the_binding_pins_the_stage(
+        tmp_path: Path) -> None:
     """The runner's plan stages carry the provider of a checkpoint that holds state; a stateful stage on
     HDFS-backed state is pinned (the runner would refuse to repartition it), on RocksDB it binds."""
     from types import SimpleNamespace

@@ -576,7 +576,8 @@ def test_positional_mapping_only_for_a_unique_stage_order() -> None:
     # a chain (one input) is mapped by position: Scan a -> stage 0, the join -> stage 1
     chain = {**execution, "nodes": [n for n in nodes if n["nodeId"] not in (4, 3)], "edges": edges[:2] + edges[4:]}
     chain["nodes"][2]["metrics"] = []
-    assert stage_operators([chain], [{"jobId": 0, "stageIds": [0, 1]}]) == {0: ["Scan a"], 1: ["SortMergeJoin", "Project"]}
+    operators = stage_operators([chain], [{"jobId": 0, "stageIds": [0, 1]}])
+    assert operators == {0: ["Scan a"], 1: ["SortMergeJoin", "Project"]}
 
 
 def test_arrival_rate_of_a_window_with_one_batch_uses_the_progress_before_it():

@@ -344,7 +344,8 @@ def test_proposal_page_shows_vertices_executors_predictions_and_buttons(client, 
         assert f"{v.current} → {v.proposed}" in table
     assert f"{plan.executors_current} → {plan.executors_proposed}" in html
     forecast = re.search(r'<section class="card" id="forecast">(.*?)</section>', html, re.S).group(1)
-    assert re.search(r'id="utilization" class="predicted">\d+ % now → \d+ % on \d+ cores?, at the target rate', forecast)
+    utilization = r'id="utilization" class="predicted">\d+ % now → \d+ % on \d+ cores?, at the target rate'
+    assert re.search(utilization, forecast)
     assert re.search(r'id="batch-ratio" class="predicted">[\d.]+ now → [\d.]+ predicted', forecast)
     assert re.search(r'id="catch-up" class="predicted">[^<]*after the first batch[^<]*drain [\d,]+ records', forecast)
     assert "4 s (median of 2 measured restarts of this job)" in forecast  # (3.0 + 5.0) / 2

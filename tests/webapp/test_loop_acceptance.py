@@ -310,10 +310,12 @@ def test_6_the_proposal_page_shows_the_stored_prediction_beside_the_realized_val
     execution = Execution.objects.get(proposal=proposal)
     stated = re.search(r'id="execution-catch-up">(.*?)</span>', html).group(1)
     if execution.catch_up_s is None:
-        assert cell(html, "realized-catch-up") == stated == "not yet: the backlog is still above its level before the rescale"
+        not_yet = "not yet: the backlog is still above its level before the rescale"
+        assert cell(html, "realized-catch-up") == stated == not_yet
     else:
-        assert cell(html, "realized-catch-up").endswith(f"({round(execution.catch_up_s)} s from the start of the rescale)")
-        assert stated.startswith(f"{round(execution.catch_up_s)} s from the start of the rescale")
+        since_start = f"{round(execution.catch_up_s)} s from the start of the rescale"
+        assert cell(html, "realized-catch-up").endswith(f"({since_start})")
+        assert stated.startswith(since_start)
     assert cell(html, "downtime").startswith(f"{round(predicted['downtime_s'])} s (configured")
     assert cell(html, "realized-downtime") == "15 s"
     assert 'data-verdict="verified"' in html

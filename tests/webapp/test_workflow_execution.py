@@ -125,7 +125,8 @@ def test_a_worker_killed_during_an_execution_is_reconciled_by_the_next_beat(proc
     try:
         first = worker(processes, "worker-a", beat=False, tmp_path=tmp_path)
         proposal_approve(proposal=proposal, actor=make_user())
-        wait_for(lambda: runner.commands, timeout_s=60, what="worker A to send attempt 1", group=processes, interval_s=0.2)
+        wait_for(lambda: runner.commands, timeout_s=60, what="worker A to send attempt 1", group=processes,
+                 interval_s=0.2)
         assert Execution.objects.get(proposal=proposal).attempt_state == "sent"
         os.killpg(first.process.pid, signal.SIGKILL)  # mid-execution: attempt 1 is unanswered
         first.process.wait(timeout=10)

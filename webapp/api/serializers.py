@@ -197,7 +197,8 @@ class ReasonSerializer(serializers.Serializer):
     rendered from them (``webapp.proposals.reason_text``); null when there is none."""
 
     code = serializers.CharField(help_text="Stable code: a HoldCode, ThrottleCode, GuardrailCode, AuditReason, "
-                                           "WithdrawReason or scaling.forecast.prediction.VerdictReason value, or legacy-text.")
+                                           "WithdrawReason or scaling.forecast.prediction.VerdictReason value, "
+                                           "or legacy-text.")
     data = serializers.DictField(help_text="The reason's numbers and names, by key.")
     text = serializers.CharField(help_text="The reason in words, rendered from code and data.")
 
@@ -279,8 +280,8 @@ class JobMemorySerializer(serializers.Serializer):
                                      "data}: gc_share, gc_threshold, heap_usage, heap_threshold, heap_peak_mb, "
                                      "heap_max_mb) while the job is under memory pressure, else null.")
     recommendation = serializers.JSONField(allow_null=True, help_text="The recommended heap per executor "
-                                           "({kind: heap, current_mb, recommended_mb, peak_mb, overhead, executors, saves_mb}), "
-                                           "or null; recommend-only unless apply is on.")
+                                           "({kind: heap, current_mb, recommended_mb, peak_mb, overhead, executors, "
+                                           "saves_mb}), or null; recommend-only unless apply is on.")
     apply = serializers.BooleanField(allow_null=True, help_text="The policy's memory_apply.")
     state_mb = serializers.FloatField(allow_null=True,
                                       help_text="The state stores' memory of each JVM at its peak in the window, MB.")

@@ -1,5 +1,6 @@
 """Dashboard actions: the POST views (approve, reject, roll back, apply a held scale-down, propose a
-recommended memory, clear a block or a suspension, set the demo load). Each checks the role, calls one service and redirects."""
+recommended memory, clear a block or a suspension, set the demo load). Each checks the role, calls one
+service and redirects."""
 
 import logging
 

@@ -1,8 +1,9 @@
 """Dashboard views: thin; reads come from selectors, writes go through services.
 
 Pages: the jobs overview, the job page (DAG, charts, "why no proposal?"), the proposal page, the
-rescales page (Flink's Web UI "Rescales" and Dataflow's autoscaling tab) and the history page. Each page has a ``…/live/`` twin that the page polls (``static/js/live.js``) to refresh
-its numbers without a reload. The POST actions (approve, reject, roll back, …) are in ``actions.py``.
+rescales page (Flink's Web UI "Rescales" and Dataflow's autoscaling tab) and the history page. Each
+page has a ``…/live/`` twin that the page polls (``static/js/live.js``) to refresh its numbers
+without a reload. The POST actions (approve, reject, roll back, …) are in ``actions.py``.
 """
 
 from __future__ import annotations

@@ -48,9 +48,9 @@ class KnobsDiffer(ValueError):
 
 def _sync_runner_state(job: Job, status: RunnerStatus) -> None:
     """Adopt the runner's knob values, plan stages, capacity and cluster (``webapp.loop.throttle.cluster_key``;
-    the runner is the source of truth for what runs). Knob declarations are adopted only while the job has none registered (first use);
-    after that a runner declaring others is refused, so whoever can write Redis cannot widen the
-    bounds the autoscaler respects: re-register the job's knobs to change them.
+    the runner is the source of truth for what runs). Knob declarations are adopted only while the job has
+    none registered (first use); after that a runner declaring others is refused, so whoever can write
+    Redis cannot widen the bounds the autoscaler respects: re-register the job's knobs to change them.
 
     Raises:
         KnobsDiffer: the declarations differ from the registered ones (nothing is adopted).

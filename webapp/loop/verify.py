@@ -12,8 +12,9 @@ error (``scaling.forecast.prediction.capacity_error``) against ``verification_to
   backlog kept growing;
 - **inconclusive**: too few batches, the arrival rate moved so much (more than ±50 %, or to a new
   level before the restart's backlog was back) that the prediction no longer applies, no capacity
-  to compare, or a capacity above the prediction by more than the tolerance. In ``auto`` mode an inconclusive verdict suspends auto-approval of the job until
-  a person turns it back on (Argo Rollouts pauses a rollout on an inconclusive analysis).
+  to compare, or a capacity above the prediction by more than the tolerance. In ``auto`` mode an
+  inconclusive verdict suspends auto-approval of the job until a person turns it back on (Argo
+  Rollouts pauses a rollout on an inconclusive analysis).
 
 The judgement is ``scaling.forecast.prediction.verify``; this module reads the windows and stores the verdict,
 its measured error and the tolerance. The rescale's added lag, measured over its own window

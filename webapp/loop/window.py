@@ -133,4 +133,5 @@ def stable_snapshots(*, job: Job, snapshots: list[MetricSnapshot]) -> list[Metri
     first = job.snapshots.filter(run_id=run_id).order_by("collected_at").first()
     started = first.collected_at - timedelta(seconds=min(first.window_s, settings.SCALER_COLLECT_INTERVAL_S))
     stable_from = started + timedelta(seconds=settings.SCALER_STABILIZATION_S)
-    return [s for s in snapshots if s.run_id == run_id and s.collected_at - timedelta(seconds=s.window_s) >= stable_from]
+    return [s for s in snapshots
+            if s.run_id == run_id and s.collected_at - timedelta(seconds=s.window_s) >= stable_from]

@@ -144,8 +144,8 @@ class Execution(models.Model):
                                              "before it; empty until it is (scaling.forecast.rescale_cost).")
     time_to_effect_s = models.FloatField(
         null=True, blank=True, help_text="Seconds from the approval to the first batch on the new configuration "
-                                         "(scaling.forecast.rescale_cost.measured_time_to_effect_s); empty when nothing "
-                                         "restarted or the runner did not report its first batch.")
+                                         "(scaling.forecast.rescale_cost.measured_time_to_effect_s); empty when "
+                                         "nothing restarted or the runner did not report its first batch.")
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)

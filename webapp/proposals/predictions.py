@@ -120,7 +120,8 @@ def predict(*, plan: JobPlan, snapshot: MetricSnapshot | None, downtimes_s: Iter
     Returns a dict: ``cores_now``/``cores_new``; ``capacity_per_s`` (records/s the new cores
     sustain); ``utilization_now`` and ``utilization`` (busy share of the cores at the target rate,
     0..1, ``JobPlan.utilization_now`` and ``predicted_utilization``: the same formula on the running and
-    the proposed cores; the band's load, with the catch-up, is ``inputs.load``); ``batch_ratio_now``/``batch_ratio`` (SPARK-12133 R: the task part shrinks with the cores,
+    the proposed cores; the band's load, with the catch-up, is ``inputs.load``);
+    ``batch_ratio_now``/``batch_ratio`` (SPARK-12133 R: the task part shrinks with the cores,
     the overhead part does not); ``downtime_s`` (median measured, else the configured restart time)
     with ``downtime_source``; ``restart_backlog`` (the backlog now plus what arrives during the
     downtime, records) and ``catch_up_s`` (seconds to drain it with the spare capacity, None when it
@@ -174,8 +175,9 @@ def realized(*, plan: JobPlan | None, after: list[MetricSnapshot], finished_at: 
              vertices: list[VertexSnapshot]) -> dict:
     """The same quantities as :func:`predict`, measured on the snapshots ``after`` the change (oldest
     first) and their ``vertices``: capacity (records/s, from the realized busy time per source
-    record at the busiest task's pace); utilization at the arrival rate (``scaling.forecast.prediction.realized_utilization_at``: the measured
-    busy time rescaled to the arrivals, comparable with the prediction "at the target rate"), and the
+    record at the busiest task's pace); utilization at the arrival rate
+    (``scaling.forecast.prediction.realized_utilization_at``: the measured busy time rescaled to the
+    arrivals, comparable with the prediction "at the target rate"), and the
     measured busy share ``busy_share`` (Σ busy / (window × cores), which includes any catch-up); batch
     ratio, and the measured downtime; the number of completed batches, and no figure when it is 0.
     The realized catch-up is the execution's own (``Execution.catch_up_s``, ``scaling.forecast.rescale_cost``),

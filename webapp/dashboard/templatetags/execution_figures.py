@@ -1,6 +1,6 @@
 """An execution's figures in templates, worded once (:mod:`webapp.dashboard.numbers`):
-``{% load execution_figures %}`` then ``{{ execution|catch_up }}`` (``catch_up_short`` in a table), ``{{ execution|added_lag }}``,
-``{{ execution.path|path_text }}``, ``{{ seconds|duration }}``."""
+``{% load execution_figures %}`` then ``{{ execution|catch_up }}`` (``catch_up_short`` in a table),
+``{{ execution|added_lag }}``, ``{{ execution.path|path_text }}``, ``{{ seconds|duration }}``."""
 
 from __future__ import annotations
 

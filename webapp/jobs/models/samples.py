@@ -97,7 +97,8 @@ class MetricSnapshot(models.Model):
     gc_share = models.FloatField(null=True, blank=True, help_text="Share of the window's task time spent in GC "
                                  "(Σ jvmGcTime / Σ executorRunTime of its stages, 0..1); empty when unknown.")
     heap_peak_bytes = models.BigIntegerField(null=True, blank=True, help_text="Heap used at its peak in the window "
-                                             "(JVMHeapMemory of its stages' peakExecutorMetrics), bytes; empty when unknown.")
+                                             "(JVMHeapMemory of its stages' peakExecutorMetrics), bytes; empty "
+                                             "when unknown.")
     heap_max_bytes = models.BigIntegerField(null=True, blank=True, help_text="The executors' heap maximum, bytes; "
                                             "empty when unknown.")
     state_memory_bytes = models.BigIntegerField(null=True, blank=True, help_text="The state stores' memory over "
@@ -138,8 +139,9 @@ class VertexSnapshot(models.Model):
     records_out = models.BigIntegerField(default=0)
     spill_bytes = models.BigIntegerField(default=0)
     upstream = models.JSONField(default=list)
-    span_s = models.FloatField(default=0.0, db_default=0.0, help_text="Seconds spanned by the batches counted here; 0: the "
-                                                      "snapshot's window_s (sparkclient.collector.sample.VertexSample.span_s).")
+    span_s = models.FloatField(default=0.0, db_default=0.0,
+                               help_text="Seconds spanned by the batches counted here; 0: the snapshot's window_s "
+                                         "(sparkclient.collector.sample.VertexSample.span_s).")
 
     objects = _CheckedRows.as_manager()
 

@@ -65,7 +65,7 @@ class VertexMetrics:
             _check_rate(name, getattr(self, name))
         for name in ("records_in_per_s", "records_out_per_s", "backlog", "batch_overhead_s"):
             value = getattr(self, name)
-            if value is not None and math.isinf(value):
+            if value is not None and not is_finite_number(value):
                 raise MetricsError(f"{name}: must be finite, got {value}")
         for name in ("busy_time_ms_per_s", "busy_time_max_ms_per_s"):
             busy = getattr(self, name)

@@ -1,4 +1,4 @@
-"""The one finiteness check (``scaling.values.numbers``) at its edges."""
+"""The one finiteness check (``scaling.values.numbers``) at its edges, and two of its callers."""
 
 import math
 from decimal import Decimal
@@ -6,7 +6,9 @@ from fractions import Fraction
 
 import pytest
 
+from scaling.values.metrics import MetricsError, VertexMetrics
 from scaling.values.numbers import finite_or_none, is_finite_number
+from scaling.values.topology import TopologyError, Vertex
 
 EDGES = [
     (True, False),
@@ -45,3 +47,16 @@ def test_finite_or_none_returns_the_float_or_none(value, finite):
         assert type(result) is float and result == value
     else:
         assert result is None
+
+
+@pytest.mark.parametrize("retention_s", [math.inf, math.nan, True, 0, -1, "60"])
+def test_a_vertex_refuses_a_retention_that_is_not_a_finite_number_above_0(retention_s):
+    with pytest.raises(TopologyError, match=r"vertices\[v\]\.retention_s: must be a finite number > 0"):
+        Vertex("v", parallelism=1, retention_s=retention_s)
+
+
+@pytest.mark.parametrize("field", ["records_in_per_s", "records_out_per_s", "backlog"])
+def test_vertex_metrics_refuse_an_infinite_count_or_rate(field):
+    values = {"records_in_per_s": 10.0, "records_out_per_s": 10.0, "busy_time_ms_per_s": 500.0, field: math.inf}
+    with pytest.raises(MetricsError, match=f"{field}: must be finite, got inf"):
+        VertexMetrics(**values)

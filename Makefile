@@ -30,8 +30,10 @@ cluster-stop:
 system-deps:
 	bash scripts/system-deps.sh
 
-# lint-imports: the import contracts in pyproject.toml ([tool.importlinter]) before the suite. The suite
-# runs in two phases, at the same time, that together run every test `pytest` collects:
+# ruff check: the lint rules in pyproject.toml ([tool.ruff]: pyflakes, pycodestyle with lines of at
+# most 120 characters, sorted imports), then lint-imports: the import contracts in pyproject.toml
+# ([tool.importlinter]), both before the suite. The suite runs in two phases, at the same time, that
+# together run every test `pytest` collects:
 #   1. every test not marked spark, e2e or browser, on 2 processes (pytest-xdist, `-n 2`) at the lowest
 #      CPU priority (`nice -n 19`): CPU-bound Python (fuzzers, the policy benchmark, schemathesis,
 #      Django) that takes only the CPU phase 2 leaves idle (its JVM starts, triggers and waits);
@@ -45,6 +47,7 @@ SERIAL_TESTS := spark or e2e or browser
 junit = $(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/junit-$(1).xml)
 
 test: $(STAMP) system-deps
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 	@export PYSPARK_PYTHON=$(abspath $(VPY)); failed=""; log1=$$(mktemp); trap 'kill 0' INT TERM; \
 	echo "== make test, phase 1 of 2, beside phase 2 at low CPU priority: pytest -n 2 -m 'not ($(SERIAL_TESTS))' (its output follows phase 2's)"; \

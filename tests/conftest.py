@@ -89,9 +89,9 @@ def _celery_in_memory():
 
 def celery_use_broker(url: str, result_backend: str | None = None) -> None:
     """Point this process's Celery app (what a view's ``.delay`` uses) at ``url`` for the broker and
-    ``result_backend`` (default: ``url``) for results. The app and kombu build connection pools on first use and kombu keeps them in a global
-    registry keyed by URL, so changing the URL is not enough and closing one pool leaves a closed
-    pool behind: reset the registry and the app's caches."""
+    ``result_backend`` (default: ``url``) for results. The app and kombu build connection pools on
+    first use and kombu keeps them in a global registry keyed by URL, so changing the URL is not
+    enough and closing one pool leaves a closed pool behind: reset the registry and the app's caches."""
     import kombu.pools
 
     from webapp.celery import app as celery_app
@@ -131,7 +131,7 @@ def _fast_password_hashing(request):
 FUZZER_EXAMPLES = 1000
 #: The hang guard of a ``slow`` test that sets none of its own, seconds. The default 120 s is for
 #: tests of a few seconds; a fuzzer of 10,000 examples takes about 100 s on an idle 2-core machine,
-#: so 120 s failed it on a loaded one (issue 17, finding 8). This only stops a hung test.
+#: so 120 s failed it on a loaded one. This only stops a hung test.
 SLOW_TIMEOUT_S = 900
 
 

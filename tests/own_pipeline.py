@@ -1,4 +1,4 @@
-"""A user's own pipeline, as the tests write it into a folder outside the project (issue 11).
+"""A user's own pipeline, as the tests write it into a folder outside the project.
 
 :data:`SOURCE` is the module's text: Spark's JSON file source over an inbox folder, one
 ``repartition(n)`` knob, a CPU cost per row, a stateful windowed count on RocksDB and a parquet

@@ -1,4 +1,4 @@
-"""docs/ARCHITECTURE.md stays true: every file it names exists (issue 17)."""
+"""docs/ARCHITECTURE.md stays true: every file it names exists."""
 
 import re
 from pathlib import Path

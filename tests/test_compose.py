@@ -185,7 +185,8 @@ def test_no_command_line_carries_a_password():
     assert spec["x-app"]["environment"]["SPARKSCALER_REDIS_URL"] == "redis://:${REDIS_PASSWORD:?}@redis:6379/0"
     carrying = [line.strip() for line in (ROOT / "docker-compose.yml").read_text().splitlines()
                 if "REDIS_PASSWORD" in line and not line.lstrip().startswith("#")]
-    assert [line.split(":")[0] for line in carrying] == ["REDIS_URL", "SPARKSCALER_REDIS_URL", "requirepass \"${REDIS_PASSWORD"]
+    assert [line.split(":")[0] for line in carrying] == ["REDIS_URL", "SPARKSCALER_REDIS_URL",
+                                                         "requirepass \"${REDIS_PASSWORD"]
 
 
 def _answers_with_auth_error(client: redis.Redis) -> bool:

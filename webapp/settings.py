@@ -143,7 +143,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (web, Celery worker, beat) share the demo database.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"})
-    DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_PATH", default=str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3"))}
+    test_db = str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")
+    DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_PATH", default=test_db)}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [{"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"}]
@@ -252,7 +253,7 @@ if not 0 < SCALER_COLLECT_SOFT_TIME_LIMIT_S < SCALER_COLLECT_TIME_LIMIT_S or SCA
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=REDIS_URL)
 CELERY_TASK_ACKS_LATE = True
-# Redis outages (issue 15). kombu 5.7's Redis transport closes the consumer's channel twice when the
+# Redis outages. kombu 5.7's Redis transport closes the consumer's channel twice when the
 # connection drops: the first close (in Connection.collect) stops at the dead socket, the second one
 # (in Connection.close) then restores the unacknowledged messages through a transport whose client
 # was already detached, and the AttributeError ('NoneType' ... 'hostname') from its ack-emulation QoS

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import sys
 
+from scaling.bench.acceptance import acceptance
 from scaling.bench.memory import describe_memory, format_memory_table, memory_target, run_memory_bench
 from scaling.bench.report import write_report
-from scaling.bench.run import SETTINGS, acceptance, describe_setting, format_table, run_bench
+from scaling.bench.run import SETTINGS, describe_setting, run_bench
+from scaling.bench.table import format_table
 
 
 def run_cli(*, quick: bool, seed: int, json_file: str | None, report: str | None,

@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from scaling.bench.run import DS2_OPTIONS, base_rate_per_s, bench_policy, bench_settings
 from scaling.sim import workloads
 from scaling.sim.baselines import config_for_load
-from scaling.sim.engine import Config, PolicyController, RunResult, capacity_per_s, derive_seed, simulate
+from scaling.sim.engine import Config, PolicyController, RunResult, capacity_per_s, simulate
+from scaling.sim.model import derive_seed
 from scaling.sim.topologies import CATALOG
 from scaling.sim.topologies import job as make_job
 from scaling.values.mode import Mode

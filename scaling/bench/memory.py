@@ -24,9 +24,9 @@ from scaling.bench.table import fmt
 from scaling.policy.memory import MemoryPolicy
 from scaling.sim import workloads
 from scaling.sim.baselines import oracle_configs
-from scaling.sim.engine import PolicyController, Rescale, derive_seed, simulate
+from scaling.sim.engine import PolicyController, Rescale, simulate
 from scaling.sim.memory import SimMemory, interval_oracle_mb_s, rule_oracle_mb_s
-from scaling.sim.model import CapacityCurve, SimJob, SimVertex
+from scaling.sim.model import CapacityCurve, SimJob, SimVertex, derive_seed
 from scaling.sim.topologies import demo
 from scaling.values.mode import Mode
 from scaling.values.topology import Edge

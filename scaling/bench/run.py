@@ -29,8 +29,8 @@ from scaling.sim.baselines import (
     oracle_configs,
     peak_config,
 )
-from scaling.sim.engine import Config, Controller, PolicyController, RunResult, derive_seed, simulate
-from scaling.sim.model import RUNNER_COSTS, RUNNER_PAUSE, Downtime, Noise, SimJob, SimSettings
+from scaling.sim.engine import Config, Controller, PolicyController, RunResult, simulate
+from scaling.sim.model import RUNNER_COSTS, RUNNER_PAUSE, Downtime, Noise, SimJob, SimSettings, derive_seed
 from scaling.sim.topologies import CATALOG
 from scaling.sim.topologies import job as make_job
 from scaling.sim.workloads import Trace
@@ -359,7 +359,3 @@ def run_bench(*, quick: bool = True, seed: int = 7, workloads_: Iterable[Workloa
         if progress:
             progress(f"{workload.name}: {sum(r.wall_s for r in found):.1f} s")
     return BenchResult(rows, runs, policy, seed, quick, time.perf_counter() - began, setting)
-
-
-from scaling.bench.acceptance import BASELINES, Target, acceptance, acceptance_notes  # noqa: E402,F401 - re-exported
-from scaling.bench.table import format_table  # noqa: E402,F401 - re-exported

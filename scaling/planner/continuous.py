@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from scaling.planner.ds2 import JobEvaluation, evaluate_job, selectivity, vertex_utilization
 from scaling.planner.gate import Gate, backlog_reason, job_gate, next_state
 from scaling.planner.vertex_scaler import BLOCKED, HELD, REQUIRED, VertexDecision, decide_vertex
+from scaling.policy.numbers import CEIL_MAX, INF, ceil_exact
 from scaling.policy.policy import Policy
 from scaling.values.metrics import VertexMetrics
 from scaling.values.mode import Mode
-from scaling.values.numbers import CEIL_MAX, INF, ceil_exact
 from scaling.values.plan import JobPlan, VertexPlan
 from scaling.values.reasons import Decision, HeldScaleDown, PlanReason, Reason, VertexReason
 from scaling.values.state import PendingScaleDown, ScalerState, ScalingRecord

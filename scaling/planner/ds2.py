@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from scaling.policy.numbers import INF, java_round
 from scaling.policy.policy import Policy
 from scaling.values.metrics import VertexMetrics
-from scaling.values.numbers import INF, java_round
 from scaling.values.topology import Topology
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from scaling.planner.sizing import MicroBatchModel
+from scaling.policy.numbers import ceil_exact
 from scaling.values.findings import ACTION_OF_CAUSE, Finding
-from scaling.values.numbers import ceil_exact
 
 
 def pinned_findings(job: MicroBatchModel, cores: int) -> tuple[Finding, ...]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from scaling.planner.signals import cores_not_adjustable
 from scaling.planner.sizing import MicroBatchModel, Sizing, _utilization
+from scaling.policy.numbers import INF
 from scaling.values.metrics import VertexMetrics
-from scaling.values.numbers import INF
 from scaling.values.reasons import Limit, PlanLimit, Reason
 
 __all__ = ["catch_up_limit", "cores_limit", "time_behind_s"]

@@ -36,10 +36,10 @@ from scaling.planner.sizing import (
     size_cores,
 )
 from scaling.planner.vertex_scaler import pinned_reason
+from scaling.policy.numbers import CEIL_MAX, INF, ceil_exact
 from scaling.policy.policy import Policy
 from scaling.values.metrics import ClusterState, VertexMetrics, job_utilization
 from scaling.values.mode import Mode
-from scaling.values.numbers import CEIL_MAX, INF, ceil_exact
 from scaling.values.plan import JobPlan, VertexPlan
 from scaling.values.readiness import SampleIssue
 from scaling.values.reasons import Decision, HeldScaleDown, Limit, PlanLimit, PlanReason, Reason, VertexReason

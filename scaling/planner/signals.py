@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from scaling.policy.numbers import ceil_exact
 from scaling.policy.policy import Policy
 from scaling.values.metrics import ClusterState, VertexMetrics
-from scaling.values.numbers import ceil_exact
 from scaling.values.plan import VertexPlan
 from scaling.values.readiness import SampleIssue
 from scaling.values.reasons import Limit, PlanLimit, PlanReason, Reason, VetoSignal

@@ -24,9 +24,9 @@ from scaling.planner.vertex_scaler import (
     parallelism_bounds,
     pinned_reason,
 )
+from scaling.policy.numbers import INF, ceil_exact
 from scaling.policy.policy import Policy
 from scaling.values.metrics import ClusterState, VertexMetrics, task_skew
-from scaling.values.numbers import INF, ceil_exact
 from scaling.values.reasons import Limit, PlanLimit
 from scaling.values.state import ScalerState
 from scaling.values.topology import Topology

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 
 from scaling.planner.ds2 import VertexEvaluation
+from scaling.policy.numbers import INF, ceil_exact
 from scaling.policy.policy import Policy
-from scaling.values.numbers import INF, ceil_exact
 from scaling.values.reasons import Reason, VertexChange, VertexReason
 from scaling.values.state import HISTORY_MAX_AGE_S, PendingScaleDown, ScalerState, ScalingRecord
 from scaling.values.topology import Topology, Vertex

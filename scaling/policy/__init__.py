@@ -1,1 +1,2 @@
-"""The policy: every option declared once, their types, ``Policy`` and excluded periods (the bottom room)."""
+"""The policy, at the bottom: every option declared once and its types, ``Policy``, excluded periods,
+the one finiteness check and Flink's rounding."""

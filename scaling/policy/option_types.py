@@ -4,9 +4,10 @@ and, where our default differs from Flink's, why; and the one check of a value a
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from enum import StrEnum
+
+from scaling.policy.numbers import is_finite_number
 
 
 class PolicyError(ValueError):
@@ -90,7 +91,7 @@ def _kind_error(option: Option, value: object) -> str | None:
         return None if option.nullable else "must be set, got null"
     kind = option.kind
     if kind == Kind.NUMBER:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if not is_finite_number(value):
             return f"must be a finite number, got {value!r}"
     elif kind == Kind.INTEGER:
         if isinstance(value, bool) or not isinstance(value, int):

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from scaling.policy.memory import MEMORY_OPTIONS, MemoryPolicy
+from scaling.policy.numbers import is_finite_number
 from scaling.policy.option_types import PolicyError
 from scaling.policy.options import OPTION
 from scaling.scenario.values import as_object, boolean, check_keys, fail, string
 from scaling.values.memory import MB, MemoryKnob, MemoryReading, WindowMemory
-from scaling.values.numbers import is_finite_number
 from scaling.values.reasons import MemoryKind
 
 __all__ = ["KNOB_KEYS", "MEMORY_KEYS", "READING_KEYS", "ScenarioMemory", "parse_readings", "parse_scenario_memory",

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from scaling.policy.numbers import is_finite_number
+
 __all__ = ["MAX_NUMBER", "MAX_PARALLELISM", "ScenarioError", "as_object", "boolean", "check_keys", "fail", "integer",
            "number", "string"]
 
@@ -37,7 +39,7 @@ MAX_PARALLELISM = 32768
 
 
 def number(value: Any, field: str, *, minimum: float | None = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -MAX_NUMBER <= value <= MAX_NUMBER:
+    if not is_finite_number(value) or not -MAX_NUMBER <= value <= MAX_NUMBER:
         raise fail(field, f"must be a finite number within ±{MAX_NUMBER:g}, got {json.dumps(value)}")
     if minimum is not None and value < minimum:
         raise fail(field, f"must be >= {minimum:g}, got {value}")

@@ -26,7 +26,7 @@ from scaling.values.mode import Mode
 from scaling.values.plan import JobPlan
 from scaling.values.reasons import Decision, PlanReason, Reason
 from scaling.values.request import PlanRequest
-from scaling.values.state import PendingScaleDown, ScalerState, ScalingRecord
+from scaling.values.state import PendingScaleDown, ScalingRecord
 from scaling.values.topology import Topology
 
 JOB_KEY = "job"
@@ -341,4 +341,4 @@ class ScheduleController:
 
 
 __all__ = ["DhalionPolicy", "ScheduleController", "UniformPolicy", "backpressure_fraction", "config_for_load",
-           "held_core_s", "oracle_configs", "peak_config", "ScalerState"]
+           "held_core_s", "oracle_configs", "peak_config"]

@@ -9,6 +9,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from scaling.policy.numbers import is_finite_number
 from scaling.values.load_change import change_point
 
 
@@ -23,7 +24,7 @@ def _check_rate(name: str, value: float | None) -> None:
 
 
 def _check_finite(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not is_finite_number(value):
         raise MetricsError(f"{name}: must be a finite number, got {value}")
 
 
@@ -56,7 +57,7 @@ class VertexMetrics:
             _check_rate(name, getattr(self, name))
         for name in ("records_in_per_s", "records_out_per_s", "backlog", "batch_overhead_s"):
             value = getattr(self, name)
-            if value is not None and math.isinf(value):
+            if value is not None and not is_finite_number(value):
                 raise MetricsError(f"{name}: must be finite, got {value}")
         for name in ("busy_time_ms_per_s", "busy_time_max_ms_per_s"):
             busy = getattr(self, name)

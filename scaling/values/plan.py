@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from scaling.policy.numbers import INF
 from scaling.values.findings import Finding
 from scaling.values.mode import Mode
-from scaling.values.numbers import INF
 from scaling.values.reasons import (
     AwaitingActivation,
     Decision,
@@ -28,7 +28,7 @@ from scaling.values.reasons import (
 )
 from scaling.values.state import ScalerState, ScalingRecord
 
-__all__ = ["PLAN_FORMAT", "JobPlan", "MemorySize", "PlanFormatError", "VertexPlan"]
+__all__ = ["PLAN_FORMAT", "JobPlan", "MemorySize", "VertexPlan"]
 
 PLAN_FORMAT = 2
 """The version ``JobPlan.to_json`` writes (``"format"``); a plan without one is the old shape."""

@@ -52,8 +52,6 @@ class VertexReason(StrEnum):
     SOURCE_SCALING_DISABLED = "source-scaling-disabled"
     INEFFECTIVE_BLOCKED = "ineffective-blocked"   # data: tpr_before, tpr_now, expected
     INEFFECTIVE_WARNING = "ineffective-warning"
-    BACKLOG_NO_SCALE_DOWN = "backlog-no-scale-down"  # no longer produced (backlog mode joins scale-downs, as
-    #                                                  Flink); kept so plans stored before still read
     HELD_SCALE_DOWN = "held-scale-down"    # data: current, target, due_s, first_at_s
     DELAYED_SCALE_DOWN_DUE = "delayed-scale-down-due"  # data: current, target, window_start_s
     SCALE_DOWN_WINDOW_NOT_BELOW = "scale-down-window-not-below"  # data: current, target, interval_s

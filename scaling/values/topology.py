@@ -8,6 +8,8 @@ from enum import StrEnum
 from functools import cached_property
 from graphlib import CycleError, TopologicalSorter
 
+from scaling.policy.numbers import is_finite_number
+
 SHIP_STRATEGIES = ("forward", "hash", "rebalance")
 
 
@@ -44,8 +46,7 @@ class Vertex:
     pin_cause: PinCause | None = None
 
     def __post_init__(self) -> None:
-        if self.retention_s is not None and not (isinstance(self.retention_s, (int, float))
-                                                 and 0 < self.retention_s < float("inf")):
+        if self.retention_s is not None and not (is_finite_number(self.retention_s) and self.retention_s > 0):
             raise TopologyError(f"vertices[{self.id}].retention_s: must be a finite number > 0, got {self.retention_s}")
         if not self.id:
             raise TopologyError("vertices[].id: must be a non-empty string")

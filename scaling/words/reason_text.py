@@ -289,7 +289,6 @@ _TEXT: dict[object, Callable[[Reason], str]] = {
     VertexReason.INEFFECTIVE_BLOCKED: lambda r: (
         f"blocked: {_gain(r.data)}; not scaling {r.data['current']} -> {r.data['to']}"),
     VertexReason.INEFFECTIVE_WARNING: lambda r: f"{_cause(r)}; warning: {_gain(r.data)}",
-    VertexReason.BACKLOG_NO_SCALE_DOWN: lambda r: "backlog mode: no scale-down",
     VertexReason.HELD_SCALE_DOWN: lambda r: (f"delayed scale-down {r.data['current']} -> {r.data['target']} held until "
                                              f"t={num(r.data['due_s'])} s (first recommended at "
                                              f"t={num(r.data['first_at_s'])} s)"),

@@ -4,12 +4,12 @@ and the newest batch's SQL execution over REST, and build the :class:`sparkclien
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from scaling.policy.numbers import is_finite_number
 from sparkclient.collector.batchwindow import window_batches
 from sparkclient.collector.rest import SparkRestError
 from sparkclient.collector.sample import JobSample
@@ -125,7 +125,7 @@ def collect_sample(
     ``window_s <= 0``. ``max_cores``: the cores the cluster or host has (the runner's capacity), None
     when unknown; more reported by ``/executors`` make the sample not ready (``JobSample.not_ready``).
     """
-    if not window_s > 0 or not math.isfinite(window_s):
+    if not is_finite_number(window_s) or window_s <= 0:
         raise ValueError(f"window_s must be a finite number > 0 seconds, got {window_s}")
     start_s = now_s - window_s
     jobs = dicts(client.jobs(app_id), "jobs")

@@ -32,7 +32,7 @@ from sparkclient.collector.sparkjson import (
 )
 
 __all__ = ["NONHEAP_PEAK_METRICS", "RESERVED_SYSTEM_MEMORY_BYTES", "ExecutorMemory", "MemorySample", "StateStoreMemory",
-           "executor_memory", "gc_share", "gc_shares_between", "heap_max_bytes", "memory_sample", "stages_gc_share",
+           "executor_memory", "gc_shares_between", "heap_max_bytes", "memory_sample", "stages_gc_share",
            "stages_heap_peak", "state_store_memory"]
 
 Json = Mapping[str, Any]

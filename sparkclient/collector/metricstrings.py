@@ -23,11 +23,11 @@ regular expression here runs in linear time (no two quantifiers compete for the 
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from scaling.policy.numbers import is_finite_number
 from sparkclient.collector.sparkjson import Problem
 
 __all__ = [
@@ -135,7 +135,7 @@ def _parse_scaled(text: str, units: dict[str, float] | dict[str, int], what: str
             f"not a Spark {what} metric: {text!r} (expected a number and one of {', '.join(units)})"
         )
     value = float(match.group(1).replace(",", "")) * units[match.group(2)]
-    if not math.isfinite(value) or abs(value) > 2**63:
+    if not is_finite_number(value) or abs(value) > 2**63:
         raise MetricStringError(Problem.TOO_LARGE, f"not a Spark {what} metric: {text[:40]!r}... is out of range")
     return int(round(value))
 

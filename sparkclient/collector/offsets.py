@@ -14,6 +14,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from scaling.policy.numbers import is_finite_number
 from sparkclient.collector.sparkjson import MAX_COUNT
 
 __all__ = ["SourceKind", "batch_cut_s", "flatten_offsets", "offset_number", "offset_total", "progress_sources",
@@ -39,18 +40,12 @@ class SourceKind(StrEnum):
 
 def offset_number(value: Any) -> float | None:
     """A finite number (numeric strings too) within ±2^53, else ``None``."""
-    if isinstance(value, bool):
-        return None
     if isinstance(value, str):
         try:
             value = float(value.strip())
         except ValueError:
             return None
-    if isinstance(value, int):
-        return float(value) if abs(value) <= MAX_COUNT else None
-    if isinstance(value, float):
-        return value if math.isfinite(value) and abs(value) <= MAX_COUNT else None
-    return None
+    return float(value) if is_finite_number(value) and abs(value) <= MAX_COUNT else None
 
 
 def flatten_offsets(offset: Any) -> dict[str, float] | float | None:

@@ -1,7 +1,6 @@
 """The plan operators each stage of a micro-batch runs, from Spark's SQL executions.
 
-Split out of :mod:`sparkclient.collector.topology` (which re-exports :func:`stage_operators`). The input is
-``/api/v1/applications/<id>/sql/<execution>?details=true`` JSON; see :func:`stage_operators` for
+The input is ``/api/v1/applications/<id>/sql/<execution>?details=true`` JSON; see :func:`stage_operators` for
 the rules (segments cut at shuffle exchanges, named by the ``(stage X.Y: task Z)`` references of
 their metric strings, or by position for single-task stages).
 """
@@ -369,7 +368,8 @@ def _segment_order(feeds: Mapping[int, set[int]], first_node: Mapping[int, int] 
     return order
 
 
-def _topological(by_id: Mapping[int, Json], downstream: Mapping[int, list[int]], upstream: Mapping[int, list[int]]) -> list[int]:
+def _topological(by_id: Mapping[int, Json], downstream: Mapping[int, list[int]],
+                 upstream: Mapping[int, list[int]]) -> list[int]:
     """The plan's nodes in data-flow order (graphlib), the highest ``nodeId`` first among the nodes
     ready at each step. A cycle (Spark's plans have none) leaves its nodes, and those after it, to
     the end, by ``nodeId`` descending."""

@@ -20,8 +20,9 @@ from sparkclient.contract import keys
 
 
 def batch_end_epoch_s(progress: dict[str, Any]) -> float:
-    """When the batch of ``progress`` completed, in epoch seconds (:func:`sparkclient.collector.batchwindow.batch_end_s`:
-    ``timestamp + durationMs.triggerExecution``); the current time when it has no parsable timestamp."""
+    """When the batch of ``progress`` completed, in epoch seconds
+    (:func:`sparkclient.collector.batchwindow.batch_end_s`: ``timestamp + durationMs.triggerExecution``);
+    the current time when it has no parsable timestamp."""
     try:
         return batch_end_s(progress)
     except ValueError:

@@ -8,7 +8,7 @@ Transport errors, HTTP 429 and 5xx are retried a bounded number of times with ex
 back-off (tenacity); anything else, or the last failure, raises :class:`SparkRestError`.
 The client counts the HTTP requests it makes (``requests``, retries included) and, given a budget
 (``max_requests``, ``time_budget_s``), makes none past it (:class:`RequestBudgetSpent`).
-The metric-string parsers live in :mod:`sparkclient.collector.metricstrings` and are re-exported here.
+The metric strings of its payloads are parsed by :mod:`sparkclient.collector.metricstrings`.
 """
 
 from __future__ import annotations
@@ -26,25 +26,10 @@ from tenacity import (
     wait_exponential,
 )
 
-from sparkclient.collector.metricstrings import (
-    MetricStats,
-    parse_bytes,
-    parse_count,
-    parse_duration_ms,
-    parse_size_stats,
-    stage_refs,
-)
-
 __all__ = [
-    "MetricStats",
     "RequestBudgetSpent",
     "SparkRestClient",
     "SparkRestError",
-    "parse_bytes",
-    "parse_count",
-    "parse_duration_ms",
-    "parse_size_stats",
-    "stage_refs",
 ]
 
 JSON = Any

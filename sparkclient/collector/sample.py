@@ -5,11 +5,11 @@ the mapping rules are in :mod:`sparkclient.collector.topology`'s docstring."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
 
+from scaling.policy.numbers import is_finite_number
 from scaling.values.readiness import SampleIssue
 from sparkclient.collector.memory import MemorySample
 from sparkclient.collector.sources import BacklogUnknown
@@ -32,7 +32,7 @@ def _check_numbers(obj: Any, prefix: str) -> None:
         value = getattr(obj, f.name)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
-        if not math.isfinite(value) or value < 0:
+        if not is_finite_number(value) or value < 0:
             raise SampleError(f"{prefix}{f.name}", value)
 
 

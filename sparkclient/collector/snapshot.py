@@ -108,8 +108,9 @@ def sample_to_scenario(
     ``source_progress``: a progress of the same run, for the source's partition count;
     ``stateful_positions``: stage positions to pin (default:
     :func:`sparkclient.collector.model_inputs.stateful_positions`). The mapping is
-    :func:`sparkclient.collector.model_inputs.model_inputs`, the one the webapp's evaluation uses. Raises ``ValueError`` when the sample has no vertex
-    (no completed batch of the run in the window, or its jobs are not in REST any more), and
+    :func:`sparkclient.collector.model_inputs.model_inputs`, the one the webapp's evaluation uses.
+    Raises ``ValueError`` when the sample has no vertex (no completed batch of the run in the window,
+    or its jobs are not in REST any more), and
     :class:`ScenarioRefusedError` when the scaler's evaluator refuses the document it makes.
     """
     if not sample.vertices:
@@ -121,7 +122,8 @@ def sample_to_scenario(
     if sample.rates_unavailable is not None:
         raise RatesUnavailableError(sample.rates_unavailable, sample.run_id)
     if not sample.window_s > 0:
-        raise ValueError(f"the sample of run {sample.run_id} spans no time (window_s={sample.window_s}); widen the window")
+        raise ValueError(
+            f"the sample of run {sample.run_id} spans no time (window_s={sample.window_s}); widen the window")
     sources = len({u.index for u in sample.backlog_unknown})
     all_unknown = bool(sample.backlog_unknown) and sample.backlog == 0 and sources >= 1
     pinned = detect_stateful(sample) if stateful_positions is None else frozenset(stateful_positions)

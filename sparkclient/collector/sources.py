@@ -47,7 +47,6 @@ from typing import Any
 
 from sparkclient.collector.offsets import (
     SourceKind,
-    batch_cut_s,
     flatten_offsets,
     offset_number,
     offset_total,
@@ -64,14 +63,8 @@ from sparkclient.collector.sparkjson import MAX_COUNT
 __all__ = [
     "BacklogUnknown",
     "BacklogUnknownReason",
-    "SourceKind",
     "SourcesReport",
-    "batch_cut_s",
-    "flatten_offsets",
     "measure_sources",
-    "rate_creation_s",
-    "source_backlog",
-    "source_kind",
 ]
 
 Json = dict[str, Any]

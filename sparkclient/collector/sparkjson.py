@@ -9,10 +9,11 @@ silently coerced.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
+
+from scaling.policy.numbers import is_finite_number
 
 __all__ = [
     "MAX_CORES",
@@ -98,7 +99,7 @@ def finite(value: Any, field: str, *, minimum: float | None = 0.0) -> float:
             raise SparkDataError(field, Problem.TOO_LARGE, f"a number below {MAX_COUNT}", value) from None
     else:
         raise SparkDataError(field, Problem.WRONG_TYPE, "a number", value)
-    if not math.isfinite(number):
+    if not is_finite_number(number):
         raise SparkDataError(field, Problem.NOT_FINITE, "a finite number", value)
     if abs(number) > MAX_COUNT:
         raise SparkDataError(field, Problem.TOO_LARGE, f"a number below {MAX_COUNT}", value)

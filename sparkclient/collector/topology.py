@@ -76,11 +76,11 @@ a :class:`sparkclient.collector.sparkjson.SparkDataError` naming the field, neve
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from scaling.policy.numbers import is_finite_number
 from sparkclient.collector.batchwindow import (
     BatchWindow,
     batch_end_s,
@@ -91,43 +91,22 @@ from sparkclient.collector.batchwindow import (
     window_batches,
 )
 from sparkclient.collector.memory import MemorySample, memory_sample
-from sparkclient.collector.offsets import flatten_offsets, source_backlog
-from sparkclient.collector.plan import stage_operators
 from sparkclient.collector.readiness import sample_issues
-from sparkclient.collector.sample import JobSample, RatesUnavailable, SampleError, VertexSample
+from sparkclient.collector.sample import JobSample, RatesUnavailable, VertexSample
 from sparkclient.collector.sources import SourcesReport, measure_sources
 from sparkclient.collector.sparkjson import SparkDataError, as_dict, dicts, get_count, get_float, get_list
 from sparkclient.collector.stages import (
     batch_jobs,
     batch_stages,
     executors_and_cores,
-    rest_time_s,
     stage_index,
     stages_running_s,
-    vertex_id,
     vertex_order,
 )
 from sparkclient.collector.vertices import SlowestTask, window_vertices
 
 __all__ = [
-    "BatchWindow",
-    "JobSample",
-    "RatesUnavailable",
-    "SampleError",
-    "VertexSample",
-    "batch_end_s",
-    "batch_jobs",
-    "batch_stages",
-    "executors_and_cores",
-    "flatten_offsets",
-    "progress_time_s",
-    "rest_time_s",
     "sample_from_rest",
-    "source_backlog",
-    "stage_operators",
-    "stages_running_s",
-    "vertex_id",
-    "window_batches",
 ]
 
 Json = dict[str, Any]
@@ -239,9 +218,9 @@ def _window(progresses: Sequence[Json], run_id: str, trigger_interval_s: float, 
             window_end_s: float) -> tuple[BatchWindow, list[Json], float]:
     """The window (:func:`window_batches`), its batches and its span, seconds (the batches' span, else
     the window's bounds). Raises ``ValueError`` for a negative or non-finite trigger interval or bound."""
-    if not math.isfinite(trigger_interval_s) or trigger_interval_s < 0:
+    if not is_finite_number(trigger_interval_s) or trigger_interval_s < 0:
         raise ValueError(f"trigger_interval_s must be a finite number >= 0 seconds, got {trigger_interval_s}")
-    if not math.isfinite(window_end_s) or (window_start_s is not None and not math.isfinite(window_start_s)):
+    if not is_finite_number(window_end_s) or (window_start_s is not None and not is_finite_number(window_start_s)):
         raise ValueError(f"window bounds must be finite, got [{window_start_s}, {window_end_s})")
     window = window_batches(progresses, run_id=run_id, window_start_s=window_start_s, window_end_s=window_end_s)
     batches = list(window.batches)

@@ -45,7 +45,8 @@ REPARTITIONABLE_STATE_STORES = frozenset({ROCKSDB_PROVIDER})
 
 __all__ = ["OFFLINE_UNSAFE_SINKS", "REPARTITIONABLE_STATE_STORES", "BindingStatus", "MismatchReason", "PinReason",
            "PlanStage", "StageBinding", "StageInput", "bind_stages", "disagreeing_bindings",
-           "offline_repartition_blocker", "plan_stages_from_json", "plan_stages_of", "plan_stages_to_json", "with_state_store"]
+           "offline_repartition_blocker", "plan_stages_from_json", "plan_stages_of", "plan_stages_to_json",
+           "with_state_store"]
 
 #: Sinks (``Sink`` class simple names) that keep a batch log of their own, which the offline
 #: repartition's extra batch ``N+1`` (offsets and commit only) leaves with a hole: the file sink's

@@ -1,9 +1,8 @@
 """The runner's control protocol: typed command, result and status, over Redis.
 
 One module for the runner, the web app and the test fakes alike. The messages and their parsers are
-in :mod:`sparkclient.contract.messages` (imported here, so ``control.RescaleCommand`` and the others
-work); Redis contents are input: every ``from_*`` parser checks types and returns a value or raises
-:class:`ProtocolError`.
+in :mod:`sparkclient.contract.messages`; Redis contents are input: every ``from_*`` parser checks types
+and returns a value or raises :class:`~sparkclient.contract.messages.ProtocolError`.
 
 - **Command**: stream ``ss:control:{job}``, field ``json`` = :meth:`RescaleCommand.to_json`.
 - **Result**: string ``ss:control:{job}:result:{id}`` = :meth:`RescaleResult.to_json`.
@@ -24,33 +23,15 @@ import redis
 
 from sparkclient.contract import keys
 from sparkclient.contract.messages import (
-    MAX_TEXT,
-    FailureCode,
-    ProtocolError,
     RescaleCommand,
-    RescalePath,
     RescaleResult,
-    ResultStatus,
-    RunnerState,
     RunnerStatus,
-    StandbyUse,
     StatusUpdate,
 )
 
 __all__ = [
-    "MAX_TEXT",
     "ControlAuthError",
     "ControlUnreachable",
-    "FailureCode",
-    "ProtocolError",
-    "RescaleCommand",
-    "RescalePath",
-    "RescaleResult",
-    "ResultStatus",
-    "RunnerState",
-    "RunnerStatus",
-    "StandbyUse",
-    "StatusUpdate",
     "connect",
     "get_result",
     "read_status",

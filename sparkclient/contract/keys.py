@@ -71,7 +71,8 @@ def config(job: str) -> str:
 
 
 def checkpoint_lease(job: str) -> str:
-    """The lease on the job's checkpoint: held by the one driver whose query may run (:mod:`sparkclient.runner.lease`)."""
+    """The lease on the job's checkpoint: held by the one driver whose query may run
+    (:mod:`sparkclient.runner.lease`)."""
     return f"{PREFIX}runner:{job}:lease"
 
 

@@ -9,12 +9,13 @@ Redis contents are input: every ``from_*`` parser checks types and returns a val
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
+
+from scaling.policy.numbers import is_finite_number
 
 __all__ = [
     "hash_text",
@@ -115,7 +116,7 @@ def _text(name: str, value: Any, *, required: bool = True) -> str:
 def _number(name: str, value: Any, *, allow_none: bool = False) -> float | None:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if not is_finite_number(value) or value < 0:
         raise ProtocolError(name, f"must be a finite number >= 0, got {value!r:.80}")
     return float(value)
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import redis
 
+from scaling.policy.numbers import is_finite_number
 from sparkclient.contract import keys
 from sparkclient.contract.messages import MAX_TEXT, ProtocolError, hash_text, knob_values
 
@@ -104,8 +105,7 @@ class StandbyRequest:
 
 
 def _seconds(name: str, value: Any, top: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0 <= value <= top:
+    if not is_finite_number(value) or not 0 <= value <= top:
         raise ProtocolError(name, f"must be a finite number of seconds in [0, {top:g}], got {value!r:.80}")
     return float(value)
 
@@ -186,7 +186,7 @@ def _number(name: str, text: str | None) -> float | None:
         value = float(text)
     except ValueError:
         raise ProtocolError(name, f"must be a number, got {text!r:.40}") from None
-    if not math.isfinite(value) or value < 0:
+    if not is_finite_number(value) or value < 0:
         raise ProtocolError(name, f"must be a finite number >= 0, got {text!r:.40}")
     return value
 

@@ -36,7 +36,8 @@ Per run it records, from the runner's result and the backlog sampled every 0.25 
 
 It prints, per path, the median, min and max of each figure and whether every run was exactly once,
 and for each handover where its time went (seconds after the command of each step the runner stamps,
-:class:`sparkclient.runner.handover.HandoverStep`, and of the first batch); ``--json`` also writes every run. The figures depend on the machine and its load: run it on a quiet one.
+:class:`sparkclient.runner.handover.HandoverStep`, and of the first batch); ``--json`` also writes
+every run. The figures depend on the machine and its load: run it on a quiet one.
 """
 
 from __future__ import annotations
@@ -59,8 +60,9 @@ import redis
 
 from scaling.forecast.rescale_cost import LagSample, measured_time_to_effect_s, rescale_cost
 from sparkclient.contract import keys
-from sparkclient.contract.control import RescaleCommand, read_status, send_command, wait_result
+from sparkclient.contract.control import read_status, send_command, wait_result
 from sparkclient.contract.load import set_rate
+from sparkclient.contract.messages import RescaleCommand
 from sparkclient.contract.standby import (
     HandoverState,
     StandbyAction,
@@ -144,7 +146,8 @@ class Bench:
         return float(latest - sum(int(v) for v in end.values())) if isinstance(end, dict) else float(latest)
 
     def sample(self) -> LagSample:
-        """The backlog now, as a :class:`~scaling.forecast.rescale_cost.LagSample` (arrivals at the generator's rate)."""
+        """The backlog now, as a :class:`~scaling.forecast.rescale_cost.LagSample` (arrivals at the
+        generator's rate)."""
         return LagSample(time.monotonic(), self.backlog(), self.rate)
 
     def prepare_standby(self, proposal: str, knobs: dict[str, int]) -> float:
@@ -327,7 +330,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=300.0, help="generator events/s")
     parser.add_argument("--paths", default=",".join(PATHS))
     parser.add_argument("--json", help="write every run to this file")
-    parser.add_argument("--keep", help="work in this directory and keep it (the drivers' logs), instead of a temporary one")
+    parser.add_argument("--keep",
+                        help="work in this directory and keep it (the drivers' logs), instead of a temporary one")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -54,7 +54,8 @@ def replay_answer(replay: Replay, clock: Callable[[], float] = time.time) -> Ans
     and its stages' ``taskSummary``; anything else is a JSON 404."""
     capture = replay.capture
     base = f"/api/v1/applications/{capture.app_id}"
-    static = {"/api/v1/applications": json_bytes(capture.applications), f"{base}/executors": json_bytes(capture.executors)}
+    static = {"/api/v1/applications": json_bytes(capture.applications),
+              f"{base}/executors": json_bytes(capture.executors)}
 
     found: dict[str, bytes] = {}  # SQL executions and task summaries, the same bytes for every job
 

@@ -147,7 +147,8 @@ class Replay:
         """When replay batch ``k`` completed (its ``timestamp`` + ``triggerExecution``), epoch seconds."""
         cycle, i = self._parts(k)
         template = self.templates[i]
-        return parse_time(template["timestamp"]) + self._delta(cycle) + template["durationMs"]["triggerExecution"] / 1000
+        took_s = template["durationMs"]["triggerExecution"] / 1000
+        return parse_time(template["timestamp"]) + self._delta(cycle) + took_s
 
     def completed(self, now_s: float) -> int:
         """The newest replay batch completed by ``now_s`` (-1 before the first)."""

@@ -1,7 +1,7 @@
 """The idempotency keys a runner applied, each with its first result, kept in the job's workdir.
 
 Every attempt of one logical rescale carries the same ``idempotency_key``
-(:class:`sparkclient.contract.control.RescaleCommand`). A command whose result was lost (Redis went
+(:class:`sparkclient.contract.messages.RescaleCommand`). A command whose result was lost (Redis went
 away while the runner wrote it) is sent again after the web app's lease; the runner looks the key up
 here and answers the repeat with the first result, :meth:`RescaleResult.replayed_as`, without
 touching the query, as long as the knob values that apply set are still the ones running. Only a
@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkclient.contract.control import FailureCode, ProtocolError, RescaleCommand, RescaleResult
+from sparkclient.contract.messages import FailureCode, ProtocolError, RescaleCommand, RescaleResult
 
 log = logging.getLogger(__name__)
 

@@ -52,8 +52,9 @@ import redis
 from sparkclient.collector.progress import ran_a_batch
 from sparkclient.contract import control, keys
 from sparkclient.contract.binding import plan_stages_of, plan_stages_to_json, with_state_store
-from sparkclient.contract.control import (
+from sparkclient.contract.messages import (
     FailureCode,
+    ProtocolError,
     RescaleCommand,
     RescalePath,
     RescaleResult,
@@ -65,13 +66,11 @@ from sparkclient.contract.spec import KnobTarget, PipelineSpec, knobs_to_json, v
 from sparkclient.runner.applied import AppliedKeys
 from sparkclient.runner.executors import ExecutorScaler, supports_in_place
 from sparkclient.runner.firstbatch import FIRST_BATCH_TIMEOUT_S, FirstBatchWatch
-from sparkclient.runner.handover import HANDOVER_READY_TIMEOUT_S, keep_timings, pending_standby, read_pending
+from sparkclient.runner.handover import keep_timings, pending_standby, read_pending
 from sparkclient.runner.lease import LEASE_TTL_S, CheckpointLease
 from sparkclient.runner.progress import RedisProgressListener
-from sparkclient.runner.rescale import EXIT_HANDED_OVER, RescalePaths
+from sparkclient.runner.rescale import RescalePaths
 from sparkclient.runner.session import (
-    BATCH_WAIT_TIMEOUT_S,
-    PROJECT_ROOT,
     build_session,
     checkpoint_has_state,
     start_query,
@@ -81,8 +80,7 @@ from sparkclient.runner.staterepartition import StateRepartitionError, checkpoin
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BATCH_WAIT_TIMEOUT_S", "EXIT_HANDED_OVER", "EXIT_RESTART", "EXIT_STANDBY_ABORTED", "FIRST_BATCH_TIMEOUT_S",
-           "HANDOVER_READY_TIMEOUT_S", "PROJECT_ROOT", "Driver", "checkpoint_has_state", "load_knob_values"]
+__all__ = ["EXIT_RESTART", "Driver", "load_knob_values"]
 
 #: Driver exit code asking the supervisor for an immediate restart (EX_TEMPFAIL).
 EXIT_RESTART = 75
@@ -248,7 +246,7 @@ class Driver(RescalePaths, StandbyRole):
         try:
             try:
                 command = RescaleCommand.from_json(fields.get("json"))
-            except control.ProtocolError as exc:
+            except ProtocolError as exc:
                 raw_id = RescaleCommand.id_of(fields.get("json"))
                 log.error("malformed control entry %s: %s", entry_id, exc)
                 if raw_id is not None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from sparkclient.collector.batchwindow import progress_time_s
 from sparkclient.collector.progress import batch_end_epoch_s
-from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, ResultStatus, StandbyUse
+from sparkclient.contract.messages import FailureCode, RescalePath, RescaleResult, ResultStatus, StandbyUse
 
 __all__ = ["FIRST_BATCH_TIMEOUT_S", "AwaitedRescale", "FirstBatchWatch"]
 

@@ -42,13 +42,13 @@ from typing import Any
 import redis
 
 from sparkclient.contract import keys
-from sparkclient.contract.control import StatusUpdate, write_status
-from sparkclient.contract.messages import StandbyUse
+from sparkclient.contract.control import write_status
+from sparkclient.contract.messages import StandbyUse, StatusUpdate
 from sparkclient.contract.standby import HandoverState
 
-__all__ = ["HANDOVER_READY_TIMEOUT_S", "TIMINGS_TTL_S", "HandoverState", "HandoverStep", "Pending", "cancel_prepared",
-           "claim_prepared", "keep_timings", "knobs_text", "mark", "mark_as", "open_prepared", "pending_standby",
-           "read_pending", "read_timings", "record_pending", "request_standby", "wait_for_release"]
+__all__ = ["HANDOVER_READY_TIMEOUT_S", "TIMINGS_TTL_S", "HandoverStep", "Pending", "cancel_prepared", "claim_prepared",
+           "keep_timings", "knobs_text", "mark", "mark_as", "open_prepared", "pending_standby", "read_pending",
+           "read_timings", "record_pending", "request_standby", "wait_for_release"]
 
 #: How long the running driver waits for its standby to be ready before failing the rescale, seconds.
 HANDOVER_READY_TIMEOUT_S = 240.0

@@ -19,7 +19,8 @@ import redis
 from pyspark.sql.streaming import StreamingQueryListener
 
 from sparkclient.contract import keys
-from sparkclient.contract.control import StatusUpdate, write_status
+from sparkclient.contract.control import write_status
+from sparkclient.contract.messages import StatusUpdate
 
 log = logging.getLogger(__name__)
 

@@ -23,25 +23,20 @@ from typing import Any
 
 from sparkclient.contract import control, keys
 from sparkclient.contract.binding import PinReason, offline_repartition_blocker
-from sparkclient.contract.control import (
+from sparkclient.contract.messages import (
     FailureCode,
     RescaleCommand,
     RescalePath,
     RescaleResult,
+    ResultStatus,
     RunnerState,
     StandbyUse,
     StatusUpdate,
 )
 from sparkclient.contract.sparkconf import effective_memory_knobs, launch_settings
 from sparkclient.contract.spec import KnobError, validate_values
-from sparkclient.runner.handover import (
-    HANDOVER_READY_TIMEOUT_S,
-    HandoverState,
-    HandoverStep,
-    mark,
-    record_pending,
-    request_standby,
-)
+from sparkclient.contract.standby import HandoverState
+from sparkclient.runner.handover import HANDOVER_READY_TIMEOUT_S, HandoverStep, mark, record_pending, request_standby
 from sparkclient.runner.procgroup import yield_cpu
 from sparkclient.runner.session import (
     BATCH_WAIT_TIMEOUT_S,
@@ -108,7 +103,7 @@ class RescalePaths:
             return None
         new, old = checked, dict(self.values)
         if new == old:
-            self._write_result(RescaleResult(id=command.id, status=control.ResultStatus.SUCCEEDED,
+            self._write_result(RescaleResult(id=command.id, status=ResultStatus.SUCCEEDED,
                                              path=RescalePath.NONE, knobs=new, standby=StandbyUse.NONE))
             return None
         repartition = self._needs_repartition(old, new)
@@ -176,7 +171,7 @@ class RescalePaths:
         old[self.executors_knob.name] = self.executors(new)
         self._commit_values(old)
         if new == old:
-            self._write_result(RescaleResult(id=command.id, status=control.ResultStatus.SUCCEEDED,
+            self._write_result(RescaleResult(id=command.id, status=ResultStatus.SUCCEEDED,
                                              path=RescalePath.IN_PLACE, knobs=new,
                                              executor_change_s=change.duration_s, first_batch_at=time.time(),
                                              standby=StandbyUse.NONE))

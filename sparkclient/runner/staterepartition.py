@@ -38,9 +38,6 @@ from sparkclient.contract.binding import HDFS_PROVIDER, REPARTITIONABLE_STATE_ST
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "HDFS_PROVIDER",
-    "REPARTITIONABLE_STATE_STORES",
-    "ROCKSDB_PROVIDER",
     "CheckpointInfo",
     "RepartitionResult",
     "StateRepartitionError",

@@ -37,14 +37,16 @@ from pathlib import Path
 import httpx
 
 from sparkclient.contract import control, keys
-from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, RunnerState, StatusUpdate
+from sparkclient.contract.messages import FailureCode, RescalePath, RescaleResult, RunnerState, StatusUpdate
 from sparkclient.contract.sparkconf import launch_settings
 from sparkclient.contract.spec import KnobError, PipelineLoadError, load_pipeline, validate_values
+from sparkclient.contract.standby import HandoverState
 from sparkclient.runner.arguments import parse_pairs
-from sparkclient.runner.driver import EXIT_HANDED_OVER, EXIT_RESTART, Driver, load_knob_values
-from sparkclient.runner.handover import HandoverState, mark_as
+from sparkclient.runner.driver import EXIT_RESTART, Driver, load_knob_values
+from sparkclient.runner.handover import mark_as
 from sparkclient.runner.lease import LeaseUnavailable, release_token
 from sparkclient.runner.procgroup import end_process_group
+from sparkclient.runner.rescale import EXIT_HANDED_OVER
 from sparkclient.runner.standby import StandbyKeeper
 
 log = logging.getLogger(__name__)

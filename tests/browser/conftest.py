@@ -57,7 +57,7 @@ def page(chromium, live_server):
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.js_errors = errors
-    # Issue 16: no console error, page error or failed request (favicon included) on any page.
+    # No console error, page error or failed request (favicon included) on any page.
     problems: list[str] = []
     page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
     page.on("console", lambda msg: msg.type == "error" and problems.append(f"console error: {msg.text}"))

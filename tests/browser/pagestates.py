@@ -119,10 +119,10 @@ def inconclusive() -> tuple[Job, Proposal]:
     now = timezone.now()
     last = MetricSnapshot.objects.filter(job=h.job).order_by("collected_at").last()
     for i in range(STALL_WINDOWS):
-        MetricSnapshot.objects.create(job=h.job, collected_at=now - timedelta(seconds=window_s * (STALL_WINDOWS - 1 - i)),
-                                      run_id=last.run_id, config=last.config, window_s=window_s, batches=0,
-                                      backlog=last.backlog, executors=last.executors, cores=last.cores,
-                                      trigger_interval_s=last.trigger_interval_s)
+        collected_at = now - timedelta(seconds=window_s * (STALL_WINDOWS - 1 - i))
+        MetricSnapshot.objects.create(job=h.job, collected_at=collected_at, run_id=last.run_id, config=last.config,
+                                      window_s=window_s, batches=0, backlog=last.backlog, executors=last.executors,
+                                      cores=last.cores, trigger_interval_s=last.trigger_interval_s)
     verified = proposal_verify(proposal=proposal, now=now)
     assert verified.verification == Proposal.Verification.INCONCLUSIVE, verified.verification_detail
     assert verified.verification_detail["batches"] == 0

@@ -1,12 +1,13 @@
-"""Issue 7, acceptance 4: ``bench-report.html`` opens in Chromium with no network access and renders
+"""``bench-report.html`` opens in Chromium with no network access and renders
 one Plotly panel per workload (the quick benchmark's)."""
 
 from __future__ import annotations
 
 import pytest
 
+from scaling.bench.acceptance import acceptance_notes
 from scaling.bench.report import write_report
-from scaling.bench.run import QUICK, acceptance_notes, run_bench
+from scaling.bench.run import QUICK, run_bench
 
 
 @pytest.fixture(scope="module")

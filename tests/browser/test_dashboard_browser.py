@@ -114,7 +114,8 @@ def test_approve_a_proposal_and_watch_the_execution_succeed_without_reload(page,
     page.goto(f"/proposals/{pending.pk}/")
     assert page.locator("#status").get_attribute("data-status") == "pending"
     assert page.locator("#vertex-table tbody tr").count() == 3
-    assert "measured" in page.locator("#downtime").inner_text() or "configured" in page.locator("#downtime").inner_text()
+    downtime = page.locator("#downtime").inner_text()
+    assert "measured" in downtime or "configured" in downtime
     screenshot(page, "proposal-page")
 
     page.click("#approve")
@@ -135,7 +136,7 @@ def test_approve_a_proposal_and_watch_the_execution_succeed_without_reload(page,
 
 
 def test_history_page_rolls_back_only_once_confirmed(page, worker):
-    """Issue 16, acceptance 5: rollback without confirming does nothing; with confirming, it rolls back."""
+    """Rollback without confirming does nothing; with confirming, it rolls back."""
     make_role_user("operator")
     job = make_job("rollback-me", metric_window_s=45)
     make_snapshots(job, count=4)

@@ -1,4 +1,4 @@
-"""Issue 16, acceptance 1-4: every page in every state an operator meets, in Chromium.
+"""Every page in every state an operator meets, in Chromium.
 
 States (set up through the database and services, no Spark): healthy; overloaded with a pending
 proposal; restarting; suspended; held scale-down. For each, the overview, job, proposal (when there
@@ -142,8 +142,8 @@ def test_overloaded_with_a_pending_proposal(page):
     assert f"proposal #{pending.pk}" in page.locator("#proposal").inner_text()
     # Stage names are the same in the graph, the charts and the proposal page.
     graph = set(page.evaluate("() => document.getElementById('dag').data[0].text"))
-    charts = {n.removesuffix(" utilization") for n in
-              page.evaluate("() => document.getElementById('series').data.map(t => t.name)") if n.endswith("utilization")}
+    series = page.evaluate("() => document.getElementById('series').data.map(t => t.name)")
+    charts = {n.removesuffix(" utilization") for n in series if n.endswith("utilization")}
     assert graph == charts == {"stage 0", "stage 1", "stage 2"}
     visit(page, f"/proposals/{pending.pk}/", "overloaded-proposal", ready="#vertex-table")
     assert set(page.locator("#vertex-table td.stage").all_inner_texts()) <= {"stage 0", "stage 1", "stage 2",

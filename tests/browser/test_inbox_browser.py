@@ -1,4 +1,4 @@
-"""Issue 32, acceptance 5: the inbox lists each waiting item and links to it, in Chromium
+"""The inbox lists each waiting item and links to it, in Chromium
 (screenshot: ``test-artifacts/inbox.png``)."""
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ MAX_PER_BATCH = 3000  # admission control (records per micro-batch), as maxOffse
 
 def backlog(client: redis.Redis) -> float | None:
     """The source backlog (latest − end offset) of the newest progress that reports one."""
+    from sparkclient.collector.offsets import source_backlog
     from sparkclient.collector.progress import read_progress
-    from sparkclient.collector.topology import source_backlog
 
     for progress in reversed(read_progress(client, JOB)):
         value = source_backlog(progress["sources"][0]) if progress.get("sources") else None
@@ -58,8 +58,8 @@ def system(redis_server, live_server, celery_broker, settings, tmp_path):
     client.flushdb()
     db_path = connection.settings_dict["NAME"]
     env = {**os.environ, "REDIS_URL": redis_server.url, "DATABASE_URL": f"sqlite:///{db_path}",
-           "PYSPARK_PYTHON": sys.executable, "SCALER_COLLECT_INTERVAL_S": "5", "SCALER_STABILIZATION_S": "10", "PYTHONUNBUFFERED": "1",
-           "SCALER_EXECUTION_TIMEOUT_S": "180"}
+           "PYSPARK_PYTHON": sys.executable, "SCALER_COLLECT_INTERVAL_S": "5", "SCALER_STABILIZATION_S": "10",
+           "PYTHONUNBUFFERED": "1", "SCALER_EXECUTION_TIMEOUT_S": "180"}
     group = ProcessGroup(log_dir=tmp_path / "logs", env=env)
     job = job_register(name=JOB, topic=TOPIC, query_name=f"{JOB}-query",
                        policy={"metric_window_s": 20, "catch_up_duration_s": 60, "restart_time_s": 5, "max_cores": 4})
@@ -68,7 +68,8 @@ def system(redis_server, live_server, celery_broker, settings, tmp_path):
                                   "--topic", TOPIC, "--partitions", "2", "--rate", str(RATE)])
         knobs = {"cores": 1, "source_partitions": 1, "enrich_partitions": 1, "state_partitions": 2,
                  "trigger_interval_s": 2, "enrich_latency_ms": 3, "max_records_per_batch": MAX_PER_BATCH}
-        group.start("runner", ["python", "-m", "sparkclient", "run", "--pipeline", "sparkclient.demo.examples.nexmark:build",
+        group.start("runner", ["python", "-m", "sparkclient", "run",
+                               "--pipeline", "sparkclient.demo.examples.nexmark:build",
                                "--job", JOB, "--redis-url", redis_server.url, "--workdir", str(tmp_path / "runner"),
                                "--ui-port", "4051", *[a for k, v in knobs.items() for a in ("--knob", f"{k}={v}")]],
                     extra_env={"NEXMARK_TOPIC": TOPIC})

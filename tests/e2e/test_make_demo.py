@@ -1,4 +1,4 @@
-"""``make demo`` smoke test (issue 18 finding 5): start the demo as ``make demo`` does
+"""``make demo`` smoke test: start the demo as ``make demo`` does
 (``python -m sparkclient.demo``), wait for the dashboard and the first metric snapshot, sign in with the
 admin password it prints, then stop it with Ctrl-C (SIGINT) and check that no process it started
 is left behind (psutil)."""
@@ -52,9 +52,9 @@ def test_make_demo_starts_collects_metrics_and_stops_without_orphans(tmp_path):
     env.update({"SPARKSCALER_VAR_DIR": str(var), "PYSPARK_PYTHON": sys.executable, "PYTHONUNBUFFERED": "1"})
     log = tmp_path / "demo.log"
     with log.open("w") as out:
-        demo = subprocess.Popen([sys.executable, "-m", "sparkclient.demo", "--port", str(port), "--collect-interval-s", "5",
-                                 "--rate", "50", "--partitions", "2"], cwd=ROOT, env=env, stdout=out,
-                                stderr=subprocess.STDOUT)
+        demo = subprocess.Popen([sys.executable, "-m", "sparkclient.demo", "--port", str(port),
+                                 "--collect-interval-s", "5", "--rate", "50", "--partitions", "2"],
+                                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     started: set[tuple[int, float]] = set()
 
     def note_children() -> None:

@@ -1,4 +1,4 @@
-"""Issue 11, acceptance 1: a user's own pipeline, written outside the project, autoscaled end to end.
+"""A user's own pipeline, written outside the project, autoscaled end to end.
 
 Real Spark, a real Redis with a password, a real Celery worker with beat and the Django app on a live
 server. The module (tests/own_pipeline.py: the JSON file source, a ``repartition(n)`` knob, a CPU cost
@@ -91,8 +91,9 @@ def system(live_server, settings, tmp_path):
     try:
         group.start("generator", ["python", "-m", "sparkclient.demo.generator", "--redis-url", redis_server.url,
                                   "--topic", "nexmark", "--partitions", "2", "--rate", "20"])
-        group.start("demo", ["python", "-m", "sparkclient", "run", "--pipeline", "sparkclient.demo.examples.nexmark:build",
-                             "--job", "demo", "--workdir", str(tmp_path / "demo"), "--ui-port", str(ui_ports["demo"]),
+        group.start("demo", ["python", "-m", "sparkclient", "run",
+                             "--pipeline", "sparkclient.demo.examples.nexmark:build", "--job", "demo",
+                             "--workdir", str(tmp_path / "demo"), "--ui-port", str(ui_ports["demo"]),
                              "--knob", "trigger_interval_s=5"])
         group.start("clicks", ["python", "-m", "sparkclient", "run", "--pipeline", pipeline, "--job", JOB,
                                "--workdir", str(tmp_path / JOB), "--ui-port", str(ui_ports[JOB]),

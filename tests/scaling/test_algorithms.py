@@ -70,11 +70,12 @@ def test_min_increase_takes_new_executors_only_above_the_threshold():
                                                           min_parallelism_increase=3),
                                 mode="micro-batch", cluster=cluster))
     assert (plan.decision, plan.executors_proposed, plan.vertex("scan").proposed) == ("no-change", 2, 2)
-    assert plan.reasons[-1] == Reason(PlanReason.MIN_INCREASE_NOT_MET, None, {"current": 2, "new": 4, "min_increase": 3})
+    assert plan.reasons[-1] == Reason(PlanReason.MIN_INCREASE_NOT_MET, None,
+                                      {"current": 2, "new": 4, "min_increase": 3})
 
 
 def test_registry_is_an_explicit_table_and_never_imports_input(monkeypatch):
-    """Issue 15 ("arbitrary imports"): an algorithm is a name in ``ALGORITHMS``; a dotted path is an
+    """No arbitrary imports: an algorithm is a name in ``ALGORITHMS``; a dotted path is an
     unknown name, the error names the known ones, and no module named by input is imported."""
     import importlib
     import sys

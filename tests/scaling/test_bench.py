@@ -62,14 +62,15 @@ def test_json_rows_have_exactly_the_listed_keys_one_per_setting_workload_and_pol
 
 
 def test_both_settings_and_both_slo_lags_are_printed(quick):
-    assert "== setting flink-defaults: utilization target 0.7, band [0.4, 1.0], scale-down interval 3600 s" in quick["table"]
-    assert "== setting tuned: utilization target 0.7, band [0.55, 0.85], scale-down interval 900 s" in quick["table"]
+    table = quick["table"]
+    assert "== setting flink-defaults: utilization target 0.7, band [0.4, 1.0], scale-down interval 3600 s" in table
+    assert "== setting tuned: utilization target 0.7, band [0.55, 0.85], scale-down interval 900 s" in table
     header = next(line for line in quick["table"].splitlines() if line.startswith("workload"))
     assert {"slo300_s", "slo60_s", "vs_oracle", "vs_held"} <= set(header.split())
 
 
 def test_same_seed_gives_the_same_table_twice_and_another_seed_does_not(quick):
-    """Issue 7, acceptance 3 (in fresh processes, so nothing depends on str hash randomization); the
+    """Reproducible (in fresh processes, so nothing depends on str hash randomization); the
     runs are the ``quick`` fixture's."""
     rows, other = quick["second"], quick["other"]
     assert rows == [r for r in quick["rows"] if r["setting"] == "tuned"]

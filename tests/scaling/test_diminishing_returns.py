@@ -15,7 +15,8 @@ from scaling.scenario.format import evaluate_text
 from scaling.scenario.values import ScenarioError
 from scaling.values.findings import Finding, PinnedAction
 from scaling.values.metrics import ClusterState, VertexMetrics
-from scaling.values.plan import JobPlan, PlanFormatError
+from scaling.values.plan import JobPlan
+from scaling.values.reasons import PlanFormatError
 from scaling.values.topology import Edge, Topology, Vertex
 
 RATE = 1000.0

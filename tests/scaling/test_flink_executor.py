@@ -229,7 +229,8 @@ def test_delayed_scale_down_is_canceled_when_recommended_parallelism_is_greater_
 # --------------------------------------------------------------------------------------------------
 
 MAX_PARALLELISM = 720
-EXECUTOR_POLICY = {**flink_defaults(), "scale_down_max_factor": 1.0, "scale_up_max_factor": float(2**31 - 1), "catch_up_duration_s": 0}
+EXECUTOR_POLICY = {**flink_defaults(), "scale_down_max_factor": 1.0, "scale_up_max_factor": float(2**31 - 1),
+                   "catch_up_duration_s": 0}
 """``ScalingExecutorTest.setup``: max scale-down factor 1, max scale-up factor Integer.MAX_VALUE, catch-up 0."""
 AT_S = datetime(2026, 3, 2, 10, 0, 0, tzinfo=timezone.utc).timestamp()   # a Monday, 10:00:00 UTC
 

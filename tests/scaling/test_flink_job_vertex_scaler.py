@@ -45,8 +45,8 @@ MIXED = "rebalance+hash"
 rebalance input from ``a`` and a hash input from ``a2``, each carrying half the target rate."""
 ADJUSTMENT_INPUTS = pytest.mark.parametrize("ship", ["hash", MIXED])
 """Flink ``JobVertexScalerTest.adjustmentInputsProvider``: inputs that contain HASH."""
-FLINK_SETUP = {**flink_defaults(), "scale_down_max_factor": 1.0, "scale_up_max_factor": float(MAX_INT), "catch_up_duration_s": 0,
-               "key_group_partitions_adjust_mode": "evenly_spread"}
+FLINK_SETUP = {**flink_defaults(), "scale_down_max_factor": 1.0, "scale_up_max_factor": float(MAX_INT),
+               "catch_up_duration_s": 0, "key_group_partitions_adjust_mode": "evenly_spread"}
 
 
 def build(new: int, current: int, outside: bool) -> tuple:
@@ -484,7 +484,7 @@ def test_backlog_mode_scale_down_joins_a_scaling_as_in_flink():
     scaling but joins one (``ScalingExecutor.computeScalingSummary``), and with a scale-down
     interval it is recorded as a delayed scale-down. Lag 600 s > 300 s; the source (busy 1000 ms/s)
     scales up; the sink (TPR 20,000, target capacity round(333.3 + 1000 / 0.7) = 1762) goes 8 -> 4
-    (factor clamped to 1 − 0.6). It used to stay at 8 ("backlog mode: no scale-down")."""
+    (factor clamped to 1 − 0.6): backlog mode does not keep it at 8."""
     def doc(interval, src_busy):
         return {"format": 1, "mode": "continuous",
                 "policy": {**flink_defaults(), "scale_down_interval_s": interval, "restart_time_s": 0,

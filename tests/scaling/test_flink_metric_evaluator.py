@@ -1,4 +1,4 @@
-"""Flink's metric-evaluation tests, ported to our model (issue 14).
+"""Flink's metric-evaluation tests, ported to our model.
 
 Each test is named after a test of Apache Flink's autoscaler (flink-kubernetes-operator, module
 flink-autoscaler, ``src/test/java/org/apache/flink/autoscaler/``) and drives the same case through a

@@ -1,4 +1,4 @@
-"""Issue 14: each divergence from Flink's current autoscaler (flink-kubernetes-operator, module
+"""Each divergence from Flink's current autoscaler (flink-kubernetes-operator, module
 flink-autoscaler) has a test here, named after the Flink class, test or issue it follows."""
 
 import json
@@ -105,7 +105,8 @@ def test_observed_scaling_coefficient_is_flinks_least_squares_fit():
     """``JobVertexScaler.calculateObservedScalingCoefficient``: P = 2, 4, 8 with TPR 200, 360, 560;
     baseline 200 / 2 = 100 per task; α = (400 + 1440 + 4480) / ((4 + 16 + 64) × 100) = 0.752 -> 0.76
     (rounded up to 2 decimals); fewer than 3 observations -> 1.0."""
-    records = tuple(ScalingRecord(i, "v", p, p * 2, r, r * 2) for i, (p, r) in enumerate(((2, 200), (4, 360), (8, 560))))
+    observed = ((2, 200), (4, 360), (8, 560))
+    records = tuple(ScalingRecord(i, "v", p, p * 2, r, r * 2) for i, (p, r) in enumerate(observed))
     policy = Policy(observed_scalability_enabled=True)
     assert observed_scaling_coefficient(records, policy) == 0.76
     assert observed_scaling_coefficient(records[:2], policy) == 1.0
@@ -166,7 +167,7 @@ def test_excluded_periods_refuse_what_they_cannot_read(text, why):
 
 
 def test_skewed_stage_is_the_bottleneck_and_is_not_scaled_down():
-    """Issue 14 (micro-batch skew): 8 tasks on 8 cores, mean busy 400 ms/s but the slowest task 1020
+    """Micro-batch skew: 8 tasks on 8 cores, mean busy 400 ms/s but the slowest task 1020
     ms of each second (10.2 s per 10 s trigger), the backlog growing 800/s. With the mean the plan
     scaled it down 8 -> 4; with the busiest task's time (FLIP-271 MAX) it keeps its 8 cores and names
     the skewed stage. Its 8 partitions give it 8 tasks at most, so no added core can lower its
@@ -245,7 +246,7 @@ def test_plan_warns_when_the_backlog_nears_the_sources_retention():
 
 
 def test_cores_that_cannot_help_a_partition_bound_stage_are_not_added():
-    """Issue 13 item 6: the source has 2 partitions (2 tasks at most) and needs 1.8 busy cores: it
+    """The source has 2 partitions (2 tasks at most) and needs 1.8 busy cores: it
     alone fills 90 % of each trigger; the plan names it (``partitions``) and does not buy cores for it:
     the other stage (0.2 busy cores) is served by the cores the source already has."""
     topology = Topology((Vertex("scan", parallelism=2, source=True, partitions=2), Vertex("map", parallelism=2)),
@@ -260,7 +261,7 @@ def test_cores_that_cannot_help_a_partition_bound_stage_are_not_added():
 
 
 def test_a_load_change_inside_the_window_is_evaluated_on_the_part_after_it():
-    """Issue 14 ("converge in one step"): a 180 s window with 3 samples at 1,000/s and 3 at 3,000/s
+    """Converge in one step: a 180 s window with 3 samples at 1,000/s and 3 at 3,000/s
     averages to 2,000/s, and the first action would be too small. The window detects the step and
     evaluates on the samples after it (DS2's warm-up / activation time). Noise is not a step."""
     from scaling.values.metrics import MetricWindow, change_point
@@ -277,7 +278,7 @@ def test_a_load_change_inside_the_window_is_evaluated_on_the_part_after_it():
 
 
 def test_a_spike_that_ended_inside_the_window_is_left_out_of_it():
-    """Issue 14 (spikes, "evaluate on the part after the change"): a 30 s spike at 3x, over before
+    """Spikes are evaluated on the part after the change: a 30 s spike at 3x, over before
     the window ends, is a shift back down; the window keeps the samples after it. The threshold is a
     share of the lower level, so the fall counts like the rise: the spike's own high samples raise
     the mean before the fall (the bench's spikes/nexmark-q5 window at t = 420 s, seed 7: a fall of
@@ -310,8 +311,8 @@ def test_vertex_plans_carry_the_structured_reason_of_their_note():
     from scaling.values.reasons import VertexReason
 
     topology = Topology((Vertex("src", parallelism=8, source=True),))
-    plan = plan_job(topology, {"src": VertexMetrics(1000, 1000, 200)}, Policy(restart_time_s=0, scale_down_interval_s=600),
-                    ScalerState(), now_s=0)
+    plan = plan_job(topology, {"src": VertexMetrics(1000, 1000, 200)},
+                    Policy(restart_time_s=0, scale_down_interval_s=600), ScalerState(), now_s=0)
     src = plan.vertex("src")
     assert src.reason.code == VertexReason.HELD_SCALE_DOWN and src.reason.data["due_s"] == 600
     assert plan.held[0].target == src.reason.data["target"] and plan.held[0].due_s == 600
@@ -328,8 +329,8 @@ def test_flink_job_vertex_scaler_test_parallelism_scaling(parallelism, target, t
     from scaling.planner.ds2 import evaluate_job
     from scaling.planner.vertex_scaler import decide_vertex
 
-    topology = Topology((Vertex("a", parallelism=1, source=True), Vertex("b", parallelism=parallelism, max_parallelism=720)),
-                        (Edge("a", "b", "hash"),))
+    topology = Topology((Vertex("a", parallelism=1, source=True),
+                         Vertex("b", parallelism=parallelism, max_parallelism=720)), (Edge("a", "b", "hash"),))
     metrics = {"a": VertexMetrics(target, target, true_processing_rate=1e9),
                "b": VertexMetrics(target, target, true_processing_rate=tpr)}
     policy = Policy(utilization_target=utilization, catch_up_duration_s=0, scale_down_interval_s=0)
@@ -344,8 +345,8 @@ def _flink_vertex(parallelism, target, tpr, policy, state=ScalerState(), now_s=0
     from scaling.planner.ds2 import evaluate_job
     from scaling.planner.vertex_scaler import decide_vertex
 
-    topology = Topology((Vertex("a", parallelism=1, source=True), Vertex("b", parallelism=parallelism, max_parallelism=720)),
-                        (Edge("a", "b", "rebalance"),))
+    topology = Topology((Vertex("a", parallelism=1, source=True),
+                         Vertex("b", parallelism=parallelism, max_parallelism=720)), (Edge("a", "b", "rebalance"),))
     metrics = {"a": VertexMetrics(target, target, true_processing_rate=1e9),
                "b": VertexMetrics(target, target, true_processing_rate=tpr)}
     evaluation = evaluate_job(topology, metrics, policy)

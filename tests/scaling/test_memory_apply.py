@@ -8,8 +8,8 @@ import pytest
 
 from scaling.planner.memory import memory_decision, with_memory
 from scaling.values.memory import HeapRecommendation
-from scaling.values.plan import JobPlan, PlanFormatError, VertexPlan
-from scaling.values.reasons import Decision, MemoryStep, PlanReason
+from scaling.values.plan import JobPlan, VertexPlan
+from scaling.values.reasons import Decision, MemoryStep, PlanFormatError, PlanReason
 from scaling.words.reason_text import reason_text
 
 UP = HeapRecommendation(current_mb=1024, recommended_mb=2048, peak_mb=1000.0, overhead=0.2)

@@ -17,8 +17,8 @@ from scaling.planner.memory import (
     with_memory,
 )
 from scaling.values.memory import MB
-from scaling.values.plan import JobPlan, MemorySize, PlanFormatError, VertexPlan
-from scaling.values.reasons import Decision, MemoryKind, MemoryStep, PlanReason
+from scaling.values.plan import JobPlan, MemorySize, VertexPlan
+from scaling.values.reasons import Decision, MemoryKind, MemoryStep, PlanFormatError, PlanReason
 from scaling.words.reason_text import reason_text
 
 
@@ -51,7 +51,8 @@ def test_the_state_memory_shrinks_to_its_use_and_a_full_bound_grows(used_mb, bou
 def test_the_overhead_covers_the_non_heap_peak_and_the_state_memory(nonheap_mb, state_mb, current_mb, recommended_mb):
     size = recommend_overhead(nonheap_peak_bytes=nonheap_mb * MB, state_bytes=state_mb * MB, current_mb=current_mb,
                               overhead=0.2, min_mb=384, max_mb=8192)
-    assert (size.kind, size.recommended_mb, size.peak_mb) == (MemoryKind.OVERHEAD, recommended_mb, nonheap_mb + state_mb)
+    expected = (MemoryKind.OVERHEAD, recommended_mb, nonheap_mb + state_mb)
+    assert (size.kind, size.recommended_mb, size.peak_mb) == expected
 
 
 @pytest.mark.parametrize("call", [
@@ -146,7 +147,8 @@ def test_a_state_memory_change_rides_in_the_plan_and_its_json():
 
 @pytest.mark.parametrize(("item", "error"), [
     ({"kind": "disk", "knob": "k", "current_mb": 1, "proposed_mb": 1, "step": "along"}, "memory_sizes[0].kind"),
-    ({"kind": "state", "knob": "k", "current_mb": "x", "proposed_mb": 1, "step": "along"}, "memory_sizes[0].current_mb"),
+    ({"kind": "state", "knob": "k", "current_mb": "x", "proposed_mb": 1, "step": "along"},
+     "memory_sizes[0].current_mb"),
     ({"kind": "state", "knob": "k", "current_mb": 1, "proposed_mb": 1}, "memory_sizes[0].step: missing"),
     ("state", "memory_sizes[0]"),
 ])

@@ -68,7 +68,8 @@ counts = st.floats(min_value=0, max_value=1e7, allow_nan=False)
 @given(st.lists(st.tuples(st.floats(min_value=0.1, max_value=600), counts, counts, st.integers(1, 64)),
                 min_size=1, max_size=20))
 def test_any_window_aggregates_to_valid_metrics_equal_to_its_totals(rows):
-    window = MetricWindow.from_measurements([{"v0": m(span, busy, rec, tasks=tasks)} for span, busy, rec, tasks in rows])
+    measurements = [{"v0": m(span, busy, rec, tasks=tasks)} for span, busy, rec, tasks in rows]
+    window = MetricWindow.from_measurements(measurements)
     got = window.aggregate()["v0"]  # VertexMetrics validates its own domain
     total_s = sum(r[0] for r in rows)
     assert got.records_in_per_s == pytest.approx(sum(r[2] for r in rows) / total_s, rel=1e-9, abs=1e-9)

@@ -16,8 +16,8 @@ from scaling.planner.continuous import plan_job
 from scaling.planner.microbatch import plan_micro_batch
 from scaling.policy.policy import Policy
 from scaling.values.metrics import ClusterState
-from scaling.values.plan import PLAN_FORMAT, JobPlan, PlanFormatError
-from scaling.values.reasons import Limit, PlanReason, Reason, VertexReason
+from scaling.values.plan import PLAN_FORMAT, JobPlan
+from scaling.values.reasons import Limit, PlanFormatError, PlanReason, Reason, VertexReason
 from scaling.values.state import ScalerState
 from scaling.words.reason_text import reason_text
 from tests.scaling.test_planner import three_stages
@@ -67,7 +67,8 @@ def test_the_json_rounds_to_3_decimals_and_writes_infinity_as_a_string():
     assert data["load"] == round(2.75 / 0.9, 3)
     limit = next(item for item in data["limits"] if item["code"] == "pinned-stage")
     assert limit["vertex_id"] == "enrich" and limit["data"]["fill"] == round(2 / 2 / 0.9, 3)
-    reason = Reason(Limit.CATCH_UP_UNREACHABLE, None, {"catch_up_s": math.inf, "cores_max": 4, "catch_up_duration_s": 1800})
+    reason = Reason(Limit.CATCH_UP_UNREACHABLE, None,
+                    {"catch_up_s": math.inf, "cores_max": 4, "catch_up_duration_s": 1800})
     assert reason.to_json()["data"]["catch_up_s"] == "inf"
     assert Reason.from_json(reason.to_json()) == reason
 
@@ -82,14 +83,16 @@ def test_the_excluded_period_wraps_the_vertex_reason_it_holds_back():
     assert Reason(PlanReason.EXCLUDED_PERIOD, None, {"period": "00:00-06:00"}) in plan.reasons
 
 
-@pytest.mark.parametrize("name", ["micro-batch-pinned", "micro-batch-held", "micro-batch-activation", "continuous-scale"])
+@pytest.mark.parametrize("name", ["micro-batch-pinned", "micro-batch-held", "micro-batch-activation",
+                                  "continuous-scale"])
 def test_a_plan_stored_in_the_old_shape_reads_with_its_sentences(name):
     stored = json.loads((FIXTURES / f"v1-{name}.json").read_text())
     plan = JobPlan.from_json(stored)
     assert [reason_text(r) for r in plan.reasons] == stored["reasons"]
     assert all(r.code == PlanReason.LEGACY_TEXT for r in plan.reasons)
     for vertex, old in zip(plan.vertices, stored["vertices"], strict=True):
-        assert (vertex.vertex_id, vertex.current, vertex.proposed) == (old["vertex_id"], old["current"], old["proposed"])
+        expected = (old["vertex_id"], old["current"], old["proposed"])
+        assert (vertex.vertex_id, vertex.current, vertex.proposed) == expected
         assert (reason_text(vertex.reason) if vertex.reason else "") == old["note"]
     assert (plan.decision, plan.executors_proposed, plan.mode) == (
         stored["decision"], stored["executors_proposed"], stored["mode"])

@@ -20,7 +20,8 @@ TWO = Policy(activation_evaluations=2)
 
 def test_the_gate_holds_a_scale_until_the_activation_time_agrees():
     first = job_gate(Decision.SCALE, 1, state=ScalerState(), policy=TWO, now_s=0)
-    assert (first.decision, first.awaiting, first.streak) == (Decision.BLOCKED, AwaitingActivation(Direction.UP, 1, 2), 1)
+    awaiting = AwaitingActivation(Direction.UP, 1, 2)
+    assert (first.decision, first.awaiting, first.streak) == (Decision.BLOCKED, awaiting, 1)
     assert first.activation_reason == Reason(PlanReason.ACTIVATION_PENDING, None,
                                              {"direction": "up", "count": 1, "required": 2})
     second = job_gate(Decision.SCALE, 1, state=ScalerState(activation_streak=1), policy=TWO, now_s=60)
@@ -99,7 +100,8 @@ def test_the_delayed_scale_down_holds_then_applies_the_windows_largest():
     job = evaluate_stages(topology, metrics, cluster, policy, None)
     assert _delayed_scale_down(job, 4, True, None, 0).executors == 4   # stateless: at once
     held = _delayed_scale_down(job, 4, True, ScalerState(), 0)
-    assert (held.executors, held.reason.code, held.reason.data["due_s"]) == (8, PlanReason.HELD_EXECUTOR_SCALE_DOWN, 600)
+    expected = (8, PlanReason.HELD_EXECUTOR_SCALE_DOWN, 600)
+    assert (held.executors, held.reason.code, held.reason.data["due_s"]) == expected
     state = ScalerState(pending_scale_downs=tuple(held.pending.values()))
     due = _delayed_scale_down(job, 4, True, state, 600)
     assert (due.executors, due.reason, due.held) == (4, None, ())

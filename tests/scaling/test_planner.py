@@ -125,7 +125,8 @@ def micro_batch_scenario(*, adjustable_enrich: bool) -> dict:
             "vertices": [{"id": "scan", "parallelism": 1, "source": True},
                          {"id": "enrich", "parallelism": 2, "adjustable": adjustable_enrich},
                          {"id": "agg", "parallelism": 1}],
-            "edges": [{"from": "scan", "to": "enrich", "ship": "hash"}, {"from": "enrich", "to": "agg", "ship": "hash"}],
+            "edges": [{"from": "scan", "to": "enrich", "ship": "hash"},
+                      {"from": "enrich", "to": "agg", "ship": "hash"}],
             "steps": [{"at_s": 0, "metrics": {"scan": m(1000, 1000, 500), "enrich": m(1000, 1000, 1000),
                                               "agg": m(1000, 10, 250)}}]}
 

@@ -1,4 +1,4 @@
-"""scaling.forecast.rescale_cost: the added lag and catch-up time of a rescale (issue 12)."""
+"""scaling.forecast.rescale_cost: the added lag and catch-up time of a rescale."""
 
 from __future__ import annotations
 

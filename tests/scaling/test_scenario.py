@@ -51,7 +51,8 @@ SCENARIO_OUTPUT = {
                 "scale_up_threshold": 501.0, "scale_down_threshold": 1334.0,
                 "expected_processing_rate": 1176.471, "utilization": 0.85, "outside_bounds": False,
                 "note": "aligned 3 -> 4 to spread 8 partitions evenly",
-                "reason": {"code": "aligned", "vertex_id": "src", "data": {"from": 3, "to": 4, "n": 8, "unit": "partitions"},
+                "reason": {"code": "aligned", "vertex_id": "src",
+                           "data": {"from": 3, "to": 4, "n": 8, "unit": "partitions"},
                            "text": "aligned 3 -> 4 to spread 8 partitions evenly"},
             },
             "agg": {
@@ -118,7 +119,8 @@ def test_balanced_and_evenly_spread_differ_when_no_divisor_is_near():
     holding at most floor(720 / 100) = 7 key groups each: ceil(720 / 7) = 103."""
     assert align_parallelism(1, 100, n=720, lower=1, upper=200, mode="evenly_spread") == (120, False)
     assert align_parallelism(1, 100, n=720, lower=1, upper=200, mode="balanced") == (103, False)
-    assert align_note(100, 103, 720, "key groups") == "aligned 100 -> 103 so no task holds more than 7 of 720 key groups"
+    note = align_note(100, 103, 720, "key groups")
+    assert note == "aligned 100 -> 103 so no task holds more than 7 of 720 key groups"
     # Nothing aligned under the upper bound: Flink main's built-in modes keep the computed target
     # (``BuiltInAlignmentMode.alignOrKeepTarget``: alignment never vetoes a scaling) ...
     assert align_parallelism(1, 190, n=720, lower=1, upper=200, mode="balanced") == (190, False)
@@ -128,7 +130,7 @@ def test_balanced_and_evenly_spread_differ_when_no_divisor_is_near():
 
 
 def test_scale_down_that_cannot_reach_a_divisor_falls_back_as_flink():
-    """Issue 14: 128 key groups at 20 -> 18 with evenly_spread: no divisor of 128 in [18, 20], so Flink
+    """128 key groups at 20 -> 18 with evenly_spread: no divisor of 128 in [18, 20], so Flink
     main keeps 18 (it used to stay at 20). The legacy adjust mode's fallback goes down to 16 (the
     boundary where the share grows, a divisor). A legacy fallback that would invert the direction
     keeps the current parallelism (blocked)."""

@@ -1,7 +1,8 @@
-"""Issue 14: every scenario input gives a plan or a one-line error naming the field, never a
-traceback. Hypothesis generates 10,000 scenarios (valid ones and ones with nulls, NaN, inf, negative
-and huge numbers, wrong types, executors outside their bounds, micro-batch steps with memory figures) and runs them in-process through
-``scaling.scenario.cli.evaluate_command``, the function ``python -m scaling evaluate`` runs."""
+"""Every scenario input gives a plan or a one-line error naming the field, never a traceback.
+Hypothesis generates 10,000 scenarios (valid ones and ones with nulls, NaN, inf, negative and huge
+numbers, wrong types, executors outside their bounds, micro-batch steps with memory figures) and runs
+them in-process through ``scaling.scenario.cli.evaluate_command``, the function ``python -m scaling
+evaluate`` runs."""
 
 import json
 import math
@@ -16,7 +17,8 @@ from scaling.scenario.cli import evaluate_command
 FIELD = re.compile(r"^error: [A-Za-z_][A-Za-z0-9_\[\]\.\->]*: \S")
 
 junk = st.one_of(st.none(), st.just(math.nan), st.just(math.inf), st.just(-math.inf), st.integers(-10, -1),
-                 st.just(10**30), st.just(1e300), st.text(max_size=3), st.booleans(), st.lists(st.integers(), max_size=2))
+                 st.just(10**30), st.just(1e300), st.text(max_size=3), st.booleans(),
+                 st.lists(st.integers(), max_size=2))
 
 
 def maybe(valid):
@@ -41,13 +43,14 @@ policy = st.fixed_dictionaries({}, optional={
     "utilization_target": maybe(st.floats(0.3, 0.8)), "catch_up_duration_s": maybe(st.sampled_from([0, 60, 1800])),
     "effectiveness_threshold": maybe(st.floats(0, 1)), "effectiveness_detection_enabled": maybe(st.booleans()),
     "scale_down_interval_s": maybe(st.sampled_from([0, 60, 3600])), "scale_down_max_factor": maybe(st.floats(0, 1)),
-    "vertex_min_parallelism": maybe(st.integers(1, 4)), "vertex_max_parallelism": maybe(st.integers(4, 200)), "restart_time_s": maybe(st.floats(0, 600)),
+    "vertex_min_parallelism": maybe(st.integers(1, 4)), "vertex_max_parallelism": maybe(st.integers(4, 200)),
+    "restart_time_s": maybe(st.floats(0, 600)),
     "alignment": maybe(st.sampled_from(["balanced", "evenly_spread", "off"])),
     "key_group_partitions_adjust_mode": maybe(st.sampled_from(["evenly_spread", "maximize_utilisation"])),
     "algorithm": maybe(st.sampled_from(["ds2", "batch-ratio", "min-increase", "this:x"])),
     "observed_scalability_enabled": maybe(st.booleans()), "activation_evaluations": maybe(st.integers(0, 3)),
-    "excluded_periods": maybe(st.lists(st.sampled_from(["9:00-10:00", "* * 9-11 ? * 2-6", "1:00:00-2:00:00 && * * * ? * *"]),
-                                       max_size=2))})
+    "excluded_periods": maybe(st.lists(
+        st.sampled_from(["9:00-10:00", "* * 9-11 ? * 2-6", "1:00:00-2:00:00 && * * * ? * *"]), max_size=2))})
 
 
 @st.composite
@@ -76,7 +79,8 @@ def scenarios(draw):
         steps.append(step)
     doc = {"format": 1, "mode": mode, "policy": draw(policy), "vertices": vertices, "edges": edges, "steps": steps}
     if mode == "micro-batch":
-        doc["cluster"] = {"executors": draw(maybe(st.integers(1, 40))), "max_executors": draw(maybe(st.integers(30, 64))),
+        doc["cluster"] = {"executors": draw(maybe(st.integers(1, 40))),
+                          "max_executors": draw(maybe(st.integers(30, 64))),
                           "cores_per_executor": draw(maybe(st.integers(1, 4)))}
         doc["trigger_interval_s"] = draw(maybe(st.floats(0.5, 30)))
     return doc
@@ -145,8 +149,8 @@ def set_path(doc, path, value):
     (("vertices", 0, "parallelism"), -1, "vertices[src].parallelism"),
     (("cluster", "max_executors"), -3, "cluster.max_executors"),
 ])
-def test_issue_14_inputs_exit_2_naming_the_field(path, value, field):
-    """The cases the issue names: ``effectiveness_threshold: null``, executors above ``max_executors``
-    (it used to propose 1e9), NaN and inf, negative counts."""
+def test_bad_micro_batch_inputs_exit_2_naming_the_field(path, value, field):
+    """``effectiveness_threshold: null``, executors above ``max_executors`` (not a proposal of 1e9),
+    NaN and inf, negative counts."""
     code, out = evaluate_command(json.dumps(set_path(base_micro_batch(), path, value)))
     assert code == 2 and out.startswith(f"error: {field}: "), out

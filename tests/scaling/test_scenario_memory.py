@@ -34,8 +34,8 @@ def test_an_over_provisioned_heap_gets_a_smaller_recommendation_and_no_pressure(
     memory = first_step(doc({"heap_max_mb": 8192, "heap_peak_mb": 1000, "gc_share": 0.02, "state_mb": 300}))["memory"]
     assert memory["pressure"] is None
     assert memory["heap_usage"] == round(1000 / 8192, 3) and memory["state_mb"] == 300
-    assert memory["recommendation"] == {"kind": "heap", "current_mb": 8192, "recommended_mb": 1216, "peak_mb": 1000, "overhead": 0.2,
-                                        "executors": 4, "saves_mb": 4 * 6976}
+    assert memory["recommendation"] == {"kind": "heap", "current_mb": 8192, "recommended_mb": 1216, "peak_mb": 1000,
+                                        "overhead": 0.2, "executors": 4, "saves_mb": 4 * 6976}
 
 
 def test_gc_above_the_threshold_is_pressure_and_the_heap_grows_by_the_pressure_growth():
@@ -109,7 +109,8 @@ def test_under_pressure_a_heap_knob_grows_alone_only_with_memory_apply():
     pressed = {"heap_max_mb": 512, "heap_peak_mb": 507, "gc_share": 0.35}
     applied = evaluate_text(json.dumps(with_heap_knob(doc(pressed), apply=True)))["steps"][0]
     assert applied["decision"] == "scale" and [r["code"] for r in applied["reasons"]][-1] == "memory-resize"
-    assert applied["reasons"][-1]["data"]["recommended_mb"] == 1024 and applied["reasons"][-1]["data"]["step"] == "alone"
+    resize = applied["reasons"][-1]["data"]
+    assert resize["recommended_mb"] == 1024 and resize["step"] == "alone"
     only = evaluate_text(json.dumps(with_heap_knob(doc(pressed), apply=False)))["steps"][0]
     assert only["decision"] == "blocked" and "memory-resize" not in [r["code"] for r in only["reasons"]]
 

@@ -45,7 +45,7 @@ def rescales(implementation=None):
 
 
 def test_ds2_reaches_the_word_count_optimum_in_one_step_and_dhalion_needs_several():
-    """Issue 7, acceptance 1 (DS2 paper §5.2): ds2 goes to FlatMap 10, Count 20 in one step."""
+    """DS2 paper §5.2: ds2 goes to FlatMap 10, Count 20 in one step."""
     ds2 = rescales()
     assert [dict(r.after.parallelism) for r in ds2] == [{"source": 1, "flatmap": 10, "count": 20}]
     dhalion = rescales(DhalionPolicy())
@@ -181,7 +181,7 @@ def test_a_batch_reads_what_arrived_since_the_previous_trigger_not_whole_trace_s
 
 
 def test_real_policies_run_unchanged():
-    """Issue 18 finding 3: each registered policy really runs (its name reaches the controller and
+    """Each registered policy really runs (its name reaches the controller and
     every plan says which algorithm made it), and they do not all behave alike."""
     runs = {}
     for policy in ("ds2", "batch-ratio", "min-increase"):
@@ -279,7 +279,7 @@ def test_dhalion_scales_by_heron_scale_up_resolver_capped_at_4x_and_waits_180_s(
 
 
 def test_learning_the_scaling_coefficient_converges_in_fewer_steps_on_a_sub_linear_job():
-    """Issue 14 ("learn from history", Flink observed scalability, FLINK-30571's follow-up): a stage
+    """Learning from history (Flink observed scalability, FLINK-30571's follow-up): a stage
     on a sub-linear (Amdahl, serial fraction 0.2) curve, load stepping 1,500 <-> 6,000 records/s every
     30 min. Convergence as the bench counts it (``bench.run.convergence``: rescales after a step-up
     until the job sustains the load at the end of its segment; None when it never does). Without
@@ -388,7 +388,8 @@ def test_micro_batch_rescales_cost_the_runners_paths():
     schedule = [Config({"src": 2, "agg": 2}, 2)] * 2 + [Config({"src": 2, "agg": 2}, 4)] * 3 + \
         [Config({"src": 2, "agg": 4}, 4)] * 6
     for in_place, pauses in ((True, [0.0, 1.17]), (False, [1.48, 1.17])):
-        costs = RescaleCosts(**{**RUNNER_COSTS.__dict__, "handover": Downtime(1.48), "executors_move_in_place": in_place})
+        costs = RescaleCosts(**{**RUNNER_COSTS.__dict__, "handover": Downtime(1.48),
+                                "executors_move_in_place": in_place})
         settings = SimSettings(mode="micro-batch", downtime=Downtime(RUNNER_PAUSE.fixed_s), rescale_costs=costs)
         controller = ScheduleController("s", schedule, 60.0, free_rescale=False)
         result = simulate(job, trace, settings, controller, schedule[0])

@@ -16,8 +16,8 @@ def steps(executors_running: int, count: int, start_s: float = 0.0) -> list[Repl
 
 
 def test_replay_holds_a_scale_down_as_a_running_autoscaler_would():
-    """8 cores for 0.6 busy cores: ds2 wants 1, capped by scale_down_max_factor 0.6 at 4 (issue 14:
-    the factor applies in micro-batch mode too); with a 300 s scale-down delay (FLINK-36018) it
+    """8 cores for 0.6 busy cores: ds2 wants 1, capped by scale_down_max_factor 0.6 at 4 (the
+    factor applies in micro-batch mode too); with a 300 s scale-down delay (FLINK-36018) it
     proposes only once the delay is over; the job kept running 8, so later steps propose again."""
     decisions = replay(steps(8, 8), Policy(restart_time_s=0, scale_down_interval_s=300))
     assert [d.decision for d in decisions[:5]] == ["blocked"] * 5

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sparkclient.contract.control import (
+from sparkclient.contract.messages import (
     FailureCode,
     ProtocolError,
     RescaleCommand,

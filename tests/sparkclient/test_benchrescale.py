@@ -1,4 +1,4 @@
-"""``python -m sparkclient bench-rescale`` (issue 12): argument checks, the summary table, and one real run."""
+"""``python -m sparkclient bench-rescale``: argument checks, the summary table, and one real run."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The busiest task on the live path (issue 14, "Skew"): a stage whose slowest task sets the batch
+"""The busiest task on the live path (skew): a stage whose slowest task sets the batch
 time is seen as slow from Spark's own ``taskSummary``, not only in a scenario that gives
 ``busy_time_max_ms_per_s``. Checked on a real capture of a skewed query (80 % of the rows on one
 key; ``tests/fixtures/spark-4.3.0-skew``)."""

@@ -23,7 +23,8 @@ from sparkclient.contract.binding import (
     plan_stages_from_json,
     plan_stages_to_json,
 )
-from sparkclient.contract.control import (
+from sparkclient.contract.control import read_status, write_status
+from sparkclient.contract.messages import (
     FailureCode,
     ProtocolError,
     RescaleCommand,
@@ -34,8 +35,6 @@ from sparkclient.contract.control import (
     RunnerStatus,
     StandbyUse,
     StatusUpdate,
-    read_status,
-    write_status,
 )
 from sparkclient.contract.sparkconf import session_settings
 from sparkclient.contract.spec import (
@@ -173,6 +172,14 @@ def test_a_result_with_an_unknown_standby_names_the_field(standby):
     with pytest.raises(ProtocolError) as err:
         RescaleResult.from_json(text)
     assert err.value.field == "standby"
+
+
+@pytest.mark.parametrize("downtime", ["1" + "0" * 400, "NaN", "Infinity", "-1", "true", '"5"'])
+def test_a_result_with_a_huge_or_non_finite_number_names_the_field(downtime):
+    text = '{"id": "1", "status": "succeeded", "path": "driver-handover", "downtime_s": %s}' % downtime
+    with pytest.raises(ProtocolError) as err:
+        RescaleResult.from_json(text)
+    assert err.value.field == "downtime_s"
 
 
 @pytest.mark.parametrize("text, field", [

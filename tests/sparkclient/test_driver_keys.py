@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from sparkclient.contract import control
-from sparkclient.contract.control import RescaleCommand, RescalePath, RescaleResult, ResultStatus
+from sparkclient.contract.messages import RescaleCommand, RescalePath, RescaleResult, ResultStatus
 from sparkclient.demo.redisproc import free_port
 from sparkclient.runner.applied import AppliedKeys
 from sparkclient.runner.driver import Driver

@@ -194,9 +194,10 @@ def test_executor_count_changes_in_place_while_the_query_runs(cluster, tmp_path:
 @pytest.mark.timeout(900)
 def test_the_runner_changes_a_user_pipelines_executors_in_place(cluster, tmp_path: Path, redis_server,
                                                                  redis_client) -> None:
-    """Issue 11, acceptance 6: a cores change of a user's pipeline on the standalone cluster is applied
+    """A cores change of a user's pipeline on the standalone cluster is applied
     in place by ``python -m sparkclient run``: same run id, the change time measured."""
-    from sparkclient.contract.control import RescaleCommand, RescalePath, read_status, send_command, wait_result
+    from sparkclient.contract.control import read_status, send_command, wait_result
+    from sparkclient.contract.messages import RescaleCommand, RescalePath
     from sparkclient.demo.examples.files_load import write_file
     from tests.own_pipeline import write_module
 

@@ -3,7 +3,7 @@ downtime and the end of that batch, the end of the rescale's time to effect."""
 
 from __future__ import annotations
 
-from sparkclient.contract.control import RescalePath, StandbyUse
+from sparkclient.contract.messages import RescalePath, StandbyUse
 from sparkclient.runner.firstbatch import FirstBatchWatch
 
 

@@ -1,4 +1,4 @@
-"""Issue 15, "Bad data from Spark": property-based tests over the REAL Spark 4.3.0 captures.
+"""Bad data from Spark: property-based tests over the REAL Spark 4.3.0 captures.
 
 Each parser gets 10,000 inputs made by mutating a real capture: dropped keys, wrong types, nulls,
 negative, huge, NaN and infinite numbers, and (for text inputs) truncated JSON. A parser must return
@@ -28,19 +28,14 @@ from hypothesis import strategies as st
 from scaling.scenario.format import parse
 from scaling.scenario.values import ScenarioError
 from sparkclient.collector import metricstrings
+from sparkclient.collector.batchwindow import batch_end_s, window_batches
 from sparkclient.collector.progress import parse_progress
 from sparkclient.collector.rest import SparkRestClient, SparkRestError
+from sparkclient.collector.sample import JobSample, SampleError
 from sparkclient.collector.snapshot import Captures, RatesUnavailableError, sample_from_captures, sample_to_scenario
 from sparkclient.collector.sparkjson import SparkDataError
-from sparkclient.collector.stages import slowest_task_run_ms
-from sparkclient.collector.topology import (
-    JobSample,
-    SampleError,
-    batch_end_s,
-    batch_jobs,
-    sample_from_rest,
-    window_batches,
-)
+from sparkclient.collector.stages import batch_jobs, slowest_task_run_ms
+from sparkclient.collector.topology import sample_from_rest
 from tests.capture_paths import BROADCAST_CAPTURE, FOREACHBATCH_CAPTURE, JOIN_CAPTURE, SKEW_CAPTURE, SPARK_4_3_0
 
 pytestmark = pytest.mark.fuzz  # in the default run (`make test`, .ci/run); `-m "not fuzz"` skips them
@@ -260,7 +255,7 @@ def test_fuzz_progress_parse_and_window() -> None:
         assert all(end >= start and math.isfinite(end) for start, end in window.spans.values())
         assert math.isfinite(window.span_s) and window.span_s >= 0
 
-    _fuzz("progress.parse_progress + topology.window_batches", truncated_text(progresses[-1]), check,
+    _fuzz("progress.parse_progress + batchwindow.window_batches", truncated_text(progresses[-1]), check,
           (SparkDataError,))
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sparkclient.collector.batchwindow import batch_end_s
 from sparkclient.collector.memory import (
     RESERVED_SYSTEM_MEMORY_BYTES,
     ExecutorMemory,
@@ -21,7 +22,7 @@ from sparkclient.collector.memory import (
     stages_heap_peak,
 )
 from sparkclient.collector.sparkjson import Problem, SparkDataError
-from sparkclient.collector.topology import batch_end_s, sample_from_rest
+from sparkclient.collector.topology import sample_from_rest
 from tests.capture_paths import MEMORY_CAPTURE
 from tests.sparkclient.test_fuzz_parsers import _fuzz, mutated
 

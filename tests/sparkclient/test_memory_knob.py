@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from sparkclient.__main__ import main
-from sparkclient.contract.control import RescaleCommand, RunnerState, RunnerStatus, StatusUpdate
+from sparkclient.contract.messages import RescaleCommand, RunnerState, RunnerStatus, StatusUpdate
 from sparkclient.contract.sparkconf import launch_settings
 from sparkclient.contract.spec import Knob, KnobError, KnobTarget, check_knob_set, knobs_from_json, knobs_to_json
 from tests.sparkclient.rescale_double import RecordingPaths

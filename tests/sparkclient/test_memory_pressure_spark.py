@@ -28,7 +28,8 @@ from scaling.planner.memory import hold_under_pressure, window_memory
 from scaling.values.memory import MB
 from scaling.values.plan import JobPlan
 from scaling.values.reasons import Decision, PlanReason
-from sparkclient.contract.control import RescaleCommand, RescalePath, read_status, send_command, wait_result
+from sparkclient.contract.control import read_status, send_command, wait_result
+from sparkclient.contract.messages import RescaleCommand, RescalePath
 from sparkclient.demo.redisproc import free_port
 from tests.waiting import wait_for
 from tests.webapp.factories import make_user

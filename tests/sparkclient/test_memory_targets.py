@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from sparkclient.contract.control import RescaleCommand
+from sparkclient.contract.messages import RescaleCommand
 from sparkclient.contract.sparkconf import effective_memory_knobs, launch_settings
 from sparkclient.contract.spec import Knob, KnobError, KnobTarget, check_knob_set
 from tests.sparkclient.rescale_double import RecordingPaths

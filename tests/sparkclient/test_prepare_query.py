@@ -1,4 +1,4 @@
-"""sparkclient.runner.session.prepare_query (issue 12): a standby driver runs the pipeline's build up to its
+"""sparkclient.runner.session.prepare_query: a standby driver runs the pipeline's build up to its
 writer's start() before it owns the checkpoint, and starts the query later with one call."""
 
 from __future__ import annotations

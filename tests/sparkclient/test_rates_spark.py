@@ -1,4 +1,4 @@
-"""Issue 19.2 and 11.3 on real Spark: rates and backlog of a ``rate`` source around an in-process restart.
+"""On real Spark: rates and backlog of a ``rate`` source around an in-process restart.
 
 One SparkSession (local[2]) runs a ``rate`` source at :data:`ROWS_PER_S` → a windowed count with a
 watermark (stateful) → ``foreachBatch``. The query is stopped, left down for :data:`DOWNTIME_S`,
@@ -99,7 +99,7 @@ def test_arrival_after_an_in_process_restart_and_backlog_when_behind(tmp_path):
         assert stable.arrival_rate_per_s == pytest.approx(ROWS_PER_S, rel=0.10)
         assert stable.input_rate_per_s == pytest.approx(ROWS_PER_S, rel=0.10)
         assert stable.backlog < ROWS_PER_S * 3 * TRIGGER_S
-        # The busiest task from the real driver's taskSummary (issue 14, "Skew"): measured for every
+        # The busiest task from the real driver's taskSummary (skew): measured for every
         # busy stage, never below the mean task, and no stage's summary was missing.
         busy = [v for v in stable.vertices if v.busy_s > 0]
         assert busy and all(v.busy_max_s is not None and v.busy_max_s >= v.busy_s / v.tasks * (1 - 1e-9)

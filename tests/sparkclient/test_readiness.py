@@ -16,10 +16,11 @@ from scaling.policy.policy import Policy
 from scaling.values.readiness import NotReady
 from scaling.values.reasons import PlanReason, VetoSignal
 from scaling.values.request import PlanRequest
+from sparkclient.collector.batchwindow import batch_end_s
 from sparkclient.collector.collect import collect_sample
 from sparkclient.collector.model_inputs import model_inputs
 from sparkclient.collector.snapshot import load_captures
-from sparkclient.collector.topology import batch_end_s, sample_from_rest
+from sparkclient.collector.topology import sample_from_rest
 from sparkclient.contract.binding import BindingStatus, MismatchReason, StageBinding, disagreeing_bindings
 from tests.capture_paths import FIXTURES
 from tests.sparkclient import test_foreachbatch, test_topology

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sparkclient.contract import keys
-from sparkclient.contract.control import RescaleCommand, RescalePath
+from sparkclient.contract.messages import RescaleCommand, RescalePath
 from sparkclient.runner import rescale
 from sparkclient.runner.rescale import RescalePaths
 

@@ -13,14 +13,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from sparkclient.collector.metricstrings import MetricStats, parse_size_stats, parse_stats, stage_refs
-from sparkclient.collector.rest import (
-    SparkRestClient,
-    SparkRestError,
+from sparkclient.collector.metricstrings import (
+    MetricStats,
     parse_bytes,
     parse_count,
     parse_duration_ms,
+    parse_size_stats,
+    parse_stats,
+    stage_refs,
 )
+from sparkclient.collector.rest import SparkRestClient, SparkRestError
 
 # -- metric strings ---------------------------------------------------------------------------
 
@@ -187,7 +189,7 @@ def test_retries_then_raises_with_url_status_and_hint() -> None:
     assert err.status == 500 and err.attempts == 3
     assert err.url == "http://spark.test:4040/api/v1/applications/app-1/jobs"
     assert "HTTP 500" in str(err) and "after 3 attempt(s)" in str(err) and "4-byte text/plain body" in str(err)
-    assert "boom" not in str(err)  # summarised, never reflected (issue 15)
+    assert "boom" not in str(err)  # summarised, never reflected
 
 
 def test_not_found_is_not_retried_and_names_the_application() -> None:

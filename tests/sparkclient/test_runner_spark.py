@@ -21,7 +21,8 @@ import pytest
 
 from sparkclient.collector.progress import read_progress
 from sparkclient.contract.binding import BindingStatus, StageInput, bind_stages, plan_stages_from_json
-from sparkclient.contract.control import RescaleCommand, RescalePath, read_status, send_command, wait_result
+from sparkclient.contract.control import read_status, send_command, wait_result
+from sparkclient.contract.messages import RescaleCommand, RescalePath
 from sparkclient.contract.sparkconf import ROCKSDB_BOUNDED_CONF, ROCKSDB_MAX_MEMORY_CONF
 from sparkclient.contract.spec import load_pipeline
 from sparkclient.demo.generator import read_counts
@@ -157,7 +158,8 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
         assert second_run != first_run
         # the runner finishes the batch in flight before it stops: the first run's last batch is known only now
         before = _batches(redis_client, first_run)[-1]
-        after = wait_for(lambda: _batches(redis_client, second_run), timeout_s=60, what="a batch of the restarted query")[0]
+        after = wait_for(lambda: _batches(redis_client, second_run), timeout_s=60,
+                         what="a batch of the restarted query")[0]
         assert _last_job_stage_tasks(read_status(redis_client, JOB)) == [2, 3, 2]
         # the stateful vertex kept its partitions and its state rows (the first batch after the
         # restart can only add rows it updated and drop rows it removed)
@@ -165,7 +167,8 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
         assert state_before["numShufflePartitions"] == state_after["numShufflePartitions"] == 2
         assert state_before["numRowsTotal"] > 0
         rows_delta = state_after["numRowsTotal"] - state_before["numRowsTotal"]
-        assert -state_after["numRowsRemoved"] <= rows_delta <= state_after["numRowsUpdated"], (state_before, state_after)
+        removed, updated = state_after["numRowsRemoved"], state_after["numRowsUpdated"]
+        assert -removed <= rows_delta <= updated, (state_before, state_after)
 
         # state partitions: repartitioned offline (RocksDB) between the stop and the restart
         send_rescale(redis_client, JOB, "r2", {"cores": 1, "source_partitions": 2, "enrich_partitions": 3,
@@ -175,7 +178,8 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
         assert result.succeeded, result
         assert result.path is RescalePath.STATE_REPARTITION and result.downtime_s > 0
         third_run = read_status(redis_client, JOB).run_id
-        after = wait_for(lambda: _batches(redis_client, third_run), timeout_s=60, what="a batch after the repartition")[0]
+        after = wait_for(lambda: _batches(redis_client, third_run), timeout_s=60,
+                         what="a batch after the repartition")[0]
         assert after["stateOperators"][0]["numShufflePartitions"] == 3
         assert _last_job_stage_tasks(read_status(redis_client, JOB)) == [2, 3, 3]
 

@@ -1,6 +1,5 @@
 """``python -m sparkclient snapshot --url``: live mode against a Spark UI, played by a local HTTP
-server on 127.0.0.1 that answers ``/api/v1`` with the Spark 4.3.0 captures (no Spark needed).
-Issue 18 finding 5: only ``--captures`` was tested."""
+server on 127.0.0.1 that answers ``/api/v1`` with the Spark 4.3.0 captures (no Spark needed)."""
 
 from __future__ import annotations
 

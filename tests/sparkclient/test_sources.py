@@ -1,4 +1,4 @@
-"""Issues 19 and 11.4: the window rule, arrival rate from offsets, backlog per source kind.
+"""The window rule, arrival rate from offsets, backlog per source kind.
 
 Captures: tests/fixtures/spark-4.3.0 (p1: a steady ``rate`` source at 2,000 rows/s),
 tests/fixtures/spark-4.3.0-restart (r1: a ``rate`` source at 1,000 rows/s, stopped for 8 s and
@@ -12,7 +12,9 @@ import json
 
 import pytest
 
-from sparkclient.collector.offsets import progress_start_s
+from sparkclient.collector.batchwindow import batch_end_s, window_batches
+from sparkclient.collector.offsets import SourceKind, progress_start_s, rate_creation_s, source_kind
+from sparkclient.collector.sample import RatesUnavailable
 from sparkclient.collector.snapshot import (
     RatesUnavailableError,
     load_captures,
@@ -20,14 +22,8 @@ from sparkclient.collector.snapshot import (
     sample_from_captures,
     sample_to_scenario,
 )
-from sparkclient.collector.sources import (
-    BacklogUnknownReason,
-    SourceKind,
-    measure_sources,
-    rate_creation_s,
-    source_kind,
-)
-from sparkclient.collector.topology import RatesUnavailable, batch_end_s, sample_from_rest, window_batches
+from sparkclient.collector.sources import BacklogUnknownReason, measure_sources
+from sparkclient.collector.topology import sample_from_rest
 from tests.capture_paths import DEMO_CAPTURES, FIXTURES, SPARK_4_3_0
 
 RESTART = FIXTURES / "spark-4.3.0-restart"
@@ -68,7 +64,7 @@ def test_source_rate_is_within_3_percent_for_the_capture_and_every_window_of_3_b
 
 def test_the_old_fencepost_rule_would_have_failed():
     """N batches' rows over N − 1 intervals (window starting at the first batch's end): the
-    measured 18% error of issue 19 on a short run; the rule now gives N spans."""
+    18% error measured on a short run; the rule gives N spans."""
     captures = load_captures(RESTART, "r1_")
     run = [p for p in captures.progresses if p["runId"] == captures.progresses[-1]["runId"]][-4:]
     old_rate = sum(p["numInputRows"] for p in run) / (batch_end_s(run[-1]) - batch_end_s(run[0]))
@@ -184,7 +180,7 @@ def test_this_projects_redis_log_backlog_is_latest_minus_end():
 
 
 def test_no_published_progress_reads_input_rows_from_the_stages():
-    """Issue 19.3: batches rebuilt from /jobs take their rows from the stages' inputRecords."""
+    """Batches rebuilt from /jobs take their rows from the stages' inputRecords."""
     captures = load_captures(SPARK_4_3_0, "p1_")
     run_id = captures.progresses[-1]["runId"]
     rebuilt = progresses_from_jobs(captures.jobs, run_id, captures.stages)

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from sparkclient.contract.binding import HDFS_PROVIDER, ROCKSDB_PROVIDER
 from sparkclient.contract.spec import PipelineSpec
 from sparkclient.runner.session import finish_logged_batch
 from sparkclient.runner.staterepartition import (
-    HDFS_PROVIDER,
-    ROCKSDB_PROVIDER,
     StateRepartitionError,
     UnsupportedStateProvider,
     check_repartition,
@@ -83,7 +82,8 @@ def test_only_a_checkpoint_that_holds_state_pins_the_shuffle_partitions(tmp_path
     assert not RescalePaths._needs_repartition(SimpleNamespace(shuffle_knob=knob, checkpoint=stateful), old, old)
 
 
-def test_the_runner_publishes_the_state_store_its_checkpoint_pins_and_the_binding_pins_the_stage(tmp_path: Path) -> None:
+def test_the_runner_publishes_the_state_store_its_checkpoint_pins_and_the_binding_pins_the_stage(
+        tmp_path: Path) -> None:
     """The runner's plan stages carry the provider of a checkpoint that holds state; a stateful stage on
     HDFS-backed state is pinned (the runner would refuse to repartition it), on RocksDB it binds."""
     from types import SimpleNamespace
@@ -353,7 +353,7 @@ def test_the_runner_refuses_to_repartition_the_state_of_a_query_with_a_file_sink
     sink it may go ahead; HDFS-backed state is refused whatever the sink."""
     from types import SimpleNamespace
 
-    from sparkclient.contract.control import FailureCode, RescaleCommand
+    from sparkclient.contract.messages import FailureCode, RescaleCommand
     from sparkclient.contract.spec import Knob, KnobTarget
     from sparkclient.runner.rescale import RescalePaths
 

@@ -11,24 +11,16 @@ from typing import Any
 
 import pytest
 
+from sparkclient.collector.batchwindow import batch_end_s, progress_time_s
 from sparkclient.collector.collect import collect_sample
 from sparkclient.collector.metricstrings import stage_refs
+from sparkclient.collector.offsets import flatten_offsets, rate_creation_s, source_backlog
+from sparkclient.collector.plan import stage_operators
 from sparkclient.collector.rest import SparkRestError
-from sparkclient.collector.sources import BacklogUnknownReason, rate_creation_s
-from sparkclient.collector.topology import (
-    JobSample,
-    batch_end_s,
-    batch_jobs,
-    batch_stages,
-    executors_and_cores,
-    flatten_offsets,
-    progress_time_s,
-    rest_time_s,
-    sample_from_rest,
-    source_backlog,
-    stage_operators,
-    stages_running_s,
-)
+from sparkclient.collector.sample import JobSample
+from sparkclient.collector.sources import BacklogUnknownReason
+from sparkclient.collector.stages import batch_jobs, batch_stages, executors_and_cores, rest_time_s, stages_running_s
+from sparkclient.collector.topology import sample_from_rest
 from tests.capture_paths import DEMO_CAPTURES, SPARK_4_3_0  # noqa: E402
 
 RUN_ID = "ae3eaf98-3470-49e6-8203-7305bb7e17be"
@@ -584,7 +576,8 @@ def test_positional_mapping_only_for_a_unique_stage_order() -> None:
     # a chain (one input) is mapped by position: Scan a -> stage 0, the join -> stage 1
     chain = {**execution, "nodes": [n for n in nodes if n["nodeId"] not in (4, 3)], "edges": edges[:2] + edges[4:]}
     chain["nodes"][2]["metrics"] = []
-    assert stage_operators([chain], [{"jobId": 0, "stageIds": [0, 1]}]) == {0: ["Scan a"], 1: ["SortMergeJoin", "Project"]}
+    operators = stage_operators([chain], [{"jobId": 0, "stageIds": [0, 1]}])
+    assert operators == {0: ["Scan a"], 1: ["SortMergeJoin", "Project"]}
 
 
 def test_arrival_rate_of_a_window_with_one_batch_uses_the_progress_before_it():

@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from scaling.values.plan import JobPlan, VertexPlan
 from scaling.values.reasons import Decision, PlanReason, Reason
-from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus
+from sparkclient.contract.messages import RescalePath, RescaleResult, ResultStatus
 from tests.webapp.factories import make_user
 from webapp.jobs.models import Evaluation, Job
 from webapp.jobs.plans import reasons_json
@@ -19,9 +19,9 @@ def make_role_user(username: str = "operator", role: str = "operator"):
 
 
 #: VertexPlan fields a test may leave out of ``make_evaluation``'s vertices.
-_VERTEX_DEFAULTS = {"current": 1, "proposed": 1, "true_processing_rate": 1000.0, "true_output_rate": 1000.0, "selectivity": 1.0,
-                    "target_data_rate": 500.0, "catch_up_data_rate": 0.0, "ideal_parallelism": 1, "utilization": 0.5,
-                    "busy_core_s_per_s": 0.5, "adjustable": True}
+_VERTEX_DEFAULTS = {"current": 1, "proposed": 1, "true_processing_rate": 1000.0, "true_output_rate": 1000.0,
+                    "selectivity": 1.0, "target_data_rate": 500.0, "catch_up_data_rate": 0.0, "ideal_parallelism": 1,
+                    "utilization": 0.5, "busy_core_s_per_s": 0.5, "adjustable": True}
 
 
 def make_evaluation(job: Job, *, decision: str = "no-change", reasons: tuple[Reason, ...] = (), vertices=(),
@@ -51,7 +51,8 @@ def make_succeeded(job: Job, *, cores_from: int = 1, cores_to: int = 2, downtime
     Execution.objects.create(proposal=proposal, status=Execution.Status.SUCCEEDED, path=path,
                              downtime_s=downtime_s, finished_at=finished_at or timezone.now(),
                              result=result_json(RescaleResult(id=f"proposal-{proposal.pk}-attempt-1",
-                                                              status=ResultStatus.SUCCEEDED, path=RescalePath(path or "none"),
+                                                              status=ResultStatus.SUCCEEDED,
+                                                              path=RescalePath(path or "none"),
                                                               downtime_s=downtime_s, knobs=proposed)))
     for action in ("proposed", "approved", "executing", "succeeded"):
         AuditEvent.objects.create(job=job, proposal=proposal, actor_name="system", action=action)

@@ -59,7 +59,8 @@ def make_snapshots(job: Job, *, count=4, window_s=15.0, arrival=900.0, enrich_bu
         processed = int(arrival * 0.5 * window_s)
         snapshot = MetricSnapshot.objects.create(
             job=job, collected_at=at, run_id="run-1", config=job.config, window_s=window_s, batches=3,
-            backlog=backlog_step * (i + 1), arrival_rate_per_s=processed / window_s if keeping_up else arrival, input_rate_per_s=processed / window_s,
+            backlog=backlog_step * (i + 1), arrival_rate_per_s=processed / window_s if keeping_up else arrival,
+            input_rate_per_s=processed / window_s,
             processed_rate_per_s=processed / window_s, batch_duration_s=batch_duration_s, trigger_interval_s=2.0,
             batch_overhead_s=0.2, batch_ratio=batch_duration_s / 2.0, executors=1, cores=cores)
         upstream = [[], ["v0"], ["v1"]]

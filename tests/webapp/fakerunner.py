@@ -26,14 +26,8 @@ from pathlib import Path
 import redis
 
 from sparkclient.contract import keys
-from sparkclient.contract.control import (
-    FailureCode,
-    RescaleCommand,
-    RescalePath,
-    RescaleResult,
-    ResultStatus,
-    write_result,
-)
+from sparkclient.contract.control import write_result
+from sparkclient.contract.messages import FailureCode, RescaleCommand, RescalePath, RescaleResult, ResultStatus
 from sparkclient.runner.applied import AppliedKeys
 
 
@@ -119,7 +113,7 @@ class FakeRunner(threading.Thread):
 def record_answers(timeout_s: float = 10.0, poll_s: float = 0.05) -> dict:
     """Run the reconcile beat (in-process) until no execution attempt waits for its runner, as the
     beat does every ``SCALER_RECONCILE_INTERVAL_S``; returns the beat's summed counts. An execution
-    attempt sends and returns, the beat records the runner's answer (issue 17)."""
+    attempt sends and returns, the beat records the runner's answer."""
     from webapp.loop.reconcile import workflow_reconcile  # noqa: PLC0415 - needs Django set up
     from webapp.proposals.models import Execution  # noqa: PLC0415 - needs Django set up
 

@@ -42,8 +42,8 @@ def event_specs(job: Job, proposal_id: int | None, user) -> list[dict]:
     block = {"proposal": proposal_id, "knobs": ["cores", "enrich_partitions"], "since": timezone.now().isoformat(),
              "reason": _reason(VerdictReason.RATE_SHORT, capacity_ratio=0.41,
                                short=[{"vertex_id": "v1", "realized_tpr": 500.123, "predicted_tpr": 1200.5}])}
-    plan = reasons_json([PlanReasonValue(PlanReason.LOAD_ABOVE_BAND, data={"load": 1.59, "low": 0.4, "high": 1.0,
-                                                                            "need": 1.59, "cores": 1, "overhead": 0.1})])
+    above = {"load": 1.59, "low": 0.4, "high": 1.0, "need": 1.59, "cores": 1, "overhead": 0.1}
+    plan = reasons_json([PlanReasonValue(PlanReason.LOAD_ABOVE_BAND, data=above)])
     withdrawal = {"reason": str(WithdrawReason.INSIDE_BAND), "evaluations": [11, 12, 13]}
     retry = _reason(RetryCode.RETRY, strategy="exponential-delay", retry=1, attempts=3, delay_s=10.0)
     spent = _reason(RetryCode.RETRIES_SPENT, strategy="exponential-delay", attempts=3)

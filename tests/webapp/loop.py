@@ -1,4 +1,4 @@
-"""The loop harness (issue 13 item 8): the real web app services, driven by ``scaling.sim`` in
+"""The loop harness: the real web app services, driven by ``scaling.sim`` in
 accelerated time, with no Spark, no Redis and no Celery worker.
 
 Every collect interval of the simulated job:
@@ -36,6 +36,7 @@ from scaling.sim.engine import Config, Simulation
 from scaling.sim.model import Downtime, SimJob, SimSettings
 from scaling.sim.workloads import Trace
 from sparkclient.contract import control
+from sparkclient.contract.messages import RescaleCommand, RescalePath, RescaleResult, ResultStatus
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.jobs.services import job_register
 from webapp.loop.evaluate import evaluation_run
@@ -117,9 +118,9 @@ class SimRunner:
 
     harness: LoopHarness
     commands: list[dict] = field(default_factory=list)
-    results: dict[str, control.RescaleResult] = field(default_factory=dict)
+    results: dict[str, RescaleResult] = field(default_factory=dict)
 
-    def send_command(self, client, job: str, command: control.RescaleCommand) -> None:
+    def send_command(self, client, job: str, command: RescaleCommand) -> None:
         h = self.harness
         sim = h.sim
         knobs = dict(command.knobs)
@@ -132,12 +133,12 @@ class SimRunner:
         h.reported_cores = cores
         h.restarted_at_s = sim.down_until_s
         self.commands.append({"id": command.id, "knobs": knobs, "at_s": h.now_s})
-        self.results[command.id] = control.RescaleResult(
-            id=command.id, status=control.ResultStatus.SUCCEEDED, path=control.RescalePath.DRIVER_RESTART,
+        self.results[command.id] = RescaleResult(
+            id=command.id, status=ResultStatus.SUCCEEDED, path=RescalePath.DRIVER_RESTART,
             downtime_s=downtime, pause_s=downtime, knobs=knobs,
             completed_at=(EPOCH + timedelta(seconds=sim.down_until_s)).timestamp())
 
-    def get_result(self, client, job: str, command_id: str) -> control.RescaleResult | None:
+    def get_result(self, client, job: str, command_id: str) -> RescaleResult | None:
         return self.results.get(command_id)
 
 

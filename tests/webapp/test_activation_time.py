@@ -1,4 +1,4 @@
-"""DS2's activation time in the live loop (``JobPolicy.activation_evaluations``, issue 14's bench
+"""DS2's activation time in the live loop (``JobPolicy.activation_evaluations``, the bench's
 setting made available to operators): the streak is kept in the job's scaler state between
 evaluations, so a scale-up is proposed only when that many evaluations in a row recommend it."""
 

@@ -78,7 +78,7 @@ def test_approve_reject_rollback_actions(api, monkeypatch):
     assert api.post(f"/api/proposals/{pending['id']}/approve/").json()["status"] == "approved"
     assert api.post(f"/api/proposals/{pending['id']}/approve/").status_code == 409
     done = make_succeeded(job)
-    # One execution per job at a time (issue 15): no rollback while the approved proposal is queued.
+    # One execution per job at a time: no rollback while the approved proposal is queued.
     busy = api.post(f"/api/proposals/{done.pk}/rollback/", {"reason": "latency got worse"})
     assert busy.status_code == 409 and "one execution at a time" in busy.json()["detail"]
     assert api.get(f"/api/proposals/{done.pk}/").json()["status"] == "succeeded"
@@ -104,7 +104,7 @@ def test_approve_reject_rollback_actions(api, monkeypatch):
 @pytest.mark.parametrize("query", [{"page": "0"}, {"page": "x"}, {"page": ""}, {"page": "last"}, {"status": ""},
                                    {"job": ""}, {"action": ""}, {"action": "Approved!"}])
 def test_malformed_page_and_blank_filters_are_400(api, query):
-    """issue 15: ``page=`` and ``action=`` were accepted; a malformed page was an undocumented 404."""
+    """A blank ``page=`` or ``action=`` and a malformed page are a documented 400, not accepted or a 404."""
     url = "/api/audit-events/" if "action" in query else "/api/proposals/"
     response = api.get(url, query)
     assert response.status_code == 400, response.content
@@ -119,7 +119,7 @@ def test_api_404s_are_json_and_a_page_past_the_end_is_404(api):
 
 
 def test_schema_documents_errors_nullable_fields_and_integer_ids(api):
-    """issue 15: 400/401/403/404 were undocumented; ``execution`` and ``decided_by`` are null until decided."""
+    """400/401/403/404 are documented; ``execution`` and ``decided_by`` are null until decided."""
     schema = api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():
@@ -181,7 +181,7 @@ def test_metrics_exposes_flip271_scaling_metrics_and_status_gauges(api):
 
 
 def test_vertices_carry_the_stage_name_the_dashboard_shows(api):
-    """Issue 16: one stage name in the graph, the proposal, the charts and the API."""
+    """One stage name in the graph, the proposal, the charts and the API."""
     from webapp.dashboard.reads import job_stage_names
 
     job = make_job()

@@ -23,7 +23,8 @@ LONG_ID = "1" + "0" * 18
 #: The schema's operations with an id in the path, and the method of each.
 ID_OPERATIONS = [
     ("get", "/api/jobs/{id}/"), ("patch", "/api/jobs/{id}/"), ("get", "/api/jobs/{id}/policy/"),
-    ("patch", "/api/jobs/{id}/policy/"), ("get", "/api/jobs/{id}/memory/"), ("get", "/api/vertices/{id}/"), ("get", "/api/snapshots/{id}/"),
+    ("patch", "/api/jobs/{id}/policy/"), ("get", "/api/jobs/{id}/memory/"), ("get", "/api/vertices/{id}/"),
+    ("get", "/api/snapshots/{id}/"),
     ("get", "/api/proposals/{id}/"), ("post", "/api/proposals/{id}/approve/"),
     ("post", "/api/proposals/{id}/reject/"), ("post", "/api/proposals/{id}/rollback/"),
     ("get", "/api/executions/{id}/"), ("get", "/api/audit-events/{id}/"),

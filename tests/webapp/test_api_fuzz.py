@@ -1,9 +1,9 @@
 """Schemathesis against the live API with a valid token: every operation of the OpenAPI schema, the
 examples, coverage and fuzzing phases, malformed input too, and ALL of schemathesis' checks (status
-codes, content types and bodies conform to the schema, bad input is rejected, good input accepted;
-issue 15 "OpenAPI conformance"). Every operation must get at least one 2xx (issue 18 finding 2): the
-test seeds objects and hands their ids to schemathesis (a dictionary per operation, used for half
-of the generated ids), so the detail endpoints, approve, reject and rollback reach real objects."""
+codes, content types and bodies conform to the schema, bad input is rejected, good input accepted).
+Every operation must get at least one 2xx: the test seeds objects and hands their ids to
+schemathesis (a dictionary per operation, used for half of the generated ids), so the detail
+endpoints, approve, reject and rollback reach real objects."""
 
 from __future__ import annotations
 

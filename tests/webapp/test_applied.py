@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from sparkclient.contract import control, keys
-from sparkclient.contract.control import RescaleCommand, RescalePath, RescaleResult, ResultStatus
+from sparkclient.contract.messages import RescaleCommand, RescalePath, RescaleResult, ResultStatus
 from sparkclient.runner.applied import AppliedKeys
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.api.serializers import ExecutionSerializer

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sparkclient.contract.control import RescalePath
+from sparkclient.contract.messages import RescalePath
 from webapp.proposals.attempts import AttemptEntry, RetryDecision, entries_from_json, entries_to_json
 from webapp.proposals.codes import RetryCode
 from webapp.proposals.lifecycle import AttemptOutcome

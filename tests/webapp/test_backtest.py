@@ -1,4 +1,4 @@
-"""``manage.py backtest``: replays stored snapshots through a policy (issue 7, backtest)."""
+"""``manage.py backtest``: replays stored snapshots through a policy."""
 
 import json
 from datetime import timedelta

@@ -11,6 +11,7 @@ import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
 from sparkclient.contract import control, keys
+from sparkclient.contract.messages import RunnerState, StatusUpdate
 from tests.capture_paths import SPARK_4_3_0
 from tests.fakespark import APP, RUN_ID, fake_spark_ui
 from tests.webapp.factories import CONFIG, make_job
@@ -61,8 +62,8 @@ def _collect(redis, settings, ui, *, cap: int, name: str = "demo"):
                                               "executorRunTime": [stage["executorRunTime"] / 2]}).encode())
     Job.objects.filter(pk=job.pk).update(spark_ui_url=ui.url)
     job.refresh_from_db()
-    control.write_status(redis, job.name, control.StatusUpdate(state=control.RunnerState.RUNNING, ui_url=ui.url,
-                                                               app_id=APP, run_id=RUN_ID, knobs=dict(CONFIG)))
+    control.write_status(redis, job.name, StatusUpdate(state=RunnerState.RUNNING, ui_url=ui.url, app_id=APP,
+                                                       run_id=RUN_ID, knobs=dict(CONFIG)))
     return job, collector.snapshot_collect(job=job, now=datetime.fromtimestamp(AFTER_LAST_BATCH, tz=UTC))
 
 

@@ -1,6 +1,6 @@
 """Metric collection (``webapp.loop.collect.snapshot_collect``) and its beat task: every way it can
 fail, against a real Redis and a fake Spark UI serving the Spark 4.3.0 captures, and the lock that
-keeps two collections of one job from overlapping (issue 18 finding 5)."""
+keeps two collections of one job from overlapping."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from sparkclient.contract import control, keys
+from sparkclient.contract.messages import StatusUpdate
 from tests.capture_paths import SPARK_4_3_0
 from tests.fakespark import APP, RUN_ID, fake_spark_ui
 from tests.webapp.factories import CONFIG, make_job
@@ -25,9 +26,9 @@ AFTER_LAST_BATCH = datetime.fromisoformat(PROGRESS[-1]["timestamp"].replace("Z",
 
 
 def report(redis, job: Job, **fields) -> None:
-    """What the runner writes to its status hash (``sparkclient.contract.control.StatusUpdate``)."""
+    """What the runner writes to its status hash (``sparkclient.contract.messages.StatusUpdate``)."""
     redis.delete(keys.runner(job.name))
-    control.write_status(redis, job.name, control.StatusUpdate(**fields))
+    control.write_status(redis, job.name, StatusUpdate(**fields))
 
 
 def running(redis, job: Job, ui_url: str, **extra) -> None:
@@ -161,7 +162,7 @@ def test_collect_job_releases_the_lock_when_the_collect_raises(workflow_redis, m
 
 def test_the_webapp_and_the_snapshot_cli_map_one_sample_to_the_same_model_inputs(workflow_redis, settings,
                                                                                   monkeypatch):
-    """Issue 17 acceptance 4, the one Spark → model mapping: a collected snapshot, stored and read back
+    """The one Spark → model mapping: a collected snapshot, stored and read back
     (``window.window_inputs``), gives the metrics, topology and cluster that the snapshot CLI writes
     for the very sample the collector built (``sparkclient.collector.snapshot.sample_to_scenario``)."""
     from scaling.scenario.format import parse

@@ -1,4 +1,4 @@
-"""Issue 15, "Bad data from Spark": a failing collect marks the job degraded with the reason, stores
+"""Bad data from Spark: a failing collect marks the job degraded with the reason, stores
 nothing, and no infinite value ever reaches the API or the live page.
 
 The collect is the real ``snapshot_collect``: a real Redis holds the runner status and the published
@@ -16,7 +16,7 @@ import httpx
 import pytest
 from rest_framework.authtoken.models import Token
 
-from sparkclient.collector.topology import batch_end_s
+from sparkclient.collector.batchwindow import batch_end_s
 from sparkclient.contract import keys
 from tests.capture_paths import SPARK_4_3_0
 from tests.webapp.dashboard_factories import make_role_user

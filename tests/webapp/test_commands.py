@@ -1,5 +1,4 @@
-"""The management commands the README advertises: ``demo_load``, ``ensure_admin``, ``register_job``
-(issue 18 finding 5)."""
+"""The management commands the README advertises: ``demo_load``, ``ensure_admin``, ``register_job``."""
 
 from __future__ import annotations
 

@@ -166,7 +166,7 @@ def test_chart_ranges_are_downsampled_and_bounded(client, operator):
 
 
 def test_windows_without_data_are_gaps_and_the_last_good_dag_stays_marked_stale(client, operator):
-    """Issue 16: during a restart the collector stores windows with no completed batch (rates and
+    """During a restart the collector stores windows with no completed batch (rates and
     backlog 0) and none at all while the runner is down; the page keeps the last good DAG and numbers
     with a "stale since" badge, and the charts have gaps there, never zeros."""
     from webapp.dashboard.figures import _filled_runs
@@ -344,7 +344,8 @@ def test_proposal_page_shows_vertices_executors_predictions_and_buttons(client, 
         assert f"{v.current} → {v.proposed}" in table
     assert f"{plan.executors_current} → {plan.executors_proposed}" in html
     forecast = re.search(r'<section class="card" id="forecast">(.*?)</section>', html, re.S).group(1)
-    assert re.search(r'id="utilization" class="predicted">\d+ % now → \d+ % on \d+ cores?, at the target rate', forecast)
+    utilization = r'id="utilization" class="predicted">\d+ % now → \d+ % on \d+ cores?, at the target rate'
+    assert re.search(utilization, forecast)
     assert re.search(r'id="batch-ratio" class="predicted">[\d.]+ now → [\d.]+ predicted', forecast)
     assert re.search(r'id="catch-up" class="predicted">[^<]*after the first batch[^<]*drain [\d,]+ records', forecast)
     assert "4 s (median of 2 measured restarts of this job)" in forecast  # (3.0 + 5.0) / 2
@@ -430,7 +431,7 @@ def test_anonymous_is_sent_to_login_everywhere(client):
 
 
 def test_a_knob_stage_mismatch_is_named_on_the_page_and_nothing_is_proposed_for_that_stage(client, operator):
-    """Issue 11, acceptance 4: the enrich stage ran 3 tasks while its knob says 1 (a pipeline that ignores
+    """The enrich stage ran 3 tasks while its knob says 1 (a pipeline that ignores
     its knob, say): the page names the stage and the knob, and the plan leaves that stage alone."""
     job = make_job(metric_window_s=45)
     make_snapshots(job, count=4, tasks=(1, 3, 2))
@@ -471,7 +472,7 @@ def test_without_a_published_plan_no_stage_is_bound(client, operator):
     assert page.count('class="msg binding-unverified"') == 3
 
 
-# --- issue 16: rescales page, audit filters and diffs, suspension button, favicon -----------------
+# --- rescales page, audit filters and diffs, suspension button, favicon ---------------------------
 
 def test_rescales_page_counts_and_lists_each_execution(client, operator):
     from webapp.proposals.models import Execution
@@ -536,7 +537,7 @@ def test_favicon_is_served_not_404(client):
 
 
 def test_why_above_the_band_with_a_skewed_stage_names_what_the_plan_cannot_meet(client, operator):
-    """Issue 14 ("Say what cannot be met", "Skew") on the job page: a job at its maximum cores whose
+    """What cannot be met, and skew, on the job page: a job at its maximum cores whose
     enrich stage's slowest task is busy 7x its mean task gets no proposal, and the page says why:
     the stage is skewed (more cores cannot help it) and the executors are at their maximum."""
     job = make_job(metric_window_s=45, max_cores=2)

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from sparkclient.contract import keys
-from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, ResultStatus
+from sparkclient.contract.messages import FailureCode, RescalePath, RescaleResult, ResultStatus
 from tests.waiting import wait_for
 from tests.webapp.factories import make_job, make_pending, make_snapshots, make_user
 from tests.webapp.fakerunner import FakeRunner, record_answers
@@ -53,7 +53,7 @@ def test_a_successful_execution_records_the_scaling_and_its_downtime(no_enqueue)
 
 
 def test_an_execution_records_its_pause_added_lag_and_catch_up_from_the_snapshots(no_enqueue):
-    """Issue 12: pause_s from the runner; added_lag_s and catch_up_s from the backlog around the rescale."""
+    """pause_s from the runner; added_lag_s and catch_up_s from the backlog around the rescale."""
     job, proposal = _executing_proposal()
     start = timezone.now()
     execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")

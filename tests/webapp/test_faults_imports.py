@@ -1,4 +1,4 @@
-"""Issue 15, Faults: no lazy import of a heavy module inside a task. The first execution after a
+"""Faults: no lazy import of a heavy module inside a task. The first execution after a
 worker restart deadlocked on ``from sparkclient.runner.driver import ...`` (which loads pyspark) run inside
 the task by several worker threads at once. Every import inside a function of the modules the
 Celery tasks run must be of a module that loads none of the heavy packages."""

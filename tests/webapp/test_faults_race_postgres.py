@@ -1,4 +1,4 @@
-"""Issue 15, Faults: the rollback/approve race, against a real PostgreSQL server and a threaded
+"""Faults: the rollback/approve race, against a real PostgreSQL server and a threaded
 Django server. For each job, a rollback of its succeeded proposal and an approval of its pending
 proposal arrive at the same moment; before, both were accepted and two rescales were sent 40 ms
 apart. Now the database admits one execution in flight per job: exactly one request wins (200),

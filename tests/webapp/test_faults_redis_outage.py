@@ -1,4 +1,4 @@
-"""Issue 15, Faults: a real Celery worker (with its beat) and a real Redis that is stopped for 60 s
+"""Faults: a real Celery worker (with its beat) and a real Redis that is stopped for 60 s
 with a task in flight, then started again (empty: no persistence, the harshest case).
 
 - the worker is alive throughout and afterwards (kombu's restore of unacknowledged messages used

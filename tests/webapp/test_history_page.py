@@ -65,7 +65,8 @@ def test_each_event_shows_its_fields_before_and_after_with_units(client, ada):
         return [chunk for chunk in audit.split("<tr data-action=")[1:] if chunk.startswith(f'"{action}"')][-1]
 
     policy = row("policy_changed")
-    assert re.search(r'title="max_cores">max cores</th><td class="before">8 cores</td><td class="after"><b>6 cores', policy)
+    max_cores = r'title="max_cores">max cores</th><td class="before">8 cores</td><td class="after"><b>6 cores'
+    assert re.search(max_cores, policy)
     assert "catch up duration</th><td class=\"before\">2 min</td><td class=\"after\"><b>5 min" in policy
     assert ">70 %</td>" in policy and "yes" in policy and ">—</td>" in policy  # share, bool, None
     assert 'class="actor">Ada Lovelace<' in policy

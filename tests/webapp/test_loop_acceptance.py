@@ -1,4 +1,4 @@
-"""Issue 13 acceptance, on the loop harness (``tests/webapp/loop.py``): the real services, driven
+"""The live loop's acceptance, on the loop harness (``tests/webapp/loop.py``): the real services, driven
 by ``scaling.sim`` on the demo-like topology in accelerated time, no Spark.
 
 The stabilization interval is the web app's default (30 s), the metric window 45 s (three collects).
@@ -17,12 +17,12 @@ from scaling.bench.run import oscillations
 from scaling.sim.workloads import DAY_S, Trace, diurnal
 from tests.webapp.factories import make_user
 from tests.webapp.loop import EPOCH, EXECUTORS_KNOB, LoopHarness, make_harness, steps
-from webapp.jobs.models import Evaluation, MetricSnapshot
+from webapp.jobs.models import Evaluation, EvaluationHold, MetricSnapshot
 from webapp.jobs.selectors import policy_band
 from webapp.proposals.holds import config_direction
 from webapp.proposals.lifecycle import TransitionError
 from webapp.proposals.models import AuditEvent, Execution, Proposal
-from webapp.proposals.reasons import EvaluationHold, WithdrawReason
+from webapp.proposals.reasons import WithdrawReason
 from webapp.proposals.services import proposal_approve
 
 pytestmark = [pytest.mark.django_db]
@@ -310,10 +310,12 @@ def test_6_the_proposal_page_shows_the_stored_prediction_beside_the_realized_val
     execution = Execution.objects.get(proposal=proposal)
     stated = re.search(r'id="execution-catch-up">(.*?)</span>', html).group(1)
     if execution.catch_up_s is None:
-        assert cell(html, "realized-catch-up") == stated == "not yet: the backlog is still above its level before the rescale"
+        not_yet = "not yet: the backlog is still above its level before the rescale"
+        assert cell(html, "realized-catch-up") == stated == not_yet
     else:
-        assert cell(html, "realized-catch-up").endswith(f"({round(execution.catch_up_s)} s from the start of the rescale)")
-        assert stated.startswith(f"{round(execution.catch_up_s)} s from the start of the rescale")
+        since_start = f"{round(execution.catch_up_s)} s from the start of the rescale"
+        assert cell(html, "realized-catch-up").endswith(f"({since_start})")
+        assert stated.startswith(since_start)
     assert cell(html, "downtime").startswith(f"{round(predicted['downtime_s'])} s (configured")
     assert cell(html, "realized-downtime") == "15 s"
     assert 'data-verdict="verified"' in html

@@ -35,7 +35,8 @@ HEAP = {"name": "heap_mb", "default": 1024, "min": 512, "max": 8192, "sets": "me
 
 def _job(name: str, *, knob: bool = True, apply: bool = False, **policy) -> Job:
     job = job_register(name=name, topic="nexmark", query_name=f"{name}-query",
-                       config={**CONFIG, **({"heap_mb": 1024} if knob else {})}, knobs=[*KNOBS, *([HEAP] if knob else [])],
+                       config={**CONFIG, **({"heap_mb": 1024} if knob else {})},
+                       knobs=[*KNOBS, *([HEAP] if knob else [])],
                        policy={"metric_window_s": 45, "memory_apply": apply, **policy})
     Job.objects.filter(pk=job.pk).update(plan_stages=PLAN_STAGES)
     return Job.objects.select_related("policy").get(pk=job.pk)
@@ -171,7 +172,8 @@ def test_approving_with_the_memory_recommendation_adds_it_and_audits_it(client):
     assert event.reason["code"] == AuditReason.MEMORY_ADDED and event.after["heap_mb"] == 512
     assert (event.reason["data"]["from_mb"], event.reason["data"]["to_mb"]) == (1024, 512)
     history = client.get(f"/jobs/{job.pk}/history/").content.decode()
-    assert "approved with the memory recommendation: heap of each JVM that runs tasks (heap_mb) 1024 → 512 MB" in history
+    approved = "approved with the memory recommendation: heap of each JVM that runs tasks (heap_mb) 1024 → 512 MB"
+    assert approved in history
 
 
 def test_approving_without_the_box_leaves_the_heap_and_the_box_is_not_offered_twice(client):
@@ -192,7 +194,8 @@ def test_approving_without_the_box_leaves_the_heap_and_the_box_is_not_offered_tw
     with pytest.raises(TransitionError, match="no memory recommendation to add"):
         proposal_approve(proposal=carried, actor=user, with_memory=True)
     client.force_login(user)
-    answer = client.post(f"/api/proposals/{carried.pk}/approve/", {"with_memory": True}, content_type="application/json")
+    answer = client.post(f"/api/proposals/{carried.pk}/approve/", {"with_memory": True},
+                         content_type="application/json")
     assert answer.status_code == 409 and Proposal.objects.get(pk=carried.pk).status == "pending"
 
 

@@ -126,7 +126,8 @@ def test_an_operator_adds_every_memory_recommendation_when_approving(client):
     assert (approved.proposed_config["heap_mb"], approved.proposed_config["state_mb"]) == (512, 128)
     plan = approved.job_plan
     assert plan.memory_proposed_mb == 512
-    assert [(s.kind, s.proposed_mb, s.step) for s in plan.memory_sizes] == [(MemoryKind.STATE, 128, MemoryStep.REQUESTED)]
+    sizes = [(s.kind, s.proposed_mb, s.step) for s in plan.memory_sizes]
+    assert sizes == [(MemoryKind.STATE, 128, MemoryStep.REQUESTED)]
     event = approved.audit_events.get(action="approved")
     assert [a["knob"] for a in event.reason["data"]["added"]] == ["heap_mb", "state_mb"]
     history = client.get(f"/jobs/{job.pk}/history/").content.decode()

@@ -22,7 +22,7 @@ from django.utils import timezone
 from scaling.values.plan import PLAN_FORMAT, JobPlan
 from scaling.values.reasons import Limit, PlanReason
 from scaling.values.state import PendingScaleDown, ScalerState, state_to_dict
-from sparkclient.contract.control import RescalePath, ResultStatus
+from sparkclient.contract.messages import RescalePath, ResultStatus
 from tests.webapp.dashboard_factories import make_role_user
 from tests.webapp.factories import make_job, make_snapshots
 from webapp.jobs.models import Evaluation, Job

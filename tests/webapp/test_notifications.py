@@ -1,4 +1,4 @@
-"""Notifications (``webapp.inbox``), issue 32 acceptance 4: a pending proposal produces one webhook
+"""Notifications (``webapp.inbox``): a pending proposal produces one webhook
 call to a loopback endpoint and no duplicate within the interval; a failing endpoint is retried and
 never delays the loop (the loop only enqueues, after commit; nothing it runs calls HTTP)."""
 
@@ -254,8 +254,8 @@ def test_the_admin_edits_a_target_with_its_kinds(client):
     assert client.get("/admin/inbox/notificationtarget/add/").status_code == 200
     job = make_job("orders")
     response = client.post("/admin/inbox/notificationtarget/add/", {
-        "name": "orders team", "job": job.pk, "webhook_url": "https://hooks.example.com/T0/B0", "emails": "a@example.com",
-        "kinds": [NoticeKind.PROPOSAL_PENDING, NoticeKind.JOB_DOWN], "enabled": "on"})
+        "name": "orders team", "job": job.pk, "webhook_url": "https://hooks.example.com/T0/B0",
+        "emails": "a@example.com", "kinds": [NoticeKind.PROPOSAL_PENDING, NoticeKind.JOB_DOWN], "enabled": "on"})
     assert response.status_code == 302, response.content.decode()[:2000]
     target = NotificationTarget.objects.get()
     assert (target.job, target.kinds) == (job, ["proposal_pending", "job_down"])
@@ -268,7 +268,8 @@ def test_the_admin_edits_a_target_with_its_kinds(client):
 @pytest.mark.parametrize(("kind", "data", "text"), [
     (NoticeKind.PROPOSAL_PENDING, {"proposal": 7, "changes": {"cores": [1, 2]}, "hold": ""},
      "proposal #7 waits for a decision: cores 1 → 2"),
-    (NoticeKind.RESCALE_SUCCEEDED, {"proposal": 7, "changes": {"cores": [1, 2]}}, "proposal #7 was executed: cores 1 → 2"),
+    (NoticeKind.RESCALE_SUCCEEDED, {"proposal": 7, "changes": {"cores": [1, 2]}},
+     "proposal #7 was executed: cores 1 → 2"),
     (NoticeKind.RESCALE_FAILED, {"proposal": 7, "changes": {"cores": [1, 2]}, "reason": "the runner refused it"},
      "proposal #7 failed (cores 1 → 2): the runner refused it"),
     (NoticeKind.ROLLED_BACK, {"proposal": 7, "changes": {"cores": [1, 2]}},

@@ -21,7 +21,7 @@ from scaling.values.plan import JobPlan, VertexPlan
 from scaling.values.reasons import Decision
 from scaling.values.state import state_from_dict
 from sparkclient.contract import keys
-from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus
+from sparkclient.contract.messages import RescalePath, RescaleResult, ResultStatus
 from tests.scaling.test_options import just_outside, with_switch
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.admin import POLICY_FIELDSETS, JobPolicyForm

@@ -1,6 +1,6 @@
 """The expected downtime a proposal shows comes from the job's own measured rescales of the same
 kind: a cores change from the runner's cores changes (driver restart, warm handover, executors in
-place), a partition change from in-process restarts only (issue 13 item 5; the demo showed 30.8 s, the
+place), a partition change from in-process restarts only (the demo showed 30.8 s, the
 median of two handovers, for a state repartition that took 4.5 s in process)."""
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ from scaling.words.reason_text import reason_text
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job
 from webapp.loop.evaluate import evaluation_run
+from webapp.proposals.lifecycle import TransitionError
 from webapp.proposals.models import AuditEvent, Proposal
-from webapp.proposals.services import TransitionError, proposal_approve
+from webapp.proposals.services import proposal_approve
 
 pytestmark = pytest.mark.django_db
 
@@ -165,7 +166,8 @@ def test_a_pending_proposal_that_changes_a_knob_the_checkpoint_now_pins_is_withd
     user = make_user(username="watcher", role="viewer")
     client.force_login(user)
     page = client.get(f"/proposals/{first.pk}/").content.decode()
-    assert 'id="withdrawal" data-reason="knob_pinned"' in page and "data-pinned=" not in page  # a decided one: its own story
+    # a decided one: its own story
+    assert 'id="withdrawal" data-reason="knob_pinned"' in page and "data-pinned=" not in page
     second = job.proposals.get(status=Proposal.Status.PENDING)
     assert second.proposed_config["state_partitions"] == second.current_config["state_partitions"]
     assert second.proposed_config["cores"] > second.current_config["cores"]

@@ -98,8 +98,8 @@ def _r(code, **data) -> dict:
      "rollback of proposal 3: execution failed after 2 attempt(s): boom"),
     (_r(AuditReason.ROLLBACK_OF, proposal=3, cause=None), "rollback of proposal 3"),
     (_r(AuditReason.INEFFECTIVE_SCALE_UP, proposal=3, knobs=["cores"], verdict=_r(VerdictReason.NO_RATES)),
-     "proposal 3 was verified ineffective (no capacity to compare: the plan or the window has no rates): scale-ups of cores wait "
-     "until a person clears the block"),
+     "proposal 3 was verified ineffective (no capacity to compare: the plan or the window has no rates): "
+     "scale-ups of cores wait until a person clears the block"),
     (_r(AuditReason.NO_DECISION_IN_TIME, expires_at="2026-11-26T10:00:00+00:00"),
      "no decision before 2026-11-26 10:00:00 UTC (the policy's time to decide)"),
     (_r("legacy-text", text="written before reasons had codes"), "written before reasons had codes"),

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from sparkclient.contract import keys
-from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus
+from sparkclient.contract.messages import RescalePath, RescaleResult, ResultStatus
 from tests.webapp.factories import make_pending
 from webapp.jobs.models import Job
 from webapp.loop.reconcile import workflow_reconcile

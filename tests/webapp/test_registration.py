@@ -1,4 +1,4 @@
-"""Job registration (issue 11 item 5, issue 16 API): the declared knobs, the Spark UI rule, the
+"""Job registration: the declared knobs, the Spark UI rule, the
 collector's refusal to follow a URL or app id read from Redis that the registration does not allow,
 and the registration / policy API, CLI and admin sharing one validation."""
 
@@ -174,7 +174,7 @@ def test_only_urls_inside_the_rule_come_out(ui_url, app_id):
         assert isinstance(target, Refusal)
 
 
-# --- acceptance 11.5: a URL planted in Redis is not fetched ----------------------------------------
+# --- a URL planted in Redis is not fetched --------------------------------------------------------
 
 @pytest.fixture
 def spy_server():
@@ -256,14 +256,15 @@ def _patch(api, url, body):
 
 @pytest.mark.django_db
 def test_job_api_round_trip_register_set_auto_edit_policy_and_400_names_the_field(admin_api):
-    """Acceptance 16.6."""
+    """The job API: register, set auto mode, edit the policy; a 400 names the field."""
     created = _post(admin_api, {"name": "mine", "spark_ui_hosts": ["*.spark.svc.cluster.local", "10.42.0.0/16"],
                                 "spark_ui_ports": "4040-4045", "knobs": [KNOB],
                                 "policy": {"max_cores": 6, "metric_window_s": 30}})
     assert created.status_code == 201, created.content
     job = created.json()
     assert job["name"] == "mine" and job["knobs"] == [STORED] and job["mode"] == "manual"
-    assert job["spark_ui_hosts"] == ["*.spark.svc.cluster.local", "10.42.0.0/16"] and job["spark_ui_ports"] == "4040-4045"
+    assert job["spark_ui_hosts"] == ["*.spark.svc.cluster.local", "10.42.0.0/16"]
+    assert job["spark_ui_ports"] == "4040-4045"
     policy_url = f"/api/jobs/{job['id']}/policy/"
     assert admin_api.get(policy_url).json()["max_cores"] == 6
 
@@ -366,7 +367,8 @@ def test_register_job_cli(capsys):
     assert job.spark_ui_hosts == ["10.0.0.7", "*.svc.local"] and job.knobs == [STORED]
     assert (job.policy.mode, job.policy.max_cores) == ("auto", 3)
     assert "10.0.0.7, *.svc.local on ports 4040-4041" in capsys.readouterr().out
-    with pytest.raises(CommandError, match=r"knobs: knob 1: knob 'enrich_partitions': needs 1 <= min <= default <= max"):
+    refused = r"knobs: knob 1: knob 'enrich_partitions': needs 1 <= min <= default <= max"
+    with pytest.raises(CommandError, match=refused):
         call_command("register_job", "--name", "cli2", "--knobs", json.dumps([{**KNOB, "min": 8, "max": 4}]))
     with pytest.raises(CommandError, match="policy.utilization_target"):
         call_command("register_job", "--name", "cli2", "--policy", '{"utilization_target": 7}')
@@ -434,7 +436,8 @@ def test_the_admin_registers_a_job_with_its_policy(client):
     form = {"name": "from-admin", "query_name": "", "topic": "", "config": "{}", "knobs": json.dumps([KNOB]),
             "spark_ui_url": "", "spark_ui_hosts": '["driver-host"]', "spark_ui_ports": "4040",
             "health": "collecting", "last_error": "", "health_reason": "{}",
-            "scaler_state": "{}", "plan_stages": "[]", "capacity": "0", "config_changed_at_0": "", "config_changed_at_1": "",
+            "scaler_state": "{}", "plan_stages": "[]", "capacity": "0",
+            "config_changed_at_0": "", "config_changed_at_1": "",
             "policy-TOTAL_FORMS": "0", "policy-INITIAL_FORMS": "0", "policy-MIN_NUM_FORMS": "0",
             "policy-MAX_NUM_FORMS": "1"}
     refused = client.post("/admin/jobs/job/add/", {**form, "spark_ui_hosts": '["a/b"]'})

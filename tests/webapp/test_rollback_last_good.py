@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from sparkclient.contract.control import FailureCode, RescalePath, RescaleResult, ResultStatus
+from sparkclient.contract.messages import FailureCode, RescalePath, RescaleResult, ResultStatus
 from tests.webapp.factories import CONFIG, make_job
 from webapp.jobs.models import Job
 from webapp.loop.execute import execution_record_result

@@ -1,4 +1,4 @@
-"""Issue 15, Access: roles everywhere, /metrics, the demo rate, login throttling, the decide form,
+"""Access: roles everywhere, /metrics, the demo rate, login throttling, the decide form,
 the admin's internal fields and bounds, algorithms from the registry, Spark bodies not reflected."""
 
 from __future__ import annotations

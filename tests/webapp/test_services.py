@@ -4,8 +4,9 @@ import pytest
 
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.loop.evaluate import evaluation_run
+from webapp.proposals.lifecycle import TransitionError
 from webapp.proposals.models import AuditEvent, Proposal
-from webapp.proposals.services import TransitionError, proposal_approve, proposal_reject
+from webapp.proposals.services import proposal_approve, proposal_reject
 
 pytestmark = pytest.mark.django_db
 

@@ -154,5 +154,6 @@ def test_the_proposal_page_shows_the_standby_and_what_it_costs(client, workflow_
         "id": "prepared-x", "state": "starting", "proposal": str(proposal.pk), "knobs": '{"cores": 2}'})
     assert "Standby driver (started while the proposal waits, so the approval hands over at once): starting" \
         in client.get(url).content.decode()
-    workflow_redis.hset(keys.handover(proposal.job.name), mapping={"state": "ready", "rss_mb": "1490", "cpu_pct": "2.5"})
+    workflow_redis.hset(keys.handover(proposal.job.name),
+                        mapping={"state": "ready", "rss_mb": "1490", "cpu_pct": "2.5"})
     assert "ready: 1,490 MB resident, 2.5 % of one core while it waits" in client.get(url).content.decode()

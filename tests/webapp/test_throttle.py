@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus, RunnerStatus
+from sparkclient.contract.messages import RescalePath, RescaleResult, ResultStatus, RunnerStatus
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job, JobPolicy
 from webapp.loop.collect import _sync_runner_state

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from scaling.forecast.rescale_cost import BENCH_PAUSE_S, BENCH_READY_HANDOVER_S, EffectSource, StandbyReadiness
 from sparkclient.contract import keys
-from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus, StandbyUse
+from sparkclient.contract.messages import RescalePath, RescaleResult, ResultStatus, StandbyUse
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
 from tests.webapp.factories import make_job, make_pending, make_snapshots, make_user
 from webapp.api.serializers import ExecutionSerializer

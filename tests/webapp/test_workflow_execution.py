@@ -6,7 +6,7 @@ database with the test, a real Redis, and a fake runner on the control channel i
 3. The runner refuses the configuration: back-off retries, automatic rollback, suspension of
    auto-approval, and the audit events, in order.
 
-And issue 17 acceptance 5: a worker is free while an execution waits for its runner (the execute
+And a worker is free while an execution waits for its runner (the execute
 task sends and returns; the reconcile beat records the answer).
 """
 
@@ -18,7 +18,8 @@ import time
 
 import pytest
 
-from sparkclient.contract.control import RescalePath, RescaleResult, ResultStatus, write_result
+from sparkclient.contract.control import write_result
+from sparkclient.contract.messages import RescalePath, RescaleResult, ResultStatus
 from sparkclient.demo.processes import ProcessGroup
 from tests.waiting import wait_for
 from tests.webapp.factories import make_job, make_snapshots, make_user
@@ -125,7 +126,8 @@ def test_a_worker_killed_during_an_execution_is_reconciled_by_the_next_beat(proc
     try:
         first = worker(processes, "worker-a", beat=False, tmp_path=tmp_path)
         proposal_approve(proposal=proposal, actor=make_user())
-        wait_for(lambda: runner.commands, timeout_s=60, what="worker A to send attempt 1", group=processes, interval_s=0.2)
+        wait_for(lambda: runner.commands, timeout_s=60, what="worker A to send attempt 1", group=processes,
+                 interval_s=0.2)
         assert Execution.objects.get(proposal=proposal).attempt_state == "sent"
         os.killpg(first.process.pid, signal.SIGKILL)  # mid-execution: attempt 1 is unanswered
         first.process.wait(timeout=10)

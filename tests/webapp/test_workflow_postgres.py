@@ -50,7 +50,8 @@ def test_20_concurrent_approvals_make_one_approval_one_execution_19_refusals(pos
                                                                               redis_client, tmp_path):
     env = {**os.environ, "DATABASE_URL": postgres_server.url, "REDIS_URL": redis_server.url,
            "CELERY_BROKER_URL": redis_server.url, "CELERY_RESULT_BACKEND": redis_server.url,
-           "SCALER_EXECUTION_TIMEOUT_S": "20", "SCALER_COLLECT_INTERVAL_S": "3600", "SCALER_RECONCILE_INTERVAL_S": "0.5", "SCALER_STABILIZATION_S": "0", "PYTHONUNBUFFERED": "1",
+           "SCALER_EXECUTION_TIMEOUT_S": "20", "SCALER_COLLECT_INTERVAL_S": "3600",
+           "SCALER_RECONCILE_INTERVAL_S": "0.5", "SCALER_STABILIZATION_S": "0", "PYTHONUNBUFFERED": "1",
            "CONN_MAX_AGE": "0"}
     env.pop("TEST_DATABASE_PATH", None)
     group = ProcessGroup(log_dir=tmp_path / "logs", env=env)

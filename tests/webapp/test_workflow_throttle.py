@@ -1,4 +1,4 @@
-"""Issue 32 acceptance 3, with real Celery worker processes (no eager mode) sharing a file SQLite
+"""The per-cluster execution limit, with real Celery worker processes (no eager mode) sharing a file SQLite
 database with the test, a real Redis, and fake runners on the control channel instead of Spark:
 with a limit of 1 execution per cluster, two jobs on one cluster approved at the same moment
 execute one after the other, and the waiting one says why (``ThrottleCode``)."""

@@ -62,7 +62,7 @@ def action_filter(help_text: str) -> django_filters.Filter:
 
 
 class StrictFilterSet(django_filters.FilterSet):
-    """A filter present in the query without a value is an error, not an absent filter (issue 15)."""
+    """A filter present in the query without a value is an error, not an absent filter."""
 
     def is_valid(self) -> bool:
         valid = super().is_valid()

@@ -62,7 +62,8 @@ class PlanField(serializers.Field):
 
 
 @extend_schema_field({"type": "array", "items": {
-    "type": "object", "properties": {"revision": {"type": "integer"}, "reasons": {"type": "array", "items": REASON_SCHEMA}}}})
+    "type": "object",
+    "properties": {"revision": {"type": "integer"}, "reasons": {"type": "array", "items": REASON_SCHEMA}}}})
 class RevisionsField(serializers.JSONField):
     """Earlier revisions (``Proposal.revisions``), each one's reasons with their words."""
 

@@ -1,4 +1,4 @@
-"""What the OpenAPI schema promises, kept true to what the API answers (issue 15, "OpenAPI conformance").
+"""What the OpenAPI schema promises, kept true to what the API answers.
 
 - Every operation documents its error answers: 401/403 (not signed in, no permission), 404 (no such
   object, or a page past the last one) and, where a query filter, a page number or a body is

@@ -1,6 +1,5 @@
 """DRF serializers: read-only representations; writes go through services."""
 
-import math
 
 from django.core.validators import RegexValidator
 from django.db import models
@@ -8,6 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from scaling.planner.algorithms import algorithm_names
+from scaling.policy.numbers import is_finite_number
 from scaling.policy.option_types import Kind
 from scaling.policy.options import job_options
 from sparkclient.contract.spec import KnobTarget
@@ -74,7 +74,7 @@ class FiniteFloatField(serializers.FloatField):
 
     def to_internal_value(self, data):
         value = super().to_internal_value(data)
-        if not math.isfinite(value):
+        if not is_finite_number(value):
             self.fail("invalid")
         return value
 
@@ -197,7 +197,8 @@ class ReasonSerializer(serializers.Serializer):
     rendered from them (``webapp.proposals.reason_text``); null when there is none."""
 
     code = serializers.CharField(help_text="Stable code: a HoldCode, ThrottleCode, GuardrailCode, AuditReason, "
-                                           "WithdrawReason or scaling.forecast.prediction.VerdictReason value, or legacy-text.")
+                                           "WithdrawReason or scaling.forecast.prediction.VerdictReason value, "
+                                           "or legacy-text.")
     data = serializers.DictField(help_text="The reason's numbers and names, by key.")
     text = serializers.CharField(help_text="The reason in words, rendered from code and data.")
 
@@ -279,8 +280,8 @@ class JobMemorySerializer(serializers.Serializer):
                                      "data}: gc_share, gc_threshold, heap_usage, heap_threshold, heap_peak_mb, "
                                      "heap_max_mb) while the job is under memory pressure, else null.")
     recommendation = serializers.JSONField(allow_null=True, help_text="The recommended heap per executor "
-                                           "({kind: heap, current_mb, recommended_mb, peak_mb, overhead, executors, saves_mb}), "
-                                           "or null; recommend-only unless apply is on.")
+                                           "({kind: heap, current_mb, recommended_mb, peak_mb, overhead, executors, "
+                                           "saves_mb}), or null; recommend-only unless apply is on.")
     apply = serializers.BooleanField(allow_null=True, help_text="The policy's memory_apply.")
     state_mb = serializers.FloatField(allow_null=True,
                                       help_text="The state stores' memory of each JVM at its peak in the window, MB.")

@@ -69,7 +69,8 @@ def _registration_error(exc: RegistrationError) -> ValidationError:
 @extend_schema_view(
     create=extend_schema(request=s.JobRegisterSerializer, responses={201: s.JobSerializer, **_EDIT_RESPONSES},
                          description="Register a job (admin role): its name, Spark UI URL or discovery rule, "
-                                     f"knobs and policy. The name must not be registered yet. {_UI_RULES} {_POLICY_RULES}"),
+                                     "knobs and policy. The name must not be registered yet. "
+                                     f"{_UI_RULES} {_POLICY_RULES}"),
     partial_update=extend_schema(request=s.JobUpdateSerializer, responses={200: s.JobSerializer, **_EDIT_RESPONSES},
                                  description=f"Edit a job's registration (admin role); the name stays. {_UI_RULES}"),
 )
@@ -82,7 +83,7 @@ class JobViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.Read
 
     lookup_value_regex = ID_PATTERN
     http_method_names = ["get", "post", "patch", "head", "options"]
-    permission_classes = [HasRole, CanEditJobs]  # a role to read (issue 15), admin to edit
+    permission_classes = [HasRole, CanEditJobs]  # a role to read, admin to edit
 
     queryset = Job.objects.select_related("policy").order_by("name")
     serializer_class = s.JobSerializer

@@ -1,8 +1,8 @@
 """Dashboard actions: the POST views (approve, reject, roll back, apply a held scale-down, propose a
-recommended memory, clear a block or a suspension, set the demo load). Each checks the role, calls one service and redirects."""
+recommended memory, clear a block or a suspension, set the demo load). Each checks the role, calls one
+service and redirects."""
 
 import logging
-import math
 
 from django.conf import settings
 from django.contrib import messages
@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from scaling.policy.numbers import is_finite_number
 from sparkclient.contract.load import set_rate as generator_set_rate
 from webapp.dashboard.views import DECIDE_ACTIONS, _proposal_context, _require_decider, can_decide
 from webapp.jobs.models import Job
@@ -206,7 +207,7 @@ def parse_rate(text: str, *, maximum: float) -> float:
         rate = float(text)
     except (TypeError, ValueError):
         raise ValueError(f"the rate must be a number of events per second, not {text[:40]!r}") from None
-    if not math.isfinite(rate) or not 0 <= rate <= maximum:
+    if not is_finite_number(rate) or not 0 <= rate <= maximum:
         raise ValueError(f"the rate must be a finite number of events per second from 0 to {maximum:g}, "
                          f"not {text[:40]!r}")
     return rate

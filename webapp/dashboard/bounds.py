@@ -8,13 +8,13 @@ from __future__ import annotations
 import redis
 
 from scaling.forecast.bounds import BoundSource, CoresBound, capacity_source, cores_bound
-from sparkclient.contract.control import ProtocolError
+from sparkclient.contract.messages import ProtocolError
 from sparkclient.contract.spec import KnobTarget
 from webapp.jobs.models import Job
 from webapp.loop.collect import runner_status
 from webapp.loop.throttle import LOCAL_PREFIX
 
-__all__ = ["BoundSource", "CoresBound", "effective_max_cores"]
+__all__ = ["effective_max_cores"]
 
 
 def runner_master(job: Job) -> str:

@@ -190,8 +190,9 @@ def _filled_runs(t: list, values: list, *, name: str, yaxis: str, colour: str) -
 def series_figure(chart: ChartData, rescales: list[dict]) -> dict:
     """Input (arrival) rate against capacity (input rows ÷ busy time: what the job could process,
     not what it did), backlog, batch ratio, executors and cores, and utilization per stage, on one
-    shared time axis. ``None`` values are windows without data: gaps, never zeros. ``rescales``: dicts with ``at`` (ISO time) and ``label``,
-    drawn as vertical lines across every row, with a hoverable marker showing the proposal."""
+    shared time axis. ``None`` values are windows without data: gaps, never zeros. ``rescales``: dicts
+    with ``at`` (ISO time) and ``label``, drawn as vertical lines across every row, with a hoverable
+    marker showing the proposal."""
     gap = 0.03
     domains, top = [], 1.0
     for _title, share in SERIES_ROWS:
@@ -221,7 +222,8 @@ def series_figure(chart: ChartData, rescales: list[dict]) -> dict:
     shapes = []
     if rescales:
         data.append({"type": "scatter", "name": "rescale", "showlegend": False, "yaxis": "y", "mode": "markers",
-                     "x": [m["at"] for m in rescales], "y": [0] * len(rescales), "hovertext": [m["label"] for m in rescales],
+                     "x": [m["at"] for m in rescales], "y": [0] * len(rescales),
+                     "hovertext": [m["label"] for m in rescales],
                      "hoverinfo": "text", "marker": {"symbol": "triangle-up", "size": 13, "color": RESCALE_COLOUR}})
         shapes = [{"type": "line", "xref": "x", "yref": "paper", "x0": m["at"], "x1": m["at"], "y0": 0, "y1": 1,
                    "line": {"color": RESCALE_COLOUR, "dash": "dot", "width": 1.5}} for m in rescales]

@@ -6,14 +6,14 @@
   ``webapp.loop.rescale_cost.FOLLOW_S`` after the execution); the same figure counted from the first
   batch on the new configuration is what a prediction's catch-up compares with.
 - **added lag**: peak lag during the rescale minus the steady lag before it, seconds of input.
-- **path**: how the runner applied it (``sparkclient.contract.control.RescalePath``), in words.
+- **path**: how the runner applied it (``sparkclient.contract.messages.RescalePath``), in words.
 - **time to effect**: seconds from the approval to the first batch on the new configuration
   (``Execution.time_to_effect_s``, measured); expected, along the path a proposal will take, as the
   median of this job's measured ones of that path (:func:`scaling.forecast.rescale_cost.time_to_effect`). For
   a warm handover, of those onto a standby driver like the proposal's as the runner reports it now
   (``webapp.loop.standby.standby_read``): onto a ready one when it is ready, else of those that
   started their standby at the approval (``Execution.result``'s ``standby``,
-  ``sparkclient.contract.control.StandbyUse``).
+  ``sparkclient.contract.messages.StandbyUse``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from scaling.forecast.rescale_cost import (
     catch_up_after_first_batch_s,
     time_to_effect,
 )
-from sparkclient.contract.control import RescalePath, StandbyUse
+from sparkclient.contract.messages import RescalePath, StandbyUse
 from sparkclient.contract.spec import KnobTarget
 from webapp.jobs.bindings import plan_bindings
 from webapp.loop.rescale_cost import FOLLOW_S
@@ -40,8 +40,8 @@ from webapp.proposals.codes import StandbySeen
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.reason_text import path_text
 
-__all__ = ["CatchUp", "CatchUpState", "added_lag", "catch_up", "duration", "expected_path",
-           "expected_time_to_effect", "measured_time_to_effect", "path_text", "time_to_effect_text"]
+__all__ = ["CatchUp", "CatchUpState", "added_lag", "catch_up", "duration", "expected_path", "expected_time_to_effect",
+           "measured_time_to_effect", "time_to_effect_text"]
 
 #: Paths that change the cores (a runner takes one of them for an executors knob change).
 CORES_PATHS = (RescalePath.IN_PLACE, RescalePath.DRIVER_HANDOVER, RescalePath.DRIVER_RESTART)

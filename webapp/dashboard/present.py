@@ -9,8 +9,8 @@ import redis
 
 from scaling.words.reason_text import MEMORY_KIND_TEXT
 from sparkclient.contract.binding import BindingStatus, PinReason
-from sparkclient.contract.control import ProtocolError
 from sparkclient.contract.load import get_rate
+from sparkclient.contract.messages import ProtocolError
 from sparkclient.contract.spec import KnobTarget
 from webapp.jobs.bindings import plan_bindings
 from webapp.jobs.memory import KIND_TARGETS

@@ -4,9 +4,8 @@ execution's figures (:mod:`webapp.dashboard.numbers`), each worded once."""
 
 from __future__ import annotations
 
-import math
-
 from scaling.forecast.stage_capacity import busy_shares, combined_capacity_per_s, stage_capacities_per_s
+from scaling.policy.numbers import finite_or_none
 from scaling.values.plan import JobPlan
 from scaling.words.reason_text import reason_text as plan_reason_text
 from sparkclient.contract.standby import HandoverState, StandbyStatus
@@ -18,7 +17,7 @@ from webapp.loop.standby import ACTIVE, prepared_for, standby_read
 from webapp.proposals.memory import MemoryOffer, memory_offer
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import plan_cores
-from webapp.proposals.reason_text import reason_text, withdrawal_text
+from webapp.proposals.reason_text import path_text, reason_text, withdrawal_text
 
 
 def _vertex_rows(plan: JobPlan | None, names: dict, source_ids: set[str]) -> tuple[list[dict], dict]:
@@ -30,7 +29,8 @@ def _vertex_rows(plan: JobPlan | None, names: dict, source_ids: set[str]) -> tup
     if plan is None or not plan.vertices:
         return [], {}
     cores_now, cores_new = plan_cores(plan)
-    stages = [(_finite(v.target_data_rate), _finite(v.true_processing_rate)) for v in plan.vertices]
+    stages = [(finite_or_none(v.target_data_rate) or 0.0, finite_or_none(v.true_processing_rate) or 0.0)
+              for v in plan.vertices]
     sources = ({v.vertex_id for v in plan.vertices} & source_ids) or {plan.vertices[0].vertex_id}
     source_rate = sum(rate for v, (rate, _tpr) in zip(plan.vertices, stages) if v.vertex_id in sources)
     overhead = plan.overhead_fraction or 0.0
@@ -54,10 +54,6 @@ def _vertex_rows(plan: JobPlan | None, names: dict, source_ids: set[str]) -> tup
     job = {"now": combined_capacity_per_s(now), "expected": combined_capacity_per_s(new),
            "cores_now": cores_now, "cores_new": cores_new, "slowest": slowest["stage"] if slowest else None}
     return rows, job
-
-
-def _finite(value: float) -> float:
-    return value if math.isfinite(value) else 0.0
 
 
 def _source_ids(job: Job) -> set[str]:
@@ -91,7 +87,7 @@ def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -
             "predictions": prediction_rows(proposal.prediction, realized, catch_up=catch_up,
                                            batches=detail.get("batches")),
             "realized": realized, "execution": execution, "catch_up": catch_up,
-            "execution_path": numbers.path_text(execution.path) if execution is not None else "",
+            "execution_path": path_text(execution.path) if execution is not None else "",
             "added_lag": numbers.added_lag(execution),
             "time_to_effect": numbers.time_to_effect_text(effect) if effect is not None else "",
             "time_to_effect_source": effect.source if effect is not None else "",

@@ -1,4 +1,4 @@
-"""Dashboard reads that must tell the truth when Spark has nothing to say (issue 16).
+"""Dashboard reads that must tell the truth when Spark has nothing to say.
 
 A window *without data* is a snapshot with no completed micro-batch (``batches == 0``: a restart, a
 stall, an overloaded trigger), or a stretch of time with no snapshot at all (the runner was down).

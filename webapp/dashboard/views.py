@@ -1,8 +1,9 @@
 """Dashboard views: thin; reads come from selectors, writes go through services.
 
 Pages: the jobs overview, the job page (DAG, charts, "why no proposal?"), the proposal page, the
-rescales page (Flink's Web UI "Rescales" and Dataflow's autoscaling tab) and the history page. Each page has a ``…/live/`` twin that the page polls (``static/js/live.js``) to refresh
-its numbers without a reload. The POST actions (approve, reject, roll back, …) are in ``actions.py``.
+rescales page (Flink's Web UI "Rescales" and Dataflow's autoscaling tab) and the history page. Each
+page has a ``…/live/`` twin that the page polls (``static/js/live.js``) to refresh its numbers
+without a reload. The POST actions (approve, reject, roll back, …) are in ``actions.py``.
 """
 
 from __future__ import annotations
@@ -40,11 +41,11 @@ from webapp.proposals.holds import held_scale_down
 from webapp.proposals.memory import memory_request
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.permissions import can_approve
-from webapp.proposals.reason_text import reason_text
+from webapp.proposals.reason_text import path_text, reason_text
 
 
 def can_decide(user) -> bool:
-    """Whether ``user`` may approve, reject and roll back (operators and admins, issue 5)."""
+    """Whether ``user`` may approve, reject and roll back (operators and admins)."""
     return can_approve(user)
 
 
@@ -301,7 +302,7 @@ def rescales(request: HttpRequest, pk: int) -> HttpResponse:
         elif e.status in ("succeeded", "failed"):
             counts[e.status] += 1
         rows.append({"e": e, "p": p, "trigger": _trigger(p), "decided_by": present.decided_by(p),
-                     "path": numbers.path_text(e.path), "catch_up": numbers.catch_up(e),
+                     "path": path_text(e.path), "catch_up": numbers.catch_up(e),
                      "added_lag": numbers.added_lag(e), "time_to_effect": numbers.measured_time_to_effect(e),
                      "capacity": _capacity_cell(p),
                      "predicted_catch_up": (p.prediction or {}).get("catch_up_s")})

@@ -50,7 +50,7 @@ class Why(StrEnum):
     BOUNDS = "bounds"        # data: load, low, high, unbound, cores, min_cores, bound (CoresBound.to_dict)
     LIMITS = "limits"        # data: limits (the plan's ``PlanLimit`` values)
     UNBOUND = "unbound"      # data: stages (position, stage name, knob or None) the plan may not change
-    FINDINGS = "findings"    # data: findings (the plan's ``scaling.values.findings.Finding`` values: a pinned bottleneck)
+    FINDINGS = "findings"    # data: findings (the plan's ``scaling.values.findings.Finding``: a pinned bottleneck)
     OTHER = "other"          # data: decision, reasons (the plan's ``Reason`` values, or none yet)
 
 
@@ -90,7 +90,8 @@ def _cores(n) -> str:
 def render(code: Why, data: dict) -> str:
     """The sentence for one reason."""
     if code == Why.ADVISOR:
-        return "advisor mode: the autoscaler only advises; proposals are shown but never executed, and none is pending now"
+        return ("advisor mode: the autoscaler only advises; proposals are shown but never executed, "
+                "and none is pending now")
     if code == Why.BUSY:
         return f"proposal #{data['proposal']} is {data['status']}: evaluation pauses until its execution finishes"
     said = f": {data['error']}" if data.get("error") else ""

@@ -55,8 +55,8 @@ class Notice:
     @classmethod
     def from_json(cls, stored: dict) -> Notice:
         """Raises ValueError for a kind this version does not know."""
-        return cls(NoticeKind(stored["kind"]), int(stored["job"]),
-                   int(stored["proposal"]) if stored.get("proposal") is not None else None, dict(stored.get("data") or {}))
+        proposal = int(stored["proposal"]) if stored.get("proposal") is not None else None
+        return cls(NoticeKind(stored["kind"]), int(stored["job"]), proposal, dict(stored.get("data") or {}))
 
 
 @dataclass(frozen=True)

@@ -83,10 +83,12 @@ POLICY_FIELDSETS = [
         "backlog_lag_threshold_s", "metric_window_s"]}),
     ("Bounds", {"classes": ["collapse"], "fields": [
         "min_cores", "max_cores", "vertex_min_parallelism", "vertex_max_parallelism", "scale_up_max_factor",
-        "scale_down_max_factor", "scale_up_min_efficiency", "scaling_sources_enabled", "excluded_vertices", "alignment"]}),
+        "scale_down_max_factor", "scale_up_min_efficiency", "scaling_sources_enabled", "excluded_vertices",
+        "alignment"]}),
     ("Delays", {"classes": ["collapse"], "fields": [
         "scale_down_interval_s", "activation_evaluations", "scale_down_veto_batch_ratio",
-        "scale_down_veto_backlog_growth", "batch_overrun_ratio", "excluded_periods", "restart_time_s", "restart_time_tracking_enabled",
+        "scale_down_veto_backlog_growth", "batch_overrun_ratio", "excluded_periods", "restart_time_s",
+        "restart_time_tracking_enabled",
         "restart_time_limit_s", "proposal_ttl_s", "revision_min_change", "withdraw_after_evaluations",
         "verification_windows", "verification_tolerance"]}),
     ("Learning from past rescales", {"classes": ["collapse"], "fields": [
@@ -144,7 +146,7 @@ class JobAdmin(admin.ModelAdmin):
     internal_fields = ["health", "last_error", "health_reason", "scaler_state", "plan_stages", "capacity",
                        "config_changed_at"]
     list_display = ["name", "health", "mode", "auto_approval", "query_name", "topic", "config_changed_at"]
-    # Cleared on the job page by an operator, with an audit event (issue 13), never edited here.
+    # Cleared on the job page by an operator, with an audit event, never edited here.
     readonly_fields = ["policy_link", "scale_up_block"]
     fieldsets = [
         (None, {"fields": ["name", "query_name", "topic", "policy_link"]}),

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from scaling.values.plan import JobPlan, PlanFormatError
-from scaling.values.reasons import Reason
+from scaling.values.plan import JobPlan
+from scaling.values.reasons import PlanFormatError, Reason
 from scaling.words.reason_text import reason_text
 
 logger = logging.getLogger(__name__)

@@ -60,7 +60,8 @@ def policy_errors(policy: JobPolicy) -> dict[str, list[str]]:
         add(_field_of(message), message)
     # Chosen from the registry by name; a dotted path typed by a person is never imported.
     if policy.algorithm not in algorithm_names():
-        add("algorithm", f"unknown algorithm {str(policy.algorithm)[:100]!r}: choose one of {', '.join(algorithm_names())}")
+        known = ", ".join(algorithm_names())
+        add("algorithm", f"unknown algorithm {str(policy.algorithm)[:100]!r}: choose one of {known}")
     if "guard_excluded_periods" not in errors:
         for period in policy.guard_excluded_periods:
             try:
@@ -74,7 +75,8 @@ def policy_errors(policy: JobPolicy) -> dict[str, list[str]]:
             add(_field_of(str(exc)), str(exc))
     if not errors.get("min_cores") and not errors.get("max_cores") and policy.min_cores > policy.max_cores:
         add("min_cores", f"min_cores {policy.min_cores} is above max_cores {policy.max_cores}")
-    if not errors.get("memory_min_mb") and not errors.get("memory_max_mb") and policy.memory_min_mb > policy.memory_max_mb:
+    memory_bounds_read = not errors.get("memory_min_mb") and not errors.get("memory_max_mb")
+    if memory_bounds_read and policy.memory_min_mb > policy.memory_max_mb:
         add("memory_min_mb", f"memory_min_mb {policy.memory_min_mb} is above memory_max_mb {policy.memory_max_mb}")
     if policy.restart_strategy == "exponential-delay" and not errors.get("restart_delay_s") \
             and not errors.get("restart_max_delay_s") and policy.restart_max_delay_s < policy.restart_delay_s:

@@ -1,4 +1,4 @@
-"""One short name per stage, the same in the graph, the proposal, the charts and the API (issue 16).
+"""One short name per stage, the same in the graph, the proposal, the charts and the API.
 
 Spark names a stage by its operator chain ("HashAggregate → StateStoreRestore → HashAggregate →
 StateStoreSave"): too long for a node, and v0/v1/v2 say nothing. The stage name is the chain's most

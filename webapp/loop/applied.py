@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 from datetime import timezone as dt_timezone
 
-from sparkclient.contract.control import RescalePath
+from sparkclient.contract.messages import RescalePath
 from webapp.proposals.attempts import AttemptEntry
 from webapp.proposals.lifecycle import AttemptOutcome
 from webapp.proposals.models import Execution

@@ -20,6 +20,7 @@ from sparkclient.collector.snapshot import infer_trigger_interval_s
 from sparkclient.collector.sparkjson import SparkDataError
 from sparkclient.contract import control
 from sparkclient.contract.binding import plan_stages_from_json
+from sparkclient.contract.messages import ProtocolError, RunnerStatus
 from sparkclient.contract.spec import KnobError, knobs_from_json, validate_values
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.jobs.redis import get_redis
@@ -32,11 +33,11 @@ logger = logging.getLogger(__name__)
 PUBLISH_LAG_S = 1.0
 
 
-def runner_status(*, job: Job) -> control.RunnerStatus:
+def runner_status(*, job: Job) -> RunnerStatus:
     """The runner's parsed status hash ``ss:runner:{job}`` (all fields empty when no runner reported).
 
     Raises:
-        sparkclient.contract.control.ProtocolError: a malformed field (Redis contents are input).
+        sparkclient.contract.ProtocolError: a malformed field (Redis contents are input).
     """
     return control.read_status(get_redis(), job.name)
 
@@ -45,11 +46,11 @@ class KnobsDiffer(ValueError):
     """The runner declares other knobs (names, targets or bounds) than the job's registration."""
 
 
-def _sync_runner_state(job: Job, status: control.RunnerStatus) -> None:
+def _sync_runner_state(job: Job, status: RunnerStatus) -> None:
     """Adopt the runner's knob values, plan stages, capacity and cluster (``webapp.loop.throttle.cluster_key``;
-    the runner is the source of truth for what runs). Knob declarations are adopted only while the job has none registered (first use);
-    after that a runner declaring others is refused, so whoever can write Redis cannot widen the
-    bounds the autoscaler respects: re-register the job's knobs to change them.
+    the runner is the source of truth for what runs). Knob declarations are adopted only while the job has
+    none registered (first use); after that a runner declaring others is refused, so whoever can write
+    Redis cannot widen the bounds the autoscaler respects: re-register the job's knobs to change them.
 
     Raises:
         KnobsDiffer: the declarations differ from the registered ones (nothing is adopted).
@@ -92,7 +93,7 @@ def mark_health(job: Job, health: str, error: str = "", reason: dict | None = No
     job.health, job.last_error, job.health_reason = health, error, reason or {}
 
 
-def _running_target(job: Job) -> tuple[control.RunnerStatus, UiTarget] | None:
+def _running_target(job: Job) -> tuple[RunnerStatus, UiTarget] | None:
     """The runner's status (its knob values, plan stages and capacity adopted) and the Spark UI to
     read, when the runner runs and reports a UI that fits the job's registration; else None, with
     the job marked ``down`` and the reason."""
@@ -103,7 +104,7 @@ def _running_target(job: Job) -> tuple[control.RunnerStatus, UiTarget] | None:
     except KnobsDiffer as exc:
         mark_health(job, Job.Health.DOWN, str(exc))
         return None
-    except (control.ProtocolError, KnobError, ValueError) as exc:
+    except (ProtocolError, KnobError, ValueError) as exc:
         mark_health(job, Job.Health.DOWN, f"the runner's status in Redis is malformed: {exc}")
         return None
     if not status.state:
@@ -158,7 +159,7 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     window_s = max(0.001, (now - window_start).total_seconds())
     # From a little before the window: the last progress before it is the arrival rate's baseline.
     baseline_s = max(60.0, 4 * settings.SCALER_COLLECT_INTERVAL_S)
-    # Every run's progress: the previous run's last batch gives a catch-up batch its span (topology.window_batches).
+    # Every run's progress: the previous run's last batch gives a catch-up batch its span (batchwindow.window_batches).
     try:
         progresses = read_progress(get_redis(), job.name,
                                    since_ms=int((window_start.timestamp() - baseline_s) * 1000))

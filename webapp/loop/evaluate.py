@@ -26,7 +26,7 @@ from scaling.values.state import ScalerState, activated_streak, state_from_dict,
 from sparkclient.contract.binding import PlanStage, StageBinding
 from webapp.jobs.bindings import pinned_knobs, published_plan, stage_bindings
 from webapp.jobs.memory import memory_inputs, memory_knob
-from webapp.jobs.models import Evaluation, Job, MetricSnapshot
+from webapp.jobs.models import Evaluation, EvaluationHold, Job, MetricSnapshot
 from webapp.jobs.plans import plan_fields
 from webapp.jobs.policy_mapping import scaling_policy
 from webapp.jobs.selectors import snapshots_in_window
@@ -36,7 +36,6 @@ from webapp.loop.restart import restart_hold
 from webapp.loop.window import stable_snapshots, window_inputs, window_readiness
 from webapp.proposals.holds import blocked_knobs, config_direction
 from webapp.proposals.lifecycle import BUSY
-from webapp.proposals.reasons import EvaluationHold
 
 logger = logging.getLogger(__name__)
 

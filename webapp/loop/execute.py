@@ -31,6 +31,14 @@ from django.utils import timezone
 
 from scaling.values.state import state_from_dict, state_to_dict
 from sparkclient.contract import control
+from sparkclient.contract.messages import (
+    MAX_TEXT,
+    ProtocolError,
+    RescaleCommand,
+    RescalePath,
+    RescaleResult,
+    ResultStatus,
+)
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.redis import get_redis
 from webapp.loop import throttle
@@ -70,20 +78,20 @@ def _restart_strategy(policy: JobPolicy) -> RestartStrategy:
                            interval_s=policy.failure_rate_interval_s)
 
 
-def unanswered(command_id: str, error: str, now: datetime | None = None) -> control.RescaleResult:
+def unanswered(command_id: str, error: str, now: datetime | None = None) -> RescaleResult:
     """A failure the web app records for an attempt the runner did not answer (a malformed answer, a
     command that could not be sent, a lease that expired): no runner code, so the restart strategy
     decides whether to retry."""
-    return control.RescaleResult(id=command_id, status=control.ResultStatus.FAILED, path=control.RescalePath.NONE,
-                                 error=error[:control.MAX_TEXT], completed_at=(now or timezone.now()).timestamp())
+    return RescaleResult(id=command_id, status=ResultStatus.FAILED, path=RescalePath.NONE,
+                                 error=error[:MAX_TEXT], completed_at=(now or timezone.now()).timestamp())
 
 
-def runner_result(redis, job_name: str, command_id: str) -> control.RescaleResult | None:
+def runner_result(redis, job_name: str, command_id: str) -> RescaleResult | None:
     """The runner's stored answer to ``command_id``, None when there is none; a malformed one counts
     as a failure naming the field."""
     try:
         return control.get_result(redis, job_name, command_id)
-    except control.ProtocolError as exc:
+    except ProtocolError as exc:
         return unanswered(command_id, f"malformed runner result: {exc}")
 
 
@@ -160,7 +168,7 @@ def attempt_send(*, proposal_id: int, attempt: int = 1) -> Execution | None:
           after={"attempt": attempt, "exec_id": exec_id, "config": proposal.proposed_config},
           reason=Reason(AuditReason.ATTEMPT_SENT, {"attempt": attempt, "job": job.name}))
     try:
-        control.send_command(redis, job.name, control.RescaleCommand(
+        control.send_command(redis, job.name, RescaleCommand(
             id=exec_id, knobs=proposal.proposed_config, idempotency_key=execution.idempotency_key))
     except (OSError, ValueError) as exc:
         return execution_record_result(execution_id=execution.pk, attempt=attempt,
@@ -170,14 +178,14 @@ def attempt_send(*, proposal_id: int, attempt: int = 1) -> Execution | None:
 
 # --- record --------------------------------------------------------------------------------------
 
-def _attempt_entry(execution: Execution, attempt: int, result: control.RescaleResult, now: datetime,
+def _attempt_entry(execution: Execution, attempt: int, result: RescaleResult, now: datetime,
                    no_answer: bool) -> AttemptEntry:
     outcome = (AttemptOutcome.UNANSWERED if no_answer else
                AttemptOutcome.SUCCEEDED if result.succeeded else AttemptOutcome.FAILED)
     return AttemptEntry(attempt, execution.exec_id(attempt), outcome, now, error=result.error, path=result.path)
 
 
-def execution_record_result(*, execution_id: int, attempt: int, result: control.RescaleResult,
+def execution_record_result(*, execution_id: int, attempt: int, result: RescaleResult,
                             now: datetime | None = None, no_answer: bool = False) -> Execution | None:
     """Record the runner's answer to attempt ``attempt``: success finishes the proposal and updates
     the job's configuration; a failure schedules a retry under the restart strategy, or, with the
@@ -204,7 +212,7 @@ def execution_record_result(*, execution_id: int, attempt: int, result: control.
     return execution
 
 
-def _record_success(execution: Execution, attempt: int, result: control.RescaleResult, entry: AttemptEntry,
+def _record_success(execution: Execution, attempt: int, result: RescaleResult, entry: AttemptEntry,
                     now: datetime) -> None:
     """sent → done (succeeded); the job runs the applied configuration; the proposal succeeded. The
     applied attempt may be an earlier one (a replay, or a late answer: ``webapp.loop.applied``)."""
@@ -249,7 +257,7 @@ def _record_success(execution: Execution, attempt: int, result: control.RescaleR
                    actor=Actor.SYSTEM, reason=Reason(AuditReason.RESTORED_BY, {"proposal": proposal.pk}))
 
 
-def _record_failure(execution: Execution, attempt: int, result: control.RescaleResult, entry: AttemptEntry,
+def _record_failure(execution: Execution, attempt: int, result: RescaleResult, entry: AttemptEntry,
                     now: datetime) -> None:
     """sent → waiting_retry (the back-off allows another attempt), else sent → done (failed) and
     the job rolls back."""

@@ -1,7 +1,7 @@
 """The reconcile beat: expire pending proposals, record the runners' answers to the attempts in
 flight, record an attempt with no answer past its lease as unanswered (its outcome unknown),
-enqueue again an attempt or an approval whose message was lost or whose cluster slot freed, verify executions that ran long
-enough, record what each rescale cost.
+enqueue again an attempt or an approval whose message was lost or whose cluster slot freed, verify
+executions that ran long enough, record what each rescale cost.
 The beat is what makes an execution finish: no worker waits on a runner (``webapp.loop.execute``).
 """
 

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from scaling.forecast.rescale_cost import LagSample, RescaleCost, measured_time_to_effect_s, rescale_cost
-from sparkclient.contract.control import RescaleResult
+from sparkclient.contract.messages import RescaleResult
 from webapp.jobs.models import MetricSnapshot
 from webapp.proposals.models import Execution
 

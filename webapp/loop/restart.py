@@ -1,4 +1,4 @@
-"""Restart-aware evaluation (issue 13 item 3): after an execution the scaler expects the backlog that
+"""Restart-aware evaluation: after an execution the scaler expects the backlog that
 built up during the downtime and the catch-up the plan predicted, so neither that backlog nor the
 warm-up batches of a fresh JVM cause a new scale-up by themselves.
 
@@ -31,11 +31,10 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from scaling.values.plan import JobPlan
-from webapp.jobs.models import Job
+from webapp.jobs.models import EvaluationHold, Job
 from webapp.jobs.selectors import latest_snapshot
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import capacity_per_s, plan_cores
-from webapp.proposals.reasons import EvaluationHold
 
 #: Longest the hold waits for a verification that does not come (the reconcile beat is down), as a
 #: multiple of the time the verification needs.

@@ -12,8 +12,9 @@ error (``scaling.forecast.prediction.capacity_error``) against ``verification_to
   backlog kept growing;
 - **inconclusive**: too few batches, the arrival rate moved so much (more than ±50 %, or to a new
   level before the restart's backlog was back) that the prediction no longer applies, no capacity
-  to compare, or a capacity above the prediction by more than the tolerance. In ``auto`` mode an inconclusive verdict suspends auto-approval of the job until
-  a person turns it back on (Argo Rollouts pauses a rollout on an inconclusive analysis).
+  to compare, or a capacity above the prediction by more than the tolerance. In ``auto`` mode an
+  inconclusive verdict suspends auto-approval of the job until a person turns it back on (Argo
+  Rollouts pauses a rollout on an inconclusive analysis).
 
 The judgement is ``scaling.forecast.prediction.verify``; this module reads the windows and stores the verdict,
 its measured error and the tolerance. The rescale's added lag, measured over its own window
@@ -33,6 +34,7 @@ from scaling.forecast import prediction as forecast
 from scaling.forecast.prediction import VerdictReason
 from scaling.forecast.rescale_cost import WindowEnd
 from scaling.planner.vertex_scaler import is_ineffective
+from scaling.policy.numbers import finite_or_none
 from scaling.values.metrics import true_processing_rate
 from webapp.jobs.models import JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.loop.rescale_cost import execution_record_cost
@@ -56,12 +58,6 @@ def verification_due(*, now: datetime) -> list[Proposal]:
         if proposal.execution.finished_at + timedelta(seconds=needed_s) <= now:
             due.append(proposal)
     return due
-
-
-def _number(value) -> float | None:
-    """A stored number (a finite int or float), else None."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
 
 
 def verdict_reason(check: forecast.Verification) -> Reason:
@@ -121,8 +117,8 @@ def assess(*, proposal: Proposal, after: list[MetricSnapshot], before: list[Metr
     slope = forecast.backlog_slope_per_s([(s.collected_at - t0).total_seconds() for s in after],
                                          [float(s.backlog) for s in after])
     stages = _stage_rates(proposal, after)
-    predicted = _number((proposal.prediction or {}).get("capacity_per_s"))
-    realized_capacity = _number(realized_values.get("capacity_per_s"))
+    predicted = finite_or_none((proposal.prediction or {}).get("capacity_per_s"))
+    realized_capacity = finite_or_none(realized_values.get("capacity_per_s"))
     check = forecast.verify(batches=batches, arrival_before=arrival_before, arrival_after=arrival_after,
                             slope_per_s=slope, latest_backlog=after[-1].backlog, realized_capacity=realized_capacity,
                             predicted_capacity=predicted, stages=stages, tolerance=tolerance,

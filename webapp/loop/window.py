@@ -125,7 +125,7 @@ def stable_snapshots(*, job: Job, snapshots: list[MetricSnapshot]) -> list[Metri
     backlog; metrics from then say nothing about the steady state. A new ``run_id`` marks a restart.
     The run started at most one collect interval before its first snapshot (whose window may reach
     back over the downtime to the previous run's last batch,
-    :func:`sparkclient.collector.topology.window_batches`).
+    :func:`sparkclient.collector.batchwindow.window_batches`).
     """
     if not snapshots:
         return []
@@ -133,4 +133,5 @@ def stable_snapshots(*, job: Job, snapshots: list[MetricSnapshot]) -> list[Metri
     first = job.snapshots.filter(run_id=run_id).order_by("collected_at").first()
     started = first.collected_at - timedelta(seconds=min(first.window_s, settings.SCALER_COLLECT_INTERVAL_S))
     stable_from = started + timedelta(seconds=settings.SCALER_STABILIZATION_S)
-    return [s for s in snapshots if s.run_id == run_id and s.collected_at - timedelta(seconds=s.window_s) >= stable_from]
+    return [s for s in snapshots
+            if s.run_id == run_id and s.collected_at - timedelta(seconds=s.window_s) >= stable_from]

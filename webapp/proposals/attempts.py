@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sparkclient.contract.control import RescalePath
+from sparkclient.contract.messages import RescalePath
 from webapp.proposals.codes import RetryCode
 from webapp.proposals.lifecycle import AttemptOutcome
 

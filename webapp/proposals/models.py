@@ -8,7 +8,7 @@ from datetime import timezone as dt_timezone
 from django.conf import settings
 from django.db import models
 
-from sparkclient.contract.control import RescalePath, RescaleResult
+from sparkclient.contract.messages import RescalePath, RescaleResult
 from webapp.jobs.models import Evaluation, Job
 from webapp.jobs.plans import StoredPlanMixin
 from webapp.proposals import lifecycle
@@ -16,7 +16,7 @@ from webapp.proposals.attempts import AttemptEntry, entries_from_json
 from webapp.proposals.codes import ACTION_COLOURS, POLICY_WAITS, AuditAction
 from webapp.proposals.reason_text import reason_text
 
-#: ``Execution.path``: how the runner applied the rescale (``sparkclient.contract.control.RescalePath``);
+#: ``Execution.path``: how the runner applied the rescale (``sparkclient.contract.messages.RescalePath``);
 #: empty while it runs.
 ExecutionPath = models.TextChoices("ExecutionPath", [(p.name, (p.value, p.value)) for p in RescalePath])
 
@@ -130,7 +130,7 @@ class Execution(models.Model):
     Path = ExecutionPath
 
     path = models.CharField(max_length=30, blank=True, choices=ExecutionPath.choices,
-                            help_text="How the runner applied it (sparkclient.contract.control.RescalePath); "
+                            help_text="How the runner applied it (sparkclient.contract.messages.RescalePath); "
                                       "empty while it runs.")
     downtime_s = models.FloatField(null=True, blank=True,
                                    help_text="Seconds from the stop command to the new query's first batch (runner).")
@@ -145,8 +145,8 @@ class Execution(models.Model):
                                              "before it; empty until it is (scaling.forecast.rescale_cost).")
     time_to_effect_s = models.FloatField(
         null=True, blank=True, help_text="Seconds from the approval to the first batch on the new configuration "
-                                         "(scaling.forecast.rescale_cost.measured_time_to_effect_s); empty when nothing "
-                                         "restarted or the runner did not report its first batch.")
+                                         "(scaling.forecast.rescale_cost.measured_time_to_effect_s); empty when "
+                                         "nothing restarted or the runner did not report its first batch.")
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
@@ -168,7 +168,7 @@ class Execution(models.Model):
     @property
     def rescale_result(self) -> RescaleResult | None:
         """The runner's answer recorded for this execution (``result``, the control protocol's JSON),
-        None while none is. Raises ``sparkclient.contract.control.ProtocolError`` when the stored JSON is not one."""
+        None while none is. Raises ``sparkclient.contract.messages.ProtocolError`` when the stored JSON is not one."""
         return RescaleResult.from_json(json.dumps(self.result)) if self.result else None
 
     @property

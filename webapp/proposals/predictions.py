@@ -1,4 +1,4 @@
-"""What a proposal predicts, frozen when it is proposed (issue 13 item 5), and what was realized.
+"""What a proposal predicts, frozen when it is proposed, and what was realized.
 
 The proposal page shows the stored prediction, never a live recomputation: the approver's numbers
 stay the numbers the approval was given on. After the execution, :func:`realized` measures the same
@@ -17,21 +17,16 @@ from datetime import datetime
 
 from scaling.forecast import prediction as forecast
 from scaling.planner.sizing import EXECUTORS_KEY, busy_share
+from scaling.policy.numbers import finite_or_none
 from scaling.values.metrics import job_utilization
 from scaling.values.plan import JobPlan
 from scaling.values.state import ScalingRecord
-from sparkclient.contract.control import RescalePath
+from sparkclient.contract.messages import RescalePath
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.proposals.models import Execution
 
 #: Keys of a frozen prediction (``Proposal.prediction``) the page shows.
 PREDICTED = ("capacity_per_s", "utilization", "batch_ratio", "catch_up_s", "downtime_s")
-
-
-def _number(value) -> float | None:
-    """A finite number, else None (an infinite rate says nothing a prediction can use)."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
 
 
 def _json_number(value: float) -> float | str:
@@ -52,13 +47,14 @@ def cost_core_s_per_record(plan: JobPlan, source_ids: set[str] | None = None) ->
     (seconds), from a plan; None when the plan has no rate to go by."""
     vertices = plan.vertices
     sources = source_ids or ({vertices[0].vertex_id} if vertices else set())
-    source_rate = sum(_number(v.target_data_rate) or 0.0 for v in vertices if v.vertex_id in sources)
+    source_rate = sum(finite_or_none(v.target_data_rate) or 0.0 for v in vertices if v.vertex_id in sources)
     return forecast.cost_core_s_per_record(_stage_rates(plan), source_rate)
 
 
 def _stage_rates(plan: JobPlan) -> list[tuple[float, float]]:
     """(target rate, true processing rate) per vertex of a plan (records/s; 0 unknown or infinite)."""
-    return [(_number(v.target_data_rate) or 0.0, _number(v.true_processing_rate) or 0.0) for v in plan.vertices]
+    return [(finite_or_none(v.target_data_rate) or 0.0, finite_or_none(v.true_processing_rate) or 0.0)
+            for v in plan.vertices]
 
 
 def demand_cores(plan: JobPlan) -> float:
@@ -93,14 +89,14 @@ def executor_record(plan: JobPlan, at_s: float, source_ids: set[str] | None = No
 
 def _utilization(plan: JobPlan, cores_new: int) -> float | None:
     """The busy share of the proposed cores at the target rate (0..1), from the micro-batch model's
-    one formula (``scaling.planner.sizing.busy_share``, issue 13 acceptance 7): the planner's own
+    one formula (``scaling.planner.sizing.busy_share``): the planner's own
     ``JobPlan.predicted_utilization`` (it includes the observed scaling coefficient), or, for a plan
     without it, ``busy_share`` of the plan's per-vertex ``λ_v / TPR_v`` on its proposed tasks and cores."""
-    value = _number(plan.predicted_utilization)
+    value = finite_or_none(plan.predicted_utilization)
     if value is None and cores_new:
-        demands = [((_number(v.target_data_rate) or 0.0) / tpr, int(v.proposed or v.current or 1))
-                   for v in plan.vertices if (tpr := _number(v.true_processing_rate))]
-        value = busy_share(demands, cores_new, _number(plan.overhead_fraction) or 0.0)
+        demands = [((finite_or_none(v.target_data_rate) or 0.0) / tpr, int(v.proposed or v.current or 1))
+                   for v in plan.vertices if (tpr := finite_or_none(v.true_processing_rate))]
+        value = busy_share(demands, cores_new, finite_or_none(plan.overhead_fraction) or 0.0)
     return round(value, 4) if value is not None else None
 
 
@@ -124,14 +120,15 @@ def predict(*, plan: JobPlan, snapshot: MetricSnapshot | None, downtimes_s: Iter
     Returns a dict: ``cores_now``/``cores_new``; ``capacity_per_s`` (records/s the new cores
     sustain); ``utilization_now`` and ``utilization`` (busy share of the cores at the target rate,
     0..1, ``JobPlan.utilization_now`` and ``predicted_utilization``: the same formula on the running and
-    the proposed cores; the band's load, with the catch-up, is ``inputs.load``); ``batch_ratio_now``/``batch_ratio`` (SPARK-12133 R: the task part shrinks with the cores,
+    the proposed cores; the band's load, with the catch-up, is ``inputs.load``);
+    ``batch_ratio_now``/``batch_ratio`` (SPARK-12133 R: the task part shrinks with the cores,
     the overhead part does not); ``downtime_s`` (median measured, else the configured restart time)
     with ``downtime_source``; ``restart_backlog`` (the backlog now plus what arrives during the
     downtime, records) and ``catch_up_s`` (seconds to drain it with the spare capacity, None when it
     never drains); and ``inputs``: the arrival rate, backlog, overhead, and per vertex the rates used.
     """
     cores_now, cores_new = plan_cores(plan)
-    overhead = _number(plan.overhead_fraction) or 0.0
+    overhead = finite_or_none(plan.overhead_fraction) or 0.0
     sources = {v.vertex_id for v in snapshot.vertices.all() if v.is_source} if snapshot else set()
     busy_at_target = demand_cores(plan)
     downtimes = [float(d) for d in downtimes_s]
@@ -139,10 +136,11 @@ def predict(*, plan: JobPlan, snapshot: MetricSnapshot | None, downtimes_s: Iter
         downtime_s, downtime_source = statistics.median(downtimes), "measured"
     else:
         downtime_s, downtime_source = float(configured_restart_s), "configured"
-    r_now = _number(plan.batch_ratio)
+    r_now = finite_or_none(plan.batch_ratio)
+    utilization_now = plan.utilization_now if plan.utilization_now is not None else plan.utilization
     prediction: dict = {
         "cores_now": cores_now, "cores_new": cores_new,
-        "utilization_now": _number(plan.utilization_now if plan.utilization_now is not None else plan.utilization),
+        "utilization_now": finite_or_none(utilization_now),
         "utilization": _utilization(plan, cores_new),
         "batch_ratio_now": r_now,
         "batch_ratio": (round(forecast.predicted_batch_ratio(r_now, overhead, cores_now, cores_new), 3)
@@ -154,9 +152,9 @@ def predict(*, plan: JobPlan, snapshot: MetricSnapshot | None, downtimes_s: Iter
             "arrival_per_s": snapshot.arrival_rate_per_s if snapshot else None,
             "backlog": snapshot.backlog if snapshot else None,
             "snapshot": snapshot.pk if snapshot else None,
-            "overhead_fraction": overhead, "load": _number(plan.load),
+            "overhead_fraction": overhead, "load": finite_or_none(plan.load),
             "demand_cores": round(busy_at_target, 4),
-            "restart_time_s": _number(plan.restart_time_s),
+            "restart_time_s": finite_or_none(plan.restart_time_s),
             "vertices": [{"vertex_id": v.vertex_id, "current": v.current, "proposed": v.proposed,
                           "true_processing_rate": _json_number(v.true_processing_rate),
                           "target_data_rate": _json_number(v.target_data_rate),
@@ -177,8 +175,9 @@ def realized(*, plan: JobPlan | None, after: list[MetricSnapshot], finished_at: 
              vertices: list[VertexSnapshot]) -> dict:
     """The same quantities as :func:`predict`, measured on the snapshots ``after`` the change (oldest
     first) and their ``vertices``: capacity (records/s, from the realized busy time per source
-    record at the busiest task's pace); utilization at the arrival rate (``scaling.forecast.prediction.realized_utilization_at``: the measured
-    busy time rescaled to the arrivals, comparable with the prediction "at the target rate"), and the
+    record at the busiest task's pace); utilization at the arrival rate
+    (``scaling.forecast.prediction.realized_utilization_at``: the measured busy time rescaled to the
+    arrivals, comparable with the prediction "at the target rate"), and the
     measured busy share ``busy_share`` (Σ busy / (window × cores), which includes any catch-up); batch
     ratio, and the measured downtime; the number of completed batches, and no figure when it is 0.
     The realized catch-up is the execution's own (``Execution.catch_up_s``, ``scaling.forecast.rescale_cost``),

@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping
 
 from scaling.forecast.prediction import VerdictReason
 from scaling.values import reasons as plan_reasons
-from scaling.values.plan import PlanFormatError
+from scaling.values.reasons import PlanFormatError
 from scaling.words.reason_text import not_ready_text
 from scaling.words.reason_text import reason_text as plan_reason_text
-from sparkclient.contract.control import RescalePath
+from sparkclient.contract.messages import RescalePath
 from webapp.jobs.models import EvaluationHold
 from webapp.proposals.codes import (
     LEGACY_TEXT,
@@ -34,7 +34,7 @@ from webapp.proposals.reasons import WithdrawReason
 __all__ = ["PATH_TEXT", "TEMPLATES", "evaluation_hold_text", "path_text", "reason_text", "withdrawal_text"]
 
 
-#: Each execution path in words (``sparkclient.contract.control.RescalePath``).
+#: Each execution path in words (``sparkclient.contract.messages.RescalePath``).
 PATH_TEXT = {
     RescalePath.NONE: "nothing to change",
     RescalePath.IN_PLACE: "executors changed in place",

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from webapp.jobs.models import EvaluationHold
-
-__all__ = ["EvaluationHold", "WithdrawReason"]
+__all__ = ["WithdrawReason"]
 
 
 class WithdrawReason(StrEnum):

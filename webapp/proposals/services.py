@@ -29,9 +29,8 @@ from webapp.proposals.models import Proposal
 from webapp.proposals.permissions import require_operator
 from webapp.proposals.predictions import measured_downtimes_s, plan_cores, predict
 
-__all__ = ["StaleRevisionError", "TransitionError", "auto_approve_resume", "freeze_prediction", "memory_propose",
-           "policy_actor", "proposal_approve", "proposal_open", "proposal_reject", "proposals_expire",
-           "scale_down_apply_now"]
+__all__ = ["auto_approve_resume", "freeze_prediction", "memory_propose", "policy_actor", "proposal_approve",
+           "proposal_open", "proposal_reject", "proposals_expire", "scale_down_apply_now"]
 
 
 def policy_actor(policy: JobPolicy) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import redis
 
+from scaling.policy.numbers import is_finite_number
 from sparkclient.contract import keys
 
 
@@ -46,7 +46,7 @@ def read_rate(client, topic: str, default: float) -> float:
         value = float(client.get(keys.gen_rate(topic)) or default)
     except (ValueError, TypeError, redis.RedisError):
         return default
-    return value if math.isfinite(value) and 0 <= value <= 1_000_000 else default
+    return value if is_finite_number(value) and 0 <= value <= 1_000_000 else default
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis-url", help="read the rate from (and count rows into) this Redis")
     parser.add_argument("--topic", default="files")
     args = parser.parse_args(argv)
-    if not (math.isfinite(args.rate) and args.rate >= 0 and args.file_rows >= 1):
+    if not (is_finite_number(args.rate) and args.rate >= 0 and args.file_rows >= 1):
         parser.error("--rate must be finite and >= 0, --file-rows >= 1")
     inbox = Path(args.inbox)
     inbox.mkdir(parents=True, exist_ok=True)

@@ -1,12 +1,13 @@
 """An execution's figures in templates, worded once (:mod:`webapp.dashboard.numbers`):
-``{% load execution_figures %}`` then ``{{ execution|catch_up }}`` (``catch_up_short`` in a table), ``{{ execution|added_lag }}``,
-``{{ execution.path|path_text }}``, ``{{ seconds|duration }}``."""
+``{% load execution_figures %}`` then ``{{ execution|catch_up }}`` (``catch_up_short`` in a table),
+``{{ execution|added_lag }}``, ``{{ execution.path|path_text }}``, ``{{ seconds|duration }}``."""
 
 from __future__ import annotations
 
 from django import template
 
 from webapp.dashboard import numbers
+from webapp.proposals import reason_text
 
 register = template.Library()
 
@@ -30,7 +31,7 @@ def added_lag(execution) -> str:
 
 @register.filter
 def path_text(path) -> str:
-    return numbers.path_text(path)
+    return reason_text.path_text(path)
 
 
 @register.filter

@@ -8,8 +8,8 @@ import logging
 
 from django.db import migrations
 
-from scaling.values.plan import JobPlan, PlanFormatError
-from scaling.values.reasons import Reason, legacy_text
+from scaling.values.plan import JobPlan
+from scaling.values.reasons import PlanFormatError, Reason, legacy_text
 
 logger = logging.getLogger(__name__)
 

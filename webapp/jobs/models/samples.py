@@ -3,10 +3,9 @@ and what the evaluator stores (``Evaluation``)."""
 
 from __future__ import annotations
 
-import math
-
 from django.db import models
 
+from scaling.policy.numbers import is_finite_number
 from scaling.values.reasons import Decision
 from webapp.jobs.models.job import Job
 from webapp.jobs.plans import StoredPlanMixin
@@ -44,7 +43,7 @@ class SampleRefused(ValueError):
 def refuse_bad_numbers(row: models.Model) -> None:
     """Raise :class:`SampleRefused` when a numeric field of ``row`` is NaN, infinite or negative.
 
-    The collector's ``sparkclient.collector.topology.JobSample`` refuses such values already; this guard keeps
+    The collector's ``sparkclient.collector.sample.JobSample`` refuses such values already; this guard keeps
     any other writer from storing them, since one ``inf`` breaks the JSON of the API and the pages.
     """
     for field in row._meta.concrete_fields:
@@ -53,7 +52,7 @@ def refuse_bad_numbers(row: models.Model) -> None:
         value = getattr(row, field.attname)
         if value is None or isinstance(value, bool):
             continue
-        if not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)) or value < 0:
+        if not is_finite_number(value) or value < 0:
             raise SampleRefused(type(row).__name__, field.name, value)
 
 
@@ -98,7 +97,8 @@ class MetricSnapshot(models.Model):
     gc_share = models.FloatField(null=True, blank=True, help_text="Share of the window's task time spent in GC "
                                  "(Σ jvmGcTime / Σ executorRunTime of its stages, 0..1); empty when unknown.")
     heap_peak_bytes = models.BigIntegerField(null=True, blank=True, help_text="Heap used at its peak in the window "
-                                             "(JVMHeapMemory of its stages' peakExecutorMetrics), bytes; empty when unknown.")
+                                             "(JVMHeapMemory of its stages' peakExecutorMetrics), bytes; empty "
+                                             "when unknown.")
     heap_max_bytes = models.BigIntegerField(null=True, blank=True, help_text="The executors' heap maximum, bytes; "
                                             "empty when unknown.")
     state_memory_bytes = models.BigIntegerField(null=True, blank=True, help_text="The state stores' memory over "
@@ -139,8 +139,9 @@ class VertexSnapshot(models.Model):
     records_out = models.BigIntegerField(default=0)
     spill_bytes = models.BigIntegerField(default=0)
     upstream = models.JSONField(default=list)
-    span_s = models.FloatField(default=0.0, db_default=0.0, help_text="Seconds spanned by the batches counted here; 0: the "
-                                                      "snapshot's window_s (sparkclient.collector.sample.VertexSample.span_s).")
+    span_s = models.FloatField(default=0.0, db_default=0.0,
+                               help_text="Seconds spanned by the batches counted here; 0: the snapshot's window_s "
+                                         "(sparkclient.collector.sample.VertexSample.span_s).")
 
     objects = _CheckedRows.as_manager()
 

@@ -10,7 +10,7 @@ import logging
 
 from django.db import migrations
 
-from sparkclient.contract.control import MAX_TEXT, ProtocolError, RescaleResult
+from sparkclient.contract.messages import MAX_TEXT, ProtocolError, RescaleResult
 
 logger = logging.getLogger(__name__)
 _jobs = importlib.import_module("webapp.jobs.migrations.0018_plan_format_2")

@@ -40,7 +40,8 @@ class Command(BaseCommand):
         parser.add_argument("--policy", default="ds2", help="A registered policy: ds2, batch-ratio or "
                                                             "min-increase.")
         parser.add_argument("--since", default="24h", help="How far back: 24h, 90m, 3600s, 2d.")
-        parser.add_argument("--all", dest="show_all", action="store_true", help="Print every evaluation, not only proposals.")
+        parser.add_argument("--all", dest="show_all", action="store_true",
+                            help="Print every evaluation, not only proposals.")
         parser.add_argument("--json", dest="as_json", action="store_true", help="Print the decisions as JSON.")
 
     def handle(self, *args, job: str, policy: str, since: str, show_all: bool, as_json: bool, **options):

@@ -60,7 +60,8 @@ class Command(BaseCommand):
         parser.add_argument("--spark-ui-ports", default=None,
                             help="Discovery rule: the UI port or range, e.g. 4040-4056 (the default).")
         parser.add_argument("--knobs", default=None,
-                            help=f"The pipeline's knobs (sparkclient.contract.spec.Knob) as a JSON list, e.g. {_EXAMPLES['knobs']}.")
+                            help="The pipeline's knobs (sparkclient.contract.spec.Knob) as a JSON list, "
+                                 f"e.g. {_EXAMPLES['knobs']}.")
         parser.add_argument("--mode", choices=[m.value for m in JobPolicy.Mode], default=None,
                             help="Policy mode (a new job starts in manual).")
         parser.add_argument("--policy", default=None,

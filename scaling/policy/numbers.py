@@ -30,5 +30,16 @@ def ceil_exact(value: float) -> int:
 
 
 def is_finite_number(value: object) -> bool:
-    """Whether ``value`` is an ``int`` or ``float`` (not a ``bool``) that is neither infinite nor NaN."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """Whether ``value`` is an ``int`` or ``float`` (not a ``bool``) that is neither infinite nor NaN
+    and fits a float (an ``int`` beyond ~1.8e308 does not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def finite_or_none(value: object) -> float | None:
+    """``value`` as a float when :func:`is_finite_number`, else None."""
+    return float(value) if is_finite_number(value) else None

@@ -15,7 +15,7 @@ from sparkclient.demo.redisproc import start_redis
 #: runs one of their tests builds the fixture again, so all of a module's tests go to one worker.
 #: ``test_bench.py``: its ``quick``, ``memory`` and ``full`` fixtures run the policy benchmark, about
 #: 150 s of one core and 120 s of two (``full`` has its own pool of 2 processes).
-ONE_WORKER_MODULES = frozenset({"tests/scaling/test_bench.py"})
+ONE_WORKER_MODULES = frozenset({"tests/scaling/bench/test_bench.py"})
 
 
 class OneWorkerModulesScheduling(LoadScopeScheduling):
@@ -142,7 +142,7 @@ def pytest_collection_modifyitems(config, items):
     get a hang guard of ``SLOW_TIMEOUT_S`` unless they set their own."""
     for item in items:
         hypothesis_settings = getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", None)
-        if item.nodeid.startswith(("tests/webapp/test_api_fuzz.py", "tests/scaling/test_bench.py")) \
+        if item.nodeid.startswith(("tests/webapp/api/test_api_fuzz.py", "tests/scaling/bench/test_bench.py")) \
                 or "schemathesis" in item.name or (
                 hypothesis_settings is not None and hypothesis_settings.max_examples >= FUZZER_EXAMPLES):
             item.add_marker(pytest.mark.slow)

@@ -9,7 +9,7 @@ from scaling.policy.options import OPTIONS
 HEADER = """# Policy options
 
 Generated from `scaling/policy/options.py` by `python -m scaling options --markdown > docs/POLICY.md`;
-do not edit by hand (`tests/scaling/test_options.py` checks that this file is the generated one).
+do not edit by hand (`tests/scaling/policy/test_options.py` checks that this file is the generated one).
 
 Each option is declared once. **Where** says where it is set: *policy and job* options are
 `scaling.Policy` options (a scenario's `policy`, SCENARIO.md) and fields of a job's policy in the web

@@ -54,7 +54,7 @@ def checkpoint_has_state(checkpoint: Path) -> bool:
     Spark pins only the stateful operators' partitions. The offset log records the session's
     ``spark.sql.shuffle.partitions`` but restores it into ``STATEFUL_SHUFFLE_PARTITIONS_INTERNAL``
     (``OffsetSeqMetadata.rebindSQLConfsSessionToOffsetLog``), so a stateless query's shuffles take
-    the session's value at each start (tests/sparkclient/test_binding_spark.py)."""
+    the session's value at each start (tests/sparkclient/contract/test_binding_spark.py)."""
     offsets = checkpoint / "offsets"
     return (offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir())
             and (checkpoint / "state").is_dir())

@@ -1,4 +1,4 @@
-"""The four states an operator audits afterwards, built on the loop harness (``tests/webapp/loop.py``):
+"""The four states an operator audits afterwards, built on the loop harness (``tests/webapp/loop/harness.py``):
 the real services (evaluation, proposal, approval, execution, rollback, verification) on a simulated
 job whose run ends now, so the pages read it as a live job.
 
@@ -13,8 +13,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.webapp import loop
 from tests.webapp.dashboard_factories import make_role_user
+from tests.webapp.loop import harness as loop_harness
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.loop.verify import proposal_verify
 from webapp.proposals.models import Proposal
@@ -25,20 +25,20 @@ STEP_AT_S = 300.0
 #: Long enough for a proposal, its approval, its execution and its verification (30 s of
 #: stabilization, then the policy's verification windows) at the 600 events/s step.
 RUN_S = STEP_AT_S + 20 * 60.0
-#: Auto mode as ``tests/webapp/test_loop_acceptance.py`` runs it.
+#: Auto mode as ``tests/webapp/loop/test_loop_acceptance.py`` runs it.
 AUTO_POLICY = {"mode": "auto", "guard_directions": "both", "guard_max_change_factor": 4.0, "utilization_max": 0.9}
 #: Zero-batch windows appended after the run of the inconclusive state (a stalled query).
 STALL_WINDOWS = 6
 
 
-def _run(name: str, *, policy: dict | None = None, actions=(), tail_s: float = 0.0) -> loop.LoopHarness:
+def _run(name: str, *, policy: dict | None = None, actions=(), tail_s: float = 0.0) -> loop_harness.LoopHarness:
     """Run the harness over the step trace so that its last beat is ``tail_s`` before now; the clock,
     the dispatch and the control channel are the harness's only while it runs."""
     patch = pytest.MonkeyPatch()
     try:
-        patch.setattr(loop, "EPOCH", timezone.now() - timedelta(seconds=RUN_S + tail_s))
-        harness = loop.make_harness(patch, trace=loop.steps((STEP_AT_S, 100), (RUN_S, 600)), policy=policy,
-                                    name=name, downtime_s=15.0)
+        patch.setattr(loop_harness, "EPOCH", timezone.now() - timedelta(seconds=RUN_S + tail_s))
+        harness = loop_harness.make_harness(patch, trace=loop_harness.steps((STEP_AT_S, 100), (RUN_S, 600)),
+                                            policy=policy, name=name, downtime_s=15.0)
         harness.actions.extend(actions)
         harness.run()
     finally:
@@ -51,7 +51,7 @@ def _approve_first_pending(operator):
     """An action: the operator approves the first pending proposal after two beats of reading it."""
     seen: list[int] = []
 
-    def act(h: loop.LoopHarness) -> None:
+    def act(h: loop_harness.LoopHarness) -> None:
         pending = h.job.proposals.filter(status=Proposal.Status.PENDING).first()
         if pending is None:
             return
@@ -64,7 +64,7 @@ def _approve_first_pending(operator):
 
 def _roll_back_once_verified(operator):
     """An action: the operator rolls back the first executed scale-up once it is verified."""
-    def act(h: loop.LoopHarness) -> None:
+    def act(h: loop_harness.LoopHarness) -> None:
         done = h.job.proposals.filter(status=Proposal.Status.SUCCEEDED, kind=Proposal.Kind.SCALE).exclude(
             verification="").first()
         if done is not None:
@@ -73,7 +73,7 @@ def _roll_back_once_verified(operator):
     return act
 
 
-def _executed(h: loop.LoopHarness) -> Proposal:
+def _executed(h: loop_harness.LoopHarness) -> Proposal:
     (proposal,) = [p for p in h.proposals() if p.kind == Proposal.Kind.SCALE and hasattr(p, "execution")
                    and p.execution.status == "succeeded"][:1]
     return proposal

@@ -10,7 +10,7 @@ import pytest
 from tests.browser.conftest import screenshot
 from tests.browser.test_dashboard_browser import login
 from tests.webapp.dashboard_factories import make_role_user
-from tests.webapp.inbox_factories import make_every_kind
+from tests.webapp.inbox.factories import make_every_kind
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 

@@ -18,7 +18,7 @@
 Every module a task runs imports what it needs at its top, so the worker loads all of it (the
 collector's Spark REST client and progress reader included) when it imports this module at start,
 in one thread: a first import of a heavy package from several worker threads at once deadlocked a
-worker (``tests/webapp/test_faults_imports.py`` keeps function-level imports out of the task modules).
+worker (``tests/webapp/loop/test_faults_imports.py`` keeps function-level imports out of the task modules).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from scaling.bench.run import QUICK, ROW_KEYS, SETTINGS, Row, full_workloads, ru
 from scaling.sim.baselines import held_core_s
 from scaling.sim.engine import Config
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TARGETS = ("core_hours_median", "core_hours_max", "one_step", "two_steps", "lost", "slo", "slo_60", "rescales",
            "dominance")
 

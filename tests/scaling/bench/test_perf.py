@@ -10,7 +10,7 @@ from pathlib import Path
 from scaling.bench.perf import evaluate_cpu_s, evaluate_micro_batch_once, micro_batch_scenario, random_job, timings_ms
 from scaling.scenario.format import evaluate_text
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_random_job_has_the_promised_shape():

@@ -86,7 +86,7 @@ def test_registry_is_an_explicit_table_and_never_imports_input(monkeypatch):
     real_import = importlib.import_module
     monkeypatch.setattr(importlib, "import_module", lambda name, *a: imported.append(name) or real_import(name, *a))
     sys.modules.pop("this", None)
-    for name in ("this:x", "this", "os.path:join", "tests.scaling.test_algorithms:AlwaysNoChange", "", "DS2"):
+    for name in ("this:x", "this", "os.path:join", "tests.scaling.planner.test_algorithms:AlwaysNoChange", "", "DS2"):
         with pytest.raises(PolicyError, match="^algorithm: unknown policy .*; known: batch-ratio, ds2, min-increase$"):
             resolve(name)
     assert "this" not in sys.modules and imported == []

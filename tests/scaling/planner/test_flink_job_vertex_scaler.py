@@ -566,7 +566,7 @@ def test_balanced_alignment_keeps_a_target_above_the_source_partitions():
     "Deliberate: compute_parallelism takes ceil_exact (floating-point noise below 1e-9 ignored), "
     "Flink Math.ceil(scaleFactor * currentParallelism): 1.1 x 100 = 110.00000000000001 -> Flink 111, ours 110. "
     "Java's ceil on 2,000,000 random (rate, TPR, p) draws differed from ceil_exact in 167 (1 in 12,000), "
-    "and such a case breaks DS2's one-step convergence (tests/scaling/test_properties.py): utilization 0.6, "
+    "and such a case breaks DS2's one-step convergence (tests/scaling/planner/test_properties.py): utilization 0.6, "
     "424,881 records/s, 2,777 per task, p124 -> 256 with Java's ceil, then 256 -> 255 at the linear rate."))
 def test_scale_factor_ceil_keeps_javas_floating_point_noise():
     """Flink ``JobVertexScaler.scale``: ``(int) Math.min(Math.ceil(scaleFactor * currentParallelism),

@@ -13,7 +13,7 @@ from scaling.policy.policy import Policy
 from scaling.values.metrics import ClusterState
 from scaling.values.reasons import AwaitingActivation, Decision, Direction, PlanReason, Reason
 from scaling.values.state import PendingScaleDown, ScalerState, ScalingRecord
-from tests.scaling.test_planner import three_stages
+from tests.scaling.planner.test_planner import three_stages
 
 TWO = Policy(activation_evaluations=2)
 
@@ -77,7 +77,7 @@ def test_band_thresholds_equal_the_per_stage_resum():
 
 
 def test_size_cores_finds_the_worked_examples_five_cores():
-    """tests/scaling/test_planner.py's worked example: C* = ceil(2.75 / 0.7 / 0.9) = 5."""
+    """tests/scaling/planner/test_planner.py's worked example: C* = ceil(2.75 / 0.7 / 0.9) = 5."""
     topology, metrics = three_stages(pinned_second=False)
     job = evaluate_stages(topology, metrics, ClusterState(executors=1, trigger_interval_s=1.0),
                           Policy(restart_time_s=0), None)

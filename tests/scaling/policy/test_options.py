@@ -17,7 +17,7 @@ from scaling.scenario.format import evaluate_text
 from scaling.scenario.values import ScenarioError
 from scaling.words.options_doc import markdown
 
-POLICY_MD = Path(__file__).resolve().parents[2] / "docs" / "POLICY.md"
+POLICY_MD = Path(__file__).resolve().parents[3] / "docs" / "POLICY.md"
 
 
 def just_outside(option: Option) -> list:

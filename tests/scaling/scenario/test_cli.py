@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.scaling.test_scenario import SCENARIO_INPUT, SCENARIO_OUTPUT
+from tests.scaling.scenario.test_scenario import SCENARIO_INPUT, SCENARIO_OUTPUT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:

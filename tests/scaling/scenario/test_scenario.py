@@ -433,7 +433,7 @@ def test_docs_scenario_md_example_in_the_repository_evaluates_to_its_output():
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[2] / "docs" / "SCENARIO.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[3] / "docs" / "SCENARIO.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```json\n(.*?)```", text, flags=re.S)
     assert len(blocks) >= 2
     assert evaluate_text(blocks[0]) == json.loads(blocks[1])

@@ -6,7 +6,6 @@ import json
 import math
 import re
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,10 +19,11 @@ from scaling.values.plan import PLAN_FORMAT, JobPlan
 from scaling.values.reasons import Limit, PlanFormatError, PlanReason, Reason, VertexReason
 from scaling.values.state import ScalerState
 from scaling.words.reason_text import reason_text
-from tests.scaling.test_planner import three_stages
-from tests.scaling.test_scenario import SCENARIO_INPUT
+from tests.capture_paths import FIXTURES
+from tests.scaling.planner.test_planner import three_stages
+from tests.scaling.scenario.test_scenario import SCENARIO_INPUT
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
+PLANS = FIXTURES / "plans"
 
 
 def _plans() -> dict[str, JobPlan]:
@@ -86,7 +86,7 @@ def test_the_excluded_period_wraps_the_vertex_reason_it_holds_back():
 @pytest.mark.parametrize("name", ["micro-batch-pinned", "micro-batch-held", "micro-batch-activation",
                                   "continuous-scale"])
 def test_a_plan_stored_in_the_old_shape_reads_with_its_sentences(name):
-    stored = json.loads((FIXTURES / f"v1-{name}.json").read_text())
+    stored = json.loads((PLANS / f"v1-{name}.json").read_text())
     plan = JobPlan.from_json(stored)
     assert [reason_text(r) for r in plan.reasons] == stored["reasons"]
     assert all(r.code == PlanReason.LEGACY_TEXT for r in plan.reasons)
@@ -106,7 +106,7 @@ def test_the_old_shape_matches_what_the_planner_says_now_in_codes():
     now = _plans()
     for stored_name, name in (("micro-batch-pinned", "pinned"), ("micro-batch-held", "held"),
                               ("micro-batch-activation", "activation"), ("continuous-scale", "continuous")):
-        stored = json.loads((FIXTURES / f"v1-{stored_name}.json").read_text())
+        stored = json.loads((PLANS / f"v1-{stored_name}.json").read_text())
         assert [reason_text(r) for r in now[name].reasons] == stored["reasons"]
         assert [reason_text(v.reason) if v.reason else "" for v in now[name].vertices] == [
             v["note"] for v in stored["vertices"]]
@@ -191,5 +191,5 @@ def test_fuzzed_plans_read_or_raise_plan_format_error(data):
     assert JobPlan.from_json(plan.to_json()).to_json() == plan.to_json()
 
 
-_FIXTURE_DOCS = {p.name: json.loads(p.read_text()) for p in FIXTURES.glob("v1-*.json")}
+_FIXTURE_DOCS = {p.name: json.loads(p.read_text()) for p in PLANS.glob("v1-*.json")}
 _FIXTURE_DOCS.update({f"v2-{k}": v.to_json() for k, v in _plans().items()})

@@ -19,7 +19,7 @@ from sparkclient.collector.stages import batch_jobs, batch_stages, is_broadcast_
 from sparkclient.contract.binding import BindingStatus, bind_stages, plan_stages_from_json
 from sparkclient.contract.spec import Knob, KnobTarget
 from tests.capture_paths import BROADCAST_CAPTURE
-from tests.sparkclient import test_foreachbatch
+from tests.sparkclient.collector import test_foreachbatch
 
 CAPTURE: dict[str, Any] = json.loads(BROADCAST_CAPTURE.read_text())
 KNOBS = [Knob("cores", default=2, min=1, max=2, sets=KnobTarget.EXECUTORS),

@@ -3,7 +3,7 @@
 Seeds are found by shape in every JSON file under ``tests/fixtures`` (progress objects, SQL metric
 strings, ``/executors`` lists, task summaries, ``/jobs`` / ``/stages`` / SQL payloads, and the
 capture sets a sample is built from). Each parser gets ``FUZZ_EXAMPLES`` (10,000) mutated inputs,
-drawn across all its seeds, with the mutations of :mod:`tests.sparkclient.test_fuzz_parsers`.
+drawn across all its seeds, with the mutations of :mod:`tests.sparkclient.collector.test_fuzz_parsers`.
 A parser must raise only its typed error, and every output it accepts must hold its invariants:
 non-negative counts, durations and sizes, ordered statistics (``min ≤ med ≤ max``), cores within
 :data:`sparkclient.collector.sparkjson.MAX_CORES`, and a scenario the scaler's evaluator accepts.
@@ -37,7 +37,13 @@ from sparkclient.collector.snapshot import (
 from sparkclient.collector.sparkjson import MAX_CORES, SparkDataError
 from sparkclient.collector.stages import batch_jobs, executors_and_cores, slowest_task_run_ms
 from tests.capture_paths import FIXTURES, SPARK_4_3_0
-from tests.sparkclient.test_fuzz_parsers import _assert_finite_sample, _fuzz, captures_of, mutated, truncated_text
+from tests.sparkclient.collector.test_fuzz_parsers import (
+    _assert_finite_sample,
+    _fuzz,
+    captures_of,
+    mutated,
+    truncated_text,
+)
 
 pytestmark = pytest.mark.fuzz
 

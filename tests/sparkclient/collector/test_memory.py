@@ -24,7 +24,7 @@ from sparkclient.collector.memory import (
 from sparkclient.collector.sparkjson import Problem, SparkDataError
 from sparkclient.collector.topology import sample_from_rest
 from tests.capture_paths import MEMORY_CAPTURE
-from tests.sparkclient.test_fuzz_parsers import _fuzz, mutated
+from tests.sparkclient.collector.test_fuzz_parsers import _fuzz, mutated
 
 CAPTURE = json.loads(MEMORY_CAPTURE.read_text())
 MIB = 1024 * 1024

@@ -23,8 +23,8 @@ from sparkclient.collector.snapshot import load_captures
 from sparkclient.collector.topology import sample_from_rest
 from sparkclient.contract.binding import BindingStatus, MismatchReason, StageBinding, disagreeing_bindings
 from tests.capture_paths import FIXTURES
-from tests.sparkclient import test_foreachbatch, test_topology
-from tests.sparkclient.test_join import CAPTURE, CaptureClient
+from tests.sparkclient.collector import test_foreachbatch, test_topology
+from tests.sparkclient.collector.test_join import CAPTURE, CaptureClient
 
 Json = dict[str, Any]
 

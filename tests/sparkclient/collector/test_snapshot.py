@@ -21,9 +21,9 @@ from sparkclient.collector.snapshot import (
 )
 from sparkclient.collector.topology import sample_from_rest
 from tests.capture_paths import MEMORY_CAPTURE
-from tests.sparkclient.test_topology import RUN_ID, _fixtures_dir
+from tests.sparkclient.collector.test_topology import RUN_ID, _fixtures_dir
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_captures_become_a_valid_micro_batch_scenario() -> None:

@@ -13,7 +13,7 @@ import pytest
 from tests.capture_paths import SPARK_4_3_0
 from tests.fakespark import APP, fake_spark_ui
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from sparkclient.collector.model_inputs import measurements, model_inputs
 from sparkclient.collector.sample import JobSample, VertexSample
 from sparkclient.collector.snapshot import load_captures, sample_from_captures
 from tests.capture_paths import FIXTURES, SPARK_4_3_0
-from tests.sparkclient.test_readiness import _join_sample
+from tests.sparkclient.collector.test_readiness import _join_sample
 
 
 def _vertex(position: int, records_in: int, *, source: bool, upstream: tuple[str, ...] = (),

@@ -27,7 +27,7 @@ from sparkclient.collector.sparkjson import MAX_CORES, Problem, SparkDataError
 from sparkclient.collector.stages import executors_and_cores, slowest_task_run_ms
 from sparkclient.collector.topology import sample_from_rest
 from tests.capture_paths import FIXTURES
-from tests.sparkclient.test_fuzz_parsers import CAPTURE, RUN_ID, WINDOW_END_S
+from tests.sparkclient.collector.test_fuzz_parsers import CAPTURE, RUN_ID, WINDOW_END_S
 
 Json = dict[str, Any]
 

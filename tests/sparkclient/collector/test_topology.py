@@ -21,7 +21,7 @@ from sparkclient.collector.sample import JobSample
 from sparkclient.collector.sources import BacklogUnknownReason
 from sparkclient.collector.stages import batch_jobs, batch_stages, executors_and_cores, rest_time_s, stages_running_s
 from sparkclient.collector.topology import sample_from_rest
-from tests.capture_paths import DEMO_CAPTURES, SPARK_4_3_0  # noqa: E402
+from tests.capture_paths import DEMO_CAPTURES, FIXTURES, SPARK_4_3_0  # noqa: E402
 
 RUN_ID = "ae3eaf98-3470-49e6-8203-7305bb7e17be"
 
@@ -612,7 +612,7 @@ def test_a_skipped_stage_does_not_count_in_the_positional_mapping():
     map stage as a job of its own and the next job lists it again as SKIPPED. The plan has two
     segments; counted with the skipped stage the batch had three stages, so the single-task stages
     (whose metrics name no stage) were never named and the job page showed "stage 0", "stage 1"."""
-    folder = Path(__file__).resolve().parents[1] / "fixtures" / "spark-4.3.0-aqe-single-task"
+    folder = FIXTURES / "spark-4.3.0-aqe-single-task"
     jobs, stages, execution = (json.loads((folder / f"{name}.json").read_text()) for name in ("jobs", "stages", "sql"))
     ran = {s["stageId"] for s in stages if s["status"] != "SKIPPED"}
     assert len(ran) == 2 and len(stages) == 3 and all(s["numTasks"] == 1 for s in stages)

@@ -13,7 +13,7 @@ import pytest
 
 from sparkclient.demo.benchrescale import Run, table
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _run(path, pause, *, ok=True, catch_up=4.0, effect=math.nan, steps=None):

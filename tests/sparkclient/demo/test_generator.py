@@ -16,7 +16,7 @@ from sparkclient.contract.load import get_rate, set_rate
 from sparkclient.demo.generator import Generator, event_type, read_counts
 from sparkclient.demo.redislog import PartitionedLog
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _all_events(client, topic):

@@ -10,7 +10,7 @@ written) and starts again at the next one; the watermark drops a window once it 
 stops growing. A small heap (``memory_mb``, the JVM that runs the tasks) then spends its task time in
 GC near each window's end; a heap twice as large does not.
 
-Run as ``python -m sparkclient run --pipeline tests.sparkclient.memory_pressure_pipeline:build``.
+Run as ``python -m sparkclient run --pipeline tests.sparkclient.runner.memory_pressure_pipeline:build``.
 """
 
 from __future__ import annotations

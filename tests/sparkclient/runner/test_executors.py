@@ -25,10 +25,10 @@ from sparkclient.runner.executors import (
     choose_victims,
     state_executors,
 )
-from tests.sparkclient.test_topology import _fixtures_dir
+from tests.sparkclient.collector.test_topology import _fixtures_dir
 from tests.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 

@@ -3,7 +3,7 @@ under memory pressure, gets no scale-down while it lasts, and gets a heap recomm
 through the runner, removes the pressure.
 
 The real runner (``python -m sparkclient run``, a real ``redis-server``) runs
-:mod:`tests.sparkclient.memory_pressure_pipeline` with ``memory_mb=512`` (local mode:
+:mod:`tests.sparkclient.runner.memory_pressure_pipeline` with ``memory_mb=512`` (local mode:
 ``spark.driver.memory``). The web app's own loop steps run in the test's process on the Django test
 database, every :data:`BEAT_S` seconds: ``snapshot_collect`` reads the driver's UI and the published
 progress, ``evaluation_run`` plans through the memory gate. The job page is rendered with the test
@@ -41,9 +41,9 @@ from webapp.loop.evaluate import evaluation_run
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.django_db, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 JOB = "memory-pressure"
-PIPELINE = "tests.sparkclient.memory_pressure_pipeline:build"
+PIPELINE = "tests.sparkclient.runner.memory_pressure_pipeline:build"
 #: Seconds between two beats of the loop (collect, then evaluate).
 BEAT_S = 10.0
 #: The tight run stops once this many evaluations in a row were under pressure (a pressure that

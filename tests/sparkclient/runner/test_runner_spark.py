@@ -33,7 +33,7 @@ from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 JOB, TOPIC = "t-demo", "t-nexmark"
 PIPELINE = "sparkclient.demo.examples.nexmark:build"
 #: The standby's warm-up on the pipeline's plan, in batches (``run --warm-up-batches``): the test

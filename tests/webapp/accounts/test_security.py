@@ -389,7 +389,7 @@ def test_the_database_refuses_a_second_execution_in_flight_for_a_job():
     Proposal.objects.create(job=other, status="approved")  # another job: fine
 
 
-# --- Redis unreachable: 503 and nothing changed (fast; the real outage is test_faults_redis_outage) --
+# --- Redis unreachable: 503 and nothing changed (fast; the real outage is loop/test_faults_redis_outage) --
 
 @pytest.fixture
 def redis_down(settings):

@@ -25,12 +25,12 @@ from webapp.proposals.models import AuditEvent, Execution, Proposal
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", ROOT / "test-artifacts"))
 
 #: Makes positive bodies of the registration and policy edits satisfy the rules between fields the
 #: schema's descriptions state (the server's own ``clean()``); every check stays on.
-HOOKS = "tests.webapp.schemathesis_hooks"
+HOOKS = "tests.webapp.api.schemathesis_hooks"
 
 
 @pytest.fixture

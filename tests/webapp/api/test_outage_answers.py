@@ -1,7 +1,7 @@
 """What a decision answers while Redis is away (``webapp.outage``): the API a JSON 503 with a code
 and a message, the dashboard a redirect to the proposal page with that message; neither names the
 broker's host, port, URL or the exception. The outage is a broker URL where nothing listens (the
-real 60 s outage with a worker is ``test_faults_redis_outage.py``)."""
+real 60 s outage with a worker is ``tests/webapp/loop/test_faults_redis_outage.py``)."""
 
 from __future__ import annotations
 

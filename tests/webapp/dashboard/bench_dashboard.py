@@ -4,9 +4,9 @@ jobs overview and a job page. Prints the figures; asserts nothing about time (a 
 
 Run it from the repository root (it builds the fleet in a temporary SQLite database)::
 
-    python -m tests.webapp.bench_dashboard [--jobs 100] [--requests 20]
+    python -m tests.webapp.dashboard.bench_dashboard [--jobs 100] [--requests 20]
 
-``tests/webapp/test_dashboard_fleet.py`` renders the same pages with the same fleet and checks what
+``tests/webapp/dashboard/test_dashboard_fleet.py`` renders the same pages with the same fleet and checks what
 they show, without timing them."""
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """Benchmark: server time of the history page of a job with 1,000 audit events (every action, as the
-web app writes them: ``tests/webapp/history_factories.py``). The target is 300 ms for the first page
+web app writes them: ``tests/webapp/dashboard/history_factories.py``). The target is 300 ms for the first page
 (median of 20 requests). Prints the figures and the number of queries; asserts nothing about time (a
 benchmark, not a test).
 
 Run it from the repository root (it builds the job in a temporary SQLite database)::
 
-    python -m tests.webapp.bench_history [--events 1000] [--requests 20]
+    python -m tests.webapp.dashboard.bench_history [--events 1000] [--requests 20]
 
 ``--keep PATH`` builds the database at PATH and leaves it (with a user ``admin``, password
 ``--password``) for a development server, e.g. to take screenshots of the page.
-``tests/webapp/test_history_page.py`` checks what the page shows and bounds its queries."""
+``tests/webapp/dashboard/test_history_page.py`` checks what the page shows and bounds its queries."""
 
 from __future__ import annotations
 
@@ -37,9 +37,9 @@ def build(events: int, password: str | None):
     """A job with a succeeded rescale, snapshots, and ``events`` audit events; returns (job, user)."""
     from django.contrib.auth import get_user_model  # noqa: PLC0415 - Django is set up by main() first
 
+    from tests.webapp.dashboard.history_factories import make_every_event  # noqa: PLC0415 - idem
     from tests.webapp.dashboard_factories import make_role_user, make_succeeded  # noqa: PLC0415 - idem
     from tests.webapp.factories import make_job, make_snapshots  # noqa: PLC0415 - idem
-    from tests.webapp.history_factories import make_every_event  # noqa: PLC0415 - idem
 
     user = make_role_user("ada", role="admin")
     user.first_name, user.last_name = "Ada", "Lovelace"

@@ -1,13 +1,13 @@
 """The dashboard with 100 jobs × 24 h of 15 s snapshots (576,000 snapshots, 1,728,000 vertex rows):
 every page renders and shows what it should. Their server time is measured by the benchmark
-``python -m tests.webapp.bench_dashboard`` (target 300 ms), never asserted here."""
+``python -m tests.webapp.dashboard.bench_dashboard`` (target 300 ms), never asserted here."""
 
 from __future__ import annotations
 
 import pytest
 from django.utils import timezone
 
-from tests.webapp.bench_dashboard import JOBS, PAGES, SNAPSHOTS_PER_JOB, make_fleet
+from tests.webapp.dashboard.bench_dashboard import JOBS, PAGES, SNAPSHOTS_PER_JOB, make_fleet
 from tests.webapp.dashboard_factories import make_role_user
 from webapp.jobs.models import MetricSnapshot
 

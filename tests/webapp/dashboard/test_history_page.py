@@ -1,7 +1,7 @@
 """The history page's audit trail (NetBox's change log): every action's fields as field → before →
 after in words and units, the actor by name, the reason from its code; pagination, filters by action
 and actor, and a bounded number of queries however long the trail. Its server time is measured by
-``python -m tests.webapp.bench_history``, never asserted here."""
+``python -m tests.webapp.dashboard.bench_history``, never asserted here."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from tests.webapp.dashboard.history_factories import event_specs, make_every_event
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
 from tests.webapp.factories import make_job
-from tests.webapp.history_factories import event_specs, make_every_event
 from webapp.dashboard.history import PER_PAGE, duration, measure, number, value_text
 from webapp.proposals.codes import Actor, AuditAction
 

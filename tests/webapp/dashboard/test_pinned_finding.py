@@ -11,9 +11,9 @@ from scaling.values.findings import PinnedAction
 from scaling.values.reasons import Limit
 from scaling.values.topology import PinCause
 from scaling.words.reason_text import finding_text
+from tests.webapp.dashboard.test_dashboard import why_items
 from tests.webapp.dashboard_factories import make_role_user
 from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots
-from tests.webapp.test_dashboard import why_items
 from webapp.jobs.models import Job
 from webapp.loop.evaluate import evaluation_run
 from webapp.loop.window import window_inputs

@@ -15,7 +15,7 @@ import pytest
 from webapp.demo import fleetbench
 from webapp.loop.evaluate import TIMING_PREFIX
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(("times", "expected"), [

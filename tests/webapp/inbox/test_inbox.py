@@ -11,7 +11,7 @@ from rest_framework.authtoken.models import Token
 
 from tests.webapp.dashboard_factories import make_role_user
 from tests.webapp.factories import make_job, make_snapshots
-from tests.webapp.inbox_factories import make_every_kind, make_inconclusive, make_pending_proposal
+from tests.webapp.inbox.factories import make_every_kind, make_inconclusive, make_pending_proposal
 from webapp.inbox.items import inbox_count, inbox_items
 from webapp.inbox.kinds import ItemKind
 from webapp.jobs.models import Job

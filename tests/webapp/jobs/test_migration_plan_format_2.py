@@ -13,7 +13,6 @@ import importlib
 import json
 import re
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.apps import apps
@@ -23,6 +22,7 @@ from scaling.values.plan import PLAN_FORMAT, JobPlan
 from scaling.values.reasons import Limit, PlanReason
 from scaling.values.state import PendingScaleDown, ScalerState, state_to_dict
 from sparkclient.contract.messages import RescalePath, ResultStatus
+from tests.capture_paths import FIXTURES
 from tests.webapp.dashboard_factories import make_role_user
 from tests.webapp.factories import make_job, make_snapshots
 from webapp.jobs.models import Evaluation, Job
@@ -34,11 +34,11 @@ pytestmark = pytest.mark.django_db
 
 jobs_migration = importlib.import_module("webapp.jobs.migrations.0018_plan_format_2")
 proposals_migration = importlib.import_module("webapp.proposals.migrations.0008_plan_format_2")
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "webapp-plans-v1"
+PLANS_V1 = FIXTURES / "webapp-plans-v1"
 
 
 def _fixture(name: str) -> dict:
-    return json.loads((FIXTURES / name).read_text())
+    return json.loads((PLANS_V1 / name).read_text())
 
 
 def _migrate() -> None:

@@ -22,7 +22,7 @@ from scaling.values.reasons import Decision
 from scaling.values.state import state_from_dict
 from sparkclient.contract import keys
 from sparkclient.contract.messages import RescalePath, RescaleResult, ResultStatus
-from tests.scaling.test_options import just_outside, with_switch
+from tests.scaling.policy.test_options import just_outside, with_switch
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.admin import POLICY_FIELDSETS, JobPolicyForm
 from webapp.jobs.models import Job, JobPolicy

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from scaling.values.reasons import PlanReason
-from tests.webapp.loop import make_harness, steps
+from tests.webapp.loop.harness import make_harness, steps
 from webapp.jobs.models import Evaluation
 from webapp.proposals.models import Proposal
 

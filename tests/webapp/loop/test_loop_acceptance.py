@@ -1,4 +1,4 @@
-"""The live loop's acceptance, on the loop harness (``tests/webapp/loop.py``): the real services, driven
+"""The live loop's acceptance, on the loop harness (``tests/webapp/loop/harness.py``): the real services, driven
 by ``scaling.sim`` on the demo-like topology in accelerated time, no Spark.
 
 The stabilization interval is the web app's default (30 s), the metric window 45 s (three collects).
@@ -16,7 +16,7 @@ from rest_framework.authtoken.models import Token
 from scaling.bench.run import oscillations
 from scaling.sim.workloads import DAY_S, Trace, diurnal
 from tests.webapp.factories import make_user
-from tests.webapp.loop import EPOCH, EXECUTORS_KNOB, LoopHarness, make_harness, steps
+from tests.webapp.loop.harness import EPOCH, EXECUTORS_KNOB, LoopHarness, make_harness, steps
 from webapp.jobs.models import Evaluation, EvaluationHold, MetricSnapshot
 from webapp.jobs.selectors import policy_band
 from webapp.proposals.holds import config_direction

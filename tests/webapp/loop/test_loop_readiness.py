@@ -1,4 +1,4 @@
-"""Acceptance 2 of signal validity, through the loop harness (``tests/webapp/loop.py``): a
+"""Acceptance 2 of signal validity, through the loop harness (``tests/webapp/loop/harness.py``): a
 stream-stream join whose SQL plan is unusable is "not ready" and never yields a scale-down, under a
 policy that scales the same job down when its samples are ready; the job page names the code."""
 
@@ -14,9 +14,9 @@ from scaling.values.readiness import NotReady, SampleIssue, issues_to_json
 from scaling.values.reasons import PlanReason
 from sparkclient.contract import keys
 from tests.fakespark import fake_spark_ui
-from tests.webapp import test_collect
 from tests.webapp.factories import make_job, make_snapshots, make_user
-from tests.webapp.loop import EXECUTORS_KNOB, LoopHarness, make_harness, steps
+from tests.webapp.loop import test_collect
+from tests.webapp.loop.harness import EXECUTORS_KNOB, LoopHarness, make_harness, steps
 from webapp.jobs.models import Evaluation, EvaluationHold, Job, MetricSnapshot
 from webapp.loop.evaluate import evaluation_context, evaluation_run
 from webapp.loop.window import snapshot_sample

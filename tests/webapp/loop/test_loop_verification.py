@@ -1,4 +1,4 @@
-"""Honest verification on the loop harness (``tests/webapp/loop.py``): a rescale's added lag and
+"""Honest verification on the loop harness (``tests/webapp/loop/harness.py``): a rescale's added lag and
 catch-up are measured over its own window, so a later overload is never charged to it, and the
 verdict is the capacity error the proposal page shows."""
 
@@ -11,8 +11,8 @@ import pytest
 from scaling.forecast.prediction import VerdictReason
 from scaling.forecast.rescale_cost import LagSample, WindowEnd, lag_s
 from tests.webapp.factories import make_user
-from tests.webapp.loop import EPOCH, LoopHarness, make_harness, steps
-from tests.webapp.test_loop_acceptance import approve_when_pending
+from tests.webapp.loop.harness import EPOCH, LoopHarness, make_harness, steps
+from tests.webapp.loop.test_loop_acceptance import approve_when_pending
 from webapp.jobs.models import MetricSnapshot
 from webapp.loop.rescale_cost import execution_record_cost
 from webapp.proposals.models import Proposal

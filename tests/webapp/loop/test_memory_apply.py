@@ -17,7 +17,7 @@ from scaling.planner.memory import executors_after
 from scaling.values.memory import MB
 from scaling.values.reasons import MemoryStep, PlanReason
 from tests.webapp.factories import CONFIG, KNOBS, PLAN_STAGES, make_snapshots, make_user
-from tests.webapp.loop import make_harness, steps
+from tests.webapp.loop.harness import make_harness, steps
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.jobs.services import job_register
 from webapp.loop.evaluate import evaluation_run

@@ -1,6 +1,6 @@
 """Workflow pieces on their own: guardrails, policy validation, refused transitions and a manual
-rollback (SQLite; not acceptance tests). The loop's steps have their own files (test_backoff,
-test_reconcile, test_verify, test_execute)."""
+rollback (SQLite; not acceptance tests). The loop's steps have their own files (tests/webapp/loop/:
+test_backoff, test_reconcile, test_verify, test_execute)."""
 
 from __future__ import annotations
 

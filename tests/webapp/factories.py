@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
@@ -20,6 +21,8 @@ KNOBS = [
     {"name": "state_partitions", "default": 2, "min": 1, "max": 64, "sets": "state_partitions", "description": ""},
     {"name": "trigger_interval_s", "default": 2, "min": 1, "max": 600, "sets": "other", "description": ""},
 ]
+#: A heap knob (``KnobTarget.MEMORY``) to add to them.
+HEAP_KNOB = {"name": "heap_mb", "default": 1024, "min": 512, "max": 8192, "sets": "memory", "description": "heap"}
 CONFIG = {"cores": 1, "source_partitions": 1, "enrich_partitions": 1, "state_partitions": 2, "trigger_interval_s": 2}
 #: Its physical plan's stages (sparkclient.contract.binding), as the runner publishes them.
 PLAN_STAGES = [
@@ -37,10 +40,14 @@ def make_user(username="operator", role="operator", **extra):
     return user_set_role(user=user, role=role) if role else user
 
 
-def make_job(name="demo", **policy) -> Job:
-    job = job_register(name=name, topic="nexmark", query_name=f"{name}-query", config=dict(CONFIG), knobs=KNOBS,
+def make_job(name="demo", *, knobs=(), cluster=None, **policy) -> Job:
+    """A registered job of the demo pipeline's knobs and plan stages, plus ``knobs`` (declarations, each
+    set to its default), on ``cluster`` (what its runner reports; None: not reported), with ``policy``
+    (its policy fields)."""
+    job = job_register(name=name, topic="nexmark", query_name=f"{name}-query",
+                       config={**CONFIG, **{k["name"]: k["default"] for k in knobs}}, knobs=[*KNOBS, *knobs],
                        policy=policy or None)
-    Job.objects.filter(pk=job.pk).update(plan_stages=PLAN_STAGES)
+    Job.objects.filter(pk=job.pk).update(plan_stages=PLAN_STAGES, **({} if cluster is None else {"cluster": cluster}))
     return Job.objects.select_related("policy").get(pk=job.pk)
 
 
@@ -75,9 +82,16 @@ def make_snapshots(job: Job, *, count=4, window_s=15.0, arrival=900.0, enrich_bu
     return snapshots
 
 
-def make_pending(**policy) -> Proposal:
-    """A job (``policy``: its policy fields) whose first evaluation left one pending scale-up proposal."""
-    job = make_job(metric_window_s=45, **policy)
-    make_snapshots(job)
-    evaluation_run(job=job)
-    return job.proposals.get()
+def make_pending(name="demo", *, knobs=(), cluster=None, memory=None, commits=None, **policy) -> Proposal:
+    """The proposal a job's first evaluation left (a scale-up, pending unless ``policy`` approves it):
+    ``make_job(name, knobs=knobs, cluster=cluster, metric_window_s=45, **policy)`` with
+    ``make_snapshots``' four snapshots, ``memory`` (MetricSnapshot fields, e.g. the heap readings) set
+    on each. ``commits``: pytest-django's ``django_capture_on_commit_callbacks``, to run what the
+    evaluation leaves to its commit (the standby request) before returning."""
+    with commits(execute=True) if commits else nullcontext():
+        job = make_job(name, knobs=knobs, cluster=cluster, metric_window_s=45, **policy)
+        snapshots = make_snapshots(job)
+        if memory:
+            MetricSnapshot.objects.filter(pk__in=[s.pk for s in snapshots]).update(**memory)
+        evaluation_run(job=job)
+    return Proposal.objects.select_related("job").get(job=job)

@@ -14,11 +14,10 @@ from scaling.policy.options import OPTION
 from sparkclient.collector.rest import SparkRestClient, SparkRestError
 from sparkclient.contract import keys
 from tests.webapp.dashboard_factories import make_succeeded
-from tests.webapp.factories import make_job, make_snapshots, make_user
+from tests.webapp.factories import make_job, make_pending, make_user
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.policy_mapping import BOUNDS
 from webapp.jobs.services import job_policy_update
-from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.models import AuditEvent, Proposal
 
 pytestmark = pytest.mark.django_db
@@ -26,17 +25,10 @@ pytestmark = pytest.mark.django_db
 
 
 
-def _pending(name="demo", **policy) -> Proposal:
-    job = make_job(name, metric_window_s=45, **policy)
-    make_snapshots(job)
-    evaluation_run(job=job)
-    return job.proposals.get()
-
-
 # --- no role: 403 everywhere except login ------------------------------------------------------
 
 def test_a_signed_in_user_without_a_role_gets_403_everywhere_but_login(client):
-    proposal = _pending()
+    proposal = make_pending()
     job = proposal.job
     nobody = make_user("nobody", role=None)
     client.force_login(nobody)
@@ -148,7 +140,7 @@ def test_a_right_password_before_the_limit_signs_in(client):
 
 @pytest.mark.parametrize("action", ["APPROVE", "Approve", "approve ", "", "delete", "reject\x00"])
 def test_the_decide_form_refuses_any_other_action_with_400(client, enqueued, action):
-    proposal = _pending()
+    proposal = make_pending()
     client.force_login(make_user("olga", role="operator"))
     response = client.post(f"/proposals/{proposal.pk}/decide/", {"action": action, "comment": "no"})
     assert response.status_code == 400
@@ -158,7 +150,7 @@ def test_the_decide_form_refuses_any_other_action_with_400(client, enqueued, act
 
 
 def test_the_decide_form_still_approves_and_rejects(client, enqueued):
-    first, second = _pending("a"), _pending("b")
+    first, second = make_pending("a"), make_pending("b")
     client.force_login(make_user("olga", role="operator"))
     assert client.post(f"/proposals/{first.pk}/decide/", {"action": "approve"}).status_code == 302
     assert client.post(f"/proposals/{second.pk}/decide/", {"action": "reject", "comment": "not now"}).status_code == 302
@@ -365,7 +357,7 @@ def test_a_rollback_and_an_approval_of_the_same_job_make_exactly_one_execution(e
     from webapp.proposals.rollback import proposal_rollback
     from webapp.proposals.services import proposal_approve
 
-    pending = _pending()
+    pending = make_pending()
     done = make_succeeded(pending.job)
     operator = make_user()
     with django_capture_on_commit_callbacks(execute=True):
@@ -381,7 +373,7 @@ def test_the_database_refuses_a_second_execution_in_flight_for_a_job():
     """The constraint holds even for a write that bypasses the services."""
     from django.db import IntegrityError, transaction
 
-    pending = _pending()
+    pending = make_pending()
     Proposal.objects.filter(pk=pending.pk).update(status="executing")
     with pytest.raises(IntegrityError), transaction.atomic():
         Proposal.objects.create(job=pending.job, status="approved")
@@ -409,7 +401,7 @@ def redis_down(settings):
 
 
 def test_requests_that_need_redis_answer_503_and_change_nothing_while_it_is_down(client, redis_down):
-    pending = _pending()
+    pending = make_pending()
     done = make_succeeded(make_job("other"))
     operator = make_user("olga", role="operator")
     client.force_login(operator)

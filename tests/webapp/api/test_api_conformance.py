@@ -10,10 +10,9 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from tests.webapp.dashboard_factories import make_role_user, make_succeeded
-from tests.webapp.factories import make_job, make_snapshots
+from tests.webapp.factories import make_job, make_pending
 from webapp.api.filters import StrictFilterSet, action_filter
 from webapp.api.parsers import multipart_problem
-from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.models import AuditEvent, Proposal
 
 pytestmark = pytest.mark.django_db
@@ -81,16 +80,9 @@ def test_multipart_structure(body, problem):
     assert multipart_problem(body, b"B") == problem
 
 
-def _pending() -> Proposal:
-    job = make_job("multipart", metric_window_s=45)
-    make_snapshots(job)
-    evaluation_run(job=job)
-    return job.proposals.get()
-
-
 @pytest.mark.parametrize("value", ["False", "0", "[]", '"x"'])
 def test_a_multipart_body_that_is_not_form_data_is_a_400_and_decides_nothing(api, value):
-    proposal = _pending()
+    proposal = make_pending("multipart")
     done = make_succeeded(proposal.job)
     for decision, target in (("approve", proposal), ("reject", proposal), ("rollback", done)):
         body = f"--B\r\n{value}--B--\r\n".encode()
@@ -101,7 +93,7 @@ def test_a_multipart_body_that_is_not_form_data_is_a_400_and_decides_nothing(api
 
 
 def test_form_data_still_decides(api):
-    proposal = _pending()
+    proposal = make_pending("multipart")
     response = api.post(f"/api/proposals/{proposal.pk}/approve/", {"revision": proposal.revision})
     assert response.status_code == 200 and response.json()["status"] == "approved"
 

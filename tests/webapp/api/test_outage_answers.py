@@ -12,9 +12,8 @@ from django.test import RequestFactory
 from sparkclient.demo.redisproc import free_port
 from tests.conftest import celery_use_broker
 from tests.webapp.dashboard_factories import make_succeeded
-from tests.webapp.factories import make_job, make_snapshots, make_user
+from tests.webapp.factories import make_job, make_pending, make_user
 from webapp.celery import app as celery_app
-from webapp.loop.evaluate import evaluation_run
 from webapp.outage import RedisUnavailableMiddleware
 from webapp.proposals.models import AuditEvent, Proposal
 
@@ -34,20 +33,13 @@ def dead_broker():
     celery_use_broker(*previous)
 
 
-def _pending() -> Proposal:
-    job = make_job("outage", metric_window_s=45)
-    make_snapshots(job)
-    evaluation_run(job=job)
-    return job.proposals.get()
-
-
 def _assert_no_internals(text: str, port: int) -> None:
     assert str(port) not in text and not [word for word in INTERNALS if word in text], text
 
 
 @pytest.mark.parametrize("decision", ["approve", "rollback"])
 def test_the_api_answers_a_json_503_with_a_code_and_no_internals(client, dead_broker, decision):
-    proposal = _pending() if decision == "approve" else make_succeeded(make_job("done"))
+    proposal = make_pending("outage") if decision == "approve" else make_succeeded(make_job("done"))
     client.force_login(make_user())
     events = AuditEvent.objects.count()
     response = client.post(f"/api/proposals/{proposal.pk}/{decision}/", {}, content_type="application/json")
@@ -66,7 +58,7 @@ def test_the_api_answers_a_json_503_with_a_code_and_no_internals(client, dead_br
     ("rollback", "/proposals/{pk}/rollback/", {"reason": "latency"}),
 ])
 def test_the_dashboard_returns_to_the_proposal_page_with_the_message(client, dead_broker, decision, url, form):
-    proposal = _pending() if decision == "approve" else make_succeeded(make_job("done"))
+    proposal = make_pending("outage") if decision == "approve" else make_succeeded(make_job("done"))
     client.force_login(make_user())
     events = AuditEvent.objects.count()
     response = client.post(url.format(pk=proposal.pk), form)

@@ -11,33 +11,20 @@ import pytest
 
 from scaling.values.memory import MB
 from sparkclient.contract import keys
-from tests.webapp.factories import CONFIG, KNOBS, PLAN_STAGES, make_snapshots, make_user
+from tests.webapp.factories import HEAP_KNOB, make_pending, make_user
 from webapp.dashboard.proposal_page import approve_confirm, memory_standby_note
-from webapp.jobs.models import Job, MetricSnapshot
-from webapp.jobs.services import job_register
-from webapp.loop.evaluate import evaluation_run
 from webapp.loop.standby import standby_status
 from webapp.proposals.memory import memory_offer
 from webapp.proposals.models import Proposal
 
 pytestmark = pytest.mark.django_db
 
-HEAP = {"name": "heap_mb", "default": 1024, "min": 512, "max": 8192, "sets": "memory", "description": "heap"}
-
-
-def _pending(django_capture_on_commit_callbacks) -> Proposal:
+def _cores_pending_heap_smaller(django_capture_on_commit_callbacks) -> Proposal:
     """A job in local mode with a heap knob: a pending scale-up of its cores (a new driver) and a
     smaller heap recommended (300 of 1024 MB at peak → 512 MB), not in the proposal."""
-    with django_capture_on_commit_callbacks(execute=True):
-        job = job_register(name="box", topic="nexmark", query_name="box-query", config={**CONFIG, "heap_mb": 1024},
-                           knobs=[*KNOBS, HEAP], policy={"metric_window_s": 45})
-        Job.objects.filter(pk=job.pk).update(plan_stages=PLAN_STAGES, cluster="local@127.0.0.1")
-        job = Job.objects.select_related("policy").get(pk=job.pk)
-        snapshots = make_snapshots(job)
-        MetricSnapshot.objects.filter(pk__in=[s.pk for s in snapshots]).update(
-            gc_share=0.05, heap_peak_bytes=300 * MB, heap_max_bytes=1024 * MB)
-        evaluation_run(job=job)
-    proposal = job.proposals.get()
+    proposal = make_pending("box", knobs=[HEAP_KNOB], cluster="local@127.0.0.1",
+                            memory={"gc_share": 0.05, "heap_peak_bytes": 300 * MB, "heap_max_bytes": 1024 * MB},
+                            commits=django_capture_on_commit_callbacks)
     assert proposal.proposed_config["heap_mb"] == 1024 and proposal.proposed_config["cores"] > 1
     return proposal
 
@@ -50,7 +37,7 @@ def _standby(client, proposal: Proposal, state: str, knobs: dict | None = None, 
 
 def test_the_dialog_names_the_heap_change_and_the_box_says_the_standby_starts_again(
         client, workflow_redis, enqueued, django_capture_on_commit_callbacks):
-    proposal = _pending(django_capture_on_commit_callbacks)
+    proposal = _cores_pending_heap_smaller(django_capture_on_commit_callbacks)
     _standby(workflow_redis, proposal, "ready", spawned_at="1000.0", ready_at="1038.4", rss_mb="1373")
     client.force_login(make_user())
     page = unescape(client.get(f"/proposals/{proposal.pk}/").content.decode())
@@ -66,7 +53,7 @@ def test_the_dialog_names_the_heap_change_and_the_box_says_the_standby_starts_ag
 @pytest.mark.parametrize("standby", ["none", "other-knobs", "failed", "starting"])
 def test_the_note_only_for_a_standby_prepared_for_the_proposals_knobs(standby, workflow_redis, enqueued,
                                                                       django_capture_on_commit_callbacks):
-    proposal = _pending(django_capture_on_commit_callbacks)
+    proposal = _cores_pending_heap_smaller(django_capture_on_commit_callbacks)
     if standby == "other-knobs":
         _standby(workflow_redis, proposal, "ready", {**proposal.proposed_config, "cores": 7})
     elif standby != "none":

@@ -16,10 +16,9 @@ from django.utils import timezone
 from scaling.planner.memory import executors_after
 from scaling.values.memory import MB
 from scaling.values.reasons import MemoryStep, PlanReason
-from tests.webapp.factories import CONFIG, KNOBS, PLAN_STAGES, make_snapshots, make_user
+from tests.webapp.factories import HEAP_KNOB, make_job, make_snapshots, make_user
 from tests.webapp.loop.harness import make_harness, steps
 from webapp.jobs.models import Job, MetricSnapshot
-from webapp.jobs.services import job_register
 from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.codes import AuditReason
 from webapp.proposals.guardrails import Guardrails, direction, violated_guardrail
@@ -30,16 +29,9 @@ from webapp.proposals.services import memory_propose, proposal_approve, scale_do
 
 pytestmark = pytest.mark.django_db
 
-HEAP = {"name": "heap_mb", "default": 1024, "min": 512, "max": 8192, "sets": "memory", "description": "heap"}
-
-
-def _job(name: str, *, knob: bool = True, apply: bool = False, **policy) -> Job:
-    job = job_register(name=name, topic="nexmark", query_name=f"{name}-query",
-                       config={**CONFIG, **({"heap_mb": 1024} if knob else {})},
-                       knobs=[*KNOBS, *([HEAP] if knob else [])],
-                       policy={"metric_window_s": 45, "memory_apply": apply, **policy})
-    Job.objects.filter(pk=job.pk).update(plan_stages=PLAN_STAGES)
-    return Job.objects.select_related("policy").get(pk=job.pk)
+def _heap_job(name: str, *, knob: bool = True, apply: bool = False, **policy) -> Job:
+    """A job with the heap knob (``knob``), ``memory_apply`` set to ``apply``."""
+    return make_job(name, knobs=[HEAP_KNOB] if knob else [], metric_window_s=45, memory_apply=apply, **policy)
 
 
 def _window(job: Job, *, pressure: bool, other: bool, **kwargs) -> list[MetricSnapshot]:
@@ -65,7 +57,7 @@ def _expected(pressure: bool, apply: bool, knob: bool, other: bool) -> tuple[Mem
 
 @pytest.mark.parametrize(("pressure", "apply", "knob", "other"), list(itertools.product((True, False), repeat=4)))
 def test_whether_and_how_the_loop_proposes_the_heap(pressure, apply, knob, other):
-    job = _job("memory", knob=knob, apply=apply)
+    job = _heap_job("memory", knob=knob, apply=apply)
     _window(job, pressure=pressure, other=other)
     evaluation = evaluation_run(job=job)
     step, heap = _expected(pressure, apply, knob, other)
@@ -90,7 +82,7 @@ def test_whether_and_how_the_loop_proposes_the_heap(pressure, apply, knob, other
 def test_a_decrease_is_held_on_a_window_that_is_not_ready():
     """memory_apply on, a scale-up that would carry 1024 → 512 MB, on a window with a sample not ready:
     the scale-up may go, the heap decrease may not."""
-    job = _job("not-ready", apply=True)
+    job = _heap_job("not-ready", apply=True)
     snapshots = _window(job, pressure=False, other=True)
     MetricSnapshot.objects.filter(pk=snapshots[-1].pk).update(
         not_ready=[{"code": "first-batch", "data": {"batch_id": 0}}])
@@ -100,7 +92,7 @@ def test_a_decrease_is_held_on_a_window_that_is_not_ready():
 
 
 def test_an_operator_proposes_the_heap_size_and_the_loop_leaves_it_to_them(client):
-    job = _job("roomy")
+    job = _heap_job("roomy")
     _window(job, pressure=False, other=False)
     evaluation_run(job=job)
     assert not job.proposals.exists()  # recommend-only: the loop proposes nothing
@@ -139,18 +131,18 @@ def test_an_operator_proposes_the_heap_size_and_the_loop_leaves_it_to_them(clien
 
 
 def test_no_proposal_of_a_decrease_under_pressure_nor_without_a_knob():
-    under = _job("under")
+    under = _heap_job("under")
     _window(under, pressure=True, other=False)
     proposal = memory_propose(job=under, actor=make_user())  # an increase under pressure: allowed
     assert proposal.proposed_config["heap_mb"] == 2048
-    bare = _job("bare", knob=False)
+    bare = _heap_job("bare", knob=False)
     _window(bare, pressure=False, other=False)
     with pytest.raises(TransitionError, match="no memory recommendation"):
         memory_propose(job=bare, actor=make_user("other"))
 
 
 def test_approving_with_the_memory_recommendation_adds_it_and_audits_it(client):
-    job = _job("approve")
+    job = _heap_job("approve")
     _window(job, pressure=False, other=True)
     evaluation_run(job=job)
     proposal = job.proposals.get()
@@ -177,7 +169,7 @@ def test_approving_with_the_memory_recommendation_adds_it_and_audits_it(client):
 
 
 def test_approving_without_the_box_leaves_the_heap_and_the_box_is_not_offered_twice(client):
-    job = _job("plain")
+    job = _heap_job("plain")
     _window(job, pressure=False, other=True)
     evaluation_run(job=job)
     proposal = job.proposals.get()
@@ -186,7 +178,7 @@ def test_approving_without_the_box_leaves_the_heap_and_the_box_is_not_offered_tw
     proposal.refresh_from_db()
     assert proposal.proposed_config["heap_mb"] == 1024
     assert proposal.audit_events.get(action="approved").reason == {}
-    along = _job("along", apply=True)
+    along = _heap_job("along", apply=True)
     _window(along, pressure=False, other=True)
     evaluation_run(job=along)
     carried = along.proposals.get()
@@ -217,12 +209,12 @@ def _held(job: Job, *, pressure: bool) -> None:
 
 
 def test_apply_now_of_a_held_scale_down_is_refused_under_memory_pressure(client):
-    calm = _job("calm", knob=False, scale_down_interval_s=3600)
+    calm = _heap_job("calm", knob=False, scale_down_interval_s=3600)
     _held(calm, pressure=False)
     user = make_user()
     assert scale_down_apply_now(job=calm, actor=user).proposed_config["cores"] < 6  # the control
 
-    job = _job("pressed", knob=False, scale_down_interval_s=3600)
+    job = _heap_job("pressed", knob=False, scale_down_interval_s=3600)
     _held(job, pressure=True)
     with pytest.raises(MemoryPressureRefusal) as refused:
         scale_down_apply_now(job=job, actor=user)
@@ -240,7 +232,7 @@ def test_in_the_loop_an_opted_in_job_under_pressure_gets_its_heap_once_and_the_p
     is under GC pressure while it runs below 2048 MB. One memory-only proposal 1024 → 2048 MB executes;
     then no pressure, and the smaller size recommended after it waits (no restart for memory alone)."""
     h = make_harness(monkeypatch, trace=steps((900, 100)), policy={"mode": "auto", "memory_apply": True})
-    Job.objects.filter(pk=h.job.pk).update(knobs=[*h.job.knobs, HEAP], config={**h.job.config, "heap_mb": 1024})
+    Job.objects.filter(pk=h.job.pk).update(knobs=[*h.job.knobs, HEAP_KNOB], config={**h.job.config, "heap_mb": 1024})
     h.job.refresh_from_db()
 
     def heap(snapshot: MetricSnapshot) -> None:
@@ -281,7 +273,7 @@ def test_a_heap_change_is_up_or_down_after_the_executors_and_the_partitions(prop
 
 
 def test_the_pages_show_an_opted_in_jobs_own_heap_proposal(client):
-    job = _job("opted-in", apply=True)
+    job = _heap_job("opted-in", apply=True)
     _window(job, pressure=True, other=False)
     evaluation_run(job=job)
     proposal = job.proposals.get()

@@ -11,10 +11,9 @@ import pytest
 
 from scaling.values.memory import MB
 from scaling.values.reasons import MemoryKind, MemoryStep, PlanReason
-from tests.webapp.factories import CONFIG, KNOBS, PLAN_STAGES, make_snapshots, make_user
+from tests.webapp.factories import HEAP_KNOB, PLAN_STAGES, make_job, make_snapshots, make_user
 from webapp.jobs.memory import job_memory
 from webapp.jobs.models import Job, MetricSnapshot
-from webapp.jobs.services import job_register
 from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.memory import memory_offer, memory_only
 from webapp.proposals.models import Proposal
@@ -27,12 +26,9 @@ OVERHEAD = {"name": "overhead_mb", "default": 2048, "min": 384, "max": 8192, "se
             "description": ""}
 
 
-def _job(name: str, *, apply: bool, cluster: str = "local@host", knobs: tuple = (STATE, OVERHEAD)) -> Job:
-    values = {k["name"]: k["default"] for k in knobs}
-    job = job_register(name=name, topic="nexmark", query_name=f"{name}-query", config={**CONFIG, **values},
-                       knobs=[*KNOBS, *knobs], policy={"metric_window_s": 45, "memory_apply": apply})
-    Job.objects.filter(pk=job.pk).update(plan_stages=PLAN_STAGES, cluster=cluster)
-    return Job.objects.select_related("policy").get(pk=job.pk)
+def _memory_job(name: str, *, apply: bool, cluster: str = "local@host", knobs: tuple = (STATE, OVERHEAD)) -> Job:
+    """A job with the memory ``knobs`` on ``cluster``, ``memory_apply`` set to ``apply``."""
+    return make_job(name, knobs=knobs, cluster=cluster, metric_window_s=45, memory_apply=apply)
 
 
 def _window(job: Job, *, other: bool, state_mb: float = 100, nonheap_mb: float = 300) -> None:
@@ -46,7 +42,7 @@ def _window(job: Job, *, other: bool, state_mb: float = 100, nonheap_mb: float =
 
 @pytest.mark.parametrize(("apply", "other"), list(itertools.product((True, False), repeat=2)))
 def test_the_state_memory_rides_with_another_change_under_memory_apply_and_never_alone(apply, other):
-    job = _job("state", apply=apply)
+    job = _memory_job("state", apply=apply)
     _window(job, other=other)
     evaluation = evaluation_run(job=job)
     sizes = {size.kind: size for size in evaluation.job_plan.memory_sizes}
@@ -64,7 +60,7 @@ def test_the_state_memory_rides_with_another_change_under_memory_apply_and_never
 
 
 def test_on_a_cluster_the_overhead_follows_the_non_heap_peak_and_the_state_bound():
-    job = _job("overhead", apply=True, cluster="spark://master:7077")
+    job = _memory_job("overhead", apply=True, cluster="spark://master:7077")
     _window(job, other=True, state_mb=300, nonheap_mb=250)
     memory = job_memory(job=job)
     by_kind = {size.kind: size for size in memory.sizes}
@@ -79,10 +75,10 @@ def test_on_a_cluster_the_overhead_follows_the_non_heap_peak_and_the_state_bound
 
 
 def test_a_full_state_bound_grows_and_without_a_knob_nothing_is_recommended():
-    full = _job("full", apply=True)
+    full = _memory_job("full", apply=True)
     _window(full, other=True, state_mb=1024)
     assert [(s.kind, s.recommended_mb) for s in job_memory(job=full).sizes] == [(MemoryKind.STATE, 2048)]
-    bare = _job("bare", apply=True, knobs=())
+    bare = _memory_job("bare", apply=True, knobs=())
     _window(bare, other=True)
     memory = job_memory(job=bare)
     assert memory.sizes == () and memory.state_mb == pytest.approx(100)  # measured, shown, no knob to size
@@ -90,7 +86,7 @@ def test_a_full_state_bound_grows_and_without_a_knob_nothing_is_recommended():
 
 
 def test_the_job_page_and_the_api_show_the_state_and_non_heap_memory(client):
-    job = _job("shown", apply=False)
+    job = _memory_job("shown", apply=False)
     _window(job, other=False)
     client.force_login(make_user())
     body = client.get(f"/api/jobs/{job.pk}/memory/").json()
@@ -104,11 +100,8 @@ def test_the_job_page_and_the_api_show_the_state_and_non_heap_memory(client):
     assert "Recommend-only: nothing restarts for it" in html
 
 
-HEAP = {"name": "heap_mb", "default": 1024, "min": 512, "max": 8192, "sets": "memory", "description": ""}
-
-
 def test_an_operator_adds_every_memory_recommendation_when_approving(client):
-    job = _job("offered", apply=False, knobs=(HEAP, STATE))
+    job = _memory_job("offered", apply=False, knobs=(HEAP_KNOB, STATE))
     _window(job, other=True)
     MetricSnapshot.objects.filter(job=job).update(heap_peak_bytes=300 * MB, heap_max_bytes=1024 * MB)
     evaluation_run(job=job)
@@ -135,7 +128,7 @@ def test_an_operator_adds_every_memory_recommendation_when_approving(client):
 
 
 def test_the_job_page_proposes_the_state_memory_alone_when_a_person_asks():
-    job = _job("asked", apply=False, knobs=(STATE,))
+    job = _memory_job("asked", apply=False, knobs=(STATE,))
     _window(job, other=False)
     proposal = memory_propose(job=job, actor=make_user())
     assert {k: v for k, v in proposal.proposed_config.items() if job.config.get(k) != v} == {"state_mb": 128}
@@ -148,7 +141,7 @@ def test_the_job_page_proposes_the_state_memory_alone_when_a_person_asks():
     (None, True),  # the checkpoint holds no state yet: the store is not named, the knob is taken at its word
 ])
 def test_the_state_memory_is_recommended_only_for_rocksdb_state(store, recommended):
-    job = _job("store", apply=False)
+    job = _memory_job("store", apply=False)
     stages = [dict(s) for s in PLAN_STAGES]
     if store is not None:
         stages[2]["state_store"] = store
@@ -159,7 +152,7 @@ def test_the_state_memory_is_recommended_only_for_rocksdb_state(store, recommend
 
 
 def test_the_approve_box_leaves_out_a_memory_knob_the_proposal_changes_already():
-    job = _job("along", apply=True, knobs=(HEAP, STATE))
+    job = _memory_job("along", apply=True, knobs=(HEAP_KNOB, STATE))
     _window(job, other=True)
     MetricSnapshot.objects.filter(job=job).update(heap_peak_bytes=300 * MB, heap_max_bytes=1024 * MB)
     evaluation_run(job=job)

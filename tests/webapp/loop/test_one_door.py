@@ -13,14 +13,15 @@ from scaling.scenario.write import scenario_of
 from scaling.sim.engine import Config, Observation, PolicyController
 from scaling.values.memory import MB
 from scaling.values.reasons import MemoryStep, PlanReason
-from tests.webapp.factories import KNOBS, make_snapshots
+from tests.webapp.factories import HEAP_KNOB, KNOBS, make_snapshots
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.jobs.services import job_register
 from webapp.loop import evaluate
 
 pytestmark = pytest.mark.django_db
 
-HEAP = {"name": "heap_mb", "default": 1024, "min": 512, "max": 65536, "sets": "memory", "description": "heap"}
+#: The heap knob, with room to grow to 64 GB.
+HEAP = {**HEAP_KNOB, "max": 65536}
 
 
 def _window(case: str) -> tuple[Job, list[MetricSnapshot]]:

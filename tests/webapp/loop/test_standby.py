@@ -18,9 +18,8 @@ from sparkclient.contract.standby import (
     read_standby_request,
     send_standby_request,
 )
-from tests.webapp.factories import KNOBS, make_job, make_pending, make_snapshots, make_user
+from tests.webapp.factories import HEAP_KNOB, KNOBS, make_job, make_pending, make_user
 from webapp.jobs.models import Job, JobPolicy
-from webapp.loop.evaluate import evaluation_run
 from webapp.loop.execute import lease_s
 from webapp.loop.reconcile import workflow_reconcile
 from webapp.loop.standby import STANDBY_TTL_S, needs_new_driver, standby_status, standby_sync
@@ -36,12 +35,7 @@ LOCAL = "local@127.0.0.1"
 
 def _local_pending(django_capture_on_commit_callbacks, **policy) -> Proposal:
     """A pending proposal of a job in local mode whose change includes its cores (executors knob)."""
-    with django_capture_on_commit_callbacks(execute=True):
-        job = make_job(metric_window_s=45, **policy)
-        Job.objects.filter(pk=job.pk).update(cluster=LOCAL)
-        make_snapshots(Job.objects.get(pk=job.pk))
-        evaluation_run(job=Job.objects.get(pk=job.pk))
-    proposal = Proposal.objects.get(job=job)
+    proposal = make_pending(cluster=LOCAL, commits=django_capture_on_commit_callbacks, **policy)
     assert proposal.proposed_config["cores"] != proposal.current_config["cores"]
     return proposal
 
@@ -54,8 +48,7 @@ def test_a_new_driver_is_needed_for_cores_in_local_mode_or_any_memory_knob():
     assert needs_new_driver(job, {"cores": 1}, cores)
     assert not needs_new_driver(job, {"enrich_partitions": 1}, partitions)
     Job.objects.filter(pk=job.pk).update(cluster="spark://10.0.0.1:7077",
-                                         knobs=[*KNOBS, {"name": "heap_mb", "default": 1024, "min": 512, "max": 8192,
-                                                         "sets": "memory", "description": ""}])
+                                         knobs=[*KNOBS, HEAP_KNOB])
     job.refresh_from_db()
     assert not needs_new_driver(job, {"cores": 1}, cores)  # executors change in place on a cluster
     assert needs_new_driver(job, {"heap_mb": 1024}, {"heap_mb": 2048})

@@ -14,10 +14,9 @@ from django.utils import timezone
 
 from sparkclient.contract import keys
 from sparkclient.contract.standby import StandbyAction, read_standby_request
-from tests.webapp.factories import make_job, make_snapshots, make_user
+from tests.webapp.factories import make_pending, make_user
 from webapp.jobs.models import Job, JobPolicy
 from webapp.loop import standby
-from webapp.loop.evaluate import evaluation_run
 from webapp.loop.propose import auto_approve_waiting
 from webapp.loop.reconcile import workflow_reconcile
 from webapp.proposals.codes import AuditAction, AuditReason, HoldCode, Reason, StandbySeen, StandbyWaitEnd
@@ -34,13 +33,9 @@ BOUND_S = 120.0
 
 def _auto_local(django_capture_on_commit_callbacks, **policy) -> Proposal:
     """A job in local mode and auto mode whose first evaluation proposed more cores (a new driver)."""
-    with django_capture_on_commit_callbacks(execute=True):
-        job = make_job(metric_window_s=45, **{"mode": JobPolicy.Mode.AUTO, "guard_max_change_factor": 100.0,
-                                              "auto_approve_standby_wait_s": BOUND_S, **policy})
-        Job.objects.filter(pk=job.pk).update(cluster=LOCAL)
-        make_snapshots(Job.objects.get(pk=job.pk))
-        evaluation_run(job=Job.objects.get(pk=job.pk))
-    proposal = Proposal.objects.select_related("job").get(job=job)
+    proposal = make_pending(cluster=LOCAL, commits=django_capture_on_commit_callbacks,
+                            **{"mode": JobPolicy.Mode.AUTO, "guard_max_change_factor": 100.0,
+                               "auto_approve_standby_wait_s": BOUND_S, **policy})
     assert proposal.proposed_config["cores"] != proposal.current_config["cores"]
     return proposal
 

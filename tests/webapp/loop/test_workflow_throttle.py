@@ -12,10 +12,8 @@ import pytest
 
 from sparkclient.demo.processes import ProcessGroup
 from tests.waiting import wait_for
-from tests.webapp.factories import make_job, make_snapshots, make_user
+from tests.webapp.factories import make_pending, make_user
 from tests.webapp.fakerunner import FakeRunner
-from webapp.jobs.models import Job
-from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.codes import AuditAction, ThrottleCode
 from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.services import proposal_approve
@@ -43,16 +41,8 @@ def processes(workflow_redis, redis_server, celery_broker, tmp_path):
     group.stop()
 
 
-def _pending(name: str) -> Proposal:
-    job = make_job(name=name, metric_window_s=45)
-    Job.objects.filter(pk=job.pk).update(cluster=CLUSTER)  # what both runners would report
-    make_snapshots(job)
-    evaluation_run(job=job)
-    return job.proposals.get()
-
-
 def test_two_jobs_approved_at_once_on_one_cluster_execute_one_after_the_other(processes, redis_server, tmp_path):
-    proposals = [_pending("job-a"), _pending("job-b")]
+    proposals = [make_pending("job-a", cluster=CLUSTER), make_pending("job-b", cluster=CLUSTER)]
     runners = {p.pk: FakeRunner(redis_server.url, p.job.name, delay_s=RUNNER_DELAY_S) for p in proposals}
     users = [make_user(username=f"op-{p.pk}") for p in proposals]
     for runner in runners.values():

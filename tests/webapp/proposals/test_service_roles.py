@@ -13,9 +13,8 @@ import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
 
-from tests.webapp.factories import make_job, make_snapshots, make_user
+from tests.webapp.factories import make_pending, make_user
 from webapp.jobs.models import Job, JobPolicy
-from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.holds import scale_up_block_clear
 from webapp.proposals.lifecycle import TransitionError
 from webapp.proposals.models import AuditEvent, Proposal
@@ -25,40 +24,33 @@ from webapp.proposals.services import auto_approve_resume, proposal_approve, pro
 pytestmark = pytest.mark.django_db
 
 
-def _pending() -> Proposal:
-    job = make_job(metric_window_s=45)
-    make_snapshots(job)
-    evaluation_run(job=job)
-    return job.proposals.get(status=Proposal.Status.PENDING)
-
-
 def _succeeded() -> Proposal:
-    proposal = _pending()
+    proposal = make_pending()
     Proposal.objects.filter(pk=proposal.pk).update(status=Proposal.Status.SUCCEEDED)
     proposal.refresh_from_db()
     return proposal
 
 
 def _suspended() -> Proposal:
-    proposal = _pending()
+    proposal = make_pending()
     JobPolicy.objects.filter(job=proposal.job).update(auto_approve_suspended=True,
                                                       auto_approve_suspended_reason="rolled back")
     return proposal
 
 
 def _blocked() -> Proposal:
-    proposal = _pending()
+    proposal = make_pending()
     Job.objects.filter(pk=proposal.job_id).update(scale_up_block={"knobs": ["cores"]})
     return proposal
 
 
 #: service -> (the state it acts on, the call). Each call is the service function itself.
 SERVICES: dict[str, tuple[Callable[[], Proposal], Callable]] = {
-    "approve": (_pending, lambda p, actor: proposal_approve(proposal=p, actor=actor)),
-    "reject": (_pending, lambda p, actor: proposal_reject(proposal=p, actor=actor, comment="no")),
+    "approve": (make_pending, lambda p, actor: proposal_approve(proposal=p, actor=actor)),
+    "reject": (make_pending, lambda p, actor: proposal_reject(proposal=p, actor=actor, comment="no")),
     "rollback": (_succeeded, lambda p, actor: proposal_rollback(proposal=p, actor=actor)),
     "resume auto-approve": (_suspended, lambda p, actor: auto_approve_resume(job=p.job, actor=actor)),
-    "apply scale-down now": (_pending, lambda p, actor: scale_down_apply_now(job=p.job, actor=actor)),
+    "apply scale-down now": (make_pending, lambda p, actor: scale_down_apply_now(job=p.job, actor=actor)),
     "clear scale-up block": (_blocked, lambda p, actor: scale_up_block_clear(job=p.job, actor=actor)),
 }
 

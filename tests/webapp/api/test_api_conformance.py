@@ -7,9 +7,8 @@ from __future__ import annotations
 import django_filters
 import jsonschema_rs
 import pytest
-from rest_framework.authtoken.models import Token
 
-from tests.webapp.dashboard_factories import make_role_user, make_succeeded
+from tests.webapp.dashboard_factories import make_succeeded
 from tests.webapp.factories import make_job, make_pending
 from webapp.api.filters import StrictFilterSet, action_filter
 from webapp.api.parsers import multipart_problem
@@ -30,19 +29,12 @@ ID_OPERATIONS = [
 ]
 
 
-@pytest.fixture
-def api(client):
-    token = Token.objects.create(user=make_role_user("api-admin", role="admin"))
-    client.defaults["HTTP_AUTHORIZATION"] = f"Token {token.key}"
-    return client
+def _schema(admin_api) -> dict:
+    return admin_api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
 
 
-def _schema(api) -> dict:
-    return api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
-
-
-def test_the_list_of_id_operations_is_the_schemas(api):
-    schema = _schema(api)
+def test_the_list_of_id_operations_is_the_schemas(admin_api):
+    schema = _schema(admin_api)
     documented = {(method, path) for path, operations in schema["paths"].items() if "{id}" in path
                   for method in operations if method in ("get", "post", "patch", "put", "delete")}
     assert documented == set(ID_OPERATIONS)
@@ -50,19 +42,19 @@ def test_the_list_of_id_operations_is_the_schemas(api):
 
 @pytest.mark.parametrize("debug", [True, False])
 @pytest.mark.parametrize(("method", "path"), ID_OPERATIONS)
-def test_an_id_past_the_url_pattern_is_a_json_404(api, settings, debug, method, path):
+def test_an_id_past_the_url_pattern_is_a_json_404(admin_api, settings, debug, method, path):
     settings.DEBUG = debug
-    response = getattr(api, method)(path.format(id=LONG_ID), {}, content_type="application/json")
+    response = getattr(admin_api, method)(path.format(id=LONG_ID), {}, content_type="application/json")
     assert response.status_code == 404 and response["Content-Type"] == "application/json"
     assert response.json() == {"detail": "Not found."}
 
 
 @pytest.mark.parametrize("debug", [True, False])
-def test_404s_outside_the_api_and_slash_redirects_are_unchanged(api, settings, debug):
+def test_404s_outside_the_api_and_slash_redirects_are_unchanged(admin_api, settings, debug):
     settings.DEBUG = debug
-    assert api.get("/api/no-such-thing/").json() == {"detail": "Not found."}
-    assert api.get("/api/jobs").status_code == 301  # CommonMiddleware's APPEND_SLASH
-    page = api.get("/no-such-page/")
+    assert admin_api.get("/api/no-such-thing/").json() == {"detail": "Not found."}
+    assert admin_api.get("/api/jobs").status_code == 301  # CommonMiddleware's APPEND_SLASH
+    page = admin_api.get("/no-such-page/")
     assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
 
 
@@ -81,38 +73,38 @@ def test_multipart_structure(body, problem):
 
 
 @pytest.mark.parametrize("value", ["False", "0", "[]", '"x"'])
-def test_a_multipart_body_that_is_not_form_data_is_a_400_and_decides_nothing(api, value):
+def test_a_multipart_body_that_is_not_form_data_is_a_400_and_decides_nothing(admin_api, value):
     proposal = make_pending("multipart")
     done = make_succeeded(proposal.job)
     for decision, target in (("approve", proposal), ("reject", proposal), ("rollback", done)):
         body = f"--B\r\n{value}--B--\r\n".encode()
-        response = api.post(f"/api/proposals/{target.pk}/{decision}/", body,
+        response = admin_api.post(f"/api/proposals/{target.pk}/{decision}/", body,
                             content_type="multipart/form-data; boundary=B")
         assert response.status_code == 400 and "Malformed multipart body" in response.json()["detail"]
     assert Proposal.objects.get(pk=proposal.pk).status == "pending" and Proposal.objects.count() == 2
 
 
-def test_form_data_still_decides(api):
+def test_form_data_still_decides(admin_api):
     proposal = make_pending("multipart")
-    response = api.post(f"/api/proposals/{proposal.pk}/approve/", {"revision": proposal.revision})
+    response = admin_api.post(f"/api/proposals/{proposal.pk}/approve/", {"revision": proposal.revision})
     assert response.status_code == 200 and response.json()["status"] == "approved"
 
 
-def _action_parameter(api) -> dict:
-    [parameter] = [p for p in _schema(api)["paths"]["/api/audit-events/"]["get"]["parameters"]
+def _action_parameter(admin_api) -> dict:
+    [parameter] = [p for p in _schema(admin_api)["paths"]["/api/audit-events/"]["get"]["parameters"]
                    if p["name"] == "action"]
     return parameter["schema"]
 
 
 @pytest.mark.parametrize("value", ["approved", "rejected", "approved\n", " approved", "approved ", "Approved",
                                    "a-b", "x" * 51, "approved\x00", "1approved"])
-def test_the_action_filter_accepts_exactly_what_its_schema_accepts(api, value):
+def test_the_action_filter_accepts_exactly_what_its_schema_accepts(admin_api, value):
     make_job()
     AuditEvent.objects.create(job_id=make_job("other").pk, actor_name="system", action="approved")
-    schema = _action_parameter(api)
+    schema = _action_parameter(admin_api)
     # jsonschema-rs reads patterns as JSON Schema does (ECMA 262: "$" is the end of the text), as schemathesis.
     valid = jsonschema_rs.validator_for(schema).is_valid(value)
-    response = api.get("/api/audit-events/", {"action": value})
+    response = admin_api.get("/api/audit-events/", {"action": value})
     assert response.status_code == (200 if valid else 400), (value, schema, response.content)
     if value == "approved":
         assert valid and response.json()["count"] == 1

@@ -33,19 +33,6 @@ ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", ROOT / "test-artifacts"))
 HOOKS = "tests.webapp.api.schemathesis_hooks"
 
 
-@pytest.fixture
-def no_enqueue(monkeypatch):
-    """Approvals and rollbacks are accepted but nothing is executed (no broker here); the live
-    server runs in this process, so patching the tasks reaches it."""
-    import webapp.loop.tasks as tasks
-
-    for name in dir(tasks):
-        task = getattr(tasks, name)
-        if hasattr(task, "delay"):
-            monkeypatch.setattr(task, "delay", lambda *a, **k: None)
-            monkeypatch.setattr(task, "apply_async", lambda *a, **k: None)
-
-
 def _seed() -> dict[str, list[int]]:
     """Two jobs with snapshots, a pending proposal each and a succeeded one: the ids of each kind."""
     for name in ("alpha", "beta"):

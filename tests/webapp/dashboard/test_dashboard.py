@@ -23,25 +23,6 @@ from webapp.proposals.models import Proposal
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def operator(client):
-    user = make_role_user("op")
-    client.force_login(user)
-    return user
-
-
-@pytest.fixture
-def no_enqueue(monkeypatch):
-    """Approvals enqueue nothing (no broker in these tests)."""
-    import webapp.loop.tasks as tasks
-
-    for name in dir(tasks):
-        task = getattr(tasks, name)
-        if hasattr(task, "delay"):
-            monkeypatch.setattr(task, "delay", lambda *a, **k: None)
-            monkeypatch.setattr(task, "apply_async", lambda *a, **k: None)
-
-
 def scaled_job(name="demo", **policy) -> tuple[Job, Proposal]:
     """A job whose window is full and under-provisioned: it has a pending scale-up proposal."""
     job = make_job(name, metric_window_s=45, **policy)

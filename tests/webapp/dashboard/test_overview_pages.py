@@ -8,7 +8,6 @@ import re
 
 import pytest
 
-from tests.webapp.dashboard_factories import make_role_user
 from tests.webapp.factories import make_job
 from webapp.dashboard.overview import OVERVIEW_PAGE_SIZE
 from webapp.jobs.models import Job
@@ -16,13 +15,6 @@ from webapp.proposals.models import Proposal
 from webapp.proposals.selectors import Attention, overview_counts, overview_jobs
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def operator(client):
-    user = make_role_user("op")
-    client.force_login(user)
-    return user
 
 
 def names(html: bytes | str) -> list[str]:

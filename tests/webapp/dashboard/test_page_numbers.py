@@ -24,13 +24,6 @@ from webapp.proposals.predictions import realized
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def operator(client):
-    user = make_role_user("op")
-    client.force_login(user)
-    return user
-
-
 def cell(html: str, cell_id: str) -> str:
     match = re.search(rf'id="{cell_id}"[^>]*>(.*?)</(?:td|span|p)>', html, re.S)
     assert match, cell_id

@@ -23,7 +23,6 @@ from scaling.values.reasons import Limit, PlanReason
 from scaling.values.state import PendingScaleDown, ScalerState, state_to_dict
 from sparkclient.contract.messages import RescalePath, ResultStatus
 from tests.capture_paths import FIXTURES
-from tests.webapp.dashboard_factories import make_role_user
 from tests.webapp.factories import make_job, make_snapshots
 from webapp.jobs.models import Evaluation, Job
 from webapp.proposals.holds import held_scale_down
@@ -50,13 +49,6 @@ def _old_evaluation(job: Job, stored: dict) -> Evaluation:
     return Evaluation.objects.create(job=job, decision=stored["decision"], reasons=stored["reasons"],
                                      plan=stored["plan"], held_scale_down=stored["held_scale_down"],
                                      proposed_config=dict(job.config), window_s=45.0)
-
-
-@pytest.fixture
-def operator(client):
-    user = make_role_user("operator")
-    client.force_login(user)
-    return user
 
 
 def test_an_old_plan_and_its_proposal_still_render_after_the_migration(client, operator):

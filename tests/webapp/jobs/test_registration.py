@@ -239,13 +239,6 @@ def test_a_url_planted_in_redis_is_not_fetched(workflow_redis, spy_server, clien
 
 # --- registration: service, API, CLI, admin --------------------------------------------------------
 
-@pytest.fixture
-def admin_api(client):
-    token = Token.objects.create(user=make_user("api-admin", role="admin"))
-    client.defaults["HTTP_AUTHORIZATION"] = f"Token {token.key}"
-    return client
-
-
 def _post(api, body):
     return api.post("/api/jobs/", json.dumps(body), content_type="application/json")
 

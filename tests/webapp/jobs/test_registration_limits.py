@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from rest_framework.authtoken.models import Token
 
-from tests.webapp.factories import make_user
 from webapp.jobs.models import Job
 from webapp.jobs.sparkui import UiRule, rule_errors
 from webapp.jobs.sparkui_limits import MAX_PORTS
@@ -82,13 +80,6 @@ def test_the_usual_rules_are_accepted(rule):
     full = {**_RULE, **rule, **({"spark_ui_hosts": []} if "spark_ui_url" in rule else {})}
     assert rule_errors(**full) == {}
     assert UiRule.of(**full) is not None
-
-
-@pytest.fixture
-def admin_api(client):
-    token = Token.objects.create(user=make_user("api-admin", role="admin"))
-    client.defaults["HTTP_AUTHORIZATION"] = f"Token {token.key}"
-    return client
 
 
 @pytest.mark.django_db

@@ -25,15 +25,10 @@ from webapp.proposals.models import AuditEvent, Execution, Proposal
 from webapp.proposals.reasons import WithdrawReason
 from webapp.proposals.services import proposal_approve
 
-pytestmark = [pytest.mark.django_db]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("real_stabilization")]
 
 STEP_AT_S = 600.0
 TEN_MIN_S = 600.0
-
-
-@pytest.fixture(autouse=True)
-def _real_stabilization(settings):
-    settings.SCALER_STABILIZATION_S = 30.0
 
 
 def approve_when_pending(operator, *, after_s: float = 0.0, evaluations: int = 2):

@@ -17,15 +17,10 @@ from webapp.jobs.models import MetricSnapshot
 from webapp.loop.rescale_cost import execution_record_cost
 from webapp.proposals.models import Proposal
 
-pytestmark = [pytest.mark.django_db]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("real_stabilization")]
 
 STEP_AT_S = 600.0
 OVERLOAD_PER_S = 3000.0
-
-
-@pytest.fixture(autouse=True)
-def _real_stabilization(settings):
-    settings.SCALER_STABILIZATION_S = 30.0
 
 
 def scale_up_then(monkeypatch, *levels: tuple[float, float]) -> LoopHarness:

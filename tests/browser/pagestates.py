@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.webapp.dashboard_factories import make_role_user
+from tests.webapp.factories import make_user
 from tests.webapp.loop import harness as loop_harness
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.loop.verify import proposal_verify
@@ -81,7 +81,7 @@ def _executed(h: loop_harness.LoopHarness) -> Proposal:
 
 def approved() -> tuple[Job, Proposal]:
     """A person approved the scale-up; it executed and was verified."""
-    h = _run("approved", actions=[_approve_first_pending(make_role_user("operator"))])
+    h = _run("approved", actions=[_approve_first_pending(make_user("operator"))])
     proposal = _executed(h)
     assert proposal.verification == Proposal.Verification.VERIFIED, proposal.verification_detail
     return h.job, proposal
@@ -90,7 +90,7 @@ def approved() -> tuple[Job, Proposal]:
 def rolled_back() -> tuple[Job, Proposal]:
     """A person approved the scale-up, it executed and was verified, then a person rolled it back;
     the rollback executed. The proposal is the rollback."""
-    operator = make_role_user("operator")
+    operator = make_user("operator")
     h = _run("rolled-back", actions=[_approve_first_pending(operator), _roll_back_once_verified(operator)])
     rollback = h.job.proposals.get(kind=Proposal.Kind.ROLLBACK)
     assert rollback.status == Proposal.Status.SUCCEEDED and rollback.rollback_of.status == "rolled_back", \
@@ -100,7 +100,7 @@ def rolled_back() -> tuple[Job, Proposal]:
 
 def auto_approved() -> tuple[Job, Proposal]:
     """Auto mode approved the scale-up; it executed and was verified."""
-    make_role_user("operator")
+    make_user("operator")
     h = _run("auto-approved", policy=AUTO_POLICY)
     proposal = _executed(h)
     assert proposal.decided_by is None and proposal.verification, (proposal.decided_by, proposal.verification)
@@ -113,7 +113,7 @@ def inconclusive() -> tuple[Job, Proposal]:
     batch to compare. The job's newest window has no batch either."""
     window_s = 15.0
     h = _run("inconclusive", policy={"verification_windows": 60},  # not verified while the harness runs
-             actions=[_approve_first_pending(make_role_user("operator"))], tail_s=STALL_WINDOWS * window_s)
+             actions=[_approve_first_pending(make_user("operator"))], tail_s=STALL_WINDOWS * window_s)
     proposal = _executed(h)
     assert proposal.verification == Proposal.Verification.NONE
     now = timezone.now()

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from tests.browser.conftest import REPO, screenshot
-from tests.webapp.dashboard_factories import make_role_user, make_succeeded
-from tests.webapp.factories import make_job, make_snapshots
+from tests.webapp.dashboard_factories import make_succeeded
+from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.dashboard.overview import OVERVIEW_PAGE_SIZE
 from webapp.jobs.models import Job
 from webapp.loop.evaluate import evaluation_run
@@ -36,7 +36,7 @@ def job_with_pending_proposal(name: str = "nexmark-bids"):
 
 
 def test_job_page_dag_has_one_node_per_vertex_coloured_by_utilization(page):
-    make_role_user("operator")
+    make_user("operator")
     job, pending = job_with_pending_proposal()
     other = make_job("clickstream")
     make_snapshots(other, count=3, arrival=200.0, enrich_busy_s=2.0)
@@ -75,7 +75,7 @@ def test_job_page_dag_has_one_node_per_vertex_coloured_by_utilization(page):
 
 
 def test_the_overview_pages_and_filters_and_its_live_refresh_keeps_both(page):
-    make_role_user("operator")
+    make_user("operator")
     jobs = [make_job(f"job-{i:03d}") for i in range(OVERVIEW_PAGE_SIZE + 5)]
     Job.objects.update(health=Job.Health.RUNNING)
     Job.objects.filter(pk=jobs[-1].pk).update(health=Job.Health.DOWN)
@@ -107,7 +107,7 @@ def test_the_overview_pages_and_filters_and_its_live_refresh_keeps_both(page):
 
 
 def test_approve_a_proposal_and_watch_the_execution_succeed_without_reload(page, worker):
-    make_role_user("operator")
+    make_user("operator")
     job, pending = job_with_pending_proposal()
     runner = worker(job.name)
     login(page)
@@ -137,7 +137,7 @@ def test_approve_a_proposal_and_watch_the_execution_succeed_without_reload(page,
 
 def test_history_page_rolls_back_only_once_confirmed(page, worker):
     """Rollback without confirming does nothing; with confirming, it rolls back."""
-    make_role_user("operator")
+    make_user("operator")
     job = make_job("rollback-me", metric_window_s=45)
     make_snapshots(job, count=4)
     done = make_succeeded(job, cores_from=1, cores_to=2)

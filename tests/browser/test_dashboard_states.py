@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from tests.browser.conftest import screenshot
 from tests.browser.test_dashboard_browser import job_with_pending_proposal, login
-from tests.webapp.dashboard_factories import make_role_user, make_succeeded
-from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots
+from tests.webapp.dashboard_factories import make_succeeded
+from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots, make_user
 from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.models import AuditEvent, Execution, Proposal
@@ -84,7 +84,7 @@ def test_healthy(page, redis_server, settings):
     from webapp.jobs.redis import get_redis
 
     settings.REDIS_URL = redis_server.url
-    make_role_user("operator")
+    make_user("operator")
     job = make_job("healthy", metric_window_s=45)
     Job.objects.filter(pk=job.pk).update(spark_ui_url="http://driver-host:4040")
     snapshots = make_snapshots(job, count=30, arrival=200.0, enrich_busy_s=3.0, backlog_step=0,
@@ -131,7 +131,7 @@ def test_healthy(page, redis_server, settings):
 
 
 def test_overloaded_with_a_pending_proposal(page):
-    make_role_user("operator")
+    make_user("operator")
     job, pending = job_with_pending_proposal("overloaded")
     login(page)
     visit(page, f"/jobs/{job.pk}/", "overloaded-job", ready="#dag g.annotation")
@@ -162,7 +162,7 @@ def test_overloaded_with_a_pending_proposal(page):
 
 
 def test_restarting_keeps_the_last_good_dag_marked_stale_and_charts_have_gaps(page):
-    make_role_user("operator")
+    make_user("operator")
     job = make_job("restarting", metric_window_s=45)
     now = timezone.now()
     good = make_snapshots(job, count=6, end=now - timedelta(seconds=120))
@@ -200,7 +200,7 @@ def test_restarting_keeps_the_last_good_dag_marked_stale_and_charts_have_gaps(pa
 
 
 def test_suspended_and_an_operator_turns_auto_approval_back_on(page):
-    make_role_user("operator")
+    make_user("operator")
     job = make_job("suspended", metric_window_s=45, mode="auto")
     make_snapshots(job, count=4)
     Job.objects.filter(pk=job.pk).update(health=Job.Health.RUNNING)
@@ -251,7 +251,7 @@ def test_suspended_and_an_operator_turns_auto_approval_back_on(page):
 
 
 def test_held_scale_down(page):
-    make_role_user("operator")
+    make_user("operator")
     job = make_job("held", metric_window_s=45, scale_down_interval_s=600)
     Job.objects.filter(pk=job.pk).update(config={**job.config, "cores": 6, "source_partitions": 6,
                                                  "enrich_partitions": 6})
@@ -275,7 +275,7 @@ def test_held_scale_down(page):
 
 def test_the_admin_pages_are_clean(page):
     """The admin's job and policy pages (their own favicon request included)."""
-    make_role_user("site-admin", role="admin")
+    make_user("site-admin", role="admin")
     job = make_job("admin-view")
     login(page, "site-admin")
     visit(page, f"/admin/jobs/job/{job.pk}/change/", "admin-job")

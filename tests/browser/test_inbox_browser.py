@@ -9,14 +9,14 @@ import pytest
 
 from tests.browser.conftest import screenshot
 from tests.browser.test_dashboard_browser import login
-from tests.webapp.dashboard_factories import make_role_user
+from tests.webapp.factories import make_user
 from tests.webapp.inbox.factories import make_every_kind
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
 
 def test_the_inbox_lists_each_waiting_item_and_links_to_it(page):
-    make_role_user("operator")
+    make_user("operator")
     expected = make_every_kind()
     login(page)
     assert page.locator("#inbox-count").inner_text() == str(len(expected))

@@ -30,8 +30,7 @@ from tests.browser.catch_up import CatchUp, disagree, read_catch_up
 from tests.browser.conftest import screenshot
 from tests.browser.pagestates import STATES
 from tests.browser.test_dashboard_browser import login
-from tests.webapp.dashboard_factories import make_role_user
-from tests.webapp.factories import make_job
+from tests.webapp.factories import make_job, make_user
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.proposals.models import Proposal
 
@@ -205,7 +204,7 @@ def test_page_tells_one_story(observed, state, page, check):
 @pytest.mark.django_db(transaction=True)
 def test_before_the_first_batch_the_status_line_says_no_batch_yet(page):
     """A job whose query has started but completed no micro-batch yet: three windows of no batch."""
-    make_role_user("operator")
+    make_user("operator")
     job = make_job("first-batch", metric_window_s=45)
     now = timezone.now()
     for i in range(3):

@@ -11,8 +11,7 @@ from django.utils import timezone
 
 from tests.browser.conftest import screenshot
 from tests.browser.test_dashboard_browser import login
-from tests.webapp.dashboard_factories import make_role_user
-from tests.webapp.factories import make_job
+from tests.webapp.factories import make_job, make_user
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
@@ -73,7 +72,7 @@ SUBPLOTS_JS = """() => {
 
 
 def test_two_minute_batches_draw_points_on_every_chart(page):
-    make_role_user("operator")
+    make_user("operator")
     job = slow_job()
     login(page)
     page.goto(f"/jobs/{job.pk}/")
@@ -99,7 +98,7 @@ TRACES_SINCE_JS = """(since) => document.getElementById('series').data.filter(t 
 def test_a_job_that_turns_slow_keeps_its_points_joined(page):
     """30 min of 2 s batches, then 15 min of 2-minute batches: the slow batches are joined as they
     are when the job was always slow; only a stall longer than the batches is a gap."""
-    make_role_user("operator")
+    make_user("operator")
     fast_windows = 120
     job = slow_job(windows=60, fast_windows=fast_windows)
     slow_since = job.snapshots.order_by("collected_at")[fast_windows].collected_at

@@ -1,4 +1,4 @@
-"""Helpers for the dashboard, API and browser tests: users with a role, evaluations, executions."""
+"""Helpers for the dashboard, API and browser tests: evaluations and executions."""
 
 from __future__ import annotations
 
@@ -7,16 +7,9 @@ from django.utils import timezone
 from scaling.values.plan import JobPlan, VertexPlan
 from scaling.values.reasons import Decision, PlanReason, Reason
 from sparkclient.contract.messages import RescalePath, RescaleResult, ResultStatus
-from tests.webapp.factories import make_user
 from webapp.jobs.models import Evaluation, Job
 from webapp.jobs.plans import reasons_json
 from webapp.proposals.models import AuditEvent, Execution, Proposal, result_json
-
-
-def make_role_user(username: str = "operator", role: str = "operator"):
-    """A user with ``role`` (viewer, operator, admin)."""
-    return make_user(username, role=role)
-
 
 #: VertexPlan fields a test may leave out of ``make_evaluation``'s vertices.
 _VERTEX_DEFAULTS = {"current": 1, "proposed": 1, "true_processing_rate": 1000.0, "true_output_rate": 1000.0,

@@ -13,8 +13,8 @@ from rest_framework.authtoken.models import Token
 from scaling.values.plan import PLAN_FORMAT
 from scaling.values.reasons import PlanReason
 from scaling.words.reason_text import reason_text
-from tests.webapp.dashboard_factories import make_role_user, make_succeeded
-from tests.webapp.factories import make_job, make_snapshots
+from tests.webapp.dashboard_factories import make_succeeded
+from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.models import Proposal
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def api(client):
-    token = Token.objects.create(user=make_role_user("api-operator"))
+    token = Token.objects.create(user=make_user("api-operator"))
     client.defaults["HTTP_AUTHORIZATION"] = f"Token {token.key}"
     return client
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from rest_framework.authtoken.models import Token
 
-from tests.webapp.dashboard_factories import make_role_user, make_succeeded
-from tests.webapp.factories import make_job, make_snapshots
+from tests.webapp.dashboard_factories import make_succeeded
+from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.models import AuditEvent, Execution, Proposal
@@ -89,7 +89,7 @@ def test_schemathesis_conforms_and_reaches_every_operation(live_server, no_enque
     settings.DEBUG = True
     ids = _seed()
     # The admin role: it may also register jobs and edit them and their policies (PATCH).
-    token = Token.objects.create(user=make_role_user("fuzzer", role="admin"))
+    token = Token.objects.create(user=make_user("fuzzer", role="admin"))
     (tmp_path / "schemathesis.toml").write_text(_config(ids))
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     junit, events = ARTIFACTS / "schemathesis-junit.xml", ARTIFACTS / "schemathesis-events.ndjson"

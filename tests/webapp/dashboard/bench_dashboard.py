@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     call_command("migrate", verbosity=0)
     from django.db import transaction
 
-    from tests.webapp.dashboard_factories import make_role_user
+    from tests.webapp.factories import make_user
 
     try:
         started = time.perf_counter()
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             jobs = make_fleet(timezone.now(), args.jobs)
         built_s = time.perf_counter() - started
         client = Client()
-        client.force_login(make_role_user("bench"))
+        client.force_login(make_user("bench"))
         job = jobs[len(jobs) // 2]
         print(f"{len(jobs)} jobs x {SNAPSHOTS_PER_JOB} snapshots built in {built_s:.1f} s (SQLite); server time, "
               f"median of {args.requests} (target {TARGET_MS:.0f} ms for the overview and job pages):")

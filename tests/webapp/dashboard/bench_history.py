@@ -38,10 +38,10 @@ def build(events: int, password: str | None):
     from django.contrib.auth import get_user_model  # noqa: PLC0415 - Django is set up by main() first
 
     from tests.webapp.dashboard.history_factories import make_every_event  # noqa: PLC0415 - idem
-    from tests.webapp.dashboard_factories import make_role_user, make_succeeded  # noqa: PLC0415 - idem
-    from tests.webapp.factories import make_job, make_snapshots  # noqa: PLC0415 - idem
+    from tests.webapp.dashboard_factories import make_succeeded  # noqa: PLC0415 - idem
+    from tests.webapp.factories import make_job, make_snapshots, make_user  # noqa: PLC0415 - idem
 
-    user = make_role_user("ada", role="admin")
+    user = make_user("ada", role="admin")
     user.first_name, user.last_name = "Ada", "Lovelace"
     user.save()
     job = make_job("orders-enrich", metric_window_s=45)

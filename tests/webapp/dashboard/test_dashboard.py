@@ -13,8 +13,8 @@ from django.utils.html import escape
 
 from scaling.values.reasons import Limit, PlanReason, Reason, legacy_text
 from scaling.words.reason_text import reason_text
-from tests.webapp.dashboard_factories import make_evaluation, make_role_user, make_succeeded
-from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots
+from tests.webapp.dashboard_factories import make_evaluation, make_succeeded
+from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots, make_user
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.codes import ACTION_COLOURS
@@ -371,7 +371,7 @@ def test_approve_from_the_proposal_page_then_live_status(client, operator, no_en
 
 def test_viewer_sees_no_buttons_and_cannot_decide(client, no_enqueue):
     job, pending = scaled_job()
-    viewer = make_role_user("viewer", role="viewer")
+    viewer = make_user("viewer", role="viewer")
     client.force_login(viewer)
     html = client.get(f"/proposals/{pending.pk}/").content.decode()
     assert 'id="approve"' not in html and "an operator approves" in html
@@ -501,7 +501,7 @@ def test_an_operator_clears_a_suspension_with_a_button_and_a_viewer_cannot(clien
     JobPolicy.objects.filter(job=job).update(auto_approve_suspended=True, auto_approve_suspended_reason="rollback")
     page = client.get(f"/jobs/{job.pk}/").content.decode()
     assert 'id="clear-suspension"' in page and "data-confirm=" in page
-    client.force_login(make_role_user("vera", role="viewer"))
+    client.force_login(make_user("vera", role="viewer"))
     assert 'id="clear-suspension"' not in client.get(f"/jobs/{job.pk}/").content.decode()
     assert client.post(f"/jobs/{job.pk}/suspension/clear/").status_code == 403
     assert JobPolicy.objects.get(job=job).auto_approve_suspended

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from tests.webapp.dashboard.bench_dashboard import JOBS, PAGES, SNAPSHOTS_PER_JOB, make_fleet
-from tests.webapp.dashboard_factories import make_role_user
+from tests.webapp.factories import make_user
 from webapp.jobs.models import MetricSnapshot
 
 pytestmark = [pytest.mark.perf, pytest.mark.django_db, pytest.mark.timeout(600)]
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.perf, pytest.mark.django_db, pytest.mark.timeout(600)]
 def test_every_page_renders_the_fleet_of_100_jobs_of_24_h(client):
     jobs = make_fleet(timezone.now())
     assert MetricSnapshot.objects.count() == JOBS * SNAPSHOTS_PER_JOB
-    client.force_login(make_role_user("fleet"))
+    client.force_login(make_user("fleet"))
     job = jobs[JOBS // 2]
     for _name, url in PAGES:
         response = client.get(url.format(job=job.pk))

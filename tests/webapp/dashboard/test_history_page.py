@@ -12,8 +12,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.webapp.dashboard.history_factories import event_specs, make_every_event
-from tests.webapp.dashboard_factories import make_role_user, make_succeeded
-from tests.webapp.factories import make_job
+from tests.webapp.dashboard_factories import make_succeeded
+from tests.webapp.factories import make_job, make_user
 from webapp.dashboard.history import PER_PAGE, duration, measure, number, value_text
 from webapp.proposals.codes import Actor, AuditAction
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def ada(client):
-    user = make_role_user("ada")
+    user = make_user("ada")
     user.first_name, user.last_name = "Ada", "Lovelace"
     user.save()
     client.force_login(user)

@@ -11,8 +11,8 @@ from django.template.defaultfilters import floatformat
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from tests.webapp.dashboard_factories import make_role_user, make_succeeded
-from tests.webapp.factories import make_job, make_snapshots
+from tests.webapp.dashboard_factories import make_succeeded
+from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.dashboard.overview import fixed, pk_url
 from webapp.jobs.models import Job
 from webapp.loop.evaluate import evaluation_run
@@ -40,7 +40,7 @@ def overview_queries(client) -> tuple[int, bytes]:
 
 
 def test_the_overview_of_500_jobs_makes_as_many_queries_as_that_of_50_and_of_5(client):
-    client.force_login(make_role_user("op"))
+    client.force_login(make_user("op"))
     add_jobs(0, 5)
     few, _ = overview_queries(client)
     add_jobs(5, 45)

@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from scaling.values.reasons import Limit, PlanLimit
 from scaling.words.reason_text import reason_text as plan_reason_text
-from tests.webapp.dashboard_factories import make_evaluation, make_role_user, make_succeeded
-from tests.webapp.factories import make_job, make_pending, make_snapshots
+from tests.webapp.dashboard_factories import make_evaluation, make_succeeded
+from tests.webapp.factories import make_job, make_pending, make_snapshots, make_user
 from webapp.dashboard import bounds
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.proposals.lifecycle import transition
@@ -214,7 +214,7 @@ def test_a_rollback_row_has_no_empty_capacity_arrow(client, operator):
 def test_decided_is_never_before_created(no_enqueue_attempt):
     proposal = make_pending()
     early = proposal.created_at - timedelta(milliseconds=16)
-    approved = transition(proposal=proposal, target=Proposal.Status.APPROVED, actor=make_role_user("op3"),
+    approved = transition(proposal=proposal, target=Proposal.Status.APPROVED, actor=make_user("op3"),
                           decided_at=early)
     assert approved.decided_at >= approved.created_at
 

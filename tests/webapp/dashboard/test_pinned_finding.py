@@ -12,8 +12,7 @@ from scaling.values.reasons import Limit
 from scaling.values.topology import PinCause
 from scaling.words.reason_text import finding_text
 from tests.webapp.dashboard.test_dashboard import why_items
-from tests.webapp.dashboard_factories import make_role_user
-from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots
+from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots, make_user
 from webapp.jobs.models import Job
 from webapp.loop.evaluate import evaluation_run
 from webapp.loop.window import window_inputs
@@ -48,7 +47,7 @@ def test_the_binding_pin_reaches_the_plan_and_the_job_page_names_the_finding(cli
     assert (finding.action, finding.vertex_id) == (PinnedAction.NEW_CHECKPOINT_PARTITIONS, "v1")
     assert finding.data["tasks"] == 1 and finding.data["cause"] == "state-store" and finding.data["fill"] > 1
     assert not job.proposals.exists()
-    client.force_login(make_role_user("vera", role="viewer"))
+    client.force_login(make_user("vera", role="viewer"))
     why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
     assert why["findings"] == escape("what cores cannot fix: " + finding_text(finding))
     assert "spark.sql.shuffle.partitions" in why["findings"]

@@ -16,7 +16,7 @@ from django.utils import timezone
 from scaling.forecast.rescale_cost import BENCH_PAUSE_S, BENCH_READY_HANDOVER_S, EffectSource, StandbyReadiness
 from sparkclient.contract import keys
 from sparkclient.contract.messages import RescalePath, RescaleResult, ResultStatus, StandbyUse
-from tests.webapp.dashboard_factories import make_role_user, make_succeeded
+from tests.webapp.dashboard_factories import make_succeeded
 from tests.webapp.factories import make_job, make_pending, make_snapshots, make_user
 from webapp.api.serializers import ExecutionSerializer
 from webapp.dashboard.numbers import expected_time_to_effect, time_to_effect_text
@@ -115,7 +115,7 @@ def test_the_sentence_states_the_figure_the_standby_and_the_source(seen, history
 def test_the_page_reads_the_standby_from_the_runners_report(client, workflow_redis, enqueued):
     """One read of the handover hash the page reads already; a standby prepared for other knobs is none."""
     proposal = _pending_with("both")
-    client.force_login(make_role_user("op"))
+    client.force_login(make_user("op"))
 
     def shown() -> tuple[str, str, str]:
         html = unescape(client.get(f"/proposals/{proposal.pk}/").content.decode())

@@ -9,8 +9,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 
-from tests.webapp.dashboard_factories import make_role_user
-from tests.webapp.factories import make_job, make_snapshots
+from tests.webapp.factories import make_job, make_snapshots, make_user
 from tests.webapp.inbox.factories import make_every_kind, make_inconclusive, make_pending_proposal
 from webapp.inbox.items import inbox_count, inbox_items
 from webapp.inbox.kinds import ItemKind
@@ -54,7 +53,7 @@ def test_a_job_is_down_since_its_newest_snapshot():
 
 
 def test_an_inconclusive_verification_leaves_once_a_person_acted_or_a_newer_proposal_came():
-    user = make_role_user()
+    user = make_user()
     looked_at = make_job("looked-at")
     make_inconclusive(looked_at)
     audit(job=looked_at, actor=user, action=AuditAction.POLICY_CHANGED, reason=Reason(AuditReason.POLICY_EDITED))
@@ -77,7 +76,7 @@ def test_the_count_is_two_queries_whatever_the_number_of_jobs():
 
 def test_page_lists_each_item_with_its_link_and_the_bar_counts_them(client):
     expected = make_every_kind()
-    client.force_login(make_role_user("viewer", role="viewer"))
+    client.force_login(make_user("viewer", role="viewer"))
     page = client.get("/inbox/").content.decode()
     for kind, (_job, path) in expected.items():
         assert f'data-kind="{kind}"' in page and f'href="{path}"' in page
@@ -86,14 +85,14 @@ def test_page_lists_each_item_with_its_link_and_the_bar_counts_them(client):
 
 
 def test_page_when_nothing_waits(client):
-    client.force_login(make_role_user())
+    client.force_login(make_user())
     page = client.get("/inbox/").content.decode()
     assert 'id="inbox-empty"' in page and 'id="inbox-count"' not in page
 
 
 def test_the_bar_costs_nothing_on_a_fragment(client, monkeypatch):
     make_every_kind()
-    client.force_login(make_role_user())
+    client.force_login(make_user())
     counted = []
     monkeypatch.setattr("webapp.inbox.context.inbox_count", lambda: counted.append(1) or 0)
     client.get("/")
@@ -104,7 +103,7 @@ def test_the_bar_costs_nothing_on_a_fragment(client, monkeypatch):
 
 def test_api_lists_the_same_items():
     expected = make_every_kind()
-    token = Token.objects.create(user=make_role_user("api-viewer", role="viewer"))
+    token = Token.objects.create(user=make_user("api-viewer", role="viewer"))
     api = Client(HTTP_AUTHORIZATION=f"Token {token.key}")
     body = api.get("/api/inbox/").json()
     assert body["count"] == 5

@@ -19,8 +19,7 @@ from rest_framework.authtoken.models import Token
 from sparkclient.collector.batchwindow import batch_end_s
 from sparkclient.contract import keys
 from tests.capture_paths import SPARK_4_3_0
-from tests.webapp.dashboard_factories import make_role_user
-from tests.webapp.factories import make_job
+from tests.webapp.factories import make_job, make_user
 from webapp.jobs.models import Job, MetricSnapshot, SampleRefused, VertexSnapshot
 from webapp.loop.collect import snapshot_collect
 
@@ -155,12 +154,12 @@ def test_an_infinite_value_is_refused_at_store_time_and_never_reaches_the_api_or
         MetricSnapshot.objects.create(job=job, collected_at=now, window_s=10.0, arrival_rate_per_s=math.nan)
     with pytest.raises(SampleRefused, match="backlog"):
         MetricSnapshot.objects.create(job=job, collected_at=now, window_s=10.0, backlog=-1)
-    token = Token.objects.create(user=make_role_user("api-reader"))
+    token = Token.objects.create(user=make_user("api-reader"))
     for url in ("/api/snapshots/", "/api/vertices/"):
         response = client.get(url, HTTP_AUTHORIZATION=f"Token {token.key}")
         assert response.status_code == 200, url
         assert _strict_json(response.content.decode())["count"] >= 1
-    client.force_login(make_role_user("page-reader"))
+    client.force_login(make_user("page-reader"))
     live = client.get(f"/jobs/{job.pk}/live/")
     assert live.status_code == 200
     _strict_json(live.content.decode())

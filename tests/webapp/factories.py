@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from datetime import timedelta
+from io import StringIO
 
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.utils import timezone
 
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.jobs.services import job_register
 from webapp.loop.evaluate import evaluation_run
+from webapp.proposals.codes import Reason
 from webapp.proposals.models import Proposal
 
 #: The demo pipeline's knob declarations (sparkclient.demo.examples.nexmark.KNOBS, as the runner publishes them).
@@ -95,3 +98,15 @@ def make_pending(name="demo", *, knobs=(), cluster=None, memory=None, commits=No
             MetricSnapshot.objects.filter(pk__in=[s.pk for s in snapshots]).update(**memory)
         evaluation_run(job=job)
     return Proposal.objects.select_related("job").get(job=job)
+
+
+def reason_json(code, **data) -> dict:
+    """A coded reason as the web app stores it: ``{"code", "data"}`` (``webapp.proposals.codes.Reason``)."""
+    return Reason(code, data).as_json()
+
+
+def command_output(*args) -> str:
+    """What ``manage.py`` prints for the command line ``args`` (``call_command``)."""
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()

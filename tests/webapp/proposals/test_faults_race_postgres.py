@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from sparkclient.demo.processes import ProcessGroup, wait_http
+from sparkclient.demo.redisproc import free_port
 
 pytestmark = [pytest.mark.workflow, pytest.mark.timeout(300)]
 
@@ -38,14 +39,6 @@ print(json.dumps({"pairs": pairs, "token": Token.objects.create(user=make_user("
 """ % JOBS
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_a_rollback_racing_an_approval_of_the_same_job_makes_one_execution_on_postgres(
         postgres_server, redis_server, redis_client, tmp_path):
     env = {**os.environ, "DATABASE_URL": postgres_server.url, "REDIS_URL": redis_server.url,
@@ -59,7 +52,7 @@ def test_a_rollback_racing_an_approval_of_the_same_job_makes_one_execution_on_po
         with psycopg.connect(postgres_server.url.replace("postgres://", "postgresql://"), autocommit=True) as db:
             db.execute("TRUNCATE proposals_auditevent, proposals_execution, proposals_proposal, jobs_job CASCADE")
         seeded = json.loads(group.run("seed", ["python", "manage.py", "shell", "-c", SEED]).strip().splitlines()[-1])
-        port = _free_port()
+        port = free_port()
         web = group.start("web", ["python", "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"])
         base = f"http://127.0.0.1:{port}"
         wait_http(f"{base}/api/", timeout_s=60, process=web.process)

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from sparkclient.demo.processes import ProcessGroup, wait_http
+from sparkclient.demo.redisproc import free_port
 from tests.webapp.fakerunner import FakeRunner
 
 pytestmark = [pytest.mark.workflow, pytest.mark.timeout(300)]
@@ -38,14 +39,6 @@ print(json.dumps({"proposal": proposal.pk, "tokens": tokens}))
 """ % CONCURRENT
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_20_concurrent_approvals_make_one_approval_one_execution_19_refusals(postgres_server, redis_server,
                                                                               redis_client, tmp_path):
     env = {**os.environ, "DATABASE_URL": postgres_server.url, "REDIS_URL": redis_server.url,
@@ -59,7 +52,7 @@ def test_20_concurrent_approvals_make_one_approval_one_execution_19_refusals(pos
     try:
         group.run("migrate", ["python", "manage.py", "migrate", "--noinput"])
         seeded = json.loads(group.run("seed", ["python", "manage.py", "shell", "-c", SEED]).strip().splitlines()[-1])
-        port = _free_port()
+        port = free_port()
         web = group.start("web", ["python", "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"])
         group.start("celery", ["python", "-m", "celery", "-A", "webapp", "worker", "-B", "-P", "threads", "-c", "2",
                                "--loglevel", "INFO", "-s", str(tmp_path / "celerybeat-schedule")])

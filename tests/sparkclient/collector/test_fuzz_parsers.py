@@ -36,7 +36,14 @@ from sparkclient.collector.snapshot import Captures, RatesUnavailableError, samp
 from sparkclient.collector.sparkjson import SparkDataError
 from sparkclient.collector.stages import batch_jobs, slowest_task_run_ms
 from sparkclient.collector.topology import sample_from_rest
-from tests.capture_paths import BROADCAST_CAPTURE, FOREACHBATCH_CAPTURE, JOIN_CAPTURE, SKEW_CAPTURE, SPARK_4_3_0
+from tests.capture_paths import (
+    BROADCAST_CAPTURE,
+    FOREACHBATCH_CAPTURE,
+    JOIN_CAPTURE,
+    P1_RUN_ID,
+    SKEW_CAPTURE,
+    spark_json,
+)
 
 pytestmark = pytest.mark.fuzz  # in the default run (`make test`, .ci/run); `-m "not fuzz"` skips them
 
@@ -44,25 +51,20 @@ EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "10000"))
 #: Inputs per hypothesis example: the engine's own work per example (its choice tree, the saved
 #: random state) cost as much as drawing an input; ten inputs per example halve the cost per input.
 BATCH = 10
-RUN_ID = "ae3eaf98-3470-49e6-8203-7305bb7e17be"
 KEEP_BATCHES = (11, 12, 13, 14)
-
-
-def _load(name: str) -> Any:
-    return json.loads((SPARK_4_3_0 / name).read_text())
 
 
 def _small_capture() -> dict[str, Any]:
     """The last four batches of p1 with everything a sample reads about them."""
-    jobs_all, stages_all = _load("p1_app_jobs.json"), _load("p1_app_stages.json")
-    by_batch = batch_jobs(jobs_all, RUN_ID)
+    jobs_all, stages_all = spark_json("p1_app_jobs.json"), spark_json("p1_app_stages.json")
+    by_batch = batch_jobs(jobs_all, P1_RUN_ID)
     jobs = [job for batch in KEEP_BATCHES for job in by_batch[batch]]
     stage_ids = {sid for job in jobs for sid in job["stageIds"]}
     job_ids = {job["jobId"] for job in jobs}
-    sql = [e for e in _load("p1_app_sql__details-true.json") if set(e.get("successJobIds") or ()) & job_ids][-1:]
-    progresses = [p for p in _load("p1_recentProgress.json") if p["batchId"] in (10, *KEEP_BATCHES)]
+    sql = [e for e in spark_json("p1_app_sql__details-true.json") if set(e.get("successJobIds") or ()) & job_ids][-1:]
+    progresses = [p for p in spark_json("p1_recentProgress.json") if p["batchId"] in (10, *KEEP_BATCHES)]
     return {"jobs": jobs, "stages": [s for s in stages_all if s["stageId"] in stage_ids],
-            "executors": _load("p1_app_executors.json"), "progress": progresses, "sql": sql}
+            "executors": spark_json("p1_app_executors.json"), "progress": progresses, "sql": sql}
 
 
 CAPTURE = _small_capture()
@@ -237,7 +239,7 @@ def test_fuzz_topology_sample_from_rest() -> None:
             return
         sample = sample_from_rest(
             capture.get("jobs"), capture.get("stages"), capture.get("progress"), capture.get("executors"),
-            run_id=RUN_ID, trigger_interval_s=2.0, window_start_s=WINDOW_END_S - 7.0, window_end_s=WINDOW_END_S,
+            run_id=P1_RUN_ID, trigger_interval_s=2.0, window_start_s=WINDOW_END_S - 7.0, window_end_s=WINDOW_END_S,
             sql=capture.get("sql"), collected_at=WINDOW_END_S + 1.0,
         )
         _assert_finite_sample(sample)
@@ -250,7 +252,7 @@ def test_fuzz_progress_parse_and_window() -> None:
 
     def check(text: str) -> None:
         progress = parse_progress(text, "ss:progress:fuzz entry 1-0")
-        window = window_batches([*progresses[:-1], progress], run_id=RUN_ID, window_start_s=None,
+        window = window_batches([*progresses[:-1], progress], run_id=P1_RUN_ID, window_start_s=None,
                                 window_end_s=WINDOW_END_S + 100.0)
         assert all(end >= start and math.isfinite(end) for start, end in window.spans.values())
         assert math.isfinite(window.span_s) and window.span_s >= 0

@@ -22,7 +22,7 @@ from sparkclient.collector.model_inputs import model_inputs
 from sparkclient.collector.snapshot import load_captures
 from sparkclient.collector.topology import sample_from_rest
 from sparkclient.contract.binding import BindingStatus, MismatchReason, StageBinding, disagreeing_bindings
-from tests.capture_paths import FIXTURES
+from tests.capture_paths import FIXTURES, P1_RUN_ID, spark_json
 from tests.sparkclient.collector import test_foreachbatch, test_topology
 from tests.sparkclient.collector.test_join import CAPTURE, CaptureClient
 
@@ -127,10 +127,10 @@ def test_the_first_batch_after_a_restart_and_the_restart_in_the_window_are_not_r
 def test_a_batch_whose_stages_are_missing_is_not_ready():
     """p1 with one stage of batch 14 dropped from /stages (past ``spark.ui.retainedStages``)."""
     start, end = test_topology._window_for(10, 15)
-    stages = [s for s in test_topology.load("p1_app_stages.json") if s["stageId"] != 28]
-    sample = sample_from_rest(test_topology.load("p1_app_jobs.json"), stages,
-                              test_topology.load("p1_recentProgress.json"), test_topology.load("p1_app_executors.json"),
-                              run_id=test_topology.RUN_ID, trigger_interval_s=2.0, window_start_s=start,
+    stages = [s for s in spark_json("p1_app_stages.json") if s["stageId"] != 28]
+    sample = sample_from_rest(spark_json("p1_app_jobs.json"), stages,
+                              spark_json("p1_recentProgress.json"), spark_json("p1_app_executors.json"),
+                              run_id=P1_RUN_ID, trigger_interval_s=2.0, window_start_s=start,
                               window_end_s=end)
     (issue,) = sample.not_ready
     assert issue.code is NotReady.MISSING_STAGES and dict(issue.data) == {"batches": 1, "of": sample.batches}

@@ -20,17 +20,16 @@ from sparkclient.collector.snapshot import (
     sample_to_scenario,
 )
 from sparkclient.collector.topology import sample_from_rest
-from tests.capture_paths import MEMORY_CAPTURE
-from tests.sparkclient.collector.test_topology import RUN_ID, _fixtures_dir
+from tests.capture_paths import MEMORY_CAPTURE, P1_RUN_ID, SPARK_4_3_0
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_captures_become_a_valid_micro_batch_scenario() -> None:
-    captures = load_captures(_fixtures_dir())
+    captures = load_captures(SPARK_4_3_0)
     assert "p1_app_jobs.json" in captures.files
     sample = sample_from_captures(captures)
-    assert sample.run_id == RUN_ID
+    assert sample.run_id == P1_RUN_ID
     assert sample.trigger_interval_s == pytest.approx(2.0)
     doc = sample_to_scenario(sample)
     scenario = parse(json.dumps(doc))
@@ -57,15 +56,15 @@ def test_captures_become_a_valid_micro_batch_scenario() -> None:
 
 
 def test_source_partitions_and_backlog_from_dict_offsets() -> None:
-    captures = load_captures(_fixtures_dir())
+    captures = load_captures(SPARK_4_3_0)
     sample = sample_from_captures(captures)
-    progress = json.loads((_fixtures_dir() / "pyds_counter_lastProgress.json").read_text())
+    progress = json.loads((SPARK_4_3_0 / "pyds_counter_lastProgress.json").read_text())
     doc = sample_to_scenario(sample, source_progress=progress)
     assert doc["vertices"][0]["partitions"] == 3
 
 
 def test_unknown_run_and_empty_window_are_refused_with_the_reason() -> None:
-    captures = load_captures(_fixtures_dir())
+    captures = load_captures(SPARK_4_3_0)
     with pytest.raises(ValueError, match="no progress of run"):
         sample_from_captures(captures, run_id="no-such-run")
     only_batch_15 = sample_from_captures(captures, window_s=0.5)  # its job is not in /jobs
@@ -74,17 +73,17 @@ def test_unknown_run_and_empty_window_are_refused_with_the_reason() -> None:
 
 
 def test_live_helpers_on_captured_jobs() -> None:
-    jobs = json.loads((_fixtures_dir() / "p1_app_jobs.json").read_text())
-    assert newest_run_id(jobs, "ds2q") == RUN_ID
+    jobs = json.loads((SPARK_4_3_0 / "p1_app_jobs.json").read_text())
+    assert newest_run_id(jobs, "ds2q") == P1_RUN_ID
     assert newest_run_id(jobs, "other") is None
-    rebuilt = progresses_from_jobs(jobs, RUN_ID)
+    rebuilt = progresses_from_jobs(jobs, P1_RUN_ID)
     assert [p["batchId"] for p in rebuilt] == list(range(0, 15))
     assert infer_trigger_interval_s(rebuilt) == pytest.approx(2.0, abs=0.2)
 
 
 def test_cli_pipes_into_scaling_evaluate() -> None:
     """Acceptance 5, literally: snapshot --captures DIR | python -m scaling evaluate -."""
-    snap = subprocess.run([sys.executable, "-m", "sparkclient", "snapshot", "--captures", str(_fixtures_dir())],
+    snap = subprocess.run([sys.executable, "-m", "sparkclient", "snapshot", "--captures", str(SPARK_4_3_0)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert snap.returncode == 0, snap.stderr
     assert "collected run" in snap.stderr
@@ -118,5 +117,5 @@ def test_a_sample_under_memory_pressure_carries_its_memory_into_the_scenario() -
 
 
 def test_a_sample_without_memory_signals_gives_no_memory_step() -> None:
-    sample = sample_from_captures(load_captures(_fixtures_dir()))
+    sample = sample_from_captures(load_captures(SPARK_4_3_0))
     assert "memory" not in sample_to_scenario(dataclasses.replace(sample, memory=None))["steps"][0]

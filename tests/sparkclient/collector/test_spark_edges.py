@@ -26,8 +26,8 @@ from sparkclient.collector.sources import measure_sources
 from sparkclient.collector.sparkjson import MAX_CORES, Problem, SparkDataError
 from sparkclient.collector.stages import executors_and_cores, slowest_task_run_ms
 from sparkclient.collector.topology import sample_from_rest
-from tests.capture_paths import FIXTURES
-from tests.sparkclient.collector.test_fuzz_parsers import CAPTURE, RUN_ID, WINDOW_END_S
+from tests.capture_paths import FIXTURES, P1_RUN_ID
+from tests.sparkclient.collector.test_fuzz_parsers import CAPTURE, WINDOW_END_S
 
 Json = dict[str, Any]
 
@@ -35,7 +35,7 @@ Json = dict[str, Any]
 def _sample(capture: Json) -> JobSample:
     """The p1 capture's last four batches (11 to 14, 4,000 rows each, 2 s apart) in a 7 s window."""
     return sample_from_rest(capture["jobs"], capture["stages"], capture["progress"], capture["executors"],
-                            run_id=RUN_ID, trigger_interval_s=2.0, window_start_s=WINDOW_END_S - 7.0,
+                            run_id=P1_RUN_ID, trigger_interval_s=2.0, window_start_s=WINDOW_END_S - 7.0,
                             window_end_s=WINDOW_END_S, sql=capture["sql"], collected_at=WINDOW_END_S + 1.0)
 
 
@@ -146,8 +146,8 @@ def test_a_batch_completing_on_a_boundary_belongs_to_the_window_that_starts_ther
     ``[b, …)`` and not in ``[…, b)``, so two windows sharing ``b`` count every batch once."""
     progresses = CAPTURE["progress"]
     boundary = batch_end_s(next(p for p in progresses if p["batchId"] == 13))
-    before = window_batches(progresses, run_id=RUN_ID, window_start_s=boundary - 4.0, window_end_s=boundary)
-    after = window_batches(progresses, run_id=RUN_ID, window_start_s=boundary, window_end_s=boundary + 4.0)
+    before = window_batches(progresses, run_id=P1_RUN_ID, window_start_s=boundary - 4.0, window_end_s=boundary)
+    after = window_batches(progresses, run_id=P1_RUN_ID, window_start_s=boundary, window_end_s=boundary + 4.0)
     assert [p["batchId"] for p in before.batches] == [11, 12]
     assert [p["batchId"] for p in after.batches] == [13, 14]
     assert before.end_s <= after.start_s

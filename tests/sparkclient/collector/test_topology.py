@@ -5,8 +5,6 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Sequence
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,27 +19,11 @@ from sparkclient.collector.sample import JobSample
 from sparkclient.collector.sources import BacklogUnknownReason
 from sparkclient.collector.stages import batch_jobs, batch_stages, executors_and_cores, rest_time_s, stages_running_s
 from sparkclient.collector.topology import sample_from_rest
-from tests.capture_paths import DEMO_CAPTURES, FIXTURES, SPARK_4_3_0  # noqa: E402
-
-RUN_ID = "ae3eaf98-3470-49e6-8203-7305bb7e17be"
-
-
-def _fixtures_dir() -> Path:
-    """The Spark 4.3.0 captures (``tests/fixtures/spark-4.3.0``, see its README.txt)."""
-    return SPARK_4_3_0
-
-
-@cache
-def _load(name: str) -> Any:
-    return json.loads((_fixtures_dir() / name).read_text())
-
-
-def load(name: str) -> Any:
-    return copy.deepcopy(_load(name))
+from tests.capture_paths import DEMO_CAPTURES, FIXTURES, P1_RUN_ID, spark_json
 
 
 def _progress(batch_id: int) -> dict[str, Any]:
-    return next(p for p in load("p1_recentProgress.json") if p["batchId"] == batch_id)
+    return next(p for p in spark_json("p1_recentProgress.json") if p["batchId"] == batch_id)
 
 
 def _window_for(first_batch: int, last_batch: int) -> tuple[float, float]:
@@ -52,11 +34,11 @@ def _window_for(first_batch: int, last_batch: int) -> tuple[float, float]:
 def _p1_sample(first: int, last: int, *, sql: Sequence[dict[str, Any]] | None = None) -> JobSample:
     start, end = _window_for(first, last)
     return sample_from_rest(
-        load("p1_app_jobs.json"),
-        load("p1_app_stages.json"),
-        load("p1_recentProgress.json"),
-        load("p1_app_executors.json"),
-        run_id=RUN_ID,
+        spark_json("p1_app_jobs.json"),
+        spark_json("p1_app_stages.json"),
+        spark_json("p1_recentProgress.json"),
+        spark_json("p1_app_executors.json"),
+        run_id=P1_RUN_ID,
         trigger_interval_s=2.0,
         window_start_s=start,
         window_end_s=end,
@@ -66,30 +48,30 @@ def _p1_sample(first: int, last: int, *, sql: Sequence[dict[str, Any]] | None = 
 
 
 def _stages_by_id() -> dict[int, dict[str, Any]]:
-    return {s["stageId"]: s for s in load("p1_app_stages.json")}
+    return {s["stageId"]: s for s in spark_json("p1_app_stages.json")}
 
 
 # -- jobs and stages ----------------------------------------------------------------------------
 
 
 def test_batch_jobs_groups_by_run_id_and_batch_line() -> None:
-    grouped = batch_jobs(load("p1_app_jobs.json"), RUN_ID)
+    grouped = batch_jobs(spark_json("p1_app_jobs.json"), P1_RUN_ID)
     assert sorted(grouped) == list(range(15))
     assert [job["jobId"] for job in grouped[14]] == [14]
     assert grouped[14][0]["stageIds"] == [28, 29]
-    assert batch_jobs(load("p1_app_jobs.json"), "another-run") == {}
+    assert batch_jobs(spark_json("p1_app_jobs.json"), "another-run") == {}
 
 
 def test_batch_jobs_orders_several_jobs_of_a_batch() -> None:
-    job = load("p1_app_jobs_14.json")
+    job = spark_json("p1_app_jobs_14.json")
     second = dict(job, jobId=15, stageIds=[31, 30])
-    grouped = batch_jobs([second, job], RUN_ID)
+    grouped = batch_jobs([second, job], P1_RUN_ID)
     assert [j["jobId"] for j in grouped[14]] == [14, 15]
 
 
 def test_batch_stages_orders_and_skips() -> None:
-    stages = load("p1_app_stages.json")
-    grouped = batch_jobs(load("p1_app_jobs.json"), RUN_ID)
+    stages = spark_json("p1_app_stages.json")
+    grouped = batch_jobs(spark_json("p1_app_jobs.json"), P1_RUN_ID)
     ordered, missing = batch_stages(grouped[14], stages)
     assert [s["stageId"] for s in ordered] == [28, 29] and missing == []
     ordered, missing = batch_stages(grouped[0], stages)  # stage 0 is SKIPPED
@@ -125,7 +107,7 @@ def test_single_batch_vertices_match_the_stage_json() -> None:
 def test_window_sums_over_batches() -> None:
     sample = _p1_sample(1, 14)
     stages = _stages_by_id()
-    grouped = batch_jobs(load("p1_app_jobs.json"), RUN_ID)
+    grouped = batch_jobs(spark_json("p1_app_jobs.json"), P1_RUN_ID)
     first = [grouped[b][0]["stageIds"][0] for b in range(1, 15)]
     second = [grouped[b][0]["stageIds"][1] for b in range(1, 15)]
     v0, v1 = sample.vertices
@@ -149,36 +131,36 @@ def test_missing_job_and_odd_first_batch_are_reported_not_fatal() -> None:
 
 
 def test_vertex_names_from_sql_plan() -> None:
-    sample = _p1_sample(14, 14, sql=[load("p1_app_sql_29__details.json")])
+    sample = _p1_sample(14, 14, sql=[spark_json("p1_app_sql_29__details.json")])
     v0, v1 = sample.vertices
     assert v0.name == "MicroBatchScan → Filter → Project → EventTimeWatermark → Filter → Project → HashAggregate"
     assert v1.name == (
         "HashAggregate → StateStoreRestore → HashAggregate → StateStoreSave → HashAggregate → Scan ExistingRDD"
     )
     # the full /sql list gives the same names and the same ids for every batch
-    full = _p1_sample(1, 14, sql=load("p1_app_sql__details-true.json"))
+    full = _p1_sample(1, 14, sql=spark_json("p1_app_sql__details-true.json"))
     assert [v.name for v in full.vertices] == [v0.name, v1.name]
     assert [v.vertex_id for v in full.vertices] == ["v0", "v1"]
 
 
 def test_stage_operators_of_an_execution() -> None:
-    operators = stage_operators([load("p1_app_sql_29__details.json")])
+    operators = stage_operators([spark_json("p1_app_sql_29__details.json")])
     assert operators[28][:3] == ["MicroBatchScan", "Filter", "Project"]
     assert "Exchange" not in operators[28] + operators[29]
     assert not any(name.startswith("WholeStageCodegen") for name in operators[28] + operators[29])
-    assert stage_operators(load("listener_sql_nodetails.json")) == {}  # details=false: no metrics
-    counter = stage_operators([load("pyds_counter_sql_exec.json")])
+    assert stage_operators(spark_json("listener_sql_nodetails.json")) == {}  # details=false: no metrics
+    counter = stage_operators([spark_json("pyds_counter_sql_exec.json")])
     assert counter[10] == ["MicroBatchScan", "Project", "HashAggregate"]
 
 
 def test_edges_from_parent_ids_when_present() -> None:
-    stages = load("p1_app_stages.json")
+    stages = spark_json("p1_app_stages.json")
     for stage in stages:
         stage["parentIds"] = [stage["stageId"] - 1] if stage["stageId"] % 2 else []
     start, end = _window_for(14, 14)
     sample = sample_from_rest(
-        load("p1_app_jobs.json"), stages, load("p1_recentProgress.json"), [],
-        run_id=RUN_ID, trigger_interval_s=2.0, window_start_s=start, window_end_s=end,
+        spark_json("p1_app_jobs.json"), stages, spark_json("p1_recentProgress.json"), [],
+        run_id=P1_RUN_ID, trigger_interval_s=2.0, window_start_s=start, window_end_s=end,
     )
     assert [v.upstream for v in sample.vertices] == [(), ("v0",)]
 
@@ -231,7 +213,7 @@ def test_rates_overhead_and_ratio() -> None:
 def test_overhead_falls_back_without_stage_times() -> None:
     """Without jobs and stages (batch 15 of p1 is not in /jobs), the overhead is the old
     triggerExecution − addBatch = 1090 − 846 = 244 ms, with a note."""
-    last = load("p1_lastProgress.json")
+    last = spark_json("p1_lastProgress.json")
     start = batch_end_s(last)
     sample = sample_from_rest(
         [], [], [last], [], run_id=last["runId"], trigger_interval_s=2.0,
@@ -245,7 +227,7 @@ def test_overhead_falls_back_without_stage_times() -> None:
 
 
 def test_backlog_of_the_python_counter_source() -> None:
-    progress = load("pyds_counter_lastProgress.json")
+    progress = spark_json("pyds_counter_lastProgress.json")
     source = progress["sources"][0]
     assert {k: source["latestOffset"][k] - source["endOffset"][k] for k in source["endOffset"]} == {
         "p0": 5893, "p1": 5893, "p2": 5893,
@@ -253,7 +235,7 @@ def test_backlog_of_the_python_counter_source() -> None:
     assert source_backlog(source) == 17_679
     start = batch_end_s(progress)
     sample = sample_from_rest(
-        [], [], [progress], load("p1_app_executors.json"), run_id=progress["runId"],
+        [], [], [progress], spark_json("p1_app_executors.json"), run_id=progress["runId"],
         trigger_interval_s=2.0, window_start_s=start - 8.0, window_end_s=start + 2.0,
     )
     assert sample.backlog == 17_679
@@ -261,7 +243,7 @@ def test_backlog_of_the_python_counter_source() -> None:
 
 
 def test_non_numeric_offsets_are_noted_not_fatal() -> None:
-    progress = load("pyds_redis_lastProgress.json")
+    progress = spark_json("pyds_redis_lastProgress.json")
     start = batch_end_s(progress)
     sample = sample_from_rest(
         [], [], [progress], [], run_id=progress["runId"],
@@ -297,9 +279,9 @@ def test_kafka_and_int_backlog() -> None:
 
 
 def test_executors_and_cores() -> None:
-    assert executors_and_cores(load("p1_app_executors.json")) == (1, 2)
-    assert executors_and_cores(load("sa_da_allexecutors.json")) == (4, 4)
-    assert executors_and_cores(load("sa_noda_allexecutors.json")) == (2, 2)
+    assert executors_and_cores(spark_json("p1_app_executors.json")) == (1, 2)
+    assert executors_and_cores(spark_json("sa_da_allexecutors.json")) == (4, 4)
+    assert executors_and_cores(spark_json("sa_noda_allexecutors.json")) == (2, 2)
     assert executors_and_cores([]) == (0, 0)
     sample = _p1_sample(14, 14)
     assert (sample.executors, sample.cores) == (1, 2)
@@ -307,9 +289,9 @@ def test_executors_and_cores() -> None:
 
 def test_invalid_window_raises() -> None:
     with pytest.raises(ValueError, match="window_end_s"):
-        sample_from_rest([], [], [], [], run_id=RUN_ID, trigger_interval_s=2.0, window_start_s=5, window_end_s=5)
+        sample_from_rest([], [], [], [], run_id=P1_RUN_ID, trigger_interval_s=2.0, window_start_s=5, window_end_s=5)
     with pytest.raises(ValueError, match="trigger_interval_s"):
-        sample_from_rest([], [], [], [], run_id=RUN_ID, trigger_interval_s=-1, window_start_s=0, window_end_s=5)
+        sample_from_rest([], [], [], [], run_id=P1_RUN_ID, trigger_interval_s=-1, window_start_s=0, window_end_s=5)
 
 
 # -- collect_sample with a fake client ------------------------------------------------------------
@@ -324,21 +306,21 @@ class FixtureClient:
 
     def jobs(self, app_id: str, status: object = None) -> list[dict[str, Any]]:
         self.calls.append(("jobs", app_id, status))
-        return load("p1_app_jobs.json")
+        return spark_json("p1_app_jobs.json")
 
     def stages(self, app_id: str, status: object = None) -> list[dict[str, Any]]:
         self.calls.append(("stages", app_id, status))
-        return [s for s in load("p1_app_stages.json") if status is None or s["status"].lower() in status]
+        return [s for s in spark_json("p1_app_stages.json") if status is None or s["status"].lower() in status]
 
     def executors(self, app_id: str) -> list[dict[str, Any]]:
         self.calls.append(("executors", app_id))
-        return load("p1_app_executors.json")
+        return spark_json("p1_app_executors.json")
 
     def sql_execution(self, app_id: str, execution_id: int, details: bool = True) -> dict[str, Any]:
         self.calls.append(("sql", app_id, execution_id))
         if self.sql_fails:
             raise SparkRestError("GET .../sql failed with HTTP 404", url="u", status=404, attempts=1)
-        return next(e for e in load("p1_app_sql__details-true.json") if e["id"] == execution_id)
+        return next(e for e in spark_json("p1_app_sql__details-true.json") if e["id"] == execution_id)
 
     def task_summary(self, app_id: str, stage_id: int, attempt: int, quantiles: object = (1.0,)) -> dict[str, Any]:
         self.calls.append(("taskSummary", app_id, stage_id))
@@ -349,8 +331,8 @@ def test_collect_sample_fetches_and_names_vertices() -> None:
     client = FixtureClient()
     now = batch_end_s(_progress(15)) + 1.0
     sample = collect_sample(
-        client, "local-1795257202448", load("p1_recentProgress.json"),
-        run_id=RUN_ID, trigger_interval_s=2.0, window_s=10.0, now_s=now,
+        client, "local-1795257202448", spark_json("p1_recentProgress.json"),
+        run_id=P1_RUN_ID, trigger_interval_s=2.0, window_s=10.0, now_s=now,
     )
     assert ("stages", "local-1795257202448", ("complete", "skipped")) in client.calls
     # job 14 is tagged execution-root-id-28; its jobs ran in execution 29
@@ -365,8 +347,8 @@ def test_collect_sample_fetches_and_names_vertices() -> None:
 
 def test_collect_sample_survives_missing_sql() -> None:
     sample = collect_sample(
-        FixtureClient(sql_fails=True), "app", load("p1_recentProgress.json"),
-        run_id=RUN_ID, trigger_interval_s=2.0, window_s=10.0, now_s=batch_end_s(_progress(15)) + 1.0,
+        FixtureClient(sql_fails=True), "app", spark_json("p1_recentProgress.json"),
+        run_id=P1_RUN_ID, trigger_interval_s=2.0, window_s=10.0, now_s=batch_end_s(_progress(15)) + 1.0,
     )
     assert [v.name for v in sample.vertices] == ["stage 0", "stage 1"]
     assert any("vertex names fall back" in e for e in sample.errors)
@@ -378,8 +360,9 @@ def test_a_batch_belongs_to_the_window_holding_its_completion():
     progress = _progress(14)
     boundary = progress_time_s(progress) + 0.001  # started just before, completed just after
     assert batch_end_s(progress) > boundary
-    kwargs = dict(run_id=RUN_ID, trigger_interval_s=2.0)
-    args = (load("p1_app_jobs.json"), load("p1_app_stages.json"), [progress], load("p1_app_executors.json"))
+    kwargs = dict(run_id=P1_RUN_ID, trigger_interval_s=2.0)
+    args = (spark_json("p1_app_jobs.json"), spark_json("p1_app_stages.json"), [progress],
+            spark_json("p1_app_executors.json"))
     before = sample_from_rest(*args, window_start_s=boundary - 10, window_end_s=boundary, **kwargs)
     after = sample_from_rest(*args, window_start_s=boundary, window_end_s=boundary + 10, **kwargs)
     assert (before.batches, after.batches) == (0, 1)
@@ -409,12 +392,12 @@ def test_batches_without_stage_times_are_left_out_of_the_overhead() -> None:
     no batch has stage data and the old formula is used: (142 + 239) / 2 = 190.5 ms, noted."""
     assert _p1_sample(13, 14).batch_overhead_s == pytest.approx(0.3475, abs=1e-6)
     start, end = _window_for(13, 14)
-    stages = load("p1_app_stages.json")
+    stages = spark_json("p1_app_stages.json")
     for entry in stages:
         if entry["stageId"] == 28:
             del entry["completionTime"]
-    kwargs: dict[str, Any] = dict(run_id=RUN_ID, trigger_interval_s=2.0, window_start_s=start, window_end_s=end)
-    args = (load("p1_app_jobs.json"), stages, load("p1_recentProgress.json"), [])
+    kwargs: dict[str, Any] = dict(run_id=P1_RUN_ID, trigger_interval_s=2.0, window_start_s=start, window_end_s=end)
+    args = (spark_json("p1_app_jobs.json"), stages, spark_json("p1_recentProgress.json"), [])
     sample = sample_from_rest(*args, **kwargs)
     assert sample.batch_overhead_s == pytest.approx(0.235, abs=1e-6)
     assert not any("batch overhead" in e for e in sample.errors)
@@ -585,11 +568,12 @@ def test_arrival_rate_of_a_window_with_one_batch_uses_the_progress_before_it():
     is measured from the last progress before the window (the rate source writes 2,000 rows/s)."""
     before, inside = _progress(13), _progress(14)
     start, end = batch_end_s(before) + 0.001, batch_end_s(inside) + 3.0  # ~5 s holding batch 14 only
-    args = (load("p1_app_jobs.json"), load("p1_app_stages.json"), [before, inside], load("p1_app_executors.json"))
-    sample = sample_from_rest(*args, run_id=RUN_ID, trigger_interval_s=2.0, window_start_s=start, window_end_s=end)
+    args = (spark_json("p1_app_jobs.json"), spark_json("p1_app_stages.json"), [before, inside],
+            spark_json("p1_app_executors.json"))
+    sample = sample_from_rest(*args, run_id=P1_RUN_ID, trigger_interval_s=2.0, window_start_s=start, window_end_s=end)
     assert sample.batches == 1
     assert sample.arrival_rate_per_s == pytest.approx(2000.0, rel=0.01)
-    alone = sample_from_rest(*args[:2], [inside], args[3], run_id=RUN_ID, trigger_interval_s=2.0,
+    alone = sample_from_rest(*args[:2], [inside], args[3], run_id=P1_RUN_ID, trigger_interval_s=2.0,
                              window_start_s=start, window_end_s=end)
     # without the baseline the rate source's offsets still measure it: they are generation seconds
     assert alone.arrival_rate_per_s == pytest.approx(2000.0)
@@ -599,8 +583,8 @@ def test_batches_left_out_for_missing_stages_get_one_note_naming_them() -> None:
     """A query without a trigger runs many short batches; a collect that finds their stages still
     running says so once, naming the batches, not once per batch."""
     start, end = _window_for(1, 14)
-    sample = sample_from_rest(load("p1_app_jobs.json"), [], load("p1_recentProgress.json"),
-                              load("p1_app_executors.json"), run_id=RUN_ID, trigger_interval_s=2.0,
+    sample = sample_from_rest(spark_json("p1_app_jobs.json"), [], spark_json("p1_recentProgress.json"),
+                              spark_json("p1_app_executors.json"), run_id=P1_RUN_ID, trigger_interval_s=2.0,
                               window_start_s=start, window_end_s=end, app_id="local-1795257202448")
     notes = [e for e in sample.errors if "missing from /stages" in e]
     assert len(notes) == 1 and not sample.vertices

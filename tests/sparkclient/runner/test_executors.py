@@ -4,7 +4,6 @@ The choice of executors to remove is unit-tested on the Spark 4.3.0 standalone c
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -25,19 +24,15 @@ from sparkclient.runner.executors import (
     choose_victims,
     state_executors,
 )
-from tests.sparkclient.collector.test_topology import _fixtures_dir
+from tests.capture_paths import spark_json
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
-def _load(name: str):
-    return json.loads((_fixtures_dir() / name).read_text())
-
-
 def test_active_executors_of_a_standalone_capture() -> None:
-    assert active_executor_ids(_load("sa_noda_allexecutors.json")) == ["1", "2"]
+    assert active_executor_ids(spark_json("sa_noda_allexecutors.json")) == ["1", "2"]
 
 
 def test_executors_without_state_go_first() -> None:
@@ -55,7 +50,7 @@ def test_executors_without_state_go_first() -> None:
 
 
 def test_task_list_capture_gives_state_holders() -> None:
-    holders = state_executors([_load("p1_app_stages_29_0_taskList.json")])
+    holders = state_executors([spark_json("p1_app_stages_29_0_taskList.json")])
     assert holders == {"driver": 3}  # local mode: the driver ran the 3 tasks listed
 
 

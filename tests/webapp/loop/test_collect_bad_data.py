@@ -18,26 +18,21 @@ from rest_framework.authtoken.models import Token
 
 from sparkclient.collector.batchwindow import batch_end_s
 from sparkclient.contract import keys
-from tests.capture_paths import SPARK_4_3_0
+from tests.capture_paths import P1_RUN_ID, SPARK_4_3_0, spark_json
 from tests.webapp.factories import make_job, make_user
 from webapp.jobs.models import Job, MetricSnapshot, SampleRefused, VertexSnapshot
 from webapp.loop.collect import snapshot_collect
 
 pytestmark = pytest.mark.django_db
 
-RUN_ID = "ae3eaf98-3470-49e6-8203-7305bb7e17be"
 APP_ID = json.loads((SPARK_4_3_0 / "p1_app.json").read_text())["id"]
-
-
-def _load(name: str):
-    return json.loads((SPARK_4_3_0 / name).read_text())
 
 
 @pytest.fixture
 def spark(monkeypatch):
     """The p1 capture as the Spark REST API; ``payloads`` may be edited by a test before collecting."""
-    payloads = {"jobs": _load("p1_app_jobs.json"), "stages": _load("p1_app_stages.json"),
-                "executors": _load("p1_app_executors.json")}
+    payloads = {"jobs": spark_json("p1_app_jobs.json"), "stages": spark_json("p1_app_stages.json"),
+                "executors": spark_json("p1_app_executors.json")}
 
     def handle(request: httpx.Request) -> httpx.Response:
         tail = request.url.path.rsplit("/", 1)[-1]
@@ -68,8 +63,8 @@ def published(workflow_redis, settings):
     Job.objects.filter(pk=job.pk).update(spark_ui_url="http://spark.invalid:4040")
     job.refresh_from_db()
     workflow_redis.hset(keys.runner(job.name), mapping={
-        "state": "running", "ui_url": "http://spark.invalid:4040", "app_id": APP_ID, "run_id": RUN_ID})
-    progresses = _load("p1_recentProgress.json")
+        "state": "running", "ui_url": "http://spark.invalid:4040", "app_id": APP_ID, "run_id": P1_RUN_ID})
+    progresses = spark_json("p1_recentProgress.json")
     for progress in progresses:
         entry_ms = int(batch_end_s(progress) * 1000)
         workflow_redis.xadd(keys.progress(job.name), {"json": json.dumps(progress)}, id=f"{entry_ms}-0")
@@ -95,7 +90,7 @@ def test_a_good_collect_stores_finite_values(spark, published):
 
 def test_a_truncated_progress_entry_marks_the_job_degraded_with_the_reason(spark, published):
     job, now, redis = published
-    text = json.dumps(_load("p1_recentProgress.json")[13])
+    text = json.dumps(spark_json("p1_recentProgress.json")[13])
     redis.xadd(keys.progress(job.name), {"json": text[: len(text) // 2]})
     assert snapshot_collect(job=job, now=now) is None
     job.refresh_from_db()
@@ -134,7 +129,7 @@ def test_cores_beyond_any_cluster_mark_the_job_degraded_naming_the_field(spark, 
 
 def test_a_progress_whose_durations_are_not_an_object_marks_the_job_degraded(spark, published):
     job, now, redis = published
-    progress = {**_load("p1_recentProgress.json")[13], "durationMs": 533}
+    progress = {**spark_json("p1_recentProgress.json")[13], "durationMs": 533}
     redis.xadd(keys.progress(job.name), {"json": json.dumps(progress)})
     assert snapshot_collect(job=job, now=now) is None
     job.refresh_from_db()

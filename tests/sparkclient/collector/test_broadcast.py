@@ -13,30 +13,18 @@ from typing import Any
 
 import pytest
 
-from sparkclient.collector.collect import collect_sample
 from sparkclient.collector.sparkjson import SparkDataError
 from sparkclient.collector.stages import batch_jobs, batch_stages, is_broadcast_job, stage_index, stages_running_s
 from sparkclient.contract.binding import BindingStatus, bind_stages, plan_stages_from_json
 from sparkclient.contract.spec import Knob, KnobTarget
 from tests.capture_paths import BROADCAST_CAPTURE
-from tests.sparkclient.collector import test_foreachbatch
+from tests.sparkclient.collector.captures import collect_capture
 
 CAPTURE: dict[str, Any] = json.loads(BROADCAST_CAPTURE.read_text())
 KNOBS = [Knob("cores", default=2, min=1, max=2, sets=KnobTarget.EXECUTORS),
          Knob("source_partitions", default=2, min=1, max=8, sets=KnobTarget.SOURCE_PARTITIONS),
          Knob("state_partitions", default=3, min=1, max=8, sets=KnobTarget.STATE_PARTITIONS)]
 TABLE_ROWS = 20_000
-
-
-def _sample():
-    saved = test_foreachbatch.CAPTURE
-    test_foreachbatch.CAPTURE = CAPTURE
-    try:
-        return collect_sample(test_foreachbatch.CaptureClient(), CAPTURE["app_id"], CAPTURE["progresses"],
-                              run_id=CAPTURE["run_id"], trigger_interval_s=CAPTURE["trigger_interval_s"],
-                              window_s=16.0, now_s=CAPTURE["now_s"])
-    finally:
-        test_foreachbatch.CAPTURE = saved
 
 
 def _finished_batches() -> dict[int, list[dict[str, Any]]]:
@@ -62,7 +50,7 @@ def test_the_broadcast_job_is_no_stage_of_the_batch() -> None:
 
 
 def test_the_sample_has_the_plan_s_two_vertices_the_stream_scan_as_source_and_the_broadcast_in_the_overhead() -> None:
-    sample = _sample()
+    sample = collect_capture(CAPTURE)
     assert not [e for e in sample.errors if "SQL" in e or "stage(s) where" in e], sample.errors
     scan, agg = sample.vertices
     assert scan.is_source and not agg.is_source and agg.upstream == ("v0",)
@@ -78,7 +66,7 @@ def test_the_sample_has_the_plan_s_two_vertices_the_stream_scan_as_source_and_th
 
 def test_both_stages_bind_to_their_knobs() -> None:
     """Before, three vertices against two plan stages: every stage a 'stage count' mismatch."""
-    sample = _sample()
+    sample = collect_capture(CAPTURE)
     plan = plan_stages_from_json(json.dumps(CAPTURE["plan_stages"]))
     assert len(plan) == 2 and "BroadcastExchange" not in plan[0].operators  # the runner stops at the broadcast
     bindings = bind_stages(plan, KNOBS, {"cores": 2, "source_partitions": 2, "state_partitions": 3},

@@ -7,14 +7,12 @@ nothing could ever be proposed for the job."""
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
 import pytest
 
 from sparkclient.collector.collect import collect_sample
-from sparkclient.collector.rest import SparkRestError
 from sparkclient.collector.sparkjson import SparkDataError
 from sparkclient.collector.stages import (
     FOLDED_FIELDS,
@@ -27,34 +25,12 @@ from sparkclient.collector.stages import (
 from sparkclient.contract.binding import BindingStatus, bind_stages, plan_stages_from_json
 from sparkclient.contract.spec import Knob, KnobTarget
 from tests.capture_paths import FOREACHBATCH_CAPTURE
+from tests.sparkclient.collector.captures import CaptureClient
 
 CAPTURE: dict[str, Any] = json.loads(FOREACHBATCH_CAPTURE.read_text())
 KNOBS = [Knob("cores", default=1, min=1, max=2, sets=KnobTarget.EXECUTORS),
          Knob("source_partitions", default=2, min=1, max=8, sets=KnobTarget.SOURCE_PARTITIONS),
          Knob("state_partitions", default=3, min=1, max=8, sets=KnobTarget.STATE_PARTITIONS)]
-
-
-class CaptureClient:
-    """Serves the capture as ``SparkRestClient`` would (no task summaries)."""
-
-    def jobs(self, app_id: str, status: object = None) -> list[dict[str, Any]]:
-        return copy.deepcopy(CAPTURE["jobs"])
-
-    def stages(self, app_id: str, status: object = None) -> list[dict[str, Any]]:
-        wanted = None if status is None else {s.upper() for s in ([status] if isinstance(status, str) else status)}
-        return [copy.deepcopy(s) for s in CAPTURE["stages"] if wanted is None or s["status"] in wanted]
-
-    def executors(self, app_id: str) -> list[dict[str, Any]]:
-        return copy.deepcopy(CAPTURE["executors"])
-
-    def sql_execution(self, app_id: str, execution_id: int, details: bool = True) -> dict[str, Any]:
-        for execution in CAPTURE["sql"]:
-            if execution["id"] == execution_id:
-                return copy.deepcopy(execution)
-        raise SparkRestError("GET .../sql failed with HTTP 404", url="u", status=404, attempts=1)
-
-    def task_summary(self, app_id: str, stage_id: int, attempt: int, quantiles: object = (1.0,)) -> dict[str, Any]:
-        raise SparkRestError("GET .../taskSummary failed with HTTP 404", url="u", status=404, attempts=1)
 
 
 def _batches() -> dict[int, list[dict[str, Any]]]:
@@ -90,7 +66,7 @@ def test_a_re_read_is_folded_into_the_stage_it_re_reads() -> None:
 
 
 def test_the_foreachbatch_query_keeps_its_plans_two_vertices_and_both_bind() -> None:
-    sample = collect_sample(CaptureClient(), CAPTURE["app_id"], CAPTURE["progresses"], run_id=CAPTURE["run_id"],
+    sample = collect_sample(CaptureClient(CAPTURE), CAPTURE["app_id"], CAPTURE["progresses"], run_id=CAPTURE["run_id"],
                             trigger_interval_s=CAPTURE["trigger_interval_s"], window_s=20.0, now_s=CAPTURE["now_s"])
     assert [v.vertex_id for v in sample.vertices] == ["v0", "v1"]
     assert not [e for e in sample.errors if "stage(s) where the newest batch ran" in e]

@@ -20,39 +20,19 @@ from scaling.policy.policy import Policy
 from sparkclient.collector.collect import collect_sample
 from sparkclient.collector.model_inputs import model_inputs, source_shares
 from sparkclient.collector.plan import stage_plan
+from sparkclient.collector.rest import SparkRestError
 from sparkclient.collector.sparkjson import SparkDataError
 from sparkclient.collector.stages import batch_jobs, batch_stages, dataflow_order, stage_index
 from sparkclient.contract.binding import BindingStatus, MismatchReason, bind_stages, plan_stages_from_json
 from sparkclient.contract.spec import Knob, KnobTarget
 from tests.capture_paths import JOIN_CAPTURE
-from tests.sparkclient.collector import test_foreachbatch
+from tests.sparkclient.collector.captures import CaptureClient, collect_capture
 
 CAPTURE: dict[str, Any] = json.loads(JOIN_CAPTURE.read_text())
 KNOBS = [Knob("cores", default=2, min=1, max=2, sets=KnobTarget.EXECUTORS),
          Knob("source_partitions", default=2, min=1, max=8, sets=KnobTarget.SOURCE_PARTITIONS),
          Knob("state_partitions", default=4, min=1, max=8, sets=KnobTarget.STATE_PARTITIONS)]
 IMPRESSIONS, CLICKS = 2, 3  # tasks of each scan (numPartitions of its rate source)
-
-
-class CaptureClient(test_foreachbatch.CaptureClient):
-    """Serves the join capture as ``SparkRestClient`` would (no task summaries)."""
-
-    def __init__(self) -> None:
-        self.saved = test_foreachbatch.CAPTURE
-
-    def __enter__(self) -> CaptureClient:
-        test_foreachbatch.CAPTURE = CAPTURE
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        test_foreachbatch.CAPTURE = self.saved
-
-
-def _sample(window_s: float = 16.0):
-    with CaptureClient() as client:
-        return collect_sample(client, CAPTURE["app_id"], CAPTURE["progresses"], run_id=CAPTURE["run_id"],
-                              trigger_interval_s=CAPTURE["trigger_interval_s"], window_s=window_s,
-                              now_s=CAPTURE["now_s"])
 
 
 def test_spark_numbers_the_two_scans_in_either_order() -> None:
@@ -91,7 +71,7 @@ def test_the_sql_plan_gives_the_join_both_inputs() -> None:
 
 
 def test_the_sample_has_two_sources_feeding_the_join() -> None:
-    sample = _sample()
+    sample = collect_capture(CAPTURE)
     assert not [e for e in sample.errors if "SQL" in e or "stage(s) where" in e], sample.errors
     imp, clk, join = sample.vertices
     assert (imp.is_source, clk.is_source, join.is_source) == (True, True, False)
@@ -106,7 +86,7 @@ def test_the_sample_has_two_sources_feeding_the_join() -> None:
 
 
 def test_the_model_shares_the_backlog_and_arrival_out_and_propagates_both_sources() -> None:
-    sample = _sample()
+    sample = collect_capture(CAPTURE)
     assert source_shares(sample) == pytest.approx({"v0": 0.8, "v1": 0.2})
     inputs = model_inputs([sample], adjustable=lambda v: True)
     assert inputs.topology.is_source("v0") and inputs.topology.is_source("v1")
@@ -127,7 +107,7 @@ def test_the_binding_sees_the_plan_s_stages_in_the_same_order() -> None:
     """Source partitions at 2 bind the impressions scan; the clicks scan runs 3 tasks (its rate
     source's own numPartitions), which the knob does not set; the join binds to the state knob.
     Before, which scan was 'stage 0' changed from batch to batch."""
-    sample = _sample()
+    sample = collect_capture(CAPTURE)
     plan = plan_stages_from_json(json.dumps(CAPTURE["plan_stages"]))
     bindings = bind_stages(plan, KNOBS, {"cores": 2, "source_partitions": 2, "state_partitions": 4},
                            [v.tasks for v in sample.vertices])
@@ -139,12 +119,10 @@ def test_without_the_sql_plan_the_stages_are_chained_in_the_same_order() -> None
     """No SQL data: the edges fall back to a chain, but the vertices stay in data-flow order."""
     class NoSql(CaptureClient):
         def sql_execution(self, app_id: str, execution_id: int, details: bool = True) -> dict[str, Any]:
-            raise test_foreachbatch.SparkRestError("GET .../sql failed with HTTP 404", url="u", status=404,
-                                                   attempts=1)
+            raise SparkRestError("GET .../sql failed with HTTP 404", url="u", status=404, attempts=1)
 
-    with NoSql() as client:
-        sample = collect_sample(client, CAPTURE["app_id"], CAPTURE["progresses"], run_id=CAPTURE["run_id"],
-                                trigger_interval_s=2.0, window_s=16.0, now_s=CAPTURE["now_s"])
+    sample = collect_sample(NoSql(CAPTURE), CAPTURE["app_id"], CAPTURE["progresses"], run_id=CAPTURE["run_id"],
+                            trigger_interval_s=2.0, window_s=16.0, now_s=CAPTURE["now_s"])
     assert [v.tasks for v in sample.vertices] == [IMPRESSIONS, CLICKS, 4]
     assert [v.upstream for v in sample.vertices] == [(), ("v0",), ("v1",)]
     assert [v.is_source for v in sample.vertices] == [True, False, False]

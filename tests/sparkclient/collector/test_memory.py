@@ -30,7 +30,7 @@ CAPTURE = json.loads(MEMORY_CAPTURE.read_text())
 MIB = 1024 * 1024
 
 
-def _sample(window_start_s: float | None = None):
+def _memory_sample(window_start_s: float | None = None):
     return sample_from_rest(CAPTURE["jobs"], CAPTURE["stages"], CAPTURE["progresses"], CAPTURE["executors"],
                             run_id=CAPTURE["run_id"], trigger_interval_s=CAPTURE["trigger_interval_s"],
                             window_start_s=window_start_s, window_end_s=CAPTURE["now_s"], sql=CAPTURE["sql"])
@@ -51,11 +51,11 @@ def test_the_capture_shows_memory_pressure_in_the_newest_batch():
     """Batch 4 spent 18.3 of its 52.6 task-seconds in GC (its aggregation stage 53 %); its stages' heap
     peaked at 298 MB of 512 MB. Over all five batches (batch 0 left out of the vertices, not of the
     memory) the share is 0.19 and the peak 374 MB."""
-    newest = _sample(window_start_s=batch_end_s(CAPTURE["progresses"][-2]) + 0.001).memory
+    newest = _memory_sample(window_start_s=batch_end_s(CAPTURE["progresses"][-2]) + 0.001).memory
     assert newest is not None and newest.heap_max_bytes == 512 * MIB
     assert newest.gc_share == pytest.approx(18279 / 52600)
     assert newest.heap_peak_bytes == 298177936
-    whole = _sample().memory
+    whole = _memory_sample().memory
     assert whole.gc_share == pytest.approx(0.1919, abs=1e-4) and whole.heap_peak_bytes == 374432384
     assert {s.operator for s in whole.state_stores} == {"dedupe", "stateStoreSave"}
     assert sum(s.memory_used_bytes for s in whole.state_stores) == 16127812 + 11294096
@@ -68,7 +68,7 @@ def test_the_state_stores_and_the_non_heap_peak_of_the_capture():
     driver, the only executor, used 202.4 MB beyond its heap (JVMOffHeapMemory 211,523,680 B and
     DirectPoolMemory 670,883 B; the mapped pool and the Python workers at 0, the process tree
     metrics being off)."""
-    whole = _sample().memory
+    whole = _memory_sample().memory
     assert whole.state_memory_bytes == sum(s.total_bytes for s in whole.state_stores) >= 16127812 + 11294096
     driver = whole.executors[0]
     assert driver.nonheap_peak_bytes == 211523680 + 670883 == whole.nonheap_peak_bytes

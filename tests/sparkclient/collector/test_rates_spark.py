@@ -33,7 +33,7 @@ WINDOW_S = 15.0
 TRIGGER_S = 1.0
 
 
-def _progress(query) -> list[dict]:
+def _progress_json(query) -> list[dict]:
     return [json.loads(p.json) if hasattr(p, "json") else dict(p) for p in query.recentProgress]
 
 
@@ -67,10 +67,10 @@ def test_arrival_after_an_in_process_restart_and_backlog_when_behind(tmp_path):
         app_id = spark.sparkContext.applicationId
         client = SparkRestClient(spark.sparkContext.uiWebUrl, timeout_s=10.0)
         first = start()
-        wait_for(lambda: len([p for p in _progress(first) if p["numInputRows"] > 0]) >= 6, timeout_s=90,
+        wait_for(lambda: len([p for p in _progress_json(first) if p["numInputRows"] > 0]) >= 6, timeout_s=90,
                  what="six batches with rows in the first run")
         first.stop()
-        before = _progress(first)
+        before = _progress_json(first)
         time.sleep(DOWNTIME_S)
         restarted_at = time.time()
         second = start()
@@ -79,14 +79,14 @@ def test_arrival_after_an_in_process_restart_and_backlog_when_behind(tmp_path):
         def sample_at(end_s: float, window_s: float):
             while time.time() < end_s + 1.5:  # the progress of a batch that just completed is published
                 time.sleep(0.2)
-            return collect_sample(client, app_id, before + _progress(second), run_id=run_id,
+            return collect_sample(client, app_id, before + _progress_json(second), run_id=run_id,
                                   trigger_interval_s=TRIGGER_S, window_s=window_s, now_s=end_s)
 
         catch_up = sample_at(restarted_at + WINDOW_S, WINDOW_S)
         stable = sample_at(restarted_at + STABILIZATION_S + WINDOW_S, WINDOW_S)
         # The catch-up batch: the first new batch of the run (a batch planned before the stop is re-run
         # first with its logged offsets, so it may be the second progress of the run).
-        first_batch = max(_progress(second)[:2], key=lambda p: p["numInputRows"])
+        first_batch = max(_progress_json(second)[:2], key=lambda p: p["numInputRows"])
         print(f"\ncatch-up batch {first_batch['batchId']}: {first_batch['numInputRows']} rows; "
               f"window with it: arrival {catch_up.arrival_rate_per_s:.1f}/s, input {catch_up.input_rate_per_s:.1f}/s "
               f"over {catch_up.window_s:.2f} s ({catch_up.batches} batches); first window after stabilization: "
@@ -110,15 +110,15 @@ def test_arrival_after_an_in_process_restart_and_backlog_when_behind(tmp_path):
 
         # Batches fall behind: each row now costs 10 ms (5 s of work per second of data on 2 cores).
         flag.write_text("slow")
-        started = len(_progress(second))
-        wait_for(lambda: len(_progress(second)) > started + 1, timeout_s=60,
+        started = len(_progress_json(second))
+        wait_for(lambda: len(_progress_json(second)) > started + 1, timeout_s=60,
                  what="a slow batch completes")
         time.sleep(3.0)
         now = time.time()
-        behind = collect_sample(client, app_id, before + _progress(second), run_id=run_id,
+        behind = collect_sample(client, app_id, before + _progress_json(second), run_id=run_id,
                                 trigger_interval_s=TRIGGER_S, window_s=WINDOW_S, now_s=now)
         flag.unlink()
-        newest = _progress(second)[-1]
+        newest = _progress_json(second)[-1]
         print(f"falling behind: backlog {behind.backlog} rows (steady {stable.backlog}); newest batch "
               f"{newest['batchId']} took {newest['durationMs']['triggerExecution']} ms for "
               f"{newest['numInputRows']} rows; arrival {behind.arrival_rate_per_s:.1f}/s")

@@ -19,12 +19,14 @@ from scaling.values.request import PlanRequest
 from sparkclient.collector.batchwindow import batch_end_s
 from sparkclient.collector.collect import collect_sample
 from sparkclient.collector.model_inputs import model_inputs
+from sparkclient.collector.rest import SparkRestError
 from sparkclient.collector.snapshot import load_captures
 from sparkclient.collector.topology import sample_from_rest
 from sparkclient.contract.binding import BindingStatus, MismatchReason, StageBinding, disagreeing_bindings
 from tests.capture_paths import FIXTURES, P1_RUN_ID, spark_json
-from tests.sparkclient.collector import test_foreachbatch, test_topology
-from tests.sparkclient.collector.test_join import CAPTURE, CaptureClient
+from tests.sparkclient.collector import test_topology
+from tests.sparkclient.collector.captures import CaptureClient, collect_capture
+from tests.sparkclient.collector.test_join import CAPTURE
 
 Json = dict[str, Any]
 
@@ -33,7 +35,7 @@ class NoSql(CaptureClient):
     """The join capture without Spark's ``/sql`` endpoint (HTTP 404)."""
 
     def sql_execution(self, app_id: str, execution_id: int, details: bool = True) -> Json:
-        raise test_foreachbatch.SparkRestError("GET .../sql failed with HTTP 404", url="u", status=404, attempts=1)
+        raise SparkRestError("GET .../sql failed with HTTP 404", url="u", status=404, attempts=1)
 
 
 class GarbledSql(CaptureClient):
@@ -47,10 +49,8 @@ class GarbledSql(CaptureClient):
 
 
 def _join_sample(client_class: type[CaptureClient] = CaptureClient, **kwargs: Any):
-    with client_class() as client:
-        return collect_sample(client, CAPTURE["app_id"], CAPTURE["progresses"], run_id=CAPTURE["run_id"],
-                              trigger_interval_s=CAPTURE["trigger_interval_s"], window_s=16.0,
-                              now_s=CAPTURE["now_s"], **kwargs)
+    """The join capture collected through a ``client_class`` of it."""
+    return collect_capture(CAPTURE, client_class(CAPTURE), **kwargs)
 
 
 def _codes(sample) -> list[NotReady]:
@@ -149,10 +149,8 @@ def test_a_rate_above_the_source_s_own_limit_is_not_ready():
     edited = copy.deepcopy(CAPTURE["progresses"])
     newest = max((p for p in edited if p["runId"] == CAPTURE["run_id"]), key=lambda p: p["batchId"])
     newest["sources"][0]["numInputRows"] *= 3
-    with CaptureClient() as client:
-        sample = collect_sample(client, CAPTURE["app_id"], edited, run_id=CAPTURE["run_id"],
-                                trigger_interval_s=CAPTURE["trigger_interval_s"], window_s=16.0,
-                                now_s=CAPTURE["now_s"])
+    sample = collect_sample(CaptureClient(CAPTURE), CAPTURE["app_id"], edited, run_id=CAPTURE["run_id"],
+                            trigger_interval_s=CAPTURE["trigger_interval_s"], window_s=16.0, now_s=CAPTURE["now_s"])
     (issue,) = sample.not_ready
     assert issue.code is NotReady.IMPLAUSIBLE_RATE
     assert (issue.data["source"], issue.data["limit_per_s"]) == (0, 800.0) and issue.data["rate_per_s"] > 800 * 1.1

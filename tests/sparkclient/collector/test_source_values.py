@@ -24,7 +24,7 @@ def _vertex(position: int, records_in: int, *, source: bool, upstream: tuple[str
                         upstream=upstream, span_s=span_s)
 
 
-def _sample(vertices: tuple[VertexSample, ...], *, arrival: float, backlog: int = 0, window_s: float = 10.0
+def _synthetic_sample(vertices: tuple[VertexSample, ...], *, arrival: float, backlog: int = 0, window_s: float = 10.0
             ) -> JobSample:
     read = sum(v.records_in for v in vertices if v.is_source)
     return JobSample(run_id="r", query_name="q", app_id="a", window_s=window_s, batches=5, first_batch_id=1,
@@ -44,7 +44,7 @@ def _targets(samples: list[JobSample]) -> tuple[dict, dict]:
                          ids=["falling-behind", "draining", "keeping-up"])
 def test_one_source_growth_is_arrival_minus_read_and_its_target_is_the_arrival(arrival, growth):
     """The source read 8,000 rows over 10 s (800/s)."""
-    sample = _sample((_vertex(0, 8000, source=True), _vertex(1, 8000, source=False, upstream=("v0",))),
+    sample = _synthetic_sample((_vertex(0, 8000, source=True), _vertex(1, 8000, source=False, upstream=("v0",))),
                      arrival=arrival, backlog=5000)
     measured = measurements(sample, ["v0", "v1"])
     assert measured["v0"].backlog_growth_per_s == pytest.approx(growth)
@@ -59,7 +59,7 @@ def test_one_source_growth_is_arrival_minus_read_and_its_target_is_the_arrival(a
 def test_two_sources_each_get_their_share_of_growth_and_target():
     """A join: 6,000 and 2,000 rows read over 10 s (shares 3/4 and 1/4), 1,200 records/s arriving
     at both: growth 900 − 600 = +300 and 300 − 200 = +100; targets 900 and 300; the join sums them."""
-    sample = _sample((_vertex(0, 6000, source=True), _vertex(1, 2000, source=True),
+    sample = _synthetic_sample((_vertex(0, 6000, source=True), _vertex(1, 2000, source=True),
                       _vertex(2, 8000, source=False, upstream=("v0", "v1"))), arrival=1200.0, backlog=4000)
     metrics, targets = _targets([sample])
     assert metrics["v0"].backlog_growth_per_s == pytest.approx(300.0)
@@ -72,8 +72,8 @@ def test_two_sources_each_get_their_share_of_growth_and_target():
 def test_a_window_of_samples_averages_growth_over_their_spans():
     """Two samples of 10 s: +200 then −100 records/s; the window's growth is their mean, +50, and
     the target rate the mean arrival, (1000 + 700) / 2."""
-    falling = _sample((_vertex(0, 8000, source=True),), arrival=1000.0)
-    draining = _sample((_vertex(0, 8000, source=True),), arrival=700.0)
+    falling = _synthetic_sample((_vertex(0, 8000, source=True),), arrival=1000.0)
+    draining = _synthetic_sample((_vertex(0, 8000, source=True),), arrival=700.0)
     metrics, targets = _targets([falling, draining])
     assert metrics["v0"].backlog_growth_per_s == pytest.approx(50.0)
     assert targets["v0"] == pytest.approx(850.0)

@@ -32,14 +32,14 @@ from tests.sparkclient.collector.test_fuzz_parsers import CAPTURE, WINDOW_END_S
 Json = dict[str, Any]
 
 
-def _sample(capture: Json) -> JobSample:
+def _last_four_batches(capture: Json) -> JobSample:
     """The p1 capture's last four batches (11 to 14, 4,000 rows each, 2 s apart) in a 7 s window."""
     return sample_from_rest(capture["jobs"], capture["stages"], capture["progress"], capture["executors"],
                             run_id=P1_RUN_ID, trigger_interval_s=2.0, window_start_s=WINDOW_END_S - 7.0,
                             window_end_s=WINDOW_END_S, sql=capture["sql"], collected_at=WINDOW_END_S + 1.0)
 
 
-BASE = _sample(CAPTURE)
+BASE = _last_four_batches(CAPTURE)
 
 
 def test_the_base_sample() -> None:
@@ -62,7 +62,7 @@ def test_a_retried_stage_attempt_counts_the_attempt_that_completed(failed_first:
               "executorRunTime": 900}
     retried["attemptId"] = 1
     capture["stages"] = [failed, *capture["stages"]] if failed_first else [*capture["stages"], failed]
-    sample = _sample(capture)
+    sample = _last_four_batches(capture)
     assert [v.records_in for v in sample.vertices] == [16000, 50]
     assert sample.vertices[0].busy_s == BASE.vertices[0].busy_s
     assert sample.input_rate_per_s == 2000.0
@@ -95,7 +95,7 @@ def test_a_batch_that_read_rows_and_wrote_none_has_no_output_and_full_input() ->
     capture = copy.deepcopy(CAPTURE)
     for progress in capture["progress"]:
         progress["sink"]["numOutputRows"] = 0  # every row filtered out before the sink
-    sample = _sample(capture)
+    sample = _last_four_batches(capture)
     assert [(v.records_in, v.records_out) for v in sample.vertices] == [(16000, 50), (50, 0)]
     assert sample.input_rate_per_s == 2000.0
     metrics = sample_to_scenario(sample)["steps"][0]["metrics"]

@@ -22,13 +22,13 @@ from sparkclient.collector.topology import sample_from_rest
 from tests.capture_paths import DEMO_CAPTURES, FIXTURES, P1_RUN_ID, spark_json
 
 
-def _progress(batch_id: int) -> dict[str, Any]:
+def _p1_progress(batch_id: int) -> dict[str, Any]:
     return next(p for p in spark_json("p1_recentProgress.json") if p["batchId"] == batch_id)
 
 
 def _window_for(first_batch: int, last_batch: int) -> tuple[float, float]:
     """A window whose start is batch ``first_batch``'s start and whose end is just after ``last_batch``'s."""
-    return batch_end_s(_progress(first_batch)), batch_end_s(_progress(last_batch)) + 0.5
+    return batch_end_s(_p1_progress(first_batch)), batch_end_s(_p1_progress(last_batch)) + 0.5
 
 
 def _p1_sample(first: int, last: int, *, sql: Sequence[dict[str, Any]] | None = None) -> JobSample:
@@ -184,7 +184,7 @@ def test_rates_overhead_and_ratio() -> None:
     the foreachBatch collect and the state commits between and after the stages.
     """
     sample = _p1_sample(10, 15)
-    progresses = [_progress(b) for b in range(10, 16)]
+    progresses = [_p1_progress(b) for b in range(10, 16)]
     start, end = _window_for(10, 15)
     # the window rule: 6 batches span 6 cuts of the rate source (endOffset 18 -> 30, seconds)
     assert sample.window_s == pytest.approx(12.0)
@@ -203,7 +203,7 @@ def test_rates_overhead_and_ratio() -> None:
     assert sample.arrival_rate_per_s == pytest.approx(2000.0)
     # the rows generated after batch 15 fixed its end offset (30 s after the source's creation) are
     # about one trigger's, which the next batch, not yet due, takes: no backlog (it read 3,994 before)
-    creation = rate_creation_s([_progress(b) for b in range(16)])
+    creation = rate_creation_s([_p1_progress(b) for b in range(16)])
     assert 3000 < round(2000 * (end - (creation + 30))) < 2000 * 2.5
     assert sample.backlog == 0 and not sample.backlog_unknown
     assert sample.trigger_interval_s == 2.0
@@ -329,7 +329,7 @@ class FixtureClient:
 
 def test_collect_sample_fetches_and_names_vertices() -> None:
     client = FixtureClient()
-    now = batch_end_s(_progress(15)) + 1.0
+    now = batch_end_s(_p1_progress(15)) + 1.0
     sample = collect_sample(
         client, "local-1795257202448", spark_json("p1_recentProgress.json"),
         run_id=P1_RUN_ID, trigger_interval_s=2.0, window_s=10.0, now_s=now,
@@ -348,7 +348,7 @@ def test_collect_sample_fetches_and_names_vertices() -> None:
 def test_collect_sample_survives_missing_sql() -> None:
     sample = collect_sample(
         FixtureClient(sql_fails=True), "app", spark_json("p1_recentProgress.json"),
-        run_id=P1_RUN_ID, trigger_interval_s=2.0, window_s=10.0, now_s=batch_end_s(_progress(15)) + 1.0,
+        run_id=P1_RUN_ID, trigger_interval_s=2.0, window_s=10.0, now_s=batch_end_s(_p1_progress(15)) + 1.0,
     )
     assert [v.name for v in sample.vertices] == ["stage 0", "stage 1"]
     assert any("vertex names fall back" in e for e in sample.errors)
@@ -357,7 +357,7 @@ def test_collect_sample_survives_missing_sql() -> None:
 def test_a_batch_belongs_to_the_window_holding_its_completion():
     """Consecutive windows count every batch exactly once, even one that started in the previous
     window (its progress is published only when it completes)."""
-    progress = _progress(14)
+    progress = _p1_progress(14)
     boundary = progress_time_s(progress) + 0.001  # started just before, completed just after
     assert batch_end_s(progress) > boundary
     kwargs = dict(run_id=P1_RUN_ID, trigger_interval_s=2.0)
@@ -423,7 +423,7 @@ def _capture(name: str) -> dict[str, Any]:
     return json.loads((CAPTURES / name).read_text())
 
 
-class CaptureClient:
+class DemoCaptureClient:
     """Serves one capture of the demo pipeline like SparkRestClient; records the SQL ids asked."""
 
     def __init__(self, capture: dict[str, Any]) -> None:
@@ -449,11 +449,11 @@ class CaptureClient:
         return {"quantiles": [1.0], "executorRunTime": [stage["executorRunTime"] / max(1, stage["numTasks"])]}
 
 
-def _collect_capture(capture: dict[str, Any], first: int, last: int) -> tuple[JobSample, CaptureClient]:
+def _collect_capture(capture: dict[str, Any], first: int, last: int) -> tuple[JobSample, DemoCaptureClient]:
     """collect_sample over the window holding the completions of batches ``first..last``."""
     by_id = {p["batchId"]: p for p in capture["progresses"]}
     start, end = batch_end_s(by_id[first]) - 0.001, batch_end_s(by_id[last]) + 0.001
-    client = CaptureClient(capture)
+    client = DemoCaptureClient(capture)
     sample = collect_sample(
         client, capture["app_id"], capture["progresses"], run_id=capture["run_id"],
         trigger_interval_s=capture["trigger_interval_s"], window_s=end - start, now_s=end,
@@ -566,7 +566,7 @@ def test_positional_mapping_only_for_a_unique_stage_order() -> None:
 def test_arrival_rate_of_a_window_with_one_batch_uses_the_progress_before_it():
     """A batch longer than the collect interval leaves one progress in the window; the log's growth
     is measured from the last progress before the window (the rate source writes 2,000 rows/s)."""
-    before, inside = _progress(13), _progress(14)
+    before, inside = _p1_progress(13), _p1_progress(14)
     start, end = batch_end_s(before) + 0.001, batch_end_s(inside) + 3.0  # ~5 s holding batch 14 only
     args = (spark_json("p1_app_jobs.json"), spark_json("p1_app_stages.json"), [before, inside],
             spark_json("p1_app_executors.json"))

@@ -7,7 +7,7 @@ from sparkclient.contract.messages import RescalePath, StandbyUse
 from sparkclient.runner.firstbatch import FirstBatchWatch
 
 
-def _progress(run_id: str, start: str, trigger_ms: int) -> dict:
+def _progress_at(run_id: str, start: str, trigger_ms: int) -> dict:
     return {"runId": run_id, "timestamp": start, "durationMs": {"addBatch": 10, "triggerExecution": trigger_ms}}
 
 
@@ -17,8 +17,8 @@ def test_the_first_batch_of_a_new_run_reports_when_it_ended():
     last_end = 1_700_000_000.0  # 2023-11-14T22:13:20Z
     watch.expect(command_id="c1", path=RescalePath.IN_PROCESS, knobs={"cores": 2}, requested_at=last_end + 0.5,
                  last_batch_end=last_end, old_run_id="old")
-    assert watch.on_batch(_progress("old", "2023-11-14T22:13:21.000Z", 500)) is None  # the stopped run's
-    assert watch.on_batch(_progress("new", "2023-11-14T22:13:22.000Z", 1500)) is not None
+    assert watch.on_batch(_progress_at("old", "2023-11-14T22:13:21.000Z", 500)) is None  # the stopped run's
+    assert watch.on_batch(_progress_at("new", "2023-11-14T22:13:22.000Z", 1500)) is not None
     [result] = written
     assert result.succeeded and result.first_batch_at == last_end + 3.5
     assert (result.pause_s, result.downtime_s) == (2.0, 3.5)
@@ -30,5 +30,5 @@ def test_a_handovers_first_batch_reports_the_standby_it_ran_on():
     watch = FirstBatchWatch(written.append)
     watch.expect(command_id="c1", path=RescalePath.DRIVER_HANDOVER, knobs={"cores": 2}, requested_at=1_700_000_000.0,
                  last_batch_end=None, old_run_id=None, standby=StandbyUse.READY)
-    watch.on_batch(_progress("new", "2023-11-14T22:13:22.000Z", 1500))
+    watch.on_batch(_progress_at("new", "2023-11-14T22:13:22.000Z", 1500))
     assert [r.standby for r in written] == [StandbyUse.READY]

@@ -16,7 +16,7 @@ from scaling.values.metrics import ClusterState, VertexMetrics
 from scaling.values.reasons import AwaitingActivation, Direction, PlanReason, Reason, VertexReason
 from scaling.values.state import ScalerState, activation, state_from_dict, state_to_dict
 from scaling.values.topology import Topology, Vertex
-from tests.scaling.planner.test_planner import three_stages
+from tests.scaling.factories import three_stages
 
 CLUSTER_1 = ClusterState(executors=1, trigger_interval_s=1.0)
 """1 executor for a job needing 5 cores (``three_stages``): a scale-up to 5 is recommended."""

@@ -18,6 +18,7 @@ from scaling.values.metrics import ClusterState, VertexMetrics
 from scaling.values.plan import JobPlan
 from scaling.values.reasons import PlanFormatError
 from scaling.values.topology import Edge, Topology, Vertex
+from tests.scaling.factories import steps_of
 
 RATE = 1000.0
 
@@ -52,10 +53,6 @@ def scenario(*, cores: int, pinned_tasks: int | None, pinned_fill: float, others
                                               "sink": m(others_fill / 2, cores)}}]}
 
 
-def step_of(doc: dict) -> dict:
-    return evaluate_text(json.dumps(doc))["steps"][0]
-
-
 def limit_of(step: dict, code: str) -> dict | None:
     return next((item for item in step["executors"]["limits"] if item["code"] == code), None)
 
@@ -66,7 +63,7 @@ def test_a_pinned_stage_needing_150_percent_of_the_trigger_draws_at_most_twice_t
     case: without the rule the plan went to 56 cores for U 1.58). A step from C brings (4.4 / C) /
     U(C) of the linear gain: 27 % at 8 cores, below 0.3, so the plan keeps its 8 cores."""
     doc = scenario(cores=8, pinned_tasks=4, pinned_fill=1.5, others_fill=0.55)
-    step = step_of(doc)
+    step = steps_of(doc)[0]
     assert step["executors"]["current"] == 8 and step["executors"]["proposed"] == 8
     assert step["executors"]["bottleneck"] == "state"
     stop = limit_of(step, "diminishing-returns")
@@ -77,15 +74,15 @@ def test_a_pinned_stage_needing_150_percent_of_the_trigger_draws_at_most_twice_t
     assert any(r["code"] == "diminishing-returns" and "cores stop at 8" in r["text"] for r in step["reasons"])
     # With more work on the adjustable stages (U(8) = 1.5 + 1.0) the steps stay material while
     # 8 / C ≥ 0.3 × (1.5 + 8 / C), C ≤ 12.4: the plan stops at 13 cores.
-    more = step_of(scenario(cores=8, pinned_tasks=4, pinned_fill=1.5, others_fill=1.0))
+    more = steps_of(scenario(cores=8, pinned_tasks=4, pinned_fill=1.5, others_fill=1.0))[0]
     assert more["executors"]["proposed"] == 13 and limit_of(more, "diminishing-returns")["data"]["cores"] == 13
-    off = step_of(scenario(cores=8, pinned_tasks=4, pinned_fill=1.5, others_fill=0.55,
-                           policy={"scale_up_min_efficiency": 0}))
+    off = steps_of(scenario(cores=8, pinned_tasks=4, pinned_fill=1.5, others_fill=0.55,
+                            policy={"scale_up_min_efficiency": 0}))[0]
     assert off["executors"]["proposed"] > 40 and limit_of(off, "diminishing-returns") is None
 
 
 def test_the_pinned_bottleneck_finding_has_its_action_and_evidence():
-    step = step_of(scenario(cores=8, pinned_tasks=4, pinned_fill=1.5, others_fill=0.55))
+    step = steps_of(scenario(cores=8, pinned_tasks=4, pinned_fill=1.5, others_fill=0.55))[0]
     [finding] = step["findings"]
     assert (finding["action"], finding["vertex_id"]) == ("repartition-state", "state")
     # 4 tasks, each busy 1000 ms/s × 1.5 / 1.5 × 10 s = 10 s per trigger; 150 % of each trigger on its
@@ -105,16 +102,16 @@ def test_the_pinned_bottleneck_finding_has_its_action_and_evidence():
     ("sink-log", PinnedAction.NEW_CHECKPOINT_PARTITIONS, "its sink keeps a batch log"),
 ])
 def test_the_action_follows_why_the_stage_is_pinned(cause, action, words):
-    [finding] = step_of(scenario(cores=8, pinned_tasks=4, pinned_fill=1.5, others_fill=0.55,
-                                 pin_cause=cause))["findings"]
+    [finding] = steps_of(scenario(cores=8, pinned_tasks=4, pinned_fill=1.5, others_fill=0.55,
+                                  pin_cause=cause))[0]["findings"]
     assert finding["action"] == action and finding["data"]["cause"] == cause and words in finding["text"]
 
 
 def test_no_finding_when_the_pinned_stage_fits_or_more_cores_help_it():
-    assert "findings" not in step_of(scenario(cores=8, pinned_tasks=4, pinned_fill=0.5, others_fill=0.55))
+    assert "findings" not in steps_of(scenario(cores=8, pinned_tasks=4, pinned_fill=0.5, others_fill=0.55))[0]
     # 16 pinned tasks on 8 cores, each busy 0.5 of the trigger: the stage fills 1.0 of it on 8 cores,
     # more cores help it up to 16, where it fills 0.5: no finding.
-    step = step_of(scenario(cores=8, pinned_tasks=16, pinned_fill=0.5, others_fill=0.55))
+    step = steps_of(scenario(cores=8, pinned_tasks=16, pinned_fill=0.5, others_fill=0.55))[0]
     assert "findings" not in step and step["executors"]["proposed"] >= 16
 
 
@@ -128,7 +125,7 @@ def test_a_linearly_scaling_job_still_scales_8_to_40():
     """scan + state + sink all adjustable, 3.4875 of each trigger at the target rate on 8 cores (27.9
     busy cores): U(C) = 27.9 / C reaches the target 0.7 at 40 cores (0.715 at 39); every step
     brings the linear gain."""
-    step = step_of(scenario(cores=8, pinned_tasks=None, pinned_fill=2.0, others_fill=1.4875, growth=3.5))
+    step = steps_of(scenario(cores=8, pinned_tasks=None, pinned_fill=2.0, others_fill=1.4875, growth=3.5))[0]
     assert (step["executors"]["current"], step["executors"]["proposed"]) == (8, 40)
     assert limit_of(step, "diminishing-returns") is None and "findings" not in step
 
@@ -138,13 +135,13 @@ def test_cores_beyond_every_stage_s_bound_are_not_a_step():
     the linear gain), and the plan stops there; without the rule it bought a 65th core."""
     doc = scenario(cores=23, pinned_tasks=None, pinned_fill=1.0, others_fill=1.0, growth=1.0, max_executors=512,
                    policy={"vertex_max_parallelism": 64})
-    step = step_of(doc)
+    step = steps_of(doc)[0]
     assert step["executors"]["proposed"] == 64
     assert limit_of(step, "diminishing-returns")["data"] == {
         "cores": 64, "utilization": 0.719, "next_cores": 65, "next_utilization": 0.719, "efficiency": 0.0,
         "min_efficiency": 0.3}
     doc["policy"]["scale_up_min_efficiency"] = 0.0
-    assert step_of(doc)["executors"]["proposed"] == 65
+    assert steps_of(doc)[0]["executors"]["proposed"] == 65
 
 
 def test_step_efficiency_is_one_for_linear_scaling_and_the_others_share_with_a_pinned_stage():
@@ -165,8 +162,8 @@ def test_a_dominant_pinned_stage_never_draws_more_than_twice_the_cores(cores, ta
     2 C0 when s > 7 / 13 (0.54)."""
     tasks = max(1, round(tasks_share * cores))
     others_fill = pinned_fill * (1.0 - pinned_share) / pinned_share
-    step = step_of(scenario(cores=cores, pinned_tasks=tasks, pinned_fill=pinned_fill, others_fill=others_fill,
-                            growth=growth, max_executors=256))
+    step = steps_of(scenario(cores=cores, pinned_tasks=tasks, pinned_fill=pinned_fill, others_fill=others_fill,
+                             growth=growth, max_executors=256))[0]
     assert step["executors"]["proposed"] <= 2 * cores, step["executors"]
 
 
@@ -176,9 +173,9 @@ def test_a_linearly_scaling_job_is_never_stopped(cores, fill, growth):
     """Every stage adjustable, no partition or parallelism bound: the plan is the same with the rule off."""
     doc = scenario(cores=cores, pinned_tasks=None, pinned_fill=fill / 2, others_fill=fill / 2, growth=growth,
                    max_executors=512, policy={"vertex_max_parallelism": 1000})
-    step = step_of(doc)
+    step = steps_of(doc)[0]
     doc["policy"]["scale_up_min_efficiency"] = 0.0
-    assert step["executors"]["proposed"] == step_of(doc)["executors"]["proposed"]
+    assert step["executors"]["proposed"] == steps_of(doc)[0]["executors"]["proposed"]
     assert limit_of(step, "diminishing-returns") is None
 
 

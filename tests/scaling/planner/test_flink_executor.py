@@ -25,6 +25,7 @@ from scaling.policy.options import flink_defaults
 from scaling.scenario.format import evaluate_text, parse, render, run_scenario
 from scaling.scenario.values import ScenarioError
 from scaling.values.state import PendingScaleDown, ScalerState
+from tests.scaling.factories import steps_of
 
 # --------------------------------------------------------------------------------------------------
 # DelayedScaleDownEndToEndTest
@@ -87,7 +88,7 @@ def _proposed(out):
     return out["vertices"]["source"]["proposed"], out["vertices"]["sink"]["proposed"]
 
 
-def _pending(plan):
+def _pending_scale_downs(plan):
     return {p.vertex_id for p in plan.next_state.pending_scale_downs}
 
 
@@ -124,7 +125,7 @@ def test_scale_down_never_happen_when_max_recommended_parallelism_within_utiliza
     runs = _e2e_run([800] * len(sink_busy), sink_busy)
     for minute, out, plan in runs:
         _assert_no_scaling(minute, out)
-    assert "sink" in _pending(runs[-1][2])
+    assert "sink" in _pending_scale_downs(runs[-1][2])
 
 
 @pytest.mark.parametrize(("source_busy", "sink_busy"), [
@@ -176,10 +177,10 @@ def test_delayed_scale_down_is_reset_when_another_task_scale_up():
         if busy_avg > 900:
             assert out["decision"] == "scale", (minute, out)
             assert _proposed(out) == (math.ceil(E2E_SOURCE_P * busy_avg / 1000 / E2E_TARGET), E2E_SINK_P)
-            assert _pending(plan) == set()
+            assert _pending_scale_downs(plan) == set()
             break
         _assert_no_scaling(minute, out)
-        assert _pending(plan) != set()
+        assert _pending_scale_downs(plan) != set()
     else:
         pytest.fail("the source never scaled up")
 
@@ -193,11 +194,11 @@ def test_delayed_scale_down_is_reset_when_another_task_scale_down():
     runs = _e2e_run(source_busy, sink_busy)
     for minute, out, plan in runs[:-1]:
         _assert_no_scaling(minute, out)
-        assert _pending(plan) != set()
+        assert _pending_scale_downs(plan) != set()
     minute, out, plan = runs[-1]
     assert minute == 70 and out["decision"] == "scale"
     assert _proposed(out) == (_expected_from_list(source_busy, E2E_SOURCE_P), E2E_SINK_P) == (50, 1000)
-    assert _pending(plan) == set()
+    assert _pending_scale_downs(plan) == set()
 
 
 @pytest.mark.parametrize("sink_busy", [
@@ -217,9 +218,9 @@ def test_delayed_scale_down_is_canceled_when_recommended_parallelism_is_greater_
     for minute, out, plan in runs:
         _assert_no_scaling(minute, out)
         if sum(per_minute[minute - 10:minute]) / 10 >= 800:
-            assert _pending(plan) == set()
+            assert _pending_scale_downs(plan) == set()
             break
-        assert _pending(plan) == {"sink"}
+        assert _pending_scale_downs(plan) == {"sink"}
     else:
         pytest.fail("the sink's busy time never reached 800")
 
@@ -257,14 +258,10 @@ def _executor_doc(policy, vertices, edges=(), *, at_s=AT_S):
             "steps": [{"at_s": at_s, "metrics": metrics}]}
 
 
-def _evaluate(doc):
-    return evaluate_text(json.dumps(doc))["steps"][0]
-
-
 def _scaling_summary(doc):
     """Flink ``ScalingExecutor.computeScalingSummary``'s keys: the vertices that change when the job
     scales (a vertex outside its utilization bounds), else none."""
-    out = _evaluate(doc)
+    out = steps_of(doc)[0]
     if out["decision"] != "scale":
         return set()
     return {vid for vid, v in out["vertices"].items() if v["proposed"] != v["current"]}
@@ -301,13 +298,13 @@ def test_no_scale_down_on_zero_lower_utilization_boundary():
     which its capacity formula clamps to 1.0 and its validator refuses; 1.0 here.)"""
     doc = _executor_doc({"utilization_target": 0.6, "utilization_max": 1.0, "utilization_min": 0.0},
                         [("vertex", 100, 1000, "inf")])
-    out = _evaluate(doc)
+    out = steps_of(doc)[0]
     vertex = out["vertices"]["vertex"]
     assert vertex["scale_down_threshold"] == "inf" and vertex["outside_bounds"] is False
     assert out["decision"] != "scale" and vertex["proposed"] == 100
     # With the scale-down interval off the vertex would go to 1 if it counted as outside its bounds.
-    out = _evaluate(_executor_doc({"utilization_target": 0.6, "utilization_max": 1.0, "utilization_min": 0.0,
-                                   "scale_down_interval_s": 0}, [("vertex", 100, 1000, "inf")]))
+    out = steps_of(_executor_doc({"utilization_target": 0.6, "utilization_max": 1.0, "utilization_min": 0.0,
+                                  "scale_down_interval_s": 0}, [("vertex", 100, 1000, "inf")]))[0]
     assert out["decision"] == "no-change" and out["vertices"]["vertex"]["proposed"] == 100
 
 
@@ -343,10 +340,10 @@ def test_vertexes_exclusion_for_scaling():
                              [("source", 10, 80, 100), ("filter", 10, 30, 100), ("sink", 10, 80, 100)],
                              (("source", "filter", "hash"), ("filter", "sink", "hash")))
 
-    excluded = _evaluate(doc(["filter"]))
+    excluded = steps_of(doc(["filter"]))[0]
     assert excluded["decision"] != "scale"
     assert all(v["proposed"] == v["current"] for v in excluded["vertices"].values())
-    included = _evaluate(doc([]))
+    included = steps_of(doc([]))[0]
     assert included["decision"] == "scale" and included["vertices"]["filter"]["proposed"] == 4
     assert _scaling_summary(doc([])) == {"filter"}
 
@@ -359,12 +356,12 @@ def test_excluded_periods_for_scaling():
         return _executor_doc({"excluded_periods": [period]}, [("source", 10, 110, 100), ("sink", 10, 110, 100)],
                              SOURCE_SINK)
 
-    inside = _evaluate(doc("10:00:00-10:05:00"))
+    inside = steps_of(doc("10:00:00-10:05:00"))[0]
     assert inside["decision"] == "blocked"
     assert all(v["proposed"] == v["current"] for v in inside["vertices"].values())
     assert {"code": "excluded-period", "vertex_id": None, "data": {"period": "10:00:00-10:05:00"},
             "text": "excluded period '10:00:00-10:05:00': the plan is computed but not executable"} in inside["reasons"]
-    outside = _evaluate(doc("10:01:40-10:05:00"))
+    outside = steps_of(doc("10:01:40-10:05:00"))[0]
     assert outside["decision"] == "scale"
     assert all(v["proposed"] > v["current"] for v in outside["vertices"].values())
 
@@ -374,22 +371,22 @@ def test_scaling_events():
     ``...WithIntervalConfig`` and ``...WithDefaultIntervalConfig``), its model part: the scaling
     summary entry of a vertex at p1, TPR 100, target 110 is ``1 -> 2``, expected rate 200, target
     110. The events, their interval and ``scaling.enabled`` are not modelled."""
-    out = _evaluate(_executor_doc({}, [("vertex", 1, 110, 100)]))
+    out = steps_of(_executor_doc({}, [("vertex", 1, 110, 100)]))[0]
     vertex = out["vertices"]["vertex"]
     assert out["decision"] == "scale"
     assert (vertex["current"], vertex["proposed"], vertex["true_processing_rate"], vertex["expected_processing_rate"],
             vertex["target_data_rate"]) == (1, 2, 100.0, 200.0, 110.0)
     # The second evaluation (TPR 101) scales the same way.
-    assert _evaluate(_executor_doc({}, [("vertex", 1, 110, 101)]))["vertices"]["vertex"]["proposed"] == 2
+    assert steps_of(_executor_doc({}, [("vertex", 1, 110, 101)]))[0]["vertices"]["vertex"]["proposed"] == 2
 
 
 def test_adjust_by_max_parallelism():
     """Flink ``ScalingExecutorTest.testAdjustByMaxParallelism``: source -> (rebalance) filter -> (hash)
     sink, p2, max parallelism 720, target utilization 1, TPR 20 for a target of 70: each computes 7;
     only the keyed sink is aligned to the key groups (balanced: 720 // 8 < 720 // 7 -> 8)."""
-    out = _evaluate(_executor_doc({"utilization_target": 1.0},
-                                  [("source", 2, 70, 20), ("filter", 2, 70, 20), ("sink", 2, 70, 20)],
-                                  (("source", "filter", "rebalance"), ("filter", "sink", "hash"))))
+    out = steps_of(_executor_doc({"utilization_target": 1.0},
+                                 [("source", 2, 70, 20), ("filter", 2, 70, 20), ("sink", 2, 70, 20)],
+                                 (("source", "filter", "rebalance"), ("filter", "sink", "hash"))))[0]
     assert out["decision"] == "scale"
     assert {vid: v["proposed"] for vid, v in out["vertices"].items()} == {"source": 7, "filter": 7, "sink": 8}
 
@@ -421,7 +418,7 @@ def _aligned(current, target, *, partitions=0, max_parallelism=128, lower=1, upp
         metrics["up"] = {"records_in_per_s": rate, "records_out_per_s": rate, "true_processing_rate": 1e12}
     doc = {"format": 1, "mode": "continuous", "policy": policy, "vertices": vertices, "edges": edges,
            "steps": [{"at_s": 0, "metrics": metrics}]}
-    out = _evaluate(doc)
+    out = steps_of(doc)[0]
     assert out["decision"] == "scale" or out["vertices"]["v"]["proposed"] == current, out
     return out["vertices"]["v"]["proposed"]
 
@@ -461,10 +458,10 @@ def test_legacy_modes_block_and_emit():
     assert _aligned(22, 25, partitions=35, lower=20, upper=30, key_group_partitions_adjust_mode="evenly_spread") == 22
     policy = {"utilization_target": 1.0, "catch_up_duration_s": 0, "restart_time_s": 0, "vertex_min_parallelism": 20,
               "vertex_max_parallelism": 30, "key_group_partitions_adjust_mode": "evenly_spread"}
-    out = _evaluate({"format": 1, "policy": policy,
-                     "vertices": [{"id": "v", "parallelism": 22, "max_parallelism": 128, "partitions": 35,
-                                   "source": True}],
-                     "steps": [{"metrics": {"v": {"records_in_per_s": 25000, "true_processing_rate": 22000}}}]})
+    out = steps_of({"format": 1, "policy": policy,
+                    "vertices": [{"id": "v", "parallelism": 22, "max_parallelism": 128, "partitions": 35,
+                                  "source": True}],
+                    "steps": [{"metrics": {"v": {"records_in_per_s": 25000, "true_processing_rate": 22000}}}]})[0]
     assert out["vertices"]["v"]["reason"]["code"] == "alignment-blocked" and out["decision"] != "scale"
 
 
@@ -569,7 +566,7 @@ THURSDAY = datetime(2023, 12, 14, 14, 1, 30, tzinfo=timezone.utc).timestamp()   
 def test_excluded_periods(periods, at_s, excluded):
     """Flink ``CalendarUtilsTest.testExcludedPeriods`` (Flink uses the JVM's zone; the scenario's
     times are UTC): inside an excluded period the scale-up is computed but blocked."""
-    out = _evaluate(_executor_doc({"excluded_periods": periods}, [("vertex", 1, 110, 100)], at_s=at_s))
+    out = steps_of(_executor_doc({"excluded_periods": periods}, [("vertex", 1, 110, 100)], at_s=at_s))[0]
     assert out["vertices"]["vertex"]["proposed"] == (1 if excluded else 2)
     assert out["decision"] == ("blocked" if excluded else "scale")
 
@@ -578,7 +575,7 @@ def test_excluded_periods_daily_window_includes_its_end():
     """Not a Flink test: Quartz ``DailyCalendar.isTimeIncluded`` (Flink ``CalendarUtils.interpretAsDaily``
     sets ``invertTimeRange``) includes both ends: at exactly 16:00:00 '14:01:20-16:00:00' holds."""
     end = datetime(2023, 12, 14, 16, 0, 0, tzinfo=timezone.utc).timestamp()
-    out = _evaluate(_executor_doc({"excluded_periods": ["14:01:20-16:00:00"]}, [("vertex", 1, 110, 100)], at_s=end))
+    out = steps_of(_executor_doc({"excluded_periods": ["14:01:20-16:00:00"]}, [("vertex", 1, 110, 100)], at_s=end))[0]
     assert out["decision"] == "blocked"
 
 

@@ -32,10 +32,7 @@ from scaling.scenario.format import evaluate_text
 from scaling.scenario.values import ScenarioError
 from scaling.values.metrics import MetricWindow, VertexMeasurement, VertexMetrics
 from scaling.values.topology import Edge, Topology, Vertex
-
-
-def run(doc):
-    return evaluate_text(json.dumps(doc))["steps"]
+from tests.scaling.factories import steps_of
 
 
 def scenario(policy, vertices, steps, edges=()):
@@ -64,7 +61,7 @@ def test_lag_based_source_scaling():
                "sink": {"records_in_per_s": 200, "busy_time_ms_per_s": 350}}
 
     def evaluated(**policy):
-        out = run(scenario(policy, SOURCE_SINK, [step(2, metrics)], REBALANCE))[0]["vertices"]
+        out = steps_of(scenario(policy, SOURCE_SINK, [step(2, metrics)], REBALANCE))[0]["vertices"]
         return {vid: (v["target_data_rate"], v["catch_up_data_rate"]) for vid, v in out.items()}, out
 
     rates, out = evaluated(catch_up_duration_s=2)
@@ -78,7 +75,7 @@ def test_lag_based_source_scaling():
     no_lag = {"source": {"records_in_per_s": 100, "records_out_per_s": 200, "busy_time_ms_per_s": 600,
                          "backlog": 0, "backlog_growth_per_s": 0},
               "sink": {"records_in_per_s": 200, "busy_time_ms_per_s": 300}}
-    out = run(scenario({"catch_up_duration_s": 60}, SOURCE_SINK, [step(4, no_lag)], REBALANCE))[0]["vertices"]
+    out = steps_of(scenario({"catch_up_duration_s": 60}, SOURCE_SINK, [step(4, no_lag)], REBALANCE))[0]["vertices"]
     assert (out["source"]["target_data_rate"], out["sink"]["target_data_rate"]) == (100, 200)
 
     # The same rates from the public function, without the scenario path.
@@ -105,7 +102,7 @@ def _thresholds(target_rate, catch_up_rate, policy, catching_up=False, measured_
         vertices.append({"id": "lagging", "parallelism": 1, "source": True})
         metrics["lagging"] = {"records_in_per_s": 1, "busy_time_ms_per_s": 500, "backlog": 10**7}
     steps = [step(i, metrics, measured_restart_time_s=t) for i, t in enumerate(measured_restart_times_s)]
-    out = run(scenario(policy, vertices, steps or [step(0, metrics)]))[-1]["vertices"]["v"]
+    out = steps_of(scenario(policy, vertices, steps or [step(0, metrics)]))[-1]["vertices"]["v"]
     up, down = out["scale_up_threshold"], out["scale_down_threshold"]
     return up, float("inf") if down == "inf" else down
 
@@ -152,7 +149,7 @@ def test_backlog_processing_evaluation():
     def backlog_mode(source_metrics):
         metrics = {"source": {"busy_time_ms_per_s": 500, **source_metrics},
                    "sink": {"records_in_per_s": source_metrics["records_in_per_s"], "busy_time_ms_per_s": 500}}
-        out = run(scenario({}, SOURCE_SINK, [step(1, metrics)], REBALANCE))[0]
+        out = steps_of(scenario({}, SOURCE_SINK, [step(1, metrics)], REBALANCE))[0]
         return out["vertices"]["source"]["scale_down_threshold"] == "inf"
 
     assert not backlog_mode({"records_in_per_s": 100, "backlog": 0})
@@ -163,7 +160,7 @@ def test_backlog_processing_evaluation():
 
 def _tpr(records_in, busy):
     metrics = {"source": {"records_in_per_s": records_in, "busy_time_ms_per_s": busy}}
-    out = run(scenario({}, SOURCE_SINK[:1], [step(0, metrics)]))[0]["vertices"]["source"]
+    out = steps_of(scenario({}, SOURCE_SINK[:1], [step(0, metrics)]))[0]["vertices"]["source"]
     return float("inf") if out["true_processing_rate"] == "inf" else out["true_processing_rate"]
 
 
@@ -183,7 +180,7 @@ def test_zero_values_for_rates_or_busyness():
     assert _tpr(0, 0) == _tpr(1, 0) == _tpr(0, 1) == float("inf")
     vertices = [{"id": "source", "parallelism": 10, "source": True}]
     metrics = {"source": {"records_in_per_s": 0, "busy_time_ms_per_s": 1}}
-    out = run(scenario({"scale_down_interval_s": 0}, vertices, [step(0, metrics)]))[0]["vertices"]["source"]
+    out = steps_of(scenario({"scale_down_interval_s": 0}, vertices, [step(0, metrics)]))[0]["vertices"]["source"]
     assert out["proposed"] == 4
 
 
@@ -195,7 +192,7 @@ def test_busy_time_evaluation():
     for the vertex, divided by the parallelism: 100 ms/s at p2, 200 at p1."""
     vertices = [{"id": "source", "parallelism": 2, "source": True}]
     metrics = {"source": {"records_in_per_s": 300, "busy_time_ms_per_s": 100, "busy_time_max_ms_per_s": 300}}
-    out = run(scenario({}, vertices, [step(0, metrics)]))[0]["vertices"]["source"]
+    out = steps_of(scenario({}, vertices, [step(0, metrics)]))[0]["vertices"]["source"]
     assert out["true_processing_rate"] == 1000   # 300 / 0.3 (MAX), not 300 / 0.1 (AVG)
     for tasks, expected in ((2, 100), (1, 200)):
         rows = [{"v": VertexMeasurement(span_s=1, tasks=tasks, busy_s=0.2, records_in=100, records_out=100)}
@@ -219,7 +216,7 @@ def test_computable_output_ratios():
                "source2": {"records_in_per_s": 100, "records_out_per_s": 50, "busy_time_ms_per_s": 500},
                "op1": {"records_in_per_s": 250, "records_out_per_s": 50, "busy_time_ms_per_s": 500},
                "sink1": {"records_in_per_s": 50, "busy_time_ms_per_s": 500}}
-    out = run(scenario({}, vertices, [step(0, metrics)], edges))[0]["vertices"]
+    out = steps_of(scenario({}, vertices, [step(0, metrics)], edges))[0]["vertices"]
     assert (out["op1"]["target_data_rate"], out["sink1"]["target_data_rate"]) == (250, 50)
     topology = Topology(tuple(Vertex(v["id"], source=v.get("source", False)) for v in vertices),
                         tuple(Edge(e["from"], e["to"], "rebalance") for e in edges))
@@ -234,7 +231,7 @@ def test_computable_output_ratios():
     stalled = {"source": {"records_in_per_s": 0, "records_out_per_s": 0, "busy_time_ms_per_s": 0, "backlog": 1000,
                           "backlog_growth_per_s": 50},
                "sink": {"records_in_per_s": 0, "busy_time_ms_per_s": 0}}
-    out = run(scenario({"catch_up_duration_s": 2}, SOURCE_SINK, [step(0, stalled)], REBALANCE))[0]["vertices"]
+    out = steps_of(scenario({"catch_up_duration_s": 2}, SOURCE_SINK, [step(0, stalled)], REBALANCE))[0]["vertices"]
     assert (out["source"]["target_data_rate"], out["source"]["catch_up_data_rate"]) == (50, 500)
     assert (out["sink"]["target_data_rate"], out["sink"]["catch_up_data_rate"]) == (0, 0)
 
@@ -251,7 +248,7 @@ def test_output_ratio_fallback_to_out_per_second():
                "source2": {"records_in_per_s": 100, "records_out_per_s": 50, "busy_time_ms_per_s": 500}}
     for op_metrics in ({"true_processing_rate": 1000}, {"records_in_per_s": 500, "busy_time_ms_per_s": 500}):
         metrics = {**sources, "op1": op_metrics, "op2": op_metrics}
-        out = run(scenario({}, vertices, [step(0, metrics)], edges))[0]["vertices"]
+        out = steps_of(scenario({}, vertices, [step(0, metrics)], edges))[0]["vertices"]
         assert (out["op1"]["target_data_rate"], out["op2"]["target_data_rate"]) == (250, 250)
         typed = {vid: VertexMetrics(**m) for vid, m in metrics.items()}
         assert [edge_output_ratio(topology, typed, s, op) for op in ("op1", "op2") for s in ("source1", "source2")] \
@@ -268,7 +265,7 @@ def test_load_metrics():
 
     def load(**busy):
         metrics = {"source": {"records_in_per_s": 100, **busy}}
-        return run(scenario({}, vertices, [step(0, metrics)]))[0]["vertices"]["source"]["utilization"]
+        return steps_of(scenario({}, vertices, [step(0, metrics)]))[0]["vertices"]["source"]["utilization"]
 
     assert load(busy_time_ms_per_s=150, busy_time_max_ms_per_s=200) == 0.2
     assert load(busy_time_ms_per_s=150) == 0.15
@@ -309,7 +306,7 @@ def test_backlog_based_scaling():
              step(5, _pair(1800, 1000, 400, -1600)),
              step(8, _pair(900, 1000, 800, -600)),
              step(9, _pair(900, 1000, 300, -550))]
-    out = run(scenario(BACKLOG_POLICY, BACKLOG_VERTICES, steps, REBALANCE))
+    out = steps_of(scenario(BACKLOG_POLICY, BACKLOG_VERTICES, steps, REBALANCE))
     proposed = [(s["decision"], s["vertices"]["source"]["proposed"], s["vertices"]["sink"]["proposed"]) for s in out]
     assert proposed == [("scale", 4, 4), ("no-change", 4, 4), ("scale", 2, 2), ("no-change", 2, 2),
                         ("no-change", 2, 2)]
@@ -328,13 +325,13 @@ def test_should_track_restart_duration_correctly():
     50 + 125) = 375 over TPR 117.6). Measuring the restart is the runner's (``measured_restart_time_s``
     in a scenario); with tracking on, the measured downtime replaces the configured restart time."""
     steps = [step(1, _pair(500, 850, 2000, 0, sink_in=100))]
-    out = run(scenario(BACKLOG_POLICY, BACKLOG_VERTICES, steps, REBALANCE))[0]
+    out = steps_of(scenario(BACKLOG_POLICY, BACKLOG_VERTICES, steps, REBALANCE))[0]
     assert (out["decision"], out["vertices"]["source"]["proposed"], out["vertices"]["sink"]["proposed"]) \
         == ("scale", 4, 4)
     # After the rescale at p4: 1800/s, no lag; the tracked 9 s restart adds 1800 × 9 / 2 to the scale-down threshold.
     policy = {**BACKLOG_POLICY, "restart_time_tracking_enabled": True}
     steps.append(step(12, _pair(1800, 500, 0, 0), measured_restart_time_s=9))
-    after = run(scenario(policy, BACKLOG_VERTICES, steps, REBALANCE))[1]["vertices"]["source"]
+    after = steps_of(scenario(policy, BACKLOG_VERTICES, steps, REBALANCE))[1]["vertices"]["source"]
     assert after["current"] == 4 and after["scale_down_threshold"] == round(1800 * 9 / 2 + 1800 / 0.7)
 
 
@@ -357,7 +354,7 @@ def test_recommended_parallelism_end_to_end():
     evaluation while the job restarts, is the collector's.)"""
     policy = {**BACKLOG_POLICY, "backlog_lag_threshold_s": 300}
     metrics = _pair(500, 850, 1900, -100 / 3)
-    out = run(scenario(policy, BACKLOG_VERTICES, [step(3, metrics)], REBALANCE))[0]["vertices"]
+    out = steps_of(scenario(policy, BACKLOG_VERTICES, [step(3, metrics)], REBALANCE))[0]["vertices"]
     assert (out["source"]["proposed"], out["sink"]["proposed"]) == (4, 4)
     assert (out["source"]["target_data_rate"], out["source"]["catch_up_data_rate"]) == (466.667, 950)
     assert out["source"]["scale_up_threshold"] == 1469   # round(950 + 466.7 / 0.9)
@@ -370,14 +367,14 @@ def test_vertex_exclusion():
     changes nothing); an excluded vertex keeps its parallelism while the others scale."""
     metrics = _pair(500, 850, 2000, 0)
     doc = scenario(BACKLOG_POLICY, BACKLOG_VERTICES, [step(1, metrics)], REBALANCE)
-    both = run(doc)[0]["vertices"]
+    both = steps_of(doc)[0]["vertices"]
     assert (both["source"]["proposed"], both["sink"]["proposed"]) == (4, 4)
     for excluded in (["source"], ["source", "source"]):
         doc["policy"]["excluded_vertices"] = excluded
-        out = run(doc)[0]["vertices"]
+        out = steps_of(doc)[0]["vertices"]
         assert (out["source"]["proposed"], out["sink"]["proposed"]) == (1, 4)
     doc["policy"]["excluded_vertices"] = ["source", "sink", "source"]
-    out = run(doc)[0]
+    out = steps_of(doc)[0]
     assert (out["decision"], out["vertices"]["source"]["proposed"], out["vertices"]["sink"]["proposed"]) \
         == ("no-change", 1, 1)
 

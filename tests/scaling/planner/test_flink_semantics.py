@@ -18,10 +18,7 @@ from scaling.values.reasons import Limit, Reason
 from scaling.values.state import PendingScaleDown, ScalerState, ScalingRecord, state_from_dict, state_to_dict
 from scaling.values.topology import Edge, Topology, Vertex
 from scaling.words.reason_text import reason_text
-
-
-def run(doc):
-    return evaluate_text(json.dumps(doc))["steps"]
+from tests.scaling.factories import steps_of
 
 
 def one_vertex(policy, steps, parallelism):
@@ -40,7 +37,7 @@ def test_catch_up_duration_zero_disables_backlog_based_scaling():
     catch-up rate 0; ``AutoScalerUtils.getTargetProcessingCapacity``: no restart rate)."""
     doc = one_vertex({"catch_up_duration_s": 0, "restart_time_s": 300, "backlog_lag_threshold_s": 10**9},
                      [src_step(0, 500, backlog=10**6)], 2)
-    src = run(doc)[0]["vertices"]["src"]
+    src = steps_of(doc)[0]["vertices"]["src"]
     assert src["catch_up_data_rate"] == 0.0
     # round(1000 / 0.4) with no restart term (it would add 1000 × 300 / catch-up).
     assert src["scale_down_threshold"] == 2500.0
@@ -51,9 +48,9 @@ def test_catch_up_duration_zero_disables_backlog_based_scaling():
 def test_bounds_never_force_a_change_in_the_opposite_direction():
     """Flink clamps to [min(current, vertex.min), max(current, vertex.max)]: p4 with min 5 at 20 %
     busy is not scaled up to 5, and p12 with max 10 at 100 % busy is not scaled down to 10."""
-    low = run(one_vertex({"vertex_min_parallelism": 5, "scale_down_interval_s": 0}, [src_step(0, 200)], 4))[0]
+    low = steps_of(one_vertex({"vertex_min_parallelism": 5, "scale_down_interval_s": 0}, [src_step(0, 200)], 4))[0]
     assert low["vertices"]["src"]["proposed"] <= 4
-    high = run(one_vertex({"vertex_max_parallelism": 10}, [src_step(0, 1000, growth=500)], 12))[0]
+    high = steps_of(one_vertex({"vertex_max_parallelism": 10}, [src_step(0, 1000, growth=500)], 12))[0]
     assert high["vertices"]["src"]["proposed"] == 12 and high["decision"] != "scale"
 
 
@@ -61,7 +58,7 @@ def test_target_capacity_is_rounded_before_dividing_by_the_true_processing_rate(
     """Flink ``AutoScalerUtils.getTargetProcessingCapacity`` returns ``Math.round(...)``: 350.1 / 0.35 =
     1000.29 -> 1000; TPR 500 -> factor 2.0 -> p 2 (unrounded it would be ceil(2.0006) = 3)."""
     step = src_step(0, 700.2, records_in=350.1)
-    out = run(one_vertex({"utilization_target": 0.35}, [step], 1))[0]
+    out = steps_of(one_vertex({"utilization_target": 0.35}, [step], 1))[0]
     assert out["vertices"]["src"]["true_processing_rate"] == 500.0
     assert (out["decision"], out["vertices"]["src"]["proposed"]) == ("scale", 2)
 
@@ -80,7 +77,7 @@ def test_delayed_scale_down_uses_the_sliding_window_maximum():
     is [100, 700]: the maximum is 8, not the 15 of t=0 (the maximum since the first trigger)."""
     doc = one_vertex({"scale_down_interval_s": 600, "scale_down_max_factor": 1.0},
                      [src_step(0, 500), src_step(300, 250), src_step(700, 250)], 20)
-    steps = run(doc)
+    steps = steps_of(doc)
     summary = [(s["decision"], s["vertices"]["src"]["proposed"]) for s in steps]
     assert summary == [("no-change", 20), ("blocked", 20), ("scale", 8)]
     held = steps[0]["vertices"]["src"]["reason"]
@@ -425,8 +422,8 @@ def test_a_features_option_is_checked_only_when_the_feature_is_on(option, featur
         with pytest.raises(ScenarioError, match=f"^policy.{option}: must be within"):
             evaluate_text(json.dumps(one_vertex({feature: True, option: value}, step, 2)))
     for value in (low, high):
-        assert run(one_vertex({feature: True, option: value}, step, 2))[0]["vertices"]["src"]["proposed"] >= 1
-    assert run(one_vertex({feature: False, option: high + 1.0}, step, 2))[0]["vertices"]["src"]["proposed"] >= 1
+        assert steps_of(one_vertex({feature: True, option: value}, step, 2))[0]["vertices"]["src"]["proposed"] >= 1
+    assert steps_of(one_vertex({feature: False, option: high + 1.0}, step, 2))[0]["vertices"]["src"]["proposed"] >= 1
 
 
 def test_scale_factors_are_at_least_zero_without_an_upper_bound():
@@ -436,9 +433,9 @@ def test_scale_factors_are_at_least_zero_without_an_upper_bound():
     for option in ("scale_up_max_factor", "scale_down_max_factor"):
         with pytest.raises(ScenarioError, match=rf"^policy.{option}: must be within \[0, .*\], got -0.1"):
             evaluate_text(json.dumps(one_vertex({option: -0.1}, [src_step(0, 500)], 2)))
-    busy = run(one_vertex({"scale_up_max_factor": 0.0}, [src_step(0, 1000, growth=500)], 4))[0]
+    busy = steps_of(one_vertex({"scale_up_max_factor": 0.0}, [src_step(0, 1000, growth=500)], 4))[0]
     assert busy["vertices"]["src"]["proposed"] == 4
     idle = {"scale_down_interval_s": 0}
-    unclamped = run(one_vertex({**idle, "scale_down_max_factor": 1.5}, [src_step(0, 0, records_in=0.0)], 10))[0]
-    at_one = run(one_vertex({**idle, "scale_down_max_factor": 1.0}, [src_step(0, 0, records_in=0.0)], 10))[0]
+    unclamped = steps_of(one_vertex({**idle, "scale_down_max_factor": 1.5}, [src_step(0, 0, records_in=0.0)], 10))[0]
+    at_one = steps_of(one_vertex({**idle, "scale_down_max_factor": 1.0}, [src_step(0, 0, records_in=0.0)], 10))[0]
     assert unclamped["vertices"]["src"]["proposed"] == at_one["vertices"]["src"]["proposed"] == 1

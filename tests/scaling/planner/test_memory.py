@@ -45,7 +45,7 @@ def test_heap_usage_pressure_is_the_windows_mean_and_off_at_flinks_default():
     assert _pressure(full, MemoryReading(0.0, 300 * MB, 512 * MB), heap=0.8) is None  # mean 0.78
 
 
-def _plan(decision: Decision, current: int, proposed: int) -> JobPlan:
+def _below_band_plan(decision: Decision, current: int, proposed: int) -> JobPlan:
     vertex = VertexPlan("v0", current=current, proposed=proposed, true_processing_rate=1.0, true_output_rate=1.0,
                         selectivity=1.0, target_data_rate=1.0, catch_up_data_rate=0.0, ideal_parallelism=proposed,
                         utilization=0.5, busy_core_s_per_s=0.5, adjustable=True)
@@ -57,20 +57,20 @@ PRESSURE = memory_pressure([MemoryReading(0.5, 500 * MB, 512 * MB)], gc_threshol
 
 
 def test_under_pressure_a_scale_down_is_blocked_and_nothing_is_held_for_later():
-    gated = hold_under_pressure(_plan(Decision.SCALE, 6, 3), PRESSURE, scales_up=False)
+    gated = hold_under_pressure(_below_band_plan(Decision.SCALE, 6, 3), PRESSURE, scales_up=False)
     assert gated.decision == Decision.BLOCKED and not gated.changes
     assert gated.reasons[0].code == PlanReason.MEMORY_PRESSURE and gated.next_state is None
 
 
 def test_under_pressure_a_scale_up_goes_ahead_with_the_pressure_named():
-    plan = _plan(Decision.SCALE, 2, 4)
+    plan = _below_band_plan(Decision.SCALE, 2, 4)
     gated = hold_under_pressure(plan, PRESSURE, scales_up=True)
     assert gated.decision == Decision.SCALE and (gated.executors_proposed, gated.vertices) == (4, plan.vertices)
     assert [r.code for r in gated.reasons] == [PlanReason.MEMORY_PRESSURE, PlanReason.LOAD_BELOW_BAND]
 
 
 def test_without_pressure_the_plan_is_untouched():
-    plan = _plan(Decision.SCALE, 6, 3)
+    plan = _below_band_plan(Decision.SCALE, 6, 3)
     assert hold_under_pressure(plan, None, scales_up=False) is plan
 
 

@@ -8,9 +8,10 @@ import pytest
 
 from scaling.planner.memory import memory_decision, with_memory
 from scaling.values.memory import HeapRecommendation
-from scaling.values.plan import JobPlan, VertexPlan
+from scaling.values.plan import JobPlan
 from scaling.values.reasons import Decision, MemoryStep, PlanFormatError, PlanReason
 from scaling.words.reason_text import reason_text
+from tests.scaling.factories import one_vertex_plan
 
 UP = HeapRecommendation(current_mb=1024, recommended_mb=2048, peak_mb=1000.0, overhead=0.2)
 DOWN = HeapRecommendation(current_mb=8192, recommended_mb=1216, peak_mb=1000.0, overhead=0.2, executors=2)
@@ -39,11 +40,6 @@ def test_the_plan_changes_the_heap_only_as_the_rules_say(heap, current, apply, p
     assert decision.changes == (step in (MemoryStep.ALONE, MemoryStep.ALONG, MemoryStep.REQUESTED))
 
 
-def _plan(decision: Decision = Decision.NO_CHANGE, proposed: int = 2) -> JobPlan:
-    vertex = VertexPlan("v1", 2, proposed, 100.0, 100.0, 1.0, 50.0, 0.0, 2, 0.5, 1.0, True)
-    return JobPlan(decision, (), (vertex,), executors_current=2, executors_proposed=2, cores_per_executor=1)
-
-
 @pytest.mark.parametrize(("heap", "current", "factor", "step", "proposed"), [
     (DOWN, 8192, 2.0, MemoryStep.ALONG, 4096),   # 8192 → 1216 rides along as 8192 → 4096, the rest later
     (DOWN, 2048, 2.0, MemoryStep.ALONG, 1216),   # within the factor: the whole way
@@ -58,7 +54,7 @@ def test_a_heap_that_rides_along_moves_at_most_the_change_factor(heap, current, 
 
 def test_a_heap_change_alone_makes_a_memory_only_scale_with_its_reason():
     decision = memory_decision(UP, knob="heap_mb", current_mb=1024, apply=True, under_pressure=True)
-    plan = with_memory(_plan(Decision.BLOCKED), decision)
+    plan = with_memory(one_vertex_plan(Decision.BLOCKED), decision)
     assert plan.decision == Decision.SCALE and plan.changes and plan.memory_changes
     assert (plan.memory_current_mb, plan.memory_proposed_mb, plan.memory_step) == (1024, 2048, MemoryStep.ALONE)
     assert plan.vertices[0].proposed == plan.vertices[0].current and plan.executors_proposed == 2
@@ -73,7 +69,7 @@ def test_a_heap_change_alone_makes_a_memory_only_scale_with_its_reason():
 def test_a_decrease_rides_along_and_says_what_it_saves():
     decision = memory_decision(DOWN, knob="heap_mb", current_mb=8192, apply=True, under_pressure=False,
                                other_changes=True)
-    plan = with_memory(_plan(Decision.SCALE, proposed=1), decision)
+    plan = with_memory(one_vertex_plan(Decision.SCALE, proposed=1), decision)
     assert plan.decision == Decision.SCALE and plan.vertices[0].proposed == 1  # the other change stays
     assert plan.reasons[-1].data["saves_mb"] == (8192 - 1216) * 2
     assert "saves 13952 MB" in reason_text(plan.reasons[-1])
@@ -81,13 +77,13 @@ def test_a_decrease_rides_along_and_says_what_it_saves():
 
 def test_a_heap_left_as_it_runs_adds_no_reason_and_no_change():
     decision = memory_decision(DOWN, knob="heap_mb", current_mb=8192, apply=False, under_pressure=False)
-    plan = with_memory(_plan(), decision)
+    plan = with_memory(one_vertex_plan(), decision)
     assert plan.reasons == () and not plan.changes and plan.decision == Decision.NO_CHANGE
-    assert plan.memory_step == MemoryStep.RECOMMEND_ONLY and with_memory(_plan(), None) == _plan()
+    assert plan.memory_step == MemoryStep.RECOMMEND_ONLY and with_memory(one_vertex_plan(), None) == one_vertex_plan()
 
 
 def test_a_stored_plan_with_an_unknown_memory_step_or_a_non_integer_heap_is_a_typed_error():
-    stored = _plan().to_json()
+    stored = one_vertex_plan().to_json()
     with pytest.raises(PlanFormatError, match="memory_step"):
         JobPlan.from_json({**stored, "memory_step": "bigger"})
     with pytest.raises(PlanFormatError, match="memory_proposed_mb"):

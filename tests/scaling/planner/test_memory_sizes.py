@@ -17,9 +17,10 @@ from scaling.planner.memory import (
     with_memory,
 )
 from scaling.values.memory import MB
-from scaling.values.plan import JobPlan, MemorySize, VertexPlan
+from scaling.values.plan import JobPlan, MemorySize
 from scaling.values.reasons import Decision, MemoryKind, MemoryStep, PlanFormatError, PlanReason
 from scaling.words.reason_text import reason_text
+from tests.scaling.factories import one_vertex_plan
 
 
 @pytest.mark.parametrize(("used_mb", "bound_mb", "recommended_mb"), [
@@ -124,15 +125,10 @@ def test_only_the_heap_changes_alone_under_pressure():
                            under_pressure=True).step == MemoryStep.ALONE
 
 
-def _plan(decision: Decision = Decision.NO_CHANGE) -> JobPlan:
-    vertex = VertexPlan("v1", 2, 2, 100.0, 100.0, 1.0, 50.0, 0.0, 2, 0.5, 1.0, True)
-    return JobPlan(decision, (), (vertex,), executors_current=2, executors_proposed=2, cores_per_executor=1)
-
-
 def test_a_state_memory_change_rides_in_the_plan_and_its_json():
     decision = memory_decision(STATE, knob="state_mb", current_mb=1024, bounds=(64, 8192), apply=True,
                                under_pressure=False, other_changes=True)
-    plan = with_memory(_plan(Decision.SCALE), decision)
+    plan = with_memory(one_vertex_plan(Decision.SCALE), decision)
     assert plan.memory_sizes == (MemorySize(MemoryKind.STATE, "state_mb", 1024, 128, MemoryStep.ALONG),)
     assert plan.changes and plan.memory_changes and plan.memory_proposed_mb is None  # the heap's fields stay
     reason = plan.reasons[-1]
@@ -141,8 +137,8 @@ def test_a_state_memory_change_rides_in_the_plan_and_its_json():
                                           "state-store peak of 100 MB: saves 896 MB; with this rescale")
     assert JobPlan.from_json(plan.to_json()) == plan
     waits = memory_decision(STATE, knob="state_mb", current_mb=1024, apply=True, under_pressure=False)
-    assert with_memory(_plan(), waits).memory_sizes[0].step == MemoryStep.WAITS
-    assert not with_memory(_plan(), waits).changes
+    assert with_memory(one_vertex_plan(), waits).memory_sizes[0].step == MemoryStep.WAITS
+    assert not with_memory(one_vertex_plan(), waits).changes
 
 
 @pytest.mark.parametrize(("item", "error"), [
@@ -153,12 +149,12 @@ def test_a_state_memory_change_rides_in_the_plan_and_its_json():
     ("state", "memory_sizes[0]"),
 ])
 def test_a_malformed_memory_size_is_refused_naming_it(item, error):
-    data = {**_plan().to_json(), "memory_sizes": [item]}
+    data = {**one_vertex_plan().to_json(), "memory_sizes": [item]}
     with pytest.raises(PlanFormatError, match=error.replace("[", "\\[").replace("]", "\\]")):
         JobPlan.from_json(data)
 
 
 def test_a_plan_stored_before_has_no_memory_sizes():
-    data = _plan().to_json()
+    data = one_vertex_plan().to_json()
     del data["memory_sizes"]
     assert JobPlan.from_json(data).memory_sizes == ()

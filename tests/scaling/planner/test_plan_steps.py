@@ -13,7 +13,7 @@ from scaling.policy.policy import Policy
 from scaling.values.metrics import ClusterState
 from scaling.values.reasons import AwaitingActivation, Decision, Direction, PlanReason, Reason
 from scaling.values.state import PendingScaleDown, ScalerState, ScalingRecord
-from tests.scaling.planner.test_planner import three_stages
+from tests.scaling.factories import three_stages
 
 TWO = Policy(activation_evaluations=2)
 

@@ -9,28 +9,7 @@ from scaling.policy.policy import Policy
 from scaling.values.metrics import ClusterState, VertexMetrics
 from scaling.values.reasons import Limit, PlanReason, Reason
 from scaling.values.topology import Edge, Topology, Vertex
-
-
-def three_stages(*, pinned_second: bool) -> tuple[Topology, dict[str, VertexMetrics]]:
-    """Three stages with true processing rates 2,000 / 500 / 4,000 records per busy core-second and
-    selectivities 1 / 1 / 0.01, at 1,000 records/s arriving, no backlog, 10 % batch overhead.
-
-    Busy time per task is chosen to give those rates (busy core-seconds per second 0.5 / 2 / 0.25).
-    Every stage runs 8 tasks (more than the cores, so each uses all cores), except a pinned
-    ``enrich``, which keeps 2 tasks: on more than 2 cores it still uses 2 of them.
-    """
-    enrich_tasks = 2 if pinned_second else 8
-    topology = Topology(
-        (Vertex("scan", parallelism=8, source=True), Vertex("enrich", parallelism=enrich_tasks,
-                                                             adjustable=not pinned_second),
-         Vertex("agg", parallelism=8)),
-        (Edge("scan", "enrich"), Edge("enrich", "agg")))
-    metrics = {
-        "scan": VertexMetrics(1000, 1000, 62.5, batch_overhead_s=0.1),
-        "enrich": VertexMetrics(1000, 1000, 2000 / enrich_tasks, batch_overhead_s=0.1),
-        "agg": VertexMetrics(1000, 10, 31.25, batch_overhead_s=0.1),
-    }
-    return topology, metrics
+from tests.scaling.factories import three_stages
 
 
 def test_worked_example_cores_executors_and_ideal_parallelism():

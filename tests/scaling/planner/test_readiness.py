@@ -29,7 +29,7 @@ ISSUES = {
 }
 
 
-def _window(busy_ms_per_s: float, *, tasks: int = 8, growth: float = 0.0):
+def _agg_window(busy_ms_per_s: float, *, tasks: int = 8, growth: float = 0.0):
     """A source and an adjustable aggregation on 8 cores, 2,000 records/s, the aggregation busy
     ``busy_ms_per_s`` per task: 50 is far below the band (the model scales down), 1000 above it."""
     topology = Topology((Vertex("src", parallelism=tasks, source=True), Vertex("agg", parallelism=tasks)),
@@ -56,7 +56,7 @@ def plan_micro_batch(topology, metrics, cluster, policy, *, batch_durations_s, n
 
 def test_the_model_alone_scales_this_window_down():
     """The harm the validity check prevents: without an issue the plan takes cores and tasks away."""
-    plan = plan_micro_batch(*_window(50.0), POLICY, batch_durations_s=(1.0, 1.0))
+    plan = plan_micro_batch(*_agg_window(50.0), POLICY, batch_durations_s=(1.0, 1.0))
     assert plan.decision == "scale" and plan.executors_proposed < 8
     assert any(v.proposed < v.current for v in plan.vertices)
 
@@ -64,7 +64,7 @@ def test_the_model_alone_scales_this_window_down():
 @pytest.mark.parametrize("code", list(NotReady))
 def test_a_window_with_a_not_ready_sample_never_scales_down(code):
     issue = SampleIssue(code, ISSUES[code])
-    plan = plan_micro_batch(*_window(50.0), POLICY, batch_durations_s=(1.0, 1.0), not_ready=(issue,))
+    plan = plan_micro_batch(*_agg_window(50.0), POLICY, batch_durations_s=(1.0, 1.0), not_ready=(issue,))
     assert plan.executors_proposed == 8
     assert all(v.proposed >= v.current for v in plan.vertices)
     reasons = {r.code: r for r in plan.reasons}
@@ -80,16 +80,17 @@ def test_no_scale_down_is_remembered_to_be_applied_later():
     that a later evaluation (or a person on the job page) would apply."""
     policy = Policy(scale_down_interval_s=3600)
     issue = SampleIssue(NotReady.SQL_PLAN_UNUSABLE, ISSUES[NotReady.SQL_PLAN_UNUSABLE])
-    plan = plan_micro_batch(*_window(50.0), policy, batch_durations_s=(1.0,), state=ScalerState(), now_s=1000.0,
+    plan = plan_micro_batch(*_agg_window(50.0), policy, batch_durations_s=(1.0,), state=ScalerState(), now_s=1000.0,
                             not_ready=(issue,))
     assert plan.next_state is not None and not plan.next_state.pending_scale_downs and not plan.held
-    held = plan_micro_batch(*_window(50.0), policy, batch_durations_s=(1.0,), state=ScalerState(), now_s=1000.0)
+    held = plan_micro_batch(*_agg_window(50.0), policy, batch_durations_s=(1.0,), state=ScalerState(), now_s=1000.0)
     assert held.next_state.pending_scale_downs  # the same window, ready: the scale-down is held for later
 
 
 def test_a_scale_up_is_still_planned_on_a_window_not_ready():
     issue = SampleIssue(NotReady.FIRST_BATCH, {"batch_id": 0})
-    plan = plan_micro_batch(*_window(1000.0, growth=500.0), POLICY, batch_durations_s=(9.0, 9.0), not_ready=(issue,))
+    plan = plan_micro_batch(*_agg_window(1000.0, growth=500.0), POLICY, batch_durations_s=(9.0, 9.0),
+                            not_ready=(issue,))
     assert plan.decision == "scale" and plan.executors_proposed > 8
     assert PlanReason.SAMPLES_NOT_READY in {r.code for r in plan.reasons}
 
@@ -120,7 +121,7 @@ def test_issues_round_trip_through_json_and_a_malformed_one_is_refused():
 
 
 def test_a_backtest_replays_the_samples_readiness():
-    topology, metrics, cluster = _window(50.0)
+    topology, metrics, cluster = _agg_window(50.0)
     issue = SampleIssue(NotReady.RESTART_IN_WINDOW, {"batches": 1})
     steps = [ReplayStep(100.0, topology, metrics, cluster, (1.0,)),
              ReplayStep(100.0, topology, metrics, cluster, (1.0,), (issue,))]

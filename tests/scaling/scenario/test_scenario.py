@@ -12,6 +12,7 @@ from scaling.policy.policy import Policy
 from scaling.scenario.format import evaluate_text
 from scaling.scenario.values import ScenarioError
 from scaling.words.reason_text import align_note
+from tests.scaling.factories import steps_of
 
 SCENARIO_INPUT = {
     "format": 1,
@@ -71,10 +72,6 @@ SCENARIO_OUTPUT = {
 }
 
 
-def run(doc: dict) -> list[dict]:
-    return evaluate_text(json.dumps(doc))["steps"]
-
-
 def why(vertex: dict) -> tuple:
     """A vertex's reason in the output: (code, data)."""
     return vertex["reason"]["code"], vertex["reason"]["data"]
@@ -107,7 +104,7 @@ def test_scenario_md_example_policy_keys_are_optional():
 def test_scenario_alignment_modes(alignment, src, agg, src_reason):
     doc = copy.deepcopy(SCENARIO_INPUT)
     doc["policy"]["alignment"] = alignment
-    out = run(doc)[0]["vertices"]
+    out = steps_of(doc)[0]["vertices"]
     assert (out["src"]["proposed"], out["agg"]["proposed"]) == (src, agg)
     code, data = why(out["src"])
     assert (code, {k: data[k] for k in src_reason[1]}) == src_reason
@@ -173,7 +170,7 @@ def test_ds2_heron_word_count_in_one_step():
             "count": {"true_processing_rate": 1_000_000 * per_min, "true_output_rate": 1_000_000 * per_min},
         }}],
     }
-    step = run(doc)[0]
+    step = steps_of(doc)[0]
     assert step["decision"] == "scale"
     assert {v: step["vertices"][v]["proposed"] for v in ("source", "flatmap", "count")} == {
         "source": 1, "flatmap": 10, "count": 20}
@@ -183,7 +180,7 @@ def test_ds2_heron_word_count_in_one_step():
         **doc["steps"][0]["metrics"],
         "flatmap": {"true_processing_rate": 1_000_000 * per_min, "true_output_rate": 20_000_000 * per_min},
         "count": {"true_processing_rate": 20_000_000 * per_min, "true_output_rate": 20_000_000 * per_min}}})
-    second = run(doc)[1]
+    second = steps_of(doc)[1]
     assert second["decision"] == "no-change"
     assert second["vertices"]["flatmap"]["current"] == 10 and second["vertices"]["count"]["current"] == 20
 
@@ -215,7 +212,7 @@ def test_delayed_scale_down_sequence():
     doc = one_vertex({"scale_down_interval_s": 600, "scale_down_max_factor": 1.0},
                      [src_step(0, 200), src_step(300, 320), src_step(600, 200), src_step(700, 300),
                       src_step(800, 750), src_step(1400, 300), src_step(2000, 300)], parallelism=8)
-    steps = run(doc)
+    steps = steps_of(doc)
     summary = [(s["decision"], s["vertices"]["src"]["current"], s["vertices"]["src"]["proposed"]) for s in steps]
     assert summary == [("blocked", 8, 8), ("blocked", 8, 8), ("scale", 8, 4), ("blocked", 4, 4),
                        ("no-change", 4, 4), ("blocked", 4, 4), ("scale", 4, 2)]
@@ -236,13 +233,13 @@ def test_delayed_scale_down_sequence():
 
 
 def test_scale_down_interval_zero_scales_down_at_once():
-    steps = run(one_vertex({"scale_down_interval_s": 0, "scale_down_max_factor": 1.0}, [src_step(0, 200)], 8))
+    steps = steps_of(one_vertex({"scale_down_interval_s": 0, "scale_down_max_factor": 1.0}, [src_step(0, 200)], 8))
     assert (steps[0]["decision"], steps[0]["vertices"]["src"]["proposed"]) == ("scale", 3)
 
 
 def test_scale_down_max_factor_limits_a_scale_down():
     """factor 0.286 clamped to 1 − 0.6 = 0.4: ceil(0.4 × 8) = 4."""
-    steps = run(one_vertex({"scale_down_interval_s": 0}, [src_step(0, 200)], 8))
+    steps = steps_of(one_vertex({"scale_down_interval_s": 0}, [src_step(0, 200)], 8))
     assert steps[0]["vertices"]["src"]["proposed"] == 4
 
 
@@ -262,7 +259,7 @@ def test_held_scale_down_does_not_join_another_vertex_scaling():
     doc = {"format": 1, "policy": {"restart_time_s": 0, "alignment": "off", "scale_down_max_factor": 1.0},
            "vertices": [{"id": "a", "parallelism": 2, "source": True}, {"id": "b", "parallelism": 8}],
            "edges": [{"from": "a", "to": "b", "ship": "forward"}], "steps": [step(0, 500, 0), step(60, 1000, 200)]}
-    first, second = run(doc)
+    first, second = steps_of(doc)
     assert first["decision"] == "blocked"
     assert (first["vertices"]["a"]["proposed"], first["vertices"]["b"]["proposed"]) == (2, 8)
     assert why(first["vertices"]["b"]) == ("held-scale-down", {"current": 8, "target": 2, "due_s": 3600,
@@ -290,7 +287,7 @@ def test_ineffective_scale_up_sequence():
     steps_in = [src_step(0, 1000, 800, 200), src_step(60, 1000, 850, 150), src_step(120, 1000, 850, 150),
                 src_step(180, 1000, 1000, 400)]
     doc = one_vertex({"effectiveness_detection_enabled": True}, steps_in, parallelism=2)
-    steps = run(doc)
+    steps = steps_of(doc)
     src = [s["vertices"]["src"] for s in steps]
     assert [(s["decision"], v["current"], v["proposed"]) for s, v in zip(steps, src)] == [
         ("scale", 2, 4), ("blocked", 4, 4), ("blocked", 4, 4), ("scale", 4, 8)]
@@ -303,7 +300,7 @@ def test_ineffective_scale_up_sequence():
     assert why(src[3])[0] == "scale-up" and (why(src[3])[1]["current"], why(src[3])[1]["to"]) == (4, 8)
     # Detection disabled: the scale-up happens, with a warning in the note.
     doc["policy"]["effectiveness_detection_enabled"] = False
-    steps = run(doc)
+    steps = steps_of(doc)
     assert (steps[1]["decision"], steps[1]["vertices"]["src"]["proposed"]) == ("scale", 7)
     code, data = why(steps[1]["vertices"]["src"])
     assert (code, data["old"], data["new"], data["cause"]) == ("ineffective-warning", 2, 4, "scale-up")
@@ -317,7 +314,7 @@ def test_restart_time_tracking_uses_the_max_measured_downtime_capped():
     doc = one_vertex(policy, [src_step(0, 700), src_step(60, 700, measured_restart_time_s=40),
                               src_step(120, 700, measured_restart_time_s=250)], parallelism=2)
     doc["policy"]["restart_time_s"] = 300
-    thresholds = [s["vertices"]["src"]["scale_down_threshold"] for s in run(doc)]
+    thresholds = [s["vertices"]["src"]["scale_down_threshold"] for s in steps_of(doc)]
     assert thresholds == [round(1000 * 300 / 1800 + 2500), round(1000 * 40 / 1800 + 2500),
                           round(1000 * 100 / 1800 + 2500)]
 
@@ -327,7 +324,7 @@ def test_backlog_mode_blocks_scale_downs_and_raises_the_band():
     scale-up threshold uses utilization 1.0."""
     step = src_step(0, 100)
     step["metrics"]["src"]["backlog"] = 600_000
-    out = run(one_vertex({"scale_down_interval_s": 0}, [step], parallelism=8))[0]
+    out = steps_of(one_vertex({"scale_down_interval_s": 0}, [step], parallelism=8))[0]
     assert out["decision"] == "no-change"
     assert out["vertices"]["src"]["scale_down_threshold"] == "inf"
     assert out["vertices"]["src"]["proposed"] == 8
@@ -339,7 +336,7 @@ def test_idle_vertex_has_infinite_rate_and_obeys_scale_down_max_factor():
     (it used to go to the minimum)."""
     for parallelism, expected in ((8, 4), (10, 4)):
         steps = [src_step(0, 0, records_in=0)]
-        out = run(one_vertex({"scale_down_interval_s": 0, "vertex_min_parallelism": 2}, steps, parallelism))[0]
+        out = steps_of(one_vertex({"scale_down_interval_s": 0, "vertex_min_parallelism": 2}, steps, parallelism))[0]
         src = out["vertices"]["src"]
         assert src["true_processing_rate"] == "inf"
         assert (out["decision"], src["proposed"]) == ("scale", expected)
@@ -350,7 +347,7 @@ def test_busy_vertex_with_zero_input_does_not_crash_flink_zero_processing_rate()
     """Flink ``MetricsCollectionAndEvaluationTest.testScaleDownWithZeroProcessingRate``: busy 100 ms/s,
     0 records in (a Spark no-data batch): TPR infinite, both thresholds 0, p2 -> 1."""
     steps = [src_step(0, 100, records_in=0)]
-    out = run(one_vertex({"scale_down_interval_s": 0}, steps, parallelism=2))[0]
+    out = steps_of(one_vertex({"scale_down_interval_s": 0}, steps, parallelism=2))[0]
     src = out["vertices"]["src"]
     assert src["true_processing_rate"] == "inf"
     assert (src["scale_up_threshold"], src["scale_down_threshold"]) == (0.0, 0.0)
@@ -360,12 +357,12 @@ def test_busy_vertex_with_zero_input_does_not_crash_flink_zero_processing_rate()
 def test_excluded_vertices_and_sources_switch_keep_parallelism():
     doc = copy.deepcopy(SCENARIO_INPUT)
     doc["policy"]["excluded_vertices"] = ["agg"]
-    out = run(doc)[0]
+    out = steps_of(doc)[0]
     # agg is excluded, so nothing that must change is outside its bounds.
     assert out["vertices"]["agg"]["proposed"] == 4 and out["decision"] == "no-change"
     doc = copy.deepcopy(SCENARIO_INPUT)
     doc["policy"]["scaling_sources_enabled"] = False
-    out = run(doc)[0]
+    out = steps_of(doc)[0]
     assert (out["vertices"]["src"]["proposed"], out["vertices"]["agg"]["proposed"]) == (2, 8)
     assert why(out["vertices"]["src"]) == ("source-scaling-disabled", {})
 
@@ -380,7 +377,7 @@ def test_excluded_periods_compute_the_plan_but_do_not_execute(periods, at_s, exe
     doc = copy.deepcopy(SCENARIO_INPUT)
     doc["policy"]["excluded_periods"] = periods
     doc["steps"][0]["at_s"] = at_s
-    out = run(doc)[0]
+    out = steps_of(doc)[0]
     if executable:
         assert out["decision"] == "scale" and out["vertices"]["agg"]["proposed"] == 8
     else:
@@ -394,7 +391,7 @@ def test_excluded_periods_compute_the_plan_but_do_not_execute(periods, at_s, exe
 def test_step_parallelism_overrides_what_was_running():
     doc = copy.deepcopy(SCENARIO_INPUT)
     doc["steps"].append({**copy.deepcopy(doc["steps"][0]), "at_s": 60, "parallelism": {"agg": 5}})
-    second = run(doc)[1]
+    second = steps_of(doc)[1]
     assert (second["vertices"]["src"]["current"], second["vertices"]["agg"]["current"]) == (4, 5)
 
 

@@ -79,7 +79,7 @@ def test_the_rule_oracle_keeps_the_start_heap_until_pressure_and_resizes_only_at
     assert rule_oracle_mb_s([], [], [], [], 30.0, 1024) == 0.0
 
 
-def run(job, controller, hours=1.5, heap_mb=None, cores=4):
+def _simulate(job, controller, hours=1.5, heap_mb=None, cores=4):
     settings = bench_settings("micro-batch")
     trace = constant(base_rate_per_s(job), hours)
     start = Config({v.id: v.parallelism if not v.adjustable else 8 for v in job.vertices}, cores, heap_mb)
@@ -91,7 +91,7 @@ def test_a_heap_too_small_for_the_state_fails_restarts_with_more_and_loses_nothi
     the job restarts at the handover's cost with 1,216 MB (and again if that is short)."""
     job = replace(sessions(), memory=replace(sessions().memory, start_heap_mb=600))
     controller = PolicyController(bench_policy(), name="ds2")
-    result = run(job, controller)
+    result = _simulate(job, controller)
     assert result.memory_failures >= 1 and result.records_lost == 0
     restarts = [r for r in result.rescales if r.after.heap_mb != r.before.heap_mb]
     assert restarts[0].before.heap_mb == 600 and restarts[0].after.heap_mb == 1216
@@ -105,7 +105,7 @@ def test_the_collects_measure_gc_and_heap_through_production_and_pressure_holds_
     seen = []
     decide = controller.decide
     controller.decide = lambda observation: seen.append(observation) or decide(observation)
-    run(sessions(), controller, cores=16)
+    _simulate(sessions(), controller, cores=16)
     readings = [r for o in seen for r in o.memory]
     assert readings and all(r.heap_max_bytes == 1024 * 2**20 for r in readings)
     assert max(r.gc_share for r in readings if r.gc_share is not None) > 0.3
@@ -122,12 +122,12 @@ def _heap_changes(result):
 def test_ds2_with_memory_apply_never_restarts_for_a_smaller_heap_alone():
     """Production's rule (``scaling.planner.memory.memory_decision``): without pressure the heap changes only
     with a rescale that happens anyway. At 16 cores the demo needs no rescale, so its 8 GB stay."""
-    result = run(demo_8g(), PolicyController(bench_policy(), name="ds2", memory=DS2_MEMORY), hours=1.0, cores=16)
+    result = _simulate(demo_8g(), PolicyController(bench_policy(), name="ds2", memory=DS2_MEMORY), hours=1.0, cores=16)
     assert result.rescales == [] and result.memory_failures == 0
 
 
 def test_a_smaller_heap_rides_along_with_each_rescale_by_at_most_the_guard_factor():
-    result = run(demo_8g(), PolicyController(bench_policy(), name="ds2", memory=DS2_MEMORY), hours=1.0, cores=7)
+    result = _simulate(demo_8g(), PolicyController(bench_policy(), name="ds2", memory=DS2_MEMORY), hours=1.0, cores=7)
     assert _heap_changes(result) == [(True, 8192, 4096), (True, 4096, 2048), (True, 2048, 1024)]
     assert all(r.downtime_s > 1.0 for r in result.rescales) and result.memory_failures == 0
 
@@ -135,7 +135,7 @@ def test_a_smaller_heap_rides_along_with_each_rescale_by_at_most_the_guard_facto
 def test_fewer_executors_hold_more_state_each_so_the_heap_riding_along_grows():
     """Sessions on 16 executors, scaled down to 7 while the state grows: each executor's share of the
     state more than doubles, so the heap goes up with the rescale, and no batch runs out of heap."""
-    result = run(sessions(), PolicyController(bench_policy(), name="ds2", memory=DS2_MEMORY), cores=16)
+    result = _simulate(sessions(), PolicyController(bench_policy(), name="ds2", memory=DS2_MEMORY), cores=16)
     ((cores_changed, before, after),) = _heap_changes(result)
     assert cores_changed and before == 1024 and after > 1024
     assert result.memory_failures == 0 and result.records_lost == 0
@@ -143,5 +143,5 @@ def test_fewer_executors_hold_more_state_each_so_the_heap_riding_along_grows():
 
 def test_without_memory_apply_the_heap_never_changes_without_a_failure():
     controller = PolicyController(bench_policy(), name="ds2", memory=MemoryPolicy(memory_apply=False))
-    result = run(demo_8g(), controller, hours=1.0)
+    result = _simulate(demo_8g(), controller, hours=1.0)
     assert all(r.after.heap_mb == 8192 for r in result.rescales) and result.memory_failures == 0

@@ -20,7 +20,7 @@ from scaling.values.reasons import Limit, PlanFormatError, PlanReason, Reason, V
 from scaling.values.state import ScalerState
 from scaling.words.reason_text import reason_text
 from tests.capture_paths import FIXTURES
-from tests.scaling.planner.test_planner import three_stages
+from tests.scaling.factories import three_stages
 from tests.scaling.scenario.test_scenario import SCENARIO_INPUT
 
 PLANS = FIXTURES / "plans"

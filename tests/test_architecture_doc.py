@@ -1,9 +1,8 @@
 """docs/ARCHITECTURE.md stays true: every file it names exists."""
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.repo import ROOT
 
 
 def test_every_file_the_architecture_map_names_exists():

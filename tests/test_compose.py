@@ -19,9 +19,9 @@ from sparkclient.demo.generator import read_counts
 from sparkclient.demo.redisproc import free_port, redis_server_binary, start_redis
 from sparkclient.runner.arguments import add_run_arguments
 from sparkclient.runner.supervisor import driver_command
+from tests.repo import ROOT
 from tests.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = {"web", "worker", "beat", "redis", "postgres", "spark-master", "spark-worker", "generator", "pipeline",
             "migrate"}
 

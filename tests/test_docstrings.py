@@ -6,9 +6,9 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.repo import ROOT
+
 _spec = importlib.util.spec_from_file_location("docstrings", ROOT / "scripts" / "docstrings.py")
 docstrings = importlib.util.module_from_spec(_spec)
 sys.modules["docstrings"] = docstrings  # the script's dataclasses look their module up there

@@ -8,7 +8,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.repo import ROOT
 
 
 def script(name: str, *args: Path) -> subprocess.CompletedProcess:
@@ -16,7 +16,7 @@ def script(name: str, *args: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=60, check=False)
 
 
-def report(path: Path, *cases: tuple[str, str]) -> Path:
+def write_junit(path: Path, *cases: tuple[str, str]) -> Path:
     body = "".join(f'<testcase classname="{cls}" name="{name}" time="1.5"/>' for cls, name in cases)
     path.write_text(f'<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" '
                     f'tests="{len(cases)}">{body}</testsuite></testsuites>')
@@ -24,8 +24,9 @@ def report(path: Path, *cases: tuple[str, str]) -> Path:
 
 
 def test_the_merged_report_holds_every_test_of_both_phases_and_the_browser_check_reads_it(tmp_path):
-    first = report(tmp_path / "junit-1.xml", ("tests.scaling.test_a", "test_one"), ("tests.webapp.test_b", "test_two"))
-    second = report(tmp_path / "junit-2.xml", ("tests.browser.test_c", "test_page"))
+    first = write_junit(tmp_path / "junit-1.xml", ("tests.scaling.test_a", "test_one"),
+                        ("tests.webapp.test_b", "test_two"))
+    second = write_junit(tmp_path / "junit-2.xml", ("tests.browser.test_c", "test_page"))
     merged = tmp_path / "junit.xml"
 
     done = script("merge-junit.py", merged, first, second)
@@ -38,7 +39,7 @@ def test_the_merged_report_holds_every_test_of_both_phases_and_the_browser_check
 
 
 def test_a_phase_without_its_report_fails_the_merge_and_then_the_browser_check(tmp_path):
-    first = report(tmp_path / "junit-1.xml", ("tests.scaling.test_a", "test_one"))
+    first = write_junit(tmp_path / "junit-1.xml", ("tests.scaling.test_a", "test_one"))
     merged = tmp_path / "junit.xml"
 
     done = script("merge-junit.py", merged, first, tmp_path / "junit-2.xml")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.repo import ROOT
 from tests.webapp.fakerunner import FakeRunner
 
 # Playwright's sync API runs an event loop in the test's thread; the ORM calls of the test itself
@@ -23,8 +24,7 @@ CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage"]
-REPO = Path(__file__).resolve().parents[2]
-ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", REPO / "test-artifacts"))
+ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", ROOT / "test-artifacts"))
 
 
 def pytest_collection_modifyitems(items):

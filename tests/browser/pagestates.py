@@ -31,7 +31,8 @@ AUTO_POLICY = {"mode": "auto", "guard_directions": "both", "guard_max_change_fac
 STALL_WINDOWS = 6
 
 
-def _run(name: str, *, policy: dict | None = None, actions=(), tail_s: float = 0.0) -> loop_harness.LoopHarness:
+def _run_step_trace(name: str, *, policy: dict | None = None, actions=(),
+                    tail_s: float = 0.0) -> loop_harness.LoopHarness:
     """Run the harness over the step trace so that its last beat is ``tail_s`` before now; the clock,
     the dispatch and the control channel are the harness's only while it runs."""
     patch = pytest.MonkeyPatch()
@@ -81,7 +82,7 @@ def _executed(h: loop_harness.LoopHarness) -> Proposal:
 
 def approved() -> tuple[Job, Proposal]:
     """A person approved the scale-up; it executed and was verified."""
-    h = _run("approved", actions=[_approve_first_pending(make_user("operator"))])
+    h = _run_step_trace("approved", actions=[_approve_first_pending(make_user("operator"))])
     proposal = _executed(h)
     assert proposal.verification == Proposal.Verification.VERIFIED, proposal.verification_detail
     return h.job, proposal
@@ -91,7 +92,7 @@ def rolled_back() -> tuple[Job, Proposal]:
     """A person approved the scale-up, it executed and was verified, then a person rolled it back;
     the rollback executed. The proposal is the rollback."""
     operator = make_user("operator")
-    h = _run("rolled-back", actions=[_approve_first_pending(operator), _roll_back_once_verified(operator)])
+    h = _run_step_trace("rolled-back", actions=[_approve_first_pending(operator), _roll_back_once_verified(operator)])
     rollback = h.job.proposals.get(kind=Proposal.Kind.ROLLBACK)
     assert rollback.status == Proposal.Status.SUCCEEDED and rollback.rollback_of.status == "rolled_back", \
         (rollback.status, rollback.rollback_of.status)
@@ -101,7 +102,7 @@ def rolled_back() -> tuple[Job, Proposal]:
 def auto_approved() -> tuple[Job, Proposal]:
     """Auto mode approved the scale-up; it executed and was verified."""
     make_user("operator")
-    h = _run("auto-approved", policy=AUTO_POLICY)
+    h = _run_step_trace("auto-approved", policy=AUTO_POLICY)
     proposal = _executed(h)
     assert proposal.decided_by is None and proposal.verification, (proposal.decided_by, proposal.verification)
     return h.job, proposal
@@ -112,7 +113,7 @@ def inconclusive() -> tuple[Job, Proposal]:
     and a half (Spark answers, the windows count no batch), so its verification is inconclusive: no
     batch to compare. The job's newest window has no batch either."""
     window_s = 15.0
-    h = _run("inconclusive", policy={"verification_windows": 60},  # not verified while the harness runs
+    h = _run_step_trace("inconclusive", policy={"verification_windows": 60},  # not verified while the harness runs
              actions=[_approve_first_pending(make_user("operator"))], tail_s=STALL_WINDOWS * window_s)
     proposal = _executed(h)
     assert proposal.verification == Proposal.Verification.NONE

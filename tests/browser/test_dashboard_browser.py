@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from tests.browser.conftest import REPO, screenshot
+from tests.browser.conftest import screenshot
+from tests.repo import ROOT
 from tests.webapp.dashboard_factories import make_succeeded
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.dashboard.overview import OVERVIEW_PAGE_SIZE
@@ -70,7 +71,7 @@ def test_job_page_dag_has_one_node_per_vertex_coloured_by_utilization(page):
     names = page.evaluate("() => document.getElementById('series').data.map(t => t.name)")
     assert sum(1 for n in names if n.endswith("utilization")) == 3
     assert page.locator("#proposal").inner_text().count(f"proposal #{pending.pk}") == 1
-    screenshot(page, "job-page", also=REPO / "docs" / "job-page.png")
+    screenshot(page, "job-page", also=ROOT / "docs" / "job-page.png")
     assert not page.js_errors, page.js_errors
 
 

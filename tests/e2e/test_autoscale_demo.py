@@ -20,6 +20,7 @@ import redis
 from rest_framework.authtoken.models import Token
 
 from sparkclient.demo.processes import ProcessGroup
+from tests.repo import ROOT
 from tests.waiting import wait_for, wait_while_progressing
 from tests.webapp.factories import make_user
 from webapp.jobs.models import Job
@@ -83,7 +84,7 @@ def system(redis_server, live_server, celery_broker, settings, tmp_path):
 
 
 def _dump_logs(log_dir: Path) -> None:
-    artifacts = Path(os.environ.get("TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts"))
+    artifacts = Path(os.environ.get("TEST_ARTIFACTS", ROOT / "test-artifacts"))
     artifacts.mkdir(parents=True, exist_ok=True)
     for log in [*log_dir.glob("*.log"), *log_dir.parent.glob("runner/*.log")]:
         (artifacts / f"e2e-{log.name}").write_bytes(log.read_bytes())

@@ -18,11 +18,11 @@ import psutil
 import pytest
 
 from sparkclient.demo.redisproc import free_port
+from tests.repo import ROOT
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.timeout(600)]
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _snapshots(db: Path) -> int:

@@ -18,8 +18,8 @@ from scaling.bench.memory import MEMORY_WORKLOADS, memory_target, run_memory_ben
 from scaling.bench.run import QUICK, ROW_KEYS, SETTINGS, Row, full_workloads, run_bench
 from scaling.sim.baselines import held_core_s
 from scaling.sim.engine import Config
+from tests.repo import ROOT
 
-REPO = Path(__file__).resolve().parents[3]
 TARGETS = ("core_hours_median", "core_hours_max", "one_step", "two_steps", "lost", "slo", "slo_60", "rescales",
            "dominance")
 
@@ -28,7 +28,7 @@ def run_cli(tmp: Path, seed: int, name: str, *settings: str) -> tuple[list[dict]
     out = tmp / f"{name}.json"
     args = [arg for s in settings for arg in ("--setting", s)]
     done = subprocess.run([sys.executable, "-m", "scaling", "bench", "--quick", "--seed", str(seed), "--json", str(out),
-                           "--report", str(tmp / f"{name}.html"), *args], cwd=REPO, capture_output=True, text=True,
+                           "--report", str(tmp / f"{name}.html"), *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stderr
     table = "\n".join(line for line in done.stdout.splitlines() if " runs in " not in line and "report:" not in line)

@@ -5,12 +5,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from scaling.bench.perf import evaluate_cpu_s, evaluate_micro_batch_once, micro_batch_scenario, random_job, timings_ms
 from scaling.scenario.format import evaluate_text
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.repo import ROOT
 
 
 def test_random_job_has_the_promised_shape():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,9 @@ from scaling.policy.policy import Policy
 from scaling.scenario.format import evaluate_text
 from scaling.scenario.values import ScenarioError
 from scaling.words.options_doc import markdown
+from tests.repo import ROOT
 
-POLICY_MD = Path(__file__).resolve().parents[3] / "docs" / "POLICY.md"
+POLICY_MD = ROOT / "docs" / "POLICY.md"
 
 
 def just_outside(option: Option) -> list:

@@ -5,13 +5,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.repo import ROOT
 from tests.scaling.scenario.test_scenario import SCENARIO_INPUT, SCENARIO_OUTPUT
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:

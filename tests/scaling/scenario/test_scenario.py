@@ -12,6 +12,7 @@ from scaling.policy.policy import Policy
 from scaling.scenario.format import evaluate_text
 from scaling.scenario.values import ScenarioError
 from scaling.words.reason_text import align_note
+from tests.repo import ROOT
 from tests.scaling.factories import steps_of
 
 SCENARIO_INPUT = {
@@ -428,9 +429,8 @@ def test_malformed_json():
 def test_docs_scenario_md_example_in_the_repository_evaluates_to_its_output():
     """docs/SCENARIO.md (the repository's copy of the spec): its input block gives its output block."""
     import re
-    from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[3] / "docs" / "SCENARIO.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "SCENARIO.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```json\n(.*?)```", text, flags=re.S)
     assert len(blocks) >= 2
     assert evaluate_text(blocks[0]) == json.loads(blocks[1])

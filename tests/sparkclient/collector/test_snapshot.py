@@ -21,8 +21,7 @@ from sparkclient.collector.snapshot import (
 )
 from sparkclient.collector.topology import sample_from_rest
 from tests.capture_paths import MEMORY_CAPTURE, P1_RUN_ID, SPARK_4_3_0
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.repo import ROOT
 
 
 def test_captures_become_a_valid_micro_batch_scenario() -> None:

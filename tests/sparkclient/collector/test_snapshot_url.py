@@ -6,14 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.capture_paths import SPARK_4_3_0
 from tests.fakespark import APP, fake_spark_ui
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.repo import ROOT
 
 
 @pytest.fixture

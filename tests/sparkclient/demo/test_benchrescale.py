@@ -7,23 +7,21 @@ import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from sparkclient.demo.benchrescale import Run, table
+from tests.repo import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 
-
-def _run(path, pause, *, ok=True, catch_up=4.0, effect=math.nan, steps=None):
+def _measured_run(path, pause, *, ok=True, catch_up=4.0, effect=math.nan, steps=None):
     return Run(path=path, reported_path=path, succeeded=ok, pause_s=pause, downtime_s=pause + 1, added_lag_s=pause * 2,
                catch_up_s=catch_up, exactly_once=ok, same_run_id=False, time_to_effect_s=effect, handover_steps_s=steps)
 
 
 def test_the_table_gives_median_min_max_per_path_and_flags_a_run_that_lost_exactly_once():
-    text = table([_run("in-process", 1.0), _run("in-process", 3.0), _run("in-process", 2.0),
-                  _run("repartition", 2.0, ok=False, catch_up=math.nan)])
+    text = table([_measured_run("in-process", 1.0), _measured_run("in-process", 3.0), _measured_run("in-process", 2.0),
+                  _measured_run("repartition", 2.0, ok=False, catch_up=math.nan)])
     lines = text.splitlines()
     in_process = next(line for line in lines if line.startswith("in-process"))
     assert "2.00/1.00/3.00" in in_process and in_process.rstrip().endswith("yes")
@@ -33,8 +31,8 @@ def test_the_table_gives_median_min_max_per_path_and_flags_a_run_that_lost_exact
 
 
 def test_the_table_gives_the_time_to_effect_per_path_and_where_a_handovers_time_went():
-    text = table([_run("in-process", 1.0, effect=3.5), _run("in-process", 1.2, effect=4.5),
-                  _run("handover", 1.5, effect=82.0, steps={"requested": 0.1, "spawned": 0.6, "session": 50.2,
+    text = table([_measured_run("in-process", 1.0, effect=3.5), _measured_run("in-process", 1.2, effect=4.5),
+                  _measured_run("handover", 1.5, effect=82.0, steps={"requested": 0.1, "spawned": 0.6, "session": 50.2,
                                                             "first_batch": 82.0})])
     header, *rows = text.splitlines()
     assert "time_to_effect_s med/min/max" in header

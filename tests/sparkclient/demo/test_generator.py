@@ -7,7 +7,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +14,7 @@ from sparkclient.contract import keys
 from sparkclient.contract.load import get_rate, set_rate
 from sparkclient.demo.generator import Generator, event_type, read_counts
 from sparkclient.demo.redislog import PartitionedLog
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.repo import ROOT
 
 
 def _all_events(client, topic):

@@ -25,9 +25,9 @@ from sparkclient.runner.executors import (
     state_executors,
 )
 from tests.capture_paths import spark_json
+from tests.repo import ROOT
 from tests.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parents[3]
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 

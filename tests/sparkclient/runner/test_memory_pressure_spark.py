@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -31,6 +30,7 @@ from scaling.values.reasons import Decision, PlanReason
 from sparkclient.contract.control import read_status, send_command, wait_result
 from sparkclient.contract.messages import RescaleCommand, RescalePath
 from sparkclient.demo.redisproc import free_port
+from tests.repo import ROOT
 from tests.waiting import wait_for
 from tests.webapp.factories import make_user
 from webapp.jobs.memory import job_memory, memory_inputs
@@ -41,7 +41,6 @@ from webapp.loop.evaluate import evaluation_run
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.django_db, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[3]
 JOB = "memory-pressure"
 PIPELINE = "tests.sparkclient.runner.memory_pressure_pipeline:build"
 #: Seconds between two beats of the loop (collect, then evaluate).
@@ -72,7 +71,7 @@ def _beat(job: Job, beats: list[dict], started: float) -> None:
                                       "codes": [r["code"] for r in evaluation.reasons]}})
 
 
-def _run(job: Job, beats: list[dict], *, run_id: str, until) -> float:
+def _beat_until(job: Job, beats: list[dict], *, run_id: str, until) -> float:
     """Beat until ``until(seconds since the run's first snapshot)`` holds; returns those seconds."""
     started, first = time.monotonic(), None
     while True:
@@ -132,7 +131,7 @@ def test_memory_pressure_blocks_scale_downs_and_the_recommended_heap_removes_it(
         newest = tight[-PRESSURE_BEATS:]
         return elapsed_s >= MAX_RUN_S or (len(newest) == PRESSURE_BEATS and all(map(under_pressure, newest)))
 
-    tight_s = _run(job, tight, run_id=status.run_id, until=pressure_now)
+    tight_s = _beat_until(job, tight, run_id=status.run_id, until=pressure_now)
     job.refresh_from_db()
     print("\n512 MB:", json.dumps(tight, indent=None))
 
@@ -175,7 +174,7 @@ def test_memory_pressure_blocks_scale_downs_and_the_recommended_heap_removes_it(
     assert status.knobs["memory_mb"] == heap.recommended_mb
 
     roomy: list[dict] = []
-    roomy_s = _run(job, roomy, run_id=status.run_id, until=lambda elapsed_s: elapsed_s >= tight_s)
+    roomy_s = _beat_until(job, roomy, run_id=status.run_id, until=lambda elapsed_s: elapsed_s >= tight_s)
     print(f"{heap.recommended_mb} MB:", json.dumps(roomy, indent=None))
     measured = [b for b in roomy if b["run_id"] == status.run_id and b["gc_share"] is not None]
     assert measured and roomy_s >= tight_s

@@ -29,11 +29,11 @@ from sparkclient.demo.generator import read_counts
 from sparkclient.demo.redislog import PartitionedLog
 from sparkclient.demo.redisproc import free_port
 from sparkclient.demo.sink import sink_total
+from tests.repo import ROOT
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[3]
 JOB, TOPIC = "t-demo", "t-nexmark"
 PIPELINE = "sparkclient.demo.examples.nexmark:build"
 #: The standby's warm-up on the pipeline's plan, in batches (``run --warm-up-batches``): the test

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from rest_framework.authtoken.models import Token
 
+from tests.repo import ROOT
 from tests.webapp.dashboard_factories import make_succeeded
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
@@ -25,7 +26,6 @@ from webapp.proposals.models import AuditEvent, Execution, Proposal
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[3]
 ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", ROOT / "test-artifacts"))
 
 #: Makes positive bodies of the registration and policy edits satisfy the rules between fields the

@@ -33,7 +33,7 @@ PAGES = [("history, first page", "/jobs/{job}/history/"), ("history (live body)"
          ("history, filtered by actor", "/jobs/{job}/history/?actor=system")]
 
 
-def build(events: int, password: str | None):
+def build_history(events: int, password: str | None):
     """A job with a succeeded rescale, snapshots, and ``events`` audit events; returns (job, user)."""
     from django.contrib.auth import get_user_model  # noqa: PLC0415 - Django is set up by main() first
 
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         started = time.perf_counter()
         with transaction.atomic():
-            job, user = build(args.events, args.password if args.keep else None)
+            job, user = build_history(args.events, args.password if args.keep else None)
         print(f"job {job.name} (id {job.pk}) with {job.audit_events.count()} audit events built in "
               f"{time.perf_counter() - started:.1f} s (SQLite); server time, median of {args.requests} "
               f"(target {TARGET_MS:.0f} ms for the first page):")

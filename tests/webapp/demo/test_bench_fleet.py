@@ -8,14 +8,12 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.repo import ROOT
 from webapp.demo import fleetbench
 from webapp.loop.evaluate import TIMING_PREFIX
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(("times", "expected"), [

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from rest_framework.authtoken.models import Token
 
 from sparkclient.contract.spec import KnobTarget
+from tests.repo import ROOT
 from tests.webapp.factories import make_user
 from webapp.jobs.knobs import KnobListError, parse_knobs
 from webapp.jobs.models import Job, JobPolicy
@@ -397,7 +398,7 @@ def test_schemathesis_with_an_admin_token_finds_no_server_error_in_the_job_write
     for name in ("alpha", "beta"):
         job_register(name=name, knobs=[KNOB])
     token = Token.objects.create(user=make_user("fuzz-admin", role="admin"))
-    artifacts = Path(os.environ.get("TEST_ARTIFACTS", Path(__file__).resolve().parents[3] / "test-artifacts"))
+    artifacts = Path(os.environ.get("TEST_ARTIFACTS", ROOT / "test-artifacts"))
     artifacts.mkdir(parents=True, exist_ok=True)
     command = [str(Path(sys.executable).with_name("st")), "run", f"{live_server.url}/api/schema/",
                "--url", live_server.url, "--header", f"Authorization: Token {token.key}",

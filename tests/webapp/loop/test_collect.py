@@ -25,7 +25,7 @@ PROGRESS = json.loads((SPARK_4_3_0 / "p1_recentProgress.json").read_text())
 AFTER_LAST_BATCH = datetime.fromisoformat(PROGRESS[-1]["timestamp"].replace("Z", "+00:00")).timestamp() + 3
 
 
-def report(redis, job: Job, **fields) -> None:
+def write_runner_status(redis, job: Job, **fields) -> None:
     """What the runner writes to its status hash (``sparkclient.contract.messages.StatusUpdate``)."""
     redis.delete(keys.runner(job.name))
     control.write_status(redis, job.name, StatusUpdate(**fields))
@@ -36,7 +36,7 @@ def running(redis, job: Job, ui_url: str, **extra) -> None:
     only a registered job's UI)."""
     Job.objects.filter(pk=job.pk).update(spark_ui_url=ui_url)
     job.refresh_from_db()
-    report(redis, job, **{"state": "running", "ui_url": ui_url, "app_id": APP, "run_id": RUN_ID,
+    write_runner_status(redis, job, **{"state": "running", "ui_url": ui_url, "app_id": APP, "run_id": RUN_ID,
                           "knobs": dict(CONFIG), **extra})
 
 
@@ -61,7 +61,7 @@ def test_no_runner_marks_the_job_down_and_says_how_to_start_one(workflow_redis):
 ])
 def test_a_runner_that_is_not_running_or_has_no_ui_marks_the_job_down(workflow_redis, fields, expected):
     job = make_job()
-    report(workflow_redis, job, **fields)
+    write_runner_status(workflow_redis, job, **fields)
     assert collector.snapshot_collect(job=job) is None
     job.refresh_from_db()
     assert (job.health, job.last_error) == (Job.Health.DOWN, expected)

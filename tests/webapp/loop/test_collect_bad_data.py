@@ -29,7 +29,7 @@ APP_ID = json.loads((SPARK_4_3_0 / "p1_app.json").read_text())["id"]
 
 
 @pytest.fixture
-def spark(monkeypatch):
+def spark_rest(monkeypatch):
     """The p1 capture as the Spark REST API; ``payloads`` may be edited by a test before collecting."""
     payloads = {"jobs": spark_json("p1_app_jobs.json"), "stages": spark_json("p1_app_stages.json"),
                 "executors": spark_json("p1_app_executors.json")}
@@ -79,7 +79,7 @@ def _strict_json(text: str):
     return json.loads(text, parse_constant=refuse)
 
 
-def test_a_good_collect_stores_finite_values(spark, published):
+def test_a_good_collect_stores_finite_values(spark_rest, published):
     job, now, _redis = published
     snapshot = snapshot_collect(job=job, now=now)
     assert snapshot is not None, job.last_error
@@ -88,7 +88,7 @@ def test_a_good_collect_stores_finite_values(spark, published):
     assert snapshot.batches == 5 and snapshot.arrival_rate_per_s == pytest.approx(2000.0)
 
 
-def test_a_truncated_progress_entry_marks_the_job_degraded_with_the_reason(spark, published):
+def test_a_truncated_progress_entry_marks_the_job_degraded_with_the_reason(spark_rest, published):
     job, now, redis = published
     text = json.dumps(spark_json("p1_recentProgress.json")[13])
     redis.xadd(keys.progress(job.name), {"json": text[: len(text) // 2]})
@@ -105,9 +105,9 @@ def test_a_truncated_progress_entry_marks_the_job_degraded_with_the_reason(spark
     ("numTasks", "four", "wrong-type"),
     ("inputRecords", 1e300, "too-large"),
 ])
-def test_malformed_rest_data_marks_the_job_degraded_naming_the_field(spark, published, field, value, problem):
+def test_malformed_rest_data_marks_the_job_degraded_naming_the_field(spark_rest, published, field, value, problem):
     job, now, _redis = published
-    for stage in spark["stages"]:
+    for stage in spark_rest["stages"]:
         stage[field] = value
     assert snapshot_collect(job=job, now=now) is None
     job.refresh_from_db()
@@ -116,10 +116,10 @@ def test_malformed_rest_data_marks_the_job_degraded_naming_the_field(spark, publ
     assert not MetricSnapshot.objects.exists() and not VertexSnapshot.objects.exists()
 
 
-def test_cores_beyond_any_cluster_mark_the_job_degraded_naming_the_field(spark, published):
+def test_cores_beyond_any_cluster_mark_the_job_degraded_naming_the_field(spark_rest, published):
     """4,097 cores on one executor: more than the policy allows any cluster (4,096)."""
     job, now, _redis = published
-    spark["executors"][-1]["totalCores"] = 4097
+    spark_rest["executors"][-1]["totalCores"] = 4097
     assert snapshot_collect(job=job, now=now) is None
     job.refresh_from_db()
     assert job.health == Job.Health.DEGRADED
@@ -127,7 +127,7 @@ def test_cores_beyond_any_cluster_mark_the_job_degraded_naming_the_field(spark, 
     assert not MetricSnapshot.objects.exists()
 
 
-def test_a_progress_whose_durations_are_not_an_object_marks_the_job_degraded(spark, published):
+def test_a_progress_whose_durations_are_not_an_object_marks_the_job_degraded(spark_rest, published):
     job, now, redis = published
     progress = {**spark_json("p1_recentProgress.json")[13], "durationMs": 533}
     redis.xadd(keys.progress(job.name), {"json": json.dumps(progress)})
@@ -138,7 +138,7 @@ def test_a_progress_whose_durations_are_not_an_object_marks_the_job_degraded(spa
     assert not MetricSnapshot.objects.exists()
 
 
-def test_an_infinite_value_is_refused_at_store_time_and_never_reaches_the_api_or_the_live_page(client, spark,
+def test_an_infinite_value_is_refused_at_store_time_and_never_reaches_the_api_or_the_live_page(client, spark_rest,
                                                                                                published):
     job, now, _redis = published
     assert snapshot_collect(job=job, now=now) is not None

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.repo import ROOT
+
 HEAVY = ("pyspark", "py4j", "pandas", "pyarrow", "plotly")
 #: The modules Celery tasks run (webapp/loop/tasks.py and what it calls).
 TASK_MODULES = sorted([*(ROOT / "webapp" / "loop").glob("*.py"), *(ROOT / "webapp" / "proposals").glob("*.py"),

@@ -49,7 +49,7 @@ def _as_without_the_sql_plan(*, flag: bool):
     return hook
 
 
-def _run(monkeypatch, *, flag: bool) -> LoopHarness:
+def _run_join(monkeypatch, *, flag: bool) -> LoopHarness:
     """Nexmark Q8 (persons ⋈ auctions) on 8 cores at 2,000 events/s for 15 min: far below the band."""
     h = make_harness(monkeypatch, trace=steps((900.0, 2000.0)), sim_job=topologies.nexmark_q8(), start_cores=8,
                      policy=SIGNALS_OFF, name=f"join-{flag}")
@@ -63,13 +63,13 @@ def _scale_downs(h: LoopHarness) -> list:
 
 
 def test_the_policy_scales_the_join_down_when_its_samples_are_ready(monkeypatch):
-    h = _run(monkeypatch, flag=False)
+    h = _run_join(monkeypatch, flag=False)
     downs = _scale_downs(h)
     assert downs and downs[0].proposed_config[EXECUTORS_KNOB] < 8
 
 
 def test_a_join_whose_sql_plan_is_unusable_never_yields_a_scale_down(monkeypatch, client):
-    h = _run(monkeypatch, flag=True)
+    h = _run_join(monkeypatch, flag=True)
     evaluations = list(Evaluation.objects.filter(job=h.job).order_by("created_at"))
     assert evaluations and not _scale_downs(h)
     assert all(e.plan["executors_proposed"] >= e.plan["executors_current"] for e in evaluations)

@@ -34,7 +34,7 @@ def _heap_job(name: str, *, knob: bool = True, apply: bool = False, **policy) ->
     return make_job(name, knobs=[HEAP_KNOB] if knob else [], metric_window_s=45, memory_apply=apply, **policy)
 
 
-def _window(job: Job, *, pressure: bool, other: bool, **kwargs) -> list[MetricSnapshot]:
+def _heap_window(job: Job, *, pressure: bool, other: bool, **kwargs) -> list[MetricSnapshot]:
     """Four snapshots: the load above the band (``other``: a scale-up) or inside it; under pressure GC
     50 % with the heap at 1000 of 1024 MB (recommended 2048 MB), else GC 5 % at 300 MB (recommended 512)."""
     shape = {} if other else {"enrich_busy_s": 5.0, "backlog_step": 0, "keeping_up": True, "batch_duration_s": 1.0}
@@ -58,7 +58,7 @@ def _expected(pressure: bool, apply: bool, knob: bool, other: bool) -> tuple[Mem
 @pytest.mark.parametrize(("pressure", "apply", "knob", "other"), list(itertools.product((True, False), repeat=4)))
 def test_whether_and_how_the_loop_proposes_the_heap(pressure, apply, knob, other):
     job = _heap_job("memory", knob=knob, apply=apply)
-    _window(job, pressure=pressure, other=other)
+    _heap_window(job, pressure=pressure, other=other)
     evaluation = evaluation_run(job=job)
     step, heap = _expected(pressure, apply, knob, other)
     plan = evaluation.job_plan
@@ -83,7 +83,7 @@ def test_a_decrease_is_held_on_a_window_that_is_not_ready():
     """memory_apply on, a scale-up that would carry 1024 → 512 MB, on a window with a sample not ready:
     the scale-up may go, the heap decrease may not."""
     job = _heap_job("not-ready", apply=True)
-    snapshots = _window(job, pressure=False, other=True)
+    snapshots = _heap_window(job, pressure=False, other=True)
     MetricSnapshot.objects.filter(pk=snapshots[-1].pk).update(
         not_ready=[{"code": "first-batch", "data": {"batch_id": 0}}])
     evaluation = evaluation_run(job=job)
@@ -93,7 +93,7 @@ def test_a_decrease_is_held_on_a_window_that_is_not_ready():
 
 def test_an_operator_proposes_the_heap_size_and_the_loop_leaves_it_to_them(client):
     job = _heap_job("roomy")
-    _window(job, pressure=False, other=False)
+    _heap_window(job, pressure=False, other=False)
     evaluation_run(job=job)
     assert not job.proposals.exists()  # recommend-only: the loop proposes nothing
     user = make_user()
@@ -121,7 +121,7 @@ def test_an_operator_proposes_the_heap_size_and_the_loop_leaves_it_to_them(clien
     assert body["reasons"][0]["code"] == PlanReason.MEMORY_RESIZE and "1024 → 512 MB" in body["reasons"][0]["text"]
     # evaluations inside the band do not withdraw it, nor does a second request duplicate it
     for _ in range(job.policy.withdraw_after_evaluations + 1):
-        _window(job, pressure=False, other=False, end=timezone.now())
+        _heap_window(job, pressure=False, other=False, end=timezone.now())
         evaluation_run(job=job)
     assert job.proposals.get().status == "pending"
     with pytest.raises(TransitionError, match="is pending"):
@@ -132,18 +132,18 @@ def test_an_operator_proposes_the_heap_size_and_the_loop_leaves_it_to_them(clien
 
 def test_no_proposal_of_a_decrease_under_pressure_nor_without_a_knob():
     under = _heap_job("under")
-    _window(under, pressure=True, other=False)
+    _heap_window(under, pressure=True, other=False)
     proposal = memory_propose(job=under, actor=make_user())  # an increase under pressure: allowed
     assert proposal.proposed_config["heap_mb"] == 2048
     bare = _heap_job("bare", knob=False)
-    _window(bare, pressure=False, other=False)
+    _heap_window(bare, pressure=False, other=False)
     with pytest.raises(TransitionError, match="no memory recommendation"):
         memory_propose(job=bare, actor=make_user("other"))
 
 
 def test_approving_with_the_memory_recommendation_adds_it_and_audits_it(client):
     job = _heap_job("approve")
-    _window(job, pressure=False, other=True)
+    _heap_window(job, pressure=False, other=True)
     evaluation_run(job=job)
     proposal = job.proposals.get()
     assert "heap_mb" not in {k for k, v in proposal.proposed_config.items() if job.config.get(k) != v}
@@ -170,7 +170,7 @@ def test_approving_with_the_memory_recommendation_adds_it_and_audits_it(client):
 
 def test_approving_without_the_box_leaves_the_heap_and_the_box_is_not_offered_twice(client):
     job = _heap_job("plain")
-    _window(job, pressure=False, other=True)
+    _heap_window(job, pressure=False, other=True)
     evaluation_run(job=job)
     proposal = job.proposals.get()
     user = make_user()
@@ -179,7 +179,7 @@ def test_approving_without_the_box_leaves_the_heap_and_the_box_is_not_offered_tw
     assert proposal.proposed_config["heap_mb"] == 1024
     assert proposal.audit_events.get(action="approved").reason == {}
     along = _heap_job("along", apply=True)
-    _window(along, pressure=False, other=True)
+    _heap_window(along, pressure=False, other=True)
     evaluation_run(job=along)
     carried = along.proposals.get()
     assert carried.proposed_config["heap_mb"] == 512  # memory_apply: it rides along already
@@ -274,7 +274,7 @@ def test_a_heap_change_is_up_or_down_after_the_executors_and_the_partitions(prop
 
 def test_the_pages_show_an_opted_in_jobs_own_heap_proposal(client):
     job = _heap_job("opted-in", apply=True)
-    _window(job, pressure=True, other=False)
+    _heap_window(job, pressure=True, other=False)
     evaluation_run(job=job)
     proposal = job.proposals.get()
     client.force_login(make_user())

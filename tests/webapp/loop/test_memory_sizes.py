@@ -31,7 +31,7 @@ def _memory_job(name: str, *, apply: bool, cluster: str = "local@host", knobs: t
     return make_job(name, knobs=knobs, cluster=cluster, metric_window_s=45, memory_apply=apply)
 
 
-def _window(job: Job, *, other: bool, state_mb: float = 100, nonheap_mb: float = 300) -> None:
+def _memory_window(job: Job, *, other: bool, state_mb: float = 100, nonheap_mb: float = 300) -> None:
     """Four snapshots, the load above the band (``other``: a scale-up) or inside it, with the state
     stores at ``state_mb`` over the job and an executor's non-heap peak at ``nonheap_mb``."""
     shape = {} if other else {"enrich_busy_s": 5.0, "backlog_step": 0, "keeping_up": True, "batch_duration_s": 1.0}
@@ -43,7 +43,7 @@ def _window(job: Job, *, other: bool, state_mb: float = 100, nonheap_mb: float =
 @pytest.mark.parametrize(("apply", "other"), list(itertools.product((True, False), repeat=2)))
 def test_the_state_memory_rides_with_another_change_under_memory_apply_and_never_alone(apply, other):
     job = _memory_job("state", apply=apply)
-    _window(job, other=other)
+    _memory_window(job, other=other)
     evaluation = evaluation_run(job=job)
     sizes = {size.kind: size for size in evaluation.job_plan.memory_sizes}
     assert set(sizes) == {MemoryKind.STATE}  # local mode: no overhead recommendation, no executor to size
@@ -61,7 +61,7 @@ def test_the_state_memory_rides_with_another_change_under_memory_apply_and_never
 
 def test_on_a_cluster_the_overhead_follows_the_non_heap_peak_and_the_state_bound():
     job = _memory_job("overhead", apply=True, cluster="spark://master:7077")
-    _window(job, other=True, state_mb=300, nonheap_mb=250)
+    _memory_window(job, other=True, state_mb=300, nonheap_mb=250)
     memory = job_memory(job=job)
     by_kind = {size.kind: size for size in memory.sizes}
     executors = MetricSnapshot.objects.filter(job=job).latest("collected_at").executors
@@ -76,10 +76,10 @@ def test_on_a_cluster_the_overhead_follows_the_non_heap_peak_and_the_state_bound
 
 def test_a_full_state_bound_grows_and_without_a_knob_nothing_is_recommended():
     full = _memory_job("full", apply=True)
-    _window(full, other=True, state_mb=1024)
+    _memory_window(full, other=True, state_mb=1024)
     assert [(s.kind, s.recommended_mb) for s in job_memory(job=full).sizes] == [(MemoryKind.STATE, 2048)]
     bare = _memory_job("bare", apply=True, knobs=())
-    _window(bare, other=True)
+    _memory_window(bare, other=True)
     memory = job_memory(job=bare)
     assert memory.sizes == () and memory.state_mb == pytest.approx(100)  # measured, shown, no knob to size
     assert evaluation_run(job=bare).job_plan.memory_sizes == ()
@@ -87,7 +87,7 @@ def test_a_full_state_bound_grows_and_without_a_knob_nothing_is_recommended():
 
 def test_the_job_page_and_the_api_show_the_state_and_non_heap_memory(client):
     job = _memory_job("shown", apply=False)
-    _window(job, other=False)
+    _memory_window(job, other=False)
     client.force_login(make_user())
     body = client.get(f"/api/jobs/{job.pk}/memory/").json()
     assert (body["state_mb"], body["nonheap_peak_mb"]) == (pytest.approx(100), pytest.approx(300))
@@ -102,7 +102,7 @@ def test_the_job_page_and_the_api_show_the_state_and_non_heap_memory(client):
 
 def test_an_operator_adds_every_memory_recommendation_when_approving(client):
     job = _memory_job("offered", apply=False, knobs=(HEAP_KNOB, STATE))
-    _window(job, other=True)
+    _memory_window(job, other=True)
     MetricSnapshot.objects.filter(job=job).update(heap_peak_bytes=300 * MB, heap_max_bytes=1024 * MB)
     evaluation_run(job=job)
     proposal = job.proposals.get(status="pending")
@@ -129,7 +129,7 @@ def test_an_operator_adds_every_memory_recommendation_when_approving(client):
 
 def test_the_job_page_proposes_the_state_memory_alone_when_a_person_asks():
     job = _memory_job("asked", apply=False, knobs=(STATE,))
-    _window(job, other=False)
+    _memory_window(job, other=False)
     proposal = memory_propose(job=job, actor=make_user())
     assert {k: v for k, v in proposal.proposed_config.items() if job.config.get(k) != v} == {"state_mb": 128}
     assert memory_only(proposal)
@@ -147,13 +147,13 @@ def test_the_state_memory_is_recommended_only_for_rocksdb_state(store, recommend
         stages[2]["state_store"] = store
     Job.objects.filter(pk=job.pk).update(plan_stages=stages)
     job.refresh_from_db()
-    _window(job, other=False)
+    _memory_window(job, other=False)
     assert [s.kind for s in job_memory(job=job).sizes] == ([MemoryKind.STATE] if recommended else [])
 
 
 def test_the_approve_box_leaves_out_a_memory_knob_the_proposal_changes_already():
     job = _memory_job("along", apply=True, knobs=(HEAP_KNOB, STATE))
-    _window(job, other=True)
+    _memory_window(job, other=True)
     MetricSnapshot.objects.filter(job=job).update(heap_peak_bytes=300 * MB, heap_max_bytes=1024 * MB)
     evaluation_run(job=job)
     proposal = job.proposals.get(status="pending")

@@ -21,13 +21,13 @@ from webapp.loop import evaluate
 pytestmark = pytest.mark.django_db
 
 #: The heap knob, with room to grow to 64 GB.
-HEAP = {**HEAP_KNOB, "max": 65536}
+WIDE_HEAP_KNOB = {**HEAP_KNOB, "max": 65536}
 
 
-def _window(case: str) -> tuple[Job, list[MetricSnapshot]]:
+def _job_and_window(case: str) -> tuple[Job, list[MetricSnapshot]]:
     """A job with a heap knob (``memory_apply`` on) and a window whose load is above the band: under
     GC pressure (``pressure``), or with a first batch after a start in it (``not-ready``)."""
-    job = job_register(name=case, topic="nexmark", query_name=f"{case}-query", knobs=[*KNOBS, HEAP],
+    job = job_register(name=case, topic="nexmark", query_name=f"{case}-query", knobs=[*KNOBS, WIDE_HEAP_KNOB],
                        config={"cores": 1, "source_partitions": 1, "enrich_partitions": 1, "state_partitions": 2,
                                "trigger_interval_s": 2, "heap_mb": 1024},
                        policy={"metric_window_s": 45, "memory_apply": True})
@@ -46,7 +46,7 @@ def _window(case: str) -> tuple[Job, list[MetricSnapshot]]:
 def _simulated(request) -> dict:
     """The plan of the simulator's controller on the request's window, as the engine would show it."""
     controller = PolicyController(request.policy, mode=request.mode, memory=request.memory.policy,
-                                  heap_knob=HEAP["name"])
+                                  heap_knob=WIDE_HEAP_KNOB["name"])
     heap = request.memory.knob(request.memory.knobs[0].kind).running_mb
     cores = request.cluster.executors * request.cluster.cores_per_executor
     controller.decide(Observation(
@@ -64,7 +64,7 @@ def _scenario_cli(request) -> dict:
 
 @pytest.mark.parametrize("case", ["pressure", "not-ready"])
 def test_the_loop_the_scenario_cli_and_the_simulator_decide_the_same_plan(case):
-    job, snapshots = _window(case)
+    job, snapshots = _job_and_window(case)
     now = snapshots[-1].collected_at
     stable = evaluate._evaluable_window(job, now)
     request = evaluate.evaluation_request(evaluate.evaluation_context(job=job, snapshots=stable, now=now))

@@ -76,7 +76,7 @@ def test_a_join_whose_sql_plan_is_unusable_is_not_ready(client_class):
 
 
 def test_the_unusable_join_plan_never_yields_a_scale_down():
-    """Acceptance 2 at the collector: the sample's model on 8 cores is far below the band, and the
+    """At the collector: the sample's model on 8 cores is far below the band, and the
     model alone takes cores away (the other signals turned off by the policy: here the second
     source's records, missing from the sources, read as backlog growth and would veto it too);
     carried with the sample's issues, the plan keeps them whatever the policy."""

@@ -81,7 +81,7 @@ def test_live_helpers_on_captured_jobs() -> None:
 
 
 def test_cli_pipes_into_scaling_evaluate() -> None:
-    """Acceptance 5, literally: snapshot --captures DIR | python -m scaling evaluate -."""
+    """The README's pipe, literally: snapshot --captures DIR | python -m scaling evaluate -."""
     snap = subprocess.run([sys.executable, "-m", "sparkclient", "snapshot", "--captures", str(SPARK_4_3_0)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert snap.returncode == 0, snap.stderr

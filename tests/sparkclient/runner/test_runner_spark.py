@@ -146,7 +146,7 @@ def test_rescale_paths_and_exactly_once(redis_server, redis_client, tmp_path):
         assert not refused.succeeded and refused.code == "above-capacity", refused
         assert read_status(redis_client, JOB).run_id == first_run
 
-        # in-process (acceptance 2): other source partitions and repartition count, same state partitions
+        # in-process: other source partitions and repartition count, same state partitions
         send_rescale(redis_client, JOB, "r1", {"cores": 1, "source_partitions": 2, "enrich_partitions": 3,
                                               "state_partitions": 2})
         result = wait_result(redis_client, JOB, "r1", timeout_s=90)

@@ -1,4 +1,4 @@
-"""Acceptance 4: roles. A viewer cannot approve (403 in the API, no button in the page); an
+"""Roles. A viewer cannot approve (403 in the API, no button in the page); an
 operator can; an anonymous user is redirected to login (and the API wants a token or session)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.models import AuditEvent, Proposal
 
-pytestmark = pytest.mark.django_db  # the three tests of acceptance 4 also carry the workflow marker
+pytestmark = pytest.mark.django_db  # the three role tests also carry the workflow marker
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Acceptance 2 of signal validity, through the loop harness (``tests/webapp/loop/harness.py``): a
+"""Signal validity, through the loop harness (``tests/webapp/loop/harness.py``): a
 stream-stream join whose SQL plan is unusable is "not ready" and never yields a scale-down, under a
 policy that scales the same job down when its samples are ready; the job page names the code."""
 

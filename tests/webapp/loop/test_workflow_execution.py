@@ -1,4 +1,4 @@
-"""Acceptance 2 and 3 with real Celery worker processes (no eager mode) sharing a file SQLite
+"""Approval and execution with real Celery worker processes (no eager mode) sharing a file SQLite
 database with the test, a real Redis, and a fake runner on the control channel instead of Spark.
 
 2. A worker killed during an execution: after a new worker starts and the reconcile beat runs,

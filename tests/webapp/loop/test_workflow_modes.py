@@ -1,4 +1,4 @@
-"""Acceptance 5: advisor mode never executes and says so; auto mode executes a scale-up inside the
+"""Advisor mode never executes and says so; auto mode executes a scale-up inside the
 guardrails without a click, and holds one outside them for a person, naming the guardrail.
 
 The execution path is the real one (service → ``send_rescale`` on a real Redis → runner answer),

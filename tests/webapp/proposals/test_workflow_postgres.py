@@ -1,4 +1,4 @@
-"""Acceptance 1, against a real PostgreSQL server: 20 concurrent approve requests for one
+"""One apply per approval, against a real PostgreSQL server: 20 concurrent approve requests for one
 proposal produce exactly one approval, one execution and 19 clear refusals.
 
 Everything runs as processes on PostgreSQL: the Django server (threaded, one DB connection per

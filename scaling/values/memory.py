@@ -16,6 +16,14 @@ MB = 1024 * 1024
 GRANULARITY_MB = 64
 
 
+def heap_usage(peak: float | None, maximum: float | None) -> float | None:
+    """Heap used at its peak / the heap maximum (both in one unit; a share, above 1 when the peak is
+    overstated); None when either is unknown or the maximum is 0."""
+    if peak is None or not maximum:
+        return None
+    return peak / maximum
+
+
 class PressureSignal(StrEnum):
     """Which threshold a job under memory pressure is above."""
 
@@ -45,10 +53,8 @@ class MemoryReading:
 
     @property
     def heap_usage(self) -> float | None:
-        """Heap at peak / heap maximum; None when either is unknown."""
-        if self.heap_peak_bytes is None or not self.heap_max_bytes:
-            return None
-        return self.heap_peak_bytes / self.heap_max_bytes
+        """:func:`heap_usage` of the reading."""
+        return heap_usage(self.heap_peak_bytes, self.heap_max_bytes)
 
 
 @dataclass(frozen=True)
@@ -202,10 +208,8 @@ class WindowMemory:
 
     @property
     def heap_usage(self) -> float | None:
-        """Heap at peak / heap maximum; None when either is unknown."""
-        if self.heap_peak_mb is None or not self.heap_max_mb:
-            return None
-        return self.heap_peak_mb / self.heap_max_mb
+        """:func:`heap_usage` of the window."""
+        return heap_usage(self.heap_peak_mb, self.heap_max_mb)
 
     @property
     def pressure_reason(self) -> Reason | None:

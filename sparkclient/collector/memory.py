@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scaling.planner.memory import gc_share
+from scaling.values.memory import heap_usage
 from sparkclient.collector.sparkjson import (
     Problem,
     SparkDataError,
@@ -76,10 +77,9 @@ class ExecutorMemory:
 
     @property
     def heap_usage(self) -> float | None:
-        """Heap at peak / heap maximum (may exceed 1 when the fraction guessed is off); None when unknown."""
-        if self.heap_peak_bytes is None or not self.heap_max_bytes:
-            return None
-        return self.heap_peak_bytes / self.heap_max_bytes
+        """Heap at peak / heap maximum (``scaling.values.memory.heap_usage``; may exceed 1 when the
+        fraction guessed is off)."""
+        return heap_usage(self.heap_peak_bytes, self.heap_max_bytes)
 
     @property
     def gc_share(self) -> float | None:
@@ -125,10 +125,8 @@ class MemorySample:
 
     @property
     def heap_usage(self) -> float | None:
-        """``heap_peak_bytes / heap_max_bytes``; None when either is unknown."""
-        if self.heap_peak_bytes is None or not self.heap_max_bytes:
-            return None
-        return self.heap_peak_bytes / self.heap_max_bytes
+        """``scaling.values.memory.heap_usage`` of the sample's peak and maximum."""
+        return heap_usage(self.heap_peak_bytes, self.heap_max_bytes)
 
     @property
     def state_memory_bytes(self) -> int | None:

@@ -260,7 +260,12 @@ class Driver(RescalePaths, StandbyRole):
                 self._write_result(replay)
                 return None
             self._in_flight[command.id] = (command.idempotency_key, dict(command.knobs))
-            return self._rescale(command)
+            taken_at = time.time()
+            try:
+                return self._rescale(command)
+            except Exception as exc:
+                self.leave_to_next_driver(command, exc, taken_at=taken_at)
+                raise
         finally:
             self.client.set(keys.control_cursor(self.job), entry_id)
 

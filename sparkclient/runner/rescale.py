@@ -36,7 +36,14 @@ from sparkclient.contract.messages import (
 from sparkclient.contract.sparkconf import effective_memory_knobs, launch_settings
 from sparkclient.contract.spec import KnobError, validate_values
 from sparkclient.contract.standby import HandoverState
-from sparkclient.runner.handover import HANDOVER_READY_TIMEOUT_S, HandoverStep, mark, record_pending, request_standby
+from sparkclient.runner.handover import (
+    HANDOVER_READY_TIMEOUT_S,
+    HandoverStep,
+    mark,
+    read_pending,
+    record_pending,
+    request_standby,
+)
 from sparkclient.runner.procgroup import yield_cpu
 from sparkclient.runner.session import (
     BATCH_WAIT_TIMEOUT_S,
@@ -117,6 +124,33 @@ class RescalePaths:
                 return None
         return self._restart(command, old, new, repartition=repartition,
                              new_driver=memory_changes or (executors_changed and not self.in_place))
+
+    def leave_to_next_driver(self, command: RescaleCommand, error: BaseException, *, taken_at: float) -> None:
+        """An error escaped ``command``'s path and this driver dies (its JVM is gone, say): make sure the
+        command gets an answer. A checked command that needs no offline repartition becomes a pending
+        driver restart (``knobs`` stored), so the driver the supervisor starts next runs with its knobs and
+        that driver's first batch finishes it; downtime counts from the last batch published
+        (``last_batch_at``, epoch s), else from ``taken_at`` (epoch s). Any other command fails with
+        ``driver-crashed`` and ``error``. Nothing is written when a rescale is already pending (a handover
+        released the checkpoint) or the command has its result."""
+        if read_pending(self.client, self.job) is not None or control.get_result(self.client, self.job, command.id):
+            return
+        checked = self.check(command)
+        if isinstance(checked, RescaleResult):
+            self._write_result(checked)
+            return
+        if self._needs_repartition(dict(self.values), checked):
+            died = f"{type(error).__name__}: {error}"[:1000]
+            self._write_result(RescaleResult.failed(command.id, FailureCode.DRIVER_CRASHED, knobs=self.values,
+                                                    error=f"the driver died while applying it: {died}"))
+            return
+        last_batch = control.read_status(self.client, self.job).last_batch_at or None
+        pending = {"id": command.id, "last_batch_end_epoch_s": last_batch, "path": RescalePath.DRIVER_RESTART.value,
+                   "knobs": checked, "requested_at": taken_at, "idempotency_key": command.idempotency_key,
+                   "command_knobs": command.knobs}
+        record_pending(self.client, self.job, pending, checked)
+        log.warning("command %s: the driver dies (%s: %s); the next driver starts with %s and finishes it",
+                    command.id, type(error).__name__, error, checked)
 
     def _needs_repartition(self, old: dict[str, int], new: dict[str, int]) -> bool:
         """Whether the shuffle knob changes on a checkpoint that holds state (its partitions are

@@ -43,6 +43,7 @@ from sparkclient.contract.spec import KnobError, PipelineLoadError, load_pipelin
 from sparkclient.contract.standby import HandoverState
 from sparkclient.runner.arguments import parse_pairs
 from sparkclient.runner.driver import EXIT_RESTART, Driver, load_knob_values
+from sparkclient.runner.driverlog import query_failure
 from sparkclient.runner.handover import mark_as
 from sparkclient.runner.lease import LeaseUnavailable, release_token
 from sparkclient.runner.procgroup import end_process_group
@@ -175,7 +176,7 @@ class Supervisor:
         crashes, error = 0, ""
         adopted: subprocess.Popen | None = None
         while not self.stopping.is_set():
-            started = time.monotonic()
+            started, log_from = time.monotonic(), self._log_size()
             if adopted is not None:  # the standby that took over after a handover
                 self.child, adopted = adopted, None
                 child = self.child
@@ -202,8 +203,10 @@ class Supervisor:
             if crashed:  # record it at once; reaping the JVM can take seconds
                 crashes = 1 if time.monotonic() - started > CRASH_RESET_S else crashes + 1
                 reported = self.client.hget(keys.runner(self.job), "error") or "no error reported"
-                error = (f"driver exited with code {code} (crash {crashes} in a row): {reported}; "
-                         f"see {self.workdir / 'driver.log'}")
+                cause = query_failure(self.workdir / "driver.log", since=log_from)
+                error = (f"driver exited with code {code} (crash {crashes} in a row): {reported}"
+                         + (f"; its query had failed with {cause}" if cause else "")
+                         + f"; see {self.workdir / 'driver.log'}")
                 log.error(error)
                 control.write_status(self.client, self.job, StatusUpdate(state=RunnerState.FAILED, error=error))
             elif code == EXIT_RESTART:
@@ -225,6 +228,13 @@ class Supervisor:
             self.stopping.wait(min(30.0, 2.0 ** crashes))
         control.write_status(self.client, self.job, StatusUpdate(state=RunnerState.STOPPED))
         return 0
+
+    def _log_size(self) -> int:
+        """The driver log's size, bytes (0 before the first driver writes it)."""
+        try:
+            return (self.workdir / "driver.log").stat().st_size
+        except OSError:
+            return 0
 
     def _fail_pending(self, error: str) -> None:
         raw = self.client.get(keys.runner_pending(self.job))

@@ -10,6 +10,7 @@ import redis
 from xdist.scheduler import LoadScopeScheduling
 
 from sparkclient.demo.redisproc import start_redis
+from tests.waiting import BUSY_HOST_FACTOR
 
 #: Modules whose tests share an expensive module-scoped fixture: under pytest-xdist each worker that
 #: runs one of their tests builds the fixture again, so all of a module's tests go to one worker.
@@ -139,7 +140,8 @@ def pytest_collection_modifyitems(config, items):
     """``slow``: tests that take more than about 10 s without starting Spark, a browser or worker
     processes, kept out of the README's quick loop: the schemathesis run, the policy benchmark, and
     every hypothesis fuzzer of ``FUZZER_EXAMPLES`` examples or more. They and the ``fuzz`` tests
-    get a hang guard of ``SLOW_TIMEOUT_S`` unless they set their own."""
+    get a hang guard of ``SLOW_TIMEOUT_S`` unless they set their own; every guard is then multiplied by
+    ``BUSY_HOST_FACTOR`` (tests/waiting.py)."""
     for item in items:
         hypothesis_settings = getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", None)
         if item.nodeid.startswith(("tests/webapp/api/test_api_fuzz.py", "tests/scaling/bench/test_bench.py")) \
@@ -149,6 +151,9 @@ def pytest_collection_modifyitems(config, items):
         if (item.get_closest_marker("slow") or item.get_closest_marker("fuzz")) \
                 and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+        guard = item.get_closest_marker("timeout")
+        seconds = guard.args[0] if guard is not None and guard.args else config.getini("timeout")
+        item.add_marker(pytest.mark.timeout(float(seconds) * BUSY_HOST_FACTOR), append=False)
 
 
 @pytest.fixture(autouse=True, scope="session")

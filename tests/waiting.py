@@ -4,35 +4,51 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
+
+from sparkclient.contract.control import read_status
+from sparkclient.contract.messages import RunnerState
+from sparkclient.runner.driverlog import query_failure
 
 T = TypeVar("T")
 
+#: Every wait's ``timeout_s`` and every hang guard (tests/conftest.py) is sized for a quiet host and
+#: multiplied by this: on a shared 2-core host (load average 5-8, a CPU burner beside) the Spark phase
+#: took 2.5x its quiet time. A wait ends as soon as what it waits for comes, so this costs a quiet host nothing.
+BUSY_HOST_FACTOR = 3
+
 
 def wait_for(predicate: Callable[[], T], *, timeout_s: float, what: str, interval_s: float = 0.5,
-             group=None) -> T:
+             group=None, failed: Callable[[], str | None] | None = None) -> T:
     """Call ``predicate`` every ``interval_s`` seconds until it returns something truthy; return that.
 
     Args:
         group: a ``sparkclient.demo.processes.ProcessGroup`` whose children must stay alive; the first that
             exits fails the wait at once, with the end of its log.
+        failed: says why the wait can no longer succeed (e.g. :func:`runner_failure`), None while it can;
+            a message fails the wait at once with it.
 
     Raises:
-        AssertionError: ``timeout_s`` passed (the message names ``what``), or a child exited.
+        AssertionError: ``timeout_s`` times :data:`BUSY_HOST_FACTOR` passed (the message names ``what``), a
+            child exited, or ``failed`` spoke.
     """
     started = time.monotonic()
-    deadline = started + timeout_s
+    deadline = started + timeout_s * BUSY_HOST_FACTOR
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             print(f"{what}: {time.monotonic() - started:.1f} s")  # measured waits show with -s
             return value
+        reason = failed() if failed is not None else None
+        if reason:
+            raise AssertionError(f"{reason}\n(while waiting for {what})")
         if group is not None and group.dead():
             dead = group.dead()[0]
             raise AssertionError(f"{dead.name} exited with {dead.process.returncode} while waiting for {what}; "
                                  f"log:\n{dead.log_path.read_text()[-3000:]}")
         time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout_s * BUSY_HOST_FACTOR:.0f} s waiting for {what}")
 
 
 def wait_while_progressing(measure: Callable[[], float | None], *, target: float, what: str, stall_s: float,
@@ -64,3 +80,18 @@ def wait_while_progressing(measure: Callable[[], float | None], *, target: float
             raise AssertionError(f"no progress for {stall_s:.0f} s waiting for {what} (target {target}); "
                                  f"last samples: {samples[-10:]}")
         time.sleep(interval_s)
+
+
+def runner_failure(client, job: str, driver_log: Path) -> Callable[[], str | None]:
+    """For ``wait_for(failed=...)``: once the runner of ``job`` reports a crashed driver (state ``failed``),
+    the driver's own error, the cause its log names (:func:`sparkclient.runner.driverlog.query_failure`)
+    and the log's last 3,000 characters."""
+    def failed() -> str | None:
+        status = read_status(client, job)
+        if status.state != RunnerState.FAILED:
+            return None
+        cause = query_failure(driver_log)
+        tail = driver_log.read_text(errors="replace")[-3000:] if driver_log.exists() else "(no driver log)"
+        return (f"the driver of {job} crashed: {status.error or 'no error reported'}"
+                + (f"\nits query failed with {cause}" if cause else "") + f"\ndriver log ({driver_log}):\n{tail}")
+    return failed

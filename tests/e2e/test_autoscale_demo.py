@@ -21,7 +21,7 @@ from rest_framework.authtoken.models import Token
 
 from sparkclient.demo.processes import ProcessGroup
 from tests.repo import ROOT
-from tests.waiting import wait_for, wait_while_progressing
+from tests.waiting import runner_failure, wait_for, wait_while_progressing
 from tests.webapp.factories import make_user
 from webapp.jobs.models import Job
 from webapp.jobs.services import job_register
@@ -123,15 +123,17 @@ def test_scale_up_proposal_is_approved_executed_and_drains_the_backlog(system):
     job: Job = system["job"]
     base = system["live_server"].url
     token = Token.objects.create(user=make_user("e2e-operator"))
-    api = httpx.Client(base_url=base, headers={"Authorization": f"Token {token.key}"}, timeout=10)
+    api = httpx.Client(base_url=base, headers={"Authorization": f"Token {token.key}"}, timeout=60)
 
     def alive():
         dead = group.dead()
         assert not dead, f"{dead[0].name} exited with {dead[0].process.returncode}; see {dead[0].log_path}"
         return True
 
+    crashed = runner_failure(client, JOB, system["workdir"] / "driver.log")
+
     wait_for(lambda: alive() and client.hget(f"ss:runner:{JOB}", "state") == "running", timeout_s=120,
-             what="the runner to report running")
+             what="the runner to report running", failed=crashed)
     started = time.monotonic()
 
     def pending():
@@ -139,7 +141,7 @@ def test_scale_up_proposal_is_approved_executed_and_drains_the_backlog(system):
         body = api.get("/api/proposals/", params={"job": job.pk, "status": "pending"}).json()
         return body["results"][0] if body["results"] else None
 
-    proposal = wait_for(pending, timeout_s=240, interval_s=2, what="a scale-up proposal")
+    proposal = wait_for(pending, timeout_s=240, interval_s=2, what="a scale-up proposal", failed=crashed)
     proposal_after_s = time.monotonic() - started
     assert proposal["proposed_config"]["cores"] > proposal["current_config"]["cores"] == 1
     assert proposal["proposed_config"]["enrich_partitions"] > 1
@@ -154,7 +156,7 @@ def test_scale_up_proposal_is_approved_executed_and_drains_the_backlog(system):
         body = api.get(f"/api/proposals/{proposal['id']}/").json()
         return body if body["status"] in ("succeeded", "failed") else None
 
-    done = wait_for(finished, timeout_s=240, interval_s=2, what="the execution to finish")
+    done = wait_for(finished, timeout_s=240, interval_s=2, what="the execution to finish", failed=crashed)
     executed_after_s = time.monotonic() - approved_at
     assert done["status"] == "succeeded", done["execution"]
     execution = done["execution"]

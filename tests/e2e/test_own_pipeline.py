@@ -30,7 +30,7 @@ from sparkclient.demo.examples.files_load import write_file
 from sparkclient.demo.processes import ProcessGroup
 from sparkclient.demo.redisproc import free_port, start_redis
 from tests.own_pipeline import sink_clicks, write_module
-from tests.waiting import wait_for, wait_while_progressing
+from tests.waiting import runner_failure, wait_for, wait_while_progressing
 from tests.webapp.factories import make_user
 from webapp.celery import app as celery_app
 
@@ -117,13 +117,15 @@ def test_a_user_pipeline_is_registered_scaled_up_on_approval_and_counts_exactly_
     admin = Token.objects.create(user=make_user("e2e-admin", role="admin"))
     operator = Token.objects.create(user=make_user("e2e-operator"))
     base = system["live_server"].url
-    as_admin = httpx.Client(base_url=base, headers={"Authorization": f"Token {admin.key}"}, timeout=10)
-    api = httpx.Client(base_url=base, headers={"Authorization": f"Token {operator.key}"}, timeout=10)
+    as_admin = httpx.Client(base_url=base, headers={"Authorization": f"Token {admin.key}"}, timeout=60)
+    api = httpx.Client(base_url=base, headers={"Authorization": f"Token {operator.key}"}, timeout=60)
 
     def alive():
         dead = group.dead()
         assert not dead, f"{dead[0].name} exited with {dead[0].process.returncode}; see {dead[0].log_path}"
         return True
+
+    crashed = runner_failure(client, JOB, system["out"].parent / "driver.log")
 
     policy = {"metric_window_s": 20, "catch_up_duration_s": 60, "restart_time_s": 5, "max_cores": 4}
     for name in ("demo", JOB):
@@ -134,9 +136,9 @@ def test_a_user_pipeline_is_registered_scaled_up_on_approval_and_counts_exactly_
     job_id = registered.json()["id"]
 
     wait_for(lambda: alive() and client.hget(f"ss:runner:{JOB}", "state") == "running", timeout_s=300,
-             what="the user's pipeline to run")
+             what="the user's pipeline to run", failed=crashed)
     wait_for(lambda: alive() and api.get(f"/api/jobs/{job_id}/").json()["knobs"], timeout_s=120,
-             what="the job's knobs, as the runner published them")
+             what="the job's knobs, as the runner published them", failed=crashed)
     time.sleep(30)
     load.rate = 700.0  # rows/s: at 2.5 ms a row, more than one core can score
 
@@ -146,7 +148,8 @@ def test_a_user_pipeline_is_registered_scaled_up_on_approval_and_counts_exactly_
         up = [p for p in body["results"] if p["proposed_config"]["cores"] > p["current_config"]["cores"]]
         return up[0] if up else None
 
-    proposal = wait_for(scale_up_pending, timeout_s=600, interval_s=2, what="a scale-up proposal for the user's job")
+    proposal = wait_for(scale_up_pending, timeout_s=600, interval_s=2, what="a scale-up proposal for the user's job",
+                        failed=crashed)
     assert proposal["proposed_config"]["cores"] > proposal["current_config"]["cores"] == 1
     assert proposal["proposed_config"]["cores"] <= (os.cpu_count() or 1)  # never above the host's capacity
     assert proposal["proposed_config"]["cost_us"] == 2500  # a setting, never scaled
@@ -158,7 +161,7 @@ def test_a_user_pipeline_is_registered_scaled_up_on_approval_and_counts_exactly_
         body = api.get(f"/api/proposals/{proposal['id']}/").json()
         return body if body["status"] in ("succeeded", "failed") else None
 
-    done = wait_for(finished, timeout_s=600, interval_s=2, what="the execution to finish")
+    done = wait_for(finished, timeout_s=600, interval_s=2, what="the execution to finish", failed=crashed)
     assert done["status"] == "succeeded", done["execution"]
     assert done["execution"]["path"] == "driver-handover"
     knobs = client.hget(f"ss:runner:{JOB}", "knobs")

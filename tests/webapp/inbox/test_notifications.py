@@ -4,6 +4,7 @@ never delays the loop (the loop only enqueues, after commit; nothing it runs cal
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import threading
 from datetime import timedelta
@@ -23,6 +24,7 @@ from webapp.inbox.kinds import NoticeKind, notice_text
 from webapp.inbox.models import NoticeSent, NotificationTarget
 from webapp.inbox.notify import Notice
 from webapp.inbox.tasks import NoticeOutcome, jobs_down_notify, notice_send, webhook_deliver
+from webapp.jobs import connect
 from webapp.jobs.models import Job
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
 from webapp.proposals.lifecycle import Status, audit, transition
@@ -238,6 +240,18 @@ def test_a_webhook_url_must_be_http_or_https(url):
         NotificationTarget(name="bad", webhook_url=url).full_clean()
     assert "webhook_url" in exc.value.message_dict
     assert webhook_deliver.run(url, {"text": "x"}) is None
+
+
+def test_a_webhook_whose_name_resolves_to_a_denied_address_is_not_posted(endpoint, monkeypatch):
+    answers = {"hooks.example.test": [ipaddress.ip_address("100.100.100.200")]}
+    monkeypatch.setattr(connect, "system_resolve", lambda name, _port: answers[name])
+    url = endpoint.url.replace("127.0.0.1", "hooks.example.test")
+    NotificationTarget(name="team", webhook_url=url).full_clean()  # a name: checked when posting
+    assert webhook_deliver.run(url, {"text": "x"}) is None
+    assert endpoint.bodies == []
+    # Control: resolving to the endpoint's address, it is posted there.
+    answers["hooks.example.test"] = [ipaddress.ip_address("127.0.0.1")]
+    assert webhook_deliver.run(url, {"text": "x"}) == 200 and endpoint.bodies == [{"text": "x"}]
 
 
 def test_a_target_needs_a_destination_and_valid_addresses_and_kinds():

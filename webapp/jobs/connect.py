@@ -50,7 +50,8 @@ class GuardedTransport(httpx.BaseTransport):
     """An httpx transport that connects to a request's host only when no address of it is denied.
 
     ``resolver`` (default :func:`system_resolve`) turns a host name into addresses; ``inner``
-    (default ``httpx.HTTPTransport()``, no proxy) makes the request, to the first address.
+    (default ``httpx.HTTPTransport()``, no proxy) makes the request, to the first address that
+    accepts the connection.
 
     Raises:
         AddressRefused: the host reads as a denied address, is a denied name, or a name with a
@@ -62,14 +63,15 @@ class GuardedTransport(httpx.BaseTransport):
         self._resolve = resolver or system_resolve
         self._inner = inner or httpx.HTTPTransport()
 
-    def pinned_address(self, request: httpx.Request) -> Address:
-        """The checked address to connect to for ``request`` (see the class for what it raises)."""
+    def checked_addresses(self, request: httpx.Request) -> list[Address]:
+        """The addresses to connect to for ``request``, in order, each checked (see the class for what
+        it raises)."""
         host = request.url.host
         address = read_address(host)
         if address is not None:
             if denial := address_denial(address):
                 raise AddressRefused(replace(denial, name=host) if host != str(address) else denial)
-            return address
+            return [address]
         if denial := name_denial(host):
             raise AddressRefused(denial)
         try:
@@ -81,17 +83,27 @@ class GuardedTransport(httpx.BaseTransport):
         for resolved in addresses:
             if denial := address_denial(resolved):
                 raise AddressRefused(replace(denial, name=host))
-        return addresses[0]
+        return addresses
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        address = self.pinned_address(request)
-        host = request.url.host
-        extensions = dict(request.extensions)
-        if read_address(host) is None:
-            extensions["sni_hostname"] = host
-        pinned = httpx.Request(request.method, request.url.copy_with(host=str(address)), headers=request.headers,
-                               stream=request.stream, extensions=extensions)
-        return self._inner.handle_request(pinned)
+        """Send ``request`` to its host's first checked address that accepts the connection (as
+        ``socket.create_connection`` tries each address ``getaddrinfo`` gives)."""
+        *others, last = self.checked_addresses(request)
+        for address in others:
+            try:
+                return self._inner.handle_request(_pinned(request, address))
+            except httpx.ConnectError:
+                continue
+        return self._inner.handle_request(_pinned(request, last))
 
     def close(self) -> None:
         self._inner.close()
+
+
+def _pinned(request: httpx.Request, address: Address) -> httpx.Request:
+    """``request`` sent to ``address``, with its host name (if it has one) kept for TLS and ``Host``."""
+    extensions = dict(request.extensions)
+    if read_address(request.url.host) is None:
+        extensions["sni_hostname"] = request.url.host
+    return httpx.Request(request.method, request.url.copy_with(host=str(address)), headers=request.headers,
+                         stream=request.stream, extensions=extensions)

@@ -189,6 +189,25 @@ def test_a_name_that_resolves_to_a_denied_address_is_refused_when_connecting():
     assert request.extensions["sni_hostname"] == "plain.example.com"
 
 
+def test_each_checked_address_is_tried_in_turn_as_the_system_tries_them():
+    tried: list[str] = []
+
+    def inner(request: httpx.Request) -> httpx.Response:
+        tried.append(request.url.host)
+        if request.url.host != "10.0.0.8":
+            raise httpx.ConnectError("connection refused", request=request)
+        return httpx.Response(200)
+
+    addresses = [ipaddress.ip_address(a) for a in ("::1", "10.0.0.8", "10.0.0.9")]
+    transport = GuardedTransport(resolver=lambda name, port: addresses, inner=httpx.MockTransport(inner))
+    with httpx.Client(transport=transport) as client:
+        assert client.get("http://localhost:4040/").status_code == 200
+        assert tried == ["::1", "10.0.0.8"]
+        addresses[1:] = []
+        with pytest.raises(httpx.ConnectError):
+            client.get("http://localhost:4040/")
+
+
 def test_a_name_that_does_not_resolve_is_a_transport_error():
     def nowhere(name, port):
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")

@@ -240,7 +240,8 @@ def test_a_url_planted_in_redis_is_not_fetched(workflow_redis, spy_server, clien
 
 
 @pytest.mark.django_db
-def test_a_registered_name_that_resolves_to_a_denied_address_is_not_fetched(workflow_redis, spy_server, monkeypatch):
+def test_a_registered_name_that_resolves_to_a_denied_address_is_not_fetched(workflow_redis, spy_server, monkeypatch,
+                                                                            client):
     port, requests = spy_server
     answers = {"driver.spark.test": [ipaddress.ip_address("169.254.169.254")]}
     monkeypatch.setattr(connect, "system_resolve", lambda name, _port: answers[name])
@@ -252,6 +253,8 @@ def test_a_registered_name_that_resolves_to_a_denied_address_is_not_fetched(work
     assert job.health_reason == {"code": "link_local", "value": "169.254.169.254", "address": "", "embedding": "",
                                  "name": "driver.spark.test"}
     assert "driver.spark.test (resolved to 169.254.169.254) is or contains link-local" in job.last_error
+    client.force_login(make_user("reader", role="viewer"))
+    assert "driver.spark.test (resolved to 169.254.169.254)" in client.get(f"/jobs/{job.pk}/").content.decode()
     # Control: resolving to this machine, the same registration is fetched, at the address checked.
     answers["driver.spark.test"] = [ipaddress.ip_address("127.0.0.1")]
     snapshot_collect(job=job)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
+import subprocess
+import sys
 import threading
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,6 +20,7 @@ from django.core import mail
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from tests.repo import ROOT
 from tests.webapp.factories import make_job, make_pending, make_user
 from webapp.celery import app
 from webapp.inbox import receivers
@@ -252,6 +256,18 @@ def test_a_webhook_whose_name_resolves_to_a_denied_address_is_not_posted(endpoin
     # Control: resolving to the endpoint's address, it is posted there.
     answers["hooks.example.test"] = [ipaddress.ip_address("127.0.0.1")]
     assert webhook_deliver.run(url, {"text": "x"}) == 200 and endpoint.bodies == [{"text": "x"}]
+
+
+@pytest.mark.parametrize(("url", "refused"), [("http://0xa9fea9fe/hook", "link-local"),
+                                             ("http://[::ffff:127.0.0.1]/hook", "written as IPv6"),
+                                             ("https://hooks.example.com/T0", "")])
+def test_the_deployment_wide_webhook_is_checked_at_start_up(url, refused):
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "PYTHONPATH", "SPARKSCALER_VAR_DIR") if k in os.environ}
+    done = subprocess.run([sys.executable, "-c", "import webapp.settings"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**env, "DEBUG": "true", "SCALER_NOTIFY_WEBHOOK_URL": url})
+    assert (done.returncode != 0) == bool(refused), done.stderr
+    if refused:
+        assert "ImproperlyConfigured: SCALER_NOTIFY_WEBHOOK_URL: " in done.stderr and refused in done.stderr
 
 
 def test_a_target_needs_a_destination_and_valid_addresses_and_kinds():

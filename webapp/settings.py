@@ -13,6 +13,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from webapp.jobs.addresses import url_host_denial
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("SPARKSCALER_VAR_DIR", default=str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -226,6 +228,8 @@ SCALER_NOTIFY_MAX_RETRIES = env.int("SCALER_NOTIFY_MAX_RETRIES", default=5)
 SCALER_NOTIFY_BASE_URL = env.str("SCALER_NOTIFY_BASE_URL", default="")
 if SCALER_NOTIFY_WEBHOOK_URL and not SCALER_NOTIFY_WEBHOOK_URL.startswith(("http://", "https://")):
     raise ImproperlyConfigured("SCALER_NOTIFY_WEBHOOK_URL must be an http:// or https:// URL")
+if _webhook_denial := url_host_denial(SCALER_NOTIFY_WEBHOOK_URL):
+    raise ImproperlyConfigured(f"SCALER_NOTIFY_WEBHOOK_URL: {_webhook_denial.text('Give the endpoint')}")
 # The notices' e-mail goes through Django's e-mail backend: EMAIL_URL (django-environ, e.g.
 # smtp+tls://user:password@smtp.example.com:587) and the sender DEFAULT_FROM_EMAIL.
 vars().update({k: v for k, v in env.email_url("EMAIL_URL", default="smtp://localhost:25").items() if v is not None})

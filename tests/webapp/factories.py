@@ -6,8 +6,10 @@ from contextlib import nullcontext
 from datetime import timedelta
 from io import StringIO
 
+from django.contrib.admin.sites import site
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.test import RequestFactory
 from django.utils import timezone
 
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
@@ -110,3 +112,14 @@ def command_output(*args) -> str:
     out = StringIO()
     call_command(*args, stdout=out)
     return out.getvalue()
+
+
+def job_admin_form(user, **fields):
+    """The admin's add form of a job as ``user`` gets it, bound to a new job's fields with ``fields`` changed."""
+    request = RequestFactory().get("/admin/jobs/job/add/")
+    request.user = user
+    form_class = site._registry[Job].get_form(request)
+    return form_class(data={"name": "x", "query_name": "", "topic": "", "config": "{}", "knobs": "[]",
+                            "spark_ui_url": "", "spark_ui_hosts": "[]", "spark_ui_ports": "4040-4056",
+                            "health": "collecting", "last_error": "", "health_reason": "{}", "scaler_state": "{}",
+                            "plan_stages": "[]", "capacity": "0", **fields})

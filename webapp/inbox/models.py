@@ -8,10 +8,22 @@ from django.core.validators import URLValidator, validate_email
 from django.db import models
 
 from webapp.inbox.kinds import NoticeKind
+from webapp.jobs.addresses import url_host_denial
 from webapp.jobs.models import Job
 
-#: A webhook URL is operator-entered configuration: http or https only.
-webhook_url_validator = URLValidator(schemes=["http", "https"])
+_http_url_validator = URLValidator(schemes=["http", "https"])
+
+
+def webhook_url_validator(value: str) -> None:
+    """A webhook URL is operator-entered configuration: http or https only, to a host the web app
+    connects to (``webapp.jobs.addresses.host_denial``; a name is checked again when posting).
+
+    Raises:
+        ValidationError: not such a URL (code ``invalid``), or a refused host (the denial's code).
+    """
+    _http_url_validator(value)
+    if denial := url_host_denial(value):
+        raise ValidationError(denial.text("Give the endpoint's host name or address"), code=denial.reason.value)
 
 
 def email_list(text: str) -> list[str]:

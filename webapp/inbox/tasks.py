@@ -27,6 +27,7 @@ from django.utils import timezone
 from webapp.inbox.kinds import NoticeKind
 from webapp.inbox.models import NoticeSent, NotificationTarget, webhook_url_validator
 from webapp.inbox.notify import Notice, notice_claim, notice_payload, targets_configured, targets_for
+from webapp.jobs.connect import AddressRefused, GuardedTransport
 from webapp.jobs.models import Job
 from webapp.proposals.models import Proposal
 
@@ -74,15 +75,21 @@ class RetryableStatus(httpx.HTTPStatusError):
 @shared_task(acks_late=True, autoretry_for=(httpx.HTTPError,), retry_backoff=True, retry_backoff_max=600,
              max_retries=settings.SCALER_NOTIFY_MAX_RETRIES)
 def webhook_deliver(url: str, payload: dict) -> int | None:
-    """POST ``payload`` as JSON to ``url`` (http or https, else not sent: None); returns the answer's
+    """POST ``payload`` as JSON to ``url`` (http or https to an allowed host, checked again at
+    connection time by ``webapp.jobs.connect.GuardedTransport``, else not sent: None); returns the answer's
     status. A transport error, a timeout or a 5xx/429 answer raises ``httpx.HTTPError`` and is retried;
     another 4xx is logged and not retried (the body would be refused again)."""
     try:
         webhook_url_validator(url)
-    except ValidationError:
-        logger.warning("notification webhook %r is not an http(s) URL: not sent", url)
+    except ValidationError as exc:
+        logger.warning("notification webhook %r is refused (%s): not sent", url, "; ".join(exc.messages))
         return None
-    response = httpx.post(url, json=payload, timeout=settings.SCALER_NOTIFY_TIMEOUT_S, follow_redirects=False)
+    try:
+        with httpx.Client(transport=GuardedTransport(), timeout=settings.SCALER_NOTIFY_TIMEOUT_S) as client:
+            response = client.post(url, json=payload, follow_redirects=False)
+    except AddressRefused as exc:
+        logger.warning("notification webhook %r is refused: %s", url, exc)
+        return None
     if response.status_code >= 500 or response.status_code == 429:
         raise RetryableStatus(f"{response.status_code} from the webhook", request=response.request, response=response)
     if response.status_code >= 400:

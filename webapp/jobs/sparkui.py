@@ -14,9 +14,11 @@ A job is registered with either
   next 16 it tries when one is taken, ``spark.port.maxRetries``).
 
 The fixed URL wins when both are set. A registration may not name link-local or metadata addresses,
-unspecified addresses, networks wider than /8 (IPv4) or /48 (IPv6), or more than 32 ports
-(:mod:`webapp.jobs.sparkui_limits`). The app id the runner reports must have a Spark application
-id's shape (:data:`APP_ID_PATTERNS`), so nothing but an id reaches the REST client's paths.
+unspecified addresses (in any spelling the resolver reads, :mod:`webapp.jobs.addresses`), networks
+wider than /8 (IPv4) or /48 (IPv6), or more than 32 ports (:mod:`webapp.jobs.sparkui_limits`); the
+collector checks again the address a name resolves to when it connects (:mod:`webapp.jobs.connect`).
+The app id the runner reports must have a Spark application id's shape (:data:`APP_ID_PATTERNS`),
+so nothing but an id reaches the REST client's paths.
 
 Nothing read from Redis is fetched as it is: :func:`ui_target` rebuilds the URL from the validated
 parts (scheme, host, port), or returns a :class:`Refusal` saying what was reported and what the
@@ -32,6 +34,7 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
+from webapp.jobs.addresses import read_address
 from webapp.jobs.sparkui_limits import host_refusal, network_refusal, port_range_refusal
 
 #: The default discovery rule: a Spark driver on this machine.
@@ -146,13 +149,8 @@ def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
-def parse_origin(value: Any) -> Origin:
-    """Parse a Spark UI base URL: ``http(s)://HOST[:PORT]`` with an optional ``/``, nothing else (no
-    user info, path, query or fragment). A missing port is the scheme's default.
-
-    Raises:
-        SparkUiError: the value is not such a URL (the message says which part is wrong).
-    """
+def _origin_parts(value: Any) -> tuple[str, str, int]:
+    """``(scheme, host as written, lower-case, port)`` of :func:`parse_origin`'s ``value``."""
     if not isinstance(value, str) or not value:
         raise SparkUiError("must be a URL such as http://driver-host:4040")
     if len(value) > MAX_LENGTH or any(not 0x21 <= ord(c) <= 0x7E for c in value):
@@ -176,8 +174,21 @@ def parse_origin(value: Any) -> Origin:
     ip = _ip(host)
     if ip is not None and getattr(ip, "scope_id", None):
         raise SparkUiError("must not name an IPv6 zone (%...)")
-    return Origin(scheme=parts.scheme, host=str(ip) if ip else host,
-                  port=port if port is not None else (443 if parts.scheme == "https" else 80))
+    return parts.scheme, host, port if port is not None else (443 if parts.scheme == "https" else 80)
+
+
+def parse_origin(value: Any) -> Origin:
+    """Parse a Spark UI base URL: ``http(s)://HOST[:PORT]`` with an optional ``/``, nothing else (no
+    user info, path, query or fragment). A missing port is the scheme's default. A host the resolver
+    reads as an address (``2852039166``, ``127.1``: :func:`webapp.jobs.addresses.read_address`) is
+    that address, so a reported URL is matched against the registration by what it connects to.
+
+    Raises:
+        SparkUiError: the value is not such a URL (the message says which part is wrong).
+    """
+    scheme, host, port = _origin_parts(value)
+    address = read_address(host)
+    return Origin(scheme=scheme, host=str(address) if address else host, port=port)
 
 
 @dataclass(frozen=True)
@@ -222,7 +233,7 @@ def parse_host_pattern(value: Any) -> HostPattern:
             network = ipaddress.ip_network(text, strict=False)
         except ValueError:
             raise SparkUiError(f"{value!r} is not an IP address or network (CIDR)") from None
-        if refusal := network_refusal(network):
+        if refusal := network_refusal(network, text):
             raise SparkUiError(refusal.text("spark_ui_hosts", text))
         return HostPattern(text=text, network=network)
     if not _host_name_ok(text):
@@ -258,10 +269,10 @@ def parse_registered_origin(value: Any) -> Origin:
     Raises:
         SparkUiError: not such a URL, or a refused host.
     """
-    origin = parse_origin(value)
-    if refusal := host_refusal(origin.host):
-        raise SparkUiError(refusal.text("spark_ui_url", origin.host))
-    return origin
+    _, host, _ = _origin_parts(value)
+    if refusal := host_refusal(host):
+        raise SparkUiError(refusal.text("spark_ui_url", host))
+    return parse_origin(value)
 
 
 def rule_errors(*, spark_ui_url: Any, spark_ui_hosts: Any, spark_ui_ports: Any) -> dict[str, list[str]]:

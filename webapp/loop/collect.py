@@ -22,6 +22,7 @@ from sparkclient.contract import control
 from sparkclient.contract.binding import plan_stages_from_json
 from sparkclient.contract.messages import ProtocolError, RunnerStatus
 from sparkclient.contract.spec import KnobError, knobs_from_json, validate_values
+from webapp.jobs.connect import AddressRefused, GuardedTransport
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.jobs.redis import get_redis
 from webapp.jobs.sparkui import Refusal, UiTarget, ui_target
@@ -128,10 +129,13 @@ def rest_client(base_url: str) -> SparkRestClient:
     """A Spark REST client for one collection: at most ``SCALER_COLLECT_MAX_REQUESTS`` requests, and none
     started once the soft time limit is near (``SCALER_COLLECT_SOFT_TIME_LIMIT_S`` less one request's
     timeout), so a slow driver ends the collection before the task's limits (a request not made is
-    a :class:`sparkclient.collector.rest.RequestBudgetSpent`: a note on the sample, or the job down)."""
+    a :class:`sparkclient.collector.rest.RequestBudgetSpent`: a note on the sample, or the job down).
+    It connects through :class:`webapp.jobs.connect.GuardedTransport`: a host that resolves to a denied
+    address raises :class:`webapp.jobs.connect.AddressRefused` and nothing is fetched."""
     timeout_s = SparkRestClient.DEFAULT_TIMEOUT_S
     return SparkRestClient(base_url, timeout_s, max_requests=settings.SCALER_COLLECT_MAX_REQUESTS,
-                           time_budget_s=max(timeout_s, settings.SCALER_COLLECT_SOFT_TIME_LIMIT_S - timeout_s))
+                           time_budget_s=max(timeout_s, settings.SCALER_COLLECT_SOFT_TIME_LIMIT_S - timeout_s),
+                           transport=GuardedTransport())
 
 
 def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot | None:
@@ -142,9 +146,10 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     holds the batches that completed in it, so consecutive windows count every batch once.
 
     Returns None, with the job marked ``down`` and the reason in ``last_error``, when the runner is
-    not running or Spark does not answer, and marked ``degraded`` with the reason when Spark's data
-    or the published progress is malformed (``SparkDataError``, naming the field) or the sample
-    holds a non-finite or negative value (``SampleError``): nothing is stored then. The snapshot
+    not running, Spark does not answer or its host resolves to a denied address, and marked
+    ``degraded`` with the reason when Spark's data or the published progress is malformed
+    (``SparkDataError``, naming the field) or the sample holds a non-finite or negative value
+    (``SampleError``): nothing is stored then. The snapshot
     records how many Spark REST requests the collection made (``rest_requests``, bounded: :func:`rest_client`).
     """
     # The window ends a moment ago, so the progress of a batch that just completed is published.
@@ -176,6 +181,9 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
                                 now_s=now.timestamp(), max_cores=job.capacity or None)
     except SparkRestError as exc:
         mark_health(job, Job.Health.DOWN, f"Spark REST API: {exc}")
+        return None
+    except AddressRefused as exc:
+        mark_health(job, Job.Health.DOWN, f"Spark REST API: {exc}", reason=exc.to_json())
         return None
     except (SparkDataError, SampleError) as exc:
         mark_health(job, Job.Health.DEGRADED, str(exc))

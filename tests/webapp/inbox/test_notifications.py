@@ -4,7 +4,11 @@ never delays the loop (the loop only enqueues, after commit; nothing it runs cal
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import os
+import subprocess
+import sys
 import threading
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +20,7 @@ from django.core import mail
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from tests.repo import ROOT
 from tests.webapp.factories import make_job, make_pending, make_user
 from webapp.celery import app
 from webapp.inbox import receivers
@@ -23,6 +28,7 @@ from webapp.inbox.kinds import NoticeKind, notice_text
 from webapp.inbox.models import NoticeSent, NotificationTarget
 from webapp.inbox.notify import Notice
 from webapp.inbox.tasks import NoticeOutcome, jobs_down_notify, notice_send, webhook_deliver
+from webapp.jobs import connect
 from webapp.jobs.models import Job
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
 from webapp.proposals.lifecycle import Status, audit, transition
@@ -238,6 +244,30 @@ def test_a_webhook_url_must_be_http_or_https(url):
         NotificationTarget(name="bad", webhook_url=url).full_clean()
     assert "webhook_url" in exc.value.message_dict
     assert webhook_deliver.run(url, {"text": "x"}) is None
+
+
+def test_a_webhook_whose_name_resolves_to_a_denied_address_is_not_posted(endpoint, monkeypatch):
+    answers = {"hooks.example.test": [ipaddress.ip_address("100.100.100.200")]}
+    monkeypatch.setattr(connect, "system_resolve", lambda name, _port: answers[name])
+    url = endpoint.url.replace("127.0.0.1", "hooks.example.test")
+    NotificationTarget(name="team", webhook_url=url).full_clean()  # a name: checked when posting
+    assert webhook_deliver.run(url, {"text": "x"}) is None
+    assert endpoint.bodies == []
+    # Control: resolving to the endpoint's address, it is posted there.
+    answers["hooks.example.test"] = [ipaddress.ip_address("127.0.0.1")]
+    assert webhook_deliver.run(url, {"text": "x"}) == 200 and endpoint.bodies == [{"text": "x"}]
+
+
+@pytest.mark.parametrize(("url", "refused"), [("http://0xa9fea9fe/hook", "link-local"),
+                                             ("http://[::ffff:127.0.0.1]/hook", "written as IPv6"),
+                                             ("https://hooks.example.com/T0", "")])
+def test_the_deployment_wide_webhook_is_checked_at_start_up(url, refused):
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "PYTHONPATH", "SPARKSCALER_VAR_DIR") if k in os.environ}
+    done = subprocess.run([sys.executable, "-c", "import webapp.settings"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**env, "DEBUG": "true", "SCALER_NOTIFY_WEBHOOK_URL": url})
+    assert (done.returncode != 0) == bool(refused), done.stderr
+    if refused:
+        assert "ImproperlyConfigured: SCALER_NOTIFY_WEBHOOK_URL: " in done.stderr and refused in done.stderr
 
 
 def test_a_target_needs_a_destination_and_valid_addresses_and_kinds():

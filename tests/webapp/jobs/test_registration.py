@@ -4,13 +4,13 @@ and the registration / policy API, CLI and admin sharing one validation."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from django.contrib.admin.sites import site
 from django.core.management import CommandError, call_command
 from hypothesis import given
 from hypothesis import settings as hyp_settings
@@ -19,7 +19,8 @@ from rest_framework.authtoken.models import Token
 
 from sparkclient.contract.spec import KnobTarget
 from tests.repo import ROOT
-from tests.webapp.factories import make_user
+from tests.webapp.factories import job_admin_form, make_user
+from webapp.jobs import connect
 from webapp.jobs.knobs import KnobListError, parse_knobs
 from webapp.jobs.models import Job, JobPolicy
 from webapp.jobs.services import job_register
@@ -238,6 +239,28 @@ def test_a_url_planted_in_redis_is_not_fetched(workflow_redis, spy_server, clien
     assert traversal.health_reason == {}
 
 
+@pytest.mark.django_db
+def test_a_registered_name_that_resolves_to_a_denied_address_is_not_fetched(workflow_redis, spy_server, monkeypatch,
+                                                                            client):
+    port, requests = spy_server
+    answers = {"driver.spark.test": [ipaddress.ip_address("169.254.169.254")]}
+    monkeypatch.setattr(connect, "system_resolve", lambda name, _port: answers[name])
+    job = job_register(name="rebound", spark_ui_hosts=["driver.spark.test"], spark_ui_ports=f"{port}")
+    _plant(workflow_redis, job.name, f"http://driver.spark.test:{port}")
+    assert snapshot_collect(job=job) is None
+    job.refresh_from_db()
+    assert job.health == Job.Health.DOWN and requests == []
+    assert job.health_reason == {"code": "link_local", "value": "169.254.169.254", "address": "", "embedding": "",
+                                 "name": "driver.spark.test"}
+    assert "driver.spark.test (resolved to 169.254.169.254) is or contains link-local" in job.last_error
+    client.force_login(make_user("reader", role="viewer"))
+    assert "driver.spark.test (resolved to 169.254.169.254)" in client.get(f"/jobs/{job.pk}/").content.decode()
+    # Control: resolving to this machine, the same registration is fetched, at the address checked.
+    answers["driver.spark.test"] = [ipaddress.ip_address("127.0.0.1")]
+    snapshot_collect(job=job)
+    assert requests and requests[0].startswith(f"/api/v1/applications/{APP_ID}/")
+
+
 # --- registration: service, API, CLI, admin --------------------------------------------------------
 
 def _post(api, body):
@@ -337,16 +360,10 @@ def test_a_taken_name_is_400(admin_api):
 
 
 @pytest.mark.django_db
-def test_the_admin_form_and_the_api_give_the_same_messages(admin_api, rf):
+def test_the_admin_form_and_the_api_give_the_same_messages(admin_api):
     bad_knobs = [{**KNOB, "default": 100}]
     api_errors = _post(admin_api, {"name": "x", "knobs": bad_knobs, "spark_ui_hosts": ["a/b"]}).json()
-    request = rf.get("/admin/jobs/job/add/")
-    request.user = make_user("site-admin", role="admin")
-    form_class = site._registry[Job].get_form(request)
-    form = form_class(data={"name": "x", "query_name": "", "topic": "", "config": "{}", "knobs": json.dumps(bad_knobs),
-                            "spark_ui_url": "", "spark_ui_hosts": '["a/b"]', "spark_ui_ports": "4040-4056",
-                            "health": "collecting", "last_error": "",
-                            "health_reason": "{}", "scaler_state": "{}", "plan_stages": "[]", "capacity": "0"})
+    form = job_admin_form(make_user("site-admin", role="admin"), knobs=json.dumps(bad_knobs), spark_ui_hosts='["a/b"]')
     assert not form.is_valid()
     assert form.errors["knobs"] == api_errors["knobs"]
     assert form.errors["spark_ui_hosts"] == api_errors["spark_ui_hosts"]

@@ -155,6 +155,12 @@ def _show(env: dict[str, str], *expressions: str) -> list[str]:
     return list(ast.literal_eval(shown.stdout.strip().splitlines()[-1]))
 
 
+def test_debug_without_a_secret_key_draws_a_new_random_key_each_run():
+    first, second = (_show({"DEBUG": "true"}, "settings.SECRET_KEY")[0] for _ in range(2))
+    assert first != second and min(len(first), len(second)) >= 50
+    assert _show({"DEBUG": "true", "SECRET_KEY": "k" * 60}, "settings.SECRET_KEY") == ["k" * 60]
+
+
 def test_the_key_and_the_passwords_come_from_files(tmp_path):
     for name, value in (("secret_key", "$" + "k" * 59), ("postgres_password", "pg pw/@"),
                         ("redis_password", "r@dis:pw")):

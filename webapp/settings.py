@@ -1,15 +1,17 @@
 """Django settings. Everything comes from the environment through django-environ.
 
 ``DEBUG`` is off unless the environment turns it on (``make demo`` and the test suite do). With it
-off, ``SECRET_KEY`` is required and the HTTPS settings (redirect, HSTS, secure cookies) are on unless
-the environment turns each off; ``manage.py check --deploy`` then reports no warnings. The production
-environment is documented in README.md ("Production") and in ``.env.example``. A password or key can
-come from a file instead (a Docker secret): ``SECRET_KEY_FILE``, ``DATABASE_PASSWORD_FILE`` (the
-password of ``DATABASE_URL``), ``REDIS_PASSWORD_FILE`` (of ``REDIS_URL``).
+off, ``SECRET_KEY`` is required (with it on and no key, each process draws a random one) and the HTTPS
+settings (redirect, HSTS, secure cookies) are on unless the environment turns each off; ``manage.py
+check --deploy`` then reports no warnings. The production environment is documented in README.md
+("Production") and in ``.env.example``. A password or key can come from a file instead (a Docker
+secret): ``SECRET_KEY_FILE``, ``DATABASE_PASSWORD_FILE`` (the password of ``DATABASE_URL``),
+``REDIS_PASSWORD_FILE`` (of ``REDIS_URL``).
 """
 
 import ipaddress
 import os
+import secrets
 from pathlib import Path
 
 import environ
@@ -47,7 +49,8 @@ if not SECRET_KEY:
             "SECRET_KEY is not set and DEBUG is off: set SECRET_KEY (or SECRET_KEY_FILE, a file holding it) to a "
             "long random string (python -c 'from django.core.management.utils import get_random_secret_key as k; "
             "print(k())'), or set DEBUG=true for a development run")
-    SECRET_KEY = "insecure-development-key-DEBUG-is-on"  # noqa: S105 - development only (DEBUG on)
+    # A development run: a key of this process only, so nothing signed with it outlives the run.
+    SECRET_KEY = secrets.token_urlsafe(50)
 ALLOWED_HOSTS = env("ALLOWED_HOSTS")
 # Behind a TLS-terminating proxy: CSRF_TRUSTED_ORIGINS=https://scaler.example.com, and
 # SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO,https when the proxy sets X-Forwarded-Proto.

@@ -6,6 +6,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-
 WORKDIR /app
 COPY . /app
 RUN pip install --no-cache-dir -e '.[postgres]'
-# Settings and secrets come from the environment at run time (docker-compose.yml reads .env); nothing
-# secret is baked into the image. The web service runs gunicorn, never `manage.py runserver`.
+# Settings come from the environment at run time (docker-compose.yml reads .env), the key and the
+# passwords from the files compose mounts at /run/secrets/ (*_FILE); nothing secret is baked into the
+# image. The web service runs gunicorn, never `manage.py runserver`.
 ENV PYSPARK_PYTHON=/usr/local/bin/python DJANGO_SETTINGS_MODULE=webapp.settings

@@ -3,6 +3,7 @@ that each project service's command exists in the project, that its secrets come
 and that the documented production environment (.env.example) passes ``manage.py check --deploy``."""
 
 import argparse
+import ast
 import importlib.util
 import os
 import re
@@ -12,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import redis
 import yaml
 
@@ -65,21 +67,36 @@ def test_project_service_commands_exist():
     assert checked == 8
 
 
-def test_compose_serves_with_gunicorn_reads_secrets_from_env_and_redis_has_a_password():
+def _environments() -> dict[str, dict]:
+    """The environment each service declares (the app's anchor as ``x-app``), as ``docker inspect`` shows it
+    besides the env file's."""
+    return {"x-app": compose()["x-app"]["environment"], **{n: s.get("environment") or {} for n, s in load().items()}}
+
+
+def test_compose_serves_with_gunicorn_and_takes_its_secrets_from_files():
     text = (ROOT / "docker-compose.yml").read_text()
     services = load()
     assert services["web"]["command"].startswith("gunicorn ") and "runserver" not in text
     assert all(port.startswith("127.0.0.1:") for port in services["web"]["ports"])
-    # No literal secret: every password and key is a ${VAR} from the env file.
-    environments = [compose()["x-app"]["environment"]] + [s.get("environment") or {} for s in services.values()]
-    assert not [key for env in environments for key in env if "PASSWORD" in key or "SECRET" in key]
-    assert "change-me" not in text and "sparkscaler:sparkscaler@" not in text
-    assert re.findall(r"://[^@\n]*@", text) == ["://sparkscaler:${POSTGRES_PASSWORD:?set POSTGRES_PASSWORD in .env}@",
-                                                "://:${REDIS_PASSWORD:?set REDIS_PASSWORD in .env}@",
-                                                "://:${REDIS_PASSWORD:?}@"]
-    assert 'requirepass "${REDIS_PASSWORD:?}"' in compose()["configs"]["redis_conf"]["content"]
-    assert compose()["x-app"]["env_file"] == ".env"
-    assert '"*"' not in text and "ALLOWED_HOSTS" not in text
+    # No password or key in any environment: a variable about one names the file that holds it.
+    secret_names = {name: f"./secrets/{name}" for name in ("secret_key", "postgres_password", "redis_password")}
+    assert {name: spec["file"] for name, spec in compose()["secrets"].items()} == secret_names
+    for service, env in _environments().items():
+        for key, value in env.items():
+            assert not re.search(r"://[^/@]*:[^/@]*@", str(value)), (service, key)  # no user:password@
+            if "PASSWORD" in key or "SECRET" in key:
+                assert key.endswith("_FILE") and value.removeprefix("/run/secrets/") in secret_names, (service, key)
+    app = compose()["x-app"]
+    assert app["env_file"] == ".env" and set(app["secrets"]) == set(secret_names)
+    assert app["environment"]["DATABASE_URL"] == "postgres://sparkscaler@postgres:5432/sparkscaler"
+    assert app["environment"]["REDIS_URL"] == app["environment"]["SPARKSCALER_REDIS_URL"] == "redis://redis:6379/0"
+    assert services["postgres"]["secrets"] == ["postgres_password"] and services["redis"]["secrets"] == [
+        "redis_password"]
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD_FILE"] == "/run/secrets/postgres_password"
+    # Neither .env nor an interpolated variable carries one into the file: compose reads no secret from .env.
+    assert "${" not in text and "env_file" not in services["postgres"] and "env_file" not in services["redis"]
+    assert not [key for key in _env_example() if "PASSWORD" in key or "SECRET" in key]
+    assert "change-me" not in text and '"*"' not in text and "ALLOWED_HOSTS" not in text
 
 
 def _env_example() -> dict[str, str]:
@@ -98,12 +115,14 @@ def _manage(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
                           timeout=120, env={**base, "DJANGO_SETTINGS_MODULE": "webapp.settings", **env})
 
 
-def test_check_deploy_with_the_documented_production_environment_gives_no_warnings():
+def test_check_deploy_with_the_documented_production_environment_gives_no_warnings(tmp_path):
     from django.core.management.utils import get_random_secret_key
 
     env = _env_example()
-    assert env["DEBUG"] == "false" and env["SECRET_KEY"] == "" and env["REDIS_PASSWORD"] == ""
-    done = _manage(["check", "--deploy", "--fail-level", "WARNING"], {**env, "SECRET_KEY": get_random_secret_key()})
+    assert env["DEBUG"] == "false"
+    key = tmp_path / "secret_key"
+    key.write_text(get_random_secret_key() + "\n")
+    done = _manage(["check", "--deploy", "--fail-level", "WARNING"], {**env, "SECRET_KEY_FILE": str(key)})
     print(done.stdout, done.stderr)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "System check identified no issues (0 silenced)." in done.stdout
@@ -126,6 +145,36 @@ def test_debug_is_off_by_default_and_a_secret_key_is_then_required():
     shown = _manage(["shell", "-c", "from django.conf import settings; print(settings.DEBUG)"],
                     {"SECRET_KEY": "x" * 60})
     assert shown.returncode == 0 and shown.stdout.strip().splitlines()[-1] == "False", shown.stderr
+
+
+def _show(env: dict[str, str], *expressions: str) -> list[str]:
+    """The ``repr`` of each settings expression (``settings.X``), as a process with ``env`` sees them."""
+    shown = _manage(["shell", "-c", "from django.conf import settings; "
+                     f"print(repr(({', '.join(expressions)},)))"], env)
+    assert shown.returncode == 0, shown.stderr
+    return list(ast.literal_eval(shown.stdout.strip().splitlines()[-1]))
+
+
+def test_debug_without_a_secret_key_draws_a_new_random_key_each_run():
+    first, second = (_show({"DEBUG": "true"}, "settings.SECRET_KEY")[0] for _ in range(2))
+    assert first != second and min(len(first), len(second)) >= 50
+    assert _show({"DEBUG": "true", "SECRET_KEY": "k" * 60}, "settings.SECRET_KEY") == ["k" * 60]
+
+
+def test_the_key_and_the_passwords_come_from_files(tmp_path):
+    for name, value in (("secret_key", "$" + "k" * 59), ("postgres_password", "pg pw/@"),
+                        ("redis_password", "r@dis:pw")):
+        (tmp_path / name).write_text(value + "\n")
+    env = {"SECRET_KEY_FILE": str(tmp_path / "secret_key"),
+           "DATABASE_URL": "postgres://sparkscaler@postgres:5432/sparkscaler",
+           "DATABASE_PASSWORD_FILE": str(tmp_path / "postgres_password"),
+           "REDIS_URL": "redis://redis:6379/0", "REDIS_PASSWORD_FILE": str(tmp_path / "redis_password")}
+    assert _show(env, "settings.SECRET_KEY", "settings.DATABASES['default']['PASSWORD']",
+                 "settings.DATABASES['default']['USER']", "settings.REDIS_URL", "settings.CELERY_BROKER_URL") == [
+        "$" + "k" * 59, "pg pw/@", "sparkscaler", "redis://:r%40dis%3Apw@redis:6379/0",
+        "redis://:r%40dis%3Apw@redis:6379/0"]
+    done = _manage(["check"], {**env, "REDIS_PASSWORD_FILE": str(tmp_path / "nope")})
+    assert done.returncode != 0 and f"REDIS_PASSWORD_FILE={tmp_path / 'nope'}" in done.stderr, done.stderr
 
 
 _HTTPS_SETTINGS = ("SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE")
@@ -172,21 +221,15 @@ def _command_line(service: dict) -> str:
 
 
 def test_no_command_line_carries_a_password():
-    """REDIS_PASSWORD is only in the environment of the app services and in redis's config file."""
+    """The passwords are only in the secret files; redis's command reads its own from one."""
     spec = compose()
     for name, service in spec["services"].items():
         line = _command_line(service)
         assert "PASSWORD" not in line and "--requirepass" not in line and not re.search(r"://[^ ]*@", line), name
         assert "--redis-url" not in line, name
-    assert spec["services"]["redis"]["command"] == ["redis-server", "/usr/local/etc/redis/redis.conf"]
-    assert spec["services"]["redis"]["configs"] == [{"source": "redis_conf",
-                                                     "target": "/usr/local/etc/redis/redis.conf"}]
-    assert "env_file" not in spec["services"]["redis"]  # redis needs none of the app's secrets
-    assert spec["x-app"]["environment"]["SPARKSCALER_REDIS_URL"] == "redis://:${REDIS_PASSWORD:?}@redis:6379/0"
-    carrying = [line.strip() for line in (ROOT / "docker-compose.yml").read_text().splitlines()
-                if "REDIS_PASSWORD" in line and not line.lstrip().startswith("#")]
-    assert [line.split(":")[0] for line in carrying] == ["REDIS_URL", "SPARKSCALER_REDIS_URL",
-                                                         "requirepass \"${REDIS_PASSWORD"]
+    script = spec["services"]["redis"]["command"]
+    assert script[:2] == ["sh", "-c"] and '"$$(cat /run/secrets/redis_password)"' in script[2]
+    assert "configs" not in spec and "env_file" not in spec["services"]["redis"]  # redis needs no app secret
 
 
 def _answers_with_auth_error(client: redis.Redis) -> bool:
@@ -199,34 +242,53 @@ def _answers_with_auth_error(client: redis.Redis) -> bool:
     raise AssertionError("redis answered without a password")
 
 
-def test_redis_takes_its_password_from_the_compose_config_file(tmp_path):
+def _redis_script(tmp_path: Path, port: int) -> str:
+    """The redis service's shell command as it runs here: compose's ``$$`` unescaped, the secret and the
+    config in ``tmp_path``, no ``chown`` (no redis user here), and this machine's ``redis-server`` on
+    loopback ``port`` instead of the image's entrypoint."""
+    script = compose()["services"]["redis"]["command"][2].replace("$$", "$")
+    for theirs, ours in (("/run/secrets/redis_password", str(tmp_path / "redis_password")),
+                         ("/tmp/redis.conf", str(tmp_path / "redis.conf")),
+                         ("chown redis:redis", "true"),
+                         ("docker-entrypoint.sh redis-server", shlex.quote(redis_server_binary()))):
+        assert theirs in script
+        script = script.replace(theirs, ours)
+    return f"{script} --port {port} --bind 127.0.0.1 --dir {shlex.quote(str(tmp_path))}"
+
+
+def test_redis_takes_its_password_from_the_secret_file(tmp_path):
     password = "s3cret-" + "x" * 20
-    content = compose()["configs"]["redis_conf"]["content"].replace("${REDIS_PASSWORD:?}", password)
-    assert "${" not in content
-    (tmp_path / "redis.conf").write_text(content)
+    (tmp_path / "redis_password").write_text(password + "\n")
     port = free_port()
-    server = subprocess.Popen([redis_server_binary(), str(tmp_path / "redis.conf"), "--port", str(port),
-                               "--bind", "127.0.0.1", "--dir", str(tmp_path)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(["sh", "-c", _redis_script(tmp_path, port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.STDOUT)
     try:
         anonymous = redis.Redis(port=port, socket_connect_timeout=1)
         wait_for(lambda: _answers_with_auth_error(anonymous), timeout_s=30, what="redis refusing anonymous PING",
                  interval_s=0.1)
         client = redis.Redis(port=port, password=password)
         assert client.ping() and client.config_get("appendonly") == {"appendonly": "yes"}
+        assert (tmp_path / "redis.conf").stat().st_mode & 0o077 == 0  # the config is the owner's only
     finally:
         server.terminate()
         server.wait(timeout=10)
 
 
-def test_the_generator_reads_the_redis_url_from_the_environment(tmp_path):
-    server = start_redis(workdir=tmp_path / "redis", password="pw-" + "y" * 20)
+@pytest.mark.parametrize("load", [
+    ["sparkclient.demo.generator", "--topic", "t", "--partitions", "1", "--rate", "1000", "--max-events", "5"],
+    ["sparkclient.demo.examples.files_load", "--topic", "t", "--rate", "1000", "--file-rows", "5", "--seconds", "1"],
+], ids=["generator", "files_load"])
+def test_the_loads_read_the_redis_url_and_its_password_file_from_the_environment(tmp_path, load):
+    """As compose gives them: a URL without a password and the file that holds it."""
+    server = start_redis(workdir=tmp_path / "redis", password="pw/" + "y" * 20)
+    (tmp_path / "redis_password").write_text(server.password + "\n")
+    extra = ["--inbox", str(tmp_path / "inbox")] if load[0].endswith("files_load") else []
     try:
-        done = subprocess.run([sys.executable, "-m", "sparkclient.demo.generator", "--topic", "t", "--partitions", "1",
-                               "--rate", "1000", "--max-events", "5"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=60, env={**os.environ, "SPARKSCALER_REDIS_URL": server.url})
+        done = subprocess.run([sys.executable, "-m", *load, *extra], cwd=ROOT, capture_output=True, text=True,
+                              timeout=60, env={**os.environ, "SPARKSCALER_REDIS_URL": f"redis://127.0.0.1:{server.port}/0",
+                                               "SPARKSCALER_REDIS_PASSWORD_FILE": str(tmp_path / "redis_password")})
         assert done.returncode == 0, done.stderr
-        assert read_counts(redis.Redis.from_url(server.url, decode_responses=True), "t")["total"] == 5
+        assert read_counts(redis.Redis.from_url(server.url, decode_responses=True), "t")["total"] >= 5
     finally:
         server.stop()
 

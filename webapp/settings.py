@@ -1,18 +1,23 @@
 """Django settings. Everything comes from the environment through django-environ.
 
 ``DEBUG`` is off unless the environment turns it on (``make demo`` and the test suite do). With it
-off, ``SECRET_KEY`` is required and the HTTPS settings (redirect, HSTS, secure cookies) are on unless
-the environment turns each off; ``manage.py check --deploy`` then reports no warnings. The production
-environment is documented in README.md ("Production") and in ``.env.example``.
+off, ``SECRET_KEY`` is required (with it on and no key, each process draws a random one) and the HTTPS
+settings (redirect, HSTS, secure cookies) are on unless the environment turns each off; ``manage.py
+check --deploy`` then reports no warnings. The production environment is documented in README.md
+("Production") and in ``.env.example``. A password or key can come from a file instead (a Docker
+secret): ``SECRET_KEY_FILE``, ``DATABASE_PASSWORD_FILE`` (the password of ``DATABASE_URL``),
+``REDIS_PASSWORD_FILE`` (of ``REDIS_URL``).
 """
 
 import ipaddress
 import os
+import secrets
 from pathlib import Path
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from sparkclient.contract.credentials import file_secret, url_with_password
 from webapp.jobs.addresses import url_host_denial
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -25,17 +30,28 @@ env = environ.Env(
     ALLOWED_HOSTS=(list, ["127.0.0.1", "localhost", "testserver"]),
 )
 
+
+def _file_secret(variable: str) -> str:
+    """The secret in the file the environment variable ``variable`` names (a Docker secret), ``""`` when
+    it is unset; ImproperlyConfigured when the file cannot be read."""
+    try:
+        return file_secret(variable)
+    except OSError as exc:
+        raise ImproperlyConfigured(f"cannot read a secret: {exc.strerror}") from None
+
+
 DEBUG = env("DEBUG")
 # Read as is: django-environ takes a value starting with "$" for the name of another variable, and
 # Django's get_random_secret_key() starts a key with "$" once in 50.
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
+SECRET_KEY = os.environ.get("SECRET_KEY", "") or _file_secret("SECRET_KEY_FILE")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
-            "SECRET_KEY is not set and DEBUG is off: set SECRET_KEY in the environment to a long random string "
-            "(python -c 'from django.core.management.utils import get_random_secret_key as k; print(k())'), "
-            "or set DEBUG=true for a development run")
-    SECRET_KEY = "insecure-development-key-DEBUG-is-on"  # noqa: S105 - development only (DEBUG on)
+            "SECRET_KEY is not set and DEBUG is off: set SECRET_KEY (or SECRET_KEY_FILE, a file holding it) to a "
+            "long random string (python -c 'from django.core.management.utils import get_random_secret_key as k; "
+            "print(k())'), or set DEBUG=true for a development run")
+    # A development run: a key of this process only, so nothing signed with it outlives the run.
+    SECRET_KEY = secrets.token_urlsafe(50)
 ALLOWED_HOSTS = env("ALLOWED_HOSTS")
 # Behind a TLS-terminating proxy: CSRF_TRUSTED_ORIGINS=https://scaler.example.com, and
 # SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO,https when the proxy sets X-Forwarded-Proto.
@@ -136,6 +152,8 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+if _database_password := _file_secret("DATABASE_PASSWORD_FILE"):  # compose: DATABASE_URL carries none
+    DATABASES["default"]["PASSWORD"] = _database_password
 if DATABASES["default"]["ENGINE"] in ("django.db.backends.postgresql", "django.db.backends.postgresql_psycopg2"):
     # Production: PostgreSQL through psycopg 3, persistent connections checked before reuse.
     DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
@@ -193,7 +211,8 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
-REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
+# compose: REDIS_URL carries no password, REDIS_PASSWORD_FILE names the file that holds it.
+REDIS_URL = url_with_password(env("REDIS_URL", default="redis://127.0.0.1:6379/0"), _file_secret("REDIS_PASSWORD_FILE"))
 
 # Autoscaler timing (seconds).
 SCALER_COLLECT_INTERVAL_S = env.float("SCALER_COLLECT_INTERVAL_S", default=15.0)

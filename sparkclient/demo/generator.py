@@ -19,7 +19,8 @@ CLI::
     python -m sparkclient.demo.generator [--redis-url URL] --topic nexmark --partitions 4 --rate 200 \
         [--retention N] [--max-events N]
 
-The Redis URL is ``--redis-url``, else ``$SPARKSCALER_REDIS_URL``, else redis://127.0.0.1:6379/0.
+The Redis URL is ``--redis-url``, else ``$SPARKSCALER_REDIS_URL`` (with the password of the file
+``$SPARKSCALER_REDIS_PASSWORD_FILE`` when set), else redis://127.0.0.1:6379/0.
 
 runs until SIGTERM/SIGINT (clean exit, the batch in hand is written) or ``--max-events``.
 """
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import random
 import signal
 import threading
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import redis
 
 from sparkclient.contract import keys
+from sparkclient.contract.credentials import control_redis_url
 from sparkclient.contract.load import get_rate, set_rate
 from sparkclient.demo.redislog import PartitionedLog
 
@@ -231,9 +232,10 @@ class Generator:
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m sparkclient.demo.generator", description=__doc__.split("\n")[0])
-    parser.add_argument("--redis-url", default=os.environ.get("SPARKSCALER_REDIS_URL", "redis://127.0.0.1:6379/0"),
-                        help="the log's Redis, password in the URL (default: $SPARKSCALER_REDIS_URL, which keeps "
-                             "the password out of the process list, else redis://127.0.0.1:6379/0)")
+    parser.add_argument("--redis-url", default=control_redis_url(),
+                        help="the log's Redis, password in the URL (default: $SPARKSCALER_REDIS_URL with the "
+                             "password of the file $SPARKSCALER_REDIS_PASSWORD_FILE when set, which keeps the "
+                             "password out of the process list, else redis://127.0.0.1:6379/0)")
     parser.add_argument("--topic", default="nexmark")
     parser.add_argument("--partitions", type=int, default=4, help="K, log partitions")
     parser.add_argument("--rate", type=float, default=None,

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cluster == "standalone":
             master, own_cluster = _standalone_master(var)
         # The pipeline needs no Django: start it first, so its JVM warms up while the database migrates.
-        started = [start_example(group, name, run_dir=run_dir, redis_url=redis_server.url, master=master,
+        started = [start_example(group, name, run_dir=run_dir, master=master,
                                  rate=args.rate, partitions=args.partitions, ui_port=4040 + i)
                    for i, name in enumerate(examples)]
         _start_web(group, started, run_dir=run_dir, port=args.port, redis_url=redis_server.url)
@@ -129,13 +129,13 @@ def _start_web(group: ProcessGroup, started: list[tuple[str, str]], *, run_dir: 
           "--rate 600`. Ctrl-C stops everything.", flush=True)
 
 
-def start_example(group: ProcessGroup, name: str, *, run_dir: Path, redis_url: str, master: str, rate: float,
+def start_example(group: ProcessGroup, name: str, *, run_dir: Path, master: str, rate: float,
                   partitions: int, ui_port: int) -> tuple[str, str]:
     """Start one example pipeline and its load through the pipeline contract (``python -m sparkclient
-    run``), as a user would; returns ``(job, topic)``."""
+    run``), as a user would; returns ``(job, topic)``. Each reads the Redis URL (with this run's password)
+    from ``$SPARKSCALER_REDIS_URL``, never from its argv, which ``ps`` shows to everyone."""
     if name == "nexmark":
         job, topic = JOB, TOPIC
-        # The URL (with this run's password) comes from $SPARKSCALER_REDIS_URL: argv shows in ps.
         group.start("generator", ["python", "-m", "sparkclient.demo.generator",
                                   "--topic", topic, "--partitions", str(partitions), "--rate", str(rate)])
         knobs = ["trigger_interval_s=5", "max_records_per_batch=6000"]
@@ -143,8 +143,7 @@ def start_example(group: ProcessGroup, name: str, *, run_dir: Path, redis_url: s
     else:
         job, topic = "files", "files"
         group.start("files_load", ["python", "-m", "sparkclient.demo.examples.files_load", "--inbox",
-                                   str(run_dir / job / "inbox"), "--rate", str(rate), "--redis-url", redis_url,
-                                   "--topic", topic])
+                                   str(run_dir / job / "inbox"), "--rate", str(rate), "--topic", topic])
         knobs = ["trigger_interval_s=5"]
         pipeline = PIPELINES[job]
     group.start(f"runner_{job}", ["python", "-m", "sparkclient", "run", "--pipeline", pipeline, "--job", job,

@@ -7,13 +7,11 @@ They live apart from the supervisor (which loads Spark through the driver) so th
 from __future__ import annotations
 
 import argparse
-import os
 
+from sparkclient.contract.credentials import control_redis_url
 from sparkclient.contract.spec import KnobError
 
-__all__ = ["DEFAULT_REDIS_URL", "add_run_arguments", "parse_pairs"]
-
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+__all__ = ["add_run_arguments", "parse_pairs"]
 
 
 def parse_pairs(flags: list[str], option: str = "--knob", shape: str = "NAME=VALUE") -> dict[str, str]:
@@ -54,9 +52,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "spark.kubernetes.container.image=..., spark.decommission.enabled=true")
     parser.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
                         help="initial knob value (repeatable); ignored once the job has stored values")
-    parser.add_argument("--redis-url", default=os.environ.get("SPARKSCALER_REDIS_URL", DEFAULT_REDIS_URL),
-                        help="control channel, password in the URL; prefer $SPARKSCALER_REDIS_URL, the default, "
-                             "which keeps the password out of the process list")
+    parser.add_argument("--redis-url", default=control_redis_url(),
+                        help="control channel, password in the URL; prefer the default, $SPARKSCALER_REDIS_URL "
+                             "(with the password of the file $SPARKSCALER_REDIS_PASSWORD_FILE when set), which "
+                             "keeps the password out of the process list")
     parser.add_argument("--workdir", help="checkpoint, sink and driver log go here (default: var/jobs/JOB)")
     parser.add_argument("--ui-port", type=int, default=4040)
     parser.add_argument("--max-executors", type=int, help="cap on the executors a plan may ask for")

@@ -11,8 +11,9 @@ written there. SIGINT/SIGTERM is forwarded to the driver, which stops the query 
 supervisor then exits, leaving no JVM behind. A driver that crashes (exit code not 0/75) is recorded
 as ``state=failed`` and restarted after a back-off, at most :data:`MAX_CRASH_RESTARTS` times in a row.
 
-The control endpoint is ``--redis-url``, else ``$SPARKSCALER_REDIS_URL`` (preferred: a command line,
-password included, shows in ``ps``), else redis://127.0.0.1:6379/0; the driver child gets it in its environment.
+The control endpoint is ``--redis-url``, else ``$SPARKSCALER_REDIS_URL`` with the password of the file
+``$SPARKSCALER_REDIS_PASSWORD_FILE`` when set (preferred: a command line, password included, shows in ``ps``),
+else redis://127.0.0.1:6379/0; the driver child gets it in its environment.
 **Capacity** (the most executors a plan may ask for): local mode, the host's cores; a standalone
 master, its free cores from the master UI's ``/json`` (``--master-ui``, default port 8080 on the
 master's host); elsewhere ``--max-executors``, which also caps the others.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import json
 from contextlib import nullcontext
 from datetime import timedelta
 from io import StringIO
@@ -16,7 +18,8 @@ from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.jobs.services import job_register
 from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.codes import Reason
-from webapp.proposals.models import Proposal
+from webapp.proposals.exports import CSV_TRAILER
+from webapp.proposals.models import AuditEvent, Proposal
 
 #: The demo pipeline's knob declarations (sparkclient.demo.examples.nexmark.KNOBS, as the runner publishes them).
 KNOBS = [
@@ -123,3 +126,31 @@ def job_admin_form(user, **fields):
                             "spark_ui_url": "", "spark_ui_hosts": "[]", "spark_ui_ports": "4040-4056",
                             "health": "collecting", "last_error": "", "health_reason": "{}", "scaler_state": "{}",
                             "plan_stages": "[]", "capacity": "0", **fields})
+
+def make_audit_trail(job: Job, events: int) -> None:
+    """``events`` audit events of ``job``, written 10,000 per query: the actor alternates between a policy
+    and a spreadsheet formula, every fourth event has a coded reason."""
+    reason = reason_json("load_above_band", load=1.42, band=[0.6, 0.8])
+    for start in range(0, events, 10_000):
+        AuditEvent.objects.bulk_create([
+            AuditEvent(job=job, actor_name="policy:ds2" if i % 2 else "=cmd|' /C calc'!A0",
+                       action="proposed" if i % 3 else "approved", before={"cores": 2}, after={"cores": 3},
+                       reason=reason if i % 4 == 0 else {}) for i in range(start, min(events, start + 10_000))])
+
+
+def read_audit_export(body: str, fmt: str) -> tuple[list, int | None]:
+    """An audit export (``"csv"`` or ``"json"``) as a client reads it: its rows (CSV: dicts of the header's
+    columns; JSON: the events) and the row count its end gives, None when it ends without one. A complete
+    export's count is the number of its rows; a cut JSON export does not parse (``([], None)``)."""
+    if fmt == "csv":
+        header, *records = list(csv.reader(StringIO(body, newline=""))) or [[]]
+        count = None
+        if records and records[-1][:1] == [CSV_TRAILER]:
+            trailer = records.pop()
+            count = int(trailer[1]) if len(trailer) == 2 and trailer[1].isdigit() else None
+        return [dict(zip(header, record, strict=False)) for record in records], count
+    try:
+        export = json.loads(body)
+    except ValueError:
+        return [], None
+    return export["events"], export.get("count")

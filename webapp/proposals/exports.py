@@ -1,6 +1,10 @@
-"""The audit trail's exports, streamed: CSV and JSON written row by row from
-:func:`webapp.proposals.selectors.iter_audit_rows` (one page of events in memory at a time, whatever the
-length of the trail).
+"""The audit trail's exports, streamed: CSV and JSON written from
+:func:`webapp.proposals.selectors.iter_audit_rows`, one chunk per :data:`CHUNK_ROWS` rows (one page of
+events in memory at a time, whatever the length of the trail).
+
+Each export ends with its row count, so a stream cut short (a killed worker, a dropped connection, which
+an HTTP/1.0 client or a buffering proxy sees as an ordinary end) never looks complete: the CSV's last
+record is ``#count,<rows>`` (:data:`CSV_TRAILER`), the JSON object's last member ``"count": <rows>``.
 
 CSV cells are neutralised against spreadsheet formula injection (OWASP "CSV Injection"): a text cell
 starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading ``'``, so a spreadsheet
@@ -19,6 +23,10 @@ from webapp.proposals.codes import Reason
 from webapp.proposals.reason_text import reason_text
 from webapp.proposals.selectors import AUDIT_FIELDS, iter_audit_rows
 
+#: Rows per chunk of the streamed exports: one write to the client per chunk.
+CHUNK_ROWS = 500
+#: The first cell of the CSV export's last record; its second cell is the number of rows before it.
+CSV_TRAILER = "#count"
 #: First characters that make a spreadsheet read a cell as a formula (OWASP).
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
@@ -49,28 +57,45 @@ def csv_cells(row: dict) -> list[object]:
     return [neutralise(flat[field]) for field in AUDIT_FIELDS]
 
 
+def _chunks(pieces: Iterable[str], size: int = CHUNK_ROWS) -> Iterator[str]:
+    """``pieces`` joined ``size`` at a time (the last chunk may be shorter)."""
+    batch: list[str] = []
+    for piece in pieces:
+        batch.append(piece)
+        if len(batch) == size:
+            yield "".join(batch)
+            batch = []
+    if batch:
+        yield "".join(batch)
+
+
 def csv_lines(rows: Iterable[dict]) -> Iterator[str]:
-    """The CSV export of audit ``rows``: the header line, then one line per row."""
+    """The CSV export of audit ``rows``, one line each: the header, one line per row, then the trailer
+    ``#count,<rows>``."""
     writer = csv.writer(_Line())
     yield writer.writerow(AUDIT_FIELDS)
+    count = 0
     for row in rows:
         yield writer.writerow(csv_cells(row))
+        count += 1
+    yield writer.writerow([CSV_TRAILER, count])
 
 
-def json_chunks(job_name: str, rows: Iterable[dict]) -> Iterator[str]:
-    """The JSON export, ``{"job": <name>, "events": [<row>, ...]}``, one chunk per row."""
+def json_pieces(job_name: str, rows: Iterable[dict]) -> Iterator[str]:
+    """The JSON export, ``{"job": <name>, "events": [<row>, ...], "count": <rows>}``, one piece per row."""
     yield '{"job": ' + json.dumps(job_name) + ', "events": ['
-    separator = ""
+    count = 0
     for row in rows:
-        yield separator + json.dumps(row, cls=DjangoJSONEncoder)
-        separator = ", "
-    yield "]}"
+        yield (", " if count else "") + json.dumps(row, cls=DjangoJSONEncoder)
+        count += 1
+    yield f'], "count": {count}}}'
 
 
 def audit_export_chunks(*, job: Job, fmt: str) -> Iterator[str]:
-    """The chunks of ``job``'s audit export as ``fmt`` (``"csv"`` or ``"json"``; ValueError otherwise)."""
+    """The chunks of ``job``'s audit export as ``fmt`` (``"csv"`` or ``"json"``; ValueError otherwise), each
+    of :data:`CHUNK_ROWS` rows."""
     if fmt == "csv":
-        return csv_lines(iter_audit_rows(job=job))
+        return _chunks(csv_lines(iter_audit_rows(job=job)))
     if fmt == "json":
-        return json_chunks(job.name, iter_audit_rows(job=job))
+        return _chunks(json_pieces(job.name, iter_audit_rows(job=job)))
     raise ValueError(f"no audit export as {fmt!r}")

@@ -16,7 +16,7 @@ EXPORT_TYPES = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
 @login_required
 def audit_export(request: HttpRequest, pk: int, fmt: str) -> StreamingHttpResponse:
     """``/audit/jobs/<pk>.csv`` or ``.json``: every audit event of the job, oldest first, streamed page
-    by page (``webapp.proposals.exports``)."""
+    by page and ending with the row count, which a cut stream lacks (``webapp.proposals.exports``)."""
     if fmt not in EXPORT_TYPES:
         raise Http404("export as .csv or .json")
     job = get_object_or_404(Job, pk=pk)

@@ -5,9 +5,10 @@
 
 Each file holds ``--file-rows`` clicks (one JSON object a line); files are written to a temporary name
 and renamed, so the file source never reads a half-written file. ``--seconds`` bounds the run. With
-``--redis-url``, the rate (rows/s) can be changed while it runs through the generator-rate key of
-``--topic`` (the dashboard's load control, ``manage.py demo_load``); the last written total goes to
-the generator-count key, so a test can compare the sink with what was written.
+``--redis-url`` (default ``$SPARKSCALER_REDIS_URL``), the rate (rows/s) can be changed while it runs
+through the generator-rate key of ``--topic`` (the dashboard's load control, ``manage.py demo_load``);
+the last written total goes to the generator-count key, so a test can compare the sink with what was
+written.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import redis
 
 from scaling.policy.numbers import is_finite_number
 from sparkclient.contract import keys
+from sparkclient.contract.credentials import control_redis_url
 
 
 def write_file(inbox: Path, seq: int, rows: int, rng: random.Random) -> None:
@@ -55,7 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=100.0, help="clicks per second")
     parser.add_argument("--file-rows", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=0.0, help="stop after this long (0: run until killed)")
-    parser.add_argument("--redis-url", help="read the rate from (and count rows into) this Redis")
+    parser.add_argument("--redis-url", default=control_redis_url() if os.environ.get("SPARKSCALER_REDIS_URL") else None,
+                        help="read the rate from (and count rows into) this Redis (default: $SPARKSCALER_REDIS_URL "
+                             "with the password of the file $SPARKSCALER_REDIS_PASSWORD_FILE, which keeps the "
+                             "password out of the process list; none when unset)")
     parser.add_argument("--topic", default="files")
     args = parser.parse_args(argv)
     if not (is_finite_number(args.rate) and args.rate >= 0 and args.file_rows >= 1):

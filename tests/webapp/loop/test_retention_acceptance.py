@@ -14,11 +14,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.webapp.factories import make_job, make_user
+from tests.webapp.factories import make_audit_trail, make_job, make_user
 from webapp.dashboard.reads import chart_data
 from webapp.jobs.models import MetricRollup, MetricSnapshot, VertexSnapshot
 from webapp.loop.retention import minute_of, prune_metrics
-from webapp.proposals.models import AuditEvent
+from webapp.proposals.exports import CSV_TRAILER
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -28,40 +28,32 @@ INTERVAL_S = 15
 HOUR = timedelta(hours=1)
 
 
-def _fill_audit(job) -> None:
-    reason = {"code": "load_above_band", "data": {"load": 1.42, "band": [0.6, 0.8]}}
-    batch = []
-    for i in range(EVENTS):
-        batch.append(AuditEvent(job=job, actor_name="policy:ds2" if i % 2 else "=cmd|' /C calc'!A0",
-                                action="proposed" if i % 3 else "approved",
-                                before={"cores": 2}, after={"cores": 3}, reason=reason if i % 4 == 0 else {}))
-        if len(batch) == 10_000:
-            AuditEvent.objects.bulk_create(batch)
-            batch = []
-
-
-def _consume(response) -> tuple[int, int, float]:
-    """(bytes, peak bytes allocated while consuming, seconds)."""
+def _consume(response) -> tuple[int, int, float, bytes]:
+    """(bytes, peak bytes allocated while consuming, seconds, the last chunk)."""
     tracemalloc.start()
     started = time.perf_counter()
-    total = sum(len(chunk) for chunk in response.streaming_content)
+    total, last = 0, b""
+    for chunk in response.streaming_content:
+        total, last = total + len(chunk), chunk
     seconds = time.perf_counter() - started
     _current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return total, peak, seconds
+    return total, peak, seconds, last
 
 
 def test_the_audit_export_of_200000_events_streams_in_constant_memory(client):
     job = make_job()
-    _fill_audit(job)
+    make_audit_trail(job, EVENTS)
     client.force_login(make_user("vera", role="viewer"))
     for fmt in ("csv", "json"):
         response = client.get(f"/audit/jobs/{job.pk}.{fmt}")
         assert response.streaming
-        total, peak, seconds = _consume(response)
+        total, peak, seconds, last = _consume(response)
         print(f"\n{fmt}: {EVENTS} events, {total / 1e6:.1f} MB in {seconds:.1f} s (traced), "
               f"peak {peak / 1e6:.2f} MB ({peak / total:.1%})")
-        assert total > EVENTS * 80  # every event is there
+        assert total > EVENTS * 80  # every event is there, and the export's end says so
+        end = f"{CSV_TRAILER},{EVENTS}\r\n" if fmt == "csv" else f'"count": {EVENTS}}}'
+        assert last.endswith(end.encode())
         assert peak < 0.10 * total
 
 

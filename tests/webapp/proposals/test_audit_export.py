@@ -1,5 +1,6 @@
 """The audit trail's exports (``webapp.proposals.exports``): streamed, complete and in order across
-pages, CSV formula injection neutralised."""
+pages, ending with their row count (which a stream cut anywhere before it lacks), CSV formula injection
+neutralised."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import json
 import pytest
 from django.http import StreamingHttpResponse
 
-from tests.webapp.factories import make_job, make_user
-from webapp.proposals.exports import FORMULA_PREFIXES, neutralise
+from tests.webapp.factories import make_audit_trail, make_job, make_user, read_audit_export
+from webapp.proposals.exports import CHUNK_ROWS, CSV_TRAILER, FORMULA_PREFIXES, audit_export_chunks, neutralise
 from webapp.proposals.models import AuditEvent
 from webapp.proposals.selectors import iter_audit_rows
 
@@ -55,3 +56,41 @@ def test_an_unknown_format_is_not_found(client):
     job = make_job()
     client.force_login(make_user("vera", role="viewer"))
     assert client.get(f"/audit/jobs/{job.pk}.xlsx").status_code == 404
+
+
+@pytest.mark.parametrize("events", [0, 1, CHUNK_ROWS - 2, 2 * CHUNK_ROWS + 7])
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_an_export_ends_with_the_count_of_its_rows(client, fmt, events):
+    job = make_job()
+    make_audit_trail(job, events)
+    make_audit_trail(make_job(name="other"), 3)
+    client.force_login(make_user("vera", role="viewer"))
+    rows, count = read_audit_export(_body(client.get(f"/audit/jobs/{job.pk}.{fmt}")), fmt)
+    assert count == events and len(rows) == events
+    assert [int(row["id"]) for row in rows] == sorted(AuditEvent.objects.filter(job=job).values_list("pk", flat=True))
+
+
+def test_the_csv_trailer_is_one_record_after_the_rows():
+    job = make_job()
+    make_audit_trail(job, 2)
+    lines = "".join(audit_export_chunks(job=job, fmt="csv")).splitlines()
+    assert len(lines) == 4 and lines[-1] == f"{CSV_TRAILER},2"
+    assert json.loads("".join(audit_export_chunks(job=job, fmt="json")))["count"] == 2
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_a_stream_cut_before_its_end_lacks_the_count(fmt):
+    job = make_job()
+    events = 3 * CHUNK_ROWS + 11
+    make_audit_trail(job, events)
+    chunks = list(audit_export_chunks(job=job, fmt=fmt))
+    assert len(chunks) == 4  # CHUNK_ROWS pieces a chunk: the head, 1,511 rows, the end
+    whole = "".join(chunks)
+    assert read_audit_export(whole, fmt)[1] == events
+    trailer_at = whole.rindex(CSV_TRAILER if fmt == "csv" else '"count"')
+    cuts = [len("".join(chunks[:k])) for k in range(1, len(chunks))]  # after a chunk
+    # inside a chunk, and inside the trailer (its count without the last digit)
+    cuts += [len(whole) // 3, trailer_at, trailer_at + len(CSV_TRAILER) + 2, len(whole.rstrip("\r\n}")) - 1]
+    for cut in cuts:
+        rows, count = read_audit_export(whole[:cut], fmt)
+        assert count is None or count != len(rows), cut

@@ -52,7 +52,7 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 class AnswerRefusal(StrEnum):
     """Why an answer of Spark was refused (the job's ``health_reason["code"]``)."""
 
-    TOO_LARGE = "spark_answer_too_large"  # data: endpoint, limit_bytes, read_bytes
+    TOO_LARGE = "spark_answer_too_large"  # data: endpoint, limit_bytes, read_bytes (, declared_bytes)
     TOO_SLOW = "spark_answer_too_slow"    # data: endpoint, deadline_s, bound ("request" or "collection")
 
 

@@ -9,7 +9,8 @@ demo pipeline (:mod:`sparkclient.demo.benchrescale`).
 Live mode reads ``/api/v1`` of the driver and the query's progress: from Redis
 (``ss:progress:<job>``, published by the runner's listener) when ``--redis-url`` is given, else it
 rebuilds the batches from the jobs alone (no offsets, so no backlog or arrival rate).
-Exit status: 0, 1 when Spark or the captures cannot be read, 2 on bad arguments.
+Exit status: 0, 1 when Spark or the captures cannot be read, 2 on bad arguments, 3 when the sample is
+not ready (``sparkclient.collector.readiness``: the loop plans no scale-down on it; no scenario printed).
 Notes (batches left out, fallbacks) and the collect time go to stderr.
 """
 

@@ -32,7 +32,7 @@ from sparkclient.collector.offsets import progress_sources
 from sparkclient.collector.sample import VertexSample
 from sparkclient.collector.sources import SourcesReport
 
-__all__ = ["sample_issues"]
+__all__ = ["run_start_batch", "sample_issues"]
 
 Json = Mapping[str, Any]
 
@@ -59,7 +59,7 @@ def sample_issues(progresses: Sequence[Json], window: BatchWindow, *, run_id: st
         if in_progress > 1 and source_stages < in_progress and unnamed:
             issues.append(SampleIssue(NotReady.SQL_PLAN_UNUSABLE, {"sources": in_progress,
                                                                     "source_stages": source_stages}))
-    query = [p for p in query_progresses(progresses, run_id) if isinstance(p.get("batchId"), int)]
+    query = _query(progresses, run_id)
     first = _first_batch(query, batches, run_id)
     if first is not None:
         issues.append(SampleIssue(NotReady.FIRST_BATCH, {"batch_id": first}))
@@ -74,6 +74,17 @@ def sample_issues(progresses: Sequence[Json], window: BatchWindow, *, run_id: st
         issues.append(SampleIssue(NotReady.IMPLAUSIBLE_RATE, {"source": index, "rate_per_s": rate,
                                                                "limit_per_s": limit}))
     return tuple(issues)
+
+
+def run_start_batch(progresses: Sequence[Json], batches: Sequence[Json], run_id: str) -> int | None:
+    """The id of the batch of ``batches`` that is its run's first after a start (the module docstring's
+    first batch: batch 0, or a batch whose previous batch of the query belongs to another run); None if
+    none. ``progresses``: the query's progress dicts (any run). Raises ``SparkDataError`` for a malformed one."""
+    return _first_batch(_query(progresses, run_id), batches, run_id)
+
+
+def _query(progresses: Sequence[Json], run_id: str) -> list[Json]:
+    return [p for p in query_progresses(progresses, run_id) if isinstance(p.get("batchId"), int)]
 
 
 def _first_batch(query: Sequence[Json], batches: Sequence[Json], run_id: str) -> int | None:

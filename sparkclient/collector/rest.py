@@ -7,33 +7,42 @@ it (lists of dicts / dicts with Spark's camelCase keys), so the pure functions o
 Transport errors, HTTP 429 and 5xx are retried a bounded number of times with exponential
 back-off (tenacity); anything else, or the last failure, raises :class:`SparkRestError`.
 The client counts the HTTP requests it makes (``requests``, retries included) and, given a budget
-(``max_requests``, ``time_budget_s``), makes none past it (:class:`RequestBudgetSpent`).
+(``max_requests``, ``time_budget_s``), makes none past it (:class:`RequestBudgetSpent`). An answer is
+bounded (:mod:`sparkclient.collector.answers`): its body by a size per endpoint, each call by a deadline,
+and every call by the end of the time budget; past a bound it is refused (:class:`SparkAnswerRefused`).
+Redirects are not followed (a 3xx is an error).
 The metric strings of its payloads are parsed by :mod:`sparkclient.collector.metricstrings`.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import httpx
-from tenacity import (
-    RetryError,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential,
+from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from sparkclient.collector.answers import (
+    MAX_BODY_BYTES,
+    RETRY_STATUSES,
+    AnswerRefusal,
+    AnswerRefused,
+    DeadlineBackend,
+    body_summary,
+    deadline,
+    endpoint_of,
+    failure_hint,
+    read_body,
+    shape_problem,
 )
 
-__all__ = [
-    "RequestBudgetSpent",
-    "SparkRestClient",
-    "SparkRestError",
-]
+__all__ = ["RequestBudgetSpent", "SparkAnswerRefused", "SparkRestClient", "SparkRestError", "deadline_transport"]
 
 JSON = Any
-_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: Seconds a socket's timeout may fire before the deadline it was cut to (the clocks' rounding).
+_CLOCK_SLACK_S = 0.05
 
 
 class SparkRestError(RuntimeError):
@@ -55,41 +64,31 @@ class RequestBudgetSpent(SparkRestError):
     (``time_budget_s``) is spent. ``status`` is None and ``attempts`` 0; not retried."""
 
 
-class _RetryableStatus(Exception):
-    """Internal: a response whose status is worth retrying."""
+class SparkAnswerRefused(SparkRestError):
+    """An answer past its bound (:mod:`sparkclient.collector.answers`), not retried: ``code``
+    (:class:`sparkclient.collector.answers.AnswerRefusal`) and ``data`` (endpoint, bound, bytes or seconds)."""
 
-    def __init__(self, response: httpx.Response) -> None:
+    def __init__(self, refused: AnswerRefused, *, url: str, attempts: int) -> None:
+        super().__init__(f"GET {url} refused: {refused}", url=url, status=None, attempts=attempts)
+        self.code = refused.code
+        self.data = refused.data
+
+    def reason(self) -> dict[str, Any]:
+        """``{"code", "data"}``, as the web app stores a job's health reason."""
+        return {"code": str(self.code), "data": self.data}
+
+
+class _RetryableStatus(Exception):
+    """Internal: a response whose status is worth retrying, and its body."""
+
+    def __init__(self, response: httpx.Response, body: bytes) -> None:
         super().__init__(f"HTTP {response.status_code}")
         self.response = response
-
-
-def _body_summary(response: httpx.Response) -> str:
-    """What came back, without its text: the error ends up in ``Job.last_error``, shown to every
-    user, so a body (HTML, a proxy's page, anything the server chose) is never reflected."""
-    kind = response.headers.get("content-type", "").split(";")[0].strip() or "no content type"
-    return f"a {len(response.content)}-byte {kind} body"
+        self.body = body
 
 
 def _is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, (_RetryableStatus, httpx.TransportError))
-
-
-def _hint(status: int | None) -> str:
-    if status is None:
-        return (
-            "Check that the Spark driver is running, that its UI is enabled (spark.ui.enabled) and "
-            "listening at this address (spark.ui.port, spark.driver.bindAddress), and that nothing "
-            "blocks the connection."
-        )
-    if status == 404:
-        return (
-            "Check the application id (SparkRestClient.applications() lists them) and that the "
-            "job/stage/execution still exists: the UI keeps only the last spark.ui.retainedJobs, "
-            "spark.ui.retainedStages and spark.sql.ui.retainedExecutions entries."
-        )
-    if status in _RETRY_STATUSES:
-        return "The driver is overloaded or restarting; try again later or raise timeout_s."
-    return "Check the request parameters against the Spark monitoring REST API documentation."
 
 
 class SparkRestClient:
@@ -99,16 +98,21 @@ class SparkRestClient:
     accepted too). ``timeout_s`` bounds each request (connect, read, write and pool), in seconds.
     ``attempts`` is the total number of tries per call (>= 1); back-off between tries is
     exponential from ``backoff_s`` seconds, capped at ``max_backoff_s``.
-    ``transport`` lets tests inject an ``httpx.MockTransport``.
+    ``transport`` lets tests inject an ``httpx.MockTransport`` (default: httpx's, on
+    :class:`sparkclient.collector.answers.DeadlineBackend`).
     ``max_requests`` bounds the HTTP requests of the client's life (retries included; None: no
-    bound); ``time_budget_s`` the seconds from its creation after which it starts none (None: no
-    bound). ``requests`` counts the HTTP requests made.
+    bound); ``time_budget_s`` the seconds from its creation after which it starts none and by which
+    every call ends (None: no bound). ``deadline_s`` bounds each call, its retries included, seconds;
+    ``max_body_bytes`` overrides :data:`sparkclient.collector.answers.MAX_BODY_BYTES` per endpoint.
+    ``requests`` counts the HTTP requests made.
 
     Use as a context manager or call :meth:`close`.
     """
 
     #: Seconds each request may take (connect, read, write, pool) unless told otherwise.
     DEFAULT_TIMEOUT_S = 5.0
+    #: Seconds a call (its retries included) may take unless told otherwise.
+    DEFAULT_DEADLINE_S = 20.0
 
     def __init__(
         self,
@@ -121,11 +125,13 @@ class SparkRestClient:
         transport: httpx.BaseTransport | None = None,
         max_requests: int | None = None,
         time_budget_s: float | None = None,
+        deadline_s: float = DEFAULT_DEADLINE_S,
+        max_body_bytes: dict[str, int] | None = None,
     ) -> None:
         if attempts < 1:
             raise ValueError(f"attempts must be >= 1, got {attempts}")
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
+        if timeout_s <= 0 or deadline_s <= 0:
+            raise ValueError(f"timeout_s and deadline_s must be > 0 seconds, got {timeout_s}, {deadline_s}")
         root = base_url.rstrip("/")
         if root.endswith("/api/v1"):
             root = root[: -len("/api/v1")]
@@ -138,13 +144,16 @@ class SparkRestClient:
         self.max_requests = max_requests
         self.time_budget_s = time_budget_s
         self._deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
+        self.deadline_s = deadline_s
+        self.max_body_bytes = {**MAX_BODY_BYTES, **(max_body_bytes or {})}
         #: HTTP requests made so far (each retry is one).
         self.requests = 0
         self._http = httpx.Client(
             base_url=self.api_url,
             timeout=httpx.Timeout(timeout_s),
-            transport=transport,
-            headers={"Accept": "application/json"},
+            transport=transport or deadline_transport(),
+            headers={"Accept": "application/json", "Accept-Encoding": "identity"},
+            follow_redirects=False,
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -164,9 +173,10 @@ class SparkRestClient:
     def get(self, path: str, params: dict[str, Any] | None = None) -> JSON:
         """GET ``<api_url>/<path>`` and decode the JSON body.
 
-        Retries transport errors, 429 and 5xx up to ``attempts`` times in all.
-        Raises :class:`SparkRestError` (with URL, status and a hint) on final failure, on any
-        other non-2xx status, or on a body that is not JSON.
+        Retries transport errors, 429 and 5xx up to ``attempts`` times in all, within the call's
+        deadline. Raises :class:`SparkAnswerRefused` for a body over its endpoint's size or a call past
+        its deadline, and :class:`SparkRestError` (with URL, status and a hint) on final failure, on
+        any other non-2xx status (a redirect too), or on a body that is not JSON.
         """
         url = f"{self.api_url}/{path.lstrip('/')}"
         request_url = str(httpx.URL(url, params=_clean_params(params)))
@@ -177,41 +187,55 @@ class SparkRestClient:
             reraise=False,
         )
         response: httpx.Response | None = None
+        body = b""
+        at, bound = time.monotonic() + self.deadline_s, "request"
+        if self._deadline is not None and self._deadline < at:
+            at, bound = self._deadline, "collection"
         try:
             for attempt in retrying:
                 with attempt:
                     self._spend(request_url)
-                    response = self._http.get(path.lstrip("/"), params=_clean_params(params))
-                    if response.status_code in _RETRY_STATUSES:
-                        raise _RetryableStatus(response)
+                    response, body = self._fetch(path, params, at, bound)
+                    if response.status_code in RETRY_STATUSES:
+                        raise _RetryableStatus(response, body)
+        except AnswerRefused as refused:
+            raise SparkAnswerRefused(refused, url=request_url,
+                                     attempts=retrying.statistics.get("attempt_number", 1)) from None
         except RetryError as err:
             last = err.last_attempt
             exc = last.exception()
             n = last.attempt_number
             if isinstance(exc, _RetryableStatus):
-                raise self._status_error(request_url, exc.response, n) from None
-            raise SparkRestError(
-                f"GET {request_url} failed after {n} attempt(s): {type(exc).__name__}: {exc}. "
-                + _hint(None),
-                url=request_url,
-                status=None,
-                attempts=n,
-            ) from exc
+                raise self._status_error(request_url, exc.response, exc.body, n) from None
+            raise SparkRestError(f"GET {request_url} failed after {n} attempt(s): {type(exc).__name__}: {exc}. "
+                                 + failure_hint(None), url=request_url, status=None, attempts=n) from exc
         assert response is not None
         n = retrying.statistics.get("attempt_number", 1)
         if not response.is_success:
-            raise self._status_error(request_url, response, n)
+            raise self._status_error(request_url, response, body, n)
         try:
-            return response.json()
+            return json.loads(body)
         except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, or nested too deep
-            raise SparkRestError(
-                f"GET {request_url} returned HTTP {response.status_code} but the body is not JSON "
-                f"({_body_summary(response)}). Check that base_url points at the Spark UI root, "
-                "not at a proxy or another service.",
-                url=request_url,
-                status=response.status_code,
-                attempts=n,
-            ) from exc
+            raise SparkRestError(f"GET {request_url} returned HTTP {response.status_code} but the body is not JSON "
+                                 f"({body_summary(response, body)}). Check that base_url points at the Spark UI "
+                                 "root, not at a proxy or another service.",
+                                 url=request_url, status=response.status_code, attempts=n) from exc
+
+    def _fetch(self, path: str, params: dict[str, Any] | None, at: float, bound: str) -> tuple[httpx.Response, bytes]:
+        """One GET and its body, bounded (:mod:`sparkclient.collector.answers`) by its endpoint's size and
+        the monotonic time ``at`` (the ``bound``'s deadline: "request" or "collection"); a timeout once it
+        has passed is :class:`AnswerRefused` (``TOO_SLOW``, not retried)."""
+        endpoint = endpoint_of(path)
+        try:
+            with deadline(at), self._http.stream("GET", path.lstrip("/"), params=_clean_params(params)) as response:
+                return response, read_body(response, endpoint=endpoint, limit_bytes=self.max_body_bytes.get(
+                    endpoint, MAX_BODY_BYTES["other"]))
+        except httpx.TimeoutException:
+            if time.monotonic() < at - _CLOCK_SLACK_S:
+                raise
+            bound_s = self.deadline_s if bound == "request" else self.time_budget_s
+            raise AnswerRefused(AnswerRefusal.TOO_SLOW, {"endpoint": endpoint, "bound": bound,
+                                                         "deadline_s": bound_s}) from None
 
     def _spend(self, request_url: str) -> None:
         """Count one request, or raise :class:`RequestBudgetSpent` when the budget allows none."""
@@ -227,15 +251,10 @@ class SparkRestClient:
         return self.get(path, params), f"{self.api_url}/{path}"
 
     @staticmethod
-    def _status_error(url: str, response: httpx.Response, attempts: int) -> SparkRestError:
-        return SparkRestError(
-            f"GET {url} failed with HTTP {response.status_code} after {attempts} attempt(s) "
-            f"({_body_summary(response)}). "
-            + _hint(response.status_code),
-            url=url,
-            status=response.status_code,
-            attempts=attempts,
-        )
+    def _status_error(url: str, response: httpx.Response, body: bytes, attempts: int) -> SparkRestError:
+        return SparkRestError(f"GET {url} failed with HTTP {response.status_code} after {attempts} attempt(s) "
+                              f"({body_summary(response, body)}). " + failure_hint(response.status_code),
+                              url=url, status=response.status_code, attempts=attempts)
 
     # -- endpoints -------------------------------------------------------------------------
 
@@ -330,6 +349,15 @@ class SparkRestClient:
         return _as_list(*self._get_with_path(f"applications/{app_id}/allexecutors"))
 
 
+def deadline_transport() -> httpx.HTTPTransport:
+    """httpx's transport with its sockets on :class:`sparkclient.collector.answers.DeadlineBackend`: the
+    client's default, and the inner transport of one that checks addresses first."""
+    transport = httpx.HTTPTransport()
+    # httpx takes no network backend; its pool (httpcore's ConnectionPool) does, set at construction
+    transport._pool._network_backend = DeadlineBackend()  # noqa: SLF001
+    return transport
+
+
 def _clean_params(params: dict[str, Any] | None) -> dict[str, Any]:
     return {key: value for key, value in (params or {}).items() if value is not None}
 
@@ -345,34 +373,18 @@ def _statuses(status: str | Sequence[str] | None) -> list[str] | None:
     return [value.lower() for value in values] or None
 
 
-def _expect(payload: JSON, kind: type, url: str) -> Any:
-    """``payload`` when it is a ``kind`` (list or dict), else a SparkRestError naming what came back."""
-    if not isinstance(payload, kind):
-        what = "a JSON list" if kind is list else "a JSON object"
-        raise SparkRestError(
-            f"GET {url}: expected {what} from Spark, got {type(payload).__name__}. "
-            "Check that base_url points at the Spark UI root.",
-            url=url,
-            status=None,
-            attempts=1,
-        )
+def _checked(payload: JSON, kind: type, url: str) -> Any:
+    """``payload`` when it is a ``kind`` (``answers.shape_problem``), else a SparkRestError naming what it is."""
+    problem = shape_problem(payload, kind)
+    if problem:
+        raise SparkRestError(f"GET {url}: {problem}. Check that base_url points at the Spark UI root.",
+                             url=url, status=None, attempts=1)
     return payload
 
 
 def _as_list(payload: JSON, url: str) -> list[dict[str, Any]]:
-    """A JSON list of objects (every list endpoint Spark serves), else a SparkRestError naming the item."""
-    items = _expect(payload, list, url)
-    for index, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise SparkRestError(
-                f"GET {url}: expected a JSON list of objects from Spark, item {index} is a "
-                f"{type(item).__name__}. Check that base_url points at the Spark UI root.",
-                url=url,
-                status=None,
-                attempts=1,
-            )
-    return items
+    return _checked(payload, list, url)
 
 
 def _as_dict(payload: JSON, url: str) -> dict[str, Any]:
-    return _expect(payload, dict, url)
+    return _checked(payload, dict, url)

@@ -10,6 +10,10 @@ per-second metrics over the window, the source's backlog and growth, the cluster
 the scenario's ``vertices``, ``edges``, ``cluster`` and one ``steps`` entry. A source with dict
 offsets gives its partition count as ``partitions``; a source whose backlog is unknown writes no
 ``backlog``.
+
+A sample the loop would not plan a scale-down on (``JobSample.not_ready``) makes no scenario
+(:class:`SampleNotReadyError`). The window of a snapshot starts after its run's first batch after a
+start (:func:`window_after_start`), which carries a downtime's catch-up on a cold JVM.
 """
 
 from __future__ import annotations
@@ -17,9 +21,7 @@ from __future__ import annotations
 import glob
 import json
 import os
-import re
 import statistics
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,23 +30,27 @@ from typing import Any
 from scaling.scenario.format import evaluate_text
 from scaling.scenario.values import ScenarioError
 from scaling.values.memory import MB
-from sparkclient.collector.batchwindow import batch_end_s, progress_time_s
+from scaling.values.readiness import SampleIssue
+from scaling.words.reason_text import not_ready_text
+from sparkclient.collector.batchwindow import batch_end_s, progress_time_s, window_batches
 from sparkclient.collector.model_inputs import model_inputs
 from sparkclient.collector.model_inputs import stateful_positions as detect_stateful
 from sparkclient.collector.offsets import flatten_offsets
+from sparkclient.collector.readiness import run_start_batch
 from sparkclient.collector.sample import JobSample, RatesUnavailable
-from sparkclient.collector.sparkjson import Problem, SparkDataError, dicts, get_count, get_str
-from sparkclient.collector.stages import batch_jobs, batch_stages, rest_time_s, stage_index
+from sparkclient.collector.sparkjson import Problem, SparkDataError, dicts, get_str
 from sparkclient.collector.topology import sample_from_rest
 
 __all__ = [
     "Captures",
     "RatesUnavailableError",
+    "SampleNotReadyError",
     "ScenarioRefusedError",
     "infer_trigger_interval_s",
     "load_captures",
     "sample_from_captures",
     "sample_to_scenario",
+    "window_after_start",
 ]
 
 Json = dict[str, Any]
@@ -73,6 +79,16 @@ class RatesUnavailableError(ValueError):
             "stages report no inputRecords; pass --redis-url with the runner's published progress, or "
             "attach sparkclient.runner.progress.RedisProgressListener to the query"
         )
+
+
+class SampleNotReadyError(ValueError):
+    """The sample is not ready (``issues``: its :class:`scaling.values.readiness.SampleIssue` values, rules in
+    :mod:`sparkclient.collector.readiness`): the loop plans no scale-down on it, and no scenario is made of it."""
+
+    def __init__(self, issues: tuple[SampleIssue, ...], run_id: str) -> None:
+        self.issues = issues
+        words = "; ".join(f"{issue.code}: {not_ready_text(str(issue.code), issue.data)}" for issue in issues)
+        super().__init__(f"the sample of run {run_id} is not ready ({words}): no scenario is made of it")
 
 
 class ScenarioRefusedError(ValueError):
@@ -110,7 +126,8 @@ def sample_to_scenario(
     :func:`sparkclient.collector.model_inputs.stateful_positions`). The mapping is
     :func:`sparkclient.collector.model_inputs.model_inputs`, the one the webapp's evaluation uses.
     Raises ``ValueError`` when the sample has no vertex (no completed batch of the run in the window,
-    or its jobs are not in REST any more), and
+    or its jobs are not in REST any more), :class:`SampleNotReadyError` when it is not ready,
+    :class:`RatesUnavailableError` when it has no rates, and
     :class:`ScenarioRefusedError` when the scaler's evaluator refuses the document it makes.
     """
     if not sample.vertices:
@@ -119,6 +136,8 @@ def sample_to_scenario(
             f"{sample.run_id} had its jobs and stages in REST within the {sample.window_s:.1f} s window"
             + (f" ({'; '.join(sample.errors)})" if sample.errors else "")
         )
+    if sample.not_ready:
+        raise SampleNotReadyError(sample.not_ready, sample.run_id)
     if sample.rates_unavailable is not None:
         raise RatesUnavailableError(sample.rates_unavailable, sample.run_id)
     if not sample.window_s > 0:
@@ -271,10 +290,10 @@ def load_captures(directory: str | os.PathLike[str], prefix: str | None = None) 
         executors = _read_json(executors_path)
         used.append(executors_path.name)
     sql: list[Json] = []
-    for name in sorted(glob.glob(glob.escape(str(root / prefix)) + "app_sql*details*.json")):
-        payload = _read_json(Path(name))
+    for path in sorted(root.glob(glob.escape(prefix) + "app_sql*details*.json")):
+        payload = _read_json(path)
         sql.extend(payload if isinstance(payload, list) else [payload])
-        used.append(Path(name).name)
+        used.append(path.name)
     app_id = ""
     app_path = root / f"{prefix}app.json"
     if app_path.is_file():
@@ -293,15 +312,32 @@ def infer_trigger_interval_s(progresses: Sequence[Json]) -> float:
     return float(statistics.median(gaps)) if gaps else 0.0
 
 
+def window_after_start(progresses: Sequence[Json], run_id: str, start_s: float | None, end_s: float) -> float | None:
+    """The start of the window ``[start_s, end_s)`` of run ``run_id`` (epoch seconds; None: the whole run),
+    moved past the run's first batch after a start when the window holds it and a later batch
+    (:func:`sparkclient.collector.readiness.run_start_batch`: that batch carries the downtime's catch-up on
+    a cold JVM, and the loop's stabilization interval skips it); else ``start_s``. ``progresses``: the
+    query's progress dicts (any run). Raises ``SparkDataError`` for a malformed progress."""
+    batches = window_batches(progresses, run_id=run_id, window_start_s=start_s, window_end_s=end_s).batches
+    first = run_start_batch(progresses, batches, run_id)
+    if first is None:
+        return start_s
+    after = max(batch_end_s(p) for p in batches if p["batchId"] == first) + 0.001
+    return after if any(batch_end_s(p) >= after for p in batches) else start_s
+
+
 def sample_from_captures(
     captures: Captures,
     *,
     trigger_interval_s: float | None = None,
     window_s: float | None = None,
     run_id: str | None = None,
+    from_start: bool = False,
 ) -> JobSample:
     """The sample of the newest run in the captures, over the last ``window_s`` seconds before
-    its newest batch completed (default: every batch of the run in the capture).
+    its newest batch completed (default: every batch of the run in the capture), after the run's first
+    batch after a start (:func:`window_after_start`; ``from_start=True`` keeps it, and the sample is then
+    not ready).
 
     The batches and the time they span follow :func:`sparkclient.collector.batchwindow.window_batches`, the
     rule a live collect uses too. Raises ``ValueError`` (:class:`sparkclient.collector.sparkjson.SparkDataError`
@@ -317,58 +353,11 @@ def sample_from_captures(
         raise ValueError(f"no progress of run {run} in the captures")
     end = max(batch_end_s(p) for p in runs) + 0.001
     start = end - window_s if window_s else None
+    if not from_start:
+        start = window_after_start(progresses, run, start, end)
     trigger = infer_trigger_interval_s(runs) if trigger_interval_s is None else trigger_interval_s
     return sample_from_rest(
         captures.jobs, captures.stages, progresses, captures.executors, run_id=run,
         trigger_interval_s=trigger, window_start_s=start, window_end_s=end, sql=captures.sql,
         app_id=captures.app_id, collected_at=end,
     )
-
-
-# -- live --------------------------------------------------------------------------------------
-
-
-def progresses_from_jobs(jobs: Sequence[Json], run_id: str, stages: Sequence[Json] = ()) -> list[Json]:
-    """Minimal progress dicts rebuilt from the jobs of run ``run_id`` (one per batch: start,
-    duration, no offsets), for a live application whose progress is not published anywhere.
-
-    ``numInputRows`` is the sum of the ``inputRecords`` of the batch's stages (``/stages``): only
-    source scans read input. It is ``None`` (unknown, not 0) when no stage of the batch reports
-    input records, e.g. Python data sources, or the stages are not in ``stages``; the sample then
-    says its rates are unavailable (:class:`sparkclient.collector.sample.RatesUnavailable`).
-    """
-    index = stage_index(stages)
-    out: list[Json] = []
-    for batch_id, job_list in sorted(batch_jobs(jobs, run_id).items()):
-        if any(j.get("status") != "SUCCEEDED" or not j.get("completionTime") for j in job_list):
-            continue
-        starts = [rest_time_s(j.get("submissionTime")) for j in job_list]
-        ends = [rest_time_s(j.get("completionTime")) for j in job_list]
-        if any(t is None for t in starts + ends):
-            continue
-        start = min(t for t in starts if t is not None)
-        end = max(t for t in ends if t is not None)
-        duration_ms = int(round(max(0.0, end - start) * 1000))
-        ordered, missing = batch_stages(job_list, index)
-        rows = sum(get_count(stage, "inputRecords", f"stage {stage.get('stageId')}") for stage in ordered)
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(start)) + f".{int(start * 1000) % 1000:03d}Z"
-        out.append({"runId": run_id, "batchId": batch_id, "timestamp": stamp, "batchDuration": duration_ms,
-                    "numInputRows": rows if rows > 0 and not missing else None,
-                    "durationMs": {"addBatch": duration_ms, "triggerExecution": duration_ms},
-                    "sources": []})
-    return out
-
-
-def newest_run_id(jobs: Sequence[Json], query: str) -> str | None:
-    """The ``runId`` of the newest job whose description starts with the query name ``query``."""
-    best: tuple[int, str] | None = None
-    for job in jobs:
-        description = job.get("description") or ""
-        lines = description.splitlines()
-        if not lines or lines[0].strip() != query:
-            continue
-        match = re.search(r"^\s*runId\s*=\s*(\S+)\s*$", description, re.MULTILINE)
-        run = match.group(1) if match else job.get("jobGroup")
-        if run and (best is None or int(job["jobId"]) > best[0]):
-            best = (int(job["jobId"]), str(run))
-    return best[1] if best else None

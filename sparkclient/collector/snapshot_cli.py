@@ -13,22 +13,26 @@ from typing import Any
 import redis
 
 from sparkclient.collector.collect import collect_sample
+from sparkclient.collector.jobruns import newest_run_id, progresses_from_jobs
 from sparkclient.collector.progress import read_progress
 from sparkclient.collector.rest import SparkRestClient
 from sparkclient.collector.sample import JobSample
 from sparkclient.collector.snapshot import (
+    SampleNotReadyError,
     infer_trigger_interval_s,
     load_captures,
-    newest_run_id,
-    progresses_from_jobs,
     sample_from_captures,
     sample_to_scenario,
+    window_after_start,
 )
 from sparkclient.collector.stages import BATCH_STAGE_STATUSES
 
 __all__ = ["add_arguments", "run"]
 
 Json = dict[str, Any]
+
+#: The exit status when the sample is not ready (no scenario printed).
+NOT_READY = 3
 
 
 def add_arguments(snap: argparse.ArgumentParser) -> None:
@@ -52,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
     """Print the scenario document to stdout, notes and the collect time to stderr; the exit code."""
     try:
         return _snapshot(args)
+    except SampleNotReadyError as exc:
+        print(f"refused: {exc}".replace("\n", " "), file=sys.stderr)
+        return NOT_READY
     except (OSError, ValueError) as exc:
         print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
         return 1
@@ -108,6 +115,8 @@ def _live_sample(args: argparse.Namespace) -> tuple[JobSample, Json | None] | No
             trigger = infer_trigger_interval_s([p for p in progresses if p.get("runId") == run_id])
         else:
             trigger = args.trigger_interval_s
+        now_s = time.time()
+        start_s = window_after_start(progresses, run_id, now_s - (args.window_s or 60.0), now_s)
         sample = collect_sample(client, app_id, progresses, run_id=run_id, trigger_interval_s=trigger,
-                                window_s=args.window_s or 60.0, now_s=time.time())
+                                window_s=now_s - start_s, now_s=now_s)
     return sample, next((p for p in reversed(progresses) if p.get("runId") == run_id), None)

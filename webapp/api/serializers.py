@@ -40,9 +40,10 @@ class UiHostsField(serializers.JSONField):
 
 
 @extend_schema_field({"type": "object", "properties": {"code": {"type": "string"}, "reported": {"type": "string"},
-                                                       "allowed": {"type": "string"}}})
+                                                       "allowed": {"type": "string"}, "data": {"type": "object"}}})
 class HealthReasonField(serializers.JSONField):
-    """``{}``, or why the collector refused to read the job's Spark UI."""
+    """``{}``, or why the collector refused to read the job's Spark UI (``code``, ``reported``, ``allowed``:
+    ``webapp.jobs.sparkui.Refusal``) or refused its answer (``code``, ``data``: ``SparkAnswerRefused.reason``)."""
 
 
 #: Registration fields of a job (``webapp.jobs.services.REGISTRATION_FIELDS``) and their API shapes.

@@ -41,7 +41,7 @@ from webapp.proposals.holds import held_scale_down
 from webapp.proposals.memory import memory_request
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.permissions import can_approve
-from webapp.proposals.reason_text import path_text, reason_text
+from webapp.proposals.reason_text import health_text, path_text, reason_text
 
 
 def can_decide(user) -> bool:
@@ -90,6 +90,7 @@ def _job_context(request: HttpRequest, job: Job) -> dict:
     context = {"job": job, "policy": job.policy, "snapshot": shown, "evaluation": evaluation, "stale": stale,
                "pending": pending, "proposals": list(job.proposals.select_related("execution", "decided_by")[:10]),
                "can_decide": can_decide(request.user), "why": [], "held": held_scale_down(job=job),
+               "health_text": health_text(job.health_reason, job.last_error),
                "scale_up_block": job.scale_up_block or None,
                "scale_up_block_reason": reason_text((job.scale_up_block or {}).get("reason")),
                "config_rows": present.knob_rows(current=job.config,

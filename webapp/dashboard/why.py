@@ -27,7 +27,7 @@ from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.jobs.selectors import policy_band, window_coverage
 from webapp.proposals.holds import held_scale_down
 from webapp.proposals.predictions import plan_cores
-from webapp.proposals.reason_text import evaluation_hold_text
+from webapp.proposals.reason_text import evaluation_hold_text, health_text
 
 if TYPE_CHECKING:
     from sparkclient.contract.binding import StageBinding
@@ -181,12 +181,12 @@ def why_no_proposal(*, job: Job, snapshot: MetricSnapshot | None, evaluation: Ev
         reasons.append(Reason(Why.BUSY, {"proposal": busy.pk, "status": busy.get_status_display()}))
     stale_after_s = STALE_INTERVALS * settings.SCALER_COLLECT_INTERVAL_S
     if snapshot is None:
-        reasons.append(Reason(Why.MISSING, {"error": job.last_error}))
+        reasons.append(Reason(Why.MISSING, {"error": health_text(job.health_reason, job.last_error)}))
         return reasons
     age_s = (now - snapshot.collected_at).total_seconds()
     if age_s > stale_after_s or job.health == Job.Health.DOWN:
         reasons.append(Reason(Why.STALE, {"age_s": age_s, "collected_at": snapshot.collected_at,
-                                          "error": job.last_error}))
+                                          "error": health_text(job.health_reason, job.last_error)}))
     if snapshot.errors:
         reasons.append(Reason(Why.MISSING, {"errors": [str(e) for e in snapshot.errors]}))
     window_s = policy.metric_window_s

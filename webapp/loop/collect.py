@@ -14,7 +14,7 @@ from django.utils import timezone
 from scaling.values.readiness import issues_to_json
 from sparkclient.collector.collect import collect_sample
 from sparkclient.collector.progress import read_progress
-from sparkclient.collector.rest import SparkRestClient, SparkRestError
+from sparkclient.collector.rest import SparkAnswerRefused, SparkRestClient, SparkRestError, deadline_transport
 from sparkclient.collector.sample import JobSample, SampleError
 from sparkclient.collector.snapshot import infer_trigger_interval_s
 from sparkclient.collector.sparkjson import SparkDataError
@@ -127,15 +127,17 @@ def _running_target(job: Job) -> tuple[RunnerStatus, UiTarget] | None:
 
 def rest_client(base_url: str) -> SparkRestClient:
     """A Spark REST client for one collection: at most ``SCALER_COLLECT_MAX_REQUESTS`` requests, and none
-    started once the soft time limit is near (``SCALER_COLLECT_SOFT_TIME_LIMIT_S`` less one request's
-    timeout), so a slow driver ends the collection before the task's limits (a request not made is
-    a :class:`sparkclient.collector.rest.RequestBudgetSpent`: a note on the sample, or the job down).
-    It connects through :class:`webapp.jobs.connect.GuardedTransport`: a host that resolves to a denied
-    address raises :class:`webapp.jobs.connect.AddressRefused` and nothing is fetched."""
+    started, none still reading, once the soft time limit is near (``SCALER_COLLECT_SOFT_TIME_LIMIT_S`` less
+    one request's timeout), so a slow driver ends the collection before the task's limits, under any pool
+    (a request not made is a :class:`sparkclient.collector.rest.RequestBudgetSpent`: a note on the sample,
+    or the job down; one cut is a ``SparkAnswerRefused``: the job down with its reason).
+    It connects through :class:`webapp.jobs.connect.GuardedTransport` over the collector's deadline
+    transport: a host that resolves to a denied address raises :class:`webapp.jobs.connect.AddressRefused`
+    and nothing is fetched."""
     timeout_s = SparkRestClient.DEFAULT_TIMEOUT_S
     return SparkRestClient(base_url, timeout_s, max_requests=settings.SCALER_COLLECT_MAX_REQUESTS,
                            time_budget_s=max(timeout_s, settings.SCALER_COLLECT_SOFT_TIME_LIMIT_S - timeout_s),
-                           transport=GuardedTransport())
+                           transport=GuardedTransport(inner=deadline_transport()))
 
 
 def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot | None:
@@ -146,7 +148,8 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
     holds the batches that completed in it, so consecutive windows count every batch once.
 
     Returns None, with the job marked ``down`` and the reason in ``last_error``, when the runner is
-    not running, Spark does not answer or its host resolves to a denied address, and marked
+    not running, Spark does not answer or its host resolves to a denied address (an answer too large or
+    too slow also as ``health_reason``: ``sparkclient.collector.answers.AnswerRefusal``), and marked
     ``degraded`` with the reason when Spark's data or the published progress is malformed
     (``SparkDataError``, naming the field) or the sample holds a non-finite or negative value
     (``SampleError``): nothing is stored then. The snapshot
@@ -179,8 +182,9 @@ def snapshot_collect(*, job: Job, now: datetime | None = None) -> MetricSnapshot
         sample = collect_sample(client, target.app_id, progresses, run_id=status.run_id,
                                 trigger_interval_s=trigger_interval_s, window_s=window_s,
                                 now_s=now.timestamp(), max_cores=job.capacity or None)
-    except SparkRestError as exc:
-        mark_health(job, Job.Health.DOWN, f"Spark REST API: {exc}")
+    except SparkRestError as exc:  # an answer past its bound carries its code (the job page words it)
+        mark_health(job, Job.Health.DOWN, f"Spark REST API: {exc}",
+                    reason=exc.reason() if isinstance(exc, SparkAnswerRefused) else None)
         return None
     except AddressRefused as exc:
         mark_health(job, Job.Health.DOWN, f"Spark REST API: {exc}", reason=exc.to_json())

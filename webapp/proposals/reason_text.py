@@ -1,7 +1,8 @@
 """The one place where the workflow's coded reasons become the sentences an operator reads: a
 proposal's hold, a guardrail, a verification verdict, a retry decision, an audit event's reason, a
-withdrawal and an evaluation's hold. Pages, admin and API call :func:`reason_text` (or :func:`withdrawal_text`,
-:func:`evaluation_hold_text`); nothing stores these sentences, nothing parses them back.
+withdrawal, an evaluation's hold and a Spark answer the collector refused (a job's health reason). Pages,
+admin and API call :func:`reason_text` (or :func:`withdrawal_text`, :func:`evaluation_hold_text`,
+:func:`health_text`); nothing stores these sentences, nothing parses them back.
 
 A template reads the reason's ``data`` (``webapp.proposals.codes``); a code this version does not
 know renders as the code itself.
@@ -16,6 +17,7 @@ from scaling.values import reasons as plan_reasons
 from scaling.values.reasons import PlanFormatError
 from scaling.words.reason_text import not_ready_text
 from scaling.words.reason_text import reason_text as plan_reason_text
+from sparkclient.collector.answers import AnswerRefusal
 from sparkclient.contract.messages import RescalePath
 from webapp.jobs.models import EvaluationHold
 from webapp.proposals.codes import (
@@ -31,7 +33,8 @@ from webapp.proposals.codes import (
 )
 from webapp.proposals.reasons import WithdrawReason
 
-__all__ = ["PATH_TEXT", "TEMPLATES", "evaluation_hold_text", "path_text", "reason_text", "withdrawal_text"]
+__all__ = ["PATH_TEXT", "TEMPLATES", "evaluation_hold_text", "health_text", "path_text", "reason_text",
+           "withdrawal_text"]
 
 
 #: Each execution path in words (``sparkclient.contract.messages.RescalePath``).
@@ -326,6 +329,17 @@ _AUDIT: dict[str, _Template] = {
 }
 
 
+_SPARK_ANSWERS: dict[str, _Template] = {  # a job's health reason (sparkclient.collector.answers)
+    AnswerRefusal.TOO_LARGE: lambda d: (
+        f"the Spark UI's answer to /{d.get('endpoint')} was refused past its limit of "
+        f"{(d.get('limit_bytes') or 0) / 2**20:,.0f} MiB, and no more of it was read: nothing was collected. A "
+        "driver that keeps fewer jobs and stages (spark.ui.retainedJobs, spark.ui.retainedStages) answers less"),
+    AnswerRefusal.TOO_SLOW: lambda d: (
+        f"the Spark UI did not finish its answer to /{d.get('endpoint')} within the {d.get('bound')}'s deadline of "
+        f"{d.get('deadline_s', 0):g} s (an overloaded or sick driver, or a trickle): nothing was collected"),
+}
+
+
 def _merge(*families: dict[str, _Template]) -> dict[str, _Template]:
     merged: dict[str, _Template] = {}
     for family in families:
@@ -337,7 +351,8 @@ def _merge(*families: dict[str, _Template]) -> dict[str, _Template]:
 
 
 #: Every coded reason's template, by code (the codes are unique across the families).
-TEMPLATES: dict[str, _Template] = _merge(_GUARDRAILS, _HOLDS, _THROTTLES, _VERDICTS, _WITHDRAWALS, _RETRIES, _AUDIT)
+TEMPLATES: dict[str, _Template] = _merge(_GUARDRAILS, _HOLDS, _THROTTLES, _VERDICTS, _WITHDRAWALS, _RETRIES, _AUDIT,
+                                        _SPARK_ANSWERS)
 
 
 def reason_text(reason: Reason | Mapping | str | None) -> str:
@@ -349,6 +364,12 @@ def reason_text(reason: Reason | Mapping | str | None) -> str:
         return ""
     template = TEMPLATES.get(str(parsed.code))
     return template(parsed.data) if template else str(parsed.code)
+
+
+def health_text(health_reason: object, last_error: str) -> str:
+    """``Job.health_reason`` in words when it is a refused Spark answer's, else ``Job.last_error``."""
+    reason = Reason.from_json(health_reason) if isinstance(health_reason, Mapping) else None
+    return reason_text(reason) if reason is not None and str(reason.code) in _SPARK_ANSWERS else last_error
 
 
 def withdrawal_text(withdrawal: Mapping) -> str:

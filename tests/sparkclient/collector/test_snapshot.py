@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from scaling.scenario.format import evaluate_text, parse
+from sparkclient.collector.jobruns import newest_run_id, progresses_from_jobs
 from sparkclient.collector.snapshot import (
     infer_trigger_interval_s,
     load_captures,
-    newest_run_id,
-    progresses_from_jobs,
     sample_from_captures,
     sample_to_scenario,
 )

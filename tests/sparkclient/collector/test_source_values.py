@@ -91,7 +91,9 @@ def test_p1_capture_a_steady_rate_source_has_no_growth_and_its_target_is_its_row
 def test_restart_capture_the_catch_up_is_not_growth():
     """r1: the restarted run's catch-up batch carries the 8 s stop's rows over a span that covers the
     stop: no growth, the target is the source's 1,000 rows/s."""
-    sample = sample_from_captures(load_captures(FIXTURES / "spark-4.3.0-restart", "r1_"), window_s=None)
+    sample = sample_from_captures(load_captures(FIXTURES / "spark-4.3.0-restart", "r1_"), window_s=None,
+                                  from_start=True)
+    assert sample.first_batch_id == 10  # the restarted run's first batch, its catch-up
     metrics, targets = _targets([sample])
     assert abs(metrics["v0"].backlog_growth_per_s) <= 0.03 * 1000.0
     assert targets["v0"] == pytest.approx(1000.0, rel=0.03)

@@ -13,12 +13,12 @@ import json
 import pytest
 
 from sparkclient.collector.batchwindow import batch_end_s, window_batches
+from sparkclient.collector.jobruns import progresses_from_jobs
 from sparkclient.collector.offsets import SourceKind, progress_start_s, rate_creation_s, source_kind
 from sparkclient.collector.sample import RatesUnavailable
 from sparkclient.collector.snapshot import (
     RatesUnavailableError,
     load_captures,
-    progresses_from_jobs,
     sample_from_captures,
     sample_to_scenario,
 )

@@ -132,16 +132,18 @@ def _store_rollups(job_id: int, rows: list[tuple], rollup_from: datetime) -> int
 def prune_job_batch(*, job: Job, cutoff: datetime, rollup_from: datetime, keep: int | None,
                     batch: int) -> tuple[int, int, bool]:
     """One transaction: roll up and delete at most ``batch`` of ``job``'s snapshots older than ``cutoff``
-    (whole minutes only; ``keep``: a snapshot pk never deleted). Returns (snapshots deleted, roll-ups
-    written, whether older snapshots may be left)."""
+    (whole minutes only: a minute of more than ``batch`` goes whole, alone; ``keep``: a snapshot pk never
+    deleted). Returns (snapshots deleted, roll-ups written, whether older snapshots may be left)."""
     with transaction.atomic():
-        rows = list(MetricSnapshot.objects.filter(job=job, collected_at__lt=cutoff).exclude(pk=keep)
-                    .order_by("collected_at", "pk").values_list(*SNAPSHOT_COLUMNS)[:batch])
+        older = (MetricSnapshot.objects.filter(job=job, collected_at__lt=cutoff).exclude(pk=keep)
+                 .order_by("collected_at", "pk").values_list(*SNAPSHOT_COLUMNS))
+        rows = list(older[:batch])
         full = len(rows) == batch
         if full:
             last_minute = minute_of(rows[-1][1])
             whole = [r for r in rows if minute_of(r[1]) < last_minute]
-            rows = whole or rows  # a minute of more than ``batch`` snapshots goes in one batch
+            # A minute of more than ``batch`` snapshots goes in one batch, all of it.
+            rows = whole or list(older.filter(collected_at__lt=last_minute + timedelta(minutes=1)))
         written = _store_rollups(job.pk, rows, rollup_from)
         MetricSnapshot.objects.filter(pk__in=[r[0] for r in rows]).delete()
     return len(rows), written, full

@@ -77,6 +77,32 @@ def test_verify_judges_the_realized_window(kwargs, verdict, reason):
     assert (check.verdict, check.reason) == (verdict, reason)
 
 
+@pytest.mark.parametrize("batches, verdict, reason", [
+    (forecast.MIN_BATCHES - 1, Verdict.INCONCLUSIVE, VerdictReason.FEW_BATCHES),
+    (forecast.MIN_BATCHES, Verdict.INEFFECTIVE, VerdictReason.CAPACITY_SHORT),
+])
+def test_a_shortfall_on_exactly_the_fewest_batches_is_judged(batches, verdict, reason):
+    check = forecast.verify(**{**ARGS, "realized_capacity": 700.0, "batches": batches})
+    assert (check.verdict, check.reason) == (verdict, reason)
+
+
+@pytest.mark.parametrize("latest_backlog, verdict, reason", [
+    (0.0, Verdict.VERIFIED, VerdictReason.WITHIN_TOLERANCE),   # drained at the end: the slope is the catch-up
+    (1.0, Verdict.INEFFECTIVE, VerdictReason.BACKLOG_GROWING),
+])
+def test_a_rising_slope_with_the_backlog_drained_is_not_growing(latest_backlog, verdict, reason):
+    check = forecast.verify(**{**ARGS, "slope_per_s": 50.0, "latest_backlog": latest_backlog})
+    assert (check.verdict, check.reason) == (verdict, reason)
+
+
+@pytest.mark.parametrize("slope, verdict", [
+    (11.0, Verdict.VERIFIED),      # exactly tolerance × arrival (0.1 × 110 records/s): not faster
+    (11.01, Verdict.INEFFECTIVE),
+])
+def test_a_backlog_growing_exactly_at_the_tolerance_is_not_growing(slope, verdict):
+    assert forecast.verify(**{**ARGS, "slope_per_s": slope}).verdict == verdict
+
+
 @pytest.mark.parametrize("realized, verified", [
     (681.0, False),    # proposal #1: 817 predicted, 681 realized, -16.7 %
     (735.0, False),    # -10.0 % and a bit

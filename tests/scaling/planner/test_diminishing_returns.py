@@ -9,14 +9,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scaling.planner.microbatch import plan_micro_batch
-from scaling.planner.sizing import step_efficiency
+from scaling.planner.sizing import evaluate_stages, gains_stop, step_efficiency
 from scaling.policy.policy import Policy
 from scaling.scenario.format import evaluate_text
 from scaling.scenario.values import ScenarioError
 from scaling.values.findings import Finding, PinnedAction
 from scaling.values.metrics import ClusterState, VertexMetrics
 from scaling.values.plan import JobPlan
-from scaling.values.reasons import PlanFormatError
+from scaling.values.reasons import Limit, PlanFormatError
 from scaling.values.topology import Edge, Topology, Vertex
 from tests.scaling.factories import steps_of
 
@@ -195,3 +195,18 @@ def test_findings_read_back_and_plans_stored_before_have_none():
     with pytest.raises(PlanFormatError, match=r"^findings\[0\]\.action"):
         JobPlan.from_json(data)
     assert Finding.from_json(plan.findings[0].as_json()) == plan.findings[0]
+
+
+def test_a_count_that_adds_no_slot_is_stepped_over_to_one_within_twice_the_cores():
+    """A source of 8 partitions at 2 tasks, aligned to them (the legacy ``evenly_spread``): 3 cores still run
+    2 tasks (no gain, efficiency 0), 4 run 4 (the linear gain). From 2 the window (2, 4] holds 4, so gains do
+    not stop at 2: the walk reaches the wanted count, and the plan its 8 aligned executors."""
+    topology = Topology((Vertex("scan", parallelism=2, source=True, partitions=8),))
+    policy = Policy(restart_time_s=0, key_group_partitions_adjust_mode="evenly_spread")
+    cluster = ClusterState(executors=2, max_executors=16, trigger_interval_s=1.0)
+    metrics = {"scan": VertexMetrics(1000, 1000, 1000, backlog_growth_per_s=500)}
+    job = evaluate_stages(topology, metrics, cluster, policy, None)
+    assert [job.tasks_at(cores)["scan"] for cores in (2, 3, 4)] == [2, 2, 4]
+    assert gains_stop(job, 2, 4) == (4, None)
+    plan = plan_micro_batch(topology, metrics, cluster, policy)
+    assert plan.executors_proposed == 8 and plan.limit(Limit.DIMINISHING_RETURNS) is None

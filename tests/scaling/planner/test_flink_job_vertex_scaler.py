@@ -35,9 +35,12 @@ import math
 
 import pytest
 
+from scaling.planner.vertex_scaler import observed_scaling_coefficient
 from scaling.policy.options import flink_defaults
+from scaling.policy.policy import Policy
 from scaling.scenario.format import evaluate_text
 from scaling.scenario.values import ScenarioError
+from scaling.values.state import ScalingRecord
 
 MAX_INT = 2**31 - 1
 MIXED = "rebalance+hash"
@@ -574,3 +577,17 @@ def test_scale_factor_ceil_keeps_javas_floating_point_noise():
     v = FlinkVertex({"utilization_target": 1.0, "scale_down_interval_s": 0, "scale_up_max_factor": 0.1},
                     max_parallelism=32768)
     assert change_of(v.run([v.step(0, 100, 1000, 10)])[0]) == build(111, 100, True)
+
+
+@pytest.mark.parametrize("history, alpha", [
+    (LINEAR, 1.0),
+    ([(2, 100), (4, 300), (8, 900)], 1.0),   # superlinear: 8,600 / (84 × 50) = 2.05, clamped to 1
+    (DIMINISHING, 0.69),                     # 2,752 / (84 × 48) = 0.6825, rounded up
+    ([(2, 100), (4, 120), (8, 160)], 0.5),   # 1,960 / (84 × 50) = 0.47, clamped to coefficient_min
+])
+def test_the_observed_scaling_coefficient_is_the_fit_clamped_to_between_its_minimum_and_one(history, alpha):
+    """``calculateObservedScalingCoefficient``'s fit ``Σ P·R / (Σ P² · β)``, β the TPR per task at the smallest
+    parallelism, clamped to ``[coefficient_min, 1]``: a history that scaled better than linearly is linear."""
+    records = tuple(ScalingRecord(float(i), "b", p, 2 * p, rate, 2 * rate) for i, (p, rate) in enumerate(history))
+    policy = Policy(observed_scalability_enabled=True, observed_scalability_min_observations=3)
+    assert observed_scaling_coefficient(records, policy) == alpha

@@ -45,6 +45,18 @@ def test_heap_usage_pressure_is_the_windows_mean_and_off_at_flinks_default():
     assert _pressure(full, MemoryReading(0.0, 300 * MB, 512 * MB), heap=0.8) is None  # mean 0.78
 
 
+@pytest.mark.parametrize("peak_mb, heap, pressed", [
+    (512, 1.0, False),   # a full heap at Flink's default threshold of 1: ``>`` never fires
+    (256, 0.5, False),   # exactly at the threshold
+    (257, 0.5, True),
+])
+def test_heap_usage_exactly_at_its_threshold_is_no_pressure(peak_mb, heap, pressed):
+    pressure = _pressure(MemoryReading(0.0, peak_mb * MB, 512 * MB), heap=heap)
+    assert (pressure is not None) is pressed
+    if pressed:
+        assert pressure.signals == (PressureSignal.HEAP,) and pressure.heap_usage == peak_mb / 512
+
+
 def _below_band_plan(decision: Decision, current: int, proposed: int) -> JobPlan:
     vertex = VertexPlan("v0", current=current, proposed=proposed, true_processing_rate=1.0, true_output_rate=1.0,
                         selectivity=1.0, target_data_rate=1.0, catch_up_data_rate=0.0, ideal_parallelism=proposed,

@@ -185,3 +185,20 @@ def test_a_catch_up_never_sizes_the_target_rate_below_the_band():
     backlog = plan_micro_batch(topology, metrics, ClusterState(executors=1, trigger_interval_s=1.0),
                                Policy(**{**BACKLOG_POLICY, "backlog_lag_threshold_s": 60.0}))
     assert backlog.backlog_mode and backlog.executors_proposed == 10
+
+
+@pytest.mark.parametrize("busy_ms, reason, executors", [
+    (800, PlanReason.WITHIN_BAND, 4),       # load exactly 0.8, the band's top: inside
+    (801, PlanReason.LOAD_ABOVE_BAND, 7),
+    (200, PlanReason.WITHIN_BAND, 4),       # load exactly 0.2, the band's bottom: inside
+    (199, PlanReason.LOAD_BELOW_BAND, 2),
+])
+def test_a_load_exactly_on_an_edge_of_the_band_is_inside_it(busy_ms, reason, executors):
+    """4 tasks on 4 cores busy ``busy_ms`` ms of each second, no overhead: the load is ``busy_ms / 1000``;
+    target 0.5, band [0.2, 0.8] (FLIP-271 compares ``>`` max and ``<`` min)."""
+    topology = Topology((Vertex("scan", parallelism=4, source=True),))
+    cluster = ClusterState(executors=4, max_executors=16, trigger_interval_s=1.0)
+    policy = Policy(restart_time_s=0, utilization_target=0.5, scale_down_interval_s=0)
+    assert policy.band == (0.2, 0.8)
+    plan = plan_micro_batch(topology, {"scan": VertexMetrics(1000, 1000, busy_ms)}, cluster, policy)
+    assert plan.reasons[0].code == reason and plan.executors_proposed == executors

@@ -11,7 +11,7 @@ import pytest
 from scaling.__main__ import main
 from scaling.policy.option_types import Kind, Option, PolicyError, Scope
 from scaling.policy.options import OPTION, OPTIONS, errors, flink_defaults, job_options, policy_options
-from scaling.policy.policy import Policy
+from scaling.policy.policy import Policy, utilization_band
 from scaling.scenario.format import evaluate_text
 from scaling.scenario.values import ScenarioError
 from scaling.words.options_doc import markdown
@@ -101,3 +101,13 @@ def test_policy_md_is_the_generated_one(capsys):
         "docs/POLICY.md is stale: run python -m scaling options --markdown > docs/POLICY.md"
     for option in OPTIONS:
         assert f"| `{option.name}` |" in generated
+
+
+@pytest.mark.parametrize("target, band", [
+    (0.7, (0.4, 1.0)),     # 0.7 - 0.3 is 0.39999999999999997 in floats
+    (0.35, (0.05, 0.65)),  # 0.04999999999999999 and 0.6499999999999999
+    (0.2, (0.0, 0.5)),     # clipped at 0
+    (0.9, (0.6, 1.0)),     # clipped at 1
+])
+def test_the_default_band_lies_exactly_on_target_minus_and_plus_0_3(target, band):
+    assert utilization_band(target) == band

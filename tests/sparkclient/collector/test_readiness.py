@@ -16,11 +16,14 @@ from scaling.policy.policy import Policy
 from scaling.values.readiness import NotReady
 from scaling.values.reasons import PlanReason, VetoSignal
 from scaling.values.request import PlanRequest
-from sparkclient.collector.batchwindow import batch_end_s
+from sparkclient.collector.batchwindow import BatchWindow, batch_end_s
 from sparkclient.collector.collect import collect_sample
 from sparkclient.collector.model_inputs import model_inputs
+from sparkclient.collector.readiness import sample_issues
 from sparkclient.collector.rest import SparkRestError
+from sparkclient.collector.sample import VertexSample
 from sparkclient.collector.snapshot import load_captures
+from sparkclient.collector.sources import SourcesReport
 from sparkclient.collector.topology import sample_from_rest
 from sparkclient.contract.binding import BindingStatus, MismatchReason, StageBinding, disagreeing_bindings
 from tests.capture_paths import FIXTURES, P1_RUN_ID, spark_json
@@ -174,3 +177,30 @@ def test_a_knob_that_ran_its_value_in_no_stage_disagrees_with_spark():
     assert disagreeing_bindings([stale]) == ()
     coalesced = _binding(2, "shuffle_partitions", 8, 3, MismatchReason.COALESCED)
     assert disagreeing_bindings([coalesced]) == ()
+
+
+def _plan_issues(names: tuple[str, ...], sources: tuple[bool, ...], *, read: int = 2) -> list[NotReady]:
+    """The issue codes of a window of two batches of run ``r`` that each read ``read`` sources, on vertices
+    named ``names`` (``sources``: which are source vertices)."""
+    batches = tuple({"batchId": b, "runId": "r", "timestamp": f"2026-01-01T00:00:0{b}.000Z", "batchDuration": 1000,
+                     "sources": [{"description": f"s{i}"} for i in range(read)]} for b in (4, 5))
+    window = BatchWindow(batches=batches, spans={4: (0.0, 5.0), 5: (5.0, 10.0)}, start_s=0.0, end_s=10.0)
+    vertices = [VertexSample(f"v{i}", name, i, source, 4, 1.0, 100, 100, 0, ()) for i, (name, source)
+                in enumerate(zip(names, sources, strict=True))]
+    issues = sample_issues(batches, window, run_id="r", window_start_s=None, vertices=vertices,
+                           missing_stage_batches=(), cores=4, max_cores=None, sources=SourcesReport(0, 10.0))
+    return [issue.code for issue in issues]
+
+
+@pytest.mark.parametrize("names, sources, read, codes", [
+    # A union of two sources read in one stage, named from the plan: ready.
+    (("Union → Project", "HashAggregate"), (True, False), 2, []),
+    # The same stages without plan operators: the edges fell back to a chain, not ready.
+    (("stage 0", "HashAggregate"), (True, False), 2, [NotReady.SQL_PLAN_UNUSABLE]),
+    (("Union → Project", "stage 1"), (True, False), 2, [NotReady.SQL_PLAN_UNUSABLE]),
+    # As many source stages as sources, or a single source: the plan does not matter.
+    (("stage 0", "stage 1"), (True, True), 2, []),
+    (("stage 0", "stage 1"), (True, False), 1, []),
+])
+def test_a_union_read_in_one_stage_is_ready_and_an_unnamed_one_is_not(names, sources, read, codes):
+    assert _plan_issues(names, sources, read=read) == codes

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from tests.repo import ROOT
 from tests.webapp.factories import make_job, make_pending, make_user
+from tests.webapp.inbox.factories import make_pending_proposal
 from webapp.celery import app
 from webapp.inbox import receivers
 from webapp.inbox.kinds import NoticeKind, notice_text
@@ -118,6 +119,24 @@ def test_a_pending_proposal_makes_one_webhook_call_and_no_duplicate_within_the_i
     assert notice_send.apply(args=[Notice(NoticeKind.PROPOSAL_PENDING, proposal.job_id, proposal.pk).to_json()]
                              ).get() == NoticeOutcome.SENT
     assert len(endpoint.bodies) == 2 and NoticeSent.objects.get().count == 2
+
+
+def test_two_proposals_of_one_job_are_two_notices_and_each_is_suppressed_alone(endpoint, eager):
+    """The deduplication key is the job, the kind and the proposal: a second pending proposal of the same
+    job within the interval is told, a repeat of either is not, and the same proposal in another kind is."""
+    NotificationTarget.objects.create(name="team", webhook_url=endpoint.url)
+    job = make_job()
+    first, second = (make_pending_proposal(job) for _ in range(2))
+
+    def send(kind: NoticeKind, proposal: Proposal) -> NoticeOutcome:
+        return notice_send.apply(args=[Notice(kind, job.pk, proposal.pk).to_json()]).get()
+
+    assert [send(NoticeKind.PROPOSAL_PENDING, p) for p in (first, second, first, second)] == [
+        NoticeOutcome.SENT, NoticeOutcome.SENT, NoticeOutcome.DUPLICATE, NoticeOutcome.DUPLICATE]
+    assert send(NoticeKind.RESCALE_SUCCEEDED, first) == NoticeOutcome.SENT
+    assert [(b["kind"], b["proposal"]) for b in endpoint.bodies] == [
+        ("proposal_pending", first.pk), ("proposal_pending", second.pk), ("rescale_succeeded", first.pk)]
+    assert NoticeSent.objects.count() == 3
 
 
 def test_a_failing_endpoint_is_retried(endpoint, eager):

@@ -19,7 +19,7 @@ from tests.webapp.loop import test_collect
 from tests.webapp.loop.harness import EXECUTORS_KNOB, LoopHarness, make_harness, steps
 from webapp.jobs.models import Evaluation, EvaluationHold, Job, MetricSnapshot
 from webapp.loop.evaluate import evaluation_context, evaluation_run
-from webapp.loop.window import snapshot_sample
+from webapp.loop.window import snapshot_sample, window_readiness
 from webapp.proposals.holds import config_direction
 
 pytestmark = [pytest.mark.django_db]
@@ -128,6 +128,25 @@ def test_the_collector_s_issues_are_stored_and_read_back():
     MetricSnapshot.objects.filter(pk=snapshot.pk).update(not_ready=issues_to_json(issues))
     snapshot.refresh_from_db()
     assert snapshot_sample(snapshot).not_ready == issues and not snapshot_sample(snapshot).ready
+
+
+@pytest.mark.parametrize("stored, codes", [
+    ([], []),
+    (issues_to_json([SampleIssue(NotReady.FIRST_BATCH, {"batch_id": 0})]), [NotReady.FIRST_BATCH]),
+    ("garbled", [NotReady.MISSING_STAGES]),                   # not a list
+    ([{"code": "from-a-later-version"}], [NotReady.MISSING_STAGES]),
+])
+def test_a_stored_not_ready_this_version_cannot_read_is_not_ready(stored, codes):
+    """What cannot be read cannot be trusted for a scale-down: the window of a ready snapshot and one whose
+    ``not_ready`` is unreadable is not ready, and the evaluation holds its scale-down."""
+    job = make_job(metric_window_s=45)
+    ready, other = make_snapshots(job, count=2)
+    MetricSnapshot.objects.filter(pk=other.pk).update(not_ready=stored)
+    other.refresh_from_db()
+    assert [i.code for i in snapshot_sample(other).not_ready] == codes
+    assert [i.code for i in window_readiness(snapshots=[ready, other], bindings=[])] == codes
+    if codes == [NotReady.MISSING_STAGES]:
+        assert dict(snapshot_sample(other).not_ready[0].data) == {"batches": 0, "of": other.batches}
 
 
 def test_a_collect_reporting_more_cores_than_the_runner_s_capacity_stores_the_sample_not_ready(workflow_redis,

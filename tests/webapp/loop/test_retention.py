@@ -89,6 +89,23 @@ def test_pruning_leaves_raw_rows_in_the_raw_window_and_rollups_in_theirs(windows
     assert list(job.rollups.order_by("minute").values_list("minute", flat=True)) == minutes
 
 
+@pytest.mark.parametrize("batch", [2, 4, 5])
+def test_a_batch_never_splits_a_minute(windows, batch):
+    """Three snapshots a minute over four old minutes, pruned ``batch`` at a time: a batch that ends inside a
+    minute leaves that minute for the next one, and a minute of more than ``batch`` snapshots goes whole."""
+    windows.SCALER_RETENTION_BATCH = batch
+    now = timezone.now()
+    job = make_job()
+    first = minute_of(now - 3 * HOUR)
+    make_snapshots(job, count=12, window_s=20.0, end=first + timedelta(minutes=3, seconds=50))
+    newest = make_snapshots(job, count=1, end=now)
+    MetricSnapshot.objects.filter(pk=newest[0].pk).update(run_id="run-2")  # the newest run starts now
+    prune_metrics(now=now)
+    rollups = list(job.rollups.order_by("minute").values_list("minute", "snapshots", "batches"))
+    assert rollups == [(first + timedelta(minutes=m), 3, 9) for m in range(4)]
+    assert list(job.snapshots.values_list("pk", flat=True)) == [newest[0].pk]
+
+
 def test_a_minute_rolled_up_already_keeps_its_rollup(windows):
     now = timezone.now()
     job = make_job()

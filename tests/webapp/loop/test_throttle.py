@@ -17,7 +17,7 @@ from webapp.loop.collect import _sync_runner_state
 from webapp.loop.evaluate import evaluation_run
 from webapp.loop.execute import attempt_send, execution_record_result
 from webapp.loop.reconcile import workflow_reconcile
-from webapp.loop.throttle import SlotDecision, cluster_key, slot_decision
+from webapp.loop.throttle import SlotDecision, cluster_key, cluster_state, decide, slot_decision
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason, ThrottleCode
 from webapp.proposals.lifecycle import TransitionError
 from webapp.proposals.models import AuditEvent, Execution, Proposal
@@ -48,6 +48,12 @@ def test_the_slot_decision(in_flight, limit, elapsed, expected):
     assert slot_decision(in_flight=in_flight, limit=limit, last_finished_at=last, cooldown_s=30, now=NOW) == expected
 
 
+@pytest.mark.parametrize(("finished_s_ago", "free"), [(30.0, True), (29.5, False)])
+def test_the_cooldown_ends_exactly_cooldown_s_after_the_last_execution(finished_s_ago, free):
+    decision = slot_decision(in_flight=0, limit=1, last_finished_at=NOW - finished_s_ago, cooldown_s=30, now=NOW)
+    assert decision == (SlotDecision(True) if free else SlotDecision(False, COOLING, NOW + 0.5))
+
+
 @pytest.mark.parametrize(("in_flight", "ahead", "limit", "free"), [
     (0, 1, 1, False), (1, 1, 2, False), (0, 1, 2, True), (1, 0, 2, True)])
 def test_proposals_that_waited_longer_take_the_free_slots_first(in_flight, ahead, limit, free):
@@ -75,6 +81,39 @@ def test_no_execution_finished_yet_means_no_cooldown_and_bad_settings_are_refuse
 ])
 def test_the_cluster_is_the_master_url_or_the_host_in_local_mode(master, ui_url, key):
     assert cluster_key(master, ui_url) == key
+
+
+def _execution(name: str, *, started_s_ago: float, finished_s_ago: float | None,
+               cluster: str = "spark://shared:7077") -> Execution:
+    """An execution of job ``name`` on ``cluster``: running (``finished_s_ago`` None) or succeeded."""
+    job = make_job(name=name)
+    Job.objects.filter(pk=job.pk).update(cluster=cluster)
+    now = timezone.now()
+    running = finished_s_ago is None
+    proposal = Proposal.objects.create(job=job, status="executing" if running else "succeeded", current_config={},
+                                       proposed_config={})
+    execution = Execution.objects.create(proposal=proposal, status="running" if running else "succeeded",
+                                         finished_at=None if running else now - timedelta(seconds=finished_s_ago))
+    Execution.objects.filter(pk=execution.pk).update(started_at=now - timedelta(seconds=started_s_ago))
+    return Execution.objects.select_related("proposal__job").get(pk=execution.pk)
+
+
+@pytest.mark.django_db
+def test_the_cooldown_runs_from_the_newest_execution_on_the_cluster_and_the_oldest_in_flight_comes_first(
+        settings):
+    settings.SCALER_CLUSTER_MAX_IN_FLIGHT, settings.SCALER_CLUSTER_COOLDOWN_S = 3, 30
+    _execution("older", started_s_ago=200, finished_s_ago=100)
+    newer = _execution("newer", started_s_ago=60, finished_s_ago=10)
+    _execution("elsewhere", started_s_ago=5, finished_s_ago=1, cluster="spark://other:7077")
+    job = Job.objects.get(name="newer")
+    assert cluster_state(job) == ([], newer.finished_at)
+    decision, reason = decide(job, now=timezone.now())
+    assert decision.code == COOLING and reason.data["last_finished_at"] == newer.finished_at.isoformat()
+    assert decision.free_at == pytest.approx((newer.finished_at + timedelta(seconds=30)).timestamp())
+    late = _execution("late", started_s_ago=5, finished_s_ago=None)
+    early = _execution("early", started_s_ago=8, finished_s_ago=None)
+    assert cluster_state(job) == ([early.proposal_id, late.proposal_id], newer.finished_at)
+    assert cluster_state(job, exclude=early.proposal_id)[0] == [late.proposal_id]
 
 
 @pytest.mark.django_db

@@ -10,12 +10,12 @@ from django.utils import timezone
 
 from tests.webapp.factories import make_job, make_pending, make_user
 from webapp.jobs.models import JobPolicy
-from webapp.proposals.codes import GuardrailCode, Reason
+from webapp.proposals.codes import Actor, AuditAction, AuditReason, GuardrailCode, Reason
 from webapp.proposals.guardrails import Guardrails, direction, violated_guardrail
 from webapp.proposals.lifecycle import TransitionError
-from webapp.proposals.models import Execution, Proposal
-from webapp.proposals.rollback import proposal_rollback
-from webapp.proposals.services import proposal_approve, proposal_reject
+from webapp.proposals.models import AuditEvent, Execution, Proposal
+from webapp.proposals.rollback import proposal_rollback, suspend_auto_approve
+from webapp.proposals.services import auto_approve_resume, proposal_approve, proposal_reject
 
 # --- pure -------------------------------------------------------------------------------------
 
@@ -94,3 +94,28 @@ def test_a_person_rolls_back_a_succeeded_execution(enqueued, django_capture_on_c
     assert enqueued[-1] == (rollback.pk,)
     policy = JobPolicy.objects.get(job=proposal.job)
     assert policy.auto_approve_suspended and "latency got worse" in policy.auto_approve_suspended_reason
+
+
+@pytestmark_db
+def test_a_rollback_audits_the_suspension_of_auto_approval_once_with_its_cause(enqueued):
+    """The suspension's audit event (the worker tests check it after an automatic rollback): by the system,
+    between the proposal's ``rolling_back`` and the rollback's ``proposed``, its reason ``rollback_of`` with the
+    proposal and the cause. Suspending again while suspended writes nothing; after a resume it is audited anew."""
+    proposal = make_pending(mode="auto", guard_max_change_factor=8)
+    Proposal.objects.filter(pk=proposal.pk).update(status="succeeded")
+    rollback = proposal_rollback(proposal=Proposal.objects.get(pk=proposal.pk), actor=make_user(),
+                                 reason="latency got worse")
+    trail = list(AuditEvent.objects.filter(job=proposal.job).order_by("id").values_list("proposal_id", "action"))
+    assert trail[-4:] == [(proposal.pk, "rolling_back"), (None, "auto_approve_suspended"), (rollback.pk, "proposed"),
+                          (rollback.pk, "approved")]
+    suspended = AuditEvent.objects.get(job=proposal.job, action=AuditAction.AUTO_APPROVE_SUSPENDED)
+    assert (suspended.actor_name, suspended.before, suspended.after) == (
+        Actor.SYSTEM, {"auto_approve_suspended": False}, {"auto_approve_suspended": True})
+    assert suspended.reason == {"code": AuditReason.ROLLBACK_OF, "data": {
+        "proposal": proposal.pk, "cause": {"code": AuditReason.COMMENT, "data": {"text": "latency got worse"}}}}
+    again = Reason(AuditReason.ROLLBACK_OF, {"proposal": proposal.pk, "cause": None})
+    suspend_auto_approve(job=proposal.job, reason=again, now=timezone.now())
+    assert AuditEvent.objects.filter(job=proposal.job, action=AuditAction.AUTO_APPROVE_SUSPENDED).count() == 1
+    auto_approve_resume(job=proposal.job, actor=make_user("olga"))
+    suspend_auto_approve(job=proposal.job, reason=again, now=timezone.now())
+    assert AuditEvent.objects.filter(job=proposal.job, action=AuditAction.AUTO_APPROVE_SUSPENDED).count() == 2

@@ -148,3 +148,15 @@ def test_an_empty_query_value_is_refused_exactly_where_the_schema_refuses_it(adm
         answers[(path, name)] = (valid, response.status_code)
     wrong = {key: answer for key, answer in answers.items() if answer[1] != (200 if answer[0] else 400)}
     assert not wrong, wrong
+
+
+@pytest.mark.parametrize("comment", ["\x00", "a\x00", "\x00a", " \x00 ", "a\x00b", "no", " no ", " ", "\t"])
+def test_a_rejection_comment_is_refused_exactly_where_its_schema_refuses_it(admin_api, comment):
+    """A comment whose one non-space character was a NUL matched the schema's pattern (``\\S`` takes
+    a NUL) and was a 400 (DRF refuses NUL characters): schemathesis' stateful phase sent one."""
+    schema = _schema(admin_api)["components"]["schemas"]["RejectRequest"]
+    valid = jsonschema_rs.validator_for(schema).is_valid({"comment": comment})
+    proposal = make_pending("nul")
+    response = admin_api.post(f"/api/proposals/{proposal.pk}/reject/", {"comment": comment},
+                              content_type="application/json")
+    assert response.status_code == (200 if valid else 400), (comment, schema, response.content)

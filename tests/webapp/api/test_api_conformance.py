@@ -135,16 +135,18 @@ def _query_parameters(admin_api) -> list[tuple[str, str, dict]]:
             for parameter in operations["get"].get("parameters", []) if parameter["in"] == "query"]
 
 
-def test_an_empty_query_value_is_refused_exactly_where_the_schema_refuses_it(admin_api):
-    """``?vertex_id=`` was schema-valid (a string of at most 200 characters) and a 400 (every filter
-    refuses an empty value): schemathesis' stateful phase sent it."""
+@pytest.mark.parametrize("value", ["", "a\x00", "\x00"])
+def test_an_empty_or_nul_query_value_is_refused_exactly_where_the_schema_refuses_it(admin_api, value):
+    """``?vertex_id=`` and ``?vertex_id=a%00`` were schema-valid (a string of at most 200 characters)
+    and a 400 (every filter refuses an empty value, Django's form fields a NUL): schemathesis'
+    stateful phase sent both."""
     job = make_job()
     parameters = _query_parameters(admin_api)
     assert {name for _, name, _ in parameters} >= {"vertex_id", "action", "status", "job", "page"}
     answers = {}
     for path, name, schema in parameters:
-        valid = jsonschema_rs.validator_for(schema, validate_formats=True).is_valid("")
-        response = admin_api.get(path.format(id=job.pk), {name: ""})
+        valid = jsonschema_rs.validator_for(schema, validate_formats=True).is_valid(value)
+        response = admin_api.get(path.format(id=job.pk), {name: value})
         answers[(path, name)] = (valid, response.status_code)
     wrong = {key: answer for key, answer in answers.items() if answer[1] != (200 if answer[0] else 400)}
     assert not wrong, wrong

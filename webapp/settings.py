@@ -189,6 +189,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # The enums' components (drf-spectacular's default hook), then the links between the operations.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "webapp.api.links.add_links"],
 }
 
 REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")

@@ -9,7 +9,7 @@ score over the mutants a test reaches is printed beside it). The
 surviving mutants are listed, one name a line, in mutants/survivors.txt (`mutmut show NAME` gives
 the diff of one).
 
-    python scripts/mutation.py [--minutes 40] [--score-only]
+    python scripts/mutation.py [--minutes 40] [--score-only] [NAME_OR_GLOB ...]
 """
 
 from __future__ import annotations
@@ -40,21 +40,30 @@ def packages() -> list[str]:
     return [pattern.removesuffix("/*") for pattern in config["only_mutate"]]
 
 
-def run(minutes: float) -> int | None:
-    """`mutmut run --max-children 1`, its process group stopped after `minutes`: its exit code,
-    or None when the time cap stopped it."""
-    command = [str(Path(sys.executable).with_name("mutmut")), "run", "--max-children", "1"]
+def run(minutes: float, names: list[str]) -> int | None:
+    """`mutmut run --max-children 1 [NAMES]`, its process group stopped after `minutes`: its exit
+    code, or None when the time cap stopped it (mutmut ignores SIGINT: SIGTERM, then SIGKILL)."""
+    command = [str(Path(sys.executable).with_name("mutmut")), "run", "--max-children", "1", *names]
     process = subprocess.Popen(command, cwd=ROOT, start_new_session=True)
     try:
         return process.wait(timeout=minutes * 60)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGINT)
+        os.killpg(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         return None
+
+
+def unchecked(names: list[str]) -> list[str]:
+    """The mutants of `names` (names or globs) not checked yet, once mutmut made them; else `names`.
+    mutmut reruns every mutant it is given by name, so a stopped run goes on with the others only."""
+    found = verdicts()
+    if not names or not found:
+        return names
+    return sorted(m for m, code in found.items() if code is None and any(fnmatch(m, name) for name in names))
 
 
 def verdicts() -> dict[str, int | None]:
@@ -75,13 +84,16 @@ def percent(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f} %" if whole else "-"
 
 
-def score(found: dict[str, int | None], names: list[str]) -> list[str]:
-    """One line per package: killed / checked, and the counts of each verdict."""
+def score(found: dict[str, int | None], names: list[str], *, modules: bool = False) -> list[str]:
+    """One line per package (or, with `modules`, per module of them): killed / checked, and the
+    counts of each verdict."""
+    if modules:
+        names = sorted({module_path(m) for m in found if any(fnmatch(module_path(m), f"{p}/*") for p in names)})
     lines = []
     for package in names:
         counts: Counter[str] = Counter()
         for mutant, code in found.items():
-            if not fnmatch(module_path(mutant), f"{package}/*"):
+            if module_path(mutant) != package and not fnmatch(module_path(mutant), f"{package}/*"):
                 continue
             kind = ("killed" if code in KILLED else "survived" if code in SURVIVED
                     else "no tests" if code in NO_TESTS else "not checked" if code in NOT_CHECKED else "other")
@@ -99,9 +111,13 @@ def score(found: dict[str, int | None], names: list[str]) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=40, help="the time cap of the run (default 40)")
+    parser.add_argument("names", nargs="*", help="only these mutants (names or globs: 'scaling.values.readiness.*')")
     parser.add_argument("--score-only", action="store_true", help="print the score of the last run, run nothing")
     args = parser.parse_args()
-    code = 0 if args.score_only else run(args.minutes)
+    todo = unchecked(args.names)
+    if args.names and not todo:
+        print("every mutant of these names is checked already")
+    code = 0 if args.score_only or (args.names and not todo) else run(args.minutes, todo)
     found = verdicts()
     if not found:
         print("mutmut made no mutant", file=sys.stderr)
@@ -110,7 +126,8 @@ def main() -> int:
     (MUTANTS / "survivors.txt").write_text("".join(f"{m}\n" for m in survivors))
     if not args.score_only:
         print("stopped by the time cap" if code is None else f"mutmut exited with {code}")
-    print("\n".join(score(found, packages())))
+    print("per module:\n" + "\n".join(score(found, packages(), modules=True)))
+    print("per package:\n" + "\n".join(score(found, packages())))
     print(f"surviving mutants (survived or reached by no test): {MUTANTS / 'survivors.txt'}")
     return 0 if code in (0, None) else code
 

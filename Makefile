@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test install clean system-deps cluster cluster-stop
+.PHONY: demo test install clean system-deps cluster cluster-stop mutation
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -58,5 +58,15 @@ test: $(STAMP) system-deps
 	[ $$code -eq 0 ] || failed="phase 1 (exit code $$code)$${failed:+, $$failed}"; \
 	if [ -n "$$failed" ]; then echo "make test failed: $$failed" >&2; exit 1; fi
 
+# The mutation run, a slow job outside `make test` and CI: mutmut over `[tool.mutmut]` (pyproject.toml),
+# one mutant at a time, stopped after MUTATION_MINUTES; prints killed / checked per module and package
+# and writes the survivors' names to mutants/survivors.txt (scripts/mutation.py). MUTATION_ONLY takes
+# mutant globs (MUTATION_ONLY='scaling.values.readiness.*'); a stopped run goes on with those not checked.
+MUTATION_MINUTES ?= 40
+MUTATION_ONLY ?=
+mutation: $(STAMP)
+	$(VPY) -m pip install --quiet -e '.[test,mutation]'
+	$(VPY) scripts/mutation.py --minutes $(MUTATION_MINUTES) $(MUTATION_ONLY)
+
 clean:
-	rm -rf var .pytest_cache
+	rm -rf var .pytest_cache mutants

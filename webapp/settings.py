@@ -209,6 +209,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # The enums' components (drf-spectacular's default hook), then the links between the operations.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "webapp.api.links.add_links"],
 }
 
 # compose: REDIS_URL carries no password, REDIS_PASSWORD_FILE names the file that holds it.

@@ -30,9 +30,10 @@ class TimeFilter(django_filters.IsoDateTimeFilter):
     """An ISO 8601 time."""
 
 
-@extend_schema_field({"type": "string", "maxLength": 200})
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"^[^\x00]*$"})
 class VertexIdFilter(django_filters.CharFilter):
-    """A vertex (stage) id, at most 200 characters."""
+    """A vertex (stage) id, 1 to 200 characters, none of them NUL (Django's form field refuses them;
+    an empty id is refused by :class:`StrictFilterSet`)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, max_length=200, **kwargs)

@@ -49,8 +49,9 @@ class HealthReasonField(serializers.JSONField):
 #: Registration fields of a job (``webapp.jobs.services.REGISTRATION_FIELDS``) and their API shapes.
 _REGISTRATION = ["topic", "query_name", "spark_ui_url", "spark_ui_hosts", "spark_ui_ports", "knobs"]
 #: Free text as the schema promises it: no NUL character (DRF refuses them) and, for a required
-#: text, at least one character that is not whitespace (DRF trims it; ``\S`` is Python's, as str.strip's).
-ANY_TEXT, NON_BLANK_TEXT = r"^[^\x00]*$", r"^[^\x00]*\S[^\x00]*$"
+#: text, at least one character that is neither whitespace nor NUL (DRF trims whitespace; ``\s`` is Python's,
+#: as str.strip's).
+ANY_TEXT, NON_BLANK_TEXT = r"^[^\x00]*$", r"^[^\x00]*[^\s\x00][^\x00]*$"
 #: ``spark_ui_ports`` as the schema states it: a port or ``first-last`` (``webapp.jobs.sparkui``).
 _PORTS_KWARGS = {"validators": [RegexValidator(PORTS_PATTERN)]}
 #: A registration's free text (``topic``, ``query_name``) as the schema states it: no NUL character. At

@@ -126,3 +126,39 @@ def test_the_action_filter_follows_the_fields_choices(monkeypatch):
     assert Filter({"action": "approved"}, queryset=AuditEvent.objects.all()).is_valid()
     for refused in ("approved ", "approved\n", "rejected"):
         assert not Filter({"action": refused}, queryset=AuditEvent.objects.all()).is_valid()
+
+
+def _query_parameters(admin_api) -> list[tuple[str, str, dict]]:
+    """Every (path, name, schema) of a query parameter of a GET operation of the schema."""
+    return [(path, parameter["name"], parameter["schema"])
+            for path, operations in _schema(admin_api)["paths"].items() if "get" in operations
+            for parameter in operations["get"].get("parameters", []) if parameter["in"] == "query"]
+
+
+@pytest.mark.parametrize("value", ["", "a\x00", "\x00"])
+def test_an_empty_or_nul_query_value_is_refused_exactly_where_the_schema_refuses_it(admin_api, value):
+    """``?vertex_id=`` and ``?vertex_id=a%00`` were schema-valid (a string of at most 200 characters)
+    and a 400 (every filter refuses an empty value, Django's form fields a NUL): schemathesis'
+    stateful phase sent both."""
+    job = make_job()
+    parameters = _query_parameters(admin_api)
+    assert {name for _, name, _ in parameters} >= {"vertex_id", "action", "status", "job", "page"}
+    answers = {}
+    for path, name, schema in parameters:
+        valid = jsonschema_rs.validator_for(schema, validate_formats=True).is_valid(value)
+        response = admin_api.get(path.format(id=job.pk), {name: value})
+        answers[(path, name)] = (valid, response.status_code)
+    wrong = {key: answer for key, answer in answers.items() if answer[1] != (200 if answer[0] else 400)}
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize("comment", ["\x00", "a\x00", "\x00a", " \x00 ", "a\x00b", "no", " no ", " ", "\t"])
+def test_a_rejection_comment_is_refused_exactly_where_its_schema_refuses_it(admin_api, comment):
+    """A comment whose one non-space character was a NUL matched the schema's pattern (``\\S`` takes
+    a NUL) and was a 400 (DRF refuses NUL characters): schemathesis' stateful phase sent one."""
+    schema = _schema(admin_api)["components"]["schemas"]["RejectRequest"]
+    valid = jsonschema_rs.validator_for(schema).is_valid({"comment": comment})
+    proposal = make_pending("nul")
+    response = admin_api.post(f"/api/proposals/{proposal.pk}/reject/", {"comment": comment},
+                              content_type="application/json")
+    assert response.status_code == (200 if valid else 400), (comment, schema, response.content)

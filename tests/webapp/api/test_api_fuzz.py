@@ -1,9 +1,12 @@
 """Schemathesis against the live API with a valid token: every operation of the OpenAPI schema, the
-examples, coverage and fuzzing phases, malformed input too, and ALL of schemathesis' checks (status
-codes, content types and bodies conform to the schema, bad input is rejected, good input accepted).
-Every operation must get at least one 2xx: the test seeds objects and hands their ids to
-schemathesis (a dictionary per operation, used for half of the generated ids), so the detail
-endpoints, approve, reject and rollback reach real objects."""
+examples, coverage, fuzzing and stateful phases, malformed input too, and ALL of schemathesis' checks
+(status codes, content types and bodies conform to the schema, bad input is rejected, good input
+accepted). The stateful phase follows the links between operations, the schema's own
+(``webapp.api.links``) and those schemathesis infers, with answers' ids as the next request's. Every
+operation must get at least one 2xx: the test seeds objects and hands their ids to schemathesis (a
+dictionary per operation, used for half of the generated ids), so the detail endpoints, approve,
+reject and rollback reach real objects. Generation is deterministic (no seed, no example database):
+each run sends the same cases to the same seeded data."""
 
 from __future__ import annotations
 
@@ -58,7 +61,8 @@ def _seed() -> dict[str, list[int]]:
 def _config(ids: dict[str, list[int]]) -> str:
     """A schemathesis.toml: per operation, a dictionary of valid ids used for half of the ``id``s
     (the other half stay generated, so malformed and unknown ids are still tried)."""
-    lines = []
+    # The stateful phase: 80 scenarios of at most 12 steps (about 40 of the 78 links followed).
+    lines = ["[phases.stateful]", "max-steps = 12", "", "[phases.stateful.generation]", "max-examples = 80", ""]
     for name, values in ids.items():
         lines += [f"[dictionaries.{name}]", f"values = {json.dumps(values)}", ""]
     paths = {name: f"/api/proposals/{{id}}/{name}/" if name in ("approve", "reject", "rollback")
@@ -83,6 +87,19 @@ def _statuses(report: Path) -> dict[str, dict[str, set[int]]]:
     return seen
 
 
+def _links_followed(report: Path) -> dict[bool, set[str]]:
+    """The links the stateful phase followed (a transition applied), by whether schemathesis inferred them."""
+    followed: dict[bool, set[str]] = {True: set(), False: set()}
+    for line in report.read_text().splitlines():
+        finished = json.loads(line).get("ScenarioFinished")
+        if not finished or finished["phase"] != "stateful":
+            continue
+        for case in finished["recorder"].get("cases", {}).values():
+            if case.get("is_transition_applied") and case.get("transition"):
+                followed[case["transition"]["is_inferred"]].add(case["transition"]["id"])
+    return followed
+
+
 def test_schemathesis_conforms_and_reaches_every_operation(live_server, no_enqueue, tmp_path, settings):
     # DEBUG on, as in the demo: Django's own 404 and error pages are HTML then, so every answer under
     # /api/ must still be the API's JSON.
@@ -95,8 +112,8 @@ def test_schemathesis_conforms_and_reaches_every_operation(live_server, no_enque
     junit, events = ARTIFACTS / "schemathesis-junit.xml", ARTIFACTS / "schemathesis-events.ndjson"
     command = [str(Path(sys.executable).with_name("st")), "run", f"{live_server.url}/api/schema/",
                "--url", live_server.url, "--header", f"Authorization: Token {token.key}",
-               "--checks", "all", "--phases", "examples,coverage,fuzzing",
-               "--max-examples", "15", "--workers", "1", "--seed", "271", "--request-timeout", "20",
+               "--checks", "all", "--phases", "examples,coverage,fuzzing,stateful",
+               "--max-examples", "15", "--workers", "1", "--generation-deterministic", "--request-timeout", "20",
                "--generation-allow-x00", "true", "--report", "junit,ndjson",
                "--report-junit-path", str(junit), "--report-ndjson-path", str(events)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=840, cwd=tmp_path,
@@ -119,3 +136,6 @@ def test_schemathesis_conforms_and_reaches_every_operation(live_server, no_enque
                    if not any(200 <= code < 300 for codes in phases.values() for code in codes)]
     assert not without_2xx, f"operations that never got a 2xx: {without_2xx}\n{summary}"
     assert any("examples" in phases for phases in summary.values()), "the examples phase ran no example"
+    followed = _links_followed(events)
+    print(json.dumps({"schema's links": sorted(followed[False]), "inferred": sorted(followed[True])}, indent=1))
+    assert len(followed[False]) >= 5 and len(followed[True]) >= 10, followed

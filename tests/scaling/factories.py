@@ -1,5 +1,5 @@
 """Shared set-up of the scaling tests: scenario documents evaluated as ``python -m scaling evaluate``
-evaluates them, the planner's worked three-stage job, and a one-vertex plan."""
+evaluates them, the planner's worked three-stage job, a one-vertex plan, and one not-ready issue of each code."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 from scaling.scenario.format import evaluate_text
 from scaling.values.metrics import VertexMetrics
 from scaling.values.plan import JobPlan, VertexPlan
+from scaling.values.readiness import NotReady
 from scaling.values.reasons import Decision
 from scaling.values.topology import Edge, Topology, Vertex
 
@@ -44,3 +45,15 @@ def one_vertex_plan(decision: Decision = Decision.NO_CHANGE, proposed: int = 2) 
     1 core, 100 records/s per busy core-second."""
     vertex = VertexPlan("v1", 2, proposed, 100.0, 100.0, 1.0, 50.0, 0.0, 2, 0.5, 1.0, True)
     return JobPlan(decision, (), (vertex,), executors_current=2, executors_proposed=2, cores_per_executor=1)
+
+
+#: One not-ready issue of each code, with the data its words need (as the collector and the web app write it).
+NOT_READY_DATA = {
+    NotReady.MISSING_STAGES: {"batches": 2, "of": 6},
+    NotReady.SQL_PLAN_UNUSABLE: {"sources": 2, "source_stages": 1},
+    NotReady.FIRST_BATCH: {"batch_id": 0},
+    NotReady.RESTART_IN_WINDOW: {"batches": 1},
+    NotReady.BINDING_MISMATCH: {"knob": "state_partitions", "knob_value": 1, "tasks_ran": 200, "position": 2},
+    NotReady.IMPLAUSIBLE_CORES: {"cores": 4000, "limit": 8},
+    NotReady.IMPLAUSIBLE_RATE: {"source": 0, "rate_per_s": 2400.0, "limit_per_s": 800.0},
+}

@@ -16,17 +16,7 @@ from scaling.values.request import PlanRequest
 from scaling.values.state import ScalerState
 from scaling.values.topology import Edge, Topology, Vertex
 from scaling.words.reason_text import reason_text
-
-#: One issue of each code, with the data its words need.
-ISSUES = {
-    NotReady.MISSING_STAGES: {"batches": 2, "of": 6},
-    NotReady.SQL_PLAN_UNUSABLE: {"sources": 2, "source_stages": 1},
-    NotReady.FIRST_BATCH: {"batch_id": 0},
-    NotReady.RESTART_IN_WINDOW: {"batches": 1},
-    NotReady.BINDING_MISMATCH: {"knob": "state_partitions", "knob_value": 1, "tasks_ran": 200, "position": 2},
-    NotReady.IMPLAUSIBLE_CORES: {"cores": 4000, "limit": 8},
-    NotReady.IMPLAUSIBLE_RATE: {"source": 0, "rate_per_s": 2400.0, "limit_per_s": 800.0},
-}
+from tests.scaling.factories import NOT_READY_DATA
 
 
 def _agg_window(busy_ms_per_s: float, *, tasks: int = 8, growth: float = 0.0):
@@ -63,14 +53,14 @@ def test_the_model_alone_scales_this_window_down():
 
 @pytest.mark.parametrize("code", list(NotReady))
 def test_a_window_with_a_not_ready_sample_never_scales_down(code):
-    issue = SampleIssue(code, ISSUES[code])
+    issue = SampleIssue(code, NOT_READY_DATA[code])
     plan = plan_micro_batch(*_agg_window(50.0), POLICY, batch_durations_s=(1.0, 1.0), not_ready=(issue,))
     assert plan.executors_proposed == 8
     assert all(v.proposed >= v.current for v in plan.vertices)
     reasons = {r.code: r for r in plan.reasons}
     named = reasons[PlanReason.SAMPLES_NOT_READY]
     assert (named.data["code"], named.data["samples"]) == (str(code), 1)
-    assert {k: named.data[k] for k in ISSUES[code]} == ISSUES[code]
+    assert {k: named.data[k] for k in NOT_READY_DATA[code]} == NOT_READY_DATA[code]
     vetoed = reasons[PlanReason.SCALE_DOWN_VETOED]
     assert (vetoed.data["signal"], vetoed.data["value"], vetoed.data["code"]) == (VetoSignal.NOT_READY, 1, str(code))
 
@@ -79,7 +69,7 @@ def test_no_scale_down_is_remembered_to_be_applied_later():
     """With the delayed scale-down (FLINK-36018), a not-ready window records no pending scale-down
     that a later evaluation (or a person on the job page) would apply."""
     policy = Policy(scale_down_interval_s=3600)
-    issue = SampleIssue(NotReady.SQL_PLAN_UNUSABLE, ISSUES[NotReady.SQL_PLAN_UNUSABLE])
+    issue = SampleIssue(NotReady.SQL_PLAN_UNUSABLE, NOT_READY_DATA[NotReady.SQL_PLAN_UNUSABLE])
     plan = plan_micro_batch(*_agg_window(50.0), policy, batch_durations_s=(1.0,), state=ScalerState(), now_s=1000.0,
                             not_ready=(issue,))
     assert plan.next_state is not None and not plan.next_state.pending_scale_downs and not plan.held
@@ -106,13 +96,13 @@ def test_each_code_is_named_once_with_its_samples_and_newest_data():
 
 @pytest.mark.parametrize("code", list(NotReady))
 def test_every_code_has_its_words(code):
-    (reason,) = not_ready_reasons([SampleIssue(code, ISSUES[code])])
+    (reason,) = not_ready_reasons([SampleIssue(code, NOT_READY_DATA[code])])
     text = reason_text(reason)
     assert text.startswith("metrics not ready in 1 sample(s): ") and str(PlanReason.SAMPLES_NOT_READY) not in text
 
 
 def test_issues_round_trip_through_json_and_a_malformed_one_is_refused():
-    issues = tuple(SampleIssue(code, data) for code, data in ISSUES.items())
+    issues = tuple(SampleIssue(code, data) for code, data in NOT_READY_DATA.items())
     assert issues_from_json(issues_to_json(issues)) == issues
     assert issues_from_json([]) == () and issues_from_json(None) == ()
     for bad in ({"code": "nope"}, [{"code": "nope"}], [{"code": "first-batch", "data": {"batch_id": [1]}}], ["x"]):

@@ -25,18 +25,8 @@ from sparkclient.collector.snapshot import (
 from sparkclient.collector.snapshot_cli import NOT_READY
 from tests.capture_paths import FIXTURES, JOIN_CAPTURE, P1_RUN_ID, SPARK_4_3_0
 from tests.repo import ROOT
+from tests.scaling.factories import NOT_READY_DATA
 from tests.sparkclient.collector.test_readiness import NoSql, _join_sample
-
-#: Data of each code as the collector and the web app write it.
-ISSUE_DATA = {
-    NotReady.MISSING_STAGES: {"batches": 2, "of": 5},
-    NotReady.SQL_PLAN_UNUSABLE: {"sources": 2, "source_stages": 1},
-    NotReady.FIRST_BATCH: {"batch_id": 0},
-    NotReady.RESTART_IN_WINDOW: {"batches": 3},
-    NotReady.BINDING_MISMATCH: {"knob": "state_partitions", "knob_value": 4, "tasks_ran": 2, "position": 1},
-    NotReady.IMPLAUSIBLE_CORES: {"cores": 64, "limit": 8},
-    NotReady.IMPLAUSIBLE_RATE: {"source": 0, "rate_per_s": 5000.0, "limit_per_s": 1000.0},
-}
 
 
 def test_the_unusable_join_plan_makes_no_scenario_and_the_readable_one_does():
@@ -51,10 +41,10 @@ def test_the_unusable_join_plan_makes_no_scenario_and_the_readable_one_does():
 
 
 def test_every_not_ready_code_refuses_the_scenario():
-    assert set(ISSUE_DATA) == set(NotReady)  # a new code gets a row
+    assert set(NOT_READY_DATA) == set(NotReady)  # a new code gets a row
     ready = sample_from_captures(load_captures(SPARK_4_3_0))
     assert ready.ready and sample_to_scenario(ready)["steps"]
-    for code, data in ISSUE_DATA.items():
+    for code, data in NOT_READY_DATA.items():
         issues = (SampleIssue(code, data),)
         with pytest.raises(SampleNotReadyError, match=f"is not ready \\({code}: ") as refused:
             sample_to_scenario(replace(ready, not_ready=issues))

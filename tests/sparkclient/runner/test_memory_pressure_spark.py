@@ -49,8 +49,8 @@ BEAT_S = 10.0
 #: The tight run stops once this many evaluations in a row were under pressure (a pressure that
 #: lasts, not one window), or after MAX_RUN_BATCHES; the roomy run is measured for as many batches.
 PRESSURE_BEATS = 2
-#: The tight run's longest run, in batches: 180 s of the pipeline's event time (2 s per batch), which
-#: a busy host takes longer to get through. The run is bounded by its progress, not by the clock.
+#: The tight run's longest run, in batches: 180 s at the pipeline's 2 s trigger on a quiet host, longer
+#: on a busy one. The run is bounded by its progress, not by the clock.
 MAX_RUN_BATCHES = 90
 MEMORY_PRESSURE = PlanReason.MEMORY_PRESSURE.value
 #: The standby's warm-up on the pipeline's plan, in batches (``run --warm-up-batches``): the test

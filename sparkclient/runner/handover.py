@@ -43,12 +43,12 @@ import redis
 
 from sparkclient.contract import keys
 from sparkclient.contract.control import write_status
-from sparkclient.contract.messages import StandbyUse, StatusUpdate
+from sparkclient.contract.messages import RescaleCommand, RescalePath, StandbyUse, StatusUpdate
 from sparkclient.contract.standby import HandoverState
 
 __all__ = ["HANDOVER_READY_TIMEOUT_S", "TIMINGS_TTL_S", "HandoverStep", "Pending", "cancel_prepared", "claim_prepared",
-           "keep_timings", "knobs_text", "mark", "mark_as", "open_prepared", "pending_standby", "read_pending",
-           "read_timings", "record_pending", "request_standby", "wait_for_release"]
+           "keep_timings", "knobs_text", "mark", "mark_as", "open_prepared", "pending_of", "pending_standby",
+           "read_pending", "read_timings", "record_pending", "request_standby", "wait_for_release"]
 
 #: How long the running driver waits for its standby to be ready before failing the rescale, seconds.
 HANDOVER_READY_TIMEOUT_S = 240.0
@@ -239,6 +239,18 @@ Pending = dict[str, Any]
 ``requested_at`` (epoch s), ``last_batch_end_epoch_s`` (epoch s or None), ``standby`` (a
 :class:`~sparkclient.contract.messages.StandbyUse` value, absent for a driver restart), and the command's
 ``idempotency_key`` and ``command_knobs`` (kept with its result, :mod:`sparkclient.runner.applied`)."""
+
+
+def pending_of(command: RescaleCommand, path: RescalePath, knobs: dict[str, int], *, requested_at: float,
+               last_batch_end: float | None, standby: StandbyUse | None = None) -> Pending:
+    """The :data:`Pending` record of ``command`` taking ``path`` to ``knobs``; ``requested_at`` and
+    ``last_batch_end`` epoch s; ``standby`` absent for a driver restart."""
+    pending: Pending = {"id": command.id, "last_batch_end_epoch_s": last_batch_end, "path": path.value, "knobs": knobs,
+                        "requested_at": requested_at, "idempotency_key": command.idempotency_key,
+                        "command_knobs": command.knobs}
+    if standby is not None:
+        pending["standby"] = standby.value
+    return pending
 
 
 def record_pending(client: redis.Redis, job: str, pending: Pending, knobs: dict[str, int]) -> None:

@@ -40,6 +40,7 @@ from sparkclient.runner.handover import (
     HANDOVER_READY_TIMEOUT_S,
     HandoverStep,
     mark,
+    pending_of,
     read_pending,
     record_pending,
     request_standby,
@@ -139,15 +140,14 @@ class RescalePaths:
         if isinstance(checked, RescaleResult):
             self._write_result(checked)
             return
-        if self._needs_repartition(dict(self.values), checked):
+        if self._needs_repartition(self.values, checked):
             died = f"{type(error).__name__}: {error}"[:1000]
             self._write_result(RescaleResult.failed(command.id, FailureCode.DRIVER_CRASHED, knobs=self.values,
                                                     error=f"the driver died while applying it: {died}"))
             return
         last_batch = control.read_status(self.client, self.job).last_batch_at or None
-        pending = {"id": command.id, "last_batch_end_epoch_s": last_batch, "path": RescalePath.DRIVER_RESTART.value,
-                   "knobs": checked, "requested_at": taken_at, "idempotency_key": command.idempotency_key,
-                   "command_knobs": command.knobs}
+        pending = pending_of(command, RescalePath.DRIVER_RESTART, checked, requested_at=taken_at,
+                             last_batch_end=last_batch)
         record_pending(self.client, self.job, pending, checked)
         log.warning("command %s: the driver dies (%s: %s); the next driver starts with %s and finishes it",
                     command.id, type(error).__name__, error, checked)
@@ -280,9 +280,8 @@ class RescalePaths:
                    last_end: float | None, standby: StandbyUse) -> int:
         """Record the command as pending (the standby's first batch finishes it, reporting ``standby``),
         release the checkpoint to the standby and return :data:`EXIT_HANDED_OVER`."""
-        pending = {"id": command.id, "last_batch_end_epoch_s": last_end, "path": RescalePath.DRIVER_HANDOVER.value,
-                   "knobs": new, "requested_at": requested_at, "standby": standby.value,
-                   "idempotency_key": command.idempotency_key, "command_knobs": command.knobs}
+        pending = pending_of(command, RescalePath.DRIVER_HANDOVER, new, requested_at=requested_at,
+                             last_batch_end=last_end, standby=standby)
         record_pending(self.client, self.job, pending, new)
         self.lease.release()  # the query is stopped: the standby may take the checkpoint now
         mark(self.client, self.job, HandoverStep.RELEASED, state=HandoverState.RELEASED)

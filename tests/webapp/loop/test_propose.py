@@ -9,10 +9,13 @@ from django.utils import timezone
 from scaling.values.reasons import PlanReason
 from scaling.words.reason_text import reason_text
 from tests.webapp.factories import make_job, make_snapshots, make_user
-from webapp.jobs.models import Job
+from webapp.jobs.models import Evaluation, Job
 from webapp.loop.evaluate import evaluation_run
+from webapp.loop.propose import material_change, proposal_create
 from webapp.proposals.lifecycle import TransitionError
 from webapp.proposals.models import AuditEvent, Proposal
+from webapp.proposals.predictions import demand_cores, plan_cores
+from webapp.proposals.reasons import WithdrawReason
 from webapp.proposals.services import proposal_approve
 
 pytestmark = pytest.mark.django_db
@@ -190,3 +193,100 @@ def test_a_stateful_stage_writing_to_a_file_sink_is_pinned_and_the_page_says_why
     client.force_login(make_user(username="watcher", role="viewer"))
     page = client.get(f"/jobs/{job.pk}/").content.decode()
     assert "the query writes to a FileStreamSink, whose own batch log would miss the batch" in page
+
+
+# --- withdrawal: ``withdraw_after_evaluations`` unsupported evaluations in a row ---------------------
+
+def _pending_with_its_evaluation(**job_args):
+    job = make_job(metric_window_s=45, **job_args)
+    make_snapshots(job, count=4)
+    evaluation = evaluation_run(job=job)
+    return job.proposals.get(status=Proposal.Status.PENDING), evaluation
+
+
+def _another(evaluation: Evaluation, direction: str) -> Evaluation:
+    """A copy of ``evaluation`` that points ``direction`` (``up`` supports a scale-up proposal)."""
+    copy = Evaluation.objects.get(pk=evaluation.pk)
+    copy.pk = None
+    copy.direction = direction
+    copy.decision = "scale" if direction != Evaluation.Direction.NONE else "none"
+    copy.save()
+    return copy
+
+
+def _observe_all(proposal: Proposal, first: Evaluation, directions: list[str]) -> Proposal:
+    for direction in directions:
+        proposal_create(evaluation=_another(first, direction), plan=first.job_plan)
+    proposal.refresh_from_db()
+    return proposal
+
+
+def test_one_unsupported_evaluation_short_of_the_count_keeps_the_proposal_and_the_count_withdraws_it():
+    proposal, first = _pending_with_its_evaluation()
+    n = proposal.job.policy.withdraw_after_evaluations
+    assert n >= 2
+    kept = _observe_all(proposal, first, ["none"] * (n - 1))
+    assert kept.status == Proposal.Status.PENDING and len(kept.unsupported_by) == n - 1
+    withdrawn = _observe_all(kept, first, ["none"])
+    assert withdrawn.status == Proposal.Status.WITHDRAWN
+    assert withdrawn.withdrawal["reason"] == WithdrawReason.INSIDE_BAND
+    assert len(withdrawn.withdrawal["evaluations"]) == n
+
+
+def test_a_supporting_evaluation_between_two_short_runs_resets_the_count():
+    proposal, first = _pending_with_its_evaluation()
+    n = proposal.job.policy.withdraw_after_evaluations
+    # 2 (n - 1) unsupported evaluations, but never n in a row: the proposal stays.
+    kept = _observe_all(proposal, first, ["none"] * (n - 1) + ["up"] + ["none"] * (n - 1))
+    assert kept.status == Proposal.Status.PENDING and len(kept.unsupported_by) == n - 1
+
+
+@pytest.mark.parametrize(("last", "reason"), [
+    ("none", WithdrawReason.INSIDE_BAND),  # every one inside the band
+    ("down", WithdrawReason.NOT_SUPPORTED),  # inside the band, then the other way
+])
+def test_the_withdrawal_reason_names_what_the_unsupported_run_said(last, reason):
+    proposal, first = _pending_with_its_evaluation()
+    n = proposal.job.policy.withdraw_after_evaluations
+    withdrawn = _observe_all(proposal, first, ["none"] * (n - 1) + [last])
+    assert (withdrawn.status, withdrawn.withdrawal["reason"]) == (Proposal.Status.WITHDRAWN, reason)
+    assert withdrawn.withdrawal["directions"] == ["none"] * (n - 1) + [last]
+
+
+def test_a_run_pointing_the_other_way_withdraws_as_opposite():
+    proposal, first = _pending_with_its_evaluation()
+    n = proposal.job.policy.withdraw_after_evaluations
+    withdrawn = _observe_all(proposal, first, ["down"] * n)
+    assert withdrawn.withdrawal["reason"] == WithdrawReason.OPPOSITE
+
+
+# --- revision: a material change of the demand (``revision_min_change``) or of what carries it -------
+
+@pytest.mark.parametrize(("sized_for", "material"), [(0.5, False), (0.4999, True)])
+def test_a_demand_moved_by_the_threshold_is_kept_and_just_past_it_is_revised(sized_for, material):
+    proposal, evaluation = _pending_with_its_evaluation()
+    # The pending revision was sized for ``sized_for × new``; a threshold of 1.0 is crossed past doubling.
+    # (0.5: the demand doubled exactly, ``new − old == 1.0 × old`` with no rounding.)
+    threshold, new = 1.0, demand_cores(evaluation.job_plan)
+    old = new * sized_for
+    proposal.prediction = {**proposal.prediction, "inputs": {**proposal.prediction["inputs"], "demand_cores": old}}
+    wide = (0.0, 1e9)  # the second rule (the pending configuration no longer carries the demand) out of play
+    assert material_change(proposal, evaluation, evaluation.job_plan, threshold=threshold, band=wide) is material
+
+
+@pytest.mark.parametrize(("above", "other_config", "material"), [
+    (False, True, False),  # the pending configuration carries the demand exactly at the band's top
+    (True, True, True),  # just past it, and the evaluation proposes another configuration
+    (True, False, False),  # past it, but proposing the pending configuration again (a capped plan)
+])
+def test_a_pending_configuration_past_the_band_is_revised_only_for_another_one(above, other_config, material):
+    proposal, evaluation = _pending_with_its_evaluation()
+    new = demand_cores(evaluation.job_plan)
+    _, cores = plan_cores(proposal.job_plan)
+    top = new / cores * (0.9999 if above else 1.0)
+    if other_config:
+        evaluation.proposed_config = {**proposal.proposed_config, "cores": proposal.proposed_config["cores"] + 1}
+    else:
+        evaluation.proposed_config = dict(proposal.proposed_config)
+    proposal.prediction = {**proposal.prediction, "inputs": {**proposal.prediction["inputs"], "demand_cores": new}}
+    assert material_change(proposal, evaluation, evaluation.job_plan, threshold=0.25, band=(0.0, top)) is material

@@ -21,7 +21,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from tests.repo import ROOT
-from tests.webapp.factories import make_job, make_pending, make_user
+from tests.webapp.factories import make_job, make_pending, make_user, reason_json
 from tests.webapp.inbox.factories import make_pending_proposal
 from webapp.celery import app
 from webapp.inbox import receivers
@@ -34,6 +34,7 @@ from webapp.jobs.models import Job
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
 from webapp.proposals.lifecycle import Status, audit, transition
 from webapp.proposals.models import AuditEvent, Proposal
+from webapp.proposals.reason_text import reason_text
 
 pytestmark = pytest.mark.django_db
 
@@ -329,3 +330,15 @@ def test_the_admin_edits_a_target_with_its_kinds(client):
 ])
 def test_every_notice_kind_has_its_words(kind, data, text):
     assert notice_text(kind, "orders", data) == f"[sparkscaler] job orders: {text}"
+
+
+def test_a_crash_looping_job_is_told_with_its_exception_and_the_coded_reason(endpoint, eager):
+    job = make_job("orders")
+    NotificationTarget.objects.create(name="orders team", job=job, webhook_url=endpoint.url)
+    reason = reason_json("runner_crash_looping", exit_code=1, exception="ValueError", message="boom", crashes=3,
+                         window_s=300.0, log_path="var/jobs/orders/driver.log")
+    Job.objects.filter(pk=job.pk).update(health=Job.Health.DOWN, last_error=reason_text(reason), health_reason=reason)
+    assert jobs_down_notify() == 1
+    [body] = endpoint.bodies
+    assert body["data"]["down"] == reason
+    assert "crash looping: 3 driver crashes within 5 min, the last ValueError: boom (exit code 1)" in body["text"]

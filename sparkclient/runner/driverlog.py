@@ -73,7 +73,7 @@ class Crash:
 
 
 def root_exception(exc: BaseException) -> Crash:
-    """The root of ``exc``: the last Python exception of the last traceback its text holds (a Python
+    """The root of ``exc``: the exception line that ends the last traceback its text holds (a Python
     error raised inside Spark), else the last ``Caused by:`` its text names, else ``exc`` itself;
     the message cut to :data:`MAX_MESSAGE` characters."""
     text = str(exc)
@@ -81,7 +81,7 @@ def root_exception(exc: BaseException) -> Crash:
         tail = text.rsplit("Traceback (most recent call last):", 1)[1].splitlines()
         found = [m for m in (_PY_EXCEPTION.match(line) for line in tail) if m]
         if found:
-            return Crash(found[-1].group(1), found[-1].group(2).strip()[:MAX_MESSAGE])
+            return Crash(found[0].group(1), found[0].group(2).strip()[:MAX_MESSAGE])
     causes = [line.strip().removeprefix("Caused by: ") for line in text.splitlines()
               if line.strip().startswith("Caused by: ")]
     if causes:

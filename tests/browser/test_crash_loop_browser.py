@@ -61,7 +61,8 @@ def test_a_driver_crashing_in_a_loop_is_named_on_every_page_and_in_the_webhook(
         def looping():
             assert supervisor.poll() is None, f"the supervisor exited with {supervisor.returncode}"
             status = read_status(workflow_redis, JOB)
-            if status.state in (RunnerState.FAILED, RunnerState.CRASH_LOOPING) and \
+            # the supervisor's record of a crash carries its count (the dying driver's own "failed" does not)
+            if status.state in (RunnerState.FAILED, RunnerState.CRASH_LOOPING) and status.crashes and \
                     (status.state, status.crashes) not in states:
                 states.append((status.state, status.crashes))
             return status if status.state == RunnerState.CRASH_LOOPING else None

@@ -334,13 +334,13 @@ def _run_driver(args: argparse.Namespace) -> int:
         return 2
     except Exception as exc:
         log.exception("driver of job %s failed", args.job)
-        write_crash(Path(args.workdir), exc)
         if args.standby and driver.client.hget(keys.handover(args.job), "state") != HandoverState.RELEASED:
             # a standby that never took over: the running driver carries on; tell it why (when the
             # handover is still this standby's)
             mark_as(driver.client, args.job, args.standby, state=HandoverState.FAILED,
                     error=f"{type(exc).__name__}: {exc}"[:2000])
             return 1
+        write_crash(Path(args.workdir), exc)  # a standby's own failure is the handover's, not a crash
         control.write_status(driver.client, args.job, StatusUpdate(state=RunnerState.FAILED,
                                                                    error=f"{type(exc).__name__}: {exc}"[:2000]))
         return 1

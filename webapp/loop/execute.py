@@ -176,6 +176,14 @@ def attempt_send(*, proposal_id: int, attempt: int = 1) -> Execution | None:
     return execution
 
 
+def measured_restart(result: RescaleResult) -> bool:
+    """Whether ``result``'s downtime was measured from a batch: the query restarted and the runner names
+    the end of its first batch on the new configuration. Nothing else is learned from (a "nothing to
+    change" answer or one without a first batch carries no downtime, whatever its ``downtime_s``)."""
+    return (result.succeeded and result.path not in (RescalePath.NONE, RescalePath.IN_PLACE)
+            and result.first_batch_at is not None)
+
+
 # --- record --------------------------------------------------------------------------------------
 
 def _attempt_entry(execution: Execution, attempt: int, result: RescaleResult, now: datetime,
@@ -243,7 +251,8 @@ def _record_success(execution: Execution, attempt: int, result: RescaleResult, e
         sources = {v.vertex_id for v in latest.vertices.all() if v.is_source} if latest is not None else set()
         state = state.with_records((*plan.applied_records(now.timestamp()),
                                     *executor_record(plan, now.timestamp(), sources or None)))
-    state = state.with_restart_time(result.downtime_s)
+    if measured_restart(result):
+        state = state.with_restart_time(result.downtime_s)
     Job.objects.filter(pk=job.pk).update(config=config, config_changed_at=now, scaler_state=state_to_dict(state))
     data = {"attempt": applied, "path": str(result.path), "downtime_s": result.downtime_s}
     how = (Reason(AuditReason.CONFIG_APPLIED_REPLAYED, {**data, "answered_by": attempt}) if replayed

@@ -45,7 +45,6 @@ def test_a_successful_execution_records_the_scaling_and_its_downtime(no_enqueue)
     execution_record_result(execution_id=execution.pk, attempt=1,
                             result=RescaleResult(id=execution.exec_id(1), status=ResultStatus.SUCCEEDED,
                                                  path=RescalePath.DRIVER_RESTART, downtime_s=27.5,
-                                                 first_batch_at=timezone.now().timestamp(),
                                                  knobs=proposal.proposed_config))
     state = Job.objects.get(pk=job.pk).scaler_state
     assert state["restart_times_s"] == [27.5]
@@ -121,19 +120,22 @@ def test_a_result_without_a_first_batch_stores_no_time_to_effect(no_enqueue):
     assert execution.status == "succeeded" and execution.time_to_effect_s is None
 
 
-@pytest.mark.parametrize(("path", "first_batch"), [(RescalePath.NONE, False), (RescalePath.DRIVER_RESTART, False),
-                                                   (RescalePath.DRIVER_RESTART, True)])
-def test_restart_time_tracking_learns_only_a_downtime_measured_from_a_first_batch(no_enqueue, path, first_batch):
-    """A "nothing to change" answer's 0 s, or a restart with no first batch named, is not a restart time."""
+@pytest.mark.parametrize(("path", "downtime_s", "learned"), [(RescalePath.NONE, None, False),
+                                                             (RescalePath.IN_PLACE, 0.0, False),
+                                                             (RescalePath.DRIVER_RESTART, 12.0, True)])
+def test_only_a_measured_restart_records_a_downtime_and_teaches_restart_time(no_enqueue, path, downtime_s, learned):
+    """"Nothing to change" measured nothing: its downtime is not measured (None, not the answer's 0 s)
+    and restart-time tracking skips it; an in-place change's 0 s is real but is not a restart."""
     job, proposal = _executing_proposal()
     execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")
     execution_record_result(execution_id=execution.pk, attempt=1,
                             result=RescaleResult(id=execution.exec_id(1), status=ResultStatus.SUCCEEDED, path=path,
-                                                 downtime_s=0.0 if path is RescalePath.NONE else 12.0,
-                                                 first_batch_at=timezone.now().timestamp() if first_batch else None,
-                                                 knobs=proposal.proposed_config))
+                                                 downtime_s=downtime_s or 0.0, knobs=proposal.proposed_config))
     state = Job.objects.get(pk=job.pk).scaler_state
-    assert state["restart_times_s"] == ([12.0] if first_batch else [])
+    assert state["restart_times_s"] == ([downtime_s] if learned else [])
+    execution.refresh_from_db()
+    assert execution.status == "succeeded"
+    assert (execution.downtime_s, execution.pause_s) == (downtime_s, None if downtime_s is None else 0.0)
 
 
 @pytest.mark.parametrize("later", ["next-execution", "load-change"])

@@ -108,11 +108,13 @@ class FirstBatchWatch:
             "of the restart", path=awaited.path, knobs=awaited.knobs))
 
     def abandon(self) -> None:
-        """The driver is stopping: fail an in-process rescale still waiting; a driver-restart or
-        handover rescale stays pending (``ss:runner:{job}:pending``): the next driver finishes it."""
+        """The driver is stopping: fail an in-process rescale, or a "nothing to change" waiting for this
+        run's first batch, still waiting; a driver-restart or handover rescale stays pending
+        (``ss:runner:{job}:pending``): the next driver finishes it."""
         with self._lock:
             awaited, self._awaited = self._awaited, None
-        if awaited is not None and awaited.path in (RescalePath.IN_PROCESS, RescalePath.STATE_REPARTITION):
+        waits_here = (RescalePath.NONE, RescalePath.IN_PROCESS, RescalePath.STATE_REPARTITION)
+        if awaited is not None and awaited.path in waits_here:
             self._write_result(RescaleResult.failed(awaited.id, FailureCode.DRIVER_STOPPED,
                                                     "the driver stopped before the first batch after the restart",
                                                     path=awaited.path, knobs=awaited.knobs))

@@ -21,6 +21,7 @@ import logging
 import time
 from typing import Any
 
+from sparkclient.collector.progress import ran_a_batch
 from sparkclient.contract import control, keys
 from sparkclient.contract.binding import PinReason, offline_repartition_blocker
 from sparkclient.contract.messages import (
@@ -51,6 +52,7 @@ from sparkclient.runner.session import (
     LoggedBatchError,
     checkpoint_has_state,
     finish_logged_batch,
+    progress_dict,
     stop_between_batches,
 )
 from sparkclient.runner.staterepartition import StateRepartitionError, checkpoint_info, repartition_state
@@ -111,8 +113,7 @@ class RescalePaths:
             return None
         new, old = checked, dict(self.values)
         if new == old:
-            self._write_result(RescaleResult(id=command.id, status=ResultStatus.SUCCEEDED,
-                                             path=RescalePath.NONE, knobs=new, standby=StandbyUse.NONE))
+            self._nothing_to_change(command, new)
             return None
         repartition = self._needs_repartition(old, new)
         if repartition and not self._can_repartition(command, old):
@@ -125,6 +126,17 @@ class RescalePaths:
                 return None
         return self._restart(command, old, new, repartition=repartition,
                              new_driver=memory_changes or (executors_changed and not self.in_place))
+
+    def _nothing_to_change(self, command: RescaleCommand, values: dict[str, int]) -> None:
+        """``command`` asks for the running ``values``: it succeeded with nothing to change only once a
+        batch of the running query completed on them. Until then the first batch of this run answers
+        it (:class:`FirstBatchWatch`), or, none within its timeout, a ``no-first-batch`` failure."""
+        if any(ran_a_batch(progress_dict(p)) for p in (self.query.recentProgress or [])):
+            self._write_result(RescaleResult(id=command.id, status=ResultStatus.SUCCEEDED,
+                                             path=RescalePath.NONE, knobs=values, standby=StandbyUse.NONE))
+            return
+        self.first_batch.expect(command_id=command.id, path=RescalePath.NONE, knobs=values,
+                                requested_at=time.time(), last_batch_end=None, old_run_id=None)
 
     def leave_to_next_driver(self, command: RescaleCommand, error: BaseException, *, taken_at: float) -> None:
         """An error escaped ``command``'s path and this driver dies (its JVM is gone, say): make sure the

@@ -176,6 +176,22 @@ def attempt_send(*, proposal_id: int, attempt: int = 1) -> Execution | None:
     return execution
 
 
+def measured_restart(result: RescaleResult) -> bool:
+    """Whether ``result`` is a restart whose downtime was measured: a succeeded restart path, answered by
+    its first batch on the new configuration (``sparkclient.runner.firstbatch``). A "nothing to change"
+    answer measured nothing, whatever its ``downtime_s``; an in-place change restarted nothing."""
+    return result.succeeded and result.path not in (RescalePath.NONE, RescalePath.IN_PLACE)
+
+
+def measured_cost_s(result: RescaleResult) -> tuple[float | None, float | None]:
+    """(downtime, pause) of a succeeded ``result``, seconds, as recorded: a measured restart's, an
+    in-place change's (the query never stopped: 0), else (None, None), not measured (no batch
+    on the new configuration measured them, whatever the answer's figures)."""
+    if measured_restart(result) or result.path is RescalePath.IN_PLACE:
+        return result.downtime_s, result.pause_s
+    return None, None
+
+
 # --- record --------------------------------------------------------------------------------------
 
 def _attempt_entry(execution: Execution, attempt: int, result: RescaleResult, now: datetime,
@@ -221,11 +237,12 @@ def _record_success(execution: Execution, attempt: int, result: RescaleResult, e
     replayed = applied != attempt and bool(result.replay_of)
     if applied != attempt:
         now = applied_at(execution, result.completed_at, now)
+    downtime_s, pause_s = measured_cost_s(result)
     log = success_log(execution, entry, applied=applied, replayed=replayed, finished_at=now, path=result.path,
-                      downtime_s=result.downtime_s, pause_s=result.pause_s)
+                      downtime_s=downtime_s, pause_s=pause_s)
     if not attempt_transition(execution_id=execution.pk, attempts=attempt, target=AttemptState.DONE,
                               status=ExecutionStatus.SUCCEEDED, path=str(result.path), applied_attempt=applied,
-                              downtime_s=result.downtime_s, pause_s=result.pause_s, finished_at=now, error="",
+                              downtime_s=downtime_s, pause_s=pause_s, finished_at=now, error="",
                               time_to_effect_s=time_to_effect_s(execution, result, answered_at=now),
                               result=result_json(result), lease_expires_at=None,
                               attempt_log=entries_to_json(log)):
@@ -243,9 +260,10 @@ def _record_success(execution: Execution, attempt: int, result: RescaleResult, e
         sources = {v.vertex_id for v in latest.vertices.all() if v.is_source} if latest is not None else set()
         state = state.with_records((*plan.applied_records(now.timestamp()),
                                     *executor_record(plan, now.timestamp(), sources or None)))
-    state = state.with_restart_time(result.downtime_s)
+    if measured_restart(result):
+        state = state.with_restart_time(result.downtime_s)
     Job.objects.filter(pk=job.pk).update(config=config, config_changed_at=now, scaler_state=state_to_dict(state))
-    data = {"attempt": applied, "path": str(result.path), "downtime_s": result.downtime_s}
+    data = {"attempt": applied, "path": str(result.path), "downtime_s": downtime_s}
     how = (Reason(AuditReason.CONFIG_APPLIED_REPLAYED, {**data, "answered_by": attempt}) if replayed
            else Reason(AuditReason.CONFIG_APPLIED, data))
     audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=AuditAction.CONFIG_CHANGED, before=before,

@@ -3,7 +3,7 @@ downtime and the end of that batch, the end of the rescale's time to effect."""
 
 from __future__ import annotations
 
-from sparkclient.contract.messages import RescalePath, StandbyUse
+from sparkclient.contract.messages import FailureCode, RescalePath, ResultStatus, StandbyUse
 from sparkclient.runner.firstbatch import FirstBatchWatch
 
 
@@ -32,3 +32,13 @@ def test_a_handovers_first_batch_reports_the_standby_it_ran_on():
                  last_batch_end=None, old_run_id=None, standby=StandbyUse.READY)
     watch.on_batch(_progress_at("new", "2023-11-14T22:13:22.000Z", 1500))
     assert [r.standby for r in written] == [StandbyUse.READY]
+
+
+def test_a_nothing_to_change_waiting_for_its_first_batch_fails_when_the_driver_stops():
+    """Nothing pends for the next driver: the stop answers it, so the web app's back-off decides."""
+    written = []
+    watch = FirstBatchWatch(written.append)
+    watch.expect(command_id="c1", path=RescalePath.NONE, knobs={"p": 2}, requested_at=1.0, last_batch_end=None,
+                 old_run_id=None)
+    watch.abandon()
+    assert [(r.status, r.code) for r in written] == [(ResultStatus.FAILED, FailureCode.DRIVER_STOPPED)]

@@ -58,3 +58,21 @@ def test_a_restart_in_the_same_driver_reports_whether_it_repartitioned_state(mon
                     new_driver=False)
     assert driver.first_batch.paths == [path]
     assert driver.client.written == [(keys.runner("orders"), {"state": "restarting"})]
+
+
+_BATCH = {"runId": "run-1", "batchId": 0, "durationMs": {"addBatch": 900, "triggerExecution": 1000}}
+_IDLE = {"runId": "run-1", "batchId": 0, "durationMs": {"triggerExecution": 2}}
+
+
+@pytest.mark.parametrize(("progresses", "answered"), [([], False), ([_IDLE], False), ([_BATCH, _IDLE], True)])
+def test_nothing_to_change_is_answered_only_once_a_batch_ran_on_the_configuration(progresses, answered):
+    """Before a batch of the running query completed, "nothing to change" waits for that batch (or its
+    timeout's ``no-first-batch``): an idle trigger is not a batch."""
+    driver = _Driver()
+    driver.query.recentProgress = progresses
+    written = []
+    driver._write_result = written.append
+    driver._nothing_to_change(RescaleCommand(id="c1", knobs={"state_partitions": 2}, idempotency_key="k1"),
+                              {"state_partitions": 2})
+    assert [(r.status, r.path) for r in written] == ([("succeeded", RescalePath.NONE)] if answered else [])
+    assert driver.first_batch.paths == ([] if answered else [RescalePath.NONE])

@@ -120,6 +120,24 @@ def test_a_result_without_a_first_batch_stores_no_time_to_effect(no_enqueue):
     assert execution.status == "succeeded" and execution.time_to_effect_s is None
 
 
+@pytest.mark.parametrize(("path", "downtime_s", "learned"), [(RescalePath.NONE, None, False),
+                                                             (RescalePath.IN_PLACE, 0.0, False),
+                                                             (RescalePath.DRIVER_RESTART, 12.0, True)])
+def test_only_a_measured_restart_records_a_downtime_and_teaches_restart_time(no_enqueue, path, downtime_s, learned):
+    """"Nothing to change" measured nothing: its downtime is not measured (None, not the answer's 0 s)
+    and restart-time tracking skips it; an in-place change's 0 s is real but is not a restart."""
+    job, proposal = _executing_proposal()
+    execution = Execution.objects.create(proposal=proposal, attempts=1, attempt_state="sent")
+    execution_record_result(execution_id=execution.pk, attempt=1,
+                            result=RescaleResult(id=execution.exec_id(1), status=ResultStatus.SUCCEEDED, path=path,
+                                                 downtime_s=downtime_s or 0.0, knobs=proposal.proposed_config))
+    state = Job.objects.get(pk=job.pk).scaler_state
+    assert state["restart_times_s"] == ([downtime_s] if learned else [])
+    execution.refresh_from_db()
+    assert execution.status == "succeeded"
+    assert (execution.downtime_s, execution.pause_s) == (downtime_s, None if downtime_s is None else 0.0)
+
+
 @pytest.mark.parametrize("later", ["next-execution", "load-change"])
 def test_a_rescale_is_not_charged_what_follows_its_own_window(no_enqueue, later):
     """The backlog never comes back within a trigger of arrivals; then another execution starts, or

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from scaling.planner.ds2 import selectivity
-from scaling.planner.findings import pinned_findings
+from scaling.planner.findings import cores_cannot_help, default_shuffle_findings, pinned_findings
 from scaling.planner.gate import Gate, backlog_reason, job_gate, next_state
 from scaling.planner.limits import catch_up_limit, cores_limit, time_behind_s
 from scaling.planner.signals import (
@@ -69,11 +69,13 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
     signals = batch_signals(topology, metrics, cluster, _durations(batch_durations_s, batch_duration_s), not_ready)
     sizing = size_cores(job)
     executors, overrun, veto, kept, diminishing = _measured_executors(job, sizing, signals, outside_band)
+    stuck = cores_cannot_help(job) if executors > cluster.executors else None
+    executors = cluster.executors if stuck is not None else executors
     delayed = _delayed_scale_down(job, executors, outside_band or overrun is not None, state, now_s)
     stage_plans, stage_limits, bottleneck = _stage_plans(job, delayed.executors, delayed.outside_band)
     stage_plans, vetoed = _vetoed_stages(job, stage_plans, veto, kept, delayed.executors)
-    limits = ((diminishing,) if diminishing else cores_limit(job, sizing, overrun)) + (*stage_limits,
-                                                                                      *catch_up_limit(job))
+    limits = ((stuck,) if stuck else (diminishing,) if diminishing else cores_limit(job, sizing, overrun)) + (
+        *stage_limits, *catch_up_limit(job))
     changes = delayed.executors != cluster.executors or any(vp.proposed != vp.current for vp in stage_plans)
     gate = _gate(job, delayed, stage_plans, changes, state, now_s)
     reasons = _reasons(job, load, load_down, delayed, limits, changes, gate, (overrun, veto if vetoed else None))
@@ -93,7 +95,7 @@ def plan_micro_batch(topology: Topology, metrics: Mapping[str, VertexMetrics], c
         next_state=after, held=delayed.held, limits=limits, utilization_now=job.now("base"),
         predicted_utilization=(job.at(executors * cluster.cores_per_executor, "base") if gate.decision == Decision.SCALE
                                else job.now("base")), awaiting_activation=gate.awaiting,
-        findings=pinned_findings(job, executors * cluster.cores_per_executor))
+        findings=(*pinned_findings(job, executors * cluster.cores_per_executor), *default_shuffle_findings(job)))
 
 
 def _as_they_are(stage_plans: tuple[VertexPlan, ...], cores_now: int) -> tuple[VertexPlan, ...]:

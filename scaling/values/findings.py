@@ -26,10 +26,16 @@ class PinnedAction(StrEnum):
     NEW_CHECKPOINT_PARTITIONS = "new-checkpoint-partitions"  # the store (or sink) forbids the offline
     #                                                          rewrite: set spark.sql.shuffle.partitions
     #                                                          for a new checkpoint
+    DEFAULT_SHUFFLE_PARTITIONS = "default-shuffle-partitions"  # no knob sets the shuffle, whose many tasks
+    #                                                            (Spark's default 200) dominate the batch on the
+    #                                                            job's cores: declare a state-partitions knob, or
+    #                                                            set spark.sql.shuffle.partitions for a new
+    #                                                            checkpoint
 
 
 #: The action that helps a pinned stage, by its ``PinCause`` (None: not known).
 ACTION_OF_CAUSE = {None: PinnedAction.REPARTITION_STATE, PinCause.NO_KNOB: PinnedAction.DECLARE_STATE_PARTITIONS_KNOB,
+                   PinCause.SHUFFLE_DEFAULT: PinnedAction.DECLARE_STATE_PARTITIONS_KNOB,
                    PinCause.STATE_STORE: PinnedAction.NEW_CHECKPOINT_PARTITIONS,
                    PinCause.SINK_LOG: PinnedAction.NEW_CHECKPOINT_PARTITIONS}
 
@@ -43,7 +49,10 @@ class Finding:
     ``partitions`` (the tasks at which it alone would fill ``utilization_target`` of the interval)
     and ``cause`` (the ``PinCause`` value, or None when not known; ``state-store`` or ``sink-log``
     mean the job declares a STATE_PARTITIONS knob the checkpoint pins, ``no-knob`` that it declares
-    none)."""
+    none, ``shuffle-default`` that no knob sets the shuffle's ``spark.sql.shuffle.partitions``).
+
+    A ``DEFAULT_SHUFFLE_PARTITIONS`` finding (more tasks than cores, no knob) has ``tasks``, ``cores``
+    (the job's), ``fill``, ``share`` (of the job's utilization, 0..1) and ``partitions`` (= ``cores``)."""
 
     action: PinnedAction
     vertex_id: str

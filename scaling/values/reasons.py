@@ -125,6 +125,9 @@ class Limit(StrEnum):
     #                                                utilization_with_catch_up (no executors knob)
     DIMINISHING_RETURNS = "diminishing-returns"  # data: cores, utilization, next_cores, next_utilization,
     #                                              efficiency, min_efficiency (scaling.planner.sizing.gains_stop)
+    CORES_CANNOT_HELP = "cores-cannot-help"  # vertex_id (the one filling most); data: fill (the pinned stages
+    #                                          that run no more tasks than the cores, their share of each trigger
+    #                                          interval), high (the band's upper edge), cores (kept)
 
 
 class VetoSignal(StrEnum):

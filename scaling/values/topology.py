@@ -22,6 +22,7 @@ class PinCause(StrEnum):
     binding's ``sparkclient.contract.binding.PinReason``)."""
 
     NO_KNOB = "no-knob"            # no knob sets the stage's tasks
+    SHUFFLE_DEFAULT = "shuffle-default"  # no knob sets the shuffle: it runs the session's spark.sql.shuffle.partitions
     STATE_STORE = "state-store"    # the checkpoint's state store cannot be repartitioned offline (not RocksDB)
     SINK_LOG = "sink-log"          # the sink's own batch log would miss the offline repartition's batch
 

@@ -132,6 +132,11 @@ def limit_text(item: PlanLimit | Reason) -> str:
                 f"rate is {d['utilization']:.2f} there and {d['next_utilization']:.2f} on {cores(d['next_cores'])}, "
                 f"{d['efficiency']:.0%} of the gain linear scaling would bring (at least "
                 f"{d['min_efficiency']:.0%} needed: scale_up_min_efficiency)")
+    if item.code == Limit.CORES_CANNOT_HELP:
+        return (f"cores-cannot-help: the pinned stages that run no more tasks than the cores ({item.vertex_id} "
+                f"the largest) alone fill {d['fill']:.0%} of each trigger interval, above the band's "
+                f"{d['high']:.0%} whatever the cores: no cores are added, the job stays on {cores(d['cores'])}; "
+                f"what can help is in the findings")
     if item.code == Limit.RETENTION_RISK:
         return (f"retention-risk: {item.vertex_id}'s backlog is {seconds(d['lag_s'])} old, retention "
                 f"{seconds(d['retention_s'])}")
@@ -151,6 +156,13 @@ def finding_text(finding: Finding) -> str:
     """Words for a finding of a micro-batch plan (``scaling.values.findings``): the pinned stage, its
     evidence and its action. Raises ``KeyError`` when ``finding.data`` lacks a number it needs."""
     d = finding.data
+    if finding.action == PinnedAction.DEFAULT_SHUFFLE_PARTITIONS:
+        return (f"default-shuffle-partitions: {finding.vertex_id} runs {num(d['tasks'])} tasks, "
+                f"spark.sql.shuffle.partitions as the session has it (Spark's default is 200), on "
+                f"{cores(d['cores'])}, and no knob sets them: they fill {d['fill']:.0%} of each trigger interval, "
+                f"{d['share']:.0%} of the job's; action: declare a state-partitions knob (STATE_PARTITIONS; "
+                f"SHUFFLE_PARTITIONS for a query without state), or set spark.sql.shuffle.partitions to "
+                f"{num(d['partitions'])} for a new checkpoint")
     busy = "" if d.get("busy_s_per_task") is None else f", each busy {num(d['busy_s_per_task'])} s per trigger"
     evidence = (f"pinned-bottleneck: {finding.vertex_id} runs {num(d['tasks'])} tasks{busy}, and alone needs "
                 f"{d['fill']:.0%} of each trigger interval on {cores(d['cores'])}: more cores cannot help it")

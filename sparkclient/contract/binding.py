@@ -10,14 +10,29 @@ publishes one :class:`PlanStage` per stage, upstream first, split at each ``Shuf
   partitions; ``stateful`` when it runs a state store operator.
 
 :func:`bind_stages` then binds each stage to the knob that sets its task count (source →
-the ``source_partitions`` knob; the k-th ``repartition`` stage → the k-th ``repartition`` knob in
-declaration order; shuffle → the ``shuffle_partitions``/``state_partitions`` knob) and confirms the
-binding: the knob's running value must equal the plan's partition count and the tasks Spark ran.
-Anything else is a :attr:`BindingStatus.MISMATCH` with its reason; the autoscaler proposes nothing
-for such a stage. There is never a silent wrong binding.
+the ``source_partitions`` knob, or with several such knobs the k-th source stage in data-flow order →
+the k-th; the k-th ``repartition`` stage → the k-th ``repartition`` knob in declaration order;
+shuffle → the ``shuffle_partitions``/``state_partitions`` knob) and confirms the binding: the knob's
+running value must equal the plan's partition count and the tasks Spark ran. Anything else is a
+:attr:`BindingStatus.MISMATCH` with its reason; the autoscaler proposes nothing for such a stage.
+There is never a silent wrong binding.
+
+A ``foreachBatch`` function that runs shuffles of its own (a ``groupBy``, a join) runs stages the
+query's plan does not have: the batch then has more stages than the plan. The plan's stages are the
+batch's first ones in data-flow order (the function reads the output of the plan's last stage), and
+bind as above; each stage after them is a :attr:`StageInput.BATCH_FUNCTION` stage. The function's
+shuffles take ``spark.sql.shuffle.partitions`` from the query's session, so such a stage binds to the
+``shuffle_partitions``/``state_partitions`` knob when it ran the knob's tasks, is a
+:attr:`MismatchReason.BATCH_FUNCTION` mismatch when it did not (a ``repartition(n)`` or a scan of the
+function's own), and is pinned (:attr:`PinReason.NO_KNOB`) when the pipeline declares no such knob.
+The runner marks a ``foreachBatch`` query by the sink class of its last plan stage
+(:data:`FOREACH_BATCH_SINK`); any other query whose batch and plan differ in number of stages is a
+:attr:`MismatchReason.STAGE_COUNT` mismatch on every stage.
 
 A stage no knob can change is :attr:`BindingStatus.PINNED`, with its :class:`PinReason`: no knob
-sets it (a hard-coded ``repartition(n)``), or it is a stateful stage whose checkpoint holds state that
+sets it (a hard-coded ``repartition(n)``; a shuffle that runs the session's
+``spark.sql.shuffle.partitions``, Spark's default 200 unless set, is
+:attr:`PinReason.SHUFFLE_DEFAULT`), or it is a stateful stage whose checkpoint holds state that
 cannot be repartitioned offline (:func:`offline_repartition_blocker` of ``PlanStage.state_store`` and
 ``PlanStage.sink``, published by the runner): a store other than RocksDB's
 (:mod:`sparkclient.runner.staterepartition`), or a sink that keeps its own batch log. Spark restores a
@@ -43,7 +58,8 @@ HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateS
 #: (:func:`offline_repartition_blocker`).
 REPARTITIONABLE_STATE_STORES = frozenset({ROCKSDB_PROVIDER})
 
-__all__ = ["OFFLINE_UNSAFE_SINKS", "REPARTITIONABLE_STATE_STORES", "BindingStatus", "MismatchReason", "PinReason",
+__all__ = ["FOREACH_BATCH_SINK", "OFFLINE_UNSAFE_SINKS",
+           "REPARTITIONABLE_STATE_STORES", "BindingStatus", "MismatchReason", "PinReason",
            "PlanStage", "StageBinding", "StageInput", "bind_stages", "disagreeing_bindings",
            "offline_repartition_blocker", "plan_stages_from_json", "plan_stages_of", "plan_stages_to_json",
            "with_state_store"]
@@ -55,6 +71,8 @@ __all__ = ["OFFLINE_UNSAFE_SINKS", "REPARTITIONABLE_STATE_STORES", "BindingStatu
 #: user's dropDuplicatesWithinWatermark -> parquet query: the compaction at batch 39 after a
 #: repartition recorded as batch 33).
 OFFLINE_UNSAFE_SINKS = frozenset({"FileStreamSink"})
+#: The sink class (simple name) of a ``foreachBatch`` query, whose function may run stages of its own.
+FOREACH_BATCH_SINK = "ForeachBatchSink"
 
 #: The plan node (``AQEShuffleReadExec.nodeName``) by which adaptive execution reads a shuffle with
 #: coalesced, split or local partitions instead of the exchange's.
@@ -74,6 +92,7 @@ class StageInput(StrEnum):
     SOURCE = "source"
     REPARTITION = "repartition"
     SHUFFLE = "shuffle"
+    BATCH_FUNCTION = "batch-function"  # a stage the foreachBatch function runs (a binding's, in no plan)
 
 
 @dataclass(frozen=True)
@@ -81,8 +100,9 @@ class PlanStage:
     """One stage of the micro-batch plan (upstream first). ``partitions``: the feeding exchange's
     partition count (None for a source stage); ``operators``: plan node names, upstream first;
     ``state_store``: for a stateful stage whose checkpoint holds state, the state store provider
-    class the checkpoint was written with (None otherwise, or not known); ``sink``: then also the
-    query's sink class (simple name, e.g. ``FileStreamSink``; None when not known)."""
+    class the checkpoint was written with (None otherwise, or not known); ``sink``: the query's sink
+    class (simple name, e.g. ``FileStreamSink``; None when not known) on the plan's last stage, and
+    on a stateful stage whose ``state_store`` is set."""
 
     input: StageInput
     partitions: int | None
@@ -105,17 +125,20 @@ class MismatchReason(StrEnum):
     PLAN_PARTITIONS = "plan-partitions"    # the knob's value is not the plan's partition count
     TASKS = "tasks"                        # the knob's value is not the task count Spark ran
     COALESCED = "coalesced"                # adaptive execution read the shuffle with other tasks than the knob
+    BATCH_FUNCTION = "batch-function"      # a foreachBatch function's stage ran other tasks than the shuffle knob
 
 
 class PinReason(StrEnum):
     NO_KNOB = "no-knob"                    # no knob sets the stage's tasks (a hard-coded value)
+    SHUFFLE_DEFAULT = "shuffle-default"    # no knob sets the shuffle: it runs the session's
+    #                                        spark.sql.shuffle.partitions (Spark's default 200 unless set)
     STATE_STORE = "state-store"            # the checkpoint's state store cannot be repartitioned offline
     SINK_LOG = "sink-log"                  # the sink's own batch log would miss the repartition's batch
 
     @property
     def by_checkpoint(self) -> bool:
         """Whether the checkpoint pins the knob (the runner refuses any change of it)."""
-        return self is not PinReason.NO_KNOB
+        return self not in (PinReason.NO_KNOB, PinReason.SHUFFLE_DEFAULT)
 
 
 def offline_repartition_blocker(state_store: str | None, sink: str | None) -> PinReason | None:
@@ -165,13 +188,33 @@ class StageBinding:
         return data
 
 
-def _stage_knob(stage: PlanStage, repartition_index: int, knobs: Sequence[Knob]) -> Knob | None:
-    if stage.input is StageInput.SOURCE:
-        return next((k for k in knobs if k.sets is KnobTarget.SOURCE_PARTITIONS), None)
-    if stage.input is StageInput.REPARTITION:
-        repartition = [k for k in knobs if k.sets is KnobTarget.REPARTITION]
-        return repartition[repartition_index] if repartition_index < len(repartition) else None
+def _stage_knob(stage: PlanStage, index: int, knobs: Sequence[Knob]) -> Knob | None:
+    """The knob that sets ``stage``, the ``index``-th stage of its input kind in the plan: the one
+    ``source_partitions`` knob for every source stage, or the ``index``-th of several; the
+    ``index``-th ``repartition`` knob; the shuffle knob. None when there is none."""
+    if stage.input in (StageInput.SOURCE, StageInput.REPARTITION):
+        target = KnobTarget.SOURCE_PARTITIONS if stage.input is StageInput.SOURCE else KnobTarget.REPARTITION
+        declared = [k for k in knobs if k.sets is target]
+        if stage.input is StageInput.SOURCE and len(declared) == 1:
+            return declared[0]
+        return declared[index] if index < len(declared) else None
+    return _shuffle_knob(knobs)
+
+
+def _shuffle_knob(knobs: Sequence[Knob]) -> Knob | None:
     return next((k for k in knobs if k.sets.session_conf), None)
+
+
+def _function_binding(position: int, tasks: int, knobs: Sequence[Knob], values: Mapping[str, int]) -> StageBinding:
+    """The binding of a stage the ``foreachBatch`` function runs (module docstring)."""
+    knob = _shuffle_knob(knobs)
+    if knob is None:
+        return StageBinding(position, BindingStatus.PINNED, pin=PinReason.NO_KNOB, tasks_ran=tasks,
+                            input=StageInput.BATCH_FUNCTION)
+    value = values.get(knob.name, knob.default)
+    reason = None if tasks == value else MismatchReason.BATCH_FUNCTION
+    return StageBinding(position, BindingStatus.MISMATCH if reason else BindingStatus.BOUND, knob=knob.name,
+                        reason=reason, knob_value=value, tasks_ran=tasks, input=StageInput.BATCH_FUNCTION)
 
 
 def bind_stages(plan: Sequence[PlanStage] | None, knobs: Sequence[Knob], values: Mapping[str, int],
@@ -190,17 +233,19 @@ def bind_stages(plan: Sequence[PlanStage] | None, knobs: Sequence[Knob], values:
     if plan is None:
         return tuple(StageBinding(i, BindingStatus.UNVERIFIED, reason=MismatchReason.NO_PLAN, tasks_ran=t)
                      for i, t in enumerate(tasks_ran))
-    if len(plan) != len(tasks_ran):
+    function_stages = bool(plan) and plan[-1].sink == FOREACH_BATCH_SINK and len(plan) < len(tasks_ran)
+    if len(plan) != len(tasks_ran) and not function_stages:
         return tuple(StageBinding(i, BindingStatus.MISMATCH, reason=MismatchReason.STAGE_COUNT, tasks_ran=t)
                      for i, t in enumerate(tasks_ran))
-    out, repartitions = [], 0
-    for position, (stage, tasks) in enumerate(zip(plan, tasks_ran, strict=True)):
-        knob = _stage_knob(stage, repartitions, knobs)
-        if stage.input is StageInput.REPARTITION:
-            repartitions += 1
+    out: list[StageBinding] = []
+    seen = {kind: 0 for kind in StageInput}
+    for position, (stage, tasks) in enumerate(zip(plan, tasks_ran[:len(plan)], strict=True)):
+        knob = _stage_knob(stage, seen[stage.input], knobs)
+        seen[stage.input] += 1
         common = {"tasks_ran": tasks, "plan_partitions": stage.partitions, "input": stage.input}
         if knob is None:
-            out.append(StageBinding(position, BindingStatus.PINNED, pin=PinReason.NO_KNOB, **common))
+            pin = PinReason.SHUFFLE_DEFAULT if stage.input is StageInput.SHUFFLE else PinReason.NO_KNOB
+            out.append(StageBinding(position, BindingStatus.PINNED, pin=pin, **common))
             continue
         value = values.get(knob.name, knob.default)
         blocker = offline_repartition_blocker(stage.state_store, stage.sink) if stage.stateful else None
@@ -217,6 +262,8 @@ def bind_stages(plan: Sequence[PlanStage] | None, knobs: Sequence[Knob], values:
             reason = MismatchReason.COALESCED if ADAPTIVE_READ in stage.operators else MismatchReason.TASKS
         status = BindingStatus.MISMATCH if reason else BindingStatus.BOUND
         out.append(StageBinding(position, status, knob=knob.name, reason=reason, knob_value=value, **common))
+    out.extend(_function_binding(position, tasks, knobs, values)
+               for position, tasks in enumerate(tasks_ran) if position >= len(plan))
     # The runner refuses any change of a knob the checkpoint pins, so every stage it sets is pinned.
     pinned = {b.knob: b for b in out if b.pin is not None and b.pin.by_checkpoint}
     return tuple(replace(b, status=BindingStatus.PINNED, reason=None, pin=pinned[b.knob].pin,
@@ -248,9 +295,12 @@ def plan_stages_to_json(stages: Sequence[PlanStage]) -> str:
 def with_state_store(stages: Sequence[PlanStage], provider: str | None,
                      sink: str | None = None) -> tuple[PlanStage, ...]:
     """``stages`` with ``provider`` (the checkpoint's state store class, or None when it holds no
-    state) and the query's ``sink`` class set on each stateful stage."""
-    return tuple(replace(s, state_store=provider, sink=sink if provider else None) if s.stateful else s
-                 for s in stages)
+    state) and the query's ``sink`` class set on each stateful stage, and the ``sink`` class on the
+    last stage (the one that writes to it)."""
+    out = [replace(s, state_store=provider, sink=sink if provider else None) if s.stateful else s for s in stages]
+    if out and sink is not None:
+        out[-1] = replace(out[-1], sink=sink)
+    return tuple(out)
 
 
 def plan_stages_from_json(text: str | bytes | None) -> tuple[PlanStage, ...] | None:

@@ -34,7 +34,10 @@ What each :class:`KnobTarget` sets, and how the runner applies a change of it:
   stage's tasks. An operator who passes that setting with ``--conf`` keeps it, and the binding
   reports the stage as coalesced;
 - ``source_partitions`` and ``repartition``: values the build function passes to its source options
-  and ``repartition(n)`` calls; a change restarts the query inside the running driver;
+  and ``repartition(n)`` calls; a change restarts the query inside the running driver. A pipeline
+  reading several sources (a stream-stream join) may declare one ``source_partitions`` knob per
+  source: the k-th binds to the k-th scan stage in data-flow order (a join's left input first), as
+  the k-th ``repartition`` knob binds to the k-th ``repartition(n)`` stage;
 - ``memory`` (the heap of each JVM that runs tasks), ``memory_overhead`` (each executor's non-heap
   memory, on a cluster) and ``state_memory`` (the RocksDB state stores' bounded memory of each JVM),
   MB: set when the driver starts and fixed for a JVM's life, so a change starts a new driver in
@@ -242,8 +245,8 @@ def check_knob_set(knobs: Sequence[Knob]) -> tuple[Knob, ...]:
     """Check a pipeline's knobs as a whole and return them as a tuple.
 
     Raises:
-        KnobError: duplicate names, more than one ``executors``, ``source_partitions`` or knob of
-            one memory target, or both a ``shuffle_partitions`` and a ``state_partitions`` knob (one Spark
+        KnobError: duplicate names, more than one ``executors`` knob or knob of one memory
+            target, or both a ``shuffle_partitions`` and a ``state_partitions`` knob (one Spark
             setting), or more than one of either.
     """
     knobs = tuple(knobs)
@@ -251,7 +254,7 @@ def check_knob_set(knobs: Sequence[Knob]) -> tuple[Knob, ...]:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise KnobError(duplicates[0], "is declared more than once")
-    for target in (KnobTarget.EXECUTORS, KnobTarget.SOURCE_PARTITIONS, *MEMORY_FLOORS_MB):
+    for target in (KnobTarget.EXECUTORS, *MEMORY_FLOORS_MB):
         several = [k.name for k in knobs if k.sets is target]
         if len(several) > 1:
             raise KnobError(several[1], f"a pipeline has at most one {target.value!r} knob (also {several[0]!r})")

@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 
 from scaling.values.reasons import PlanReason
-from sparkclient.contract.binding import MismatchReason
+from sparkclient.contract.binding import BindingStatus, MismatchReason, PinReason, StageInput
 from sparkclient.contract.spec import ADAPTIVE_COALESCE_CONF
 from webapp.dashboard import numbers, present, reads
 from webapp.dashboard.bounds import effective_max_cores
@@ -107,7 +107,8 @@ def _job_context(request: HttpRequest, job: Job) -> dict:
     if context["held"] is not None:
         context["held_in_min"] = math.ceil(context["held"]["in_s"] / 60)
         context["held_interval_min"] = round(context["held"]["interval_s"] / 60)
-    problems = [b for b in stage_bindings(job=job, snapshot=snapshot) if b.problem] if snapshot is not None else []
+    bindings = stage_bindings(job=job, snapshot=snapshot) if snapshot is not None else ()
+    problems = [b for b in bindings if b.problem]
     if pending is None:
         context["why"] = why_no_proposal(job=job, snapshot=snapshot, evaluation=evaluation, busy=busy,
                                          unbound=problems, stage_names=names, bound=context["bound"])
@@ -117,14 +118,37 @@ def _job_context(request: HttpRequest, job: Job) -> dict:
     if snapshot is not None:
         context["binding_problems"] = [
             {"position": b.position, "status": b.status.value, "knob": b.knob or "",
-             "text": binding_text(b, names.get(b.position, f"stage {b.position}"))} for b in problems]
+             "text": binding_text(b, names.get(b.position, f"stage {b.position}"))}
+            for b in bindings if b.problem or _unsized(b)]
     return context
 
 
+def _unsized(binding) -> bool:
+    """Whether a pinned stage is one no knob sizes that the job page names: a shuffle on the session's
+    ``spark.sql.shuffle.partitions``, or a stage of the ``foreachBatch`` function."""
+    return binding.status is BindingStatus.PINNED and (
+        binding.pin is PinReason.SHUFFLE_DEFAULT or binding.input is StageInput.BATCH_FUNCTION)
+
+
 def binding_text(binding, stage_name: str) -> str:
-    """A stage's binding problem in words (rendered from the structured :class:`StageBinding`)."""
+    """A stage's binding problem, or why no knob sizes it (:func:`_unsized`), in words (rendered from
+    the structured :class:`StageBinding`)."""
     reason = binding.reason
     stage = f"stage {binding.position} ({stage_name})"
+    tasks = f"{binding.tasks_ran} task" + ("" if binding.tasks_ran == 1 else "s")
+    if binding.pin is PinReason.SHUFFLE_DEFAULT:
+        return (f"{stage}: runs {binding.plan_partitions} partitions, the session's spark.sql.shuffle.partitions "
+                "(Spark's default is 200), and no knob sets them; nothing is proposed for it. Declare a "
+                "state-partitions knob (STATE_PARTITIONS; SHUFFLE_PARTITIONS for a query without state) for the "
+                "autoscaler to size it, or set spark.sql.shuffle.partitions for a new checkpoint")
+    if binding.input is StageInput.BATCH_FUNCTION and binding.status is BindingStatus.PINNED:
+        return (f"{stage}: a stage the foreachBatch function runs ({tasks}), and no knob sets its tasks; nothing "
+                "is proposed for it. Declare a SHUFFLE_PARTITIONS (or STATE_PARTITIONS) knob: the function's "
+                "shuffles run spark.sql.shuffle.partitions")
+    if reason is MismatchReason.BATCH_FUNCTION:
+        return (f"{stage}: a stage the foreachBatch function runs; it ran {tasks}, not the {binding.knob_value} of "
+                f"knob {binding.knob!r} (a repartition(n), or a scan of the function's own); nothing is proposed "
+                "for this stage")
     if reason is MismatchReason.NO_PLAN:
         return (f"{stage}: not bound to a knob yet, the runner has not published the query's plan; "
                 "nothing is proposed for it")
@@ -135,7 +159,6 @@ def binding_text(binding, stage_name: str) -> str:
         return (f"{stage} and knob {binding.knob!r} disagree: the knob is {binding.knob_value} but the plan has "
                 f"{binding.plan_partitions} partitions; nothing is proposed for this stage")
     if reason is MismatchReason.COALESCED:
-        tasks = f"{binding.tasks_ran} task" + ("" if binding.tasks_ran == 1 else "s")
         return (f"{stage}: Spark's adaptive execution coalesced the shuffle into {tasks}, so knob "
                 f"{binding.knob!r} ({binding.knob_value}) does not set them; nothing is proposed for this stage. "
                 f"Remove --conf {ADAPTIVE_COALESCE_CONF}=true from the runner to let the knob set the tasks")

@@ -132,9 +132,12 @@ def test_the_runner_publishes_the_state_store_its_checkpoint_pins_and_the_bindin
         assert published is not None and published[1].sink == sink
         state = bind_stages(published, knobs, {"src": 2, "state": 2}, [2, 2])[1]
         assert (state.status, state.pin, state.sink) == (status, pin, sink if pin else None)
-    assert with_state_store(plan, None, "FileStreamSink")[1].sink is None  # no state: nothing pinned
+    no_state = with_state_store(plan, None, "FileStreamSink")  # the last stage names the sink; no state, no pin
+    assert no_state[1].state_store is None and no_state[1].sink == "FileStreamSink"
+    assert bind_stages(no_state, knobs, {"src": 2, "state": 2}, [2, 2])[1].status is BindingStatus.BOUND
+    # no knob sets the shuffle: it runs the session's spark.sql.shuffle.partitions
     no_knob = bind_stages(plan, knobs[:1], {"src": 2}, [2, 2])[1]
-    assert (no_knob.status, no_knob.pin, no_knob.knob) == (BindingStatus.PINNED, PinReason.NO_KNOB, None)
+    assert (no_knob.status, no_knob.pin, no_knob.knob) == (BindingStatus.PINNED, PinReason.SHUFFLE_DEFAULT, None)
     for bad in (3, "", "x" * 201):
         with pytest.raises(ValueError, match=r"plan_stages\[0\]\.state_store"):
             plan_stages_from_json(json.dumps([{"input": "shuffle", "partitions": 2, "stateful": True,

@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test install clean system-deps cluster cluster-stop mutation
+.PHONY: demo test install clean system-deps cluster cluster-stop mutation screenshot
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -67,6 +67,13 @@ MUTATION_ONLY ?=
 mutation: $(STAMP)
 	$(VPY) -m pip install --quiet -e '.[test,mutation]'
 	$(VPY) scripts/mutation.py --minutes $(MUTATION_MINUTES) $(MUTATION_ONLY)
+
+# The README's screenshot, docs/job-page.png: the browser test of the job page saves it from the live
+# server's page (tests/browser/conftest.py `screenshot`, only with UPDATE_DOCS_SCREENSHOTS=1, so a test run
+# leaves the tree clean). Run it after a change to what the job page draws, and commit the picture.
+screenshot: $(STAMP) system-deps
+	UPDATE_DOCS_SCREENSHOTS=1 $(VPY) -m pytest -q -n 0 -m browser -p no:cacheprovider \
+	  "tests/browser/test_dashboard_browser.py::test_job_page_dag_has_one_node_per_vertex_coloured_by_utilization"
 
 clean:
 	rm -rf var .pytest_cache mutants

@@ -15,9 +15,9 @@ from enum import StrEnum
 
 from scaling.values.load_change import change_point, departure
 
-__all__ = ["BENCH_PAUSE_S", "BENCH_READY_HANDOVER_S", "EffectSource", "LagSample", "RescaleCost", "StandbyReadiness",
-           "TimeToEffect", "WindowEnd", "catch_up_after_first_batch_s", "lag_s", "measured_time_to_effect_s",
-           "rescale_cost", "time_to_effect"]
+__all__ = ["BENCH_PAUSE_S", "BENCH_READY_HANDOVER_S", "BENCH_STANDBY_READY_S", "EffectSource", "LagSample",
+           "RescaleCost", "StandbyReadiness", "TimeToEffect", "WindowEnd", "catch_up_after_first_batch_s", "lag_s",
+           "measured_time_to_effect_s", "rescale_cost", "time_to_effect", "warm_up_left_s"]
 
 
 class WindowEnd(StrEnum):
@@ -143,6 +143,10 @@ BENCH_PAUSE_S = {"in-process": 1.17, "driver-handover": 1.48, "in-place": 0.0, "
 #: pending and ready at the command, measured by ``bench-rescale`` (README's quiet-machine table,
 #: median of 5 runs, seconds): the documented default before a job has handed over onto a ready one.
 BENCH_READY_HANDOVER_S = 3.68
+#: A standby driver's start, from its process's start to ready, measured by ``bench-rescale`` (README's
+#: quiet-machine table, median of 5 runs, seconds): named beside an expectation whose standby's start was
+#: never measured on the job's host, never taken as that host's figure (a loaded host takes 3x longer).
+BENCH_STANDBY_READY_S = 38.0
 
 
 class EffectSource(StrEnum):
@@ -152,6 +156,7 @@ class EffectSource(StrEnum):
     BENCH = "bench"        # the README's bench-rescale pause for the path (no execution measured)
     BENCH_READY = "bench-ready"  # the README's bench-rescale time to effect of a handover onto a ready standby
     UNKNOWN = "unknown"    # neither
+    NOT_MEASURED = "not-measured"  # a standby not ready whose start was never measured on the job's host
 
 
 class StandbyReadiness(StrEnum):
@@ -169,13 +174,17 @@ class StandbyReadiness(StrEnum):
 class TimeToEffect:
     """The expected seconds from the approval to the first batch on the new configuration along
     ``path``, from ``source`` (``samples`` measured executions); ``seconds`` None when unknown;
-    ``standby`` the standby driver it assumes (None: the path starts no new driver)."""
+    ``standby`` the standby driver it assumes (None: the path starts no new driver); ``warm_up_s`` the
+    seconds left of that standby's start included in ``seconds`` (None: none added), and
+    ``ready_s`` its measured start (seconds from its process's start to ready) it was counted from."""
 
     path: str
     seconds: float | None
     source: EffectSource
     samples: int = 0
     standby: StandbyReadiness | None = None
+    warm_up_s: float | None = None
+    ready_s: float | None = None
 
 
 def measured_time_to_effect_s(*, approved_at_s: float, first_batch_at_s: float | None,
@@ -190,19 +199,41 @@ def measured_time_to_effect_s(*, approved_at_s: float, first_batch_at_s: float |
     return max(0.0, end - approved_at_s)
 
 
-def time_to_effect(path: str, measured_s: Sequence[float], *,
-                   standby: StandbyReadiness | None = None) -> TimeToEffect:
+def warm_up_left_s(ready_s: Sequence[float], *, running_s: float | None) -> tuple[float | None, float | None]:
+    """What is left of a standby driver's start: ``(left, expected)`` seconds, where ``expected`` is the
+    median of ``ready_s`` (the starts measured on the job's host, process start to ready, seconds) and
+    ``left = expected − running_s`` (``running_s``: seconds since this standby's process started; None:
+    not started yet, the whole start is left), never below 0. ``(None, None)`` when no start was measured."""
+    values = [float(v) for v in ready_s if v is not None and v >= 0]
+    if not values:
+        return None, None
+    expected = statistics.median(values)
+    return max(0.0, expected - max(0.0, running_s or 0.0)), expected
+
+
+def time_to_effect(path: str, measured_s: Sequence[float], *, standby: StandbyReadiness | None = None,
+                   warm_up_s: float | None = None, ready_s: float | None = None) -> TimeToEffect:
     """The expected time to effect of a rescale along ``path`` (a ``RescalePath`` value): the median of
     ``measured_s`` (this job's executions of that path, :func:`measured_time_to_effect_s`, seconds; for a warm
     handover, those onto a standby like ``standby``), as FLIP-271's restart-time tracking (``ScalingTracking``)
     learns the restart time; without one, :data:`BENCH_READY_HANDOVER_S` for a ``READY`` standby, else the
-    path's :data:`BENCH_PAUSE_S` (a lower bound), stated as the bench's. docs/ARCHITECTURE.md, "A rescale's
-    cost"."""
+    path's :data:`BENCH_PAUSE_S` (a lower bound), stated as the bench's.
+
+    With ``warm_up_s`` (seconds left of the start of a standby not ready, :func:`warm_up_left_s`, counted
+    from its measured start ``ready_s``), ``measured_s`` are the handovers onto a ready standby and the
+    expectation is the handover onto a ready one plus ``warm_up_s``: never less than what is left of its
+    start. docs/ARCHITECTURE.md, "A rescale's cost"."""
+    if warm_up_s is not None and standby is not StandbyReadiness.READY:
+        ready = time_to_effect(path, measured_s, standby=StandbyReadiness.READY)
+        seconds = None if ready.seconds is None else ready.seconds + max(0.0, warm_up_s)
+        return TimeToEffect(path, seconds, ready.source, ready.samples, standby, max(0.0, warm_up_s), ready_s)
     values = [float(v) for v in measured_s if v is not None and v >= 0]
     if values:
         return TimeToEffect(path, statistics.median(values), EffectSource.MEASURED, len(values), standby)
     if standby is StandbyReadiness.READY:
         return TimeToEffect(path, BENCH_READY_HANDOVER_S, EffectSource.BENCH_READY, standby=standby)
+    if standby is not None:
+        return TimeToEffect(path, None, EffectSource.NOT_MEASURED, standby=standby)
     if path in BENCH_PAUSE_S:
         return TimeToEffect(path, BENCH_PAUSE_S[path], EffectSource.BENCH, standby=standby)
     return TimeToEffect(path, None, EffectSource.UNKNOWN, standby=standby)

@@ -86,6 +86,12 @@ def standby_request(job: str) -> str:
     return f"{PREFIX}runner:{job}:standby"
 
 
+def standby_ready_times(job: str) -> str:
+    """List of the job's standby drivers' measured starts, seconds from process start to ready, newest first
+    (:func:`sparkclient.contract.standby.record_ready_s`)."""
+    return f"{PREFIX}runner:{job}:standby:ready_s"
+
+
 def handover_timings(job: str) -> str:
     """JSON of the last warm handover's timings (:func:`sparkclient.runner.handover.keep_timings`)."""
     return f"{PREFIX}runner:{job}:handover:timings"

@@ -10,6 +10,10 @@ is pending, so the approved command finds it ready and the running driver hands 
   proposal's knob values, or ``cancel`` (the proposal was withdrawn, rejected or expired). The web app
   writes it again on each reconcile beat while the proposal waits; a request that is not renewed
   expires, and the standby then exits on its own, so nothing leaks when the web app is gone.
+- **Measured starts**: list ``ss:runner:{job}:standby:ready_s`` (:func:`sparkclient.contract.keys.standby_ready_times`),
+  seconds from a standby's process start to ready, newest first, pushed by each standby as it says ready
+  (:func:`record_ready_s`; the last :data:`READY_TIMES_KEPT`, for :data:`READY_TIMES_TTL_S`), read by the web app
+  (:func:`read_ready_times_s`) for the time left of a standby's start on the job's host.
 - **Report**: the handover hash ``ss:runner:{job}:handover`` (:func:`sparkclient.contract.keys.handover`),
   parsed by :meth:`StandbyStatus.from_mapping`: the standby's state, the proposal it was prepared
   for, its knob values and what it costs while it waits (resident memory of its process group, MB,
@@ -34,13 +38,18 @@ from scaling.policy.numbers import is_finite_number
 from sparkclient.contract import keys
 from sparkclient.contract.messages import MAX_TEXT, ProtocolError, hash_text, knob_values
 
-__all__ = ["DEFAULT_TTL_S", "HandoverState", "StandbyAction", "StandbyRequest", "StandbyStatus",
-           "read_standby_request", "read_standby_status", "send_standby_request"]
+__all__ = ["DEFAULT_TTL_S", "READY_TIMES_KEPT", "READY_TIMES_TTL_S", "HandoverState", "StandbyAction",
+           "StandbyRequest", "StandbyStatus", "read_ready_times_s", "read_standby_request", "read_standby_status",
+           "record_ready_s", "send_standby_request"]
 
 #: How long a request lives unless the web app writes it again, seconds.
 DEFAULT_TTL_S = 180.0
 #: The longest TTL accepted, seconds (a day).
 MAX_TTL_S = 86400.0
+#: How many measured standby starts are kept per job: the newest, so the figure follows the host's load.
+READY_TIMES_KEPT = 5
+#: How long the measured starts are kept after the newest, seconds (a week).
+READY_TIMES_TTL_S = 7 * 86400
 
 
 class HandoverState(StrEnum):
@@ -198,3 +207,34 @@ def read_standby_status(client: redis.Redis, job: str) -> StandbyStatus:
         ProtocolError: a malformed field.
     """
     return StandbyStatus.from_mapping(client.hgetall(keys.handover(job)))
+
+
+def record_ready_s(client: redis.Redis, job: str, seconds: float) -> None:
+    """Keep a standby's measured start (``seconds`` from its process's start to ready, finite, >= 0) as
+    ``job``'s newest, with the :data:`READY_TIMES_KEPT` before it.
+
+    Raises:
+        ValueError: ``seconds`` is negative or not finite.
+    """
+    if not is_finite_number(seconds) or seconds < 0:
+        raise ValueError(f"a standby's start must be a finite number of seconds >= 0, got {seconds!r}")
+    key = keys.standby_ready_times(job)
+    with client.pipeline(transaction=True) as pipe:
+        pipe.lpush(key, repr(round(float(seconds), 3)))
+        pipe.ltrim(key, 0, READY_TIMES_KEPT - 1)
+        pipe.expire(key, READY_TIMES_TTL_S)
+        pipe.execute()
+
+
+def read_ready_times_s(client: redis.Redis, job: str) -> list[float]:
+    """``job``'s measured standby starts (seconds, newest first; empty: none measured on its host yet).
+    An entry that is not a finite number >= 0 is left out."""
+    out = []
+    for raw in client.lrange(keys.standby_ready_times(job), 0, READY_TIMES_KEPT - 1):
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            continue
+        if is_finite_number(value) and value >= 0:
+            out.append(value)
+    return out

@@ -44,11 +44,11 @@ import redis
 from sparkclient.contract import keys
 from sparkclient.contract.control import write_status
 from sparkclient.contract.messages import RescaleCommand, RescalePath, StandbyUse, StatusUpdate
-from sparkclient.contract.standby import HandoverState
+from sparkclient.contract.standby import HandoverState, record_ready_s
 
 __all__ = ["HANDOVER_READY_TIMEOUT_S", "TIMINGS_TTL_S", "HandoverStep", "Pending", "cancel_prepared", "claim_prepared",
-           "keep_timings", "knobs_text", "mark", "mark_as", "open_prepared", "pending_of", "pending_standby",
-           "read_pending", "read_timings", "record_pending", "request_standby", "wait_for_release"]
+           "keep_ready_s", "keep_timings", "knobs_text", "mark", "mark_as", "open_prepared", "pending_of",
+           "pending_standby", "read_pending", "read_timings", "record_pending", "request_standby", "wait_for_release"]
 
 #: How long the running driver waits for its standby to be ready before failing the rescale, seconds.
 HANDOVER_READY_TIMEOUT_S = 240.0
@@ -168,6 +168,18 @@ def _stamps(raw: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def keep_ready_s(client: redis.Redis, job: str) -> float | None:
+    """Keep the standby's start, ``ready_at − spawned_at`` of the handover hash (seconds), as the job's
+    newest measured one (:func:`sparkclient.contract.standby.record_ready_s`). Returns it; None when the
+    hash lacks a stamp (nothing kept)."""
+    stamps = _stamps(client.hgetall(keys.handover(job)))
+    spawned, ready = stamps.get(HandoverStep.SPAWNED.value), stamps.get(HandoverStep.READY.value)
+    if spawned is None or ready is None or ready < spawned:
+        return None
+    record_ready_s(client, job, ready - spawned)
+    return ready - spawned
+
+
 def request_standby(client: redis.Redis, job: str, command_id: str, knobs: dict[str, int],
                     stop_event: threading.Event,
                     timeout_s: float = HANDOVER_READY_TIMEOUT_S) -> tuple[StandbyUse, str | None]:
@@ -202,8 +214,9 @@ def request_standby(client: redis.Redis, job: str, command_id: str, knobs: dict[
 def wait_for_release(client: redis.Redis, job: str, handover_id: str, stop_event: threading.Event,
                      still_wanted: Callable[[], bool] | None = None,
                      report: Callable[[], dict[str, str]] | None = None, every_s: float = 2.0) -> bool:
-    """The standby's side: say it is ready, then wait until the running driver released the
-    checkpoint. Returns False when the handover was called off (or ``stop_event`` is set).
+    """The standby's side: say it is ready (and keep how long its start took, :func:`keep_ready_s`), then
+    wait until the running driver released the checkpoint. Returns False when the handover was called off
+    (or ``stop_event`` is set).
 
     A prepared standby that no command claimed also gives up when ``still_wanted()`` turns False
     (its request was cancelled, replaced or expired); ``report()`` gives fields (its cost) written
@@ -211,6 +224,7 @@ def wait_for_release(client: redis.Redis, job: str, handover_id: str, stop_event
     key = keys.handover(job)
     if not mark_as(client, job, handover_id, HandoverStep.READY, state=HandoverState.READY):
         return False
+    keep_ready_s(client, job)
     next_check = 0.0
     while not stop_event.is_set():
         fields = client.hmget(key, "id", "state", "command")

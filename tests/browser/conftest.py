@@ -27,6 +27,45 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS", ROOT / "test-artifacts"))
 
 
+#: What the width watch logs to the console when a page is wider than its window.
+TOO_WIDE = "page wider than the window:"
+#: Installed in every page of a watched context (:func:`watch_width`): after the page's load and 300 ms
+#: after each change of it (a live refresh, a chart drawn), log :data:`TOO_WIDE` with the page's width,
+#: the window's and the innermost elements that end past the window's right edge, once per page and width.
+WIDTH_WATCH_JS = """(() => {
+  const said = new Set();
+  let timer = null;
+  const name = (el) => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+    (el.classList.length ? '.' + [...el.classList].join('.') : '');
+  function check() {
+    const doc = document.documentElement;
+    if (!doc || doc.scrollWidth <= window.innerWidth) return;
+    const key = location.pathname + ' ' + doc.scrollWidth;
+    if (said.has(key)) return;
+    said.add(key);
+    const past = [...document.body.querySelectorAll('*')].filter(el => el.getBoundingClientRect().right >
+      window.innerWidth + 1 && ![...el.children].some(c => c.getBoundingClientRect().right > window.innerWidth + 1));
+    console.log(`${TOO_WIDE} ${location.pathname}${location.search} is ${doc.scrollWidth} px wide in a ` +
+      `${window.innerWidth} px window; past its edge: ` +
+      past.slice(0, 5).map(el => `${name(el)} "${el.textContent.trim().slice(0, 80)}"`).join('; '));
+  }
+  const later = () => { clearTimeout(timer); timer = setTimeout(check, 300); };
+  window.addEventListener('load', () => {
+    check();
+    new MutationObserver(later).observe(document.body, {childList: true, subtree: true, characterData: true});
+  });
+})();""".replace("${TOO_WIDE}", TOO_WIDE)
+
+
+def watch_width(context) -> list[str]:
+    """Check every page of ``context`` for width (:data:`WIDTH_WATCH_JS`): returns the list each finding
+    is appended to, a sentence naming the page, its width, the window's and what sticks out."""
+    found: list[str] = []
+    context.add_init_script(WIDTH_WATCH_JS)
+    context.on("console", lambda msg: msg.text.startswith(TOO_WIDE) and found.append(msg.text))
+    return found
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/browser/" in str(item.fspath).replace(os.sep, "/"):
@@ -51,8 +90,11 @@ def chromium():
 
 @pytest.fixture
 def page(chromium, live_server):
+    """A page in a 1,400 px window on the live server. No page it visits may be wider than its window, in
+    any state the test builds (:func:`watch_width`, checked after the test)."""
     context = chromium.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(15_000)
+    too_wide = watch_width(context)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -66,8 +108,10 @@ def page(chromium, live_server):
     page.on("requestfailed", lambda r: "ERR_ABORTED" not in (r.failure or "") and
             problems.append(f"request failed ({r.failure}): {r.url}"))
     page.problems = problems
+    page.too_wide = too_wide
     yield page
     context.close()
+    assert not too_wide, too_wide
 
 
 def screenshot(page, name: str, *, also: Path | None = None) -> Path:

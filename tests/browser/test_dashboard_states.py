@@ -273,6 +273,28 @@ def test_held_scale_down(page):
     assert_clean(page)
 
 
+#: What Spark names a Python data source's stream by (a Java object's repr): one word of 130 characters.
+JAVA_REPR = ("org.apache.spark.sql.execution.datasources.v2.python.PythonMicroBatchStreamWithAdmissionControl@4a0760e2"
+             "RateStreamV2[rowsPerSecond=100,rampUpTimeSeconds=0,numPartitions=2]")
+
+
+def test_a_long_identifier_wraps_on_every_page_that_shows_it(page):
+    """"Why no proposal?" with a Java object's repr in the job's last error: the page stays as wide as the
+    window (the fixture's width watch checks every page visited, this one too)."""
+    make_user("operator")
+    job = make_job("long-names")
+    Job.objects.filter(pk=job.pk).update(health=Job.Health.DOWN, last_error=f"the query stopped: {JAVA_REPR}")
+    login(page)
+    visit(page, f"/jobs/{job.pk}/", "long-identifier-job", ready="#why-none")
+    assert JAVA_REPR in page.inner_text("#why-none").replace("\n", "")
+    assert page.evaluate("document.documentElement.scrollWidth") <= page.viewport_size["width"]
+    for name, url in (("overview", "/"), ("history", f"/jobs/{job.pk}/history/"),
+                      ("rescales", f"/jobs/{job.pk}/rescales/")):
+        visit(page, url, f"long-identifier-{name}")
+    assert page.too_wide == [], page.too_wide
+    assert_clean(page)
+
+
 def test_the_admin_pages_are_clean(page):
     """The admin's job and policy pages (their own favicon request included)."""
     make_user("site-admin", role="admin")

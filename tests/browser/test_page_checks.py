@@ -27,7 +27,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from tests.browser.catch_up import CatchUp, disagree, read_catch_up
-from tests.browser.conftest import screenshot
+from tests.browser.conftest import screenshot, watch_width
 from tests.browser.pagestates import STATES
 from tests.browser.test_dashboard_browser import login
 from tests.webapp.factories import make_job, make_user
@@ -113,6 +113,7 @@ def observed(chromium, live_server, django_db_setup, django_db_blocker):
                          "executed": hasattr(proposal, "execution")}
                 context = chromium.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 1000})
                 context.set_default_timeout(15_000)
+                too_wide = watch_width(context)
                 page = context.new_page()
                 page.goto("/accounts/login/?next=/")
                 page.fill("input[name=username]", "operator")
@@ -124,6 +125,7 @@ def observed(chromium, live_server, django_db_setup, django_db_blocker):
                 for seen in pages.values():
                     seen.facts = facts
                 context.close()
+                assert not too_wide, too_wide
             finally:
                 call_command("flush", interactive=False, verbosity=0)
         cache[state] = pages

@@ -13,11 +13,16 @@
   a warm handover, of those onto a standby driver like the proposal's as the runner reports it now
   (``webapp.loop.standby.standby_read``): onto a ready one when it is ready, else of those that
   started their standby at the approval (``Execution.result``'s ``standby``,
-  ``sparkclient.contract.messages.StandbyUse``).
+  ``sparkclient.contract.messages.StandbyUse``). A standby not ready adds what is left of its start
+  (:func:`scaling.forecast.rescale_cost.warm_up_left_s`), from the starts of this job's standbys measured on
+  its runner's host (``sparkclient.contract.standby.read_ready_times_s``), to the handover onto a ready one;
+  a standby whose start was never measured there is "not measured".
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -25,17 +30,22 @@ from enum import StrEnum
 from django.utils import timezone
 
 from scaling.forecast.rescale_cost import (
+    BENCH_STANDBY_READY_S,
     EffectSource,
     StandbyReadiness,
     TimeToEffect,
     catch_up_after_first_batch_s,
     time_to_effect,
+    warm_up_left_s,
 )
 from sparkclient.contract.messages import RescalePath, StandbyUse
 from sparkclient.contract.spec import KnobTarget
+from sparkclient.contract.standby import StandbyStatus, read_ready_times_s
 from webapp.jobs.bindings import plan_bindings
+from webapp.jobs.redis import get_redis
 from webapp.loop.rescale_cost import FOLLOW_S
-from webapp.loop.standby import standby_seen
+from webapp.loop.standby import standby_read
+from webapp.outage import REDIS_ERRORS
 from webapp.proposals.codes import StandbySeen
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.reason_text import path_text
@@ -160,17 +170,46 @@ READINESS = {StandbySeen.READY: StandbyReadiness.READY, StandbySeen.STARTING: St
              StandbySeen.UNREACHABLE: StandbyReadiness.UNKNOWN}
 
 
-def expected_time_to_effect(proposal: Proposal, *, seen: StandbySeen | None = None) -> TimeToEffect:
-    """What an approval of ``proposal`` is expected to take until its first batch (see the module
-    docstring). ``seen``: its standby driver as already read (``webapp.loop.standby.standby_read``);
-    None reads it when the path is a warm handover."""
+def ready_times_s(job) -> list[float]:
+    """The starts of ``job``'s standby drivers measured on its runner's host (seconds, newest first);
+    empty when none was, or Redis does not answer."""
+    try:
+        return read_ready_times_s(get_redis(), job.name)
+    except REDIS_ERRORS:
+        return []
+
+
+def expected_time_to_effect(proposal: Proposal, *, seen: StandbySeen | None = None,
+                            status: StandbyStatus | None = None, ready_s: Sequence[float] | None = None,
+                            now: float | None = None) -> TimeToEffect:
+    """What an approval of ``proposal`` at ``now`` (epoch s; None: now) is expected to take until its first
+    batch (see the module docstring). ``seen`` and ``status``: its standby driver as already read
+    (``webapp.loop.standby.standby_read``; None reads it when the path is a warm handover); ``ready_s``:
+    the measured starts on the job's host (None: :func:`ready_times_s`)."""
     path = expected_path(proposal)
     if path != RescalePath.DRIVER_HANDOVER:
         return time_to_effect(str(path), measured_times_to_effect_s(job=proposal.job, path=path))
-    readiness = READINESS[seen if seen is not None else standby_seen(proposal)]
-    like = StandbyUse.READY if readiness is StandbyReadiness.READY else StandbyUse.STARTED
-    return time_to_effect(str(path), measured_times_to_effect_s(job=proposal.job, path=path, standby=like),
-                          standby=readiness)
+    if seen is None:
+        status, seen = standby_read(proposal)
+    readiness = READINESS[seen]
+
+    def measured(like: StandbyUse) -> list[float]:
+        return measured_times_to_effect_s(job=proposal.job, path=path, standby=like)
+
+    if readiness is StandbyReadiness.READY:
+        return time_to_effect(str(path), measured(StandbyUse.READY), standby=readiness)
+    started = measured(StandbyUse.STARTED)
+    running_s = None  # the approval starts a standby: its whole start is left
+    if readiness is StandbyReadiness.STARTING:
+        spawned = status.spawned_at if status is not None else None
+        running_s = (time.time() if now is None else now) - spawned if spawned is not None else 0.0
+    elif started:  # the approval starts one: this job's handovers that did so measured it all
+        return time_to_effect(str(path), started, standby=readiness)
+    left, expected = warm_up_left_s(ready_s if ready_s is not None else ready_times_s(proposal.job),
+                                    running_s=running_s)
+    if left is None:
+        return time_to_effect(str(path), started, standby=readiness)
+    return time_to_effect(str(path), measured(StandbyUse.READY), standby=readiness, warm_up_s=left, ready_s=expected)
 
 
 #: What the expectation takes of the standby driver, in words.
@@ -196,11 +235,33 @@ def _measured_of(effect: TimeToEffect, count: int) -> str:
     return f"{count} handover{plural} that started {'their' if plural else 'its'} standby driver at the approval"
 
 
+def _warm_up_text(effect: TimeToEffect) -> str:
+    """What a standby not ready adds: what is left of its start, counted from its measured one, and the
+    handover onto it once ready, each with its source."""
+    onto_ready_s = (effect.seconds or 0.0) - (effect.warm_up_s or 0.0)
+    if effect.source == EffectSource.MEASURED:
+        plural = "s" if effect.samples != 1 else ""
+        ready = f"median of this job's {effect.samples} handover{plural} onto a ready standby driver"
+    else:
+        ready = "the README's bench-rescale on a quiet 2-core machine; none measured for this job yet"
+    start = (f"its start, measured at {duration(effect.ready_s)} on this job's host (median of its standbys' "
+             f"newest starts)")
+    if effect.standby is StandbyReadiness.STARTING and not effect.warm_up_s:
+        left = f"it has already run longer than {start}, so it is taken to be ready any moment"
+    elif effect.standby is StandbyReadiness.STARTING:
+        left = f"{duration(effect.warm_up_s)} left of {start}"
+    else:
+        left = f"{duration(effect.warm_up_s)} for {start}"
+    return f"{left}, then {duration(onto_ready_s)} for the handover onto a ready standby ({ready})"
+
+
 def time_to_effect_text(effect: TimeToEffect) -> str:
     """The expected time to effect in words, with its source (and, for a warm handover, what it takes
-    of the standby driver)."""
+    of the standby driver, with what is left of its start when it is not ready)."""
     path = path_text(effect.path) + (f"; {STANDBY_TAKEN[effect.standby]}" if effect.standby else "")
     span = "from the approval to the first batch on the new configuration"
+    if effect.warm_up_s is not None and effect.seconds is not None:
+        return f"about {duration(effect.seconds)} {span} ({path}: {_warm_up_text(effect)})"
     if effect.source == EffectSource.MEASURED:
         about = "up to about" if effect.standby is StandbyReadiness.STARTING else "about"
         return (f"{about} {duration(effect.seconds)} {span} "
@@ -210,6 +271,10 @@ def time_to_effect_text(effect: TimeToEffect) -> str:
     if effect.source == EffectSource.BENCH_READY:
         return (f"about {duration(effect.seconds)} {span} ({path}; {none_yet}: the time to effect the README's "
                 f"bench-rescale measured for a handover onto a prepared standby driver on a quiet 2-core machine)")
+    if effect.source == EffectSource.NOT_MEASURED:
+        return (f"not measured ({path}; no standby driver's start has been measured on this job's host yet, and "
+                f"{none_yet}; the README's bench-rescale measured a start of {duration(BENCH_STANDBY_READY_S)} on a "
+                f"quiet 2-core machine, and a loaded host takes longer)")
     if effect.source == EffectSource.BENCH:
         return (f"at least {duration(effect.seconds)} {span} ({path}; {none_yet}: the pause the README's "
                 f"bench-rescale measured on a quiet 2-core machine, not counting a new driver's or executor's start)")

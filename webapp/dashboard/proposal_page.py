@@ -80,7 +80,7 @@ def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -
     pending = proposal.status == Proposal.Status.PENDING
     standby, seen = standby_read(proposal) if proposal.status in ACTIVE else (None, None)  # one read per render
     expects = pending and proposal.kind == Proposal.Kind.SCALE
-    effect = numbers.expected_time_to_effect(proposal, seen=seen) if expects else None
+    effect = numbers.expected_time_to_effect(proposal, seen=seen, status=standby) if expects else None
     offer = memory_offer(proposal) if pending and can_decide else None
     return {"proposal": proposal, "job": job, "policy": job.policy, "plan": plan, "rows": rows,
             "job_capacity": job_capacity, "cores_now": cores_now, "cores_new": cores_new,
@@ -92,6 +92,7 @@ def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -
             "time_to_effect": numbers.time_to_effect_text(effect) if effect is not None else "",
             "time_to_effect_source": effect.source if effect is not None else "",
             "time_to_effect_standby": (effect.standby or "") if effect is not None else "",
+            "time_to_effect_warm_up_s": effect.warm_up_s if effect is not None else None,
             "can_decide": can_decide, "error": error,
             "memory_offer": offer, "approve_confirm": approve_confirm(proposal, offer, standby),
             "memory_standby_note": memory_standby_note(proposal, offer, standby),

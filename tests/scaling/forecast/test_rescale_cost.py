@@ -16,6 +16,7 @@ from scaling.forecast.rescale_cost import (
     measured_time_to_effect_s,
     rescale_cost,
     time_to_effect,
+    warm_up_left_s,
 )
 from scaling.values.load_change import departure
 
@@ -143,12 +144,51 @@ def test_the_time_to_effect_is_the_median_measured_else_the_bench_and_says_which
 
 
 @pytest.mark.parametrize("standby", list(StandbyReadiness))
-def test_a_handovers_expectation_without_a_measured_one_like_it_is_the_benchs_for_its_standby(standby):
+def test_a_handovers_expectation_without_a_measured_one_like_it_is_the_benchs_only_onto_a_ready_standby(standby):
+    """Onto a ready standby the bench's handover; onto one that has to start first, the bench's pause
+    would leave out the start: "not measured", no figure."""
     effect = time_to_effect("driver-handover", [], standby=standby)
     ready = standby is StandbyReadiness.READY
     assert (effect.source, effect.seconds, effect.standby) == (
-        (EffectSource.BENCH_READY, 3.68, standby) if ready else (EffectSource.BENCH, 1.48, standby))
+        (EffectSource.BENCH_READY, 3.68, standby) if ready else (EffectSource.NOT_MEASURED, None, standby))
     assert time_to_effect("driver-handover", [18.0, 4.0], standby=standby).seconds == 11.0
+
+
+def test_what_is_left_of_a_standbys_start_is_its_measured_start_less_its_time_running():
+    assert warm_up_left_s([40.0, 60.0, 50.0], running_s=10.0) == (40.0, 50.0)  # the median start
+    assert warm_up_left_s([40.0, 60.0, 50.0], running_s=None) == (50.0, 50.0)  # not started: all of it
+    assert warm_up_left_s([40.0], running_s=55.0) == (0.0, 40.0)  # past its measured start: nothing left
+    assert warm_up_left_s([40.0], running_s=-3.0) == (40.0, 40.0)  # a clock ahead of the runner's
+    assert warm_up_left_s([], running_s=10.0) == (None, None)  # never measured: no figure
+    assert warm_up_left_s([-1.0], running_s=0.0) == (None, None)
+
+
+@pytest.mark.parametrize("standby", [StandbyReadiness.STARTING, StandbyReadiness.ABSENT, StandbyReadiness.FAILED,
+                                     StandbyReadiness.UNKNOWN])
+@pytest.mark.parametrize("onto_ready_s, ready_part", [([6.0, 4.0, 18.0], (6.0, EffectSource.MEASURED, 3)),
+                                                      ([], (3.68, EffectSource.BENCH_READY, 0))])
+def test_a_standby_not_ready_adds_what_is_left_of_its_start_to_the_handover_onto_a_ready_one(
+        standby, onto_ready_s, ready_part):
+    effect = time_to_effect("driver-handover", onto_ready_s, standby=standby, warm_up_s=40.0, ready_s=50.0)
+    seconds, source, samples = ready_part
+    assert (effect.seconds, effect.source, effect.samples) == (pytest.approx(40.0 + seconds), source, samples)
+    assert (effect.standby, effect.warm_up_s, effect.ready_s) == (standby, 40.0, 50.0)
+    assert effect.seconds >= effect.warm_up_s
+
+
+def test_a_ready_standby_has_no_start_left_to_add():
+    effect = time_to_effect("driver-handover", [6.0], standby=StandbyReadiness.READY, warm_up_s=40.0, ready_s=50.0)
+    assert (effect.seconds, effect.warm_up_s) == (6.0, None)
+
+
+@given(st.lists(st.floats(0, 600), max_size=6), st.floats(-60, 900) | st.none(),
+       st.lists(st.floats(0, 60), max_size=4))
+def test_the_expectation_of_a_standby_not_ready_is_never_below_what_is_left_of_its_start(starts, running, onto):
+    left, expected = warm_up_left_s(starts, running_s=running)
+    effect = time_to_effect("driver-handover", onto, standby=StandbyReadiness.STARTING, warm_up_s=left,
+                            ready_s=expected)
+    if left is not None:
+        assert 0 <= left <= expected and effect.seconds >= left
 
 
 def test_the_measured_time_to_effect_runs_from_the_approval_to_the_first_batch_within_the_answer():

@@ -1,7 +1,8 @@
 """The expected time to effect of a warm handover follows the standby driver prepared for the proposal
 (``webapp.dashboard.numbers.expected_time_to_effect``): onto a ready one, the median of this job's
-handovers onto a ready one (else the bench's 3.68 s); otherwise the median of those that started
-their standby at the approval (else the bench's pause), never a mix of the two."""
+handovers onto a ready one (else the bench's 3.68 s); onto one still starting, what is left of its start
+measured on the job's host plus the handover onto a ready one; otherwise the median of those that started
+their standby at the approval; with none of these, "not measured", never the bench's pause."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from html import unescape
 import pytest
 from django.utils import timezone
 
-from scaling.forecast.rescale_cost import BENCH_PAUSE_S, BENCH_READY_HANDOVER_S, EffectSource, StandbyReadiness
+from scaling.forecast.rescale_cost import BENCH_READY_HANDOVER_S, EffectSource, StandbyReadiness
 from sparkclient.contract import keys
 from sparkclient.contract.messages import RescalePath, RescaleResult, ResultStatus, StandbyUse
+from sparkclient.contract.standby import HandoverState, StandbyStatus
+from sparkclient.runner.handover import HandoverStep, keep_ready_s, mark, open_prepared
 from tests.webapp.dashboard_factories import make_succeeded
 from tests.webapp.factories import make_job, make_pending, make_snapshots, make_user
 from webapp.api.serializers import ExecutionSerializer
@@ -60,21 +63,21 @@ def _pending_with(history: str) -> Proposal:
 READY_MEDIAN = (EffectSource.MEASURED, 6.0, 3)
 COLD_MEDIAN = (EffectSource.MEASURED, 50.0, 3)
 BENCH_READY = (EffectSource.BENCH_READY, BENCH_READY_HANDOVER_S, 0)
-BENCH_PAUSE = (EffectSource.BENCH, BENCH_PAUSE_S["driver-handover"], 0)
+NOT_MEASURED = (EffectSource.NOT_MEASURED, None, 0)
 
 
 @pytest.mark.parametrize("seen, readiness, expected", [
     # the standby as seen: ready, starting, none (absent or failed), unknown (Redis unreadable)
     (StandbySeen.READY, StandbyReadiness.READY,
      {"both": READY_MEDIAN, "ready": READY_MEDIAN, "started": BENCH_READY, "none": BENCH_READY}),
-    *[(seen, readiness, {"both": COLD_MEDIAN, "ready": BENCH_PAUSE, "started": COLD_MEDIAN, "none": BENCH_PAUSE})
+    *[(seen, readiness, {"both": COLD_MEDIAN, "ready": NOT_MEASURED, "started": COLD_MEDIAN, "none": NOT_MEASURED})
       for seen, readiness in ((StandbySeen.STARTING, StandbyReadiness.STARTING),
                               (StandbySeen.ABSENT, StandbyReadiness.ABSENT),
                               (StandbySeen.FAILED, StandbyReadiness.FAILED),
                               (StandbySeen.UNREACHABLE, StandbyReadiness.UNKNOWN))]])
 @pytest.mark.parametrize("history", ["both", "ready", "started", "none"])
 def test_the_expectation_takes_the_handovers_onto_a_standby_like_this_one(seen, readiness, expected, history):
-    effect = expected_time_to_effect(_pending_with(history), seen=seen)
+    effect = expected_time_to_effect(_pending_with(history), seen=seen, ready_s=())  # no start measured
     assert (effect.path, effect.standby) == ("driver-handover", readiness)
     assert (effect.source, effect.seconds, effect.samples) == expected[history]
 
@@ -103,13 +106,14 @@ SPAN = "from the approval to the first batch on the new configuration (warm hand
      "started their standby driver at the approval)"),
     (StandbySeen.ABSENT, "both", "about 50 s " + SPAN + "no standby driver is prepared for this proposal, so the "
      "approval starts one; median of this job's 3 handovers that started their standby driver at the approval)"),
-    (StandbySeen.UNREACHABLE, "ready", "at least 1.5 s " + SPAN + "the standby driver's state could not be read, so "
-     "it is taken to start at the approval; no handover that started its standby driver at the approval measured "
-     "for this job yet: the pause the README's bench-rescale measured on a quiet 2-core machine, not counting a new "
-     "driver's or executor's start)"),
+    (StandbySeen.UNREACHABLE, "ready", "not measured (warm handover to a new driver; the standby driver's state "
+     "could not be read, so it is taken to start at the approval; no standby driver's start has been measured on "
+     "this job's host yet, and no handover that started its standby driver at the approval measured for this job "
+     "yet; the README's bench-rescale measured a start of 38 s on a quiet 2-core machine, and a loaded host takes "
+     "longer)"),
 ])
 def test_the_sentence_states_the_figure_the_standby_and_the_source(seen, history, sentence):
-    assert time_to_effect_text(expected_time_to_effect(_pending_with(history), seen=seen)) == sentence
+    assert time_to_effect_text(expected_time_to_effect(_pending_with(history), seen=seen, ready_s=())) == sentence
 
 
 def test_the_page_reads_the_standby_from_the_runners_report(client, workflow_redis, enqueued):
@@ -157,4 +161,78 @@ def test_the_runners_standby_is_stored_with_the_execution_and_counted(no_enqueue
                                                      "cores": proposal.proposed_config["cores"] + 1})
     ready = expected_time_to_effect(later, seen=StandbySeen.READY)
     assert (ready.source, ready.seconds, ready.samples) == (EffectSource.MEASURED, pytest.approx(4.0, abs=0.01), 1)
-    assert expected_time_to_effect(later, seen=StandbySeen.STARTING).source == EffectSource.BENCH
+    assert expected_time_to_effect(later, seen=StandbySeen.STARTING, ready_s=()).source == EffectSource.NOT_MEASURED
+
+
+# --- a standby still warming up --------------------------------------------------------------------------
+
+#: Starts of this job's standbys measured on its host, seconds from process start to ready (median 50 s).
+STARTS_S = (40.0, 60.0, 50.0)
+
+
+@pytest.mark.parametrize("history", ["both", "ready", "none"])
+@pytest.mark.parametrize("running_s", [0.0, 10.0, 49.0, 80.0])
+def test_a_standby_still_warming_up_adds_what_is_left_of_its_measured_start(history, running_s):
+    proposal = _pending_with(history)
+    now = 1_000_000.0
+    status = StandbyStatus(state=HandoverState.STARTING, proposal=str(proposal.pk), spawned_at=now - running_s)
+    effect = expected_time_to_effect(proposal, seen=StandbySeen.STARTING, status=status, ready_s=STARTS_S, now=now)
+    left = max(0.0, 50.0 - running_s)
+    onto_ready = 6.0 if history in ("both", "ready") else BENCH_READY_HANDOVER_S
+    assert (effect.warm_up_s, effect.ready_s, effect.standby) == (left, 50.0, StandbyReadiness.STARTING)
+    assert effect.seconds == pytest.approx(left + onto_ready) and effect.seconds >= left
+    # the boundary: the same standby once ready adds nothing of its start
+    ready = expected_time_to_effect(proposal, seen=StandbySeen.READY, status=status, ready_s=STARTS_S, now=now)
+    assert (ready.warm_up_s, ready.seconds) == (None, onto_ready)
+
+
+@pytest.mark.parametrize("history, expected", [
+    ("ready", (50.0, EffectSource.MEASURED, 56.0)),  # its whole measured start, then the handover onto it
+    ("both", (None, EffectSource.MEASURED, 50.0)),  # handovers that started their standby measured all of it
+])
+def test_no_standby_prepared_takes_its_whole_measured_start_unless_handovers_measured_it(history, expected):
+    effect = expected_time_to_effect(_pending_with(history), seen=StandbySeen.ABSENT, ready_s=STARTS_S)
+    assert (effect.warm_up_s, effect.source, effect.seconds) == expected
+
+
+def test_the_warm_up_sentence_names_what_is_left_its_measured_start_and_the_handover():
+    proposal = _pending_with("ready")
+    status = StandbyStatus(state=HandoverState.STARTING, proposal=str(proposal.pk), spawned_at=100.0)
+    text = time_to_effect_text(expected_time_to_effect(proposal, seen=StandbySeen.STARTING, status=status,
+                                                       ready_s=STARTS_S, now=112.0))
+    assert text == ("about 44 s " + SPAN + "the standby driver prepared for this proposal is still starting, so the "
+                    "approval waits for the rest of its start: 38 s left of its start, measured at 50 s on this "
+                    "job's host (median of its standbys' newest starts), then 6 s for the handover onto a ready "
+                    "standby (median of this job's 3 handovers onto a ready standby driver))")
+    late = time_to_effect_text(expected_time_to_effect(proposal, seen=StandbySeen.STARTING, status=status,
+                                                       ready_s=STARTS_S, now=200.0))
+    assert "it has already run longer than its start, measured at 50 s" in late and late.startswith("about 6 s ")
+
+
+def test_the_page_counts_the_standbys_start_down_from_what_the_runner_measured(client, workflow_redis, enqueued):
+    """The standby's own stamps and measured starts, as the runner writes them, reach the page; a later
+    render expects less; once the standby says ready, the start is no longer added."""
+    proposal = _pending_with("ready")
+    job = proposal.job.name
+    client.force_login(make_user("op"))
+    for took_s in STARTS_S:  # earlier standbys of this job, measured as they said ready
+        workflow_redis.hset(keys.handover(job), mapping={"spawned_at": "1000.0", "ready_at": repr(1000.0 + took_s)})
+        assert keep_ready_s(workflow_redis, job) == took_s
+    open_prepared(workflow_redis, job, "prepared-w", str(proposal.pk), proposal.proposed_config)
+
+    def shown() -> tuple[str, float | None, str]:
+        html = unescape(client.get(f"/proposals/{proposal.pk}/").content.decode())
+        tag = re.search(r'<p id="time-to-effect" data-source="[^"]*" data-standby="([^"]*)"'
+                        r'(?: data-warm-up-s="([^"]*)")?>([^<]*)</p>', html)
+        return tag.group(1), float(tag.group(2)) if tag.group(2) else None, tag.group(3)
+
+    first = shown()
+    assert first[0] == "starting" and 45.0 <= first[1] <= 50.0, first
+    assert "left of its start, measured at 50 s on this job's host" in first[2]
+    spawned = float(workflow_redis.hget(keys.handover(job), "spawned_at"))
+    workflow_redis.hset(keys.handover(job), "spawned_at", repr(spawned - 20.0))  # 20 s further into its start
+    later = shown()
+    assert later[0] == "starting" and later[1] <= first[1] - 19.0, (first, later)
+    mark(workflow_redis, job, HandoverStep.READY, state=HandoverState.READY)
+    assert shown()[:2] == ("ready", None)
+

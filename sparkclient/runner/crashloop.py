@@ -4,9 +4,7 @@ A **crash loop** is :attr:`CrashLoopRule.crashes` crashes within the last :attr:
 seconds, however long each driver lived: a driver that runs five minutes and dies, again and again, is
 as broken as one that dies at start. The back-off before the next restart doubles with every crash in
 the window, from :attr:`CrashLoopRule.backoff_s` up to :attr:`CrashLoopRule.backoff_cap_s`; a crash
-older than the window no longer counts, so a job that crashes once a day restarts at once. The cap is
-short because a Spark query restarts in seconds and every second down is a second more of catch-up batch
-(its source's backlog) for the next driver to read, which an out-of-memory loop makes worse.
+older than the window no longer counts, so a job that crashes once a day restarts at once.
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ class CrashLoopRule:
     crashes: int = 3
     window_s: float = 1800.0
     backoff_s: float = 2.0
-    backoff_cap_s: float = 30.0
+    backoff_cap_s: float = 300.0
 
     def __post_init__(self) -> None:
         if self.crashes < 1 or min(self.window_s, self.backoff_s) <= 0 or self.backoff_cap_s < self.backoff_s:

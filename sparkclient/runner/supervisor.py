@@ -12,10 +12,8 @@ supervisor then exits, leaving no JVM behind. A driver that crashes (exit code n
 as ``state=failed`` with its exit code, the exception that killed it (its crash record, else its log:
 :func:`sparkclient.runner.driverlog.crash_of`) and its log, and restarted after a back-off that doubles
 with each crash of the crash-loop window (:mod:`sparkclient.runner.crashloop`); as many crashes in the
-window as the rule's are ``state=crash_looping``, and the supervisor
-keeps restarting at the capped back-off. A rescale left pending rides along to the next driver (a larger heap
-may be what ends an out-of-memory loop) until :data:`PENDING_CRASHES` crashes in the window fail it.
-``--crash-loop-crashes N --crash-loop-window-s S
+window as the rule's are ``state=crash_looping`` (a rescale left pending fails then), and the supervisor
+keeps restarting at the capped back-off. ``--crash-loop-crashes N --crash-loop-window-s S
 --crash-backoff-s S --crash-backoff-cap-s S`` set the rule (defaults: :class:`CrashLoopRule`).
 
 The control endpoint is ``--redis-url``, else ``$SPARKSCALER_REDIS_URL`` with the password of the file
@@ -61,8 +59,6 @@ from sparkclient.runner.standby import StandbyKeeper
 
 log = logging.getLogger(__name__)
 
-#: Crashes within the crash-loop window after which a rescale left pending fails (``driver-crashed``).
-PENDING_CRASHES = 6
 #: How long the supervisor waits for a stopping driver before killing its process group, seconds.
 STOP_TIMEOUT_S = 90.0
 
@@ -225,7 +221,7 @@ class Supervisor:
                     exception_message=crash.message if crash else "", log_path=log_path,
                     crashes=verdict.crashes, crash_window_s=self.rule.window_s,
                     restart_at=time.time() + backoff_s))
-                if verdict.crashes >= PENDING_CRASHES:
+                if verdict.looping:
                     self._fail_pending(error)
             elif code == EXIT_RESTART:
                 control.write_status(self.client, self.job, StatusUpdate(state=RunnerState.RESTARTING))

@@ -101,8 +101,7 @@ class RunnerState(StrEnum):
     RUNNING = "running"
     RESTARTING = "restarting"
     STOPPED = "stopped"
-    FAILED = "failed"  # the driver crashed; the supervisor restarts it after a back-off
-    CRASH_LOOPING = "crash_looping"  # crashes came faster than the supervisor's crash-loop rule allows
+    FAILED = "failed"
 
 
 def _text(name: str, value: Any, *, required: bool = True) -> str:
@@ -285,11 +284,6 @@ class RunnerStatus:
     ``knobs`` the running values; ``capacity`` the most executors the cluster can give (0 unknown);
     ``plan_stages`` the plan-derived stage list (JSON, :mod:`sparkclient.contract.binding`);
     ``trigger_interval_s`` the query's processing-time trigger (0 unknown).
-    The last crash, as the supervisor saw it (:mod:`sparkclient.runner.crashloop`): the driver's
-    ``exit_code`` (negative: the signal that killed it), the ``exception`` class and its
-    ``exception_message`` that killed it (empty when the driver left none), its ``log_path``, the
-    ``crashes`` within the last ``crash_window_s`` seconds, and ``restart_at`` (epoch s) when the next
-    driver starts.
     """
 
     state: str = ""
@@ -312,13 +306,6 @@ class RunnerStatus:
     started_at: float = 0.0
     last_batch_at: float = 0.0
     error: str = ""
-    exit_code: int = 0
-    exception: str = ""
-    exception_message: str = ""
-    log_path: str = ""
-    crashes: int = 0
-    crash_window_s: float = 0.0
-    restart_at: float = 0.0
 
     @property
     def running(self) -> bool:
@@ -388,13 +375,6 @@ class StatusUpdate:
     started_at: float | None = None
     last_batch_at: float | None = None
     error: str | None = None
-    exit_code: int | None = None
-    exception: str | None = None
-    exception_message: str | None = None
-    log_path: str | None = None
-    crashes: int | None = None
-    crash_window_s: float | None = None
-    restart_at: float | None = None
 
     def to_mapping(self) -> dict[str, str]:
         """The hash fields written, as the strings :meth:`RunnerStatus.from_mapping` parses (``knobs``

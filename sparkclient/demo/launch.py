@@ -122,19 +122,11 @@ def _start_web(group: ProcessGroup, started: list[tuple[str, str]], *, run_dir: 
     env_file.write_text(f"export REDIS_URL='{redis_url}' SPARKSCALER_REDIS_URL='{redis_url}' "
                         "DEBUG=true\n")
     env_file.chmod(0o600)
-    print(log_places(group, [job for job, _topic in started], run_dir=run_dir), flush=True)
+    print(f"Logs: {group.log_dir}", flush=True)
     print(f"Control channel: Redis with this run's password; in another shell, `source {env_file}` first", flush=True)
     print(f"Dashboard: http://127.0.0.1:{port}/", flush=True)
     print(f"Raise the load from the job page or with `source {env_file}; .venv/bin/python manage.py demo_load "
           "--rate 600`. Ctrl-C stops everything.", flush=True)
-
-
-def log_places(group: ProcessGroup, jobs: list[str], *, run_dir: Path) -> str:
-    """Where each process logs: every child of ``group``, then each job's driver (its Spark driver and
-    the query's errors: ``<run_dir>/<job>/driver.log``, the runner's ``--workdir``), one line each."""
-    lines = [f"  {child.name}: {child.log_path}" for child in group.children]
-    lines += [f"  driver of job {job} (Spark, the query's errors): {run_dir / job / 'driver.log'}" for job in jobs]
-    return "Logs:\n" + "\n".join(lines)
 
 
 def start_example(group: ProcessGroup, name: str, *, run_dir: Path, master: str, rate: float,

@@ -63,15 +63,6 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warm-up-batches", type=_positive_int, metavar="N",
                         help="micro-batches with rows a standby driver runs on the pipeline's plan before a warm "
                              "handover (default: the runner's); each costs the standby CPU beside the running driver")
-    parser.add_argument("--crash-loop-crashes", type=_positive_int, metavar="N",
-                        help="this many driver crashes within --crash-loop-window-s are a crash loop (default 3)")
-    parser.add_argument("--crash-loop-window-s", type=float, metavar="S",
-                        help="the crash-loop window, seconds (default 1800); older crashes no longer count")
-    parser.add_argument("--crash-backoff-s", type=float, metavar="S",
-                        help="the wait before restarting a driver after its first crash of the window, seconds "
-                             "(default 2); it doubles with each crash of the window")
-    parser.add_argument("--crash-backoff-cap-s", type=float, metavar="S",
-                        help="the longest wait before a restart, seconds (default 300)")
     parser.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--capacity", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--standby", help=argparse.SUPPRESS)

@@ -39,7 +39,7 @@ WIDTH_WATCH_JS = """(() => {
     (el.classList.length ? '.' + [...el.classList].join('.') : '');
   function check() {
     const doc = document.documentElement;
-    if (!doc || doc.scrollWidth <= window.innerWidth) return;
+    if (!doc || !document.body || doc.scrollWidth <= window.innerWidth) return;
     const key = location.pathname + ' ' + doc.scrollWidth;
     if (said.has(key)) return;
     said.add(key);
@@ -51,6 +51,7 @@ WIDTH_WATCH_JS = """(() => {
   }
   const later = () => { clearTimeout(timer); timer = setTimeout(check, 300); };
   window.addEventListener('load', () => {
+    if (!document.body) return;  // not an HTML page (the favicon's SVG document)
     check();
     new MutationObserver(later).observe(document.body, {childList: true, subtree: true, characterData: true});
   });

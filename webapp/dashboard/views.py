@@ -137,7 +137,9 @@ def binding_text(binding, stage_name: str) -> str:
     stage = f"stage {binding.position} ({stage_name})"
     tasks = f"{binding.tasks_ran} task" + ("" if binding.tasks_ran == 1 else "s")
     if binding.pin is PinReason.SHUFFLE_DEFAULT:
-        return (f"{stage}: runs {binding.plan_partitions} partitions, the session's spark.sql.shuffle.partitions "
+        count = binding.plan_partitions if binding.plan_partitions is not None else binding.tasks_ran
+        runs = "runs its partitions" if count is None else f"runs {count} partition" + ("" if count == 1 else "s")
+        return (f"{stage}: {runs}, the session's spark.sql.shuffle.partitions "
                 "(Spark's default is 200), and no knob sets them; nothing is proposed for it. Declare a "
                 "state-partitions knob (STATE_PARTITIONS; SHUFFLE_PARTITIONS for a query without state) for the "
                 "autoscaler to size it, or set spark.sql.shuffle.partitions for a new checkpoint")

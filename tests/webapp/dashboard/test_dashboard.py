@@ -13,8 +13,10 @@ from django.utils.html import escape
 
 from scaling.values.reasons import Limit, PlanReason, Reason, legacy_text
 from scaling.words.reason_text import reason_text
+from sparkclient.contract.binding import BindingStatus, PinReason, StageBinding
 from tests.webapp.dashboard_factories import make_evaluation, make_succeeded
 from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots, make_user
+from webapp.dashboard.views import binding_text
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.codes import ACTION_COLOURS
@@ -440,6 +442,19 @@ def test_a_coalesced_shuffle_says_what_coalesced_it_and_what_to_do():
     assert "knob 'shuffle' (8) does not set them" in text
     assert text.endswith("Remove --conf spark.sql.adaptive.coalescePartitions.enabled=true from the runner to let "
                          "the knob set the tasks")
+
+
+@pytest.mark.parametrize("plan_partitions, tasks_ran, runs", [
+    (4, 3, "runs 4 partitions"),     # the plan's count wins over the tasks of one batch
+    (None, 2, "runs 2 partitions"),  # a plan without the count: the tasks the batch ran
+    (None, 1, "runs 1 partition"),
+    (None, None, "runs its partitions"),
+])
+def test_a_stage_on_the_default_shuffle_partitions_says_how_many_it_runs(plan_partitions, tasks_ran, runs):
+    binding = StageBinding(2, BindingStatus.PINNED, pin=PinReason.SHUFFLE_DEFAULT, plan_partitions=plan_partitions,
+                           tasks_ran=tasks_ran)
+    assert binding_text(binding, "Windowed").startswith(f"stage 2 (Windowed): {runs}, the session's "
+                                                       "spark.sql.shuffle.partitions (Spark's default is 200)")
 
 
 def test_without_a_published_plan_no_stage_is_bound(client, operator):

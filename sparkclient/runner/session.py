@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -44,6 +45,10 @@ WARM_UP_BATCHES = 12
 #: The pipeline warm-up gives up after this many seconds without a batch that read rows, seconds.
 WARM_UP_IDLE_S = 15.0
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: The Python-worker launcher (:func:`python_worker_launcher`).
+PYWORKER = Path(__file__).resolve().with_name("pyworker.py")
+#: The interpreter Spark's Python workers run (the launcher's ``python``), set once per process.
+WORKER_PYTHON_ENV = "SPARKSCALER_WORKER_PYTHON"
 
 
 def checkpoint_has_state(checkpoint: Path) -> bool:
@@ -84,7 +89,13 @@ def build_session(*, job: str, workdir: Path, redis_url: str, master: str, execu
     they take effect only in a driver whose JVM this call starts). Sets the environment the
     pipeline and the executors' Python workers read (job, work directory, Redis URL, PYTHONPATH).
     """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    local = master == "local" or master.split("://")[-1].split(":")[0] in ("127.0.0.1", "localhost")
+    # The interpreter the workers run: the operator's PYSPARK_PYTHON, kept apart from the launcher
+    # that replaces it, so that a second session of this process does not wrap the launcher.
+    python = os.environ.setdefault(WORKER_PYTHON_ENV, os.environ.get("PYSPARK_PYTHON") or sys.executable)
+    if local:  # the launcher's path exists only on this host
+        python = str(python_worker_launcher(workdir, python))
+    os.environ["PYSPARK_PYTHON"] = python
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ[ENV_JOB], os.environ[ENV_WORKDIR] = job, str(workdir)
     os.environ["SPARKSCALER_REDIS_URL"] = redis_url
@@ -97,13 +108,13 @@ def build_session(*, job: str, workdir: Path, redis_url: str, master: str, execu
                .config("spark.ui.port", str(ui_port))
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.streaming.metricsEnabled", "true"))
-    if master == "local" or spark_master.split("://")[-1].split(":")[0] in ("127.0.0.1", "localhost"):
+    if local:
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     if in_place:  # one core per executor: executors = cores, changed in place
         builder = (builder.config("spark.executor.cores", "1")
                    .config("spark.cores.max", str(max(capacity, executors)))
                    .config("spark.dynamicAllocation.enabled", "false")
-                   .config("spark.pyspark.python", sys.executable)
+                   .config("spark.pyspark.python", python)
                    .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]))
     for key, value in spark_conf.items():  # the operator's --conf settings
         builder = builder.config(key, value)
@@ -112,6 +123,21 @@ def build_session(*, job: str, workdir: Path, redis_url: str, master: str, execu
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def python_worker_launcher(workdir: Path, python: str) -> Path:
+    """Write ``workdir/python-worker``, the executable Spark starts its Python workers with on a
+    local master: ``python`` running :mod:`sparkclient.runner.pyworker` (which connects back to the
+    JVM before its slow imports); returns its path."""
+    path = workdir / "python-worker"
+    script = f"#!/bin/sh\nexec {shlex.quote(python)} {shlex.quote(str(PYWORKER))} \"$@\"\n"
+    workdir.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != script:  # a running JVM may be starting it
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(script)
+        tmp.chmod(0o755)
+        tmp.replace(path)
+    return path
 
 
 @dataclass(frozen=True)

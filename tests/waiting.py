@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -95,3 +98,39 @@ def runner_failure(client, job: str, driver_log: Path) -> Callable[[], str | Non
         return (f"the driver of {job} crashed: {status.error or 'no error reported'}"
                 + (f"\nits query failed with {cause}" if cause else "") + f"\ndriver log ({driver_log}):\n{tail}")
     return failed
+
+
+def run_while_progressing(args: list[str], *, what: str, stall_s: float, cwd: Path,
+                          interval_s: float = 1.0) -> subprocess.CompletedProcess:
+    """Run ``args`` to its end for as long as it keeps writing (to its standard output or error): a
+    command bounded by its progress, not by a wall-clock limit a busy host misses.
+
+    Returns:
+        The finished process, its ``stdout`` and ``stderr`` as text.
+
+    Raises:
+        AssertionError: ``stall_s`` seconds without a byte of output; the command is killed and the
+            message names ``what`` and the end of its error output.
+    """
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(args, cwd=cwd, stdout=out, stderr=err, text=True)
+        written, last_progress = 0, time.monotonic()
+        try:
+            while process.poll() is None:
+                size = os.fstat(out.fileno()).st_size + os.fstat(err.fileno()).st_size
+                if size > written:
+                    written, last_progress = size, time.monotonic()
+                elif time.monotonic() - last_progress > stall_s:
+                    process.kill()
+                    process.wait()
+                    err.seek(0)
+                    raise AssertionError(f"{what}: no output for {stall_s:.0f} s; killed. Its stderr ends:\n"
+                                         f"{err.read()[-3000:]}")
+                time.sleep(interval_s)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(args, process.returncode, out.read(), err.read())

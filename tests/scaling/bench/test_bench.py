@@ -5,7 +5,6 @@ strict xfail with its measured number (never a loosened target). The whole modul
 (tests/conftest.py). No wall-clock assertion."""
 
 import json
-import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
@@ -19,6 +18,7 @@ from scaling.bench.run import QUICK, ROW_KEYS, SETTINGS, Row, full_workloads, ru
 from scaling.sim.baselines import held_core_s
 from scaling.sim.engine import Config
 from tests.repo import ROOT
+from tests.waiting import run_while_progressing
 
 TARGETS = ("core_hours_median", "core_hours_max", "one_step", "two_steps", "lost", "slo", "slo_60", "rescales",
            "dominance")
@@ -27,9 +27,10 @@ TARGETS = ("core_hours_median", "core_hours_max", "one_step", "two_steps", "lost
 def run_cli(tmp: Path, seed: int, name: str, *settings: str) -> tuple[list[dict], str]:
     out = tmp / f"{name}.json"
     args = [arg for s in settings for arg in ("--setting", s)]
-    done = subprocess.run([sys.executable, "-m", "scaling", "bench", "--quick", "--seed", str(seed), "--json", str(out),
-                           "--report", str(tmp / f"{name}.html"), *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900)
+    # Bounded by progress (a line per workload on stderr), not by a budget a busy host misses.
+    done = run_while_progressing([sys.executable, "-m", "scaling", "bench", "--quick", "--seed", str(seed), "--json",
+                                  str(out), "--report", str(tmp / f"{name}.html"), *args], cwd=ROOT, stall_s=600,
+                                 what=f"the quick bench ({name})")
     assert done.returncode == 0, done.stderr
     table = "\n".join(line for line in done.stdout.splitlines() if " runs in " not in line and "report:" not in line)
     return json.loads(out.read_text()), table

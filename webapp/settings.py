@@ -189,6 +189,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["webapp.accounts.access.HasRole"],
+    # numbers are numbers or null: a non-finite float is answered as null (webapp.api.renderers)
+    "DEFAULT_RENDERER_CLASSES": [
+        "webapp.api.renderers.FiniteJSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
     "DEFAULT_PARSER_CLASSES": [
         "rest_framework.parsers.JSONParser",
         "rest_framework.parsers.FormParser",

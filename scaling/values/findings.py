@@ -58,9 +58,10 @@ class Finding:
     vertex_id: str
     data: Mapping[str, float | int | str | None] = field(default_factory=dict)
 
-    def as_json(self) -> dict:
-        """``{"action", "vertex_id", "data"}``, infinity as ``"inf"``."""
-        return {"action": str(self.action), "vertex_id": self.vertex_id, "data": data_json(self.data)}
+    def as_json(self, *, infinity_as_null: bool = False) -> dict:
+        """``{"action", "vertex_id", "data"}``, infinity as ``"inf"`` (null with ``infinity_as_null``)."""
+        return {"action": str(self.action), "vertex_id": self.vertex_id,
+                "data": data_json(self.data, infinity_as_null=infinity_as_null)}
 
     @classmethod
     def from_json(cls, item: object) -> Finding:

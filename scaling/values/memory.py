@@ -217,10 +217,12 @@ class WindowMemory:
         return self.pressure.reason() if self.pressure else None
 
     def to_json(self) -> dict:
-        """The API's form: shares 0..1, sizes MB; the pressure's reason as a code with data."""
+        """The API's form: shares 0..1, sizes MB; the pressure's reason as a code with data (an infinite
+        number as null)."""
+        pressure = self.pressure_reason
         return {"gc_share": self.gc_share, "heap_peak_mb": self.heap_peak_mb, "heap_max_mb": self.heap_max_mb,
                 "heap_usage": self.heap_usage,
-                "pressure": self.pressure_reason.to_json() if self.pressure_reason else None,
+                "pressure": pressure.to_json(infinity_as_null=True) if pressure else None,
                 "recommendation": self.recommendation.to_json() if self.recommendation else None,
                 "apply": self.apply, "state_mb": self.state_mb, "nonheap_peak_mb": self.nonheap_peak_mb,
                 "sizes": [size.to_json() for size in self.sizes]}

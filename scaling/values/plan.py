@@ -178,13 +178,15 @@ class JobPlan:
         return (self.memory_proposed_mb is not None and self.memory_proposed_mb != self.memory_current_mb) \
             or any(size.changes for size in self.memory_sizes)
 
-    def to_json(self) -> dict:
+    def to_json(self, *, infinity_as_null: bool = False) -> dict:
         """The stored form: ``{"format": 2, ...}`` with every field but ``next_state``; floats
-        rounded to 3 decimals, infinity as ``"inf"``; reasons as ``Reason.to_json`` objects."""
+        rounded to 3 decimals, infinity as ``"inf"``; reasons as ``Reason.to_json`` objects. With
+        ``infinity_as_null``, the API's form: an infinite number as null (``from_json`` reads the
+        stored form only)."""
         out: dict[str, Any] = {"format": PLAN_FORMAT}
         for f in fields(self):
             if f.name != "next_state":
-                out[f.name] = _json(getattr(self, f.name))
+                out[f.name] = _json(getattr(self, f.name), infinity_as_null)
         return out
 
     @classmethod
@@ -220,22 +222,28 @@ class JobPlan:
 
 
 
-def _json(value: Any) -> Any:
-    """``value`` as JSON: floats rounded to 3 decimals, infinity as ``"inf"``; values with
-    ``to_json`` / ``as_json`` and dataclasses by their fields; enums as their strings."""
+def _json(value: Any, infinity_as_null: bool) -> Any:
+    """``value`` as JSON: floats rounded to 3 decimals, infinity as ``"inf"`` (null with
+    ``infinity_as_null``); values with ``to_json`` / ``as_json`` and dataclasses by their fields; enums
+    as their strings."""
     if isinstance(value, float):
-        return ("inf" if value > 0 else "-inf") if math.isinf(value) else round(value, 3)
+        if math.isfinite(value):
+            return round(value, 3)
+        return None if infinity_as_null else "inf" if value > 0 else "-inf"
     if isinstance(value, str) or value is None or isinstance(value, (bool, int)):
         return str(value) if isinstance(value, str) else value
     if isinstance(value, Reason):
-        return {"code": str(value.code), "vertex_id": value.vertex_id, "data": _json(dict(value.data))}
-    if isinstance(value, (PlanLimit, HeldScaleDown, AwaitingActivation, Finding, MemorySize)):
-        return _json(value.as_json())
+        return {"code": str(value.code), "vertex_id": value.vertex_id,
+                "data": _json(dict(value.data), infinity_as_null)}
+    if isinstance(value, Finding):
+        return _json(value.as_json(infinity_as_null=infinity_as_null), infinity_as_null)
+    if isinstance(value, (PlanLimit, HeldScaleDown, AwaitingActivation, MemorySize)):
+        return _json(value.as_json(), infinity_as_null)
     if isinstance(value, VertexPlan):
-        return {f.name: _json(getattr(value, f.name)) for f in fields(value)}
+        return {f.name: _json(getattr(value, f.name), infinity_as_null) for f in fields(value)}
     if isinstance(value, Mapping):
-        return {str(k): _json(v) for k, v in value.items()}
-    return [_json(v) for v in value]
+        return {str(k): _json(v, infinity_as_null) for k, v in value.items()}
+    return [_json(v, infinity_as_null) for v in value]
 
 
 # JSON readers: a kind per field; each raises PlanFormatError naming the field.

@@ -174,8 +174,10 @@ def reason_code(value: object) -> ReasonCode:
     return code
 
 
-def _json_value(value: float | int | str | None) -> float | int | str | None:
-    return ("inf" if value > 0 else "-inf") if isinstance(value, float) and math.isinf(value) else value
+def _json_value(value: float | int | str | None, infinity_as_null: bool) -> float | int | str | None:
+    if not isinstance(value, float) or math.isfinite(value):
+        return value
+    return None if infinity_as_null else "inf" if value > 0 else "-inf"
 
 
 def _read_value(key: str, value: object) -> float | int | str | None:
@@ -187,9 +189,10 @@ def _read_value(key: str, value: object) -> float | int | str | None:
     raise PlanFormatError(f"data.{key}: a number, a string or null, not {value!r}")
 
 
-def data_json(data: Mapping[str, float | int | str | None]) -> dict:
-    """Numbers and words of a reason (or finding) as JSON: infinity as ``"inf"``."""
-    return {k: _json_value(v) for k, v in data.items()}
+def data_json(data: Mapping[str, float | int | str | None], *, infinity_as_null: bool = False) -> dict:
+    """Numbers and words of a reason (or finding) as JSON: infinity as ``"inf"`` (stored), or as null
+    with ``infinity_as_null`` (the API's, whose numbers are numbers or null)."""
+    return {k: _json_value(v, infinity_as_null) for k, v in data.items()}
 
 
 def read_data(values: object) -> dict[str, float | int | str | None]:
@@ -225,9 +228,11 @@ class Reason:
         return Reason(reason_code(self.data[CAUSE]), self.vertex_id,
                       {k[len(prefix):]: v for k, v in self.data.items() if k.startswith(prefix)})
 
-    def to_json(self) -> dict:
-        """``{"code": str, "vertex_id": str | None, "data": {...}}``, infinity as ``"inf"``."""
-        return {"code": str(self.code), "vertex_id": self.vertex_id, "data": data_json(self.data)}
+    def to_json(self, *, infinity_as_null: bool = False) -> dict:
+        """``{"code": str, "vertex_id": str | None, "data": {...}}``, infinity as ``"inf"`` (null with
+        ``infinity_as_null``, :func:`data_json`)."""
+        return {"code": str(self.code), "vertex_id": self.vertex_id,
+                "data": data_json(self.data, infinity_as_null=infinity_as_null)}
 
     @classmethod
     def from_json(cls, data: object) -> Reason:

@@ -22,6 +22,7 @@ from sparkclient.contract.spec import knobs_to_json, load_pipeline
 from sparkclient.demo.cluster import load_cluster, start_cluster
 from sparkclient.demo.processes import BASE_DIR, ProcessGroup, wait_http
 from sparkclient.demo.redisproc import free_port, start_redis
+from sparkclient.runner.driverlog import driver_log
 
 JOB, TOPIC = "demo", "nexmark"
 #: The example pipelines ``--examples`` can start: job name, pipeline, load command maker, UI port.
@@ -45,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "REDIS_URL": redis_server.url, "SPARKSCALER_REDIS_URL": redis_server.url,
            "PYSPARK_PYTHON": sys.executable,
            "SPARKSCALER_VAR_DIR": str(var), "SCALER_COLLECT_INTERVAL_S": str(args.collect_interval_s),
+           # the notices' links lead to this dashboard, unless the caller names another address
+           "SCALER_NOTIFY_BASE_URL": os.environ.get("SCALER_NOTIFY_BASE_URL") or dashboard_url(args.port),
            "PYTHONUNBUFFERED": "1", "DEBUG": os.environ.get("DEBUG", "true")}  # a development run
     group = ProcessGroup(log_dir=run_dir / "logs", env=env)
     master, own_cluster = "local", None
@@ -122,11 +125,31 @@ def _start_web(group: ProcessGroup, started: list[tuple[str, str]], *, run_dir: 
     env_file.write_text(f"export REDIS_URL='{redis_url}' SPARKSCALER_REDIS_URL='{redis_url}' "
                         "DEBUG=true\n")
     env_file.chmod(0o600)
-    print(f"Logs: {group.log_dir}", flush=True)
+    print(log_places(group, [job for job, _topic in started], run_dir=run_dir), flush=True)
     print(f"Control channel: Redis with this run's password; in another shell, `source {env_file}` first", flush=True)
-    print(f"Dashboard: http://127.0.0.1:{port}/", flush=True)
+    print(f"Dashboard: {dashboard_url(port)}", flush=True)
     print(f"Raise the load from the job page or with `source {env_file}; .venv/bin/python manage.py demo_load "
           "--rate 600`. Ctrl-C stops everything.", flush=True)
+
+
+def dashboard_url(port: int) -> str:
+    """The demo's dashboard, ``http://127.0.0.1:<port>/``: printed, and the base of the notices' links."""
+    return f"http://127.0.0.1:{port}/"
+
+
+def job_workdir(run_dir: Path, job: str) -> Path:
+    """The runner's ``--workdir`` of demo job ``job``: its checkpoint, sink and drivers' log."""
+    return run_dir / job
+
+
+def log_places(group: ProcessGroup, jobs: list[str], *, run_dir: Path) -> str:
+    """Where each process logs, one line each: every child of ``group`` (a runner's child is its
+    supervisor), then the drivers of each of ``jobs`` (Spark's lines and the query's errors,
+    :func:`sparkclient.runner.driverlog.driver_log` of its :func:`job_workdir`)."""
+    lines = [f"  {child.name}: {child.log_path}" for child in group.children]
+    lines += [f"  drivers of job {job} (Spark, the query's errors): {driver_log(job_workdir(run_dir, job))}"
+              for job in jobs]
+    return "Logs:\n" + "\n".join(lines)
 
 
 def start_example(group: ProcessGroup, name: str, *, run_dir: Path, master: str, rate: float,
@@ -143,11 +166,12 @@ def start_example(group: ProcessGroup, name: str, *, run_dir: Path, master: str,
     else:
         job, topic = "files", "files"
         group.start("files_load", ["python", "-m", "sparkclient.demo.examples.files_load", "--inbox",
-                                   str(run_dir / job / "inbox"), "--rate", str(rate), "--topic", topic])
+                                   str(job_workdir(run_dir, job) / "inbox"), "--rate", str(rate), "--topic", topic])
         knobs = ["trigger_interval_s=5"]
         pipeline = PIPELINES[job]
     group.start(f"runner_{job}", ["python", "-m", "sparkclient", "run", "--pipeline", pipeline, "--job", job,
-                                  "--workdir", str(run_dir / job), "--ui-port", str(ui_port), "--master", master,
+                                  "--workdir", str(job_workdir(run_dir, job)), "--ui-port", str(ui_port),
+                                  "--master", master,
                                   *[arg for knob in knobs for arg in ("--knob", knob)]])
     return job, topic
 

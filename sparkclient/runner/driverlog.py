@@ -1,4 +1,5 @@
-"""What a dead driver's log says killed its query: the supervisor names it beside the Python error.
+"""Where a runner's drivers log, and what a dead driver's log says killed its query: the supervisor names it
+beside the Python error.
 
 A driver whose JVM dies (an ``OutOfMemoryError`` in a task, say) reports what its Python side saw next,
 often a ``ConnectionRefusedError`` from py4j; the cause is in the JVM's lines of the same log, after
@@ -10,7 +11,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["TAIL_BYTES", "query_failure"]
+__all__ = ["TAIL_BYTES", "driver_log", "query_failure"]
+
+def driver_log(workdir: Path) -> Path:
+    """Where every driver of a runner logs (the running one and its standby, Spark's lines and the
+    query's errors): ``<workdir>/driver.log``, ``workdir`` being the runner's ``--workdir``."""
+    return workdir / "driver.log"
+
 
 #: How much of the log's end is read, bytes.
 TAIL_BYTES = 256 * 1024

@@ -44,7 +44,7 @@ from sparkclient.contract.spec import KnobError, PipelineLoadError, load_pipelin
 from sparkclient.contract.standby import HandoverState
 from sparkclient.runner.arguments import parse_pairs
 from sparkclient.runner.driver import EXIT_RESTART, Driver, load_knob_values
-from sparkclient.runner.driverlog import query_failure
+from sparkclient.runner.driverlog import driver_log, query_failure
 from sparkclient.runner.handover import mark_as
 from sparkclient.runner.lease import LeaseUnavailable, release_token
 from sparkclient.runner.procgroup import end_process_group
@@ -100,7 +100,7 @@ class Supervisor:
         self.stopping = threading.Event()
         self.child: subprocess.Popen | None = None
         self.keeper = StandbyKeeper(self.client, self.job, self.spec, lambda handover: self._spawn(standby=handover),
-                                    str(self.workdir / "driver.log"))
+                                    str(driver_log(self.workdir)))
 
     @property
     def standby(self) -> subprocess.Popen | None:
@@ -136,7 +136,7 @@ class Supervisor:
     def _spawn(self, standby: str | None = None) -> subprocess.Popen:
         cmd, env = driver_command(self.args, self.workdir, standby)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        with open(self.workdir / "driver.log", "ab") as out:
+        with open(driver_log(self.workdir), "ab") as out:
             # own session: the driver, its JVM and Python workers form one process group
             return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     env=env, start_new_session=True)
@@ -204,10 +204,10 @@ class Supervisor:
             if crashed:  # record it at once; reaping the JVM can take seconds
                 crashes = 1 if time.monotonic() - started > CRASH_RESET_S else crashes + 1
                 reported = self.client.hget(keys.runner(self.job), "error") or "no error reported"
-                cause = query_failure(self.workdir / "driver.log", since=log_from)
+                cause = query_failure(driver_log(self.workdir), since=log_from)
                 error = (f"driver exited with code {code} (crash {crashes} in a row): {reported}"
                          + (f"; its query had failed with {cause}" if cause else "")
-                         + f"; see {self.workdir / 'driver.log'}")
+                         + f"; see {driver_log(self.workdir)}")
                 log.error(error)
                 control.write_status(self.client, self.job, StatusUpdate(state=RunnerState.FAILED, error=error))
             elif code == EXIT_RESTART:
@@ -233,7 +233,7 @@ class Supervisor:
     def _log_size(self) -> int:
         """The driver log's size, bytes (0 before the first driver writes it)."""
         try:
-            return (self.workdir / "driver.log").stat().st_size
+            return driver_log(self.workdir).stat().st_size
         except OSError:
             return 0
 

@@ -30,7 +30,8 @@
       try {
         if (!busy(el)) {
           const html = await get(el.dataset.liveUrl, "text/html");
-          if (html !== el.dataset.liveLast) {
+          // asked again: a question may have opened while the fragment was on its way
+          if (html !== el.dataset.liveLast && !busy(el)) {
             el.innerHTML = html;
             el.dataset.liveLast = html;
           }

@@ -136,6 +136,34 @@ def test_approve_a_proposal_and_watch_the_execution_succeed_without_reload(page,
     assert not page.js_errors, page.js_errors
 
 
+@pytest.mark.parametrize("where", ["proposal", "job"])
+def test_the_proposal_and_job_pages_roll_back_only_once_confirmed(page, where):
+    """The history page's Roll back, with its confirmation, on the proposal's page and the job page:
+    cancelled, nothing happens; confirmed, the rollback starts and the page it came from says so."""
+    make_user("operator")
+    job = make_job("rollback-here", metric_window_s=45)
+    make_snapshots(job, count=4)
+    done = make_succeeded(job, cores_from=1, cores_to=2)
+    here = f"/proposals/{done.pk}/" if where == "proposal" else f"/jobs/{job.pk}/"
+    login(page)
+    page.goto(here)
+    page.click(f"#rollback-{done.pk}")
+    page.wait_for_selector("#confirm-dialog[open]")
+    assert page.locator("#confirm-text").inner_text() == (
+        f"Roll back proposal #{done.pk}? The job restarts with the configuration it replaced (cores 2 → 1), "
+        "and auto-approval is suspended until a person turns it back on.")
+    page.click("#confirm-cancel")
+    page.wait_for_timeout(1000)
+    assert page.locator("#confirm-dialog[open]").count() == 0 and job.proposals.count() == 1
+    page.click(f"#rollback-{done.pk}")
+    with page.expect_navigation():
+        page.click("#confirm-ok")
+    page.wait_for_url(f"**{here}")
+    assert f"Rolling back proposal {done.pk}" in page.locator("#messages").inner_text()
+    done.refresh_from_db()
+    assert done.status == "rolling_back" and job.proposals.filter(kind="rollback").count() == 1
+
+
 def test_history_page_rolls_back_only_once_confirmed(page, worker):
     """Rollback without confirming does nothing; with confirming, it rolls back."""
     make_user("operator")

@@ -17,17 +17,17 @@ REASON_SCHEMA = {
     "type": "object", "required": ["code", "vertex_id", "data", "text"],
     "properties": {"code": {"type": "string", "description": "PlanReason, VertexReason or Limit code"},
                    "vertex_id": {"type": "string", "nullable": True},
-                   "data": {"type": "object", "description": "Numbers, words or null, per code (infinity as \"inf\")",
-                            "additionalProperties": {}},
+                   "data": {"type": "object", "additionalProperties": {},
+                            "description": "Numbers, words or null, per code (an infinite number is null)"},
                    "text": {"type": "string", "description": "The reason in words (scaling.words.reason_text)"}}}
 
 
 def plan_json(plan: JobPlan | None) -> dict:
-    """``plan.to_json()`` with ``text`` beside each reason (the plan's, each vertex's, each limit's);
-    ``{}`` when there is no plan."""
+    """``plan.to_json()`` with an infinite number as null and ``text`` beside each reason (the plan's,
+    each vertex's, each limit's); ``{}`` when there is no plan."""
     if plan is None:
         return {}
-    out = plan.to_json()
+    out = plan.to_json(infinity_as_null=True)
     out["reasons"] = [reason_json(r) for r in plan.reasons]
     for row, vertex in zip(out["vertices"], plan.vertices, strict=True):
         row["reason"] = reason_json(vertex.reason) if vertex.reason is not None else None

@@ -56,9 +56,9 @@ def plan_fields(plan: JobPlan) -> dict:
 
 
 def reason_json(reason: Reason) -> dict:
-    """A reason as the API and the backtest give it: ``{code, vertex_id, data, text}``, its words from
-    :func:`scaling.words.reason_text.reason_text`."""
-    return {**reason.to_json(), "text": reason_text(reason)}
+    """A reason as the API and the backtest give it: ``{code, vertex_id, data, text}`` (an infinite
+    number as null), its words from :func:`scaling.words.reason_text.reason_text`."""
+    return {**reason.to_json(infinity_as_null=True), "text": reason_text(reason)}
 
 
 class StoredPlanMixin:

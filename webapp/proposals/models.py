@@ -104,6 +104,12 @@ class Proposal(StoredPlanMixin, models.Model):
         return self.COLOURS.get(self.status, "#6b7280")
 
     @property
+    def can_roll_back(self) -> bool:
+        """Whether the dashboard offers to roll it back (history, proposal and job pages): a scale
+        proposal whose execution succeeded. A rollback is not rolled back in turn."""
+        return self.status == self.Status.SUCCEEDED and self.kind == self.Kind.SCALE
+
+    @property
     def hold_text(self) -> str:
         """Why auto mode held it for a person, in words (``""`` when not held)."""
         return reason_text(self.hold_reason)

@@ -29,9 +29,10 @@ from webapp.proposals.models import Execution
 PREDICTED = ("capacity_per_s", "utilization", "batch_ratio", "catch_up_s", "downtime_s")
 
 
-def _json_number(value: float) -> float | str:
-    """A plan's number as the frozen prediction stores it: 3 decimals, ``"inf"`` for infinity."""
-    return "inf" if math.isinf(value) else round(value, 3)
+def _json_number(value: float) -> float | None:
+    """A plan's number as the frozen prediction stores it: 3 decimals, null for infinity (the
+    prediction is shown by the API as stored, and its numbers are numbers or null)."""
+    return round(value, 3) if math.isfinite(value) else None
 
 
 def plan_cores(plan: JobPlan) -> tuple[int, int]:

@@ -35,13 +35,12 @@ AUDIT_FIELDS = ("id", "at", "job", "proposal", "actor", "action", "before", "aft
 def execution_rows(*, job: Job, limit: int = 50) -> list[dict]:
     """The job's newest ``limit`` executions for the history page, newest first: ``execution``,
     ``proposal``, ``verification`` (code, "" when not verified), ``verification_display`` and
-    ``can_roll_back`` (a succeeded scale proposal)."""
+    ``can_roll_back`` (``Proposal.can_roll_back``)."""
     executions = (Execution.objects.filter(proposal__job=job).select_related("proposal__decided_by")
                   .order_by("-started_at")[:limit])
     return [{"execution": e, "proposal": e.proposal, "verification": e.proposal.verification,
              "verification_display": e.proposal.get_verification_display(),
-             "can_roll_back": e.proposal.status == Proposal.Status.SUCCEEDED
-             and e.proposal.kind == Proposal.Kind.SCALE} for e in executions]
+             "can_roll_back": e.proposal.can_roll_back} for e in executions]
 
 
 def audit_trail(*, job: Job) -> QuerySet[AuditEvent]:

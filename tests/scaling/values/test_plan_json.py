@@ -73,6 +73,27 @@ def test_the_json_rounds_to_3_decimals_and_writes_infinity_as_a_string():
     assert Reason.from_json(reason.to_json()) == reason
 
 
+def test_the_api_s_form_writes_an_infinite_number_as_null_and_keeps_the_finite_ones():
+    """``infinity_as_null``: beside an infinite figure (null), a finite one stays a number, in a reason, a
+    finding's data and a plan's stage, limit and reason."""
+    reason = Reason(Limit.CATCH_UP_UNREACHABLE, None,
+                    {"catch_up_s": math.inf, "back": -math.inf, "cores_max": 4, "catch_up_duration_s": 1800.5})
+    assert reason.to_json(infinity_as_null=True)["data"] == {
+        "catch_up_s": None, "back": None, "cores_max": 4, "catch_up_duration_s": 1800.5}
+    plan = _plans()["pinned"]
+    first = plan.vertices[0]
+    plan = replace(plan, vertices=(replace(first, true_processing_rate=math.inf), *plan.vertices[1:]),
+                   reasons=(*plan.reasons, reason))
+    stored, api = plan.to_json(), plan.to_json(infinity_as_null=True)
+    assert stored["vertices"][0]["true_processing_rate"] == "inf"
+    assert api["vertices"][0]["true_processing_rate"] is None
+    assert api["vertices"][1]["true_processing_rate"] == stored["vertices"][1]["true_processing_rate"] > 0
+    assert api["reasons"][-1]["data"] == {"catch_up_s": None, "back": None, "cores_max": 4,
+                                          "catch_up_duration_s": 1800.5}
+    assert api["limits"] == stored["limits"] and api["load"] == stored["load"]  # all finite
+    assert JobPlan.from_json(stored).vertices[0].true_processing_rate == math.inf
+
+
 def test_the_excluded_period_wraps_the_vertex_reason_it_holds_back():
     plan = _plans()["excluded"]
     agg = plan.vertex("agg").reason

@@ -6,7 +6,8 @@ Its rates and backlog are not measurements, so:
 
 - the DAG is drawn from the last snapshots *with* data (:func:`dag_vertices`), and the page says it
   is stale (:func:`staleness`);
-- the charts hold ``None`` (a gap) there, never a zero (:func:`chart_data`).
+- the charts hold ``None`` (a gap) there, never a zero (:func:`chart_data`), and a chart without a
+  point says so instead of drawing an empty axis (:attr:`ChartData.empty`).
 
 Bounded queries: a fixed number per page, whatever the length of the history.
 """
@@ -182,6 +183,13 @@ class ChartData:
     utilization: dict[str, tuple[str, list[float | None]]]
     range_s: int
     bucket_s: float
+
+    @property
+    def empty(self) -> bool:
+        """Whether no series holds a point: nothing to draw (the page says "no data yet", not an axis)."""
+        series = (self.arrival_rate, self.capacity_rate, self.backlog, self.batch_ratio, self.executors, self.cores,
+                  *(values for _name, values in self.utilization.values()))
+        return all(value is None for values in series for value in values)
 
 
 def series_rows(*, job: Job, start: datetime, newest: datetime) -> list[tuple]:

@@ -52,10 +52,10 @@ STALE_TEXT = {StaleCause.RESTARTING: "restarting", StaleCause.DOWN: "runner or S
 
 @dataclass(frozen=True)
 class Staleness:
-    """The page's numbers are from ``since`` (the newest snapshot with data; None: there was never
-    one), not from now, because of ``cause``."""
+    """The page's numbers are from ``since`` (the newest snapshot with data; when there was never
+    one, the job's registration), not from now, because of ``cause``."""
 
-    since: datetime | None
+    since: datetime
     cause: StaleCause
 
     @property
@@ -79,7 +79,7 @@ def staleness(*, job: Job, newest: MetricSnapshot | None, last_good: MetricSnaps
         return None
     if newest is None and job.health == Job.Health.COLLECTING and not busy:
         return None  # nothing collected yet: the page says "waiting for the first metrics"
-    since = last_good.collected_at if last_good is not None else None
+    since = last_good.collected_at if last_good is not None else job.created_at
     if busy:
         return Staleness(since, StaleCause.RESTARTING)
     if job.health == Job.Health.DOWN:

@@ -1,7 +1,8 @@
 """No figure from no data: a job whose window holds no completed micro-batch (its first batch still
 running, the heap already measured) gets no memory recommendation on its page, in the API or on a
-person's request, and its charts say "no data yet" instead of drawing an empty time axis; the first
-completed batch brings the recommendation and the points back."""
+person's request, its charts say "no data yet" instead of drawing an empty time axis, and its numbers
+are stale since a time (its registration); the first completed batch brings the recommendation and
+the points back."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import re
 
 import pytest
+from django.utils import timezone
 
 from scaling.values.memory import MB
 from tests.webapp.factories import HEAP_KNOB, make_job, make_snapshots, make_user
@@ -67,4 +69,8 @@ def test_no_recommendation_and_charts_that_say_no_data_yet_before_the_first_batc
         placeholder = re.search(rf'id="{element}">(.*?)</p>', page, re.S)
         assert placeholder and placeholder.group(1).lower().startswith("no data yet"), element
         assert _figure(page, figure) is None  # nothing for Plotly to draw an empty axis with
-    assert client.get(f"/jobs/{job.pk}/live/").json()["series"] is None
+    live = client.get(f"/jobs/{job.pk}/live/").json()
+    assert live["series"] is None and live["dag"] is None
+    # no batch ever: the page's numbers are stale since the job was registered, a time
+    since = f"stale since {timezone.localtime(job.created_at):%H:%M:%S} (no micro-batch completed)"
+    assert since in html and since in live["stale"] and "the start" not in html

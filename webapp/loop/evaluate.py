@@ -55,7 +55,7 @@ class EvaluationContext:
         stages: the runner's published plan stages, read once (``()`` when none is published).
         now: the evaluation's time.
         state: the autoscaler's memory (``Job.scaler_state``), read once.
-        not_ready: why the window is not ready (``webapp.loop.window.window_readiness``), ``()`` when
+        not_ready: why the window is not ready (``webapp.jobs.window.window_readiness``), ``()`` when
             it is: the plan never scales down on it, whatever the algorithm.
     """
 

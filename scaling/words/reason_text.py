@@ -116,8 +116,8 @@ def memory_withheld_text(d: Data) -> str:
     else:
         why = (f"the job is not keeping up: its backlog grows {num(round(d['backlog_growth_per_s']))} records/s, above "
                f"the noise of {num(round(d['noise_per_s']))} records/s")
-    return (f"no memory recommendation: {why}; memory is sized from batches that keep up with the load "
-            "(a heap under memory pressure still grows)")
+    return (f"memory not right-sized: {why}; it is sized on completed batches of a job keeping up with its "
+            "load (a heap under memory pressure still grows)")
 
 
 def limit_text(item: PlanLimit | Reason) -> str:

@@ -179,7 +179,7 @@ def test_a_window_is_right_sized_only_on_batches_that_keep_up_and_are_ready(sizi
     assert (window.recommendation is None) == (cause is not None)
     if cause is not None:
         assert window.withheld.code == PlanReason.MEMORY_WITHHELD
-        assert reason_text(window.withheld).startswith("no memory recommendation: ")
+        assert reason_text(window.withheld).startswith("memory not right-sized: ")
 
 
 def test_the_withheld_reasons_words_name_the_cause_and_its_figures():

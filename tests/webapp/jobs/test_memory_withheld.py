@@ -6,10 +6,12 @@ under memory pressure that grows whichever side it is on."""
 from __future__ import annotations
 
 import pytest
+from django.utils.html import escape
 
 from scaling.values.memory import MB, Withheld
 from scaling.values.reasons import MemoryKind, MemoryStep, PlanReason
-from tests.webapp.factories import HEAP_KNOB, make_job, make_snapshots
+from scaling.words.reason_text import reason_text
+from tests.webapp.factories import HEAP_KNOB, make_job, make_snapshots, make_user
 from webapp.jobs.memory import job_memory
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.loop.evaluate import evaluation_run
@@ -60,15 +62,20 @@ def test_only_the_batches_of_the_current_run_count(this_run):
 
 
 @pytest.mark.parametrize("keeping_up", [True, False])
-def test_a_job_not_keeping_up_is_not_right_sized(keeping_up):
+def test_a_job_not_keeping_up_is_not_right_sized_and_its_page_says_why(client, keeping_up):
     job, _snapshots = _window(f"keeping-up-{keeping_up}", keeping_up=keeping_up)
     memory = job_memory(job=job)
+    client.force_login(make_user())
+    html = client.get(f"/jobs/{job.pk}/").content.decode()
     if keeping_up:
         assert _right_sized(job) == (512, [MemoryKind.STATE], None)
+        assert 'id="memory-withheld"' not in html and 'data-recommended-mb="512"' in html
         return
     assert _right_sized(job) == (None, [], str(Withheld.NOT_KEEPING_UP))
     data = memory.withheld.data  # the sources read half of what arrives: 450 records/s more each second
     assert data["backlog_growth_per_s"] == pytest.approx(450.0) and data["backlog_growth_per_s"] > data["noise_per_s"]
+    assert 'id="memory-withheld" data-code="memory-withheld" data-cause="not-keeping-up"' in html
+    assert escape(reason_text(memory.withheld)) in html and "data-recommended-mb" not in html
 
 
 @pytest.mark.parametrize("ready", [True, False])

@@ -9,6 +9,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import replace
 
+from scaling.planner.signals import BatchSignals, backlog_growth_noise
+from scaling.policy.policy import Policy
 from scaling.values.memory import (
     GRANULARITY_MB,
     MB,
@@ -18,14 +20,17 @@ from scaling.values.memory import (
     MemoryReading,
     Pressure,
     PressureSignal,
+    SizingWindow,
     WindowMemory,
+    Withheld,
 )
 from scaling.values.plan import JobPlan, MemorySize
-from scaling.values.reasons import Decision, MemoryKind, MemoryStep
+from scaling.values.readiness import not_ready_reasons
+from scaling.values.reasons import Decision, MemoryKind, MemoryStep, PlanReason, Reason
 
 __all__ = ["STATE_FULL_SHARE", "executors_after", "gc_share", "hold_under_pressure", "memory_decision",
            "memory_decisions", "memory_pressure", "plan_scales_up", "recommend_heap", "recommend_overhead",
-           "recommend_state_memory", "window_memory", "with_memory"]
+           "recommend_state_memory", "sizing_window", "sizing_withheld", "window_memory", "with_memory"]
 
 
 def gc_share(gc_ms: float, task_ms: float) -> float | None:
@@ -224,15 +229,48 @@ def with_memory(plan: JobPlan, decision: MemoryDecision | None) -> JobPlan:
                    vertices=tuple(replace(v, proposed=v.current) for v in plan.vertices))
 
 
+def sizing_window(signals: BatchSignals, policy: Policy, *, batches: int | None = None) -> SizingWindow:
+    """The load of a window as :func:`sizing_withheld` reads it, from its measured ``signals``: the
+    micro-batches of the current run completed in it (``batches``; default: the batch durations the
+    signals hold), the sources' backlog growth and its noise (``backlog_growth_noise``), the
+    not-ready samples."""
+    return SizingWindow(batches=signals.batches if batches is None else batches,
+                        backlog_growth_per_s=signals.backlog_growth_per_s,
+                        noise_per_s=backlog_growth_noise(signals, policy), not_ready=signals.not_ready)
+
+
+def sizing_withheld(sizing: SizingWindow | None) -> Reason | None:
+    """``memory-withheld`` when a window's memory may not be right-sized, by its first cause: no
+    micro-batch of the current run completed in it (``no-batch``: its figures say nothing of the
+    load), a sample is not ready (``not-ready``: code, samples and the issue's data), or the job is
+    not keeping up (``not-keeping-up``: the sources' backlog grows beyond its noise; its batches
+    run on what they can read, not on the load). None when it may, or for no ``sizing``."""
+    if sizing is None:
+        return None
+    if sizing.batches <= 0:
+        return Reason(PlanReason.MEMORY_WITHHELD, None, {"cause": str(Withheld.NO_BATCH), "batches": 0})
+    if sizing.not_ready:
+        first = not_ready_reasons(sizing.not_ready)[0]
+        return Reason(PlanReason.MEMORY_WITHHELD, None, {**first.data, "cause": str(Withheld.NOT_READY)})
+    if sizing.backlog_growth_per_s > sizing.noise_per_s:
+        return Reason(PlanReason.MEMORY_WITHHELD, None, {
+            "cause": str(Withheld.NOT_KEEPING_UP), "backlog_growth_per_s": sizing.backlog_growth_per_s,
+            "noise_per_s": sizing.noise_per_s})
+    return None
+
+
 def window_memory(inputs: MemoryInputs) -> WindowMemory | None:
     """The memory of a window (``inputs.readings``, oldest first), or None when no reading measured
     any: the pressure (:func:`memory_pressure` at the policy's thresholds), the heap recommended
     from the highest peak (:func:`recommend_heap`, kept only when it saves memory or answers the
     pressure) and the other memories' sizes for the knobs that run (:func:`recommend_state_memory`
-    on RocksDB, :func:`recommend_overhead` on a cluster)."""
+    on RocksDB, :func:`recommend_overhead` on a cluster). When the window's load withholds a
+    right-sizing (:func:`sizing_withheld` of ``inputs.sizing``), no size and no heap but the one
+    that relieves the pressure, and the reason as ``withheld``."""
     readings = [r for r in inputs.readings if r.measured]
     if not readings:
         return None
+    withheld = sizing_withheld(inputs.sizing)
     policy = inputs.policy
     pressure = memory_pressure(readings, gc_threshold=policy.memory_gc_pressure_threshold,
                                heap_threshold=policy.memory_heap_usage_threshold)
@@ -244,7 +282,7 @@ def window_memory(inputs: MemoryInputs) -> WindowMemory | None:
                               overhead=policy.memory_tuning_overhead, min_mb=policy.memory_min_mb,
                               max_mb=policy.memory_max_mb, executors=max(1, peak.executors),
                               pressure_growth=policy.memory_pressure_growth if pressure is not None else None)
-        if heap.changes and (heap.recommended_mb < heap.current_mb or pressure is not None):
+        if heap.changes and (pressure is not None or (withheld is None and heap.recommended_mb < heap.current_mb)):
             recommendation = heap
     state = [r.state_bytes for r in readings if r.state_bytes is not None]
     nonheap = [r.nonheap_peak_bytes for r in readings if r.nonheap_peak_bytes is not None]
@@ -257,7 +295,9 @@ def window_memory(inputs: MemoryInputs) -> WindowMemory | None:
                         pressure=pressure, recommendation=recommendation, apply=policy.memory_apply,
                         state_mb=None if state_bytes is None else state_bytes / MB,
                         nonheap_peak_mb=None if nonheap_bytes is None else nonheap_bytes / MB,
-                        sizes=_sizes(inputs, state_bytes, nonheap_bytes, executors=max(1, readings[-1].executors)))
+                        sizes=() if withheld else _sizes(inputs, state_bytes, nonheap_bytes,
+                                                         executors=max(1, readings[-1].executors)),
+                        withheld=withheld)
 
 
 def _sizes(inputs: MemoryInputs, state_bytes: int | None, nonheap_bytes: int | None, *,

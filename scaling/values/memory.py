@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from scaling.policy.memory import MemoryPolicy
+from scaling.values.readiness import SampleIssue
 from scaling.values.reasons import MemoryKind, MemoryStep, PlanReason, Reason
 
 MB = 1024 * 1024
@@ -158,6 +159,28 @@ class MemoryDecision:
             "step": str(self.step), "kind": str(self.heap.kind)})
 
 
+class Withheld(StrEnum):
+    """Why a window's memory is not right-sized (``memory-withheld``'s ``cause``); its data in the comment."""
+
+    NO_BATCH = "no-batch"                # the current run completed no micro-batch in the window (batches: 0)
+    NOT_READY = "not-ready"              # code (the first sample's NotReady), samples (not ready)
+    NOT_KEEPING_UP = "not-keeping-up"    # backlog_growth_per_s, noise_per_s (records/s)
+
+
+@dataclass(frozen=True)
+class SizingWindow:
+    """What a window says of the load its memory was measured under (``scaling.planner.memory.
+    sizing_withheld`` reads it): ``batches``, the micro-batches the current run completed in it;
+    ``backlog_growth_per_s``, the sources' backlog growth, and ``noise_per_s``, the growth up to
+    which it is noise (``scaling.planner.signals.backlog_growth_noise``), records/s; ``not_ready``,
+    the issues of its samples (``scaling.values.readiness``)."""
+
+    batches: int
+    backlog_growth_per_s: float = 0.0
+    noise_per_s: float = 0.0
+    not_ready: tuple[SampleIssue, ...] = ()
+
+
 @dataclass(frozen=True)
 class MemoryKnob:
     """A pipeline knob that sets a memory of ``kind``: its name, the value it runs with and its
@@ -175,13 +198,16 @@ class MemoryInputs:
     """What the memory part of a decision reads: the window's ``readings`` (oldest first), the
     memory ``policy``, the pipeline's memory ``knobs``; ``local_mode`` (the driver's JVM runs every
     task, whatever the cores: the heap never follows the executors) and ``state_in_rocksdb`` (False
-    when the runner names another state store: the state-memory knob sets RocksDB's bound only)."""
+    when the runner names another state store: the state-memory knob sets RocksDB's bound only);
+    ``sizing``, the window's load (None: the caller knows no more of the window than its readings;
+    the one door sets it from its request)."""
 
     readings: tuple[MemoryReading, ...]
     policy: MemoryPolicy = MemoryPolicy()
     knobs: tuple[MemoryKnob, ...] = ()
     local_mode: bool = False
     state_in_rocksdb: bool = True
+    sizing: SizingWindow | None = None
 
     def knob(self, kind: MemoryKind) -> MemoryKnob | None:
         """The knob of ``kind``, or None."""
@@ -194,7 +220,9 @@ class WindowMemory:
     window_memory``): the newest GC share; the highest heap at peak and its maximum, MB; the
     ``pressure`` or None; the heap ``recommendation`` when it saves memory or answers the pressure;
     ``apply`` (``memory_apply``); the state stores' memory of one JVM and the highest non-heap use,
-    MB; ``sizes``, the other memories' recommendations that change a running knob."""
+    MB; ``sizes``, the other memories' recommendations that change a running knob; ``withheld``, the
+    ``memory-withheld`` reason when the window's load says no right-sizing (then no size, and a heap
+    only to relieve the pressure), else None."""
 
     gc_share: float | None
     heap_peak_mb: float | None
@@ -205,6 +233,7 @@ class WindowMemory:
     state_mb: float | None = None
     nonheap_peak_mb: float | None = None
     sizes: tuple[HeapRecommendation, ...] = ()
+    withheld: Reason | None = None
 
     @property
     def heap_usage(self) -> float | None:
@@ -225,4 +254,5 @@ class WindowMemory:
                 "pressure": pressure.to_json(infinity_as_null=True) if pressure else None,
                 "recommendation": self.recommendation.to_json() if self.recommendation else None,
                 "apply": self.apply, "state_mb": self.state_mb, "nonheap_peak_mb": self.nonheap_peak_mb,
-                "sizes": [size.to_json() for size in self.sizes]}
+                "sizes": [size.to_json() for size in self.sizes],
+                "withheld": self.withheld.to_json() if self.withheld else None}

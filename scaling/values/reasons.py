@@ -87,6 +87,7 @@ class PlanReason(StrEnum):
     #                                             (scaling.planner.memory)
     MEMORY_RESIZE = "memory-resize"             # data: knob, current_mb, recommended_mb, peak_mb, saves_mb,
     #                                             under_pressure (1 or 0), step (a MemoryStep)
+    MEMORY_WITHHELD = "memory-withheld"         # data: cause (a scaling.values.memory.Withheld) and its figures
     # both modes: the job-level gate
     ACTIVATION_PENDING = "activation-pending"   # data: direction, count, required (DS2's activation time)
     EXCLUDED_PERIOD = "excluded-period"         # data: period

@@ -105,6 +105,21 @@ def memory_resize_text(d: Data) -> str:
             "; a new JVM starts for it (the warm handover)")
 
 
+def memory_withheld_text(d: Data) -> str:
+    """The sentence of ``memory-withheld`` (``scaling.planner.memory.sizing_withheld``): why the window's
+    memory is not right-sized, from its ``cause`` (a ``scaling.values.memory.Withheld``) and figures."""
+    cause = d.get("cause")
+    if cause == "no-batch":
+        why = "no micro-batch of this run completed in the window yet"
+    elif cause == "not-ready":
+        why = f"metrics not ready in {num(d['samples'])} sample(s): {not_ready_text(str(d['code']), d)}"
+    else:
+        why = (f"the job is not keeping up: its backlog grows {num(round(d['backlog_growth_per_s']))} records/s, above "
+               f"the noise of {num(round(d['noise_per_s']))} records/s")
+    return (f"memory not right-sized: {why}; it is sized on completed batches of a job keeping up with its "
+            "load (a heap under memory pressure still grows)")
+
+
 def limit_text(item: PlanLimit | Reason) -> str:
     """Words for a limit of a micro-batch plan, rendered from its code and numbers (the plan's
     reasons, the job page's "Why no proposal?"). Raises ``KeyError`` when ``item.data`` lacks a
@@ -341,6 +356,7 @@ _TEXT: dict[object, Callable[[Reason], str]] = {
     PlanReason.SAMPLES_NOT_READY: _not_ready,
     PlanReason.MEMORY_PRESSURE: lambda r: memory_pressure_text(r.data),
     PlanReason.MEMORY_RESIZE: lambda r: memory_resize_text(r.data),
+    PlanReason.MEMORY_WITHHELD: lambda r: memory_withheld_text(r.data),
     PlanReason.ACTIVATION_PENDING: lambda r: activation_text(AwaitingActivation(
         r.data["direction"], r.data["count"], r.data["required"])),
     PlanReason.EXCLUDED_PERIOD: lambda r: excluded_period_text(str(r.data["period"])),

@@ -90,15 +90,17 @@ def make_snapshots(job: Job, *, count=4, window_s=15.0, arrival=900.0, enrich_bu
     return snapshots
 
 
-def make_pending(name="demo", *, knobs=(), cluster=None, memory=None, commits=None, **policy) -> Proposal:
+def make_pending(name="demo", *, knobs=(), cluster=None, memory=None, commits=None, keeping_up=False,
+                 **policy) -> Proposal:
     """The proposal a job's first evaluation left (a scale-up, pending unless ``policy`` approves it):
     ``make_job(name, knobs=knobs, cluster=cluster, metric_window_s=45, **policy)`` with
-    ``make_snapshots``' four snapshots, ``memory`` (MetricSnapshot fields, e.g. the heap readings) set
+    ``make_snapshots``' four snapshots (``keeping_up``: of a job keeping up with its load, as a
+    memory recommendation needs), ``memory`` (MetricSnapshot fields, e.g. the heap readings) set
     on each. ``commits``: pytest-django's ``django_capture_on_commit_callbacks``, to run what the
     evaluation leaves to its commit (the standby request) before returning."""
     with commits(execute=True) if commits else nullcontext():
         job = make_job(name, knobs=knobs, cluster=cluster, metric_window_s=45, **policy)
-        snapshots = make_snapshots(job)
+        snapshots = make_snapshots(job, keeping_up=keeping_up)
         if memory:
             MetricSnapshot.objects.filter(pk__in=[s.pk for s in snapshots]).update(**memory)
         evaluation_run(job=job)

@@ -292,6 +292,10 @@ class JobMemorySerializer(serializers.Serializer):
     sizes = serializers.JSONField(help_text="The recommendations of the other memories the pipeline "
                                   "has a knob for ([{kind: overhead|state, current_mb, recommended_mb, peak_mb, "
                                   "overhead, executors, saves_mb}]), each when it differs from the running value.")
+    withheld = serializers.JSONField(allow_null=True, help_text="The memory-withheld reason ({code, vertex_id, data}: "
+                                     "cause no-batch, not-ready or not-keeping-up, and its figures) while the "
+                                     "window's load says no right-sizing (no sizes then, and a heap only to "
+                                     "relieve memory pressure), else null.")
 
 
 class DetailSerializer(serializers.Serializer):

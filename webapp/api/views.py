@@ -116,13 +116,14 @@ class JobViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.Read
     @extend_schema(responses={200: s.JobMemorySerializer, 404: s.DetailSerializer},
                    description="The job's memory over its metric window: GC share, heap at peak, the memory "
                                "pressure gate's finding, the recommend-only heap size (nothing restarts for it), the "
-                               "state stores' and non-heap memory, and their knobs' recommended sizes.")
+                               "state stores' and non-heap memory, their knobs' recommended sizes, and why none is "
+                               "recommended while the window's load says no right-sizing.")
     @action(detail=True, methods=["get"])
     def memory(self, request: Request, pk: str | None = None) -> Response:
         found = job_memory(job=self.get_object())
         empty = {"gc_share": None, "heap_peak_mb": None, "heap_max_mb": None, "heap_usage": None,
                  "pressure": None, "recommendation": None, "apply": None, "state_mb": None, "nonheap_peak_mb": None,
-                 "sizes": []}
+                 "sizes": [], "withheld": None}
         return Response(s.JobMemorySerializer(found.to_json() if found else empty).data)
 
     @extend_schema(methods=["GET"], responses={200: s.JobPolicySerializer, 404: s.DetailSerializer})

@@ -238,16 +238,20 @@ def series_figure(chart: ChartData, rescales: list[dict]) -> dict:
     return {"data": data, "layout": layout}
 
 
-def executors_figure(points: dict, policy_min: int, max_cores: int, max_source: str = "policy") -> dict:
+def executors_figure(points: dict, policy_min: int, max_cores: int, max_source: str = "policy") -> dict | None:
     """The rescales page's chart, like Dataflow's autoscaling tab: the cores the job ran with over
-    time (a step line; gaps where nothing was measured), the cores each evaluation recommended, the
-    policy's min and the effective max (``max_cores``, set by ``max_source``: policy, host, cluster,
-    quota or knob; ``webapp.dashboard.bounds``). ``points``: ``{"t": [ISO], "cores": [int | None],
-    "rec_t": [ISO], "recommended": [int]}``."""
+    time (a step line with a marker per point, so a lone batch between two gaps shows; gaps where
+    nothing was measured), the cores each evaluation recommended, the policy's min and the effective
+    max (``max_cores``, set by ``max_source``: policy, host, cluster, quota or knob;
+    ``webapp.dashboard.bounds``); None when there is neither a running nor a recommended point (the
+    page says "no data yet"). ``points``: ``{"t": [ISO], "cores": [int | None], "rec_t": [ISO],
+    "recommended": [int]}``."""
+    if all(c is None for c in points["cores"]) and not points["recommended"]:
+        return None
     t = points["t"] or points["rec_t"]
     span = [t[0], t[-1]] if t else []
     data = [
-        {"type": "scatter", "name": "cores running", "x": points["t"], "y": points["cores"],
+        {"type": "scatter", "name": "cores running", "x": points["t"], "y": points["cores"], **POINTS,
          "line": {"shape": "hv", "width": 2.5, "color": "#2563eb"}, "connectgaps": False},
         {"type": "scatter", "name": "recommended", "x": points["rec_t"], "y": points["recommended"],
          "mode": "markers", "marker": {"symbol": "diamond", "size": 7, "color": "#d97706"}},

@@ -6,7 +6,8 @@ Its rates and backlog are not measurements, so:
 
 - the DAG is drawn from the last snapshots *with* data (:func:`dag_vertices`), and the page says it
   is stale (:func:`staleness`);
-- the charts hold ``None`` (a gap) there, never a zero (:func:`chart_data`).
+- the charts hold ``None`` (a gap) there, never a zero (:func:`chart_data`), and a chart without a
+  point says so instead of drawing an empty axis (:attr:`ChartData.empty`).
 
 Bounded queries: a fixed number per page, whatever the length of the history.
 """
@@ -51,10 +52,10 @@ STALE_TEXT = {StaleCause.RESTARTING: "restarting", StaleCause.DOWN: "runner or S
 
 @dataclass(frozen=True)
 class Staleness:
-    """The page's numbers are from ``since`` (the newest snapshot with data; None: there was never
-    one), not from now, because of ``cause``."""
+    """The page's numbers are from ``since`` (the newest snapshot with data; when there was never
+    one, the job's registration), not from now, because of ``cause``."""
 
-    since: datetime | None
+    since: datetime
     cause: StaleCause
 
     @property
@@ -78,7 +79,7 @@ def staleness(*, job: Job, newest: MetricSnapshot | None, last_good: MetricSnaps
         return None
     if newest is None and job.health == Job.Health.COLLECTING and not busy:
         return None  # nothing collected yet: the page says "waiting for the first metrics"
-    since = last_good.collected_at if last_good is not None else None
+    since = last_good.collected_at if last_good is not None else job.created_at
     if busy:
         return Staleness(since, StaleCause.RESTARTING)
     if job.health == Job.Health.DOWN:
@@ -182,6 +183,13 @@ class ChartData:
     utilization: dict[str, tuple[str, list[float | None]]]
     range_s: int
     bucket_s: float
+
+    @property
+    def empty(self) -> bool:
+        """Whether no series holds a point: nothing to draw (the page says "no data yet", not an axis)."""
+        series = (self.arrival_rate, self.capacity_rate, self.backlog, self.batch_ratio, self.executors, self.cores,
+                  *(values for _name, values in self.utilization.values()))
+        return all(value is None for values in series for value in values)
 
 
 def series_rows(*, job: Job, start: datetime, newest: datetime) -> list[tuple]:

@@ -186,8 +186,8 @@ def _figures(job: Job, pending: Proposal | None, evaluation, range_key: str) -> 
                         "label": f"proposal #{p.pk} ({execution.status}): {changes}; downtime {downtime}"})
     for v in vertices:
         v["label"] = parallelism_label(v)
-    return {"dag": dag_figure(vertices) if vertices else None, "series": series_figure(chart, markers),
-            "vertices": vertices}
+    return {"dag": dag_figure(vertices) if vertices else None,
+            "series": None if chart.empty else series_figure(chart, markers), "vertices": vertices}
 
 
 @login_required
@@ -290,11 +290,13 @@ def _trigger(proposal: Proposal) -> str:
 
 
 def _rescale_points(job: Job, since: datetime) -> dict:
-    """The rescales chart's series: cores per snapshot, and per minute's roll-up past the raw window
-    (None where no batch completed); the cores each evaluation recommended (its proposed configuration's
+    """The rescales chart's series: the cores running, as the job page's chart has them
+    (``reads.chart_data`` from ``since``: the cores of the newest snapshot, or minute's roll-up,
+    with a completed batch per point; no point while a batch was running, None where no batch
+    completed for longer); the cores each evaluation recommended (its proposed configuration's
     executors knob; the plan's executors when the job declares no such knob)."""
     knob = next((k.name for k in job.knob_specs() if k.sets == "executors"), None)
-    snaps = [(row[1], row[7], row[9]) for row in reads.series_rows(job=job, start=since, newest=timezone.now())]
+    chart = reads.chart_data(job=job, range_s=max(1, math.ceil((timezone.now() - since).total_seconds())))
     evaluations = list(job.evaluations.filter(created_at__gte=since).order_by("created_at")
                        .values_list("created_at", "proposed_config", "plan"))
     rec_t, recommended = [], []
@@ -306,8 +308,7 @@ def _rescale_points(job: Job, since: datetime) -> dict:
         if isinstance(value, int):
             rec_t.append(at.isoformat())
             recommended.append(value)
-    return {"t": [at.isoformat() for at, _c, _b in snaps], "cores": [c if b else None for _a, c, b in snaps],
-            "rec_t": rec_t, "recommended": recommended}
+    return {"t": chart.t, "cores": chart.cores, "rec_t": rec_t, "recommended": recommended}
 
 
 @login_required

@@ -8,7 +8,7 @@
 - **suspended auto-approval** (``JobPolicy.auto_approve_suspended``, a rollback suspends it);
 - **blocked scale-ups** (``Job.scale_up_block``, FLIP-271's ineffective-scale-up detection);
 - a **job down** (``Job.health``: the collector could not read the runner or Spark), since its
-  newest metric snapshot.
+  newest metric snapshot, or since it was registered when it never sent one.
 
 Bounded queries: :func:`inbox_items` runs three, :func:`inbox_count` two, whatever the number of jobs.
 """
@@ -93,8 +93,9 @@ def _job_items() -> list[InboxItem]:
     for job in (Job.objects.filter(_WAITING_JOBS).select_related("policy")
                 .annotate(last_seen=Subquery(last_seen[:1])).order_by("name")):
         path = reverse("dashboard:job", args=[job.pk])
-        if job.health == Job.Health.DOWN:  # down since its last metrics, if it ever had any
-            items.append(InboxItem(ItemKind.JOB_DOWN, job.pk, job.name, job.last_seen, path, {"error": job.last_error}))
+        if job.health == Job.Health.DOWN:  # down since its last metrics; never seen: since it was registered
+            items.append(InboxItem(ItemKind.JOB_DOWN, job.pk, job.name, job.last_seen or job.created_at, path,
+                                   {"error": job.last_error}))
         if job.scale_up_block:
             block = job.scale_up_block
             items.append(InboxItem(ItemKind.SCALE_UP_BLOCKED, job.pk, job.name, _parse(block.get("since")), path,

@@ -30,10 +30,11 @@ from webapp.jobs.models import Evaluation, EvaluationHold, Job, MetricSnapshot
 from webapp.jobs.plans import plan_fields
 from webapp.jobs.policy_mapping import scaling_policy
 from webapp.jobs.selectors import snapshots_in_window
+from webapp.jobs.window import window_readiness
 from webapp.loop.collect import mark_health, snapshot_collect
 from webapp.loop.propose import proposal_create
 from webapp.loop.restart import restart_hold
-from webapp.loop.window import stable_snapshots, window_inputs, window_readiness
+from webapp.loop.window import stable_snapshots, window_inputs
 from webapp.proposals.holds import blocked_knobs, config_direction
 from webapp.proposals.lifecycle import BUSY
 
@@ -54,7 +55,7 @@ class EvaluationContext:
         stages: the runner's published plan stages, read once (``()`` when none is published).
         now: the evaluation's time.
         state: the autoscaler's memory (``Job.scaler_state``), read once.
-        not_ready: why the window is not ready (``webapp.loop.window.window_readiness``), ``()`` when
+        not_ready: why the window is not ready (``webapp.jobs.window.window_readiness``), ``()`` when
             it is: the plan never scales down on it, whatever the algorithm.
     """
 

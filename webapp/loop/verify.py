@@ -37,9 +37,9 @@ from scaling.planner.vertex_scaler import is_ineffective
 from scaling.policy.numbers import finite_or_none
 from scaling.values.metrics import true_processing_rate
 from webapp.jobs.models import JobPolicy, MetricSnapshot, VertexSnapshot
+from webapp.jobs.window import stored_issues
 from webapp.loop.rescale_cost import execution_record_cost
 from webapp.loop.restart import verification_delay_s
-from webapp.loop.window import stored_issues
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
 from webapp.proposals.holds import config_direction, scale_up_block_set
 from webapp.proposals.lifecycle import audit

@@ -11,15 +11,13 @@ from django.conf import settings
 
 from scaling.forecast.bounds import cores_bound
 from scaling.values.metrics import ClusterState, VertexMetrics
-from scaling.values.readiness import NotReady, SampleIssue, issues_from_json
-from scaling.values.reasons import PlanFormatError
 from scaling.values.topology import PinCause, Topology
 from sparkclient.collector.model_inputs import model_inputs
-from sparkclient.collector.sample import JobSample, VertexSample
-from sparkclient.contract.binding import StageBinding, disagreeing_bindings
+from sparkclient.contract.binding import StageBinding
 from sparkclient.contract.spec import KnobTarget
 from webapp.jobs.bindings import stage_bindings
 from webapp.jobs.models import Job, MetricSnapshot
+from webapp.jobs.window import snapshot_sample
 
 
 def window_inputs(*, job: Job, snapshots: Sequence[MetricSnapshot], bindings: Sequence[StageBinding] | None = None
@@ -64,47 +62,6 @@ def executors_adjustable(*, job: Job) -> bool:
     """Whether the pipeline can change its cores: it declares a knob that sets the executors
     (``sparkclient.contract.spec.KnobTarget.EXECUTORS``)."""
     return any(k.sets == KnobTarget.EXECUTORS for k in job.knob_specs())
-
-
-def snapshot_sample(snapshot: MetricSnapshot) -> JobSample:
-    """A stored snapshot as the collector's ``sparkclient.collector.sample.JobSample`` again (the
-    fields the mapping reads; ids and names it does not store are empty)."""
-    vertices = tuple(VertexSample(
-        vertex_id=v.vertex_id, name=v.name, position=v.position, is_source=v.is_source, tasks=v.tasks,
-        busy_s=v.busy_s, busy_max_s=v.busy_max_s, records_in=v.records_in, records_out=v.records_out,
-        spill_bytes=v.spill_bytes, upstream=tuple(v.upstream), span_s=v.span_s) for v in snapshot.vertices.all())
-    return JobSample(
-        run_id=snapshot.run_id, query_name=None, app_id="", window_s=snapshot.window_s, batches=snapshot.batches,
-        first_batch_id=None, last_batch_id=None, vertices=vertices, backlog=snapshot.backlog,
-        arrival_rate_per_s=snapshot.arrival_rate_per_s, input_rate_per_s=snapshot.input_rate_per_s,
-        processed_rate_per_s=snapshot.processed_rate_per_s, batch_duration_s=snapshot.batch_duration_s,
-        trigger_interval_s=snapshot.trigger_interval_s, batch_overhead_s=snapshot.batch_overhead_s,
-        batch_ratio=snapshot.batch_ratio, executors=snapshot.executors, cores=snapshot.cores,
-        state_rows=snapshot.state_rows, state_bytes=snapshot.state_bytes,
-        collected_at=snapshot.collected_at.timestamp(), errors=tuple(snapshot.errors),
-        not_ready=stored_issues(snapshot))
-
-
-def stored_issues(snapshot: MetricSnapshot) -> tuple[SampleIssue, ...]:
-    """Why a stored snapshot is not ready (``MetricSnapshot.not_ready``); ``()`` when it is ready.
-    A stored value this version cannot read counts as not ready (``missing-stages``, with no data):
-    what cannot be read cannot be trusted for a scale-down."""
-    try:
-        return issues_from_json(snapshot.not_ready)
-    except PlanFormatError:
-        return (SampleIssue(NotReady.MISSING_STAGES, {"batches": 0, "of": snapshot.batches}),)
-
-
-def window_readiness(*, snapshots: Sequence[MetricSnapshot], bindings: Sequence[StageBinding]
-                     ) -> tuple[SampleIssue, ...]:
-    """Why the window is not ready, ``()`` when it is: each snapshot's stored issues, oldest first,
-    and a knob of the newest that disagrees with the tasks Spark ran (``binding-mismatch``, data:
-    knob, knob_value, tasks_ran, position; :func:`sparkclient.contract.binding.disagreeing_bindings`)."""
-    issues = [issue for s in snapshots for issue in stored_issues(s)]
-    issues.extend(SampleIssue(NotReady.BINDING_MISMATCH, {"knob": b.knob, "knob_value": b.knob_value,
-                                                           "tasks_ran": b.tasks_ran, "position": b.position})
-                  for b in disagreeing_bindings(bindings))
-    return tuple(issues)
 
 
 def executors_ceiling(*, job: Job) -> int:

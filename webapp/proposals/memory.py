@@ -13,10 +13,9 @@ from scaling.values.memory import MemoryDecision
 from scaling.values.plan import JobPlan
 from scaling.values.reasons import Decision, Reason
 from scaling.words.reason_text import reason_text
-from webapp.jobs.memory import job_memory, memory_inputs
+from webapp.jobs.memory import job_memory, window_memory_inputs
 from webapp.jobs.models import Job
 from webapp.jobs.plans import plan_fields
-from webapp.jobs.selectors import snapshots_in_window
 from webapp.proposals.codes import AuditReason
 from webapp.proposals.codes import Reason as AuditReasonValue
 from webapp.proposals.lifecycle import TransitionError
@@ -86,8 +85,7 @@ def memory_request(job: Job, plan: JobPlan | None = None) -> MemoryOffer | None:
     approve form's box with the proposal's ``plan``): the job's recommendation on each memory knob
     that it changes (the heap on the executors ``plan`` runs on; a decrease never under memory
     pressure); None when there is none."""
-    snapshots = snapshots_in_window(job=job, window_s=job.policy.metric_window_s)
-    decisions = requested_memory(memory_inputs(job=job, snapshots=snapshots), plan)
+    decisions = requested_memory(window_memory_inputs(job=job), plan)
     return MemoryOffer(decisions) if decisions else None
 
 

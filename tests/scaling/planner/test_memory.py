@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from scaling.planner.memory import hold_under_pressure, memory_decision, memory_pressure, recommend_heap
-from scaling.values.memory import MB, MemoryReading, PressureSignal
+from scaling.planner.memory import (
+    hold_under_pressure,
+    memory_decision,
+    memory_pressure,
+    recommend_heap,
+    sizing_withheld,
+    window_memory,
+)
+from scaling.values.memory import MB, MemoryInputs, MemoryReading, PressureSignal, SizingWindow
 from scaling.values.plan import JobPlan, VertexPlan
+from scaling.values.readiness import NotReady, SampleIssue
 from scaling.values.reasons import Decision, PlanReason, Reason
 from scaling.values.state import ScalerState
 from scaling.words.reason_text import reason_text
@@ -148,3 +156,44 @@ def test_a_heap_riding_along_with_fewer_executors_is_decided_on_their_share():
     assert (alone.proposed_mb, fewer.proposed_mb) == (1024 - 128, 1920)  # 896 (840 rounded) vs 700 × 16/7 × 1.2
     with pytest.raises(ValueError):
         heap.on_executors(0)
+
+
+_ROOMY = (MemoryReading(0.01, 300 * MB, 1024 * MB),)  # a heap of 1024 → 384 MB recommended when right-sized
+_FIRST = SampleIssue(NotReady.FIRST_BATCH, {"batch_id": 0})
+
+
+@pytest.mark.parametrize(("sizing", "cause"), [
+    (SizingWindow(batches=1), None),
+    (SizingWindow(batches=0), "no-batch"),
+    (SizingWindow(batches=3, backlog_growth_per_s=10.0, noise_per_s=10.0), None),  # at the noise: keeping up
+    (SizingWindow(batches=3, backlog_growth_per_s=10.5, noise_per_s=10.0), "not-keeping-up"),
+    (SizingWindow(batches=3, not_ready=(_FIRST,)), "not-ready"),
+    # the first cause is named: no batch before a sample that is not ready, before a growing backlog
+    (SizingWindow(batches=0, backlog_growth_per_s=50.0, not_ready=(_FIRST,)), "no-batch"),
+    (SizingWindow(batches=2, backlog_growth_per_s=50.0, not_ready=(_FIRST,)), "not-ready"),
+    (None, None),  # no load known (a scenario step's readings alone)
+])
+def test_a_window_is_right_sized_only_on_batches_that_keep_up_and_are_ready(sizing, cause):
+    window = window_memory(MemoryInputs(_ROOMY, sizing=sizing))
+    assert (window.withheld.data["cause"] if window.withheld else None) == cause
+    assert (window.recommendation is None) == (cause is not None)
+    if cause is not None:
+        assert window.withheld.code == PlanReason.MEMORY_WITHHELD
+        assert reason_text(window.withheld).startswith("memory not right-sized: ")
+
+
+def test_the_withheld_reasons_words_name_the_cause_and_its_figures():
+    words = {str(s.batches): reason_text(sizing_withheld(s)) for s in (
+        SizingWindow(batches=0), SizingWindow(batches=1, backlog_growth_per_s=450.4, noise_per_s=22.5),
+        SizingWindow(batches=2, not_ready=(SampleIssue(NotReady.RESTART_IN_WINDOW, {"batches": 1}),) * 2))}
+    assert "no micro-batch of this run completed in the window yet" in words["0"]
+    assert "not keeping up: its backlog grows 450 records/s, above the noise of 22 records/s" in words["1"]
+    assert "metrics not ready in 2 sample(s)" in words["2"]
+
+
+def test_a_heap_under_pressure_grows_on_a_window_that_is_not_right_sized():
+    """The relief is not right-sizing: GC at 50 % with the heap at its maximum, the job falling behind."""
+    pressed = (MemoryReading(0.5, 1000 * MB, 1024 * MB),)
+    window = window_memory(MemoryInputs(pressed, sizing=SizingWindow(batches=3, backlog_growth_per_s=500.0)))
+    assert window.pressure is not None and window.withheld.data["cause"] == "not-keeping-up"
+    assert window.recommendation.recommended_mb > window.recommendation.current_mb

@@ -20,9 +20,9 @@ from webapp.proposals.models import Proposal
 pytestmark = pytest.mark.django_db
 
 def _cores_pending_heap_smaller(django_capture_on_commit_callbacks) -> Proposal:
-    """A job in local mode with a heap knob: a pending scale-up of its cores (a new driver) and a
+    """A job in local mode with a heap knob, keeping up: a pending scale-up of its cores (a new driver) and a
     smaller heap recommended (300 of 1024 MB at peak → 512 MB), not in the proposal."""
-    proposal = make_pending("box", knobs=[HEAP_KNOB], cluster="local@127.0.0.1",
+    proposal = make_pending("box", knobs=[HEAP_KNOB], cluster="local@127.0.0.1", keeping_up=True,
                             memory={"gc_share": 0.05, "heap_peak_bytes": 300 * MB, "heap_max_bytes": 1024 * MB},
                             commits=django_capture_on_commit_callbacks)
     assert proposal.proposed_config["heap_mb"] == 1024 and proposal.proposed_config["cores"] > 1

@@ -7,8 +7,9 @@ import pytest
 from django.utils import timezone
 
 from tests.webapp.factories import make_job
-from webapp.dashboard.figures import series_figure
+from webapp.dashboard.figures import executors_figure, series_figure
 from webapp.dashboard.reads import chart_data
+from webapp.dashboard.views import _rescale_points
 from webapp.jobs.models import MetricSnapshot, VertexSnapshot
 
 pytestmark = pytest.mark.django_db
@@ -77,3 +78,17 @@ def test_a_job_that_turns_slow_keeps_its_slow_batches_joined():
     chart = chart_data(job=job, range_s=3600)
     slow = chart.arrival_rate[-10:]
     assert None not in slow and len(_points(chart.arrival_rate)) == 120 + 7
+
+
+def test_the_rescales_chart_draws_the_cores_running_whenever_a_batch_completed():
+    """Two-minute batches: one 15 s window in eight completes one. The cores running are a point at each
+    completed batch with no gap between (the job page's series), each drawn with its marker."""
+    job = make_job()
+    _windows(job, start=timezone.now() - timedelta(minutes=30), count=120, batch_every=8, batch_duration_s=120.0)
+    points = _rescale_points(job, timezone.now() - timedelta(hours=1))
+    cores = points["cores"]
+    assert len(_points(cores)) == 15 and set(_points(cores)) == {2}
+    first = next(i for i, v in enumerate(cores) if v is not None)
+    assert None not in cores[first:]  # a running batch is not a gap
+    running = executors_figure(points, 1, 8)["data"][0]
+    assert running["name"] == "cores running" and running["y"] == cores and "markers" in running["mode"]

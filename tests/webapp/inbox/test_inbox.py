@@ -3,6 +3,8 @@ API and the navigation bar's count."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection
 from django.test import Client
@@ -41,7 +43,20 @@ def test_item_data_and_text():
     assert by_kind[ItemKind.SCALE_UP_BLOCKED].data["knobs"] == ["cores"]
     assert by_kind[ItemKind.JOB_DOWN].text == "the job is down: no runner has reported for this job"
     assert by_kind[ItemKind.AUTO_APPROVAL_SUSPENDED].since is not None
-    assert by_kind[ItemKind.JOB_DOWN].since is None  # it never sent metrics
+    down = by_kind[ItemKind.JOB_DOWN]
+    assert down.since == Job.objects.get(pk=down.job_id).created_at  # it never sent metrics: since its registration
+
+
+def test_every_since_on_the_page_has_a_time(client):
+    """A job down since its start (no snapshot ever) is down since it was registered: a time, not a dash."""
+    make_every_kind()
+    client.force_login(make_user("reader"))
+    html = client.get("/inbox/").content.decode()
+    rows = dict(re.findall(r'<tr data-kind="([a-z_]+)".*?>(.*?)</tr>', html, re.S))
+    assert set(rows) == set(ItemKind)
+    for kind, row in rows.items():
+        since = re.findall(r"<td>(.*?)</td>", row, re.S)[2]
+        assert re.fullmatch(r'<span title="\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC">.+ ago</span>', since), (kind, since)
 
 
 def test_a_job_is_down_since_its_newest_snapshot():

@@ -18,8 +18,8 @@ from tests.webapp.factories import make_job, make_snapshots, make_user
 from tests.webapp.loop import test_collect
 from tests.webapp.loop.harness import EXECUTORS_KNOB, LoopHarness, make_harness, steps
 from webapp.jobs.models import Evaluation, EvaluationHold, Job, MetricSnapshot
+from webapp.jobs.window import snapshot_sample, window_readiness
 from webapp.loop.evaluate import evaluation_context, evaluation_run
-from webapp.loop.window import snapshot_sample, window_readiness
 from webapp.proposals.holds import config_direction
 
 pytestmark = [pytest.mark.django_db]

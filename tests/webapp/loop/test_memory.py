@@ -69,9 +69,9 @@ def test_a_heap_far_below_its_maximum_gets_a_recommend_only_smaller_size(client)
     """Acceptance: the page and the API show 8192 → 1216 MB and what it saves; the evaluation and its
     proposal are those of the same window without memory figures, and nothing executes."""
     plain = make_job(name="plain", metric_window_s=45)
-    make_snapshots(plain)
+    make_snapshots(plain, keeping_up=True)
     job = make_job(name="roomy", metric_window_s=45)
-    _measure(make_snapshots(job), gc_share=0.01, peak_mb=1000, max_mb=8192)
+    _measure(make_snapshots(job, keeping_up=True), gc_share=0.01, peak_mb=1000, max_mb=8192)
     ours, theirs = evaluation_run(job=job), evaluation_run(job=plain)
     assert (ours.decision, ours.proposed_config, ours.reasons) == (theirs.decision, theirs.proposed_config,
                                                                    theirs.reasons)

@@ -18,6 +18,7 @@ from scaling.values.memory import MB
 from scaling.values.reasons import MemoryStep, PlanReason
 from tests.webapp.factories import HEAP_KNOB, make_job, make_snapshots, make_user
 from tests.webapp.loop.harness import make_harness, steps
+from webapp.jobs.memory import job_memory
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.loop.evaluate import evaluation_run
 from webapp.proposals.codes import AuditReason
@@ -35,10 +36,11 @@ def _heap_job(name: str, *, knob: bool = True, apply: bool = False, **policy) ->
 
 
 def _heap_window(job: Job, *, pressure: bool, other: bool, **kwargs) -> list[MetricSnapshot]:
-    """Four snapshots: the load above the band (``other``: a scale-up) or inside it; under pressure GC
-    50 % with the heap at 1000 of 1024 MB (recommended 2048 MB), else GC 5 % at 300 MB (recommended 512)."""
-    shape = {} if other else {"enrich_busy_s": 5.0, "backlog_step": 0, "keeping_up": True, "batch_duration_s": 1.0}
-    snapshots = make_snapshots(job, **{**shape, **kwargs})
+    """Four snapshots of a job keeping up with its load: above the band (``other``: a scale-up) or
+    inside it; under pressure GC 50 % with the heap at 1000 of 1024 MB (recommended 2048 MB), else GC
+    5 % at 300 MB (recommended 512)."""
+    shape = {} if other else {"enrich_busy_s": 5.0, "backlog_step": 0, "batch_duration_s": 1.0}
+    snapshots = make_snapshots(job, **{"keeping_up": True, **shape, **kwargs})
     MetricSnapshot.objects.filter(pk__in=[s.pk for s in snapshots]).update(
         gc_share=0.5 if pressure else 0.05, heap_peak_bytes=(1000 if pressure else 300) * MB, heap_max_bytes=1024 * MB)
     return snapshots
@@ -79,16 +81,22 @@ def test_whether_and_how_the_loop_proposes_the_heap(pressure, apply, knob, other
         assert evaluation.direction == ("up" if other or heap > 1024 else "down")
 
 
-def test_a_decrease_is_held_on_a_window_that_is_not_ready():
-    """memory_apply on, a scale-up that would carry 1024 → 512 MB, on a window with a sample not ready:
-    the scale-up may go, the heap decrease may not."""
+@pytest.mark.parametrize("ready", [True, False])
+def test_a_decrease_rides_along_only_on_a_window_that_is_ready(ready):
+    """memory_apply on, a scale-up that would carry 1024 → 512 MB: on a ready window it does; with a
+    sample not ready the scale-up goes, the heap is not right-sized and the reason says why."""
     job = _heap_job("not-ready", apply=True)
     snapshots = _heap_window(job, pressure=False, other=True)
-    MetricSnapshot.objects.filter(pk=snapshots[-1].pk).update(
-        not_ready=[{"code": "first-batch", "data": {"batch_id": 0}}])
+    if not ready:
+        MetricSnapshot.objects.filter(pk=snapshots[-1].pk).update(
+            not_ready=[{"code": "first-batch", "data": {"batch_id": 0}}])
     evaluation = evaluation_run(job=job)
-    assert evaluation.job_plan.memory_step == MemoryStep.HELD and evaluation.proposed_config["heap_mb"] == 1024
     assert evaluation.proposed_config["cores"] > job.config["cores"]
+    assert evaluation.proposed_config["heap_mb"] == (512 if ready else 1024)
+    assert evaluation.job_plan.memory_step == (MemoryStep.ALONG if ready else None)
+    withheld = job_memory(job=job).withheld
+    assert (withheld.data["cause"], withheld.data["code"]) == ("not-ready", "first-batch") if not ready \
+        else withheld is None
 
 
 def test_an_operator_proposes_the_heap_size_and_the_loop_leaves_it_to_them(client):

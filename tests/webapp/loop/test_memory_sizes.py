@@ -32,10 +32,11 @@ def _memory_job(name: str, *, apply: bool, cluster: str = "local@host", knobs: t
 
 
 def _memory_window(job: Job, *, other: bool, state_mb: float = 100, nonheap_mb: float = 300) -> None:
-    """Four snapshots, the load above the band (``other``: a scale-up) or inside it, with the state
-    stores at ``state_mb`` over the job and an executor's non-heap peak at ``nonheap_mb``."""
-    shape = {} if other else {"enrich_busy_s": 5.0, "backlog_step": 0, "keeping_up": True, "batch_duration_s": 1.0}
-    snapshots = make_snapshots(job, **shape)
+    """Four snapshots of a job keeping up with its load, above the band (``other``: a scale-up) or
+    inside it, with the state stores at ``state_mb`` over the job and an executor's non-heap peak at
+    ``nonheap_mb``."""
+    shape = {} if other else {"enrich_busy_s": 5.0, "backlog_step": 0, "batch_duration_s": 1.0}
+    snapshots = make_snapshots(job, keeping_up=True, **shape)
     MetricSnapshot.objects.filter(pk__in=[s.pk for s in snapshots]).update(
         gc_share=0.02, state_memory_bytes=round(state_mb * MB), nonheap_peak_bytes=round(nonheap_mb * MB))
 

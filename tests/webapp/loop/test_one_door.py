@@ -73,7 +73,8 @@ def test_the_loop_the_scenario_cli_and_the_simulator_decide_the_same_plan(case):
     if case == "pressure":  # the gate and the heap decision ran: the heap grows alone (DS2 activation holds the cores)
         assert codes[0] == PlanReason.MEMORY_PRESSURE and PlanReason.MEMORY_RESIZE in codes
         assert live["memory_step"] == MemoryStep.ALONE and live["memory_proposed_mb"] == 2048
-    else:  # the not-ready sample is named, and the heap decrease waits for a ready window
-        assert PlanReason.SAMPLES_NOT_READY in codes and live["memory_step"] == MemoryStep.HELD
+    else:  # the not-ready sample is named, and no heap decrease is recommended on it
+        assert PlanReason.SAMPLES_NOT_READY in codes and live["memory_step"] is None
+        assert live["memory_proposed_mb"] is None and PlanReason.MEMORY_RESIZE not in codes
     assert _scenario_cli(request) == live
     assert _simulated(request) == live

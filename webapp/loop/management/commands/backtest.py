@@ -18,7 +18,8 @@ from webapp.jobs.memory import memory_inputs
 from webapp.jobs.models import Job
 from webapp.jobs.plans import reason_json
 from webapp.jobs.policy_mapping import scaling_policy
-from webapp.loop.window import stable_snapshots, stored_issues, window_inputs
+from webapp.jobs.window import stored_issues
+from webapp.loop.window import stable_snapshots, window_inputs
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}

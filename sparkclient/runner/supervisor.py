@@ -184,6 +184,7 @@ class Supervisor:
         crash_times: list[float] = []
         pending = PendingCrashes(self.rule.crashes)
         adopted: subprocess.Popen | None = None
+        crashed = False
         while not self.stopping.is_set():
             log_from = self._log_size()
             pending.driver_started(self._pending_id())
@@ -194,8 +195,10 @@ class Supervisor:
             else:
                 (self.workdir / CRASH_FILE).unlink(missing_ok=True)  # a record is the next driver's own
                 self.child = child = self._spawn()
+                # after a crash, the record's state and exit code are the dead driver's: a new one starts
                 control.write_status(self.client, self.job, StatusUpdate(
-                    pid=child.pid, error="", exit_code=0, exception="", exception_message=""))
+                    state=RunnerState.STARTING if crashed else None, pid=child.pid, error="", exit_code=0,
+                    exception="", exception_message=""))
                 log.info("driver %d started", child.pid)
             code = self._wait_child(child)
             if code == EXIT_HANDED_OVER and self.standby is not None:

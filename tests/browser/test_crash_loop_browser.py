@@ -1,9 +1,9 @@
 """A driver that crashes in a loop is named, with real Spark and Chromium: the runner
 (``python -m sparkclient run``, a real ``redis-server``) runs :mod:`tests.sparkclient.runner.crash_pipeline`,
 whose query raises ``ValueError`` after :data:`RAISE_AFTER_S` s of life, again in every new driver.
-Each driver outlives :data:`RESET_S`, the life after which the supervisor's earlier rule (a counter
-reset by a driver that lived 120 s) started counting over, at a cheaper scale; the crash-loop rule
-counts crashes in a window however long each driver lived (3 within 10 min here, first back-off 5 s).
+Each driver outlives :data:`RESET_S`: a rule that starts its count over after a long life would never
+see a loop here, while the crash-loop rule counts the crashes in its window however long each driver
+lived (3 within 10 min here, first back-off 5 s).
 The runner backs off, doubling, and its state becomes ``crash_looping`` with the exception's class and
 message. The web app's collect step (in the test's process) marks the job down; the job page, the
 overview, the inbox and a ``job_down`` webhook then name the exception and what to do.
@@ -41,7 +41,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.browser, pytest.mark.slow, pytest.m
 
 JOB = "crash-loop"
 PIPELINE = "tests.sparkclient.runner.crash_pipeline:build"
-#: Each driver's query raises this long after it was built, seconds; every life outlasts RESET_S.
+#: Each driver's query raises this long after it was built, seconds; every life outlasts RESET_S, a
+#: long life in a rule that resets its count on one (120 s in production terms, scaled down).
 RAISE_AFTER_S = 25
 RESET_S = 20
 CRASHES, WINDOW_S, BACKOFF_S = 3, 600, 5

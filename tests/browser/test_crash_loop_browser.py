@@ -83,7 +83,7 @@ def test_a_driver_crashing_in_a_loop_is_named_on_every_page_and_in_the_webhook(
         assert states == [("failed", 1), ("failed", 2), ("crash_looping", 3)], states
         assert min(lives_s) > RESET_S, lives_s
         for seen, scheduled in zip(backoffs_s, (BACKOFF_S, 2 * BACKOFF_S, 4 * BACKOFF_S), strict=True):
-            assert scheduled - 3 <= seen <= scheduled, backoffs_s
+            assert scheduled - 5 <= seen <= scheduled, backoffs_s  # seen up to a busy poll later
         message = MESSAGE.format(s=RAISE_AFTER_S)
         assert (status.exception, status.exception_message, status.exit_code) == ("ValueError", message, 1)
         assert status.log_path == str(tmp_path / "job" / "driver.log") and status.crash_window_s == WINDOW_S

@@ -86,12 +86,13 @@ def wait_while_progressing(measure: Callable[[], float | None], *, target: float
 
 
 def runner_failure(client, job: str, driver_log: Path) -> Callable[[], str | None]:
-    """For ``wait_for(failed=...)``: once the runner of ``job`` reports a crashed driver (state ``failed``),
+    """For ``wait_for(failed=...)``: once the runner of ``job`` reports a crashed driver (state ``failed``
+    or ``crash_looping``),
     the driver's own error, the cause its log names (:func:`sparkclient.runner.driverlog.query_failure`)
     and the log's last 3,000 characters."""
     def failed() -> str | None:
         status = read_status(client, job)
-        if status.state != RunnerState.FAILED:
+        if status.state not in (RunnerState.FAILED, RunnerState.CRASH_LOOPING):
             return None
         cause = query_failure(driver_log)
         tail = driver_log.read_text(errors="replace")[-3000:] if driver_log.exists() else "(no driver log)"

@@ -101,7 +101,8 @@ class RunnerState(StrEnum):
     RUNNING = "running"
     RESTARTING = "restarting"
     STOPPED = "stopped"
-    FAILED = "failed"
+    FAILED = "failed"  # the driver crashed; the supervisor restarts it after a back-off
+    CRASH_LOOPING = "crash_looping"  # as many crashes in the window as the crash-loop rule's; restarted, backed off
 
 
 def _text(name: str, value: Any, *, required: bool = True) -> str:
@@ -284,6 +285,11 @@ class RunnerStatus:
     ``knobs`` the running values; ``capacity`` the most executors the cluster can give (0 unknown);
     ``plan_stages`` the plan-derived stage list (JSON, :mod:`sparkclient.contract.binding`);
     ``trigger_interval_s`` the query's processing-time trigger (0 unknown).
+    The last crash, as the supervisor saw it (:mod:`sparkclient.runner.crashloop`): the driver's
+    ``exit_code`` (negative: the signal that killed it; 0 while no crash is reported), the ``exception``
+    class and its ``exception_message`` (empty when the driver left none), its ``log_path``, the
+    ``crashes`` within the last ``crash_window_s`` seconds, and ``restart_at`` (epoch s) when the next
+    driver starts.
     """
 
     state: str = ""
@@ -306,6 +312,13 @@ class RunnerStatus:
     started_at: float = 0.0
     last_batch_at: float = 0.0
     error: str = ""
+    exit_code: int = 0
+    exception: str = ""
+    exception_message: str = ""
+    log_path: str = ""
+    crashes: int = 0
+    crash_window_s: float = 0.0
+    restart_at: float = 0.0
 
     @property
     def running(self) -> bool:
@@ -375,6 +388,13 @@ class StatusUpdate:
     started_at: float | None = None
     last_batch_at: float | None = None
     error: str | None = None
+    exit_code: int | None = None
+    exception: str | None = None
+    exception_message: str | None = None
+    log_path: str | None = None
+    crashes: int | None = None
+    crash_window_s: float | None = None
+    restart_at: float | None = None
 
     def to_mapping(self) -> dict[str, str]:
         """The hash fields written, as the strings :meth:`RunnerStatus.from_mapping` parses (``knobs``

@@ -10,6 +10,7 @@ import argparse
 
 from sparkclient.contract.credentials import control_redis_url
 from sparkclient.contract.spec import KnobError
+from sparkclient.runner.crashloop import CrashLoopRule
 
 __all__ = ["add_run_arguments", "parse_pairs"]
 
@@ -63,6 +64,18 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warm-up-batches", type=_positive_int, metavar="N",
                         help="micro-batches with rows a standby driver runs on the pipeline's plan before a warm "
                              "handover (default: the runner's); each costs the standby CPU beside the running driver")
+    rule = CrashLoopRule()  # the defaults, declared there
+    parser.add_argument("--crash-loop-crashes", type=_positive_int, metavar="N",
+                        help=f"this many driver crashes within --crash-loop-window-s, however long each driver "
+                             f"lived, are a crash loop (default {rule.crashes})")
+    parser.add_argument("--crash-loop-window-s", type=float, metavar="S",
+                        help=f"the crash-loop window, seconds (default {rule.window_s:.0f}); older crashes no "
+                             "longer count")
+    parser.add_argument("--crash-backoff-s", type=float, metavar="S",
+                        help=f"the wait before restarting a driver after its window's first crash, seconds "
+                             f"(default {rule.backoff_s:g}); it doubles with each crash of the window")
+    parser.add_argument("--crash-backoff-cap-s", type=float, metavar="S",
+                        help=f"the longest wait before a restart, seconds (default {rule.backoff_cap_s:g})")
     parser.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--capacity", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--standby", help=argparse.SUPPRESS)

@@ -9,7 +9,15 @@ values live in Redis ``ss:config:{job}``; when they exist they win over ``--knob
 supervisor resumes what the autoscaler applied), otherwise the defaults with ``--knob`` overrides are
 written there. SIGINT/SIGTERM is forwarded to the driver, which stops the query and Spark; the
 supervisor then exits, leaving no JVM behind. A driver that crashes (exit code not 0/75) is recorded
-as ``state=failed`` and restarted after a back-off, at most :data:`MAX_CRASH_RESTARTS` times in a row.
+as ``state=failed`` with its exit code, the exception that killed it (its crash record, else its log:
+:func:`sparkclient.runner.driverlog.crash_of`) and its log, and restarted after a back-off that doubles
+with each crash of the crash-loop window (:mod:`sparkclient.runner.crashloop`); as many crashes in the
+window as the rule's are ``state=crash_looping``. The supervisor never gives up: it keeps restarting at
+the capped back-off. A rescale left pending rides along to the next driver (a larger heap may be what
+ends an out-of-memory loop); it fails ``driver-crashed`` only once as many drivers started on it as the
+rule's crashes have crashed (:class:`PendingCrashes`).
+``--crash-loop-crashes N --crash-loop-window-s S --crash-backoff-s S --crash-backoff-cap-s S`` set the
+rule (defaults: :class:`sparkclient.runner.crashloop.CrashLoopRule`).
 
 The control endpoint is ``--redis-url``, else ``$SPARKSCALER_REDIS_URL`` with the password of the file
 ``$SPARKSCALER_REDIS_PASSWORD_FILE`` when set (preferred: a command line, password included, shows in ``ps``),
@@ -43,8 +51,9 @@ from sparkclient.contract.sparkconf import launch_settings
 from sparkclient.contract.spec import KnobError, PipelineLoadError, load_pipeline, validate_values
 from sparkclient.contract.standby import HandoverState
 from sparkclient.runner.arguments import parse_pairs
+from sparkclient.runner.crashloop import CrashLoopRule, CrashRuleError, crash_verdict
 from sparkclient.runner.driver import EXIT_RESTART, Driver, load_knob_values
-from sparkclient.runner.driverlog import driver_log, query_failure
+from sparkclient.runner.driverlog import CRASH_FILE, Crash, crash_of, driver_log, write_crash
 from sparkclient.runner.handover import mark_as
 from sparkclient.runner.lease import LeaseUnavailable, release_token
 from sparkclient.runner.procgroup import end_process_group
@@ -53,10 +62,6 @@ from sparkclient.runner.standby import StandbyKeeper
 
 log = logging.getLogger(__name__)
 
-#: Crash restarts in a row before the supervisor gives up.
-MAX_CRASH_RESTARTS = 5
-#: A driver that ran this long before crashing resets the crash counter, in seconds.
-CRASH_RESET_S = 120.0
 #: How long the supervisor waits for a stopping driver before killing its process group, seconds.
 STOP_TIMEOUT_S = 90.0
 
@@ -97,6 +102,7 @@ class Supervisor:
         launch_settings(self.spec.knobs, None, master=args.master,
                         operator_conf=parse_pairs(args.conf, "--conf", "KEY=VALUE"))
         self.client = control.connect(args.redis_url)
+        self.rule = crash_rule(args)
         self.stopping = threading.Event()
         self.child: subprocess.Popen | None = None
         self.keeper = StandbyKeeper(self.client, self.job, self.spec, lambda handover: self._spawn(standby=handover),
@@ -169,22 +175,30 @@ class Supervisor:
             return child.wait()
 
     def run(self) -> int:
-        """Supervise until SIGINT/SIGTERM (0) or too many crashes in a row (1)."""
+        """Supervise until SIGINT/SIGTERM (0); a crashed driver is restarted, however often."""
         values = self.init_values()
+        log_path = str(driver_log(self.workdir))
         control.write_status(self.client, self.job, StatusUpdate(
             state=RunnerState.STARTING, supervisor_pid=os.getpid(), knobs=values, pipeline=self.args.pipeline,
-            capacity=self.args.capacity, error=""))
-        crashes, error = 0, ""
+            capacity=self.args.capacity, error="", log_path=log_path, exit_code=0, crashes=0))
+        crash_times: list[float] = []
+        pending = PendingCrashes(self.rule.crashes)
         adopted: subprocess.Popen | None = None
+        crashed = False
         while not self.stopping.is_set():
-            started, log_from = time.monotonic(), self._log_size()
+            log_from = self._log_size()
+            pending.driver_started(self._pending_id())
             if adopted is not None:  # the standby that took over after a handover
                 self.child, adopted = adopted, None
                 child = self.child
                 log.info("driver %d took over", child.pid)
             else:
+                (self.workdir / CRASH_FILE).unlink(missing_ok=True)  # a record is the next driver's own
                 self.child = child = self._spawn()
-                control.write_status(self.client, self.job, StatusUpdate(pid=child.pid, error=""))
+                # after a crash, the record's state and exit code are the dead driver's: a new one starts
+                control.write_status(self.client, self.job, StatusUpdate(
+                    state=RunnerState.STARTING if crashed else None, pid=child.pid, error="", exit_code=0,
+                    exception="", exception_message=""))
                 log.info("driver %d started", child.pid)
             code = self._wait_child(child)
             if code == EXIT_HANDED_OVER and self.standby is not None:
@@ -201,17 +215,25 @@ class Supervisor:
                 standby.wait(timeout=STOP_TIMEOUT_S)
                 self.reap_group(standby.pid, grace_s=2.0)
                 self.client.hset(keys.handover(self.job), "state", HandoverState.CANCELLED)
+            backoff_s = 0.0
             if crashed:  # record it at once; reaping the JVM can take seconds
-                crashes = 1 if time.monotonic() - started > CRASH_RESET_S else crashes + 1
-                reported = self.client.hget(keys.runner(self.job), "error") or "no error reported"
-                cause = query_failure(driver_log(self.workdir), since=log_from)
-                error = (f"driver exited with code {code} (crash {crashes} in a row): {reported}"
-                         + (f"; its query had failed with {cause}" if cause else "")
-                         + f"; see {driver_log(self.workdir)}")
+                now = time.monotonic()
+                verdict = crash_verdict(crash_times, now, self.rule)
+                crash_times = [t for t in crash_times if t >= now - self.rule.window_s] + [now]
+                backoff_s = verdict.backoff_s
+                crash = crash_of(self.workdir, driver_log(self.workdir), since=log_from)
+                error = crash_error(code, crash, verdict.crashes, self.rule, log_path)
                 log.error(error)
-                control.write_status(self.client, self.job, StatusUpdate(state=RunnerState.FAILED, error=error))
+                control.write_status(self.client, self.job, StatusUpdate(
+                    state=RunnerState.CRASH_LOOPING if verdict.looping else RunnerState.FAILED, error=error,
+                    exit_code=code, exception=crash.exception if crash else "",
+                    exception_message=crash.message if crash else "", log_path=log_path,
+                    crashes=verdict.crashes, crash_window_s=self.rule.window_s,
+                    restart_at=time.time() + backoff_s))
+                failed = pending.crashed()
+                if failed:
+                    self._fail_pending(failed, error)
             elif code == EXIT_RESTART:
-                crashes = 0
                 control.write_status(self.client, self.job, StatusUpdate(state=RunnerState.RESTARTING))
             self.reap_group(child.pid)
             self.child = None
@@ -223,12 +245,17 @@ class Supervisor:
                 if self.stopping.is_set() or code == 0:
                     break
                 continue
-            if crashes > MAX_CRASH_RESTARTS:
-                self._fail_pending(error)
-                return 1
-            self.stopping.wait(min(30.0, 2.0 ** crashes))
+            self.stopping.wait(backoff_s)
         control.write_status(self.client, self.job, StatusUpdate(state=RunnerState.STOPPED))
         return 0
+
+    def _pending_id(self) -> str:
+        """The id of the rescale left pending for the next driver (``ss:runner:{job}:pending``), ``""`` for none."""
+        raw = self.client.get(keys.runner_pending(self.job))
+        try:
+            return str(json.loads(raw)["id"]) if raw else ""
+        except (ValueError, KeyError, TypeError):
+            return ""
 
     def _log_size(self) -> int:
         """The driver log's size, bytes (0 before the first driver writes it)."""
@@ -237,18 +264,58 @@ class Supervisor:
         except OSError:
             return 0
 
-    def _fail_pending(self, error: str) -> None:
-        raw = self.client.get(keys.runner_pending(self.job))
-        if raw:
-            try:
-                command_id = str(json.loads(raw)["id"])
-            except (ValueError, KeyError, TypeError):
-                command_id = ""
-            if command_id:
-                control.write_result(self.client, self.job, RescaleResult.failed(
-                    command_id, FailureCode.DRIVER_CRASHED, f"the restarted driver kept failing: {error}",
-                    path=RescalePath.DRIVER_RESTART))
-            self.client.delete(keys.runner_pending(self.job))
+    def _fail_pending(self, command_id: str, error: str) -> None:
+        """Fail the pending rescale ``command_id`` (``driver-crashed``), when it is still the one pending."""
+        if self._pending_id() != command_id:
+            return
+        control.write_result(self.client, self.job, RescaleResult.failed(
+            command_id, FailureCode.DRIVER_CRASHED, f"the drivers started on it kept crashing: {error}",
+            path=RescalePath.DRIVER_RESTART))
+        self.client.delete(keys.runner_pending(self.job))
+
+
+class PendingCrashes:
+    """When a rescale left pending for the next driver has failed: once ``limit`` drivers that started
+    with it pending crashed, counted per pending command (the driver that was running when it was
+    recorded, an out-of-memory one say, does not count: the pending knobs were not its own)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._pending = ""
+        self._crashes = 0
+        self._started_on = ""
+
+    def driver_started(self, pending_id: str) -> None:
+        """A driver starts while ``pending_id`` is pending (``""``: none)."""
+        if pending_id != self._pending:
+            self._pending, self._crashes = pending_id, 0
+        self._started_on = pending_id
+
+    def crashed(self) -> str:
+        """The driver started last crashed: the id of the pending rescale that has now failed, else ``""``."""
+        if not self._started_on or self._started_on != self._pending:
+            return ""
+        self._crashes += 1
+        return self._pending if self._crashes >= self.limit else ""
+
+
+def crash_rule(args: argparse.Namespace) -> CrashLoopRule:
+    """The crash-loop rule of the ``run`` flags (a flag left out keeps :class:`CrashLoopRule`'s default).
+
+    Raises:
+        CrashRuleError: the flags make no rule (:class:`CrashLoopRule`).
+    """
+    given = {name: getattr(args, flag) for name, flag in (
+        ("crashes", "crash_loop_crashes"), ("window_s", "crash_loop_window_s"), ("backoff_s", "crash_backoff_s"),
+        ("backoff_cap_s", "crash_backoff_cap_s")) if getattr(args, flag, None) is not None}
+    return CrashLoopRule(**given)
+
+
+def crash_error(code: int, crash: Crash | None, crashes: int, rule: CrashLoopRule, log_path: str) -> str:
+    """The supervisor's log line (and the status's ``error``) for a crash."""
+    killed = f"{crash.exception}: {crash.message}" if crash else "no exception in its crash record or log"
+    return (f"driver exited with code {code} ({crashes} crash{'es' if crashes != 1 else ''} within "
+            f"{rule.window_s:.0f} s{', a crash loop' if crashes >= rule.crashes else ''}): {killed}; see {log_path}")
 
 
 def driver_command(args: argparse.Namespace, workdir: Path,
@@ -285,7 +352,8 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, supervisor.on_signal)
         signal.signal(signal.SIGINT, supervisor.on_signal)
         return supervisor.run()
-    except (PipelineLoadError, KnobError, control.ControlAuthError, control.ControlUnreachable) as exc:
+    except (PipelineLoadError, KnobError, CrashRuleError, control.ControlAuthError,
+            control.ControlUnreachable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
@@ -311,6 +379,7 @@ def _run_driver(args: argparse.Namespace) -> int:
             mark_as(driver.client, args.job, args.standby, state=HandoverState.FAILED,
                     error=f"{type(exc).__name__}: {exc}"[:2000])
             return 1
+        write_crash(Path(args.workdir), exc)  # a standby's own failure is the handover's, not a crash
         control.write_status(driver.client, args.job, StatusUpdate(state=RunnerState.FAILED,
                                                                    error=f"{type(exc).__name__}: {exc}"[:2000]))
         return 1

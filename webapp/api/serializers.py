@@ -43,7 +43,8 @@ class UiHostsField(serializers.JSONField):
                                                        "allowed": {"type": "string"}, "data": {"type": "object"}}})
 class HealthReasonField(serializers.JSONField):
     """``{}``, or why the collector refused to read the job's Spark UI (``code``, ``reported``, ``allowed``:
-    ``webapp.jobs.sparkui.Refusal``) or refused its answer (``code``, ``data``: ``SparkAnswerRefused.reason``)."""
+    ``webapp.jobs.sparkui.Refusal``) or refused its answer (``code``, ``data``: ``SparkAnswerRefused.reason``),
+    or why its runner is down (``code``, ``data``: ``webapp.jobs.runnerdown.RunnerDown``)."""
 
 
 #: Registration fields of a job (``webapp.jobs.services.REGISTRATION_FIELDS``) and their API shapes.

@@ -22,6 +22,7 @@ from django.utils.functional import cached_property
 from django.utils.http import urlencode
 
 from webapp.dashboard.templatetags.knobs import knob_changes
+from webapp.proposals.reason_text import health_note
 from webapp.proposals.selectors import JobRow, jobs_overview, overview_counts, overview_jobs
 
 #: Jobs per page of the overview.
@@ -57,6 +58,7 @@ class OverviewRow:
     url: str
     health: str
     health_text: str
+    health_note: str
     window_left: str
     config: str
     pending_url: str
@@ -92,6 +94,7 @@ def overview_row(row: JobRow, *, job_url: Callable[[int], str], proposal_url: Ca
     running = snap is not None and bool(snap.batches)
     return OverviewRow(
         name=job.name, url=job_url(job.pk), health=job.health, health_text=job.get_health_display(),
+        health_note=health_note(job.health_reason),
         window_left=fixed(row.window_left_s, 0) if row.window_left_s else "",
         config=(f"{snap.cores} core{_plural(snap.cores)} · {snap.executors} executor{_plural(snap.executors)}"
                 if running else ""),

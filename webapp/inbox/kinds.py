@@ -33,7 +33,7 @@ class NoticeKind(models.TextChoices):
     RESCALE_FAILED = "rescale_failed", "a rescale failed"  # data: proposal, changes, reason (text)
     ROLLED_BACK = "rolled_back", "a rescale was rolled back"  # data: proposal, changes
     VERIFICATION_INCONCLUSIVE = "verification_inconclusive", "a verification was inconclusive"  # data: proposal, reason
-    JOB_DOWN = "job_down", "a job is down"  # data: error (text)
+    JOB_DOWN = "job_down", "a job is down"  # data: error (text); down: its coded health reason, when coded
 
 
 #: The moves of a proposal a notice is derived from (``proposal_moved``'s actions, ``webapp.inbox.receivers``).

@@ -120,6 +120,8 @@ def notice_data(notice: Notice, job: Job, proposal: Proposal | None) -> dict:
         data["reason"] = reason_text(notice.data["reason"])
     if notice.kind == NoticeKind.JOB_DOWN:
         data["error"] = str(notice.data.get("error") or job.last_error)
+        if job.health_reason:  # the coded reason too (a crashed runner's exception, exit code, log)
+            data["down"] = job.health_reason
     return data
 
 

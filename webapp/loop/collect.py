@@ -25,8 +25,10 @@ from sparkclient.contract.spec import KnobError, knobs_from_json, validate_value
 from webapp.jobs.connect import AddressRefused, GuardedTransport
 from webapp.jobs.models import Job, MetricSnapshot, VertexSnapshot
 from webapp.jobs.redis import get_redis
+from webapp.jobs.runnerdown import runner_down_reason
 from webapp.jobs.sparkui import Refusal, UiTarget, ui_target
 from webapp.loop.throttle import cluster_key
+from webapp.proposals.reason_text import reason_text
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +113,10 @@ def _running_target(job: Job) -> tuple[RunnerStatus, UiTarget] | None:
     if not status.state:
         mark_health(job, Job.Health.DOWN, "no runner has reported for this job: start it with "
                     f"`python -m sparkclient run --pipeline MODULE:FUNCTION --job {job.name}`")
+        return None
+    crash = runner_down_reason(status)
+    if crash is not None:
+        mark_health(job, Job.Health.DOWN, reason_text(crash), reason=crash)
         return None
     if not status.running or not status.ui_url:
         mark_health(job, Job.Health.DOWN,

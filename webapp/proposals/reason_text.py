@@ -11,6 +11,9 @@ know renders as the code itself.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+
+from django.utils import timezone
 
 from scaling.forecast.prediction import VerdictReason
 from scaling.values import reasons as plan_reasons
@@ -20,6 +23,7 @@ from scaling.words.reason_text import reason_text as plan_reason_text
 from sparkclient.collector.answers import AnswerRefusal
 from sparkclient.contract.messages import RescalePath
 from webapp.jobs.models import EvaluationHold
+from webapp.jobs.runnerdown import RunnerDown
 from webapp.proposals.codes import (
     LEGACY_TEXT,
     AuditReason,
@@ -33,8 +37,8 @@ from webapp.proposals.codes import (
 )
 from webapp.proposals.reasons import WithdrawReason
 
-__all__ = ["PATH_TEXT", "TEMPLATES", "evaluation_hold_text", "health_text", "path_text", "reason_text",
-           "withdrawal_text"]
+__all__ = ["PATH_TEXT", "TEMPLATES", "evaluation_hold_text", "health_note", "health_text", "path_text",
+           "reason_text", "withdrawal_text"]
 
 
 #: Each execution path in words (``sparkclient.contract.messages.RescalePath``).
@@ -340,6 +344,41 @@ _SPARK_ANSWERS: dict[str, _Template] = {  # a job's health reason (sparkclient.c
 }
 
 
+def _killed(d: Mapping) -> str:
+    """What killed the driver: ``ValueError: boom (exit code 1)``."""
+    code = d.get("exit_code") or 0
+    exit_text = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+    if d.get("exception"):
+        return f"{d['exception']}: {d.get('message') or '(no message)'} ({exit_text})"
+    oom = ", e.g. the kernel OOM killer" if code == -9 else ""
+    return f"no exception in its crash record or log ({exit_text}{oom})"
+
+
+def _restart(d: Mapping) -> str:
+    at = d.get("restart_at")
+    if not at:
+        return ""
+    return f"; the runner starts it again at {timezone.localtime(datetime.fromtimestamp(at, UTC)):%H:%M:%S}"
+
+
+def _remedy(d: Mapping) -> str:
+    """What to do about a crash loop: a larger heap for a driver out of memory, else fix the pipeline."""
+    if "OutOfMemoryError" in str(d.get("exception") or "") or d.get("exit_code") == -9:
+        return ("give the driver more memory (the job's memory knob; a pending heap rescale is applied by the next "
+                "driver)")
+    return "fix the pipeline or what it reads"
+
+
+_RUNNER: dict[str, _Template] = {  # a job's health reason (webapp.jobs.runnerdown)
+    RunnerDown.CRASHED: lambda d: (
+        f"the driver crashed: {_killed(d)}{_restart(d)}; see {d.get('log_path') or 'the driver log'}"),
+    RunnerDown.CRASH_LOOPING: lambda d: (
+        f"crash looping: {d.get('crashes')} driver crashes within {_minutes(d.get('window_s') or 0)}, "
+        f"the last {_killed(d)}. Read the trace in {d.get('log_path') or 'the driver log'} and "
+        f"{_remedy(d)}; the runner keeps restarting it with a growing back-off{_restart(d)}"),
+}
+
+
 def _merge(*families: dict[str, _Template]) -> dict[str, _Template]:
     merged: dict[str, _Template] = {}
     for family in families:
@@ -352,7 +391,7 @@ def _merge(*families: dict[str, _Template]) -> dict[str, _Template]:
 
 #: Every coded reason's template, by code (the codes are unique across the families).
 TEMPLATES: dict[str, _Template] = _merge(_GUARDRAILS, _HOLDS, _THROTTLES, _VERDICTS, _WITHDRAWALS, _RETRIES, _AUDIT,
-                                        _SPARK_ANSWERS)
+                                        _SPARK_ANSWERS, _RUNNER)
 
 
 def reason_text(reason: Reason | Mapping | str | None) -> str:
@@ -367,9 +406,23 @@ def reason_text(reason: Reason | Mapping | str | None) -> str:
 
 
 def health_text(health_reason: object, last_error: str) -> str:
-    """``Job.health_reason`` in words when it is a refused Spark answer's, else ``Job.last_error``."""
+    """``Job.health_reason`` in words when it is a refused Spark answer's or a crashed runner's, else
+    ``Job.last_error``."""
     reason = Reason.from_json(health_reason) if isinstance(health_reason, Mapping) else None
-    return reason_text(reason) if reason is not None and str(reason.code) in _SPARK_ANSWERS else last_error
+    coded = reason is not None and (str(reason.code) in _SPARK_ANSWERS or str(reason.code) in _RUNNER)
+    return reason_text(reason) if coded else last_error
+
+
+def health_note(health_reason: object) -> str:
+    """A crashed runner's reason in a few words (the overview's row): ``crash looping: ValueError: boom``;
+    ``""`` for any other reason."""
+    reason = Reason.from_json(health_reason) if isinstance(health_reason, Mapping) else None
+    if reason is None or str(reason.code) not in _RUNNER:
+        return ""
+    what = "crash looping" if reason.code == RunnerDown.CRASH_LOOPING else "driver crashed"
+    d = reason.data
+    killed = f"{d['exception']}: {str(d.get('message') or '')[:120]}" if d.get("exception") else "no exception named"
+    return f"{what}: {killed}"
 
 
 def withdrawal_text(withdrawal: Mapping) -> str:

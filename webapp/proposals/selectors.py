@@ -101,7 +101,8 @@ class JobRow:
 #: The columns the overview reads (its rows and ``window_coverage``): a fleet's rows are many, and
 #: their JSON columns (plans, reasons, knobs, the scaler's state) cost more to load than the rest.
 OVERVIEW_FIELDS = {
-    "job": ("name", "health", "config_changed_at", "policy__job", "policy__mode", "policy__metric_window_s"),
+    "job": ("name", "health", "health_reason", "config_changed_at", "policy__job", "policy__mode",
+            "policy__metric_window_s"),
     "snapshot": ("job_id", "collected_at", "batches", "backlog", "batch_ratio", "cores", "executors"),
     "proposal": ("job_id", "status", "current_config", "proposed_config", "execution__proposal",
                  "execution__downtime_s"),

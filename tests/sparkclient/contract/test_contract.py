@@ -151,7 +151,9 @@ FULL_STATUS = StatusUpdate(
     master="local[2]", pipeline="pipelines.orders:build", query_name="orders", query_id="q-1", run_id="r-1",
     knobs={"cores": 2, "src": 3}, knob_specs=knobs_to_json(KNOBS), plan_stages=plan_stages_to_json(PLAN), capacity=4,
     trigger_interval_s=2.5, checkpoint="/tmp/orders/checkpoint", lease_token="token-1", started_at=1712000000.125,
-    last_batch_at=1712000004.75, error="StreamingQueryException: boom")
+    last_batch_at=1712000004.75, error="StreamingQueryException: boom", exit_code=-9, exception="ValueError",
+    exception_message="boom", log_path="/tmp/orders/driver.log", crashes=3, crash_window_s=300.0,
+    restart_at=1712000010.5)
 
 
 def test_a_status_written_is_read_back_and_an_update_writes_only_its_fields(redis_client):

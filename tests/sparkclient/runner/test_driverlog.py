@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkclient.runner.driverlog import TAIL_BYTES, query_failure
+from sparkclient.runner.driverlog import TAIL_BYTES, Crash, crash_of, query_failure, root_exception, write_crash
 
 CAPTURE = Path(__file__).parent / "data" / "driver-oom.log"
 TERMINATED = ("26/12/02 05:54:59 ERROR MicroBatchExecution: Query q [id = 1, runId = 2] terminated with error\n")
@@ -61,3 +61,37 @@ def test_a_long_cause_is_cut_to_300_characters(tmp_path):
     path = tmp_path / "driver.log"
     path.write_text(TERMINATED + "java.lang.RuntimeException: " + "x" * 1000 + "\n")
     assert len(query_failure(path)) == 300
+
+
+class _Captured(Exception):
+    """Stands for PySpark's ``StreamingQueryException``: the JVM's text, the Python traceback inside it."""
+
+
+FOREACH_BATCH = _Captured(
+    "[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach batch sink.\n"
+    "Caused by: py4j.Py4JException: An exception was raised by the Python Proxy. Return Message: "
+    "Traceback (most recent call last):\n  File \"pipe.py\", line 9, in call\n    raise ValueError('x')\n"
+    "ValueError: the pipeline raises after 15 s of life\n")
+
+
+@pytest.mark.parametrize(("exc", "exception", "message"), [
+    (FOREACH_BATCH, "ValueError", "the pipeline raises after 15 s of life"),
+    (_Captured("Job aborted\nCaused by: java.io.IOException: x\nCaused by: java.lang.ArithmeticException: / by zero"),
+     "java.lang.ArithmeticException", "/ by zero"),
+    (KeyError("k"), "KeyError", "'k'"),
+])
+def test_a_crash_is_named_by_its_root_exception(exc, exception, message):
+    assert root_exception(exc) == Crash(exception, message)
+
+
+def test_the_record_wins_unless_it_names_a_python_side_that_lost_its_jvm(tmp_path):
+    log = tmp_path / "driver.log"
+    log.write_text(TERMINATED + "java.lang.OutOfMemoryError: Java heap space\n")
+    write_crash(tmp_path, FOREACH_BATCH)
+    assert crash_of(tmp_path, log) == Crash("ValueError", "the pipeline raises after 15 s of life")
+    assert crash_of(tmp_path, log) == Crash("java.lang.OutOfMemoryError", "Java heap space")  # the record was read
+    write_crash(tmp_path, ConnectionRefusedError(111, "Connection refused"))
+    assert crash_of(tmp_path, log) == Crash("java.lang.OutOfMemoryError", "Java heap space")
+    write_crash(tmp_path, ConnectionRefusedError(111, "Connection refused"))
+    assert crash_of(tmp_path, tmp_path / "absent.log").exception == "ConnectionRefusedError"
+    assert crash_of(tmp_path, tmp_path / "absent.log") is None

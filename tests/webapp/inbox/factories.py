@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import threading
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from django.utils import timezone
 
@@ -55,3 +58,38 @@ def make_every_kind() -> dict[ItemKind, tuple[Job, str]]:
             ItemKind.AUTO_APPROVAL_SUSPENDED: (suspended_job, f"/jobs/{suspended_job.pk}/"),
             ItemKind.SCALE_UP_BLOCKED: (blocked_job, f"/jobs/{blocked_job.pk}/"),
             ItemKind.JOB_DOWN: (down_job, f"/jobs/{down_job.pk}/")}
+
+
+class Endpoint:
+    """A loopback HTTP server that records each POST's JSON body, answers ``status``, and holds every
+    answer while ``gate`` is clear."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict] = []
+        self.status = 200
+        self.gate = threading.Event()
+        self.gate.set()
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                endpoint.bodies.append(body)
+                endpoint.gate.wait(10)
+                self.send_response(endpoint.status)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.gate.set()
+        self.server.shutdown()
+        self.server.server_close()

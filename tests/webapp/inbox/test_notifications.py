@@ -5,13 +5,10 @@ never delays the loop (the loop only enqueues, after commit; nothing it runs cal
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import subprocess
 import sys
-import threading
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -21,8 +18,8 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from tests.repo import ROOT
-from tests.webapp.factories import make_job, make_pending, make_user
-from tests.webapp.inbox.factories import make_pending_proposal
+from tests.webapp.factories import make_job, make_pending, make_user, reason_json
+from tests.webapp.inbox.factories import Endpoint, make_pending_proposal
 from webapp.celery import app
 from webapp.inbox import receivers
 from webapp.inbox.kinds import NoticeKind, notice_text
@@ -34,43 +31,9 @@ from webapp.jobs.models import Job
 from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
 from webapp.proposals.lifecycle import Status, audit, transition
 from webapp.proposals.models import AuditEvent, Proposal
+from webapp.proposals.reason_text import reason_text
 
 pytestmark = pytest.mark.django_db
-
-
-class Endpoint:
-    """A loopback HTTP server that records each POST's JSON body, answers ``status``, and holds every
-    answer while ``gate`` is clear."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict] = []
-        self.status = 200
-        self.gate = threading.Event()
-        self.gate.set()
-        endpoint = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                endpoint.bodies.append(body)
-                endpoint.gate.wait(10)
-                self.send_response(endpoint.status)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.gate.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -329,3 +292,15 @@ def test_the_admin_edits_a_target_with_its_kinds(client):
 ])
 def test_every_notice_kind_has_its_words(kind, data, text):
     assert notice_text(kind, "orders", data) == f"[sparkscaler] job orders: {text}"
+
+
+def test_a_crash_looping_job_is_told_with_its_exception_and_the_coded_reason(endpoint, eager):
+    job = make_job("orders")
+    NotificationTarget.objects.create(name="orders team", job=job, webhook_url=endpoint.url)
+    reason = reason_json("runner_crash_looping", exit_code=1, exception="ValueError", message="boom", crashes=3,
+                         window_s=300.0, log_path="var/jobs/orders/driver.log")
+    Job.objects.filter(pk=job.pk).update(health=Job.Health.DOWN, last_error=reason_text(reason), health_reason=reason)
+    assert jobs_down_notify() == 1
+    [body] = endpoint.bodies
+    assert body["data"]["down"] == reason
+    assert "crash looping: 3 driver crashes within 5 min, the last ValueError: boom (exit code 1)" in body["text"]

@@ -68,6 +68,24 @@ def test_a_runner_that_is_not_running_or_has_no_ui_marks_the_job_down(workflow_r
     assert not MetricSnapshot.objects.exists()
 
 
+CRASH = {"exit_code": 1, "exception": "ValueError", "exception_message": "boom after 15 s",
+         "log_path": "/var/jobs/orders/driver.log", "crashes": 3, "crash_window_s": 300.0,
+         "restart_at": 1_712_000_060.0}
+
+
+@pytest.mark.parametrize(("state", "code"), [("crash_looping", "runner_crash_looping"), ("failed", "runner_crashed")])
+def test_a_crashed_runner_marks_the_job_down_with_what_killed_it(workflow_redis, state, code):
+    job = make_job()
+    write_runner_status(workflow_redis, job, state=state, error="driver exited", **CRASH)
+    assert collector.snapshot_collect(job=job) is None
+    job.refresh_from_db()
+    assert job.health == Job.Health.DOWN and job.health_reason == {"code": code, "data": {
+        "exit_code": 1, "exception": "ValueError", "message": "boom after 15 s",
+        "log_path": "/var/jobs/orders/driver.log", "crashes": 3, "window_s": 300.0, "restart_at": 1_712_000_060.0}}
+    assert "ValueError: boom after 15 s (exit code 1)" in job.last_error
+    assert "/var/jobs/orders/driver.log" in job.last_error
+
+
 @pytest.mark.parametrize(("path", "status", "body", "expected"), [
     (f"/api/v1/applications/{APP}/jobs", 500, b'{"message": "internal"}', "HTTP 500"),
     (f"/api/v1/applications/{APP}/stages", 404, b'{"message": "gone"}', "HTTP 404"),

@@ -7,13 +7,14 @@ import pytest
 from scaling.forecast.prediction import VerdictReason
 from tests.webapp.factories import reason_json
 from webapp.jobs.models import EvaluationHold
+from webapp.jobs.runnerdown import RunnerDown
 from webapp.proposals.codes import LEGACY_TEXT, AuditReason, GuardrailCode, HoldCode, Reason, RetryCode, ThrottleCode
-from webapp.proposals.reason_text import TEMPLATES, evaluation_hold_text, reason_text, withdrawal_text
+from webapp.proposals.reason_text import TEMPLATES, evaluation_hold_text, health_note, reason_text, withdrawal_text
 from webapp.proposals.reasons import WithdrawReason
 
 
 @pytest.mark.parametrize("code", [*AuditReason, *GuardrailCode, *HoldCode, *VerdictReason, *WithdrawReason,
-                                  *RetryCode, *ThrottleCode],
+                                  *RetryCode, *ThrottleCode, *RunnerDown],
                          ids=str)
 def test_every_code_has_a_template_that_reads_missing_data(code):
     assert str(code) in TEMPLATES
@@ -101,6 +102,14 @@ def test_every_code_has_a_template_that_reads_missing_data(code):
      "scale-ups of cores wait until a person clears the block"),
     (reason_json(AuditReason.NO_DECISION_IN_TIME, expires_at="2026-11-26T10:00:00+00:00"),
      "no decision before 2026-11-26 10:00:00 UTC (the policy's time to decide)"),
+    (reason_json(RunnerDown.CRASH_LOOPING, exit_code=1, exception="ValueError", message="boom", crashes=3,
+                 window_s=300.0, log_path="var/jobs/orders/driver.log"),
+     "crash looping: 3 driver crashes within 5 min, the last ValueError: boom (exit code 1). Read the trace in "
+     "var/jobs/orders/driver.log and fix the pipeline or what it reads; the runner keeps restarting it with a "
+     "growing back-off"),
+    (reason_json(RunnerDown.CRASHED, exit_code=-9, log_path="var/jobs/orders/driver.log"),
+     "the driver crashed: no exception in its crash record or log (killed by signal 9, e.g. the kernel OOM "
+     "killer); see var/jobs/orders/driver.log"),
     (reason_json("legacy-text", text="written before reasons had codes"), "written before reasons had codes"),
     (reason_json("some-future-code"), "some-future-code"),
     ({}, ""),
@@ -131,3 +140,10 @@ def test_a_stored_reason_reads_back_typed_or_as_none(stored, expected):
 def test_a_typed_and_a_stored_reason_render_alike():
     reason = Reason("comment", {"text": "load fell"})
     assert reason_text(reason) == reason_text(reason.as_json()) == "load fell"
+
+
+def test_the_overview_s_note_names_a_crash_loop_and_nothing_else():
+    assert health_note(reason_json(RunnerDown.CRASH_LOOPING, exception="ValueError", message="boom")) == (
+        "crash looping: ValueError: boom")
+    assert health_note(reason_json(RunnerDown.CRASHED)) == "driver crashed: no exception named"
+    assert health_note(reason_json(GuardrailCode.DIRECTIONS)) == health_note({}) == ""

@@ -10,6 +10,7 @@ import argparse
 
 from sparkclient.contract.credentials import control_redis_url
 from sparkclient.contract.spec import KnobError
+from sparkclient.runner.firstbatch import FIRST_BATCH_TIMEOUT_S
 
 __all__ = ["add_run_arguments", "parse_pairs"]
 
@@ -40,6 +41,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    """``text`` as a float above 0 (argparse ``type``; ArgumentTypeError otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"takes a number of seconds above 0, got {text!r}")
+    return value
+
+
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``run`` command's flags (see :mod:`sparkclient.runner.supervisor`)."""
     parser.add_argument("--pipeline", required=True, help="MODULE:FUNCTION of the build function (on sys.path)")
@@ -63,6 +75,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warm-up-batches", type=_positive_int, metavar="N",
                         help="micro-batches with rows a standby driver runs on the pipeline's plan before a warm "
                              "handover (default: the runner's); each costs the standby CPU beside the running driver")
+    parser.add_argument("--first-batch-timeout", type=_positive_float, default=FIRST_BATCH_TIMEOUT_S, metavar="S",
+                        help="seconds from a rescale command to the first batch on its configuration; none by then "
+                             "fails it (no-first-batch), also across drivers that crashed on it; keep it below the "
+                             f"web app's SCALER_EXECUTION_TIMEOUT_S (default {FIRST_BATCH_TIMEOUT_S:.0f})")
     parser.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--capacity", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--standby", help=argparse.SUPPRESS)

@@ -48,7 +48,7 @@ WARM_UP_BATCHES = 1
 
 
 @pytest.fixture
-def runner(workflow_redis, redis_server, tmp_path, settings, monkeypatch):
+def poison_runner(workflow_redis, redis_server, tmp_path, settings, monkeypatch):
     """The job registered (restart strategy ``none``), its runner started on ``OLD``; stopped after.
     Nothing is enqueued (the rollback's attempt is not sent: the test checks that it is started)."""
     settings.SCALER_EXECUTION_TIMEOUT_S = 600.0  # the runner's deadline answers first, never the lease
@@ -90,8 +90,8 @@ def _supervisor_gone(supervisor, driver_log):
 
 @pytest.mark.parametrize(("new", "path"), [({"cores": 2, "poison": 1}, RescalePath.DRIVER_HANDOVER),
                                            ({"cores": 1, "poison": 1}, RescalePath.IN_PROCESS)])
-def test_a_query_that_dies_at_its_first_batch_on_the_new_configuration_fails_the_execution(runner, new, path):
-    job, supervisor, client, driver_log = runner
+def test_a_query_that_dies_at_its_first_batch_on_the_new_configuration_fails_the_execution(poison_runner, new, path):
+    job, supervisor, client, driver_log = poison_runner
     crashed = runner_failure(client, JOB, driver_log)
     status = wait_for(lambda: read_status(client, JOB).running and read_status(client, JOB), timeout_s=240,
                       what="the runner to run the pipeline", failed=crashed)

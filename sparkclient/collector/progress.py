@@ -55,6 +55,20 @@ def read_progress(client: redis.Redis, job: str, since_ms: int | None = None) ->
     return out
 
 
+def read_newest_progress(client: redis.Redis, job: str, count: int) -> list[dict[str, Any]]:
+    """The newest ``count`` progress documents of ``job``, newest first (parsed as :func:`read_progress`'s).
+
+    Raises:
+        sparkclient.collector.sparkjson.SparkDataError: an entry that does not parse, naming it.
+    """
+    out = []
+    for entry_id, fields in client.xrevrange(keys.progress(job), max="+", min="-", count=count):
+        text = fields.get("json", fields.get(b"json"))
+        if text is not None:
+            out.append(parse_progress(text, f"{keys.progress(job)} entry {_text(entry_id)}"))
+    return out
+
+
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 

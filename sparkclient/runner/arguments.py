@@ -11,6 +11,7 @@ import argparse
 from sparkclient.contract.credentials import control_redis_url
 from sparkclient.contract.spec import KnobError
 from sparkclient.runner.crashloop import CrashLoopRule
+from sparkclient.runner.firstbatch import FIRST_BATCH_TIMEOUT_S
 
 __all__ = ["add_run_arguments", "parse_pairs"]
 
@@ -38,6 +39,17 @@ def _positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"takes a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    """``text`` as a float above 0 (argparse ``type``; ArgumentTypeError otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"takes a number of seconds above 0, got {text!r}")
     return value
 
 
@@ -76,6 +88,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(default {rule.backoff_s:g}); it doubles with each crash of the window")
     parser.add_argument("--crash-backoff-cap-s", type=float, metavar="S",
                         help=f"the longest wait before a restart, seconds (default {rule.backoff_cap_s:g})")
+    parser.add_argument("--first-batch-timeout", type=_positive_float, default=FIRST_BATCH_TIMEOUT_S, metavar="S",
+                        help="seconds from a rescale command to the first batch on its configuration; none by then "
+                             "fails it (no-first-batch), also across drivers that crashed on it; keep it below the "
+                             f"web app's SCALER_EXECUTION_TIMEOUT_S (default {FIRST_BATCH_TIMEOUT_S:.0f})")
     parser.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--capacity", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--standby", help=argparse.SUPPRESS)

@@ -59,14 +59,16 @@ from sparkclient.contract.messages import (
     RescalePath,
     RescaleResult,
     RunnerState,
+    StandbyUse,
     StatusUpdate,
 )
 from sparkclient.contract.sparkconf import session_settings
 from sparkclient.contract.spec import KnobTarget, PipelineSpec, knobs_to_json, validate_values
 from sparkclient.runner.applied import AppliedKeys
+from sparkclient.runner.driverlog import query_failure
 from sparkclient.runner.executors import ExecutorScaler, supports_in_place
 from sparkclient.runner.firstbatch import FIRST_BATCH_TIMEOUT_S, FirstBatchWatch
-from sparkclient.runner.handover import keep_timings, pending_standby, read_pending
+from sparkclient.runner.handover import keep_timings, pending_of, pending_standby, read_pending, record_pending
 from sparkclient.runner.lease import LEASE_TTL_S, CheckpointLease
 from sparkclient.runner.progress import RedisProgressListener
 from sparkclient.runner.rescale import RescalePaths
@@ -116,11 +118,14 @@ class Driver(RescalePaths, StandbyRole):
         capacity: the most executors the cluster can give (local: the host's cores).
         standby: the handover id when this driver is a standby (see the module docstring).
         spark_conf: extra SparkSession settings (``--conf``).
+        first_batch_timeout_s: how long a rescale waits for its first batch, seconds from its command
+            (``--first-batch-timeout``, :class:`FirstBatchWatch`).
     """
 
     def __init__(self, *, spec: PipelineSpec, job: str, redis_url: str, workdir: Path, ui_port: int,
                  master: str, capacity: int, standby: str | None = None,
-                 spark_conf: dict[str, str] | None = None, warm_up_batches: int | None = None) -> None:
+                 spark_conf: dict[str, str] | None = None, warm_up_batches: int | None = None,
+                 first_batch_timeout_s: float = FIRST_BATCH_TIMEOUT_S) -> None:
         self.spec, self.job, self.redis_url, self.ui_port = spec, job, redis_url, ui_port
         self.warm_up_batches = warm_up_batches  # None: the runner's default (the standby's warm-up)
         self.workdir, self.master, self.capacity, self.standby = workdir, master, capacity, standby
@@ -140,7 +145,9 @@ class Driver(RescalePaths, StandbyRole):
         self.shuffle_knob = next((k for k in spec.knobs if k.sets.session_conf), None)
         self.stop_event = threading.Event()
         self.commands: queue.Queue[tuple[str, dict[str, str]]] = queue.Queue()
-        self.first_batch = FirstBatchWatch(self._write_result, FIRST_BATCH_TIMEOUT_S)
+        self.first_batch = FirstBatchWatch(self._write_result, first_batch_timeout_s)
+        self._pending_id: str | None = None  # the pending rescale (ss:runner:{job}:pending) this driver finishes
+        self._log_from = _size(workdir / "driver.log")  # where this driver's lines of the driver log start
         self.applied = AppliedKeys.in_workdir(workdir)
         self._in_flight: dict[str, tuple[str, dict[str, int]]] = {}  # command id -> (idempotency key, knobs)
         self._published_run: str | None = None
@@ -209,8 +216,13 @@ class Driver(RescalePaths, StandbyRole):
                 control.write_status(self.client, self.job, StatusUpdate(plan_stages=plan_stages_to_json(stages)))
             except Exception:  # noqa: BLE001 - no plan means "unverified", never a wrong binding
                 log.exception("could not read the physical plan of run %s", progress["runId"])
-        finished = self.first_batch.on_batch(progress)
-        if finished is not None and finished.path in (RescalePath.DRIVER_RESTART, RescalePath.DRIVER_HANDOVER):
+        self._finished(self.first_batch.on_batch(progress))
+
+    def _finished(self, awaited: Any) -> None:
+        """``awaited`` (a :class:`sparkclient.runner.firstbatch.AwaitedRescale`, or None) has its result:
+        when it is the pending rescale this driver took over, the pending record goes."""
+        if awaited is not None and awaited.id == self._pending_id:
+            self._pending_id = None
             self.client.delete(keys.runner_pending(self.job))
 
     def _state_store(self) -> str | None:
@@ -290,12 +302,35 @@ class Driver(RescalePaths, StandbyRole):
         if control.get_result(self.client, self.job, pending["id"]) is None:
             self._in_flight[pending["id"]] = (str(pending.get("idempotency_key") or ""),
                                               dict(pending.get("command_knobs") or self.values))
+            self._pending_id = pending["id"]
             self.first_batch.expect(command_id=pending["id"], path=RescalePath(pending.get("path", "driver-restart")),
                                     knobs=self.values, requested_at=pending.get("requested_at", time.time()),
                                     last_batch_end=pending.get("last_batch_end_epoch_s"), old_run_id=None,
-                                    standby=pending_standby(pending) if self.standby else None)
+                                    standby=pending_standby(pending) if self.standby else None,
+                                    causes=tuple(str(c) for c in pending.get("causes") or ()))
+            self._finished(self.first_batch.check_timeout())  # its deadline may have passed in the drivers before
         else:
             self.client.delete(keys.runner_pending(self.job))
+
+    def _carry_over(self, error: BaseException) -> None:
+        """The query failed (``error``), or did not start, and this driver dies: the rescale waiting for
+        its first batch rides along to the next driver as the pending rescale (its path, knobs,
+        deadline and the last batch on the old configuration kept), with the failure among its causes
+        (the root cause the driver log names, else ``error``)."""
+        cause = query_failure(self.workdir / "driver.log", since=self._log_from) or f"{type(error).__name__}: {error}"
+        awaited = self.first_batch.carry_over(cause)
+        if awaited is None:
+            return
+        key, command_knobs = self._in_flight.pop(awaited.id, ("", awaited.knobs))
+        command = RescaleCommand(id=awaited.id, knobs=command_knobs, idempotency_key=key)
+        standby = awaited.standby if awaited.path is RescalePath.DRIVER_HANDOVER else None
+        pending = pending_of(command, awaited.path, awaited.knobs, requested_at=awaited.requested_at,
+                             last_batch_end=awaited.last_batch_end,
+                             standby=standby if standby is not StandbyUse.NONE else None)
+        pending["causes"] = list(awaited.causes)
+        record_pending(self.client, self.job, pending, awaited.knobs)
+        log.warning("command %s: the query failed before its first batch (%s); the next driver finishes it",
+                    awaited.id, cause)
 
     # main -------------------------------------------------------------------------------------
 
@@ -311,9 +346,16 @@ class Driver(RescalePaths, StandbyRole):
         if self.standby and not self._wait_as_standby():
             return EXIT_STANDBY_ABORTED
         self._take_the_checkpoint()
-        self._start()
+        try:
+            self._start()
+        except Exception as exc:
+            self._carry_over(exc)
+            raise
         try:
             exit_code = self._serve()
+        except Exception as exc:
+            self._carry_over(exc)
+            raise
         finally:
             self._shut_down()
         if self.lease_lost:
@@ -385,7 +427,7 @@ class Driver(RescalePaths, StandbyRole):
         while not self.stop_event.is_set():
             if not self.query.isActive:
                 raise RuntimeError(f"query {self.query.name} terminated: {self.query.exception()}")
-            self.first_batch.check_timeout()
+            self._finished(self.first_batch.check_timeout())
             if self.first_batch.waiting:  # one rescale at a time: wait for its first batch
                 self.stop_event.wait(0.2)
                 continue
@@ -411,3 +453,11 @@ class Driver(RescalePaths, StandbyRole):
     def request_stop(self, *_args: object) -> None:
         """Ask :meth:`run` to stop the query and Spark and return 0 (signal-handler safe)."""
         self.stop_event.set()
+
+
+def _size(path: Path) -> int:
+    """The size of the file at ``path``, bytes (0 when there is none)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

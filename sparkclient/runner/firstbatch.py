@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sparkclient.collector.batchwindow import progress_time_s
@@ -25,8 +25,11 @@ from sparkclient.contract.messages import FailureCode, RescalePath, RescaleResul
 
 __all__ = ["FIRST_BATCH_TIMEOUT_S", "AwaitedRescale", "FirstBatchWatch"]
 
-#: How long a rescale waits for the first batch after the restart before failing, seconds.
+#: How long a rescale waits for the first batch on its configuration before failing, seconds from the
+#: command (the default of ``run --first-batch-timeout``).
 FIRST_BATCH_TIMEOUT_S = 180.0
+#: The causes a failure names at most (the latest ones), and the characters of each.
+MAX_CAUSES, MAX_CAUSE_CHARS = 3, 300
 
 
 @dataclass(frozen=True)
@@ -34,8 +37,9 @@ class AwaitedRescale:
     """A rescale waiting for its first batch: its command ``id``, ``path``, the ``knobs`` it
     applied, ``requested_at`` (epoch s), ``last_batch_end`` (epoch s of the last batch before the
     stop, or None), ``old_run_id`` (the stopped run, whose late progress does not count; None when
-    a new driver waits), ``deadline`` (``time.monotonic()`` seconds) and ``standby`` (the standby
-    driver it runs on, reported with its success; None: not known)."""
+    a new driver waits), ``deadline`` (epoch s: ``requested_at`` plus the timeout), ``standby`` (the
+    standby driver it runs on, reported with its success; None: not known) and ``causes`` (what
+    failed the queries that ran it before, oldest first)."""
 
     id: str
     path: RescalePath
@@ -45,6 +49,7 @@ class AwaitedRescale:
     old_run_id: str | None
     deadline: float
     standby: StandbyUse | None = StandbyUse.NONE
+    causes: tuple[str, ...] = ()
 
 
 class FirstBatchWatch:
@@ -64,12 +69,13 @@ class FirstBatchWatch:
 
     def expect(self, *, command_id: str, path: RescalePath, knobs: dict[str, int], requested_at: float,
                last_batch_end: float | None, old_run_id: str | None,
-               standby: StandbyUse | None = StandbyUse.NONE) -> None:
-        """Wait for the first batch of a run other than ``old_run_id``, for at most ``timeout_s``;
-        ``standby``: the standby driver the rescale runs on (``none``: this driver)."""
+               standby: StandbyUse | None = StandbyUse.NONE, causes: tuple[str, ...] = ()) -> None:
+        """Wait for the first batch of a run other than ``old_run_id``, until ``timeout_s`` after
+        ``requested_at`` (epoch s); ``standby``: the standby driver the rescale runs on (``none``: this
+        driver); ``causes``: what failed the queries that ran it before."""
         with self._lock:
             self._awaited = AwaitedRescale(command_id, RescalePath(path), dict(knobs), requested_at, last_batch_end,
-                                           old_run_id, time.monotonic() + self.timeout_s, standby)
+                                           old_run_id, requested_at + self.timeout_s, standby, tuple(causes))
 
     def forget(self) -> None:
         """Stop waiting, writing nothing (the caller reports the rescale itself)."""
@@ -96,16 +102,29 @@ class FirstBatchWatch:
                                          first_batch_at=first_end, standby=awaited.standby))
         return awaited
 
-    def check_timeout(self) -> None:
-        """Fail the awaited rescale when its deadline passed with no batch."""
+    def check_timeout(self) -> AwaitedRescale | None:
+        """Fail the awaited rescale when its deadline passed with no batch (``no-first-batch``, naming
+        the causes of the queries that failed on it); returns it, None when nothing failed."""
         with self._lock:
             awaited = self._awaited
-            if awaited is None or time.monotonic() < awaited.deadline:
-                return
+            if awaited is None or time.time() < awaited.deadline:
+                return None
             self._awaited = None
+        died = f"; its query failed: {'; then: '.join(awaited.causes)}" if awaited.causes else ""
         self._write_result(RescaleResult.failed(
-            awaited.id, FailureCode.NO_FIRST_BATCH, f"no batch completed within {self.timeout_s:.0f} s "
-            "of the restart", path=awaited.path, knobs=awaited.knobs))
+            awaited.id, FailureCode.NO_FIRST_BATCH, f"no batch completed on the new configuration within "
+            f"{self.timeout_s:.0f} s of the command{died}", path=awaited.path, knobs=awaited.knobs))
+        return awaited
+
+    def carry_over(self, cause: str) -> AwaitedRescale | None:
+        """The query failed (``cause``, its exception) and the driver dies: stop waiting, writing
+        nothing, and return the awaited rescale with ``cause`` added (the latest :data:`MAX_CAUSES`),
+        for the next driver to finish (``sparkclient.runner.driver``); None when nothing waited."""
+        with self._lock:
+            awaited, self._awaited = self._awaited, None
+        if awaited is None:
+            return None
+        return replace(awaited, causes=(*awaited.causes, cause[:MAX_CAUSE_CHARS])[-MAX_CAUSES:])
 
     def abandon(self) -> None:
         """The driver is stopping: fail an in-process rescale, or a "nothing to change" waiting for this

@@ -25,6 +25,9 @@ else redis://127.0.0.1:6379/0; the driver child gets it in its environment.
 **Capacity** (the most executors a plan may ask for): local mode, the host's cores; a standalone
 master, its free cores from the master UI's ``/json`` (``--master-ui``, default port 8080 on the
 master's host); elsewhere ``--max-executors``, which also caps the others.
+``--first-batch-timeout S``: how long a rescale waits for its first batch, from its command (default
+:data:`sparkclient.runner.firstbatch.FIRST_BATCH_TIMEOUT_S`); a driver whose query dies before it hands
+the rescale to the next driver, and the deadline stays.
 ``--warm-up-batches N``: how many micro-batches with rows a standby driver runs on the pipeline's plan
 before a warm handover (default :data:`sparkclient.runner.session.WARM_UP_BATCHES`); fewer cost the
 standby less CPU beside the running driver, and leave more of the new JVM's first batches cold.
@@ -326,7 +329,8 @@ def driver_command(args: argparse.Namespace, workdir: Path,
            "--workdir", str(workdir), "--ui-port", str(args.ui_port),
            "--master", args.master, "--capacity", str(args.capacity)] + (["--standby", standby] if standby else []) \
         + [arg for conf in args.conf for arg in ("--conf", conf)] \
-        + (["--warm-up-batches", str(args.warm_up_batches)] if args.warm_up_batches else [])
+        + (["--warm-up-batches", str(args.warm_up_batches)] if args.warm_up_batches else []) \
+        + ["--first-batch-timeout", repr(float(args.first_batch_timeout))]
     env = {**os.environ, "SPARKSCALER_REDIS_URL": args.redis_url}
     root = str(Path(__file__).resolve().parents[2])
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
@@ -363,7 +367,8 @@ def _run_driver(args: argparse.Namespace) -> int:
     confs = parse_pairs(args.conf, "--conf", "KEY=VALUE")
     driver = Driver(spec=load_pipeline(args.pipeline), job=args.job, redis_url=args.redis_url,
                     workdir=Path(args.workdir), ui_port=args.ui_port, master=args.master, capacity=args.capacity,
-                    standby=args.standby, spark_conf=confs, warm_up_batches=args.warm_up_batches)
+                    standby=args.standby, spark_conf=confs, warm_up_batches=args.warm_up_batches,
+                    first_batch_timeout_s=args.first_batch_timeout)
     signal.signal(signal.SIGTERM, driver.request_stop)
     signal.signal(signal.SIGINT, driver.request_stop)
     try:

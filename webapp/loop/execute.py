@@ -17,6 +17,12 @@ its cooldown has passed (``webapp.loop.throttle``); until then it stays approved
 Every attempt carries the execution's idempotency key: a runner that applied an unanswered attempt
 answers the next one with that apply (a replay), and the earlier attempt is recorded as the applied
 one (``webapp.loop.applied``).
+
+An attempt succeeds only when the new configuration has run: a restart's answer comes with its first
+batch on it (``sparkclient.runner.firstbatch``); a "nothing to change" answer (the runner found the
+configuration applied) is recorded only once the runner's current run runs that configuration and
+has completed a batch (:func:`ran_on_configuration`). Until then the attempt stays in flight; at its
+lease it fails ``no-first-batch``, and the back-off and rollback rules apply.
 """
 
 from __future__ import annotations
@@ -30,9 +36,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from scaling.values.state import state_from_dict, state_to_dict
+from sparkclient.collector.progress import ran_a_batch, read_newest_progress
+from sparkclient.collector.sparkjson import SparkDataError
 from sparkclient.contract import control
 from sparkclient.contract.messages import (
     MAX_TEXT,
+    FailureCode,
     ProtocolError,
     RescaleCommand,
     RescalePath,
@@ -64,6 +73,10 @@ from webapp.proposals.rollback import last_good_config, start_rollback
 
 logger = logging.getLogger(__name__)
 
+#: The newest published progress documents searched for a batch of the current run, when a "nothing to
+#: change" answer waits for one (at a 1 s trigger, the last 100 s of it).
+PROOF_PROGRESS = 100
+
 
 def lease_s() -> float:
     """Seconds an attempt may stay unanswered before it counts as ``unanswered`` and is retried."""
@@ -93,6 +106,40 @@ def runner_result(redis, job_name: str, command_id: str) -> RescaleResult | None
         return control.get_result(redis, job_name, command_id)
     except ProtocolError as exc:
         return unanswered(command_id, f"malformed runner result: {exc}")
+
+
+def ran_on_configuration(redis, job_name: str, knobs: dict[str, int]) -> bool:
+    """Whether the runner of ``job_name`` runs ``knobs`` and has completed a batch on them: its status
+    says it is running a run (``run_id``) on ``knobs``, and one of the newest :data:`PROOF_PROGRESS`
+    published progress documents is an executed batch of that run (not an idle trigger). A malformed
+    status or progress proves nothing (False)."""
+    try:
+        status = control.read_status(redis, job_name)
+        if not status.running or not status.run_id or status.knobs != knobs:
+            return False
+        return any(p.get("runId") == status.run_id and ran_a_batch(p)
+                   for p in read_newest_progress(redis, job_name, PROOF_PROGRESS))
+    except (ProtocolError, SparkDataError):
+        return False
+
+
+def proven(redis, execution: Execution, result: RescaleResult) -> bool:
+    """Whether ``result`` may be recorded as the outcome: anything but a succeeded "nothing to change",
+    which counts only once a batch ran on its configuration (:func:`ran_on_configuration`; the knobs
+    it names, else the proposal's)."""
+    if not (result.succeeded and result.path is RescalePath.NONE):
+        return True
+    proposal = execution.proposal
+    return ran_on_configuration(redis, proposal.job.name, result.knobs or proposal.proposed_config)
+
+
+def unproven(result: RescaleResult, now: datetime) -> RescaleResult:
+    """The failure recorded for a "nothing to change" ``result`` still without a batch on its
+    configuration when its lease expired: ``no-first-batch``, retried under the restart strategy."""
+    return replace(RescaleResult.failed(
+        result.id, FailureCode.NO_FIRST_BATCH, knobs=result.knobs,
+        error=f"the runner found the configuration applied, but no batch completed on it within the lease "
+              f"({lease_s():.0f} s)"), completed_at=now.timestamp())
 
 
 # --- send ----------------------------------------------------------------------------------------
@@ -158,7 +205,7 @@ def attempt_send(*, proposal_id: int, attempt: int = 1) -> Execution | None:
         # The previous attempt may have timed out while the runner went on and applied it: its
         # late answer is the outcome (with the real path and downtime); send nothing again.
         late = runner_result(redis, job.name, execution.exec_id(attempt - 1))
-        if late is not None and late.succeeded:
+        if late is not None and late.succeeded and proven(redis, execution, late):
             audit(job=job, proposal=proposal, actor=Actor.SYSTEM, action=AuditAction.LATE_ANSWER,
                   after={"attempt": attempt - 1, "path": str(late.path)},
                   reason=Reason(AuditReason.LATE_SUCCESS, {"attempt": attempt - 1}))

@@ -14,7 +14,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from webapp.jobs.redis import get_redis
-from webapp.loop.execute import execution_record_result, lease_s, runner_result, unanswered
+from webapp.loop.execute import execution_record_result, lease_s, proven, runner_result, unanswered, unproven
 from webapp.loop.propose import auto_approve_waiting
 from webapp.loop.rescale_cost import record_open_costs
 from webapp.loop.standby import standby_refresh
@@ -31,11 +31,18 @@ from webapp.proposals.services import proposals_expire
 def execution_poll(*, execution: Execution, now: datetime | None = None) -> str | None:
     """Record the runner's answer to the attempt in flight, if it has one; record the attempt as
     unanswered (outcome unknown, retried under the same idempotency key) when its lease expired
-    without one. Returns what was done (None: still waiting)."""
+    without one. A "nothing to change" answer waits for a batch on its configuration
+    (``webapp.loop.execute.proven``); past the lease without one it fails ``no-first-batch``.
+    Returns what was done (None: still waiting)."""
     now = now or timezone.now()
     proposal = execution.proposal
-    result = runner_result(get_redis(), proposal.job.name, execution.exec_id())
+    redis = get_redis()
+    result = runner_result(redis, proposal.job.name, execution.exec_id())
     expired = execution.lease_expires_at is not None and execution.lease_expires_at < now
+    if result is not None and not proven(redis, execution, result):  # "nothing to change" before a batch on it
+        if not expired:
+            return None
+        result = unproven(result, now)
     if result is None and not expired:
         return None
     no_answer = result is None

@@ -12,11 +12,12 @@ import pytest
 from django.utils import timezone
 
 from scaling.values.reasons import Limit, PlanLimit
+from scaling.words.reason_text import LOAD_NAME
 from scaling.words.reason_text import reason_text as plan_reason_text
 from tests.webapp.dashboard_factories import make_evaluation, make_succeeded
 from tests.webapp.factories import make_job, make_pending, make_snapshots, make_user
-from webapp.dashboard import bounds
 from webapp.jobs.models import Job, MetricSnapshot
+from webapp.loop import bounds
 from webapp.proposals.lifecycle import transition
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import realized
@@ -120,7 +121,8 @@ def test_utilization_states_the_load_the_reason_gives(client, operator):
     html = client.get(f"/proposals/{proposal.pk}/").content.decode()
     load = proposal.prediction["inputs"]["load"]
     reasons = re.search(r'<ul id="reasons">(.*?)</ul>', html, re.S).group(1)
-    assert f"load {load:.2f}" in reasons
+    assert f"{LOAD_NAME} {load:.2f}" in reasons
+    assert "load" not in re.sub(r"<[^>]+>", "", reasons)  # words that cannot be read as the host's load average
     assert f"is {load:.2f} now" in cell(html, "utilization")
     assert proposal.prediction["utilization_now"] == pytest.approx(proposal.job_plan.utilization_now, abs=1e-3)
 
@@ -313,6 +315,6 @@ def test_the_stored_cluster_names_the_host_without_asking_the_runner(monkeypatch
     job = make_job(max_cores=8)
     Job.objects.filter(pk=job.pk).update(capacity=2, cluster="local@127.0.0.1")
     job.refresh_from_db()
-    monkeypatch.setattr("webapp.dashboard.bounds.runner_master", lambda job: pytest.fail("read the runner"))
+    monkeypatch.setattr("webapp.loop.bounds.runner_master", lambda job: pytest.fail("read the runner"))
     bound = bounds.effective_max_cores(job)
     assert (bound.cores, bound.source) == (2, "host")

@@ -17,6 +17,9 @@ Data = Mapping[str, float | int | str | None]
 #: What pages call the planner's ``JobPlan.load`` (stored as ``load``): the share of the running cores,
 #: less the batch overhead, that the target and catch-up rates need. Not the host's load average.
 LOAD_NAME = "needed utilization"
+#: Its definition, where a page explains the name.
+LOAD_DEFINITION = ("the share of the running cores, less the batch overhead, that the target and catch-up rates "
+                   "need; above 1 the job cannot keep up (not the host's load average)")
 
 
 def num(value: float) -> str:

@@ -84,6 +84,7 @@ class RevisionsField(serializers.JSONField):
     "properties": {"capacity_now_per_s": {"type": "number", "nullable": True},
                    "capacity_expected_per_s": {"type": "number", "nullable": True},
                    "load": {"type": "number", "nullable": True}, "load_name": {"type": "string"},
+                   "load_definition": {"type": "string"},
                    "band": {"type": "array", "items": {"type": "number"}}, "band_text": {"type": "string"},
                    "cores_needed": {"type": "object", "nullable": True}}})
 class FiguresField(serializers.Field):

@@ -12,7 +12,7 @@ from scaling.forecast.bounds import CoresBound
 from scaling.forecast.job_figures import CoresNeeded, cores_needed, job_capacity, plan_band
 from scaling.policy.numbers import finite_or_none
 from scaling.values.plan import JobPlan
-from scaling.words.reason_text import LOAD_NAME, band_text
+from scaling.words.reason_text import LOAD_DEFINITION, LOAD_NAME, band_text
 from webapp.jobs.models import Job, VertexSnapshot
 from webapp.jobs.selectors import policy_band
 
@@ -36,19 +36,24 @@ class PlanFigures:
         return band_text(*self.band)
 
     @property
+    def load_definition(self) -> str:
+        return LOAD_DEFINITION
+
+    @property
     def load_text(self) -> str:
         """``"needed utilization 24.71"``; ``""`` without the figure."""
         return f"{LOAD_NAME} {self.load:.2f}" if self.load is not None else ""
 
     def to_dict(self) -> dict:
-        """JSON for the API: capacities (records/s, 3 decimals), ``load`` with ``load_name``, ``band``
+        """JSON for the API: capacities (records/s, 3 decimals), ``load`` with its name and definition, ``band``
         ``[low, high]`` with ``band_text``, ``cores_needed`` (``CoresNeeded.to_dict``) or null."""
         def rounded(value: float | None) -> float | None:
             return round(value, 3) if value is not None else None
 
         return {"capacity_now_per_s": rounded(self.capacity_now_per_s),
                 "capacity_expected_per_s": rounded(self.capacity_expected_per_s),
-                "load": rounded(self.load), "load_name": LOAD_NAME, "band": list(self.band),
+                "load": rounded(self.load), "load_name": LOAD_NAME, "load_definition": LOAD_DEFINITION,
+                "band": list(self.band),
                 "band_text": self.band_text,
                 "cores_needed": self.cores_needed.to_dict() if self.cores_needed is not None else None}
 

@@ -34,7 +34,7 @@ from webapp.dashboard.templatetags.knobs import knob_changes
 from webapp.dashboard.why import why_no_proposal
 from webapp.jobs import selectors
 from webapp.jobs.bindings import stage_bindings
-from webapp.jobs.figures import plan_figures
+from webapp.jobs.figures import current_plan, plan_figures
 from webapp.jobs.memory import job_memory, memory_knob
 from webapp.jobs.models import Job
 from webapp.jobs.plans import stored_plan
@@ -104,7 +104,7 @@ def _job_context(request: HttpRequest, job: Job) -> dict:
     context["not_ready"] = [r for r in (evaluation.reason_values if evaluation else ())
                             if r.code == PlanReason.SAMPLES_NOT_READY]
     context["bound"] = effective_max_cores(job)
-    context["job_figures"] = plan_figures(evaluation.job_plan if evaluation else None, job=job, bound=context["bound"])
+    context["job_figures"] = plan_figures(current_plan(job, evaluation), job=job, bound=context["bound"])
     context["memory"] = job_memory(job=job)
     context["memory_knob"] = memory_knob(job)
     context["memory_request"] = memory_request(job)
@@ -343,7 +343,7 @@ def rescales(request: HttpRequest, pk: int) -> HttpResponse:
     bound = effective_max_cores(job)
     figure = executors_figure(_rescale_points(job, since), job.policy.min_cores, bound.cores, str(bound.source))
     evaluation = selectors.latest_evaluation(job=job)
-    job_figures = plan_figures(evaluation.job_plan if evaluation else None, job=job, bound=bound)
+    job_figures = plan_figures(current_plan(job, evaluation), job=job, bound=bound)
     return render(request, "dashboard/rescales.html", {"job": job, "policy": job.policy, "rows": rows,
                                                        "counts": counts, "figure": figure, "bound": bound,
                                                        "evaluation": evaluation, "job_figures": job_figures,

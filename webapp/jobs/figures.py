@@ -13,10 +13,10 @@ from scaling.forecast.job_figures import CoresNeeded, cores_needed, job_capacity
 from scaling.policy.numbers import finite_or_none
 from scaling.values.plan import JobPlan
 from scaling.words.reason_text import LOAD_DEFINITION, LOAD_NAME, band_text
-from webapp.jobs.models import Job, VertexSnapshot
+from webapp.jobs.models import Evaluation, Job, VertexSnapshot
 from webapp.jobs.selectors import policy_band
 
-__all__ = ["PlanFigures", "job_source_ids", "plan_figures"]
+__all__ = ["PlanFigures", "current_plan", "job_source_ids", "plan_figures"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,14 @@ def job_source_ids(job: Job) -> set[str]:
     if newest is None:
         return set()
     return set(VertexSnapshot.objects.filter(snapshot_id=newest, is_source=True).values_list("vertex_id", flat=True))
+
+
+def current_plan(job: Job, evaluation: Evaluation | None) -> JobPlan | None:
+    """The plan of ``evaluation`` (the job's newest) when it evaluated the running configuration; None
+    when there is none, or the configuration changed after it."""
+    if evaluation is None or (job.config_changed_at and evaluation.created_at < job.config_changed_at):
+        return None
+    return evaluation.job_plan
 
 
 def plan_figures(plan: JobPlan | None, *, job: Job, bound: CoresBound | None = None,

@@ -1,6 +1,7 @@
 """The job, proposal and rescales pages state each number once, with its origin: one catch-up per
-execution, nothing from zero batches, utilization beside the band's load, stage and job capacities
-in one unit, bounds with their source, paths in words and the expected time to effect."""
+execution, nothing from zero batches, utilization beside the band's needed utilization, stage and job
+capacities in one unit, one capacity, band and cores needed on each page, bounds with their source,
+paths in words and the expected time to effect."""
 
 from __future__ import annotations
 
@@ -141,6 +142,34 @@ def test_stage_capacities_combine_into_the_jobs_and_show_their_cores(client, ope
     assert all(job_now <= now and job_new <= new for now, new in capacities)
     assert 1 / job_now == pytest.approx(sum(1 / now for now, _ in capacities), rel=0.01)
     assert job_new == pytest.approx(proposal.prediction["capacity_per_s"], rel=0.01)  # the prediction's, same formula
+
+
+def _figures(html: str) -> dict[str, str]:
+    line = re.search(r'<p class="numbers figures" id="figures">(.*?)</p>', html, re.S).group(1)
+    return dict(re.findall(r'data-figure="([a-z-]+)"[^>]*>([^<]*)<', line))
+
+
+def test_the_job_proposal_and_rescales_pages_state_the_same_figures(client, operator):
+    """One capacity, one band, one cores needed: the same words on the three pages of one job (the
+    proposal's plan is the newest evaluation's), and the proposal's capacity the per-stage table's."""
+    proposal = make_pending()
+    job = proposal.job
+    urls = {"job": f"/jobs/{job.pk}/", "proposal": f"/proposals/{proposal.pk}/",
+            "rescales": f"/jobs/{job.pk}/rescales/"}
+    pages = {name: client.get(url).content.decode() for name, url in urls.items()}
+    figures = {name: _figures(html) for name, html in pages.items()}
+    assert figures["job"] == figures["proposal"] == figures["rescales"]
+    assert set(figures["job"]) == {"capacity", "load", "band", "cores-needed"}
+    assert figures["job"]["capacity"] == re.search(r'id="job-capacity" data-now="(\d+)"', pages["proposal"]).group(1)
+    assert figures["job"]["cores-needed"] == f"{proposal.job_plan.cores_needed} cores needed"
+    assert figures["job"]["load"] == f"{LOAD_NAME} {proposal.job_plan.load:.2f}"
+
+
+def test_the_job_page_states_no_figures_of_an_evaluation_older_than_the_configuration(client, operator):
+    proposal = make_pending()
+    Job.objects.filter(pk=proposal.job.pk).update(config_changed_at=timezone.now())
+    figures = _figures(client.get(f"/jobs/{proposal.job.pk}/").content.decode())
+    assert figures == {"capacity": "not measured"}
 
 
 # --- bounds with their source ------------------------------------------------------------------------

@@ -10,8 +10,7 @@ from scaling.words.reason_text import reason_text as plan_reason_text
 from sparkclient.contract.standby import HandoverState, StandbyStatus
 from webapp.dashboard import numbers, present, reads
 from webapp.dashboard.predictions import prediction_rows
-from webapp.jobs.figures import plan_figures
-from webapp.jobs.models import Job
+from webapp.jobs.figures import job_source_ids, plan_figures
 from webapp.jobs.selectors import finite_or_inf
 from webapp.loop.bounds import effective_max_cores
 from webapp.loop.standby import ACTIVE, prepared_for, standby_read
@@ -48,11 +47,6 @@ def _vertex_rows(plan: JobPlan | None, names: dict, source_ids: set[str]) -> tup
     return rows, job
 
 
-def _source_ids(job: Job) -> set[str]:
-    snapshot = reads.last_good_snapshot(job=job)
-    return {v.vertex_id for v in snapshot.vertices.all() if v.is_source} if snapshot is not None else set()
-
-
 def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -> dict:
     """The proposal page's context (and its status panel's): the plan per stage, the frozen prediction
     beside what was realized, the execution's figures and, before a decision, the expected time to effect."""
@@ -60,7 +54,7 @@ def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -
     plan = proposal.job_plan
     cores_now, cores_new = plan_cores(plan) if plan is not None else (1, 1)
     names = reads.job_stage_names(job=job)
-    sources = _source_ids(job)
+    sources = job_source_ids(job)
     rows, job_capacity = _vertex_rows(plan, names, sources)
     predicted = (proposal.prediction or {}).get("capacity_per_s")
     expected = job_capacity.get("expected")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from scaling.forecast.bounds import CoresBound
 from scaling.forecast.stage_capacity import busy_shares, combined_capacity_per_s, stage_capacities_per_s
-from scaling.policy.numbers import finite_or_none
+from scaling.policy.numbers import finite_or_none, is_finite_number
 from scaling.policy.policy import effective_band
 from scaling.values.plan import JobPlan
 from scaling.values.reasons import Limit
@@ -98,17 +98,17 @@ class CoresNeeded:
 def cores_needed(plan: JobPlan | None, bound: CoresBound | None = None) -> CoresNeeded | None:
     """The cores ``plan`` needs (``JobPlan.cores_needed``) and the cap that holds them: the most cores
     the planner could ask for (its ``max-executors`` limit; ``bound``, the effective most cores, names who
-    sets it), or the running cores of a pipeline without an executors knob (``cores-not-adjustable``).
-    None for a plan without the figure (continuous mode, none yet)."""
+    sets it), or the running cores of a pipeline without an executors knob (``cores-not-adjustable``); a
+    limit stored without its number caps nothing. None for a plan without the figure (continuous mode)."""
     if plan is None or plan.cores_needed is None:
         return None
     needed = plan.cores_needed
-    if (limit := plan.limit(Limit.MAX_EXECUTORS)) is not None:
-        cap = int(limit.data["cores_max"])
+    at_max, fixed = plan.limit(Limit.MAX_EXECUTORS), plan.limit(Limit.CORES_NOT_ADJUSTABLE)
+    if at_max is not None and is_finite_number(cap := at_max.data.get("cores_max")):
         named = bound.named if bound is not None and bound.cores == cap else ""
-        return CoresNeeded(needed, cap, named or "the most cores the plan may ask for")
-    if (limit := plan.limit(Limit.CORES_NOT_ADJUSTABLE)) is not None:
-        return CoresNeeded(needed, int(limit.data["cores"]), "the pipeline declares no executors knob")
+        return CoresNeeded(needed, int(cap), named or "the most cores the plan may ask for")
+    if fixed is not None and is_finite_number(cap := fixed.data.get("cores")):
+        return CoresNeeded(needed, int(cap), "the pipeline declares no executors knob")
     if bound is not None and needed > bound.cores:
         return CoresNeeded(needed, bound.cores, bound.named)
     return CoresNeeded(needed)

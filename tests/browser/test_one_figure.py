@@ -10,6 +10,7 @@ import pytest
 
 from tests.browser.conftest import screenshot
 from tests.browser.test_dashboard_browser import login
+from tests.browser.test_dashboard_states import assert_no_label_overlaps
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.jobs.models import Job, MetricSnapshot
 from webapp.loop.evaluate import evaluation_run
@@ -43,7 +44,7 @@ def _read(page, url: str, name: str) -> tuple[dict, str]:
     page.goto(url)
     page.wait_for_selector("#figures [data-figure=capacity]")
     screenshot(page, f"one-figure-{name}")
-    return page.evaluate(FIGURES_JS), page.locator("main, body").first.inner_text()
+    return page.evaluate(FIGURES_JS), page.locator("body").inner_text()
 
 
 def test_the_job_proposal_and_rescales_pages_state_one_capacity_band_and_cores_needed(page):
@@ -51,11 +52,10 @@ def test_the_job_proposal_and_rescales_pages_state_one_capacity_band_and_cores_n
     job, pending = _overloaded()
     login(page)
     pages = {"job": _read(page, f"/jobs/{job.pk}/", "job")}
-    page.wait_for_selector("#dag g.annotation")
-    boxes = page.evaluate("""() => Array.from(document.querySelectorAll('#dag g.annotation'))
-        .map(g => g.textContent)""")
+    boxes = [b["text"] for b in assert_no_label_overlaps(page)]  # the overhead's box overlaps no stage's
     overhead = [b for b in boxes if "batch overhead" in b]
     assert len(overhead) == 1 and "90% of each batch" in overhead[0], boxes
+    assert len([b for b in boxes if "utilization" in b]) == 3  # the stages' boxes, beside it
     assert "arrival" in page.locator("#status").inner_text()
     pages["proposal"] = _read(page, f"/proposals/{pending.pk}/", "proposal")
     job_capacity = page.get_attribute("#job-capacity", "data-now")

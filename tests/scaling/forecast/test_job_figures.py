@@ -62,6 +62,8 @@ def test_the_cores_needed_name_their_cap_only_when_capped():
     fixed = _plan(cores_needed=3, limits=(PlanLimit(Limit.CORES_NOT_ADJUSTABLE, None, {"cores": 1}),))
     assert cores_needed(fixed).text == "3 cores needed, capped at 1 (the pipeline declares no executors knob)"
     assert cores_needed(replace(at_max, cores_needed=None)) is None and cores_needed(None) is None
+    unnumbered = _plan(cores_needed=26, limits=(PlanLimit(Limit.MAX_EXECUTORS, None, {}),))  # a stored plan's
+    assert cores_needed(unnumbered).text == "26 cores needed"
 
 
 @pytest.mark.parametrize(("overhead_s", "shown"), [(0.49, False), (0.50, False), (0.51, True)])

@@ -165,6 +165,19 @@ def test_the_job_proposal_and_rescales_pages_state_the_same_figures(client, oper
     assert figures["job"]["load"] == f"{LOAD_NAME} {proposal.job_plan.load:.2f}"
 
 
+@pytest.mark.parametrize(("backlog_mode", "band"), [(False, "[0.40, 1.00]"), (True, "[0.00, 1.00]")])
+def test_the_rescales_trigger_names_the_band_the_plan_compared_with(client, operator, backlog_mode, band):
+    """In backlog mode the plan compares with [0, 1] (FLIP-271), and the Rescales page says so, as the
+    plan's reason does, in the one band format."""
+    job = make_job(metric_window_s=45)
+    done = make_succeeded(job)
+    evaluation = make_evaluation(job, decision="scale", load=1.5, backlog_mode=backlog_mode)
+    Proposal.objects.filter(pk=done.pk).update(evaluation=evaluation)
+    html = client.get(f"/jobs/{job.pk}/rescales/").content.decode()
+    trigger = re.search(rf'<tr data-proposal="{done.pk}".*?<td class="trigger">(.*?)</td>', html, re.S).group(1)
+    assert trigger.endswith(f": {LOAD_NAME} 1.50, band {band}")
+
+
 def test_the_job_page_states_no_figures_of_an_evaluation_older_than_the_configuration(client, operator):
     proposal = make_pending()
     Job.objects.filter(pk=proposal.job.pk).update(config_changed_at=timezone.now())

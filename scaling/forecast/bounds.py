@@ -57,12 +57,16 @@ class CoresBound:
         return self.cores < self.policy_max
 
     @property
+    def named(self) -> str:
+        """Who sets the bound: ``"the host's cores; the policy allows 8"``."""
+        allows = f"; the policy allows {self.policy_max}" if self.below_policy else ""
+        return " and ".join(SOURCE_TEXT[s] for s in self.sources) + allows
+
+    @property
     def text(self) -> str:
         """``"2 cores (the host's cores; the policy allows 8)"``."""
-        named = " and ".join(SOURCE_TEXT[s] for s in self.sources)
         unit = "core" if self.cores == 1 else "cores"
-        allows = f"; the policy allows {self.policy_max}" if self.below_policy else ""
-        return f"{self.cores} {unit} ({named}{allows})"
+        return f"{self.cores} {unit} ({self.named})"
 
     def to_dict(self) -> dict:
         """JSON for charts and the API: ``{cores, source, sources, policy_max, text}``."""

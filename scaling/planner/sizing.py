@@ -25,7 +25,7 @@ from scaling.planner.vertex_scaler import (
     pinned_reason,
 )
 from scaling.policy.numbers import INF, ceil_exact
-from scaling.policy.policy import Policy
+from scaling.policy.policy import Policy, effective_band
 from scaling.values.metrics import ClusterState, VertexMetrics, task_skew
 from scaling.values.reasons import Limit, PlanLimit
 from scaling.values.state import ScalerState
@@ -197,7 +197,7 @@ def evaluate_stages(topology: Topology, metrics: Mapping[str, VertexMetrics], cl
     alpha = 1.0
     if policy.observed_scalability_enabled and state is not None:
         alpha = observed_scaling_coefficient(state.history_of(EXECUTORS_KEY), policy)
-    low, high = (0.0, 1.0) if backlog_mode else policy.band
+    low, high = effective_band(policy.band, backlog_mode)
     return MicroBatchModel(topology, metrics, cluster, policy, rates, stages,
                            overhead_share(overhead_s, cluster.trigger_interval_s), low, high, backlog_mode, restart_s,
                            alpha, sum(st.busy for st in stages.values()))

@@ -27,6 +27,16 @@ def utilization_band(target: float, minimum: float | None = None, maximum: float
     return (round(low, 10), round(high, 10))
 
 
+#: FLIP-271's band in backlog processing: [0, 1], so that a scale-down never triggers a scaling.
+BACKLOG_BAND = (0.0, 1.0)
+
+
+def effective_band(band: tuple[float, float], backlog_mode: bool) -> tuple[float, float]:
+    """The band a plan compares its needed utilization with: ``band`` (the policy's, 0..1), or
+    :data:`BACKLOG_BAND` in backlog mode."""
+    return BACKLOG_BAND if backlog_mode else band
+
+
 @dataclass(frozen=True)
 class Policy:
     """Options of the DS2 / FLIP-271 policy (SCENARIO.md ``policy``) and of the other policies.

@@ -14,6 +14,13 @@ from scaling.values.reasons import AwaitingActivation, Limit, PlanLimit, PlanRea
 
 Data = Mapping[str, float | int | str | None]
 
+#: What pages call the planner's ``JobPlan.load`` (stored as ``load``): the share of the running cores,
+#: less the batch overhead, that the target and catch-up rates need. Not the host's load average.
+LOAD_NAME = "needed utilization"
+#: Its definition, where a page explains the name.
+LOAD_DEFINITION = ("the share of the running cores, less the batch overhead, that the target and catch-up rates "
+                   "need; above 1 the job cannot keep up (not the host's load average)")
+
 
 def num(value: float) -> str:
     """A number for messages: up to 3 decimals, ``inf`` for infinity."""
@@ -216,8 +223,13 @@ def _gain(d: Data) -> str:
             f"-> {num(d['tpr_now'])}, expected {num(d['expected'])}")
 
 
+def band_text(low: float, high: float) -> str:
+    """The utilization band as every page and the API write it: ``"[0.40, 1.00]"``."""
+    return f"[{low:.2f}, {high:.2f}]"
+
+
 def _band(d: Data) -> str:
-    return f"[{d['low']}, {d['high']}]"
+    return band_text(float(d["low"]), float(d["high"]))
 
 
 def _backlog(d: Data) -> str:
@@ -336,14 +348,17 @@ _TEXT: dict[object, Callable[[Reason], str]] = {
     PlanReason.CHANGE_HELD: lambda r: f"{_threshold(r)}; {_cause(r)}",
     PlanReason.NO_VERTEX_TO_CHANGE: lambda r: "no vertex outside its bounds has a parallelism to change",
     PlanReason.EVERY_VERTEX_WITHIN_BOUNDS: lambda r: "every vertex is within its bounds",
-    PlanReason.LOAD_ABOVE_BAND: lambda r: (f"load {r.data['load']:.2f} above the utilization band {_band(r.data)}: the "
-                                           f"job needs {r.data['need']:.2f} busy cores per second for its target and "
-                                           f"catch-up rate on {cores(r.data['cores'])} ({r.data['overhead']:.0%} "
-                                           f"batch overhead)"),
-    PlanReason.LOAD_BELOW_BAND: lambda r: (f"load {r.data['load']:.2f} below the utilization band {_band(r.data)}: "
-                                           f"{r.data['need']:.2f} busy cores per second needed on "
+    PlanReason.LOAD_ABOVE_BAND: lambda r: (f"{LOAD_NAME} {r.data['load']:.2f} above the utilization band "
+                                           f"{_band(r.data)}: the target and catch-up rate take "
+                                           f"{r.data['need']:.2f} busy core-seconds per second of work on "
+                                           f"{cores(r.data['cores'])}, {r.data['overhead']:.0%} of each trigger "
+                                           f"interval being batch overhead"),
+    PlanReason.LOAD_BELOW_BAND: lambda r: (f"{LOAD_NAME} {r.data['load']:.2f} below the utilization band "
+                                           f"{_band(r.data)}: the target rate and a restart's catch-up take "
+                                           f"{r.data['need']:.2f} busy core-seconds per second of work on "
                                            f"{cores(r.data['cores'])}"),
-    PlanReason.WITHIN_BAND: lambda r: f"load {r.data['load']:.2f} within the utilization band {_band(r.data)}",
+    PlanReason.WITHIN_BAND: lambda r: (f"{LOAD_NAME} {r.data['load']:.2f} within the utilization band "
+                                       f"{_band(r.data)}"),
     PlanReason.PLAN_EQUALS_RUNNING: lambda r: "the plan equals the running configuration",
     PlanReason.HELD_EXECUTOR_SCALE_DOWN: lambda r: (f"delayed scale-down of executors {r.data['current']} -> "
                                                     f"{r.data['target']} held until t={num(r.data['due_s'])} s (first "

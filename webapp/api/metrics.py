@@ -20,6 +20,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import BaseRenderer
 from rest_framework.views import APIView
 
+from scaling.words.reason_text import LOAD_DEFINITION, LOAD_NAME
 from webapp.accounts.access import MetricsAccess
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.proposals.models import Execution, Proposal
@@ -72,7 +73,7 @@ class ScalingCollector:
                       for name, _field, text in JOB_GAUGES}
         job_util = GaugeMetricFamily("sparkscaler_job_utilization", "Σ busy / cores over the metric window.",
                                      labels=["job"])
-        job_load = GaugeMetricFamily("sparkscaler_job_load", "Demand over available capacity (micro-batch plan).",
+        job_load = GaugeMetricFamily("sparkscaler_job_load", f"The newest plan's {LOAD_NAME}: {LOAD_DEFINITION}.",
                                      labels=["job"])
         cores_needed = GaugeMetricFamily("sparkscaler_job_recommended_cores", "Cores the newest evaluation recommends.",
                                          labels=["job"])

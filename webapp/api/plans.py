@@ -10,7 +10,9 @@ from rest_framework import serializers
 from scaling.values.plan import JobPlan
 from scaling.values.reasons import Reason
 from scaling.words.reason_text import reason_text
+from webapp.jobs.figures import plan_figures
 from webapp.jobs.plans import reason_json, stored_reasons
+from webapp.loop.bounds import effective_max_cores
 
 #: The API's shape of one reason.
 REASON_SCHEMA = {
@@ -73,3 +75,24 @@ class RevisionsField(serializers.JSONField):
     def to_representation(self, value) -> list[dict]:
         return [{**revision, "reasons": [reason_json(r) for r in stored_reasons(revision["reasons"])]}
                 for revision in value or ()]
+
+
+@extend_schema_field({"type": "object", "nullable": True, "description": (
+    "The plan's figures as the job, proposal and Rescales pages state them (webapp.jobs.figures): capacity "
+    "now and expected (source records/s), the needed utilization (load, named load_name) and the band it was "
+    "compared with, the cores needed with the cap that holds them; null for a rollback"),
+    "properties": {"capacity_now_per_s": {"type": "number", "nullable": True},
+                   "capacity_expected_per_s": {"type": "number", "nullable": True},
+                   "load": {"type": "number", "nullable": True}, "load_name": {"type": "string"},
+                   "load_definition": {"type": "string"},
+                   "band": {"type": "array", "items": {"type": "number"}}, "band_text": {"type": "string"},
+                   "cores_needed": {"type": "object", "nullable": True}}})
+class FiguresField(serializers.Field):
+    """A proposal's figures (``webapp.jobs.figures.plan_figures`` of its plan), or None without a plan."""
+
+    def __init__(self, **kwargs):
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, value) -> dict | None:
+        figures = plan_figures(value.job_plan, job=value.job, bound=effective_max_cores(value.job))
+        return figures.to_dict() if figures is not None else None

@@ -11,7 +11,7 @@ from scaling.policy.numbers import is_finite_number
 from scaling.policy.option_types import Kind
 from scaling.policy.options import job_options
 from sparkclient.contract.spec import KnobTarget
-from webapp.api.plans import PlanField, ReasonsField, RevisionsField
+from webapp.api.plans import FiguresField, PlanField, ReasonsField, RevisionsField
 from webapp.jobs.models import Job, JobPolicy, MetricSnapshot, VertexSnapshot
 from webapp.jobs.sparkui import PORTS_PATTERN
 from webapp.jobs.stages import stage_name
@@ -221,13 +221,14 @@ class ProposalSerializer(serializers.ModelSerializer):
                                          "ThrottleCode); null when it does not.")
     reasons = ReasonsField()
     plan = PlanField()
+    figures = FiguresField()
     revisions = RevisionsField()
     decided_by = serializers.CharField(source="decided_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta:
         model = Proposal
-        fields = ["id", "job", "status", "current_config", "proposed_config", "reasons", "plan", "created_at",
-                  "decided_at", "decided_by", "comment", "execution",
+        fields = ["id", "job", "status", "current_config", "proposed_config", "reasons", "plan", "figures",
+                  "created_at", "decided_at", "decided_by", "comment", "execution",
                   "kind", "rollback_of", "expires_at", "hold_reason", "waiting", "verification", "verification_detail",
                   "verified_at", "revision", "revisions", "prediction", "withdrawal"]
 

@@ -72,7 +72,25 @@ NODE_HALF_PX = 46
 SKEW_SHOWN_MIN_UTILIZATION = 0.05
 
 
-def dag_figure(vertices: list[dict]) -> dict:
+#: What the batch overhead is, in the hover of its element in the DAG.
+OVERHEAD_HOVER = ("the batch's time outside its stages' tasks: planning, commit, the Python workers' start, "
+                  "scheduling; more cores do not shorten it")
+
+
+def _overhead_node(overhead: dict, x: float, y: float) -> dict:
+    """The DAG's element of the batch overhead (``webapp.dashboard.reads.dag_overhead``): a box coloured by
+    its share of the batch on the utilization scale, at ``(x, y)``."""
+    colour = utilization_colour(overhead["share"])
+    text = (f"<b>batch overhead</b><br>{overhead['share']:.0%} of each batch"
+            f"<br>{overhead['overhead_s']:.2f} s of {overhead['batch_s']:.2f} s")
+    return {"x": x, "y": y, "xref": "x", "yref": "y", "showarrow": False, "text": text, "name": "overhead",
+            "align": "center", "bgcolor": colour, "borderpad": 6, "bordercolor": "#111827", "borderwidth": 2,
+            "font": {"size": 12, "color": _ink(colour)},
+            "hovertext": f"<b>batch overhead</b>: {overhead['share']:.0%} of each batch<br>{OVERHEAD_HOVER}",
+            "hoverlabel": {"bgcolor": "#ffffff", "font": {"color": "#111827"}}}
+
+
+def dag_figure(vertices: list[dict], overhead: dict | None = None) -> dict:
     """The job DAG, sources on top. Each item of ``vertices``: id, stage (short name), name (Spark's
     operator chain), position, upstream (ids), tasks, proposed (or None), utilization (0..1),
     records_in_per_s, records_out_per_s, and when evaluated: true_processing_rate, true_output_rate
@@ -84,7 +102,9 @@ def dag_figure(vertices: list[dict]) -> dict:
     Each node is a box coloured by utilization on one fixed scale that carries the stage name,
     parallelism ``p → p'``, utilization and true processing rate (records per busy second); the
     whole operator chain is in its hover. Edges are arrows from box to box, labelled with the
-    records per second they carry. Nodes of one layer sit side by side, one unit apart."""
+    records per second they carry. Nodes of one layer sit side by side, one unit apart. ``overhead``
+    (``webapp.dashboard.reads.dag_overhead``): when ``shown``, the batch overhead is its own box right of
+    the stages, with its share of the batch, so that the batch's time outside the stages is in the graph."""
     layer = _layers(vertices)
     by_layer: dict[int, list[str]] = defaultdict(list)
     for v in sorted(vertices, key=lambda v: v["position"]):
@@ -144,6 +164,10 @@ def dag_figure(vertices: list[dict]) -> dict:
     layers = max(by_layer, default=0) + 1
     widest = max((len(ids) for ids in by_layer.values()), default=1)
     half_width = max(1.5, widest / 2 + 0.1)
+    if overhead is not None and overhead.get("shown"):
+        x = max(1.3, widest / 2 + 0.8)
+        annotations.append(_overhead_node(overhead, x, -(layers - 1) / 2))
+        half_width = x + 0.7
     layout = {"height": 40 + LAYER_PX * layers, "margin": {"l": 10, "r": 10, "t": 20, "b": 20},
               "plot_bgcolor": "#ffffff", "annotations": annotations, "hovermode": "closest", "dragmode": False,
               "xaxis": {"visible": False, "fixedrange": True, "range": [-half_width, half_width]},
@@ -188,11 +212,12 @@ def _filled_runs(t: list, values: list, *, name: str, yaxis: str, colour: str) -
 
 
 def series_figure(chart: ChartData, rescales: list[dict]) -> dict:
-    """Input (arrival) rate against capacity (input rows ÷ busy time: what the job could process,
-    not what it did), backlog, batch ratio, executors and cores, and utilization per stage, on one
-    shared time axis. ``None`` values are windows without data: gaps, never zeros. ``rescales``: dicts
-    with ``at`` (ISO time) and ``label``, drawn as vertical lines across every row, with a hoverable
-    marker showing the proposal."""
+    """Input (arrival) rate against the rate the batches ran at (input rows ÷ batch time; the job's
+    capacity is one figure, ``scaling.forecast.job_figures.job_capacity``, in the status panel),
+    backlog, batch ratio, executors and cores, and utilization per stage, on one shared time axis.
+    ``None`` values are windows without data: gaps, never zeros. ``rescales``: dicts with ``at`` (ISO
+    time) and ``label``, drawn as vertical lines across every row, with a hoverable marker showing the
+    proposal."""
     gap = 0.03
     domains, top = [], 1.0
     for _title, share in SERIES_ROWS:
@@ -205,8 +230,8 @@ def series_figure(chart: ChartData, rescales: list[dict]) -> dict:
     data = [
         {"type": "scatter", "x": t, "y": chart.arrival_rate, "name": "input (arrival) rate", "yaxis": "y",
          "line": {"color": c[0]}, **POINTS},
-        {"type": "scatter", "x": t, "y": chart.capacity_rate, "name": "capacity (input rows ÷ busy time)",
-         "yaxis": "y", "line": {"color": c[1]}, **POINTS},
+        {"type": "scatter", "x": t, "y": chart.capacity_rate,
+         "name": "rate while batches run (input rows ÷ batch time)", "yaxis": "y", "line": {"color": c[1]}, **POINTS},
         *_filled_runs(t, chart.backlog, name="backlog", yaxis="y2", colour=BACKLOG_COLOUR),
         {"type": "scatter", "x": t, "y": chart.batch_ratio, "name": "batch ratio R", "yaxis": "y3",
          "line": {"color": c[3]}, **POINTS},
@@ -243,7 +268,7 @@ def executors_figure(points: dict, policy_min: int, max_cores: int, max_source: 
     time (a step line with a marker per point, so a lone batch between two gaps shows; gaps where
     nothing was measured), the cores each evaluation recommended, the policy's min and the effective
     max (``max_cores``, set by ``max_source``: policy, host, cluster, quota or knob;
-    ``webapp.dashboard.bounds``); None when there is neither a running nor a recommended point (the
+    ``webapp.loop.bounds``); None when there is neither a running nor a recommended point (the
     page says "no data yet"). ``points``: ``{"t": [ISO], "cores": [int | None], "rec_t": [ISO],
     "recommended": [int]}``."""
     if all(c is None for c in points["cores"]) and not points["recommended"]:

@@ -5,6 +5,7 @@ nothing here recomputes a prediction, and nothing is stated from windows without
 
 from __future__ import annotations
 
+from scaling.words.reason_text import LOAD_NAME
 from webapp.dashboard.numbers import CatchUp, CatchUpState, duration
 
 #: What the realized column says where the verification window had no completed batch.
@@ -51,9 +52,10 @@ def _downtime(p: dict) -> str:
 
 def _utilization(p: dict) -> str:
     """Utilization is the busy share of the cores at the target rate, now and on the new cores (one
-    formula, ``scaling.planner.sizing.busy_share``); the band's load adds the backlog's catch-up."""
+    formula, ``scaling.planner.sizing.busy_share``); the needed utilization the band compares adds the
+    backlog's catch-up."""
     load = (p.get("inputs") or {}).get("load")
-    with_catch_up = (f"; the load the band compares, with the backlog's catch-up, is {load:.2f} now"
+    with_catch_up = (f"; the {LOAD_NAME} the band compares, with the backlog's catch-up, is {load:.2f} now"
                      if isinstance(load, (int, float)) else "")
     cores = f" on {p['cores_new']} core{'s' if p['cores_new'] != 1 else ''}" if p.get("cores_new") else ""
     return (f"{_percent(p.get('utilization_now'))} now → {_percent(p.get('utilization'))}{cores}, at the target "

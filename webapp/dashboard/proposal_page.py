@@ -4,15 +4,15 @@ execution's figures (:mod:`webapp.dashboard.numbers`), each worded once."""
 
 from __future__ import annotations
 
-from scaling.forecast.stage_capacity import busy_shares, combined_capacity_per_s, stage_capacities_per_s
-from scaling.policy.numbers import finite_or_none
+from scaling.forecast.job_figures import job_capacity
 from scaling.values.plan import JobPlan
 from scaling.words.reason_text import reason_text as plan_reason_text
 from sparkclient.contract.standby import HandoverState, StandbyStatus
 from webapp.dashboard import numbers, present, reads
 from webapp.dashboard.predictions import prediction_rows
-from webapp.jobs.models import Job
+from webapp.jobs.figures import job_source_ids, plan_figures
 from webapp.jobs.selectors import finite_or_inf
+from webapp.loop.bounds import effective_max_cores
 from webapp.loop.standby import ACTIVE, prepared_for, standby_read
 from webapp.proposals.memory import MemoryOffer, memory_offer
 from webapp.proposals.models import Execution, Proposal
@@ -23,42 +23,28 @@ from webapp.proposals.reason_text import path_text, reason_text, withdrawal_text
 def _vertex_rows(plan: JobPlan | None, names: dict, source_ids: set[str]) -> tuple[list[dict], dict]:
     """The proposal page's per-stage table: each vertex of ``plan`` with its tasks and cores now and
     proposed (``min(tasks, cores)``), its capacity now and expected in source records/s on those cores
-    (``scaling.forecast.stage_capacity``, so that the job's is the stages' combined), its share of the busy
-    time and its reason in words (``scaling.words.reason_text``); and the job's capacity now and expected in
-    the same units."""
+    (``scaling.forecast.job_figures.job_capacity``, so that the job's is the stages' combined), its share
+    of the busy time and its reason in words (``scaling.words.reason_text``); and the job's capacity now
+    and expected in the same units, the figures every page states."""
     if plan is None or not plan.vertices:
         return [], {}
     cores_now, cores_new = plan_cores(plan)
-    stages = [(finite_or_none(v.target_data_rate) or 0.0, finite_or_none(v.true_processing_rate) or 0.0)
-              for v in plan.vertices]
-    sources = ({v.vertex_id for v in plan.vertices} & source_ids) or {plan.vertices[0].vertex_id}
-    source_rate = sum(rate for v, (rate, _tpr) in zip(plan.vertices, stages) if v.vertex_id in sources)
-    overhead = plan.overhead_fraction or 0.0
-    slots_now = [min(v.current, cores_now) for v in plan.vertices]
-    slots_new = [min(v.proposed, cores_new) for v in plan.vertices]
-    now = stage_capacities_per_s(stages, source_rate_per_s=source_rate, slots=slots_now, overhead_fraction=overhead)
-    new = stage_capacities_per_s(stages, source_rate_per_s=source_rate, slots=slots_new, overhead_fraction=overhead)
-    shares = busy_shares(now)
+    now, new = job_capacity(plan, source_ids), job_capacity(plan, source_ids, proposed=True)
     rows = []
-    for v, cap_now, cap_new, share, on_now, on_new in zip(plan.vertices, now, new, shares, slots_now, slots_new):
+    for i, v in enumerate(plan.vertices):
         bottleneck = plan.bottleneck == v.vertex_id
         rows.append({"id": v.vertex_id, "stage": names.get(v.vertex_id, v.vertex_id),
-                     "current": v.current, "proposed": v.proposed, "cores_now": on_now, "cores_new": on_new,
-                     "capacity_now": cap_now, "capacity_expected": cap_new, "busy_share": share,
+                     "current": v.current, "proposed": v.proposed, "cores_now": now.slots[i], "cores_new": new.slots[i],
+                     "capacity_now": now.stages[i], "capacity_expected": new.stages[i], "busy_share": now.shares[i],
                      "target_data_rate": finite_or_inf(v.target_data_rate),
                      "catch_up_data_rate": finite_or_inf(v.catch_up_data_rate),
                      "ideal_parallelism": v.ideal_parallelism, "utilization": v.utilization,
                      "reason": plan_reason_text(v.reason) if v.reason else ("bottleneck" if bottleneck else ""),
                      "reason_code": str(v.reason.code) if v.reason else "", "bottleneck": bottleneck})
     slowest = min((r for r in rows if r["capacity_now"]), key=lambda r: r["capacity_now"], default=None)
-    job = {"now": combined_capacity_per_s(now), "expected": combined_capacity_per_s(new),
+    job = {"now": now.per_s, "expected": new.per_s,
            "cores_now": cores_now, "cores_new": cores_new, "slowest": slowest["stage"] if slowest else None}
     return rows, job
-
-
-def _source_ids(job: Job) -> set[str]:
-    snapshot = reads.last_good_snapshot(job=job)
-    return {v.vertex_id for v in snapshot.vertices.all() if v.is_source} if snapshot is not None else set()
 
 
 def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -> dict:
@@ -68,7 +54,8 @@ def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -
     plan = proposal.job_plan
     cores_now, cores_new = plan_cores(plan) if plan is not None else (1, 1)
     names = reads.job_stage_names(job=job)
-    rows, job_capacity = _vertex_rows(plan, names, _source_ids(job))
+    sources = job_source_ids(job)
+    rows, job_capacity = _vertex_rows(plan, names, sources)
     predicted = (proposal.prediction or {}).get("capacity_per_s")
     expected = job_capacity.get("expected")
     if isinstance(predicted, (int, float)) and expected and abs(predicted - expected) > 0.01 * expected:
@@ -84,6 +71,7 @@ def proposal_context(proposal: Proposal, *, can_decide: bool, error: str = "") -
     offer = memory_offer(proposal) if pending and can_decide else None
     return {"proposal": proposal, "job": job, "policy": job.policy, "plan": plan, "rows": rows,
             "job_capacity": job_capacity, "cores_now": cores_now, "cores_new": cores_new,
+            "job_figures": plan_figures(plan, job=job, bound=effective_max_cores(job), source_ids=sources),
             "predictions": prediction_rows(proposal.prediction, realized, catch_up=catch_up,
                                            batches=detail.get("batches")),
             "realized": realized, "execution": execution, "catch_up": catch_up,

@@ -21,6 +21,7 @@ from enum import StrEnum
 from django.conf import settings
 from django.db.models import Prefetch
 
+from scaling.forecast.job_figures import OVERHEAD_SHOWN, overhead_of_batch
 from scaling.values.metrics import stage_utilization, task_skew, true_processing_rate
 from scaling.values.plan import JobPlan
 from webapp.jobs.models import Job, MetricSnapshot, VertexRollup, VertexSnapshot
@@ -153,6 +154,28 @@ def dag_vertices(*, job: Job, proposal_plan: JobPlan | None = None, evaluation=N
                        ideal_parallelism=plan_v.ideal_parallelism)
         rows.append(row)
     return rows
+
+
+def dag_overhead(*, job: Job, recent: int = 4) -> dict | None:
+    """The batch overhead over the snapshots the DAG shows (:func:`dag_vertices`' newest ``recent`` with
+    data, of their newest run): ``{"share", "overhead_s", "batch_s", "shown"}``, the overhead's share of
+    the batch (``scaling.forecast.job_figures.overhead_of_batch``), the mean overhead and batch duration
+    per batch (seconds), and whether the DAG draws it as its own element (share above
+    ``OVERHEAD_SHOWN``); None without a batch duration."""
+    rows = list(job.snapshots.filter(batches__gt=0).order_by("-collected_at")
+                .values_list("run_id", "batches", "batch_overhead_s", "batch_duration_s")[:recent])
+    run = rows[0][0] if rows else None
+    rows = [r for r in rows if r[0] == run]
+    batches = sum(r[1] for r in rows)
+    if not batches:
+        return None
+    overhead_s = sum(r[1] * r[2] for r in rows) / batches
+    batch_s = sum(r[1] * r[3] for r in rows) / batches
+    share = overhead_of_batch(overhead_s, batch_s)
+    if share is None:
+        return None
+    return {"share": round(share, 3), "overhead_s": round(overhead_s, 3), "batch_s": round(batch_s, 3),
+            "shown": share > OVERHEAD_SHOWN}
 
 
 def stage_names_of(snapshot: MetricSnapshot | None) -> dict[str, str]:

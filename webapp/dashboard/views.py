@@ -20,11 +20,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
+from scaling.forecast.job_figures import plan_band
 from scaling.values.reasons import PlanReason
+from scaling.words.reason_text import LOAD_NAME, band_text
 from sparkclient.contract.binding import BindingStatus, MismatchReason, PinReason, StageInput
 from sparkclient.contract.spec import ADAPTIVE_COALESCE_CONF
 from webapp.dashboard import numbers, present, reads
-from webapp.dashboard.bounds import effective_max_cores
 from webapp.dashboard.figures import dag_figure, executors_figure, parallelism_label, series_figure
 from webapp.dashboard.history import audit_page
 from webapp.dashboard.overview import overview_page
@@ -33,9 +34,11 @@ from webapp.dashboard.templatetags.knobs import knob_changes
 from webapp.dashboard.why import why_no_proposal
 from webapp.jobs import selectors
 from webapp.jobs.bindings import stage_bindings
+from webapp.jobs.figures import current_plan, plan_figures
 from webapp.jobs.memory import job_memory, memory_knob
 from webapp.jobs.models import Job
 from webapp.jobs.plans import stored_plan
+from webapp.loop.bounds import effective_max_cores
 from webapp.proposals import selectors as proposal_selectors
 from webapp.proposals.holds import held_scale_down
 from webapp.proposals.memory import memory_request
@@ -101,6 +104,7 @@ def _job_context(request: HttpRequest, job: Job) -> dict:
     context["not_ready"] = [r for r in (evaluation.reason_values if evaluation else ())
                             if r.code == PlanReason.SAMPLES_NOT_READY]
     context["bound"] = effective_max_cores(job)
+    context["job_figures"] = plan_figures(current_plan(job, evaluation), job=job, bound=context["bound"])
     context["memory"] = job_memory(job=job)
     context["memory_knob"] = memory_knob(job)
     context["memory_request"] = memory_request(job)
@@ -186,8 +190,10 @@ def _figures(job: Job, pending: Proposal | None, evaluation, range_key: str) -> 
                         "label": f"proposal #{p.pk} ({execution.status}): {changes}; downtime {downtime}"})
     for v in vertices:
         v["label"] = parallelism_label(v)
-    return {"dag": dag_figure(vertices) if vertices else None,
-            "series": None if chart.empty else series_figure(chart, markers), "vertices": vertices}
+    overhead = reads.dag_overhead(job=job)
+    return {"dag": dag_figure(vertices, overhead=overhead) if vertices else None,
+            "series": None if chart.empty else series_figure(chart, markers), "vertices": vertices,
+            "overhead": overhead}
 
 
 @login_required
@@ -212,7 +218,7 @@ def job_live(request: HttpRequest, pk: int) -> JsonResponse:
     panel = render_to_string("dashboard/_job_panel.html", context, request=request)
     stale = render_to_string("dashboard/_stale.html", context, request=request)
     return JsonResponse({"panel": panel, "stale": stale, "dag": figures["dag"], "series": figures["series"],
-                         "vertices": figures["vertices"]})
+                         "vertices": figures["vertices"], "overhead": figures["overhead"]})
 
 
 # --- proposal page ------------------------------------------------------------------------------
@@ -276,16 +282,17 @@ RESCALE_COUNTS = ("succeeded", "failed", "rolled back")
 
 def _trigger(proposal: Proposal) -> str:
     """What triggered a rescale, from structured fields: a rollback, a person (no evaluation: a held
-    scale-down applied now, or made by hand), or the evaluation's direction with its load and band."""
+    scale-down applied now, or made by hand), or the evaluation's direction with its needed utilization
+    and the band it was compared with."""
     if proposal.kind == Proposal.Kind.ROLLBACK:
         return f"rollback of #{proposal.rollback_of_id}" if proposal.rollback_of_id else "rollback"
     evaluation = proposal.evaluation
     if evaluation is None:
         return "by hand"
-    load = evaluation.job_plan.load if evaluation.job_plan is not None else None
-    if load is not None:
-        low, high = selectors.policy_band(proposal.job.policy)
-        return f"{evaluation.get_direction_display()}: load {load:.2f}, band {low:g}–{high:g}"
+    plan = evaluation.job_plan
+    if plan is not None and plan.load is not None:
+        band = band_text(*plan_band(plan, selectors.policy_band(proposal.job.policy)))
+        return f"{evaluation.get_direction_display()}: {LOAD_NAME} {plan.load:.2f}, band {band}"
     return evaluation.get_direction_display()
 
 
@@ -337,8 +344,11 @@ def rescales(request: HttpRequest, pk: int) -> HttpResponse:
     since = min(first - timedelta(minutes=5), timezone.now() - timedelta(hours=1))
     bound = effective_max_cores(job)
     figure = executors_figure(_rescale_points(job, since), job.policy.min_cores, bound.cores, str(bound.source))
+    evaluation = selectors.latest_evaluation(job=job)
+    job_figures = plan_figures(current_plan(job, evaluation), job=job, bound=bound)
     return render(request, "dashboard/rescales.html", {"job": job, "policy": job.policy, "rows": rows,
                                                        "counts": counts, "figure": figure, "bound": bound,
+                                                       "evaluation": evaluation, "job_figures": job_figures,
                                                        "can_decide": can_decide(request.user)})
 
 

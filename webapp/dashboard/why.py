@@ -19,10 +19,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from scaling.forecast.bounds import CoresBound
+from scaling.forecast.job_figures import plan_band
 from scaling.policy.periods import active_period
 from scaling.values import reasons as plan_reasons
 from scaling.values.reasons import Decision
-from scaling.words.reason_text import finding_text, reason_text
+from scaling.words.reason_text import LOAD_NAME, band_text, finding_text, reason_text
 from webapp.jobs.models import Evaluation, Job, MetricSnapshot
 from webapp.jobs.selectors import policy_band, window_coverage
 from webapp.proposals.holds import held_scale_down
@@ -115,15 +116,15 @@ def render(code: Why, data: dict) -> str:
         named = f": {data['period']}" if data.get("period") else ""
         return f"an excluded period is in force{named}; the plan is computed but not executed"
     if code == Why.BOUNDS:
-        band, load = f"[{data['low']:.2f}, {data['high']:.2f}]", data.get("load")
+        band, load = band_text(data["low"], data["high"]), data.get("load")
         if isinstance(load, (int, float)) and not data["low"] <= load <= data["high"]:
             # Outside the band, yet nothing to change: the plan is already the running configuration.
             side = "below" if load < data["low"] else "above"
             why = ("stages not bound to their knobs are left as they run" if data.get("unbound")
                    else _at_bound(side, data))
-            return (f"load {load:.2f} is {side} the utilization band {band}, but the plan equals the running "
+            return (f"{LOAD_NAME} {load:.2f} is {side} the utilization band {band}, but the plan equals the running "
                     f"configuration ({why})")
-        load_text = f"load {load:.2f}" if isinstance(load, (int, float)) else "the load"
+        load_text = f"{LOAD_NAME} {load:.2f}" if isinstance(load, (int, float)) else f"the {LOAD_NAME}"
         return f"every vertex is within its bounds: {load_text} is inside the utilization band {band}"
     if code == Why.UNBOUND:
         stages = [f"stage {item['position']} ({item['stage']})"
@@ -171,7 +172,7 @@ def why_no_proposal(*, job: Job, snapshot: MetricSnapshot | None, evaluation: Ev
     """Why ``job`` has no pending proposal, most important first. ``busy`` is an approved or executing
     proposal (evaluations pause while one runs); ``unbound``: the stage bindings that are a problem
     (``StageBinding.problem``), named by ``stage_names`` (position -> stage name); ``bound``: the
-    effective most cores (``webapp.dashboard.bounds``), named where the plan is held at it. Never empty."""
+    effective most cores (``webapp.loop.bounds``), named where the plan is held at it. Never empty."""
     now = now or timezone.now()
     policy = job.policy
     reasons: list[Reason] = []
@@ -218,7 +219,7 @@ def _evaluation_reasons(job: Job, evaluation: Evaluation, now: datetime, unbound
         out.append(Reason(Why.EXCLUDED, {"period": active_period(tuple(job.policy.excluded_periods or ()),
                                                                  now.timestamp())}))
     if evaluation.decision == Decision.NO_CHANGE and not out:
-        low, high = policy_band(job.policy)
+        low, high = plan_band(plan, policy_band(job.policy))
         load = plan.load if plan is not None else None
         outside = load is not None and not low <= load <= high
         named = unbound if outside else []

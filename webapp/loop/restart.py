@@ -34,7 +34,7 @@ from scaling.values.plan import JobPlan
 from webapp.jobs.models import EvaluationHold, Job
 from webapp.jobs.selectors import latest_snapshot
 from webapp.proposals.models import Execution, Proposal
-from webapp.proposals.predictions import capacity_per_s, plan_cores
+from webapp.proposals.predictions import capacity_per_s
 
 #: Longest the hold waits for a verification that does not come (the reconcile beat is down), as a
 #: multiple of the time the verification needs.
@@ -72,10 +72,9 @@ def restart_hold(*, job: Job, plan: JobPlan, now: datetime) -> tuple[EvaluationH
     end_s = settings.SCALER_STABILIZATION_S + predicted_catch_up * (1.0 + policy.verification_tolerance)
     if elapsed_s >= end_s:
         return None
-    cores_now, _ = plan_cores(plan)
     snapshot = latest_snapshot(job=job)
     sources = {v.vertex_id for v in snapshot.vertices.all() if v.is_source} if snapshot else set()
-    capacity = capacity_per_s(plan, cores_now, sources)
+    capacity = capacity_per_s(plan, sources)
     arrival = sum(v.target_data_rate for v in plan.vertices if v.vertex_id in sources)
     high = policy.utilization_max if policy.utilization_max is not None else min(1.0, policy.utilization_target + 0.3)
     if capacity is None or arrival > high * capacity:

@@ -44,7 +44,7 @@ from webapp.proposals.codes import Actor, AuditAction, AuditReason, Reason
 from webapp.proposals.holds import config_direction, scale_up_block_set
 from webapp.proposals.lifecycle import audit
 from webapp.proposals.models import Execution, Proposal
-from webapp.proposals.predictions import capacity_per_s, plan_cores, realized
+from webapp.proposals.predictions import capacity_per_s, realized
 from webapp.proposals.rollback import suspend_auto_approve
 
 
@@ -151,9 +151,8 @@ def blocks_scale_ups(*, proposal: Proposal, result: str, detail: dict, policy: J
     plan = proposal.job_plan
     if plan is None:
         return True
-    cores_now, cores_new = plan_cores(plan)
-    before = capacity_per_s(plan, cores_now, sources)
-    expected = capacity_per_s(plan, cores_new, sources)
+    before = capacity_per_s(plan, sources)
+    expected = capacity_per_s(plan, sources, proposed=True)
     now = (detail.get("realized") or {}).get("capacity_per_s")
     if before is None or expected is None or not isinstance(now, (int, float)) or expected <= before:
         return True

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from scaling.forecast import prediction as forecast
+from scaling.forecast.job_figures import job_capacity, plan_cores
 from scaling.planner.sizing import EXECUTORS_KEY, busy_share
 from scaling.policy.numbers import finite_or_none
 from scaling.values.metrics import job_utilization
@@ -35,23 +36,6 @@ def _json_number(value: float) -> float | None:
     return round(value, 3) if math.isfinite(value) else None
 
 
-def plan_cores(plan: JobPlan) -> tuple[int, int]:
-    """(cores now, cores proposed) of a micro-batch plan (executors × cores each)."""
-    per_executor = plan.cores_per_executor or 1
-    now = plan.executors_current or 1
-    new = plan.executors_proposed or now
-    return now * per_executor, new * per_executor
-
-
-def cost_core_s_per_record(plan: JobPlan, source_ids: set[str] | None = None) -> float | None:
-    """Core-seconds one source record costs over all stages, ``Σ_v λ_v / TPR_v / Σ_sources λ_s``
-    (seconds), from a plan; None when the plan has no rate to go by."""
-    vertices = plan.vertices
-    sources = source_ids or ({vertices[0].vertex_id} if vertices else set())
-    source_rate = sum(finite_or_none(v.target_data_rate) or 0.0 for v in vertices if v.vertex_id in sources)
-    return forecast.cost_core_s_per_record(_stage_rates(plan), source_rate)
-
-
 def _stage_rates(plan: JobPlan) -> list[tuple[float, float]]:
     """(target rate, true processing rate) per vertex of a plan (records/s; 0 unknown or infinite)."""
     return [(finite_or_none(v.target_data_rate) or 0.0, finite_or_none(v.true_processing_rate) or 0.0)
@@ -64,13 +48,11 @@ def demand_cores(plan: JobPlan) -> float:
     return forecast.demand_cores(_stage_rates(plan))
 
 
-def capacity_per_s(plan: JobPlan, cores: int, source_ids: set[str] | None = None) -> float | None:
-    """Source records per second ``cores`` sustain under the plan's measured rates:
-    ``cores × (1 − overhead) / c`` (records/s); None when the plan has no rate to go by."""
-    cost = cost_core_s_per_record(plan, source_ids)
-    if cost is None:
-        return None
-    return forecast.capacity_per_s(cores, plan.overhead_fraction or 0.0, cost)
+def capacity_per_s(plan: JobPlan, source_ids: set[str] | None = None, *, proposed: bool = False) -> float | None:
+    """Source records per second the plan's running (or, ``proposed``, its proposed) configuration
+    sustains under its measured rates (``scaling.forecast.job_figures.job_capacity``, records/s); None
+    when the plan has no rate to go by."""
+    return job_capacity(plan, source_ids or (), proposed=proposed).per_s
 
 
 def executor_record(plan: JobPlan, at_s: float, source_ids: set[str] | None = None) -> tuple[ScalingRecord, ...]:
@@ -82,7 +64,7 @@ def executor_record(plan: JobPlan, at_s: float, source_ids: set[str] | None = No
     old, new = plan.executors_current, plan.executors_proposed
     if old is None or new is None or old < 1 or new == old:
         return ()
-    rate = capacity_per_s(plan, plan_cores(plan)[0], source_ids)
+    rate = capacity_per_s(plan, source_ids)
     if rate is None:
         return ()
     return (ScalingRecord(at_s, EXECUTORS_KEY, old, new, rate, rate * new / old),)
@@ -118,10 +100,11 @@ def predict(*, plan: JobPlan, snapshot: MetricSnapshot | None, downtimes_s: Iter
             configured_restart_s: float) -> dict:
     """The prediction of a plan, with its inputs: what the proposal page shows, frozen.
 
-    Returns a dict: ``cores_now``/``cores_new``; ``capacity_per_s`` (records/s the new cores
-    sustain); ``utilization_now`` and ``utilization`` (busy share of the cores at the target rate,
-    0..1, ``JobPlan.utilization_now`` and ``predicted_utilization``: the same formula on the running and
-    the proposed cores; the band's load, with the catch-up, is ``inputs.load``);
+    Returns a dict: ``cores_now``/``cores_new``; ``capacity_per_s`` (source records/s the proposed
+    configuration sustains, ``scaling.forecast.job_figures.job_capacity``, as every page states it);
+    ``utilization_now`` and ``utilization`` (busy share of the cores at the target rate, 0..1,
+    ``JobPlan.utilization_now`` and ``predicted_utilization``: the same formula on the running and the
+    proposed cores; the needed utilization the band compares, with the catch-up, is ``inputs.load``);
     ``batch_ratio_now``/``batch_ratio`` (SPARK-12133 R: the task part shrinks with the cores,
     the overhead part does not); ``downtime_s`` (median measured, else the configured restart time)
     with ``downtime_source``; ``restart_backlog`` (the backlog now plus what arrives during the
@@ -162,7 +145,7 @@ def predict(*, plan: JobPlan, snapshot: MetricSnapshot | None, downtimes_s: Iter
                           "catch_up_data_rate": _json_number(v.catch_up_data_rate)} for v in plan.vertices],
         },
     }
-    capacity = capacity_per_s(plan, cores_new, sources)
+    capacity = capacity_per_s(plan, sources, proposed=True)
     if capacity is not None and snapshot is not None:
         prediction["capacity_per_s"] = round(capacity, 3)
         backlog = forecast.restart_backlog(float(snapshot.backlog), snapshot.arrival_rate_per_s, downtime_s)

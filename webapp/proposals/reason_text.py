@@ -18,7 +18,7 @@ from django.utils import timezone
 from scaling.forecast.prediction import VerdictReason
 from scaling.values import reasons as plan_reasons
 from scaling.values.reasons import PlanFormatError
-from scaling.words.reason_text import not_ready_text
+from scaling.words.reason_text import LOAD_NAME, not_ready_text
 from scaling.words.reason_text import reason_text as plan_reason_text
 from sparkclient.collector.answers import AnswerRefusal
 from sparkclient.contract.messages import RescalePath
@@ -252,7 +252,7 @@ _WITHDRAWALS: dict[str, _Template] = {
         f"it changes {_knobs(d)}, which the checkpoint pins (its state cannot be repartitioned offline): the "
         f"runner would refuse it"),
     WithdrawReason.INSIDE_BAND: lambda d: (
-        f"{_count(d)} evaluations in a row found the load inside the utilization band: no longer needed"),
+        f"{_count(d)} evaluations in a row found the {LOAD_NAME} inside the utilization band: no longer needed"),
     WithdrawReason.OPPOSITE: lambda d: f"{_count(d)} evaluations in a row pointed the other way ({d.get('direction')})",
     WithdrawReason.NOT_SUPPORTED: lambda d: (
         f"{_count(d)} evaluations in a row no longer supported it (inside the band or pointing the other way)"),

@@ -122,13 +122,28 @@ def test_a_plan_stored_in_the_old_shape_reads_with_its_sentences(name):
     assert plan.to_json()["format"] == PLAN_FORMAT
 
 
+#: The words of the band reasons when the v1 plans were stored, before the planner's load was named the
+#: needed utilization and its work stopped reading as a second "cores needed".
+V1_BAND_WORDS = {
+    PlanReason.LOAD_ABOVE_BAND: lambda d: (
+        f"load {d['load']:.2f} above the utilization band [{d['low']}, {d['high']}]: the job needs "
+        f"{d['need']:.2f} busy cores per second for its target and catch-up rate on {d['cores']} "
+        f"core{'s' if d['cores'] != 1 else ''} ({d['overhead']:.0%} batch overhead)"),
+    PlanReason.LOAD_BELOW_BAND: lambda d: (
+        f"load {d['load']:.2f} below the utilization band [{d['low']}, {d['high']}]: {d['need']:.2f} busy cores "
+        f"per second needed on {d['cores']} core{'s' if d['cores'] != 1 else ''}"),
+}
+
+
 def test_the_old_shape_matches_what_the_planner_says_now_in_codes():
-    """The stored v1 plans and today's planner on the same inputs: same decisions and words."""
+    """The stored v1 plans and today's planner on the same inputs: same decisions, numbers and words, the
+    band reasons in the words they had then (``V1_BAND_WORDS``)."""
     now = _plans()
     for stored_name, name in (("micro-batch-pinned", "pinned"), ("micro-batch-held", "held"),
                               ("micro-batch-activation", "activation"), ("continuous-scale", "continuous")):
         stored = json.loads((PLANS / f"v1-{stored_name}.json").read_text())
-        assert [reason_text(r) for r in now[name].reasons] == stored["reasons"]
+        assert [V1_BAND_WORDS[r.code](r.data) if r.code in V1_BAND_WORDS else reason_text(r)
+                for r in now[name].reasons] == stored["reasons"]
         assert [reason_text(v.reason) if v.reason else "" for v in now[name].vertices] == [
             v["note"] for v in stored["vertices"]]
 

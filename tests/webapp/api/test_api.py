@@ -12,7 +12,7 @@ from rest_framework.authtoken.models import Token
 
 from scaling.values.plan import PLAN_FORMAT
 from scaling.values.reasons import PlanReason
-from scaling.words.reason_text import reason_text
+from scaling.words.reason_text import LOAD_NAME, reason_text
 from tests.webapp.dashboard_factories import make_succeeded
 from tests.webapp.factories import make_job, make_snapshots, make_user
 from webapp.loop.evaluate import evaluation_run
@@ -189,6 +189,25 @@ def test_vertices_carry_the_stage_name_the_dashboard_shows(api):
     rows = api.get("/api/vertices/", {"job": job.pk}).json()["results"]
     assert {r["vertex_id"]: r["stage"] for r in rows} == job_stage_names(job=job) == \
         {"v0": "stage 0", "v1": "stage 1", "v2": "stage 2"}
+
+
+def test_a_proposal_gives_the_figures_the_pages_state(api, client):
+    """Capacity now and expected, the needed utilization and its band, the cores needed: the numbers
+    and words the proposal page shows (``webapp.jobs.figures``), and the capacity its prediction froze."""
+    job = make_job(metric_window_s=45)
+    make_snapshots(job, count=4)
+    evaluation_run(job=job)
+    proposal = job.proposals.get()
+    figures = api.get(f"/api/proposals/{proposal.pk}/").json()["figures"]
+    assert figures["capacity_expected_per_s"] == pytest.approx(proposal.prediction["capacity_per_s"], rel=1e-4)
+    assert figures["load"] == pytest.approx(proposal.job_plan.load, abs=1e-3) and figures["load_name"] == LOAD_NAME
+    assert figures["band"] == [0.4, 1.0] and figures["band_text"] == "[0.40, 1.00]"
+    assert figures["cores_needed"]["needed"] == proposal.job_plan.cores_needed
+    client.force_login(make_user("reader", role="viewer"))
+    html = client.get(f"/proposals/{proposal.pk}/").content.decode()
+    assert f'data-figure="band">{figures["band_text"]}<' in html
+    assert f'>{figures["cores_needed"]["text"]}</span>' in html
+    assert 'data-figure="capacity" ' in html and f'>{figures["capacity_now_per_s"]:.0f}</b>' in html
 
 
 def test_a_proposal_gives_each_reason_its_code_data_and_words(api):

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from scaling.values.reasons import Limit, PlanReason, Reason, legacy_text
-from scaling.words.reason_text import reason_text
+from scaling.words.reason_text import LOAD_NAME, reason_text
 from sparkclient.contract.binding import BindingStatus, PinReason, StageBinding
 from tests.webapp.dashboard_factories import make_evaluation, make_succeeded
 from tests.webapp.factories import PLAN_STAGES, make_job, make_snapshots, make_user
@@ -111,7 +111,7 @@ def test_job_page_draws_dag_and_charts_on_one_time_axis(client, operator):
     assert len(edge_labels) == 2 and all(label.endswith("rec/s") for label in edge_labels)
     series = _figure(html, "series-figure")
     names = [t["name"] for t in series["data"]]
-    for name in ("input (arrival) rate", "capacity (input rows ÷ busy time)", "backlog", "batch ratio R",
+    for name in ("input (arrival) rate", "rate while batches run (input rows ÷ batch time)", "backlog", "batch ratio R",
                  "executors", "cores"):
         assert name in names
     assert "processing rate" not in names and "processed" not in html
@@ -216,7 +216,7 @@ def test_why_every_vertex_within_bounds_shows_the_band(client, operator):
     evaluation = evaluation_run(job=job)
     assert evaluation.decision == "no-change" and not job.proposals.exists()
     why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
-    assert why["bounds"].startswith("every vertex is within its bounds: load ")
+    assert why["bounds"].startswith(f"every vertex is within its bounds: {LOAD_NAME} ")
     assert "inside the utilization band [0.30, 0.90]" in why["bounds"]
     assert why["bounds"].count("band") == 1  # stated once: the model's sentence is not appended again
 
@@ -233,8 +233,8 @@ def test_why_below_the_band_at_the_minimum_says_so(client, operator):
     evaluation = evaluation_run(job=job)
     assert evaluation.decision == "no-change" and evaluation.job_plan.load < 0.4
     why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
-    assert why["bounds"].startswith(f"load {evaluation.job_plan.load:.2f} is below the utilization band [0.40, 1.00], "
-                                    "but the plan equals the running configuration")
+    assert why["bounds"].startswith(f"{LOAD_NAME} {evaluation.job_plan.load:.2f} is below the utilization band "
+                                    "[0.40, 1.00], but the plan equals the running configuration")
     assert "inside" not in why["bounds"]
 
 
@@ -548,7 +548,7 @@ def test_why_above_the_band_with_a_skewed_stage_names_what_the_plan_cannot_meet(
     plan = evaluation.job_plan
     assert evaluation.decision == "no-change" and plan.load > 1.0, evaluation.plan
     why = why_items(client.get(f"/jobs/{job.pk}/").content.decode())
-    assert why["bounds"].startswith("load ") and "above the utilization band" in why["bounds"]
+    assert why["bounds"].startswith(f"{LOAD_NAME} ") and "above the utilization band" in why["bounds"]
     assert [(item.code, item.vertex_id) for item in plan.limits] == [
         (Limit.MAX_EXECUTORS, None), (Limit.BOTTLENECK, "v1"), (Limit.CATCH_UP_UNREACHABLE, None)]
     assert plan.limit(Limit.BOTTLENECK).data["skew"] == 7.0 and plan.limit(Limit.MAX_EXECUTORS).data["cores_max"] == 2

@@ -5,6 +5,7 @@ import pytest
 from tests.webapp.factories import make_job, make_snapshots
 from webapp.dashboard.figures import dag_figure, utilization_colour
 from webapp.dashboard.reads import dag_vertices
+from webapp.jobs.models import MetricSnapshot
 from webapp.jobs.stages import stage_name, stage_names
 from webapp.loop.evaluate import evaluation_run
 
@@ -82,3 +83,24 @@ def test_the_dag_reads_the_busiest_task_of_the_stored_snapshots():
     even = next(a["hovertext"] for a in dag_figure([dict(rows["v1"], true_processing_rate_mean=rows["v1"][
         "true_processing_rate"], upstream=[])])["layout"]["annotations"] if a["name"] == "node:v1")
     assert "busiest task's pace" not in even  # the same rate is not said twice
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("share", "shown"), [(0.49, False), (0.51, True)])
+def test_the_dag_shows_the_batch_overhead_as_its_own_box_when_it_is_over_half_the_batch(client, operator, share,
+                                                                                        shown):
+    """The job page's data (its live twin's JSON): the batch overhead's share of the batch, and the DAG's box
+    for it only above half of the batch, with that share; the stages' boxes stay as they are."""
+    job = make_job(metric_window_s=45)
+    make_snapshots(job, batch_duration_s=5.0)
+    MetricSnapshot.objects.filter(job=job).update(batch_overhead_s=share * 5.0)
+    evaluation_run(job=job)
+    data = client.get(f"/jobs/{job.pk}/live/").json()
+    assert data["overhead"] == {"share": share, "overhead_s": share * 5.0, "batch_s": 5.0, "shown": shown}
+    annotations = data["dag"]["layout"]["annotations"]
+    boxes = [a for a in annotations if a["name"] == "overhead"]
+    assert len(boxes) == int(shown)
+    assert len([a for a in annotations if a["name"].startswith("node:")]) == 3
+    if shown:
+        assert f"{share:.0%} of each batch" in boxes[0]["text"]
+        assert boxes[0]["x"] + 0.5 < data["dag"]["layout"]["xaxis"]["range"][1]  # inside the drawn area

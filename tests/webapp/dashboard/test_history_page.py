@@ -11,6 +11,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from scaling.words.reason_text import LOAD_NAME
 from tests.webapp.dashboard.history_factories import event_specs, make_every_event
 from tests.webapp.dashboard_factories import make_succeeded
 from tests.webapp.factories import make_job, make_user
@@ -72,7 +73,7 @@ def test_each_event_shows_its_fields_before_and_after_with_units(client, ada):
     assert 'class="actor">Ada Lovelace<' in policy
     proposed = row("proposed")
     assert '<tr data-knob="cores" class="changed">' in proposed and "→ <b>2</b>" in proposed
-    assert "unchanged</summary>" in proposed and "load 1.59" in proposed  # the plan's reason, in words
+    assert "unchanged</summary>" in proposed and f"{LOAD_NAME} 1.59" in proposed  # the plan's reason, in words
     verified = row("verification_verified")
     assert "realized capacity</th><td class=\"after\">2,410 rec/s" in verified
     assert "not caught up in the window" in verified and "9,845 rec/s" in verified

@@ -1,6 +1,7 @@
 """The job, proposal and rescales pages state each number once, with its origin: one catch-up per
-execution, nothing from zero batches, utilization beside the band's load, stage and job capacities
-in one unit, bounds with their source, paths in words and the expected time to effect."""
+execution, nothing from zero batches, utilization beside the band's needed utilization, stage and job
+capacities in one unit, one capacity, band and cores needed on each page, bounds with their source,
+paths in words and the expected time to effect."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ import pytest
 from django.utils import timezone
 
 from scaling.values.reasons import Limit, PlanLimit
+from scaling.words.reason_text import LOAD_NAME
 from scaling.words.reason_text import reason_text as plan_reason_text
 from tests.webapp.dashboard_factories import make_evaluation, make_succeeded
 from tests.webapp.factories import make_job, make_pending, make_snapshots, make_user
-from webapp.dashboard import bounds
 from webapp.jobs.models import Job, MetricSnapshot
+from webapp.loop import bounds
 from webapp.proposals.lifecycle import transition
 from webapp.proposals.models import Execution, Proposal
 from webapp.proposals.predictions import realized
@@ -120,7 +122,8 @@ def test_utilization_states_the_load_the_reason_gives(client, operator):
     html = client.get(f"/proposals/{proposal.pk}/").content.decode()
     load = proposal.prediction["inputs"]["load"]
     reasons = re.search(r'<ul id="reasons">(.*?)</ul>', html, re.S).group(1)
-    assert f"load {load:.2f}" in reasons
+    assert f"{LOAD_NAME} {load:.2f}" in reasons
+    assert "load" not in re.sub(r"<[^>]+>", "", reasons)  # words that cannot be read as the host's load average
     assert f"is {load:.2f} now" in cell(html, "utilization")
     assert proposal.prediction["utilization_now"] == pytest.approx(proposal.job_plan.utilization_now, abs=1e-3)
 
@@ -139,6 +142,47 @@ def test_stage_capacities_combine_into_the_jobs_and_show_their_cores(client, ope
     assert all(job_now <= now and job_new <= new for now, new in capacities)
     assert 1 / job_now == pytest.approx(sum(1 / now for now, _ in capacities), rel=0.01)
     assert job_new == pytest.approx(proposal.prediction["capacity_per_s"], rel=0.01)  # the prediction's, same formula
+
+
+def _figures(html: str) -> dict[str, str]:
+    line = re.search(r'<p class="numbers figures" id="figures">(.*?)</p>', html, re.S).group(1)
+    return dict(re.findall(r'data-figure="([a-z-]+)"[^>]*>([^<]*)<', line))
+
+
+def test_the_job_proposal_and_rescales_pages_state_the_same_figures(client, operator):
+    """One capacity, one band, one cores needed: the same words on the three pages of one job (the
+    proposal's plan is the newest evaluation's), and the proposal's capacity the per-stage table's."""
+    proposal = make_pending()
+    job = proposal.job
+    urls = {"job": f"/jobs/{job.pk}/", "proposal": f"/proposals/{proposal.pk}/",
+            "rescales": f"/jobs/{job.pk}/rescales/"}
+    pages = {name: client.get(url).content.decode() for name, url in urls.items()}
+    figures = {name: _figures(html) for name, html in pages.items()}
+    assert figures["job"] == figures["proposal"] == figures["rescales"]
+    assert set(figures["job"]) == {"capacity", "load", "band", "cores-needed"}
+    assert figures["job"]["capacity"] == re.search(r'id="job-capacity" data-now="(\d+)"', pages["proposal"]).group(1)
+    assert figures["job"]["cores-needed"] == f"{proposal.job_plan.cores_needed} cores needed"
+    assert figures["job"]["load"] == f"{LOAD_NAME} {proposal.job_plan.load:.2f}"
+
+
+@pytest.mark.parametrize(("backlog_mode", "band"), [(False, "[0.40, 1.00]"), (True, "[0.00, 1.00]")])
+def test_the_rescales_trigger_names_the_band_the_plan_compared_with(client, operator, backlog_mode, band):
+    """In backlog mode the plan compares with [0, 1] (FLIP-271), and the Rescales page says so, as the
+    plan's reason does, in the one band format."""
+    job = make_job(metric_window_s=45)
+    done = make_succeeded(job)
+    evaluation = make_evaluation(job, decision="scale", load=1.5, backlog_mode=backlog_mode)
+    Proposal.objects.filter(pk=done.pk).update(evaluation=evaluation)
+    html = client.get(f"/jobs/{job.pk}/rescales/").content.decode()
+    trigger = re.search(rf'<tr data-proposal="{done.pk}".*?<td class="trigger">(.*?)</td>', html, re.S).group(1)
+    assert trigger.endswith(f": {LOAD_NAME} 1.50, band {band}")
+
+
+def test_the_job_page_states_no_figures_of_an_evaluation_older_than_the_configuration(client, operator):
+    proposal = make_pending()
+    Job.objects.filter(pk=proposal.job.pk).update(config_changed_at=timezone.now())
+    figures = _figures(client.get(f"/jobs/{proposal.job.pk}/").content.decode())
+    assert figures == {"capacity": "not measured"}
 
 
 # --- bounds with their source ------------------------------------------------------------------------
@@ -313,6 +357,6 @@ def test_the_stored_cluster_names_the_host_without_asking_the_runner(monkeypatch
     job = make_job(max_cores=8)
     Job.objects.filter(pk=job.pk).update(capacity=2, cluster="local@127.0.0.1")
     job.refresh_from_db()
-    monkeypatch.setattr("webapp.dashboard.bounds.runner_master", lambda job: pytest.fail("read the runner"))
+    monkeypatch.setattr("webapp.loop.bounds.runner_master", lambda job: pytest.fail("read the runner"))
     bound = bounds.effective_max_cores(job)
     assert (bound.cores, bound.source) == (2, "host")

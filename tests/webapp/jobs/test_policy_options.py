@@ -32,7 +32,7 @@ from webapp.loop.execute import attempt_send
 from webapp.loop.reconcile import workflow_reconcile
 from webapp.loop.verify import blocks_scale_ups
 from webapp.proposals.models import AuditEvent, Execution, Proposal
-from webapp.proposals.predictions import capacity_per_s, executor_record, plan_cores
+from webapp.proposals.predictions import capacity_per_s, executor_record
 
 pytestmark = pytest.mark.django_db
 BOUNDED = [o for o in job_options() if o.bounds is not None]
@@ -152,8 +152,7 @@ def test_the_effectiveness_threshold_is_flinks_share_of_the_expected_gain():
     make_snapshots(job)
     evaluation_run(job=job)
     proposal = job.proposals.get()
-    cores_now, cores_new = plan_cores(proposal.job_plan)
-    before, expected = (capacity_per_s(proposal.job_plan, c, {"v0"}) for c in (cores_now, cores_new))
+    before, expected = (capacity_per_s(proposal.job_plan, {"v0"}, proposed=new) for new in (False, True))
     assert expected > before
     half = {"realized": {"capacity_per_s": before + 0.5 * (expected - before)}}
 

@@ -120,7 +120,7 @@ def test_a_reason_renders_from_its_code_and_data(reason, text):
 
 def test_withdrawals_and_evaluation_holds_render_from_their_codes():
     assert withdrawal_text({"reason": WithdrawReason.INSIDE_BAND, "evaluations": [1, 2, 3]}) == (
-        "3 evaluations in a row found the load inside the utilization band: no longer needed")
+        "3 evaluations in a row found the needed utilization inside the utilization band: no longer needed")
     assert evaluation_hold_text(EvaluationHold.SCALE_UP_BLOCKED, {"knobs": ["cores"], "proposal": 2}) == (
         "scale-ups of cores are blocked: proposal #2 was verified ineffective; a person clears the block on the "
         "job page")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -135,3 +136,14 @@ def run_while_progressing(args: list[str], *, what: str, stall_s: float, cwd: Pa
         out.seek(0)
         err.seek(0)
         return subprocess.CompletedProcess(args, process.returncode, out.read(), err.read())
+
+
+def stop_supervisor(supervisor: subprocess.Popen, *, timeout_s: float) -> None:
+    """End a runner's supervisor as an operator does: SIGTERM (it stops its driver and Spark), then,
+    after ``timeout_s`` seconds, SIGKILL to its process group."""
+    if supervisor.poll() is None:
+        supervisor.send_signal(signal.SIGTERM)
+    try:
+        supervisor.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(supervisor.pid, signal.SIGKILL)

@@ -28,10 +28,8 @@ from tests.repo import ROOT
 from tests.sparkclient.runner.crash_pipeline import MESSAGE
 from tests.waiting import wait_for
 from tests.webapp.factories import make_user
-from tests.webapp.inbox.factories import Endpoint
-from webapp.celery import app
+from tests.webapp.inbox.factories import Endpoint, notify_jobs_down
 from webapp.inbox.models import NotificationTarget
-from webapp.inbox.tasks import jobs_down_notify
 from webapp.jobs.models import Job
 from webapp.jobs.services import job_register
 from webapp.loop.collect import snapshot_collect
@@ -96,13 +94,7 @@ def test_a_driver_crashing_in_a_loop_is_named_on_every_page_and_in_the_webhook(
     assert job.health == Job.Health.DOWN and job.health_reason["code"] == "runner_crash_looping"
     assert job.health_reason["data"]["exception"] == "ValueError"
 
-    app.conf.task_always_eager = True
-    try:
-        assert jobs_down_notify() == 1
-    finally:
-        app.conf.task_always_eager = False
-        endpoint.close()
-    [body] = endpoint.bodies
+    [body] = notify_jobs_down(endpoint)
     assert body["kind"] == "job_down" and body["data"]["down"]["data"]["message"] == message
     assert f"crash looping: {CRASHES} driver crashes" in body["text"] and f"ValueError: {message}" in body["text"]
     assert "fix the pipeline" in body["text"] and str(tmp_path / "job" / "driver.log") in body["text"]

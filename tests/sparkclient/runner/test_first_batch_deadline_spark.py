@@ -16,7 +16,6 @@ downtime is not measured.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from sparkclient.contract.messages import RescalePath
 from sparkclient.demo.redisproc import free_port
 from tests.repo import ROOT
 from tests.sparkclient.runner.poison_pipeline import POISONED
-from tests.waiting import runner_failure, wait_for
+from tests.waiting import runner_failure, stop_supervisor, wait_for
 from webapp.jobs.services import job_register
 from webapp.loop.execute import attempt_send
 from webapp.loop.reconcile import execution_poll
@@ -66,12 +65,7 @@ def poison_runner(workflow_redis, redis_server, tmp_path, settings, monkeypatch)
     try:
         yield job, supervisor, workflow_redis, workdir / "driver.log"
     finally:
-        if supervisor.poll() is None:
-            supervisor.send_signal(signal.SIGTERM)
-        try:
-            supervisor.wait(timeout=180)
-        except subprocess.TimeoutExpired:
-            os.killpg(supervisor.pid, signal.SIGKILL)
+        stop_supervisor(supervisor, timeout_s=180)
         print(f"driver log: {workdir / 'driver.log'}")
 
 

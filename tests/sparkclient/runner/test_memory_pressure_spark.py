@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -32,7 +31,7 @@ from sparkclient.contract.control import read_status, send_command, wait_result
 from sparkclient.contract.messages import RescaleCommand, RescalePath
 from sparkclient.demo.redisproc import free_port
 from tests.repo import ROOT
-from tests.waiting import runner_failure, wait_for
+from tests.waiting import runner_failure, stop_supervisor, wait_for
 from tests.webapp.factories import make_user
 from webapp.jobs.memory import job_memory, memory_inputs
 from webapp.jobs.models import Job
@@ -113,12 +112,7 @@ def runner(workflow_redis, redis_server, tmp_path, settings):
     try:
         yield job, supervisor, workflow_redis, tmp_path / "job" / "driver.log"
     finally:
-        if supervisor.poll() is None:
-            supervisor.send_signal(signal.SIGTERM)
-        try:
-            supervisor.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(supervisor.pid, signal.SIGKILL)
+        stop_supervisor(supervisor, timeout_s=120)
         print(f"driver log: {tmp_path / 'job' / 'driver.log'}")
 
 

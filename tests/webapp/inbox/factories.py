@@ -12,7 +12,9 @@ from django.utils import timezone
 from scaling.forecast.prediction import VerdictReason
 from tests.webapp.dashboard_factories import make_succeeded
 from tests.webapp.factories import CONFIG, make_job
+from webapp.celery import app
 from webapp.inbox.kinds import ItemKind
+from webapp.inbox.tasks import jobs_down_notify
 from webapp.jobs.models import Job, JobPolicy
 from webapp.proposals.codes import Actor, AuditAction, Reason
 from webapp.proposals.models import AuditEvent, Proposal
@@ -93,3 +95,15 @@ class Endpoint:
         self.gate.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+def notify_jobs_down(endpoint: Endpoint) -> list[dict]:
+    """Send the job-down notices at once (Celery eager), close ``endpoint`` and return the bodies it
+    received; one notice must have been sent."""
+    app.conf.task_always_eager = True
+    try:
+        assert jobs_down_notify() == 1
+    finally:
+        app.conf.task_always_eager = False
+        endpoint.close()
+    return endpoint.bodies

@@ -10,11 +10,9 @@ import html
 import pytest
 
 from tests.webapp.factories import make_job
-from tests.webapp.inbox.factories import Endpoint
+from tests.webapp.inbox.factories import Endpoint, notify_jobs_down
 from tests.webapp.loop.test_collect import write_runner_status
-from webapp.celery import app
 from webapp.inbox.models import NotificationTarget
-from webapp.inbox.tasks import jobs_down_notify
 from webapp.jobs.models import Job
 from webapp.jobs.runnerdown import RunnerDown
 from webapp.loop.collect import snapshot_collect
@@ -59,13 +57,7 @@ def test_a_crash_loop_is_named_on_the_job_page_the_overview_and_the_inbox(client
 def test_a_crash_loop_is_told_by_the_job_down_webhook_with_its_coded_reason(looping_job):
     endpoint = Endpoint()
     NotificationTarget.objects.create(name="orders team", job=looping_job, webhook_url=endpoint.url)
-    app.conf.task_always_eager = True
-    try:
-        assert jobs_down_notify() == 1
-    finally:
-        app.conf.task_always_eager = False
-        endpoint.close()
-    [body] = endpoint.bodies
+    [body] = notify_jobs_down(endpoint)
     assert body["kind"] == "job_down" and body["data"]["down"]["code"] == RunnerDown.CRASH_LOOPING
     assert body["data"]["down"]["data"]["exception"] == "ValueError"
     assert f"the last {KILLED} (exit code 1). Read the trace in {LOG}" in body["text"]

@@ -36,7 +36,9 @@ system-deps:
 # together run every test `pytest` collects:
 #   1. every test not marked spark, e2e or browser, on 2 processes (pytest-xdist, `-n 2`) at the lowest
 #      CPU priority (`nice -n 19`): CPU-bound Python (fuzzers, the policy benchmark, schemathesis,
-#      Django) that takes only the CPU phase 2 leaves idle (its JVM starts, triggers and waits);
+#      Django) that takes only the CPU phase 2 leaves idle (its JVM starts, triggers and waits); once
+#      phase 2 is done, phase 1 gets the recipe's own niceness back (scripts/renice-tree.py; it needs
+#      root, else phase 1 stays at 19), or a busy host's other processes would starve it;
 #   2. the spark, e2e and browser tests one at a time (`-n 0`) at normal priority: a Spark test
 #      measures batch times, so no other test of its own priority runs beside it; a browser test
 #      drives Chromium against a live server.
@@ -54,6 +56,7 @@ test: $(STAMP) system-deps
 	(nice -n 19 $(VPY) -m pytest -n 2 -m "not ($(SERIAL_TESTS))" $(call junit,1) >"$$log1" 2>&1) & phase1=$$!; \
 	echo "== make test, phase 2 of 2: pytest -n 0 -m '$(SERIAL_TESTS)'"; \
 	$(VPY) -m pytest -n 0 -m "$(SERIAL_TESTS)" $(call junit,2) || failed="phase 2 (exit code $$?)"; \
+	$(VPY) scripts/renice-tree.py $$phase1 $$(nice); \
 	wait $$phase1; code=$$?; echo "== make test, phase 1 of 2: its output"; cat "$$log1"; rm -f "$$log1"; \
 	[ $$code -eq 0 ] || failed="phase 1 (exit code $$code)$${failed:+, $$failed}"; \
 	if [ -n "$$failed" ]; then echo "make test failed: $$failed" >&2; exit 1; fi
